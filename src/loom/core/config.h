@@ -1,0 +1,78 @@
+// Configuration: a TOML file flattened into dotted keys ("optim.lr"), plus `--set key=value`
+// overrides. Every value remembers where it came from ("cfg.toml:12" or "--set"), so errors
+// name the key and the line. Readers ask for typed values with a default and a range; the
+// caller that knows all valid keys (the train layer) rejects unknown ones with check_known().
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace loom {
+
+using ConfigScalar = std::variant<bool, int64_t, double, std::string>;
+
+struct ConfigValue {
+  ConfigScalar value;
+  std::vector<ConfigScalar> array;  // set when is_array
+  bool is_array = false;
+  std::string where;  // "file.toml:12" or "--set"
+};
+
+enum class ConfigType { kBool, kInt, kDouble, kString, kArray };
+
+struct ConfigKeySpec {
+  std::string key;
+  ConfigType type;
+  std::string default_text;  // as shown in `loom train --help-config`
+  std::string doc;
+};
+
+class Config {
+ public:
+  Config() = default;
+  // Throws ConfigError naming the file and line for TOML syntax errors; InputError if unreadable.
+  static Config from_file(const std::string& path);
+  static Config from_string(const std::string& text, const std::string& name = "<string>");
+
+  // "key=value"; value parsed as a TOML value, or taken as a bare string if it is not one.
+  void set_override(const std::string& assignment);
+  void set(const std::string& key, ConfigScalar value, const std::string& where = "code");
+
+  bool has(const std::string& key) const { return values_.count(key) != 0; }
+  const std::map<std::string, ConfigValue>& values() const { return values_; }
+  std::string where(const std::string& key) const;
+
+  bool get_bool(const std::string& key, bool def) const;
+  int64_t get_int(const std::string& key, int64_t def) const;
+  int64_t get_int(const std::string& key, int64_t def, int64_t lo, int64_t hi) const;
+  double get_double(const std::string& key, double def) const;
+  double get_double(const std::string& key, double def, double lo, double hi) const;
+  std::string get_string(const std::string& key, const std::string& def) const;
+  // One of `choices`, else ConfigError listing them.
+  std::string get_choice(const std::string& key, const std::string& def,
+                         const std::vector<std::string>& choices) const;
+
+  // Every key present must be in `known` (exact, or under a prefix ending in '.'), else
+  // ConfigError naming the key, its line and the closest known key.
+  void check_known(const std::vector<ConfigKeySpec>& known) const;
+
+  // Sorted "key = value" lines: the same config gives the same text on every rank.
+  std::string canonical_text() const;
+
+  // Keys of `defaults` that this config lacks are copied in.
+  void merge_defaults(const Config& defaults);
+
+ private:
+  const ConfigValue* find(const std::string& key) const;
+  std::map<std::string, ConfigValue> values_;
+};
+
+std::string config_scalar_text(const ConfigScalar& v);
+// Levenshtein distance, for "did you mean" hints.
+size_t edit_distance(const std::string& a, const std::string& b);
+
+}  // namespace loom

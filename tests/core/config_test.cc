@@ -1,0 +1,79 @@
+#include "loom/core/config.h"
+
+#include <gtest/gtest.h>
+
+#include "loom/core/error.h"
+
+namespace loom {
+namespace {
+
+TEST(Config, FlattensTablesAndRemembersLines) {
+  Config cfg = Config::from_string("model = \"mlp\"\n[optim]\nlr = 0.05\nmomentum = 0.9\n", "c.toml");
+  EXPECT_EQ(cfg.get_string("model", ""), "mlp");
+  EXPECT_DOUBLE_EQ(cfg.get_double("optim.lr", 0), 0.05);
+  EXPECT_EQ(cfg.where("optim.momentum"), "c.toml:4");
+  EXPECT_EQ(cfg.get_int("batch", 128), 128);
+}
+
+TEST(Config, OverridesParseTomlValuesAndBareWords) {
+  Config cfg = Config::from_string("batch = 64\n");
+  cfg.set_override("batch=256");
+  cfg.set_override("codec=onebit");
+  cfg.set_override("optim.lr = 0.1");
+  EXPECT_EQ(cfg.get_int("batch", 0), 256);
+  EXPECT_EQ(cfg.get_string("codec", ""), "onebit");
+  EXPECT_DOUBLE_EQ(cfg.get_double("optim.lr", 0), 0.1);
+  EXPECT_THROW(cfg.set_override("=3"), ConfigError);
+}
+
+TEST(Config, WrongTypeNamesKeyAndLine) {
+  Config cfg = Config::from_string("a = 1\nbatch = \"big\"\n", "c.toml");
+  try {
+    cfg.get_int("batch", 0);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("c.toml:2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'batch'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Config, OutOfRangeAndChoices) {
+  Config cfg = Config::from_string("batch = -5\ncodec = \"zip\"\n");
+  EXPECT_THROW(cfg.get_int("batch", 1, 1, 1 << 20), ConfigError);
+  EXPECT_THROW(cfg.get_choice("codec", "fp32", {"fp32", "fp16"}), ConfigError);
+  EXPECT_EQ(cfg.get_choice("missing", "fp32", {"fp32", "fp16"}), "fp32");
+}
+
+TEST(Config, UnknownKeySuggestsClosest) {
+  Config cfg = Config::from_string("[optim]\nlearning_rate = 1\nlrr = 2\n", "c.toml");
+  std::vector<ConfigKeySpec> known = {{"optim.lr", ConfigType::kDouble, "0.05", ""}};
+  try {
+    cfg.check_known(known);
+    FAIL();
+  } catch (const ConfigError& e) {
+    std::string w = e.what();
+    EXPECT_NE(w.find("unknown config key"), std::string::npos) << w;
+  }
+  Config good = Config::from_string("[optim]\nlr = 1\n");
+  EXPECT_NO_THROW(good.check_known(known));
+}
+
+TEST(Config, SyntaxErrorNamesLine) {
+  try {
+    Config::from_string("a = 1\nb = = 2\n", "bad.toml");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.toml:2"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Config, CanonicalTextIsOrderIndependent) {
+  Config a = Config::from_string("x = 1\ny = \"s\"\n");
+  Config b = Config::from_string("y = \"s\"\nx = 1\n");
+  EXPECT_EQ(a.canonical_text(), b.canonical_text());
+  b.set_override("x=2");
+  EXPECT_NE(a.canonical_text(), b.canonical_text());
+}
+
+}  // namespace
+}  // namespace loom
