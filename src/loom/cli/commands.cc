@@ -1,27 +1,48 @@
 #include "loom/cli/commands.h"
 
-#include <CLI/CLI.hpp>
+#include <map>
 
 #include "loom/cli/version.h"
 
 namespace loom::cli {
+namespace {
+
+std::map<std::string, CommandSetup>& registry() {
+  static std::map<std::string, CommandSetup> commands;
+  return commands;
+}
+
+int g_exit_code = 0;
+
+}  // namespace
+
+CommandRegistrar::CommandRegistrar(const std::string& name, CommandSetup setup) {
+  registry()[name] = std::move(setup);
+}
+
+void set_exit_code(int code) { g_exit_code = code; }
 
 int run(int argc, char** argv) {
   CLI::App app{"loom: data-parallel neural network training"};
   app.require_subcommand(0, 1);
   bool version = false;
   app.add_flag("--version", version, "print the version and the build's features");
+  for (auto& [name, setup] : registry()) setup(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
   }
   if (version) {
     print_version();
     return 0;
   }
-  std::fputs(app.help().c_str(), stdout);
-  return 0;
+  if (app.get_subcommands().empty()) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  }
+  return g_exit_code;
 }
 
 }  // namespace loom::cli
