@@ -27,7 +27,24 @@ int run(int argc, char** argv) {
   app.require_subcommand(0, 1);
   bool version = false;
   app.add_flag("--version", version, "print the version and the build's features");
-  for (auto& [name, setup] : registry()) setup(app);
+  // "bench allreduce" registers under a "bench" parent that collects the benchmarks.
+  for (auto& [name, setup] : registry()) {
+    auto space = name.find(' ');
+    if (space == std::string::npos) {
+      setup(app);
+      continue;
+    }
+    std::string parent = name.substr(0, space);
+    CLI::App* group = nullptr;
+    try {
+      group = app.get_subcommand(parent);
+    } catch (const CLI::OptionNotFound&) {
+      group = app.add_subcommand(parent, parent == "bench" ? "benchmarks that print their figures"
+                                                           : parent + " commands");
+      group->require_subcommand(1);
+    }
+    setup(*group);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -15,6 +15,8 @@ namespace loom::cli {
 // set_exit_code(); an exception derived from loom::Error becomes its exit code in main().
 using CommandSetup = std::function<void(CLI::App& app)>;
 
+// A name "parent child" (e.g. "bench allreduce") is added under the `parent` subcommand,
+// which is created on first use; `setup` then receives the parent app.
 struct CommandRegistrar {
   CommandRegistrar(const std::string& name, CommandSetup setup);
 };
