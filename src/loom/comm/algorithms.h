@@ -1,0 +1,38 @@
+// The collective algorithms, each written once on a Communicator's point-to-point calls (one
+// algorithm per file), so they run over every transport. Communicator's default collectives
+// pick among them; tests call each one directly so a transport's native override cannot hide
+// a broken algorithm. Sizes are in elements of reducer.elem_size (or bytes where no reducer).
+#pragma once
+
+#include <cstddef>
+
+#include "loom/comm/communicator.h"
+
+namespace loom::comm::algo {
+
+// Ring reduce-scatter (Patarasuk & Yuan, JPDC 2009): n-1 steps; at step s rank r sends block
+// (r-s-1) to r+1 and reduces block (r-s-2) from r-1, so rank r ends owning block r. Each block
+// travels in chunks of options().ring_chunk_bytes, and a chunk is forwarded as soon as it is
+// reduced, so the steps overlap (pipelining).
+void ring_reduce_scatter(Communicator& c, void* data, size_t count, const Reducer& r);
+
+// Ring allgather: n-1 steps, rank r starts owning block r; chunks are forwarded on arrival.
+void ring_allgather(Communicator& c, void* data, size_t count, size_t elem_size);
+
+// Ring allreduce = ring reduce-scatter + ring allgather: each rank sends 2(n-1)/n of the data.
+void ring_allreduce(Communicator& c, void* data, size_t count, const Reducer& r);
+
+// Recursive halving (reduce-scatter) then recursive doubling (allgather), Rabenseifner's
+// algorithm (Thakur, Rabenseifner & Gropp, IJHPCA 2005): 2 log2(p) steps. For a world size
+// that is not a power of two, the first 2*rem ranks pair up (even sends to odd) before and
+// after, rem = n - 2^floor(log2 n). Fewer messages than the ring: for small buffers.
+void halving_doubling_allreduce(Communicator& c, void* data, size_t count, const Reducer& r);
+
+// Binomial tree broadcast from `root`: ceil(log2 n) rounds.
+void binomial_broadcast(Communicator& c, void* data, size_t bytes, int root);
+
+// Dissemination barrier (Hensgen, Finkel & Manber 1988): ceil(log2 n) rounds of empty
+// messages; rank r signals r + 2^k and waits for r - 2^k.
+void dissemination_barrier(Communicator& c);
+
+}  // namespace loom::comm::algo

@@ -1,0 +1,144 @@
+// The transport boundary of loom, as small as gloo's pair: a rank, a world size, asynchronous
+// point-to-point messages with handles, and the collectives built on them.
+//
+// Point-to-point follows MPI's matching rules: a receive matches the oldest unmatched send
+// from the same peer with the same tag; messages between one pair with one tag never overtake
+// each other. A send's buffer must stay valid (and unmodified) until its request is waited on;
+// a receive's buffer is written by the time wait() returns. The byte counts of a send and of
+// the receive it matches must be equal (a mismatch is a CommError naming both ranks).
+//
+// Faults: wait() gives up after options().timeout_s (config key comm.timeout_s, default 30 s)
+// and throws loom::CommError naming the rank that stopped answering. A communicator that has
+// failed stays failed: every later call throws the same error, so no rank hangs on a broken
+// world.
+//
+// Collectives are written once on point-to-point (ring_*.cc, halving_doubling_allreduce.cc,
+// binomial_broadcast.cc, dissemination_barrier.cc; see algorithms.h) and therefore work over
+// every transport; a transport may override a collective with a faster native path (the
+// thread transport reduces straight out of shared buffers). Every rank must call the same
+// collectives in the same order with the same sizes.
+//
+// Not thread-safe: one worker (thread) uses one Communicator.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace loom::comm {
+
+// Tags 0 .. kMaxUserTag are the caller's; collectives use the range above it.
+inline constexpr int kMaxUserTag = (1 << 14) - 1;
+inline constexpr int kCollectiveTagBase = 1 << 14;
+
+struct CommOptions {
+  double timeout_s = 30.0;                 // comm.timeout_s: how long wait() waits for a peer
+  size_t ring_chunk_bytes = 512 << 10;     // comm.ring_chunk_kib: pipelining unit of the ring
+  size_t small_message_bytes = 64 << 10;   // comm.small_kib: below this, halving-doubling
+};
+
+// How raw-byte collectives combine elements: acc[i] = acc[i] (op) in[i] for `count` elements
+// of `elem_size` bytes. Must be associative and commutative (the order of a ring differs
+// from the order of a tree). Sums of floats differ in the last bits between algorithms.
+struct Reducer {
+  size_t elem_size = 1;
+  void (*fn)(void* acc, const void* in, size_t count) = nullptr;
+};
+Reducer sum_f32();
+Reducer sum_f64();
+Reducer sum_i64();
+Reducer max_i64();
+
+// The half-open range of elements [begin, end) that rank `r` owns when `count` elements are
+// split over `n` ranks: the first count % n ranks own one element more. Used by reduce_scatter
+// and allgather (and by anything that shards a flat buffer by rank).
+struct BlockRange {
+  size_t begin = 0;
+  size_t end = 0;
+  size_t size() const { return end - begin; }
+};
+BlockRange block_range(size_t count, int n, int r);
+
+// State of one outstanding isend/irecv; transports derive from it.
+struct RequestState {
+  virtual ~RequestState() = default;
+  int peer = -1;
+  int tag = 0;
+  size_t bytes = 0;
+  bool is_send = false;
+};
+
+// Handle to an isend/irecv. Movable, cheap; empty after wait().
+class Request {
+ public:
+  Request() = default;
+  explicit Request(std::shared_ptr<RequestState> s) : state_(std::move(s)) {}
+  bool pending() const { return state_ != nullptr; }
+  RequestState* state() const { return state_.get(); }
+  void reset() { state_.reset(); }
+
+ private:
+  std::shared_ptr<RequestState> state_;
+};
+
+class Communicator {
+ public:
+  explicit Communicator(CommOptions options) : options_(options) {}
+  virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // The transport's name: "thread", "mpi".
+  virtual std::string name() const = 0;
+
+  // ---- point-to-point (the whole transport interface) ----
+  virtual Request isend(int peer, const void* data, size_t bytes, int tag) = 0;
+  virtual Request irecv(int peer, void* data, size_t bytes, int tag) = 0;
+  // Blocks until the request completes; throws CommError naming the peer on timeout or loss.
+  virtual void wait(Request& request) = 0;
+  // Marks this communicator (and, where the transport can, the whole world) failed, so peers
+  // blocked on it fail fast with `reason` instead of waiting for their timeout.
+  virtual void abort(const std::string& reason) = 0;
+
+  void wait_all(std::span<Request> requests);
+  void send(int peer, const void* data, size_t bytes, int tag);
+  void recv(int peer, void* data, size_t bytes, int tag);
+
+  // ---- collectives on floats (sum) ----
+  // In place: every rank ends with the element-wise sum over ranks.
+  virtual void allreduce(std::span<float> data);
+  // In place over the whole buffer: afterwards block_range(data.size(), size(), rank()) holds
+  // the sum over ranks; the other elements are unspecified.
+  virtual void reduce_scatter(std::span<float> data);
+  // In place: block r (block_range) is rank r's contribution; afterwards all blocks are filled.
+  virtual void allgather(std::span<float> data);
+  virtual void broadcast(std::span<float> data, int root);
+
+  // ---- collectives on raw bytes ----
+  // `bytes` must be a multiple of reducer.elem_size; blocks are counted in elements.
+  virtual void allreduce(void* data, size_t bytes, const Reducer& reducer);
+  virtual void reduce_scatter(void* data, size_t bytes, const Reducer& reducer);
+  // Block r of `data` holds elem_size-byte elements split by block_range(bytes/elem_size, ...).
+  virtual void allgather(void* data, size_t bytes, size_t elem_size = 1);
+  virtual void broadcast(void* data, size_t bytes, int root);
+  virtual void barrier();
+
+  const CommOptions& options() const { return options_; }
+  void set_timeout(double seconds) { options_.timeout_s = seconds; }
+
+  // A fresh tag in the collective range for the next collective call. Every rank calls the
+  // collectives in the same order, so every rank draws the same tag.
+  int next_collective_tag();
+
+ protected:
+  CommOptions options_;
+
+ private:
+  uint32_t collective_seq_ = 0;
+};
+
+}  // namespace loom::comm
