@@ -1,0 +1,47 @@
+// An in-memory labelled data set: decoded, normalised float features and int32 labels.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace loom::data {
+
+struct Dataset {
+  std::string name;
+  int64_t count = 0;
+  std::vector<int64_t> sample_shape;  // e.g. {1, 28, 28}
+  int64_t sample_numel() const;       // product of sample_shape
+  int num_classes = 0;
+  std::vector<float> features;  // count * sample_numel, normalised
+  std::vector<int32_t> labels;  // count, each in [0, num_classes)
+};
+
+// x -> (x/255 - mean) / stddev for uint8 pixels.
+struct Normalisation {
+  float mean = 0, stddev = 1;
+};
+
+constexpr const char* kDefaultFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+
+// Loads {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] from dir (the .gz name first).
+// A missing dir or file -> InputError that says `apt-get install dataset-fashion-mnist` and that
+// the key `data.dir` sets the path. Images/labels count mismatch, a label >= 10 -> InputError
+// naming the file. Pixels are divided by 255 then mapped to (x - mean)/stddev; if norm is
+// nullopt, mean and stddev (unbiased, as torch.std) are computed over this set's pixels, as the
+// PyTorch peer does over the training set, and returned in *computed (if not null).
+Dataset load_fashion_mnist(const std::string& dir, bool train, std::optional<Normalisation> norm,
+                           Normalisation* computed);
+
+// Mean and unbiased standard deviation of bytes/255, from a histogram (exact in double).
+Normalisation byte_statistics(const uint8_t* bytes, size_t n);
+
+// The table v -> (v/255 - mean)/stddev used for every uint8 source, so IDX, CSV, NPY and shard
+// paths produce the same bits for the same pixels.
+void byte_normalisation_table(const Normalisation& norm, float table[256]);
+
+// Checks labels lie in [0, num_classes); InputError naming `file` and the record otherwise.
+void check_labels(const std::vector<int32_t>& labels, int num_classes, const std::string& file);
+
+}  // namespace loom::data

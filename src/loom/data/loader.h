@@ -1,0 +1,93 @@
+// The loader: source -> this rank's shard of each global batch -> shuffle by (seed, epoch) ->
+// gather/decode -> a bounded queue of K ready batches filled by a background thread
+// (ARCHITECTURE.md, "Loader"). It records how long the consumer waited for each batch.
+//
+// Determinism: the permutation depends only on (seed, epoch) and is the same on every rank; a
+// batch's contents depend only on (seed, epoch, step, rank, world), never on K or on timing.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "loom/data/dataset.h"
+#include "loom/data/sample_source.h"
+
+namespace loom::data {
+
+struct LoaderOptions {
+  int64_t global_batch = 128;  // samples per step over all ranks
+  // This rank takes samples [rank*b, (rank+1)*b) of each global batch, b = global_batch/world
+  // (global_batch % world == 0, else ConfigError).
+  int rank = 0, world = 1;
+  uint64_t seed = 0;
+  bool shuffle = true;    // permutation by (seed, epoch) (RngPurpose::kShuffle), same on all ranks
+  bool drop_last = true;  // drop the last partial global batch (every rank's shard the same size)
+  int prefetch = 2;       // K ready batches on a background thread; 0 = synchronous
+};
+
+struct Batch {
+  const float* x = nullptr;  // size * sample_numel floats, contiguous
+  const int32_t* y = nullptr;
+  int64_t size = 0;  // samples on this rank
+  // Index within the epoch of this rank's first sample (step*global_batch + rank*b), so
+  // per-sample randomness (dropout) is independent of the world size.
+  int64_t global_offset = 0;
+  int64_t step = 0;         // step within the epoch
+  double wait_seconds = 0;  // how long next() waited for this batch
+};
+
+class Loader {
+ public:
+  // Over an in-memory Dataset that outlives the Loader.
+  Loader(const Dataset& data, LoaderOptions opts);
+  // Over any source (shards, ...); the loader shares its ownership.
+  Loader(std::shared_ptr<const SampleSource> source, LoaderOptions opts);
+  ~Loader();  // joins its threads
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  void start_epoch(int64_t epoch);
+  // False at the end of the epoch; `out` stays valid until the next call.
+  bool next(Batch& out);
+  int64_t steps_per_epoch() const;
+  int64_t rank_batch() const { return per_rank_; }  // b
+  const LoaderOptions& options() const { return opts_; }
+  const SampleSource& source() const { return *source_; }
+
+  // This rank's [begin, end) within the epoch's sample order for `step` (exposed for tests).
+  std::pair<int64_t, int64_t> rank_range(int64_t step) const;
+
+ private:
+  struct Slot {
+    std::vector<float> x;
+    std::vector<int32_t> y;
+    std::vector<int64_t> idx;
+    int64_t size = 0, offset = 0, step = 0;
+  };
+  void fill(int64_t step, Slot& slot) const;
+  void produce();
+  void stop_producer();
+
+  std::shared_ptr<const SampleSource> source_;
+  LoaderOptions opts_;
+  int64_t per_rank_ = 0, numel_ = 0, steps_ = 0;
+  std::vector<int64_t> order_;  // this epoch's sample order
+  std::vector<Slot> slots_;
+  int64_t next_step_ = 0;  // synchronous mode
+  bool started_ = false;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<int> ready_, free_;  // slot ids; ready_ in step order (FIFO)
+  int held_ = -1;
+  bool stop_ = false, done_ = false;
+  std::exception_ptr error_;
+  std::thread producer_;
+};
+
+}  // namespace loom::data

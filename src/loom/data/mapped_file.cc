@@ -1,0 +1,91 @@
+#include "loom/data/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "loom/core/error.h"
+
+namespace loom::data {
+
+bool file_exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+MappedFile::MappedFile(const std::string& path) : path_(path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    throw InputError(
+        fmt::format("{}: {}", path, err == ENOENT ? "no such file" : std::strerror(err)));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw InputError(fmt::format("{}: not a regular file", path));
+  }
+  size_ = static_cast<size_t>(st.st_size);
+  if (size_ > 0) {
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      int err = errno;
+      ::close(fd);
+      throw InputError(fmt::format("{}: cannot map the file: {}", path, std::strerror(err)));
+    }
+    data_ = static_cast<const uint8_t*>(p);
+  }
+  ::close(fd);  // the mapping keeps the file open
+}
+
+MappedFile::~MappedFile() {
+  release();
+}
+
+MappedFile::MappedFile(MappedFile&& o) noexcept
+    : path_(std::move(o.path_)),
+      data_(std::exchange(o.data_, nullptr)),
+      size_(std::exchange(o.size_, 0)) {}
+
+MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
+  if (this != &o) {
+    release();
+    path_ = std::move(o.path_);
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+  }
+  return *this;
+}
+
+void MappedFile::release() {
+  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  data_ = nullptr;
+  size_ = 0;
+}
+
+namespace {
+void advise(const uint8_t* base, size_t size, size_t offset, size_t length, int what) {
+  if (!base || offset >= size) return;
+  length = std::min(length, size - offset);
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  size_t start = offset / page * page;  // madvise wants a page-aligned address
+  ::madvise(const_cast<uint8_t*>(base) + start, length + (offset - start), what);
+}
+}  // namespace
+
+void MappedFile::advise_sequential() const {
+  advise(data_, size_, 0, size_, MADV_SEQUENTIAL);
+}
+void MappedFile::advise_willneed(size_t offset, size_t length) const {
+  advise(data_, size_, offset, length, MADV_WILLNEED);
+}
+void MappedFile::advise_dontneed(size_t offset, size_t length) const {
+  advise(data_, size_, offset, length, MADV_DONTNEED);
+}
+
+}  // namespace loom::data

@@ -1,0 +1,37 @@
+// What the loader reads samples from: random access by index, decoded to normalised floats.
+// The in-memory Dataset is one; shard files (memory mapped) are another. gather() is const and
+// thread-safe, so background threads can decode several batches at once.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "loom/data/dataset.h"
+
+namespace loom::data {
+
+class SampleSource {
+ public:
+  virtual ~SampleSource() = default;
+  virtual int64_t count() const = 0;
+  virtual std::vector<int64_t> sample_shape() const = 0;
+  int64_t sample_numel() const;
+  virtual int num_classes() const = 0;
+  // Writes samples idx[0..n) to x (n * sample_numel floats) and y (n labels).
+  virtual void gather(const int64_t* idx, int64_t n, float* x, int32_t* y) const = 0;
+};
+
+// A view of a Dataset that outlives it.
+class DatasetSource final : public SampleSource {
+ public:
+  explicit DatasetSource(const Dataset& ds) : ds_(ds) {}
+  int64_t count() const override { return ds_.count; }
+  std::vector<int64_t> sample_shape() const override { return ds_.sample_shape; }
+  int num_classes() const override { return ds_.num_classes; }
+  void gather(const int64_t* idx, int64_t n, float* x, int32_t* y) const override;
+
+ private:
+  const Dataset& ds_;
+};
+
+}  // namespace loom::data
