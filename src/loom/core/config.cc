@@ -188,6 +188,21 @@ std::string Config::get_string(const std::string& key, const std::string& def) c
   return std::get<std::string>(v->value);
 }
 
+std::vector<int64_t> Config::get_int_list(const std::string& key,
+                                          const std::vector<int64_t>& def) const {
+  const ConfigValue* v = find(key);
+  if (!v) return def;
+  if (!v->is_array) return {get_int(key, 0)};
+  std::vector<int64_t> out;
+  for (const auto& item : v->array) {
+    if (item.index() != 1)
+      throw ConfigError(fmt::format("{}: key '{}': expected an array of integers, found {}",
+                                    v->where, key, config_scalar_text(item)));
+    out.push_back(std::get<int64_t>(item));
+  }
+  return out;
+}
+
 std::string Config::get_choice(const std::string& key, const std::string& def,
                                const std::vector<std::string>& choices) const {
   std::string s = get_string(key, def);

@@ -52,6 +52,8 @@ class Config {
   double get_double(const std::string& key, double def) const;
   double get_double(const std::string& key, double def, double lo, double hi) const;
   std::string get_string(const std::string& key, const std::string& def) const;
+  // An array of integers (a single integer is taken as a list of one).
+  std::vector<int64_t> get_int_list(const std::string& key, const std::vector<int64_t>& def) const;
   // One of `choices`, else ConfigError listing them.
   std::string get_choice(const std::string& key, const std::string& def,
                          const std::vector<std::string>& choices) const;

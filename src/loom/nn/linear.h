@@ -1,0 +1,32 @@
+// Fully connected layer: y = x W^T + b, W is [out, in] row-major (as PyTorch stores it).
+#pragma once
+
+#include "loom/nn/layer.h"
+
+namespace loom::nn {
+
+class Linear final : public Layer {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  std::string kind() const override { return "Linear"; }
+  std::string describe() const override;
+  Shape build(const Shape& input) override;
+  int64_t num_params() const override { return in_ * out_ + (bias_ ? out_ : 0); }
+  void bind(float* params, float* grads) override;
+  // PyTorch's default: U(-1/sqrt(in), 1/sqrt(in)) for weights and bias.
+  void init_params(Rng& rng, Backend& backend) override;
+  int64_t flops_per_sample() const override { return 2 * in_ * out_; }
+  void forward(const Context& ctx, const float* x, float* y, int64_t batch) override;
+  void backward(const Context& ctx, const float* x, const float* y, const float* dy, float* dx,
+                int64_t batch) override;
+
+  int64_t in_features() const { return in_; }
+  int64_t out_features() const { return out_; }
+
+ private:
+  int64_t in_, out_;
+  bool bias_;
+  float *w_ = nullptr, *b_ = nullptr, *dw_ = nullptr, *db_ = nullptr;
+};
+
+}  // namespace loom::nn

@@ -1,0 +1,97 @@
+// The Backend interface: every numeric op a layer, loss or optimizer needs, on raw pointers to
+// the backend's own memory. Layers call these and never touch a device directly, so the same
+// model runs on the CPU backend (cpu/) and the CUDA backend (cuda/). All matrices are row-major.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace loom {
+
+enum class Device { kCpu, kCuda };
+
+const char* device_name(Device d);
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;  // e.g. "cpu (oneDNN)"
+
+  // ---- memory ----
+  virtual void* allocate(size_t bytes) = 0;  // aligned to 64 bytes; zeroed
+  virtual void deallocate(void* p) = 0;
+  virtual void copy_to_device(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;  // within the device
+  virtual void fill(float* x, int64_t n, float value) = 0;
+  virtual void synchronize() {}
+
+  // Threads one call may use (GEMM). Applies to the calling thread only, so each worker
+  // thread of the thread transport sets its own.
+  virtual void set_intra_op_threads(int threads) = 0;
+
+  // ---- dense algebra ----
+  // C[M,N] = alpha * op(A) * op(B) + beta * C; op(A) is [M,K], op(B) is [K,N].
+  virtual void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                    int64_t ldc) = 0;
+  // y[r, c] += bias[c]
+  virtual void add_bias(float* y, const float* bias, int64_t rows, int64_t cols) = 0;
+  // dbias[c] = sum_r dy[r, c]
+  virtual void sum_rows(const float* dy, float* dbias, int64_t rows, int64_t cols) = 0;
+  // Per-channel bias of one [channels, plane] image: y[c, i] += bias[c].
+  virtual void add_channel_bias(float* y, const float* bias, int64_t channels, int64_t plane) = 0;
+  // dbias[c] += sum_i dy[c, i] (accumulates, so a batch is summed image by image).
+  virtual void accumulate_channel_sums(const float* dy, float* dbias, int64_t channels,
+                                       int64_t plane) = 0;
+  virtual void axpy(int64_t n, float alpha, const float* x, float* y) = 0;  // y += alpha x
+  virtual void scale(int64_t n, float alpha, float* x) = 0;                 // x *= alpha
+
+  // ---- activations ----
+  virtual void relu_forward(const float* x, float* y, int64_t n) = 0;
+  // dx = dy where y > 0, else 0
+  virtual void relu_backward(const float* y, const float* dy, float* dx, int64_t n) = 0;
+  // Inverted dropout. Element i is kept iff philox_uniform(key, first_index + i) >= p; kept
+  // values are scaled by 1/(1-p). The keep mask is written (1 byte per element) for backward.
+  virtual void dropout_forward(const float* x, float* y, uint8_t* mask, int64_t n, float p,
+                               uint64_t key, uint64_t first_index) = 0;
+  virtual void dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t n,
+                                float p) = 0;
+
+  // ---- loss ----
+  // Softmax cross-entropy over rows of logits [rows, cols]. Writes dlogits = (softmax - onehot)
+  // * grad_scale, returns the summed loss over rows and the number of rows whose argmax equals
+  // the label in *correct.
+  virtual double softmax_xent(const float* logits, const int32_t* labels, int64_t rows,
+                              int64_t cols, float grad_scale, float* dlogits, int64_t* correct) = 0;
+  // Count of rows whose argmax equals the label.
+  virtual int64_t count_correct(const float* logits, const int32_t* labels, int64_t rows,
+                                int64_t cols) = 0;
+
+  // ---- convolution helpers (NCHW, one image) ----
+  virtual void im2col(const float* image, int64_t channels, int64_t height, int64_t width,
+                      int64_t kernel, int64_t pad, int64_t stride, float* columns) = 0;
+  virtual void col2im(const float* columns, int64_t channels, int64_t height, int64_t width,
+                      int64_t kernel, int64_t pad, int64_t stride, float* image) = 0;
+  // Max pooling, window = stride = `size`, over [planes, h, w]; argmax indices for backward.
+  virtual void maxpool_forward(const float* x, float* y, int32_t* argmax, int64_t planes,
+                               int64_t h, int64_t w, int64_t size) = 0;
+  virtual void maxpool_backward(const float* dy, const int32_t* argmax, float* dx,
+                                int64_t planes, int64_t h, int64_t w, int64_t size) = 0;
+
+  // ---- optimizer updates on flat spans ----
+  // v = momentum v + (g + wd p); p -= lr (nesterov ? g + wd p + momentum v : v)
+  virtual void sgd_update(float* p, const float* g, float* v, int64_t n, float lr,
+                          float momentum, float weight_decay, bool nesterov) = 0;
+  // Adam (Kingma & Ba 2015) with bias correction at step t >= 1; L2 weight decay added to g,
+  // or decoupled (AdamW, Loshchilov & Hutter 2019) when decoupled is set.
+  virtual void adam_update(float* p, const float* g, float* m, float* v, int64_t n, float lr,
+                           float beta1, float beta2, float eps, float weight_decay,
+                           bool decoupled, int64_t t) = 0;
+  // True if any of x[0..n) is NaN or Inf.
+  virtual bool has_non_finite(const float* x, int64_t n) = 0;
+};
+
+}  // namespace loom

@@ -1,0 +1,280 @@
+#include "loom/tensor/cpu/cpu_backend.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
+
+#include "loom/core/error.h"
+#include "loom/core/rng.h"
+#include "loom/tensor/cpu/gemm.h"
+
+namespace loom {
+
+std::string CpuBackend::name() const {
+  return "cpu (" + cpu::gemm_library_name(cpu::gemm_library()) + ")";
+}
+
+void* CpuBackend::allocate(size_t bytes) {
+  size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  if (!p) throw std::bad_alloc();
+  std::memset(p, 0, rounded);
+  return p;
+}
+void CpuBackend::deallocate(void* p) { std::free(p); }
+void CpuBackend::copy_to_device(void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+}
+void CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+}
+void CpuBackend::copy(void* dst, const void* src, size_t bytes) { std::memmove(dst, src, bytes); }
+void CpuBackend::fill(float* x, int64_t n, float value) {
+  for (int64_t i = 0; i < n; ++i) x[i] = value;
+}
+void CpuBackend::set_intra_op_threads(int threads) { omp_set_num_threads(threads < 1 ? 1 : threads); }
+
+void CpuBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                      float* c, int64_t ldc) {
+  cpu::sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void CpuBackend::add_bias(float* __restrict y, const float* __restrict bias, int64_t rows,
+                          int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* __restrict row = y + r * cols;
+    for (int64_t c = 0; c < cols; ++c) row[c] += bias[c];
+  }
+}
+
+void CpuBackend::sum_rows(const float* __restrict dy, float* __restrict dbias, int64_t rows,
+                          int64_t cols) {
+  for (int64_t c = 0; c < cols; ++c) dbias[c] = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* __restrict row = dy + r * cols;
+    for (int64_t c = 0; c < cols; ++c) dbias[c] += row[c];
+  }
+}
+
+void CpuBackend::add_channel_bias(float* __restrict y, const float* __restrict bias,
+                                  int64_t channels, int64_t plane) {
+  for (int64_t c = 0; c < channels; ++c) {
+    float* __restrict row = y + c * plane;
+    const float b = bias[c];
+    for (int64_t i = 0; i < plane; ++i) row[i] += b;
+  }
+}
+
+void CpuBackend::accumulate_channel_sums(const float* __restrict dy, float* __restrict dbias,
+                                         int64_t channels, int64_t plane) {
+  for (int64_t c = 0; c < channels; ++c) {
+    const float* __restrict row = dy + c * plane;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < plane; ++i) acc += row[i];
+    dbias[c] += acc;
+  }
+}
+
+void CpuBackend::axpy(int64_t n, float alpha, const float* __restrict x, float* __restrict y) {
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+void CpuBackend::scale(int64_t n, float alpha, float* x) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= alpha;
+}
+
+void CpuBackend::relu_forward(const float* __restrict x, float* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void CpuBackend::relu_backward(const float* __restrict y, const float* __restrict dy,
+                               float* __restrict dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+void CpuBackend::dropout_forward(const float* __restrict x, float* __restrict y,
+                                 uint8_t* __restrict mask, int64_t n, float p, uint64_t key,
+                                 uint64_t first_index) {
+  const float keep_scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+  // Element i's draw is philox_uniform(key, first_index + i): word (j & 3) of block j >> 2.
+  // Generate whole blocks, then the loop over elements has no calls in it.
+  uint64_t i = 0;
+  const uint64_t total = uint64_t(n);
+  while (i < total) {
+    uint64_t j = first_index + i;
+    auto block = philox4x32({uint32_t(j >> 2), uint32_t(j >> 34), 0, 0}, key);
+    for (uint64_t w = j & 3; w < 4 && i < total; ++w, ++i) {
+      float u = float(block[w] >> 8) * (1.0f / 16777216.0f);
+      uint8_t keep = u >= p;
+      mask[i] = keep;
+      y[i] = keep ? x[i] * keep_scale : 0.0f;
+    }
+  }
+}
+
+void CpuBackend::dropout_backward(const float* __restrict dy, const uint8_t* __restrict mask,
+                                  float* __restrict dx, int64_t n, float p) {
+  const float keep_scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+  for (int64_t i = 0; i < n; ++i) dx[i] = mask[i] ? dy[i] * keep_scale : 0.0f;
+}
+
+double CpuBackend::softmax_xent(const float* logits, const int32_t* labels, int64_t rows,
+                                int64_t cols, float grad_scale, float* dlogits, int64_t* correct) {
+  double loss = 0;
+  int64_t right = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* z = logits + r * cols;
+    float* dz = dlogits + r * cols;
+    int64_t arg = 0;
+    float mx = z[0];
+    for (int64_t c = 1; c < cols; ++c)
+      if (z[c] > mx) mx = z[c], arg = c;
+    double sum = 0;
+    for (int64_t c = 0; c < cols; ++c) sum += std::exp(double(z[c] - mx));
+    const int32_t label = labels[r];
+    right += arg == label;
+    loss += std::log(sum) - double(z[label] - mx);
+    const double inv = 1.0 / sum;
+    for (int64_t c = 0; c < cols; ++c)
+      dz[c] = float(std::exp(double(z[c] - mx)) * inv - (c == label)) * grad_scale;
+  }
+  if (correct) *correct = right;
+  return loss;
+}
+
+int64_t CpuBackend::count_correct(const float* logits, const int32_t* labels, int64_t rows,
+                                  int64_t cols) {
+  int64_t right = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* z = logits + r * cols;
+    int64_t arg = 0;
+    for (int64_t c = 1; c < cols; ++c)
+      if (z[c] > z[arg]) arg = c;
+    right += arg == labels[r];
+  }
+  return right;
+}
+
+void CpuBackend::im2col(const float* image, int64_t channels, int64_t height, int64_t width,
+                        int64_t kernel, int64_t pad, int64_t stride, float* columns) {
+  // columns: [channels * kernel * kernel, out_h * out_w]
+  const int64_t out_h = (height + 2 * pad - kernel) / stride + 1;
+  const int64_t out_w = (width + 2 * pad - kernel) / stride + 1;
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t ky = 0; ky < kernel; ++ky)
+      for (int64_t kx = 0; kx < kernel; ++kx) {
+        float* dst = columns + ((c * kernel + ky) * kernel + kx) * out_h * out_w;
+        for (int64_t oy = 0; oy < out_h; ++oy) {
+          const int64_t iy = oy * stride - pad + ky;
+          for (int64_t ox = 0; ox < out_w; ++ox) {
+            const int64_t ix = ox * stride - pad + kx;
+            const bool inside = iy >= 0 && iy < height && ix >= 0 && ix < width;
+            dst[oy * out_w + ox] = inside ? image[(c * height + iy) * width + ix] : 0.0f;
+          }
+        }
+      }
+}
+
+void CpuBackend::col2im(const float* columns, int64_t channels, int64_t height, int64_t width,
+                        int64_t kernel, int64_t pad, int64_t stride, float* image) {
+  const int64_t out_h = (height + 2 * pad - kernel) / stride + 1;
+  const int64_t out_w = (width + 2 * pad - kernel) / stride + 1;
+  std::memset(image, 0, sizeof(float) * size_t(channels * height * width));
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t ky = 0; ky < kernel; ++ky)
+      for (int64_t kx = 0; kx < kernel; ++kx) {
+        const float* src = columns + ((c * kernel + ky) * kernel + kx) * out_h * out_w;
+        for (int64_t oy = 0; oy < out_h; ++oy) {
+          const int64_t iy = oy * stride - pad + ky;
+          if (iy < 0 || iy >= height) continue;
+          for (int64_t ox = 0; ox < out_w; ++ox) {
+            const int64_t ix = ox * stride - pad + kx;
+            if (ix >= 0 && ix < width) image[(c * height + iy) * width + ix] += src[oy * out_w + ox];
+          }
+        }
+      }
+}
+
+void CpuBackend::maxpool_forward(const float* x, float* y, int32_t* argmax, int64_t planes,
+                                 int64_t h, int64_t w, int64_t size) {
+  const int64_t oh = h / size, ow = w / size;
+  for (int64_t p = 0; p < planes; ++p) {
+    const float* in = x + p * h * w;
+    for (int64_t oy = 0; oy < oh; ++oy)
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        int64_t best = (oy * size) * w + ox * size;
+        for (int64_t dy = 0; dy < size; ++dy)
+          for (int64_t dx = 0; dx < size; ++dx) {
+            int64_t idx = (oy * size + dy) * w + ox * size + dx;
+            if (in[idx] > in[best]) best = idx;
+          }
+        const int64_t o = (p * oh + oy) * ow + ox;
+        y[o] = in[best];
+        argmax[o] = int32_t(best);
+      }
+  }
+}
+
+void CpuBackend::maxpool_backward(const float* dy, const int32_t* argmax, float* dx, int64_t planes,
+                                  int64_t h, int64_t w, int64_t size) {
+  const int64_t oh = h / size, ow = w / size;
+  std::memset(dx, 0, sizeof(float) * size_t(planes * h * w));
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t o = 0; o < oh * ow; ++o) dx[p * h * w + argmax[p * oh * ow + o]] += dy[p * oh * ow + o];
+}
+
+void CpuBackend::sgd_update(float* __restrict p, const float* __restrict g, float* __restrict v,
+                            int64_t n, float lr, float momentum, float weight_decay,
+                            bool nesterov) {
+  if (momentum == 0.0f) {
+    for (int64_t i = 0; i < n; ++i) p[i] -= lr * (g[i] + weight_decay * p[i]);
+    return;
+  }
+  if (nesterov) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float d = g[i] + weight_decay * p[i];
+      const float vi = momentum * v[i] + d;
+      v[i] = vi;
+      p[i] -= lr * (d + momentum * vi);
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      const float vi = momentum * v[i] + (g[i] + weight_decay * p[i]);
+      v[i] = vi;
+      p[i] -= lr * vi;
+    }
+  }
+}
+
+void CpuBackend::adam_update(float* __restrict p, const float* __restrict g, float* __restrict m,
+                             float* __restrict v, int64_t n, float lr, float beta1, float beta2,
+                             float eps, float weight_decay, bool decoupled, int64_t t) {
+  const float c1 = 1.0f / (1.0f - std::pow(beta1, float(t)));
+  const float c2 = 1.0f / (1.0f - std::pow(beta2, float(t)));
+  const float l2 = decoupled ? 0.0f : weight_decay;
+  const float shrink = decoupled ? 1.0f - lr * weight_decay : 1.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i] + l2 * p[i];
+    const float mi = beta1 * m[i] + (1.0f - beta1) * gi;
+    const float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = p[i] * shrink - lr * (mi * c1) / (std::sqrt(vi * c2) + eps);
+  }
+}
+
+bool CpuBackend::has_non_finite(const float* x, int64_t n) {
+  // NaN and Inf are the values whose exponent bits are all ones; an OR-reduction over the
+  // integer bits vectorises where a floating-point test would not.
+  const uint32_t* bits = reinterpret_cast<const uint32_t*>(x);
+  uint32_t any = 0;
+  for (int64_t i = 0; i < n; ++i) any |= uint32_t((bits[i] & 0x7f800000u) == 0x7f800000u);
+  return any != 0;
+}
+
+}  // namespace loom

@@ -1,0 +1,61 @@
+// The CPU backend: GEMM through oneDNN (or OpenBLAS), elementwise loops written so the compiler
+// vectorises them (restrict pointers, no branches in the body).
+#pragma once
+
+#include "loom/tensor/backend.h"
+
+namespace loom {
+
+class CpuBackend final : public Backend {
+ public:
+  Device device() const override { return Device::kCpu; }
+  std::string name() const override;
+
+  void* allocate(size_t bytes) override;
+  void deallocate(void* p) override;
+  void copy_to_device(void* dst, const void* src, size_t bytes) override;
+  void copy_to_host(void* dst, const void* src, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void fill(float* x, int64_t n, float value) override;
+  void set_intra_op_threads(int threads) override;
+
+  void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+            int64_t ldc) override;
+  void add_bias(float* y, const float* bias, int64_t rows, int64_t cols) override;
+  void sum_rows(const float* dy, float* dbias, int64_t rows, int64_t cols) override;
+  void add_channel_bias(float* y, const float* bias, int64_t channels, int64_t plane) override;
+  void accumulate_channel_sums(const float* dy, float* dbias, int64_t channels,
+                               int64_t plane) override;
+  void axpy(int64_t n, float alpha, const float* x, float* y) override;
+  void scale(int64_t n, float alpha, float* x) override;
+
+  void relu_forward(const float* x, float* y, int64_t n) override;
+  void relu_backward(const float* y, const float* dy, float* dx, int64_t n) override;
+  void dropout_forward(const float* x, float* y, uint8_t* mask, int64_t n, float p, uint64_t key,
+                       uint64_t first_index) override;
+  void dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t n,
+                        float p) override;
+
+  double softmax_xent(const float* logits, const int32_t* labels, int64_t rows, int64_t cols,
+                      float grad_scale, float* dlogits, int64_t* correct) override;
+  int64_t count_correct(const float* logits, const int32_t* labels, int64_t rows,
+                        int64_t cols) override;
+
+  void im2col(const float* image, int64_t channels, int64_t height, int64_t width, int64_t kernel,
+              int64_t pad, int64_t stride, float* columns) override;
+  void col2im(const float* columns, int64_t channels, int64_t height, int64_t width,
+              int64_t kernel, int64_t pad, int64_t stride, float* image) override;
+  void maxpool_forward(const float* x, float* y, int32_t* argmax, int64_t planes, int64_t h,
+                       int64_t w, int64_t size) override;
+  void maxpool_backward(const float* dy, const int32_t* argmax, float* dx, int64_t planes,
+                        int64_t h, int64_t w, int64_t size) override;
+
+  void sgd_update(float* p, const float* g, float* v, int64_t n, float lr, float momentum,
+                  float weight_decay, bool nesterov) override;
+  void adam_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
+                   float beta2, float eps, float weight_decay, bool decoupled, int64_t t) override;
+  bool has_non_finite(const float* x, int64_t n) override;
+};
+
+}  // namespace loom
