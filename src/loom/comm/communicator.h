@@ -34,9 +34,9 @@ inline constexpr int kMaxUserTag = (1 << 14) - 1;
 inline constexpr int kCollectiveTagBase = 1 << 14;
 
 struct CommOptions {
-  double timeout_s = 30.0;                 // comm.timeout_s: how long wait() waits for a peer
-  size_t ring_chunk_bytes = 512 << 10;     // comm.ring_chunk_kib: pipelining unit of the ring
-  size_t small_message_bytes = 64 << 10;   // comm.small_kib: below this, halving-doubling
+  double timeout_s = 30.0;                // comm.timeout_s: how long wait() waits for a peer
+  size_t ring_chunk_bytes = 512 << 10;    // comm.ring_chunk_kib: pipelining unit of the ring
+  size_t small_message_bytes = 64 << 10;  // comm.small_kib: below this, halving-doubling
 };
 
 // How raw-byte collectives combine elements: acc[i] = acc[i] (op) in[i] for `count` elements

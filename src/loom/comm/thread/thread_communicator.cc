@@ -1,0 +1,208 @@
+#include "loom/comm/thread/thread_communicator.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "loom/comm/scratch.h"
+#include "loom/core/error.h"
+
+namespace loom::comm {
+
+namespace {
+
+// Copies a matched send into its receive, or records why they do not fit.
+void deliver(const PendingOp& send, const PendingOp& recv, int src, int dst, ThreadWorldState& w) {
+  if (send.bytes != recv.bytes) {
+    const std::string msg = fmt::format(
+        "rank {} sent {} bytes with tag {} to rank {}, which posted a receive of {} bytes", src,
+        send.bytes, send.req->tag, dst, recv.bytes);
+    send.req->error = msg;
+    recv.req->error = msg;
+  } else if (send.bytes > 0) {
+    std::memcpy(recv.buf, send.buf, send.bytes);
+  }
+  w.complete(*send.req);
+  w.complete(*recv.req);
+}
+
+// The first queued op from `peer` with `tag`, removed from the queue; false if none.
+bool take(std::deque<PendingOp>& q, int peer, int tag, PendingOp& out) {
+  for (auto it = q.begin(); it != q.end(); ++it) {
+    if (it->peer == peer && it->tag == tag) {
+      out = std::move(*it);
+      q.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
+// Elements per step of the shared-buffer reductions: 8 KiB of floats stay in L1.
+constexpr size_t kReduceTileBytes = 8 << 10;
+
+}  // namespace
+
+ThreadCommunicator::ThreadCommunicator(std::shared_ptr<ThreadWorldState> world, int rank)
+    : Communicator(world->options()), world_(std::move(world)), rank_(rank) {}
+
+void ThreadCommunicator::check_peer(int peer, int tag, const char* op) const {
+  if (world_->aborted()) world_->throw_aborted();
+  if (peer < 0 || peer >= size() || peer == rank_) {
+    throw CommError(
+        fmt::format("rank {}: {} to/from rank {} outside the world of {} ranks (or "
+                    "itself)",
+                    rank_, op, peer, size()));
+  }
+  if (tag < 0 || tag >= 2 * kCollectiveTagBase) {
+    throw CommError(fmt::format("rank {}: {} with tag {} outside [0, {})", rank_, op, tag,
+                                2 * kCollectiveTagBase));
+  }
+}
+
+std::shared_ptr<ThreadRequest> ThreadCommunicator::make_request(int peer, size_t bytes, int tag,
+                                                                bool is_send) {
+  auto req = std::make_shared<ThreadRequest>();
+  req->peer = peer;
+  req->tag = tag;
+  req->bytes = bytes;
+  req->is_send = is_send;
+  req->owner = rank_;
+  return req;
+}
+
+Request ThreadCommunicator::isend(int peer, const void* data, size_t bytes, int tag) {
+  check_peer(peer, tag, "isend");
+  auto req = make_request(peer, bytes, tag, true);
+  PendingOp mine{rank_, tag, const_cast<void*>(data), bytes, req};
+  RankSlot& box = world_->slot(peer);
+  PendingOp match;
+  bool found;
+  {
+    std::lock_guard<std::mutex> lk(box.box_mu);
+    found = take(box.recvs, rank_, tag, match);
+    if (!found) box.sends.push_back(mine);
+  }
+  if (found) deliver(mine, match, rank_, peer, *world_);
+  return Request(std::move(req));
+}
+
+Request ThreadCommunicator::irecv(int peer, void* data, size_t bytes, int tag) {
+  check_peer(peer, tag, "irecv");
+  auto req = make_request(peer, bytes, tag, false);
+  PendingOp mine{peer, tag, data, bytes, req};
+  RankSlot& box = world_->slot(rank_);
+  PendingOp match;
+  bool found;
+  {
+    std::lock_guard<std::mutex> lk(box.box_mu);
+    found = take(box.sends, peer, tag, match);
+    if (!found) box.recvs.push_back(mine);
+  }
+  if (found) deliver(match, mine, peer, rank_, *world_);
+  return Request(std::move(req));
+}
+
+void ThreadCommunicator::wait(Request& request) {
+  if (!request.pending()) return;
+  auto* req = static_cast<ThreadRequest*>(request.state());
+  world_->block_until(
+      rank_, req->peer, options_.timeout_s, [req] { return req->done.load(); }, req);
+  if (!req->error.empty()) {
+    world_->abort(req->error, rank_);
+    world_->throw_aborted();
+  }
+  request.reset();
+}
+
+void ThreadCommunicator::abort(const std::string& reason) {
+  world_->abort(fmt::format("rank {}: {}", rank_, reason), rank_);
+}
+
+void ThreadCommunicator::publish(void* data, size_t bytes, const char* op) {
+  RankSlot& me = world_->slot(rank_);
+  me.shared_buf = data;
+  me.shared_bytes = bytes;
+  world_->barrier(rank_, options_.timeout_s);
+  for (int q = 0; q < size(); ++q) {
+    const size_t theirs = world_->slot(q).shared_bytes;
+    if (theirs != bytes) {
+      const std::string msg = fmt::format("{}: rank {} passed {} bytes but rank {} passed {}", op,
+                                          rank_, bytes, q, theirs);
+      world_->abort(msg, rank_);
+      world_->throw_aborted();
+    }
+  }
+}
+
+void ThreadCommunicator::reduce_block(const BlockRange& b, const Reducer& red, bool to_all) {
+  const int n = size();
+  const size_t es = red.elem_size;
+  const size_t tile = std::max<size_t>(1, kReduceTileBytes / es);
+  std::byte* tmp = static_cast<std::byte*>(scratch(tile * es, 0));
+  std::byte* mine = static_cast<std::byte*>(world_->slot(rank_).shared_buf);
+  // Sum in rank order 0..n-1, so every rank's copy of every element has the same bits.
+  for (size_t i = b.begin; i < b.end; i += tile) {
+    const size_t cnt = std::min(tile, b.end - i);
+    std::memcpy(tmp, static_cast<std::byte*>(world_->slot(0).shared_buf) + i * es, cnt * es);
+    for (int q = 1; q < n; ++q) {
+      red.fn(tmp, static_cast<std::byte*>(world_->slot(q).shared_buf) + i * es, cnt);
+    }
+    if (to_all) {
+      for (int q = 0; q < n; ++q) {
+        std::memcpy(static_cast<std::byte*>(world_->slot(q).shared_buf) + i * es, tmp, cnt * es);
+      }
+    } else {
+      std::memcpy(mine + i * es, tmp, cnt * es);
+    }
+  }
+}
+
+void ThreadCommunicator::allreduce(void* data, size_t bytes, const Reducer& red) {
+  LOOM_CHECK(red.fn != nullptr && red.elem_size > 0 && bytes % red.elem_size == 0,
+             "{} bytes in {}-byte elements", bytes, red.elem_size);
+  if (size() == 1) return;
+  publish(data, bytes, "allreduce");
+  reduce_block(block_range(bytes / red.elem_size, size(), rank_), red, true);
+  world_->barrier(rank_, options_.timeout_s);  // nobody returns while others still write
+}
+
+void ThreadCommunicator::reduce_scatter(void* data, size_t bytes, const Reducer& red) {
+  LOOM_CHECK(red.fn != nullptr && red.elem_size > 0 && bytes % red.elem_size == 0,
+             "{} bytes in {}-byte elements", bytes, red.elem_size);
+  if (size() == 1) return;
+  publish(data, bytes, "reduce_scatter");
+  reduce_block(block_range(bytes / red.elem_size, size(), rank_), red, false);
+  world_->barrier(rank_, options_.timeout_s);
+}
+
+void ThreadCommunicator::allgather(void* data, size_t bytes, size_t es) {
+  LOOM_CHECK(es > 0 && bytes % es == 0, "{} bytes in {}-byte elements", bytes, es);
+  if (size() == 1) return;
+  publish(data, bytes, "allgather");
+  for (int q = 0; q < size(); ++q) {
+    const BlockRange b = block_range(bytes / es, size(), q);
+    if (q != rank_ && b.size() > 0) {
+      std::memcpy(static_cast<std::byte*>(data) + b.begin * es,
+                  static_cast<std::byte*>(world_->slot(q).shared_buf) + b.begin * es,
+                  b.size() * es);
+    }
+  }
+  world_->barrier(rank_, options_.timeout_s);
+}
+
+void ThreadCommunicator::broadcast(void* data, size_t bytes, int root) {
+  LOOM_CHECK(root >= 0 && root < size(), "broadcast root {} outside world of size {}", root,
+             size());
+  if (size() == 1) return;
+  publish(data, bytes, "broadcast");
+  if (rank_ != root && bytes > 0) std::memcpy(data, world_->slot(root).shared_buf, bytes);
+  world_->barrier(rank_, options_.timeout_s);
+}
+
+void ThreadCommunicator::barrier() {
+  if (size() == 1) return;
+  world_->barrier(rank_, options_.timeout_s);
+}
+
+}  // namespace loom::comm

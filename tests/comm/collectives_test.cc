@@ -1,0 +1,261 @@
+// Every collective, native (thread transport) and generic (on point-to-point), for world sizes
+// 1..8 and element counts including 0, 1 and odd sizes, against closed-form sums.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+
+#include "comm/comm_test_util.h"
+#include "comm/p2p_only.h"
+#include "loom/comm/algorithms.h"
+#include "loom/comm/thread/thread_world.h"
+
+namespace loom::comm {
+namespace {
+
+using testing::expected_sum;
+using testing::input_value;
+using testing::make_input;
+using testing::P2POnly;
+
+const size_t kCounts[] = {0, 1, 2, 3, 5, 7, 8, 13, 31, 100, 1001, 4099};
+const int kMaxWorld = 8;
+
+// Small chunks so that the ring's chunking and pipelining run even on small buffers.
+CommOptions small_chunks() {
+  CommOptions o;
+  o.ring_chunk_bytes = 12;  // 3 floats
+  o.small_message_bytes = 64;
+  o.timeout_s = 20;
+  return o;
+}
+
+enum class Path { kNative, kGeneric, kRing, kHalvingDoubling };
+std::string path_name(Path p) {
+  switch (p) {
+    case Path::kNative:
+      return "native";
+    case Path::kGeneric:
+      return "generic";
+    case Path::kRing:
+      return "ring";
+    case Path::kHalvingDoubling:
+      return "halving-doubling";
+  }
+  return "?";
+}
+
+// Runs fn(comm) on a thread world of n ranks, through the native or the generic path.
+template <typename Fn>
+void run_world(int n, Path path, const CommOptions& o, Fn fn) {
+  ThreadWorld world(n, o);
+  world.run([&](Communicator& c) {
+    if (path == Path::kNative) {
+      fn(c);
+    } else {
+      P2POnly p(c, o);
+      fn(static_cast<Communicator&>(p));
+    }
+  });
+}
+
+class AllreduceTest : public ::testing::TestWithParam<Path> {};
+
+TEST_P(AllreduceTest, SumsEveryElementOverRanks) {
+  const Path path = GetParam();
+  for (int n = 1; n <= kMaxWorld; ++n) {
+    for (size_t count : kCounts) {
+      for (const CommOptions& o : {small_chunks(), CommOptions{}}) {
+        std::vector<std::vector<float>> out(static_cast<size_t>(n));
+        run_world(n, path, o, [&](Communicator& c) {
+          std::vector<float> v = make_input(c.rank(), count);
+          if (path == Path::kRing) {
+            algo::ring_allreduce(c, v.data(), v.size(), sum_f32());
+          } else if (path == Path::kHalvingDoubling) {
+            algo::halving_doubling_allreduce(c, v.data(), v.size(), sum_f32());
+          } else {
+            c.allreduce(std::span<float>(v));
+          }
+          out[size_t(c.rank())] = std::move(v);
+        });
+        for (int r = 0; r < n; ++r) {
+          ASSERT_EQ(out[size_t(r)].size(), count);
+          for (size_t i = 0; i < count; ++i) {
+            ASSERT_EQ(out[size_t(r)][i], expected_sum(n, i))
+                << path_name(path) << " n=" << n << " count=" << count << " rank=" << r
+                << " i=" << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, AllreduceTest,
+                         ::testing::Values(Path::kNative, Path::kGeneric, Path::kRing,
+                                           Path::kHalvingDoubling),
+                         [](const auto& info) {
+                           std::string s = path_name(info.param);
+                           for (char& ch : s) {
+                             if (ch == '-') ch = '_';
+                           }
+                           return s;
+                         });
+
+class PathTest : public ::testing::TestWithParam<Path> {};
+
+TEST_P(PathTest, ReduceScatterLeavesEachRankItsBlockSummed) {
+  const Path path = GetParam();
+  for (int n = 1; n <= kMaxWorld; ++n) {
+    for (size_t count : kCounts) {
+      std::vector<std::vector<float>> out(static_cast<size_t>(n));
+      run_world(n, path, small_chunks(), [&](Communicator& c) {
+        std::vector<float> v = make_input(c.rank(), count);
+        if (path == Path::kRing) {
+          algo::ring_reduce_scatter(c, v.data(), v.size(), sum_f32());
+        } else {
+          c.reduce_scatter(std::span<float>(v));
+        }
+        out[size_t(c.rank())] = std::move(v);
+      });
+      for (int r = 0; r < n; ++r) {
+        const BlockRange b = block_range(count, n, r);
+        for (size_t i = b.begin; i < b.end; ++i) {
+          ASSERT_EQ(out[size_t(r)][i], expected_sum(n, i))
+              << path_name(path) << " n=" << n << " count=" << count << " rank=" << r;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(PathTest, AllgatherFillsEveryBlockFromItsOwner) {
+  const Path path = GetParam();
+  for (int n = 1; n <= kMaxWorld; ++n) {
+    for (size_t count : kCounts) {
+      std::vector<std::vector<float>> out(static_cast<size_t>(n));
+      run_world(n, path, small_chunks(), [&](Communicator& c) {
+        std::vector<float> v(count, -1.0f);
+        const BlockRange b = block_range(count, n, c.rank());
+        for (size_t i = b.begin; i < b.end; ++i) v[i] = input_value(c.rank(), i);
+        if (path == Path::kRing) {
+          algo::ring_allgather(c, v.data(), v.size(), sizeof(float));
+        } else {
+          c.allgather(std::span<float>(v));
+        }
+        out[size_t(c.rank())] = std::move(v);
+      });
+      for (int r = 0; r < n; ++r) {
+        for (int owner = 0; owner < n; ++owner) {
+          const BlockRange b = block_range(count, n, owner);
+          for (size_t i = b.begin; i < b.end; ++i) {
+            ASSERT_EQ(out[size_t(r)][i], input_value(owner, i))
+                << path_name(path) << " n=" << n << " count=" << count << " rank=" << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(PathTest, BroadcastCopiesRootsBufferFromEveryRoot) {
+  const Path path = GetParam();
+  for (int n = 1; n <= kMaxWorld; ++n) {
+    for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(1001)}) {
+      for (int root = 0; root < n; ++root) {
+        std::vector<std::vector<float>> out(static_cast<size_t>(n));
+        run_world(n, path, small_chunks(), [&](Communicator& c) {
+          std::vector<float> v = make_input(c.rank(), count);
+          if (path == Path::kRing) {
+            algo::binomial_broadcast(c, v.data(), v.size() * sizeof(float), root);
+          } else {
+            c.broadcast(std::span<float>(v), root);
+          }
+          out[size_t(c.rank())] = std::move(v);
+        });
+        for (int r = 0; r < n; ++r) {
+          for (size_t i = 0; i < count; ++i) {
+            ASSERT_EQ(out[size_t(r)][i], input_value(root, i))
+                << path_name(path) << " n=" << n << " root=" << root << " rank=" << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(PathTest, BarrierLetsNobodyPassBeforeAllArrive) {
+  const Path path = GetParam();
+  for (int n = 1; n <= kMaxWorld; ++n) {
+    std::atomic<int> arrived{0};
+    std::atomic<int> early{0};
+    run_world(n, path, small_chunks(), [&](Communicator& c) {
+      for (int round = 1; round <= 3; ++round) {
+        arrived.fetch_add(1);
+        if (path == Path::kRing) {
+          algo::dissemination_barrier(c);
+        } else {
+          c.barrier();
+        }
+        if (arrived.load() < round * n) early.fetch_add(1);
+        // A second barrier so that no rank starts the next round before all have checked.
+        if (path == Path::kRing) {
+          algo::dissemination_barrier(c);
+        } else {
+          c.barrier();
+        }
+      }
+    });
+    EXPECT_EQ(early.load(), 0) << path_name(path) << " n=" << n;
+  }
+}
+
+TEST_P(PathTest, RawByteCollectivesWithIntegerReducers) {
+  const Path path = GetParam();
+  if (path == Path::kRing) GTEST_SKIP() << "covered by the float sweeps";
+  for (int n = 1; n <= kMaxWorld; ++n) {
+    run_world(n, path, small_chunks(), [&](Communicator& c) {
+      const int64_t r = c.rank();
+      std::vector<int64_t> sum = {r, 1000 * r + 7, -r * r};
+      c.allreduce(sum.data(), sum.size() * sizeof(int64_t), sum_i64());
+      const int64_t s1 = int64_t(n) * (n - 1) / 2;
+      const int64_t s2 = int64_t(n - 1) * n * (2 * n - 1) / 6;
+      EXPECT_EQ(sum[0], s1);
+      EXPECT_EQ(sum[1], 1000 * s1 + 7 * n);
+      EXPECT_EQ(sum[2], -s2);
+      std::vector<int64_t> mx = {r, -r};
+      c.allreduce(mx.data(), mx.size() * sizeof(int64_t), max_i64());
+      EXPECT_EQ(mx[0], n - 1);
+      EXPECT_EQ(mx[1], 0);
+      std::vector<double> d = {0.5 * double(r)};
+      c.allreduce(d.data(), sizeof(double), sum_f64());
+      EXPECT_EQ(d[0], 0.5 * double(s1));
+      // Bytes: allgather 3 bytes per rank, broadcast a string.
+      std::vector<char> g(size_t(3 * n), '?');
+      for (int k = 0; k < 3; ++k) g[size_t(3 * r + k)] = char('a' + r);
+      c.allgather(g.data(), g.size(), 1);
+      for (int q = 0; q < n; ++q) EXPECT_EQ(g[size_t(3 * q + 2)], char('a' + q));
+      std::string msg = r == n - 1 ? "hello from last" : "xxxxxxxxxxxxxxx";
+      c.broadcast(msg.data(), msg.size(), n - 1);
+      EXPECT_EQ(msg, "hello from last");
+    });
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, PathTest,
+                         ::testing::Values(Path::kNative, Path::kGeneric, Path::kRing),
+                         [](const auto& info) { return path_name(info.param); });
+
+TEST(BlockRangeTest, SplitsCountWithRemainderOnFirstRanks) {
+  EXPECT_EQ(block_range(10, 3, 0).begin, 0u);
+  EXPECT_EQ(block_range(10, 3, 0).end, 4u);
+  EXPECT_EQ(block_range(10, 3, 1).begin, 4u);
+  EXPECT_EQ(block_range(10, 3, 1).end, 7u);
+  EXPECT_EQ(block_range(10, 3, 2).begin, 7u);
+  EXPECT_EQ(block_range(10, 3, 2).end, 10u);
+  EXPECT_EQ(block_range(2, 4, 3).size(), 0u);
+  EXPECT_EQ(block_range(0, 1, 0).size(), 0u);
+}
+
+}  // namespace
+}  // namespace loom::comm

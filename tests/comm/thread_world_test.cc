@@ -1,0 +1,182 @@
+// The thread transport's point-to-point and its faults: a silent rank is named within the
+// timeout, a failing rank aborts the others at once, mismatched sizes are errors, never hangs.
+#include "loom/comm/thread/thread_world.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "comm/p2p_only.h"
+#include "loom/comm/algorithms.h"
+#include "loom/core/error.h"
+#include "loom/core/timer.h"
+
+namespace loom::comm {
+namespace {
+
+CommOptions short_timeout(double s = 0.3) {
+  CommOptions o;
+  o.timeout_s = s;
+  return o;
+}
+
+TEST(ThreadWorldTest, PointToPointMatchesInOrderPerPeerAndTag) {
+  ThreadWorld world(3);
+  world.run([](Communicator& c) {
+    if (c.rank() == 0) {
+      // Two messages with one tag arrive in order; another tag is matched independently.
+      int a = 1, b = 2, z = 99;
+      Request r1 = c.isend(2, &a, sizeof a, 5);
+      Request r2 = c.isend(2, &b, sizeof b, 5);
+      Request r3 = c.isend(2, &z, sizeof z, 6);
+      c.wait(r3);
+      c.wait(r1);
+      c.wait(r2);
+    } else if (c.rank() == 1) {
+      int v = 10;
+      c.send(2, &v, sizeof v, 5);
+    } else {
+      int z = 0, x = 0, y = 0, w = 0;
+      c.recv(0, &z, sizeof z, 6);  // posted after the tag-5 sends: tags do not block each other
+      c.recv(0, &x, sizeof x, 5);
+      c.recv(0, &y, sizeof y, 5);
+      c.recv(1, &w, sizeof w, 5);
+      EXPECT_EQ(z, 99);
+      EXPECT_EQ(x, 1);
+      EXPECT_EQ(y, 2);
+      EXPECT_EQ(w, 10);
+    }
+  });
+}
+
+TEST(ThreadWorldTest, SizeMismatchIsACommErrorNamingBothRanks) {
+  ThreadWorld world(2, short_timeout(5));
+  try {
+    world.run([](Communicator& c) {
+      double d = 1;
+      float f = 0;
+      if (c.rank() == 0) c.send(1, &d, sizeof d, 0);
+      if (c.rank() == 1) c.recv(0, &f, sizeof f, 0);
+    });
+    FAIL() << "no error";
+  } catch (const CommError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0 sent 8 bytes"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ThreadWorldTest, BadPeerAndBadWorldSizeAreErrors) {
+  EXPECT_THROW(ThreadWorld(0), ConfigError);
+  ThreadWorld world(2);
+  int x = 0;
+  EXPECT_THROW(world.comm(0).isend(2, &x, sizeof x, 0), CommError);
+  EXPECT_THROW(world.comm(0).isend(0, &x, sizeof x, 0), CommError);
+  EXPECT_THROW(world.comm(0).isend(1, &x, sizeof x, -1), CommError);
+}
+
+// One rank stops answering (it never enters the collective); every other rank must fail with
+// a CommError naming it, within about the timeout.
+void expect_silent_rank_named(bool generic) {
+  const int n = 4, silent = 2;
+  const double timeout = 0.3;
+  ThreadWorld world(n, short_timeout(timeout));
+  std::mutex mu;
+  std::vector<std::string> messages(static_cast<size_t>(n));
+  std::vector<double> seconds(static_cast<size_t>(n), -1.0);
+  try {
+    world.run([&](Communicator& c) {
+      if (c.rank() == silent) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+        return;
+      }
+      Stopwatch sw;
+      std::vector<float> v(1000, 1.0f);
+      try {
+        if (generic) {
+          testing::P2POnly p(c, short_timeout(timeout));
+          p.allreduce(std::span<float>(v));
+        } else {
+          c.allreduce(std::span<float>(v));
+        }
+      } catch (const CommError& e) {
+        std::lock_guard<std::mutex> lk(mu);
+        messages[size_t(c.rank())] = e.what();
+        seconds[size_t(c.rank())] = sw.seconds();
+        throw;
+      }
+    });
+    FAIL() << "no error";
+  } catch (const CommError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 2 stopped answering"), std::string::npos)
+        << e.what();
+  }
+  for (int r = 0; r < n; ++r) {
+    if (r == silent) continue;
+    EXPECT_NE(messages[size_t(r)].find("rank 2 stopped answering"), std::string::npos)
+        << "rank " << r << ": " << messages[size_t(r)];
+    EXPECT_GE(seconds[size_t(r)], 0.0);
+    EXPECT_LT(seconds[size_t(r)], timeout + 0.7) << "rank " << r;
+  }
+}
+
+TEST(ThreadWorldTest, SilentRankIsNamedWithinTimeoutNative) {
+  expect_silent_rank_named(false);
+}
+TEST(ThreadWorldTest, SilentRankIsNamedWithinTimeoutGeneric) {
+  expect_silent_rank_named(true);
+}
+
+TEST(ThreadWorldTest, FailingRankAbortsOthersAtOnceAndItsErrorIsRethrown) {
+  ThreadWorld world(3, short_timeout(10));
+  Stopwatch sw;
+  std::vector<std::string> messages(3);
+  try {
+    world.run([&](Communicator& c) {
+      if (c.rank() == 1) throw InputError("shard 1 is missing");
+      std::vector<float> v(10, 1.0f);
+      try {
+        c.allreduce(std::span<float>(v));
+      } catch (const CommError& e) {
+        messages[size_t(c.rank())] = e.what();
+        throw;
+      }
+    });
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "shard 1 is missing");
+  }
+  EXPECT_LT(sw.seconds(), 2.0);  // far below the 10 s timeout
+  EXPECT_NE(messages[0].find("rank 1 failed: shard 1 is missing"), std::string::npos)
+      << messages[0];
+  EXPECT_NE(messages[2].find("rank 1 failed"), std::string::npos) << messages[2];
+  // The world stays failed: later calls throw at once instead of hanging.
+  int x = 0;
+  EXPECT_THROW(world.comm(0).isend(1, &x, sizeof x, 0), CommError);
+}
+
+TEST(ThreadWorldTest, MismatchedCollectiveSizesAreNamed) {
+  ThreadWorld world(2, short_timeout(5));
+  try {
+    world.run([](Communicator& c) {
+      std::vector<float> v(c.rank() == 0 ? 10 : 12, 1.0f);
+      c.allreduce(std::span<float>(v));
+    });
+    FAIL() << "no error";
+  } catch (const CommError& e) {
+    EXPECT_NE(std::string(e.what()).find("passed"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ThreadWorldTest, DeadlockIsReportedNotHung) {
+  ThreadWorld world(2, short_timeout(0.2));
+  EXPECT_THROW(world.run([](Communicator& c) {
+    int x = 0;
+    c.recv(1 - c.rank(), &x, sizeof x, 0);  // both receive, nobody sends
+  }),
+               CommError);
+}
+
+}  // namespace
+}  // namespace loom::comm
