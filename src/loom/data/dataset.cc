@@ -17,18 +17,25 @@ int64_t Dataset::sample_numel() const {
 }
 
 Normalisation byte_statistics(const uint8_t* bytes, size_t n) {
-  if (n == 0) return {};
   std::vector<uint64_t> hist(256, 0);
   for (size_t i = 0; i < n; ++i) ++hist[bytes[i]];
-  double sum = 0;
-  for (int v = 0; v < 256; ++v) sum += double(hist[v]) * (v / 255.0);
-  double mean = sum / double(n);
+  return histogram_statistics(hist.data());
+}
+
+Normalisation histogram_statistics(const uint64_t* hist) {
+  double n = 0, sum = 0;
+  for (int v = 0; v < 256; ++v) {
+    n += double(hist[v]);
+    sum += double(hist[v]) * (v / 255.0);
+  }
+  if (n == 0) return {};
+  double mean = sum / n;
   double ss = 0;
   for (int v = 0; v < 256; ++v) {
     double d = v / 255.0 - mean;
     ss += double(hist[v]) * d * d;
   }
-  double var = n > 1 ? ss / double(n - 1) : 0.0;  // Bessel's correction, as torch.Tensor.std()
+  double var = n > 1 ? ss / (n - 1) : 0.0;  // Bessel's correction, as torch.Tensor.std()
   double sd = std::sqrt(var);
   return {float(mean), sd > 0 ? float(sd) : 1.0f};
 }

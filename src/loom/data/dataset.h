@@ -36,6 +36,8 @@ Dataset load_fashion_mnist(const std::string& dir, bool train, std::optional<Nor
 
 // Mean and unbiased standard deviation of bytes/255, from a histogram (exact in double).
 Normalisation byte_statistics(const uint8_t* bytes, size_t n);
+// The same from a histogram of byte values (hist[256]); shard writers keep one as they go.
+Normalisation histogram_statistics(const uint64_t* hist);
 
 // The table v -> (v/255 - mean)/stddev used for every uint8 source, so IDX, CSV, NPY and shard
 // paths produce the same bits for the same pixels.

@@ -8,6 +8,7 @@
 #include "loom/core/timer.h"
 
 namespace loom::data {
+
 Loader::Loader(const Dataset& data, LoaderOptions opts)
     : Loader(std::make_shared<DatasetSource>(data), opts) {}
 
@@ -26,6 +27,19 @@ Loader::Loader(std::shared_ptr<const SampleSource> source, LoaderOptions opts)
         opts_.global_batch, opts_.world));
   if (opts_.prefetch < 0)
     throw ConfigError(fmt::format("data.prefetch must be >= 0, got {}", opts_.prefetch));
+  if (opts_.workers < 1 || opts_.workers > 64)
+    throw ConfigError(fmt::format("data.workers must be in [1, 64], got {}", opts_.workers));
+  if (opts_.shuffle_window < 0)
+    throw ConfigError(
+        fmt::format("data.shuffle_window must be >= 0, got {}", opts_.shuffle_window));
+  if (opts_.augment.crop_padding < 0)
+    throw ConfigError(
+        fmt::format("data.augment.crop_padding must be >= 0, got {}", opts_.augment.crop_padding));
+  shape_ = source_->sample_shape();
+  if (opts_.augment.enabled() && shape_.size() != 2 && shape_.size() != 3)
+    throw ConfigError(fmt::format(
+        "data.augment: crop and flip need image samples {{C, H, W}}, these have {} dimensions",
+        shape_.size()));
   per_rank_ = opts_.global_batch / opts_.world;
   numel_ = source_->sample_numel();
   const int64_t n = source_->count();
@@ -37,14 +51,13 @@ Loader::Loader(std::shared_ptr<const SampleSource> source, LoaderOptions opts)
     s.x.resize(size_t(per_rank_ * numel_));
     s.y.resize(size_t(per_rank_));
     s.idx.resize(size_t(per_rank_));
+    if (opts_.augment.enabled()) s.scratch.resize(size_t(numel_));
   }
-  ready_.reserve(slots_.size());
-  free_.reserve(slots_.size());
   order_.resize(size_t(n));
 }
 
 Loader::~Loader() {
-  stop_producer();
+  stop_workers();
 }
 
 int64_t Loader::steps_per_epoch() const {
@@ -61,6 +74,66 @@ std::pair<int64_t, int64_t> Loader::rank_range(int64_t step) const {
           base + std::min(in_batch, (opts_.rank + 1) * piece)};
 }
 
+void Loader::build_order(int64_t epoch) {
+  const int64_t n = int64_t(order_.size());
+  window_end_.clear();
+  window_chunks_.clear();
+  std::iota(order_.begin(), order_.end(), int64_t(0));
+  if (!opts_.shuffle) return;
+  // One stream keyed by (seed, epoch) with rank 0's key on every rank, so all ranks agree on
+  // the order and take disjoint pieces of it.
+  Rng rng(opts_.seed, 0, RngPurpose::kShuffle, uint64_t(epoch));
+  auto shuffle = [&rng](int64_t* a, int64_t len) {  // Fisher-Yates
+    for (int64_t i = len - 1; i > 0; --i) std::swap(a[i], a[rng.below(uint64_t(i) + 1)]);
+  };
+  if (opts_.shuffle_window == 0) {
+    shuffle(order_.data(), n);
+    return;
+  }
+  // Bounded-memory shuffle: a permutation of chunks, then a full shuffle inside each window of
+  // consecutive (permuted) chunks, so only about one window of records is touched at a time.
+  int64_t chunk = source_->chunk_records();
+  if (chunk <= 0) chunk = std::max<int64_t>(1, opts_.shuffle_window / 16);
+  const int64_t nchunks = (n + chunk - 1) / chunk;
+  std::vector<int64_t> chunks(static_cast<size_t>(nchunks));
+  std::iota(chunks.begin(), chunks.end(), int64_t(0));
+  shuffle(chunks.data(), nchunks);
+  const int64_t per_window = std::max<int64_t>(1, opts_.shuffle_window / chunk);
+  int64_t pos = 0;
+  for (int64_t w = 0; w < nchunks; w += per_window) {
+    const int64_t start = pos;
+    window_chunks_.emplace_back();
+    for (int64_t k = w; k < std::min(nchunks, w + per_window); ++k) {
+      const int64_t c = chunks[size_t(k)];
+      window_chunks_.back().push_back(c);
+      for (int64_t r = c * chunk; r < std::min(n, (c + 1) * chunk); ++r) order_[size_t(pos++)] = r;
+    }
+    shuffle(order_.data() + start, pos - start);
+    window_end_.push_back(pos);
+  }
+}
+
+void Loader::hint_windows(int64_t position) {
+  if (window_end_.empty()) return;
+  const int64_t chunk = std::max<int64_t>(1, source_->chunk_records());
+  auto each_chunk = [&](size_t w, auto fn) {
+    for (int64_t c : window_chunks_[w]) fn(c * chunk, std::min(source_->count(), (c + 1) * chunk));
+  };
+  // Windows two behind the current position are done with (one window of slack for batches
+  // still being decoded by other threads): release their pages. Ask for the next one early.
+  while (released_windows_ + 2 <= window_chunks_.size() &&
+         window_end_[released_windows_ + 1] <= position) {
+    each_chunk(released_windows_, [&](int64_t a, int64_t b) { source_->release(a, b); });
+    ++released_windows_;
+  }
+  while (
+      needed_windows_ < window_chunks_.size() &&
+      (needed_windows_ == 0 || window_end_[needed_windows_ - 1] <= position + opts_.global_batch)) {
+    each_chunk(needed_windows_, [&](int64_t a, int64_t b) { source_->will_need(a, b); });
+    ++needed_windows_;
+  }
+}
+
 void Loader::fill(int64_t step, Slot& slot) const {
   auto [begin, end] = rank_range(step);
   slot.size = end - begin;
@@ -68,93 +141,112 @@ void Loader::fill(int64_t step, Slot& slot) const {
   slot.step = step;
   std::copy(order_.begin() + begin, order_.begin() + end, slot.idx.begin());
   source_->gather(slot.idx.data(), slot.size, slot.x.data(), slot.y.data());
+  if (opts_.augment.enabled())
+    for (int64_t i = 0; i < slot.size; ++i)
+      augment_sample(
+          slot.x.data() + i * numel_, shape_, opts_.augment,
+          derive_key(opts_.seed, uint64_t(epoch_), RngPurpose::kAugment, uint64_t(begin + i)),
+          slot.scratch.data());
 }
 
-void Loader::stop_producer() {
-  if (producer_.joinable()) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    producer_.join();
+void Loader::stop_workers() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
   }
+  cv_.notify_all();
+  for (std::thread& t : workers_) t.join();
+  workers_.clear();
 }
 
 void Loader::start_epoch(int64_t epoch) {
-  stop_producer();
-  std::iota(order_.begin(), order_.end(), int64_t(0));
-  if (opts_.shuffle) {
-    // Fisher-Yates with a stream keyed by (seed, epoch); rank 0's key on every rank so all
-    // ranks agree on the permutation and take disjoint pieces of it.
-    Rng rng(opts_.seed, 0, RngPurpose::kShuffle, uint64_t(epoch));
-    for (int64_t i = int64_t(order_.size()) - 1; i > 0; --i)
-      std::swap(order_[size_t(i)], order_[rng.below(uint64_t(i) + 1)]);
+  stop_workers();
+  if (!window_end_.empty() && released_windows_ < window_chunks_.size()) {
+    // Pages of the previous epoch's last windows are not needed before the next pass.
+    const int64_t chunk = std::max<int64_t>(1, source_->chunk_records());
+    for (size_t w = released_windows_; w < window_chunks_.size(); ++w)
+      for (int64_t c : window_chunks_[w])
+        source_->release(c * chunk, std::min(source_->count(), (c + 1) * chunk));
   }
+  epoch_ = epoch;
+  build_order(epoch);
+  released_windows_ = needed_windows_ = 0;
   started_ = true;
-  next_step_ = 0;
-  ready_.clear();
-  free_.clear();
-  for (int i = 0; i < int(slots_.size()); ++i) free_.push_back(i);
+  for (Slot& s : slots_) s.state = SlotState::kFree;
   held_ = -1;
+  next_claim_ = expected_ = 0;
   stop_ = false;
-  done_ = false;
   error_ = nullptr;
-  if (opts_.prefetch > 0) producer_ = std::thread([this] { produce(); });
+  epoch_wait_ = 0;
+  epoch_batches_ = 0;
+  if (opts_.prefetch > 0)
+    for (int i = 0; i < opts_.workers; ++i) workers_.emplace_back([this] { work(); });
 }
 
-void Loader::produce() {
-  try {
-    for (int64_t step = 0; step < steps_; ++step) {
-      int slot;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !free_.empty(); });
-        if (stop_) return;
-        slot = free_.front();
-        free_.erase(free_.begin());
-      }
-      fill(step, slots_[size_t(slot)]);  // outside the lock: the consumer keeps running
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        ready_.push_back(slot);
-      }
-      cv_.notify_all();
+void Loader::work() {
+  while (true) {
+    int slot = -1;
+    int64_t step;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      auto free_slot = [&] {
+        for (size_t i = 0; i < slots_.size(); ++i)
+          if (slots_[i].state == SlotState::kFree) return int(i);
+        return -1;
+      };
+      cv_.wait(lock, [&] {
+        return stop_ || error_ || next_claim_ >= steps_ || (slot = free_slot()) >= 0;
+      });
+      if (stop_ || error_ || next_claim_ >= steps_) return;
+      // Claiming the step and the slot together keeps claims in step order, so the step the
+      // consumer waits for always has a slot: no deadlock with K+1 slots and any worker count.
+      step = next_claim_++;
+      slots_[size_t(slot)].state = SlotState::kFilling;
+      hint_windows(rank_range(step).first);
     }
-  } catch (...) {
-    std::lock_guard<std::mutex> lock(mu_);
-    error_ = std::current_exception();
+    try {
+      fill(step, slots_[size_t(slot)]);  // outside the lock: the consumer keeps running
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!error_) error_ = std::current_exception();
+      cv_.notify_all();
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      slots_[size_t(slot)].state = SlotState::kReady;
+    }
+    cv_.notify_all();
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    done_ = true;
-  }
-  cv_.notify_all();
 }
 
 bool Loader::next(Batch& out) {
   if (!started_) start_epoch(0);
   Stopwatch wait;
-  int slot;
+  int slot = -1;
   if (opts_.prefetch == 0) {
-    if (next_step_ >= steps_) return false;
+    if (expected_ >= steps_) return false;
+    hint_windows(rank_range(expected_).first);
     slot = 0;
-    fill(next_step_++, slots_[0]);
+    fill(expected_++, slots_[0]);
   } else {
     std::unique_lock<std::mutex> lock(mu_);
     if (held_ >= 0) {
-      free_.push_back(held_);
+      slots_[size_t(held_)].state = SlotState::kFree;
       held_ = -1;
       cv_.notify_all();
     }
-    cv_.wait(lock, [&] { return !ready_.empty() || done_; });
-    if (ready_.empty()) {
-      if (error_) std::rethrow_exception(error_);
-      return false;
-    }
-    slot = ready_.front();
-    ready_.erase(ready_.begin());
+    if (expected_ >= steps_) return false;
+    auto ready = [&] {
+      for (size_t i = 0; i < slots_.size(); ++i)
+        if (slots_[i].state == SlotState::kReady && slots_[i].step == expected_) return int(i);
+      return -1;
+    };
+    cv_.wait(lock, [&] { return (slot = ready()) >= 0 || error_; });
+    if (slot < 0) std::rethrow_exception(error_);
+    slots_[size_t(slot)].state = SlotState::kHeld;
     held_ = slot;
+    ++expected_;
   }
   const Slot& s = slots_[size_t(slot)];
   out.x = s.x.data();
@@ -163,6 +255,8 @@ bool Loader::next(Batch& out) {
   out.global_offset = s.offset;
   out.step = s.step;
   out.wait_seconds = wait.seconds();
+  epoch_wait_ += out.wait_seconds;
+  ++epoch_batches_;
   return true;
 }
 

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "loom/data/augment.h"
 #include "loom/data/dataset.h"
 #include "loom/data/sample_source.h"
 
@@ -28,6 +29,13 @@ struct LoaderOptions {
   bool shuffle = true;    // permutation by (seed, epoch) (RngPurpose::kShuffle), same on all ranks
   bool drop_last = true;  // drop the last partial global batch (every rank's shard the same size)
   int prefetch = 2;       // K ready batches on a background thread; 0 = synchronous
+  // Additions for issue 5 (defaults keep the behaviour above):
+  int workers = 1;  // background threads that gather/decode/augment batches (when prefetch > 0)
+  // > 0: bounded-memory shuffle for sets larger than memory: permute the source's chunks, then
+  // shuffle records within windows of about this many records (chunks taken in permuted order);
+  // pages of finished windows are released. 0: a full permutation of all records.
+  int64_t shuffle_window = 0;
+  AugmentOptions augment;  // off by default
 };
 
 struct Batch {
@@ -61,33 +69,52 @@ class Loader {
 
   // This rank's [begin, end) within the epoch's sample order for `step` (exposed for tests).
   std::pair<int64_t, int64_t> rank_range(int64_t step) const;
+  // The epoch's sample order (record ids by position), the same on every rank.
+  const std::vector<int64_t>& order() const { return order_; }
+  // Sum of Batch::wait_seconds since start_epoch, and the batches handed out.
+  double epoch_wait_seconds() const { return epoch_wait_; }
+  int64_t epoch_batches() const { return epoch_batches_; }
 
  private:
+  enum class SlotState { kFree, kFilling, kReady, kHeld };
   struct Slot {
     std::vector<float> x;
     std::vector<int32_t> y;
     std::vector<int64_t> idx;
+    std::vector<float> scratch;  // augmentation
     int64_t size = 0, offset = 0, step = 0;
+    SlotState state = SlotState::kFree;
   };
+  void build_order(int64_t epoch);
   void fill(int64_t step, Slot& slot) const;
-  void produce();
-  void stop_producer();
+  void hint_windows(int64_t position);  // under mu_
+  void work();
+  void stop_workers();
 
   std::shared_ptr<const SampleSource> source_;
   LoaderOptions opts_;
+  std::vector<int64_t> shape_;
   int64_t per_rank_ = 0, numel_ = 0, steps_ = 0;
+  int64_t epoch_ = 0;
   std::vector<int64_t> order_;  // this epoch's sample order
+  // Bounded-memory shuffle: window w covers positions [window_end_[w-1], window_end_[w]) and
+  // reads the chunks window_chunks_[w].
+  std::vector<int64_t> window_end_;
+  std::vector<std::vector<int64_t>> window_chunks_;
+  size_t released_windows_ = 0, needed_windows_ = 0;
   std::vector<Slot> slots_;
-  int64_t next_step_ = 0;  // synchronous mode
   bool started_ = false;
+  double epoch_wait_ = 0;
+  int64_t epoch_batches_ = 0;
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<int> ready_, free_;  // slot ids; ready_ in step order (FIFO)
+  int64_t next_claim_ = 0;  // next step a worker (or the synchronous path) fills
+  int64_t expected_ = 0;    // next step the consumer takes
   int held_ = -1;
-  bool stop_ = false, done_ = false;
+  bool stop_ = false;
   std::exception_ptr error_;
-  std::thread producer_;
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace loom::data

@@ -19,6 +19,15 @@ class SampleSource {
   virtual int num_classes() const = 0;
   // Writes samples idx[0..n) to x (n * sample_numel floats) and y (n labels).
   virtual void gather(const int64_t* idx, int64_t n, float* x, int32_t* y) const = 0;
+
+  // Bytes one record occupies where it is stored (what a throttled disk would have to read).
+  virtual int64_t stored_record_bytes() const { return 4 + sample_numel() * 4; }
+  // Records come in chunks that are cheap to read together (0: no chunking); the loader's
+  // bounded-memory shuffle permutes chunks and shuffles within a window of them.
+  virtual int64_t chunk_records() const { return 0; }
+  // Hints: records [first, last) will be read soon / not again for a while.
+  virtual void will_need(int64_t first, int64_t last) const {}
+  virtual void release(int64_t first, int64_t last) const {}
 };
 
 // A view of a Dataset that outlives it.

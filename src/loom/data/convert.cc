@@ -1,0 +1,252 @@
+#include "loom/data/convert.h"
+
+#include <sys/stat.h>
+
+#include <cstring>
+
+#include "loom/core/error.h"
+#include "loom/data/dataset.h"
+#include "loom/data/idx.h"
+#include "loom/data/mapped_file.h"
+#include "loom/data/npy.h"
+#include "loom/data/shard_source.h"
+#include "loom/data/shard_writer.h"
+
+namespace loom::data {
+
+const char* format_name(SourceFormat f) {
+  switch (f) {
+    case SourceFormat::kFashionMnistDir:
+      return "fashion-mnist folder";
+    case SourceFormat::kIdx:
+      return "idx";
+    case SourceFormat::kCsv:
+      return "csv";
+    case SourceFormat::kNpy:
+      return "npy";
+    case SourceFormat::kShard:
+      return "loom shard";
+  }
+  return "?";
+}
+
+SourceFormat detect_format(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return SourceFormat::kFashionMnistDir;
+  MappedFile f(path);
+  const uint8_t* d = f.data();
+  if (f.size() >= 8 && std::memcmp(d, kShardMagic, 8) == 0) return SourceFormat::kShard;
+  if (f.size() >= 6 && std::memcmp(d, "\x93NUMPY", 6) == 0) return SourceFormat::kNpy;
+  if (f.size() >= 2 && ((d[0] == 0x1f && d[1] == 0x8b) || (d[0] == 0 && d[1] == 0)))
+    return SourceFormat::kIdx;
+  return SourceFormat::kCsv;
+}
+
+namespace {
+
+ShardInfo write_dataset_u8(const std::string& dst, const IdxArray& images,
+                           const std::vector<int32_t>& labels, std::vector<int64_t> shape,
+                           int num_classes, int64_t chunk, const std::string& label_file) {
+  ShardWriter w(dst, {ShardDtype::kUint8, shape, num_classes, int64_t(labels.size()), chunk});
+  const int64_t numel = images.dims.empty() ? 0 : images.numel() / images.dims[0];
+  for (size_t i = 0; i < labels.size(); ++i)
+    w.append(labels[i], images.bytes.data() + int64_t(i) * numel,
+             fmt::format("{}: record {}", label_file, i));
+  w.finish();
+  return w.info();
+}
+
+std::vector<int32_t> labels_from_idx(const IdxArray& a, const std::string& path) {
+  if (a.dims.size() != 1)
+    throw InputError(
+        fmt::format("{}: a labels file has 1 dimension, this has {}", path, a.dims.size()));
+  return std::vector<int32_t>(a.bytes.begin(), a.bytes.end());
+}
+
+ShardInfo convert_idx(const std::string& images_path, const std::string& labels_path,
+                      const std::string& dst, const ConvertOptions& o) {
+  if (labels_path.empty())
+    throw ConfigError(fmt::format("{}: an IDX images file needs --labels FILE", images_path));
+  IdxArray images = read_idx(images_path);
+  IdxArray labels = read_idx(labels_path);
+  if (images.dims.size() < 2)
+    throw InputError(fmt::format("{}: an images file has >= 2 dimensions", images_path));
+  if (images.dims[0] != labels.dims[0])
+    throw InputError(fmt::format("{} has {} images but {} has {} labels", images_path,
+                                 images.dims[0], labels_path, labels.dims[0]));
+  // 28x28 images become {1, 28, 28}, the shape the in-memory IDX path gives.
+  std::vector<int64_t> shape(images.dims.begin() + 1, images.dims.end());
+  if (shape.size() == 2) shape.insert(shape.begin(), 1);
+  int classes = o.num_classes > 0 ? o.num_classes : 10;
+  return write_dataset_u8(dst, images, labels_from_idx(labels, labels_path), shape, classes,
+                          o.chunk_records, labels_path);
+}
+
+std::string fmnist_file(const std::string& dir, const std::string& stem) {
+  for (const char* ext : {".gz", ""})
+    if (file_exists(dir + "/" + stem + ext)) return dir + "/" + stem + ext;
+  throw InputError(
+      fmt::format("{}/{}[.gz] not found (apt-get install dataset-fashion-mnist)", dir, stem));
+}
+
+ShardInfo convert_npy(const std::string& src, const std::string& dst, const ConvertOptions& o) {
+  if (o.labels.empty())
+    throw ConfigError(fmt::format("{}: an .npy features file needs --labels FILE.npy", src));
+  MappedFile xf(src), yf(o.labels);
+  NpyHeader xh = parse_npy_header(xf.data(), xf.size(), src);
+  NpyHeader yh = parse_npy_header(yf.data(), yf.size(), o.labels);
+  if (xh.shape.empty())
+    throw InputError(fmt::format("{}: a features array needs a first (count) dimension", src));
+  if (yh.shape.size() != 1 || yh.shape[0] != xh.shape[0])
+    throw InputError(fmt::format("{}: labels must have shape ({},), the file has {} dimensions{}",
+                                 o.labels, xh.shape[0], yh.shape.size(),
+                                 yh.shape.size() == 1 ? fmt::format(" of {}", yh.shape[0]) : ""));
+  if (yh.dtype == NpyDtype::kFloat32 || yh.dtype == NpyDtype::kFloat64)
+    throw InputError(fmt::format("{}: labels must be integers (uint8 or int64), the file has {}",
+                                 o.labels, npy_dtype_name(yh.dtype)));
+  const int64_t n = xh.shape[0];
+  std::vector<int32_t> labels(static_cast<size_t>(n));
+  int64_t max_label = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    double v = npy_value(yh, yf.data(), i);
+    if (v < 0 || v > (1 << 24))
+      throw InputError(fmt::format("{}: record {}: label {} is out of range", o.labels, i, v));
+    labels[size_t(i)] = int32_t(v);
+    max_label = std::max<int64_t>(max_label, labels[size_t(i)]);
+  }
+  std::vector<int64_t> shape(xh.shape.begin() + 1, xh.shape.end());
+  if (shape.empty()) shape = {1};
+  const int classes = o.num_classes > 0 ? o.num_classes : int(max_label + 1);
+  const bool u8 = xh.dtype == NpyDtype::kUint8;
+  ShardWriter w(dst, {u8 ? ShardDtype::kUint8 : ShardDtype::kFloat32, shape, std::max(classes, 1),
+                      n, o.chunk_records});
+  const int64_t numel = n ? xh.numel() / n : 0;
+  std::vector<float> row(static_cast<size_t>(numel));
+  for (int64_t i = 0; i < n; ++i) {
+    const std::string where = fmt::format("{}: record {}", o.labels, i);
+    if (u8) {
+      w.append(labels[size_t(i)], xf.data() + xh.data_offset + i * numel, where);
+    } else {
+      for (int64_t j = 0; j < numel; ++j)
+        row[size_t(j)] = float(npy_value(xh, xf.data(), i * numel + j));
+      w.append(labels[size_t(i)], row.data(), where);
+    }
+  }
+  w.finish();
+  return w.info();
+}
+
+}  // namespace
+
+ShardInfo convert_to_shard(const std::string& src, const std::string& dst,
+                           const ConvertOptions& o) {
+  switch (detect_format(src)) {
+    case SourceFormat::kFashionMnistDir: {
+      const std::string p = o.test_split ? "t10k" : "train";
+      return convert_idx(fmnist_file(src, p + "-images-idx3-ubyte"),
+                         fmnist_file(src, p + "-labels-idx1-ubyte"), dst, o);
+    }
+    case SourceFormat::kIdx:
+      return convert_idx(src, o.labels, dst, o);
+    case SourceFormat::kNpy:
+      return convert_npy(src, dst, o);
+    case SourceFormat::kCsv: {
+      CsvOptions csv = o.csv;
+      if (o.num_classes > 0) csv.num_classes = o.num_classes;
+      Dataset ds = read_csv(src, csv);
+      ShardWriter w(
+          dst, {ShardDtype::kFloat32, ds.sample_shape, ds.num_classes, ds.count, o.chunk_records});
+      const int64_t numel = ds.sample_numel();
+      for (int64_t i = 0; i < ds.count; ++i)
+        w.append(ds.labels[size_t(i)], ds.features.data() + i * numel);
+      w.finish();
+      return w.info();
+    }
+    case SourceFormat::kShard: {
+      ShardSource in(src, {ShardVerify::kAll, std::nullopt});
+      const ShardInfo& si = in.info();
+      ShardWriter w(dst, {si.dtype, si.shape, o.num_classes > 0 ? o.num_classes : si.num_classes,
+                          si.count, o.chunk_records});
+      for (int64_t i = 0; i < si.count; ++i) {
+        int32_t label;
+        std::memcpy(&label, in.record(i), 4);
+        w.append(label, in.record(i) + 4, fmt::format("{}: record {}", src, i));
+      }
+      w.finish();
+      return w.info();
+    }
+  }
+  throw Error("unreachable");
+}
+
+namespace {
+std::vector<int64_t> histogram(const std::vector<int32_t>& labels) {
+  std::vector<int64_t> h;
+  for (int32_t y : labels) {
+    if (y < 0) continue;
+    if (size_t(y) >= h.size()) h.resize(size_t(y) + 1, 0);
+    ++h[size_t(y)];
+  }
+  return h;
+}
+}  // namespace
+
+FileSummary inspect_file(const std::string& path, const CsvOptions& csv) {
+  FileSummary s;
+  s.format = detect_format(path);
+  s.checksum = "none in this format";
+  switch (s.format) {
+    case SourceFormat::kFashionMnistDir:
+      throw InputError(fmt::format("{}: is a folder; inspect one of its files", path));
+    case SourceFormat::kIdx: {
+      IdxArray a = read_idx(path);
+      s.dtype = "uint8";
+      s.shape = a.dims;
+      s.count = a.dims[0];
+      if (a.dims.size() == 1) s.label_histogram = histogram({a.bytes.begin(), a.bytes.end()});
+      s.checksum = "gzip CRC32 ok (read through)";
+      break;
+    }
+    case SourceFormat::kCsv: {
+      Dataset ds = read_csv(path, csv);
+      s.dtype = "float32 (text)";
+      s.shape = {ds.count, ds.sample_numel()};
+      s.count = ds.count;
+      s.label_histogram = histogram(ds.labels);
+      break;
+    }
+    case SourceFormat::kNpy: {
+      MappedFile f(path);
+      NpyHeader h = parse_npy_header(f.data(), f.size(), path);
+      s.dtype = npy_dtype_name(h.dtype);
+      s.shape = h.shape;
+      s.count = h.shape.empty() ? 1 : h.shape[0];
+      if (h.shape.size() == 1 && (h.dtype == NpyDtype::kUint8 || h.dtype == NpyDtype::kInt64)) {
+        std::vector<int32_t> y;
+        for (int64_t i = 0; i < h.shape[0]; ++i) y.push_back(int32_t(npy_value(h, f.data(), i)));
+        s.label_histogram = histogram(y);
+      }
+      break;
+    }
+    case SourceFormat::kShard: {
+      ShardSource src(path, {ShardVerify::kNone, std::nullopt});
+      const ShardInfo& si = src.info();
+      s.dtype = dtype_name(si.dtype);
+      s.shape = {si.count};
+      s.shape.insert(s.shape.end(), si.shape.begin(), si.shape.end());
+      s.count = si.count;
+      std::vector<int32_t> y(size_t(si.count));
+      for (int64_t i = 0; i < si.count; ++i) std::memcpy(&y[size_t(i)], src.record(i), 4);
+      s.label_histogram = histogram(y);
+      std::vector<int64_t> bad = src.bad_chunks();
+      s.checksum_ok = bad.empty();
+      s.checksum = bad.empty() ? fmt::format("CRC32C ok ({} chunks)", si.num_chunks)
+                               : fmt::format("CRC32C MISMATCH in {} of {} chunks: {}", bad.size(),
+                                             si.num_chunks, fmt::join(bad, ", "));
+      break;
+    }
+  }
+  return s;
+}
+
+}  // namespace loom::data

@@ -1,0 +1,42 @@
+// `loom data convert` and `loom data inspect`, as library calls: any source (a Fashion-MNIST
+// folder, IDX, CSV, NPY, a shard) to loom's shard format, and a summary of any data file.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "loom/data/csv.h"
+#include "loom/data/shard_format.h"
+
+namespace loom::data {
+
+enum class SourceFormat { kFashionMnistDir, kIdx, kCsv, kNpy, kShard };
+const char* format_name(SourceFormat f);
+// By content (magic bytes), a folder being a Fashion-MNIST folder; else CSV.
+SourceFormat detect_format(const std::string& path);
+
+struct ConvertOptions {
+  std::string labels;       // the labels file when SRC holds only features (IDX, NPY)
+  bool test_split = false;  // a Fashion-MNIST folder: t10k instead of train
+  CsvOptions csv;
+  int num_classes = 0;        // 0: 10 for IDX, else max label + 1
+  int64_t chunk_records = 0;  // 0: about 1 MiB per chunk
+};
+
+// Writes DST through a temporary file and a rename; returns what it wrote.
+ShardInfo convert_to_shard(const std::string& src, const std::string& dst,
+                           const ConvertOptions& opts);
+
+struct FileSummary {
+  SourceFormat format = SourceFormat::kCsv;
+  std::string dtype;
+  std::vector<int64_t> shape;  // of the whole array (count first)
+  int64_t count = 0;
+  std::vector<int64_t> label_histogram;  // empty if the file holds no labels
+  std::string checksum;  // "ok (N chunks)", "MISMATCH in chunks ...", or "none in this format"
+  bool checksum_ok = true;
+};
+FileSummary inspect_file(const std::string& path, const CsvOptions& csv = {});
+
+}  // namespace loom::data

@@ -1,0 +1,24 @@
+// CSV: one record per line, numeric feature cells and an integer label column, an optional
+// header line, a configurable delimiter. Errors name the file, the line and the column.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "loom/data/dataset.h"
+
+namespace loom::data {
+
+struct CsvOptions {
+  char delimiter = ',';
+  bool header = false;    // the first line names the columns and is skipped
+  int label_column = -1;  // index of the label column; negative counts from the end
+  int num_classes = 0;    // labels must lie in [0, num_classes); 0: max label + 1
+};
+
+// Features are stored unnormalised as float32, sample_shape {columns - 1}.
+Dataset read_csv(const std::string& path, const CsvOptions& opts = {});
+Dataset parse_csv(const char* data, size_t size, const std::string& name, const CsvOptions& opts);
+
+}  // namespace loom::data

@@ -1,0 +1,89 @@
+#include "loom/data/shard_source.h"
+
+#include <cstring>
+
+#include "loom/core/error.h"
+#include "loom/data/crc32c.h"
+
+namespace loom::data {
+
+ShardSource::ShardSource(const std::string& path, ShardOpenOptions opts)
+    : file_(path), verify_(opts.verify) {
+  info_ = parse_shard_header(file_.data(), file_.size(), file_.size(), path, &crcs_);
+  norm_ = opts.norm ? *opts.norm : Normalisation{info_.mean, info_.stddev};
+  byte_normalisation_table(norm_, table_);
+  verified_ = std::make_unique<std::atomic<uint8_t>[]>(size_t(info_.num_chunks));
+  for (int64_t c = 0; c < info_.num_chunks; ++c) verified_[size_t(c)] = 0;
+  if (verify_ == ShardVerify::kAll)
+    for (int64_t c = 0; c < info_.num_chunks; ++c) verify_chunk(c);
+}
+
+const uint8_t* ShardSource::record(int64_t i) const {
+  return file_.data() + info_.data_offset + i * info_.record_bytes;
+}
+
+void ShardSource::verify_chunk(int64_t c) const {
+  const int64_t first = c * info_.chunk_records;
+  const int64_t last = std::min(info_.count, first + info_.chunk_records);
+  uint32_t crc = crc32c(record(first), size_t((last - first) * info_.record_bytes));
+  if (crc != crcs_[size_t(c)])
+    throw InputError(
+        fmt::format("{}: CRC mismatch in chunk {} (records {}..{}): stored {:08x}, computed {:08x}",
+                    file_.path(), c, first, last - 1, crcs_[size_t(c)], crc));
+  verified_[size_t(c)].store(1, std::memory_order_release);
+}
+
+std::vector<int64_t> ShardSource::bad_chunks() const {
+  std::vector<int64_t> bad;
+  for (int64_t c = 0; c < info_.num_chunks; ++c) {
+    try {
+      verify_chunk(c);
+    } catch (const InputError&) {
+      bad.push_back(c);
+    }
+  }
+  return bad;
+}
+
+void ShardSource::ensure_verified(int64_t i) const {
+  const int64_t c = i / info_.chunk_records;
+  // Two threads may both check a chunk the first time; that is harmless.
+  if (!verified_[size_t(c)].load(std::memory_order_acquire)) verify_chunk(c);
+}
+
+void ShardSource::gather(const int64_t* idx, int64_t n, float* x, int32_t* y) const {
+  const int64_t numel = info_.numel();
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t i = idx[k];
+    if (i < 0 || i >= info_.count)
+      throw Error(
+          fmt::format("{}: record {} requested, the shard has {}", file_.path(), i, info_.count));
+    if (verify_ == ShardVerify::kLazy) ensure_verified(i);
+    const uint8_t* r = record(i);
+    int32_t label;
+    std::memcpy(&label, r, 4);
+    if (label < 0 || label >= info_.num_classes)
+      throw InputError(fmt::format("{}: record {}: label {} is outside [0, {})", file_.path(), i,
+                                   label, info_.num_classes));
+    y[k] = label;
+    float* out = x + k * numel;
+    if (info_.dtype == ShardDtype::kUint8) {
+      const uint8_t* px = r + 4;
+      for (int64_t j = 0; j < numel; ++j) out[j] = table_[px[j]];
+    } else {
+      std::memcpy(out, r + 4, size_t(numel) * 4);
+    }
+  }
+}
+
+void ShardSource::will_need(int64_t first, int64_t last) const {
+  file_.advise_willneed(size_t(info_.data_offset + first * info_.record_bytes),
+                        size_t((last - first) * info_.record_bytes));
+}
+
+void ShardSource::release(int64_t first, int64_t last) const {
+  file_.advise_dontneed(size_t(info_.data_offset + first * info_.record_bytes),
+                        size_t((last - first) * info_.record_bytes));
+}
+
+}  // namespace loom::data

@@ -1,0 +1,106 @@
+#include "loom/data/shard_writer.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+#include "loom/core/error.h"
+#include "loom/data/crc32c.h"
+#include "loom/data/dataset.h"
+
+namespace loom::data {
+
+ShardWriter::ShardWriter(const std::string& path, const ShardSpec& spec)
+    : path_(path), tmp_(path + ".tmp." + std::to_string(::getpid())) {
+  if (spec.shape.empty() || int(spec.shape.size()) > kShardMaxDims)
+    throw InputError(fmt::format("{}: a record shape needs 1..{} dimensions", path, kShardMaxDims));
+  if (spec.num_classes < 1) throw InputError(fmt::format("{}: num_classes must be >= 1", path));
+  info_.dtype = spec.dtype;
+  info_.shape = spec.shape;
+  info_.num_classes = spec.num_classes;
+  info_.count = spec.count;
+  info_.record_bytes = 4 + info_.numel() * int64_t(dtype_size(spec.dtype));
+  info_.chunk_records = spec.chunk_records > 0
+                            ? spec.chunk_records
+                            : std::max<int64_t>(1, (1 << 20) / info_.record_bytes);
+  info_.num_chunks = (info_.count + info_.chunk_records - 1) / info_.chunk_records;
+  const int64_t table_end = int64_t(sizeof(ShardHeader)) + 4 * info_.num_chunks;
+  info_.data_offset =
+      (table_end + int64_t(kShardAlign) - 1) / int64_t(kShardAlign) * int64_t(kShardAlign);
+  record_.resize(size_t(info_.record_bytes));
+  if (spec.dtype == ShardDtype::kUint8) hist_.assign(256, 0);
+  file_ = std::fopen(tmp_.c_str(), "wb");
+  if (!file_) throw InputError(fmt::format("{}: cannot create: {}", tmp_, std::strerror(errno)));
+  // Header and table are written last; reserve their space now.
+  std::vector<uint8_t> zeros(size_t(info_.data_offset), 0);
+  if (std::fwrite(zeros.data(), 1, zeros.size(), file_) != zeros.size())
+    throw InputError(fmt::format("{}: write failed: {}", tmp_, std::strerror(errno)));
+}
+
+ShardWriter::~ShardWriter() {
+  if (file_) std::fclose(file_);
+  if (!done_) ::unlink(tmp_.c_str());
+}
+
+void ShardWriter::append(int32_t label, const void* features, const std::string& where) {
+  if (written_ >= info_.count)
+    throw Error(fmt::format("{}: more records appended than the {} announced", path_, info_.count));
+  if (label < 0 || label >= info_.num_classes)
+    throw InputError(fmt::format("{}: label {} is outside [0, {})",
+                                 where.empty() ? fmt::format("record {}", written_) : where, label,
+                                 info_.num_classes));
+  std::memcpy(record_.data(), &label, 4);  // little-endian hosts only (x86-64, aarch64)
+  std::memcpy(record_.data() + 4, features, record_.size() - 4);
+  if (!hist_.empty())
+    for (size_t i = 4; i < record_.size(); ++i) ++hist_[record_[i]];
+  chunk_crc_ = crc32c(record_.data(), record_.size(), chunk_crc_);
+  if (std::fwrite(record_.data(), 1, record_.size(), file_) != record_.size())
+    throw InputError(fmt::format("{}: write failed: {}", tmp_, std::strerror(errno)));
+  ++written_;
+  if (written_ % info_.chunk_records == 0 || written_ == info_.count) end_chunk();
+}
+
+void ShardWriter::end_chunk() {
+  crcs_.push_back(chunk_crc_);
+  chunk_crc_ = 0;
+}
+
+void ShardWriter::finish() {
+  if (written_ != info_.count)
+    throw Error(fmt::format("{}: {} records appended, {} announced", path_, written_, info_.count));
+  if (!hist_.empty()) {
+    Normalisation norm = histogram_statistics(hist_.data());
+    info_.mean = norm.mean;
+    info_.stddev = norm.stddev;
+  }
+  ShardHeader h{};
+  std::memcpy(h.magic, kShardMagic, 8);
+  h.version = kShardVersion;
+  h.data_offset = uint32_t(info_.data_offset);
+  h.dtype = uint8_t(info_.dtype);
+  h.ndims = uint8_t(info_.shape.size());
+  h.num_classes = uint32_t(info_.num_classes);
+  h.count = uint64_t(info_.count);
+  h.record_bytes = uint64_t(info_.record_bytes);
+  h.chunk_records = uint64_t(info_.chunk_records);
+  h.num_chunks = uint64_t(info_.num_chunks);
+  for (size_t i = 0; i < info_.shape.size(); ++i) h.shape[i] = info_.shape[i];
+  h.mean = info_.mean;
+  h.stddev = info_.stddev;
+  h.table_crc = crc32c(crcs_.data(), crcs_.size() * 4);
+  h.header_crc = crc32c(&h, offsetof(ShardHeader, header_crc));
+  bool ok = std::fseek(file_, 0, SEEK_SET) == 0 && std::fwrite(&h, sizeof h, 1, file_) == 1 &&
+            (crcs_.empty() || std::fwrite(crcs_.data(), 4, crcs_.size(), file_) == crcs_.size()) &&
+            std::fflush(file_) == 0 && ::fsync(::fileno(file_)) == 0;
+  ok = std::fclose(file_) == 0 && ok;
+  file_ = nullptr;
+  if (!ok) throw InputError(fmt::format("{}: write failed: {}", tmp_, std::strerror(errno)));
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
+    throw InputError(
+        fmt::format("{}: cannot rename {} into place: {}", path_, tmp_, std::strerror(errno)));
+  done_ = true;
+}
+
+}  // namespace loom::data
