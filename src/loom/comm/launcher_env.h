@@ -1,0 +1,21 @@
+// What the launcher (mpirun, srun) tells a process through its environment, read in one
+// place. Needs no MPI, so a build without MPI can still say "this looks like mpirun".
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace loom::comm {
+
+struct LauncherEnv {
+  std::string launcher;  // "openmpi", "pmi", "pmix", "slurm" or empty when none
+  int rank = -1;         // -1 when the environment does not say
+  int size = -1;
+};
+
+// Reads OMPI_COMM_WORLD_{RANK,SIZE} (Open MPI), PMI_{RANK,SIZE} (MPICH/Hydra, srun --mpi=pmi2),
+// PMIX_RANK (PMIx), SLURM_PROCID/SLURM_NTASKS (srun).
+LauncherEnv detect_launcher();
+bool launched_by_mpi();
+
+}  // namespace loom::comm

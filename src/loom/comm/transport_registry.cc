@@ -1,0 +1,103 @@
+// The only file with #if LOOM_HAVE_MPI (ARCHITECTURE.md: one registry knows the build).
+#include "loom/comm/transport_registry.h"
+
+#include <fmt/format.h>
+
+#include "loom/comm/launcher_env.h"
+#include "loom/comm/thread/thread_world.h"
+#include "loom/config.h"
+#include "loom/core/config.h"
+#include "loom/core/error.h"
+
+#if LOOM_HAVE_MPI
+#include "loom/comm/mpi/mpi_world.h"
+#endif
+
+namespace loom::comm {
+
+namespace {
+
+class ThreadWorldAdapter final : public World {
+ public:
+  ThreadWorldAdapter(int n, const CommOptions& o) : world_(n, o) {}
+  std::string transport() const override { return "thread"; }
+  int size() const override { return world_.size(); }
+  int local_size() const override { return world_.size(); }
+  Communicator& local(int i) override { return world_.comm(i); }
+  void run(const std::function<void(Communicator&)>& fn) override { world_.run(fn); }
+
+ private:
+  ThreadWorld world_;
+};
+
+}  // namespace
+
+std::vector<std::string> known_transports() {
+  return {"thread", "mpi"};
+}
+
+bool transport_built(const std::string& name) {
+  if (name == "thread") return true;
+  if (name == "mpi") return LOOM_HAVE_MPI != 0;
+  return false;
+}
+
+std::string resolve_transport(const std::string& name) {
+  if (name == "auto") return (LOOM_HAVE_MPI && launched_by_mpi()) ? "mpi" : "thread";
+  if (name == "mpi" && !LOOM_HAVE_MPI) {
+    throw ConfigError(
+        "transport 'mpi' was not built into this loom: reconfigure with -DLOOM_MPI=ON "
+        "(needs libopenmpi-dev)");
+  }
+  if (!transport_built(name)) {
+    throw ConfigError(fmt::format("unknown transport '{}': choose auto, thread or mpi", name));
+  }
+  return name;
+}
+
+std::unique_ptr<World> create_world(const std::string& transport, int workers,
+                                    const CommOptions& options) {
+  const std::string t = resolve_transport(transport);
+  if (!(options.timeout_s > 0)) {
+    throw ConfigError(fmt::format("comm.timeout_s = {} must be > 0", options.timeout_s));
+  }
+  if (t == "thread") {
+    if (workers < 1) throw ConfigError(fmt::format("workers = {} must be >= 1", workers));
+    return std::make_unique<ThreadWorldAdapter>(workers, options);
+  }
+#if LOOM_HAVE_MPI
+  std::unique_ptr<World> w = make_mpi_world(options);
+  if (workers != 0 && workers != w->size()) {
+    throw ConfigError(fmt::format(
+        "workers = {} but the MPI launcher started {} ranks: pass -np {} or leave workers unset",
+        workers, w->size(), workers));
+  }
+  return w;
+#else
+  throw ConfigError("transport 'mpi' was not built into this loom: reconfigure with -DLOOM_MPI=ON");
+#endif
+}
+
+CommOptions comm_options_from_config(const Config& config) {
+  CommOptions o;
+  o.timeout_s = config.get_double("comm.timeout_s", o.timeout_s, 1e-3, 1e6);
+  o.ring_chunk_bytes =
+      size_t(config.get_int("comm.ring_chunk_kib", int64_t(o.ring_chunk_bytes >> 10), 1, 1 << 20))
+      << 10;
+  o.small_message_bytes =
+      size_t(config.get_int("comm.small_kib", int64_t(o.small_message_bytes >> 10), 0, 1 << 20))
+      << 10;
+  return o;
+}
+
+bool vendor_allreduce(Communicator& c, std::span<float> data) {
+#if LOOM_HAVE_MPI
+  return mpi_vendor_allreduce(c, data);
+#else
+  (void)c;
+  (void)data;
+  return false;
+#endif
+}
+
+}  // namespace loom::comm

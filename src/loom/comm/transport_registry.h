@@ -1,0 +1,42 @@
+// The one place that knows which transports were built. Everything else asks here:
+//   auto world = loom::comm::create_world("auto", workers, comm_options_from_config(cfg));
+// A transport that was not built is a ConfigError naming the build option (LOOM_MPI=ON); an
+// unknown name is a ConfigError listing the known ones.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "loom/comm/communicator.h"
+#include "loom/comm/world.h"
+
+namespace loom {
+class Config;
+}
+
+namespace loom::comm {
+
+// "thread" and "mpi", whether built or not.
+std::vector<std::string> known_transports();
+bool transport_built(const std::string& name);
+
+// "auto" becomes "mpi" when an MPI launcher started this process, else "thread"; other names
+// are checked (unknown: ConfigError; not built: ConfigError naming LOOM_MPI=ON).
+std::string resolve_transport(const std::string& name);
+
+// `workers`: the world size for "thread" (>= 1); for "mpi" the launcher decides, and
+// `workers` must be 0 (take the launcher's) or equal to it.
+std::unique_ptr<World> create_world(const std::string& transport, int workers,
+                                    const CommOptions& options);
+
+// comm.timeout_s (default 30, > 0), comm.ring_chunk_kib (default 512), comm.small_kib
+// (default 64): ConfigError naming the key when out of range.
+CommOptions comm_options_from_config(const Config& config);
+
+// The transport vendor's own float-sum allreduce on `c` (MPI_Allreduce for "mpi"), for the
+// benchmark's peer. False if the transport has none.
+bool vendor_allreduce(Communicator& c, std::span<float> data);
+
+}  // namespace loom::comm
