@@ -54,6 +54,13 @@ std::string gemm_library_name(GemmLibrary lib) {
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
+  if (k == 0) {
+    // op(A) op(B) is empty: C = beta C. oneDNN returns success here without touching C, so
+    // a gradient GEMM over an empty batch would leave stale values behind.
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
   if (gemm_library() == GemmLibrary::kOneDnn) {
     dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda,
                                   b, ldb, beta, c, ldc);

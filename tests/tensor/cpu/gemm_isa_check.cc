@@ -1,0 +1,122 @@
+// The GEMM fallback path: run with DNNL_MAX_CPU_ISA set (cmake/tensor_tests.cmake does, for
+// AVX2 and SSE4.1), this checks that oneDNN really dispatched no higher than that ISA and that
+// its sgemm still matches cpu::sgemm_ref. A separate executable, not a gtest, because oneDNN
+// reads the variable once, before its first call: one process per ISA.
+//
+// Usage: loom_gemm_isa_check EXPECTED_ISA   (avx2 | sse41 | any)
+// Exit 0 on success, 1 on a mismatch, 77 (CTest's skip code) if this CPU is below the ISA.
+#include <oneapi/dnnl/dnnl.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "loom/core/rng.h"
+#include "loom/tensor/cpu/gemm.h"
+
+namespace {
+
+const char* isa_name(dnnl_cpu_isa_t isa) {
+  switch (isa) {
+    case dnnl_cpu_isa_all:
+      return "all";
+    case dnnl_cpu_isa_sse41:
+      return "sse41";
+    case dnnl_cpu_isa_avx:
+      return "avx";
+    case dnnl_cpu_isa_avx2:
+      return "avx2";
+    case dnnl_cpu_isa_avx512_mic:
+      return "avx512_mic";
+    case dnnl_cpu_isa_avx512_mic_4ops:
+      return "avx512_mic_4ops";
+    case dnnl_cpu_isa_avx512_core:
+      return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx:
+      return "avx512_core_amx";
+    case dnnl_cpu_isa_avx2_vnni:
+      return "avx2_vnni";
+    default:
+      return "other";
+  }
+}
+
+// Max abs error relative to sum |a||b| over a sweep of shapes and transposes.
+int check_gemm() {
+  int failures = 0;
+  loom::Rng rng(7, 0, loom::RngPurpose::kTest);
+  const int64_t sizes[][3] = {{1, 1, 1},       {3, 17, 5},     {17, 129, 3}, {129, 17, 129},
+                              {128, 256, 784}, {64, 10, 1024}, {33, 65, 97}};
+  for (const auto& s : sizes)
+    for (int t = 0; t < 4; ++t)
+      for (float beta : {0.0f, 1.0f}) {
+        const bool ta = t & 1, tb = t & 2;
+        const int64_t m = s[0], n = s[1], k = s[2];
+        const int64_t lda = (ta ? m : k) + 2, ldb = (tb ? k : n) + 1, ldc = n + 3;
+        std::vector<float> a(size_t((ta ? k : m) * lda)), b(size_t((tb ? n : k) * ldb)),
+            c(size_t(m * ldc));
+        for (float& v : a) v = 2.0f * rng.uniform() - 1.0f;
+        for (float& v : b) v = 2.0f * rng.uniform() - 1.0f;
+        for (float& v : c) v = 2.0f * rng.uniform() - 1.0f;
+        std::vector<float> want = c;
+        loom::cpu::sgemm_ref(ta, tb, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, beta, want.data(),
+                             ldc);
+        loom::cpu::sgemm(ta, tb, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
+        // Entries are in [-1, 1]: |C| <= k + 1, float error about k * 2^-24 of that.
+        const double tol = 4.0 * double(k + 1) * std::numeric_limits<float>::epsilon() *
+                           std::sqrt(double(k) + 1.0);
+        double worst = 0;
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < ldc; ++j) {
+            const size_t x = size_t(i * ldc + j);
+            const double err = std::fabs(double(c[x]) - double(want[x]));
+            if (std::isnan(err)) worst = std::numeric_limits<double>::infinity();
+            if (err > worst) worst = err;
+          }
+        if (!(worst <= tol)) {
+          std::fprintf(stderr, "FAIL m=%lld n=%lld k=%lld ta=%d tb=%d beta=%g: max error %g > %g\n",
+                       (long long)m, (long long)n, (long long)k, int(ta), int(tb), double(beta),
+                       worst, tol);
+          ++failures;
+        }
+      }
+  return failures;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s avx2|sse41|any\n", argv[0]);
+    return 2;
+  }
+  const std::string expect = argv[1];
+  const char* env = std::getenv("DNNL_MAX_CPU_ISA");
+  loom::cpu::set_gemm_library(loom::cpu::GemmLibrary::kOneDnn);
+  // The first sgemm initialises oneDNN's dispatcher (and reads DNNL_MAX_CPU_ISA).
+  const int failures = check_gemm();
+  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  std::printf("DNNL_MAX_CPU_ISA=%s effective ISA %s (0x%x); %d failures\n", env ? env : "(unset)",
+              isa_name(isa), unsigned(isa), failures);
+  if (failures) return 1;
+  if (expect == "any") return 0;
+  const dnnl_cpu_isa_t want = expect == "avx2" ? dnnl_cpu_isa_avx2 : dnnl_cpu_isa_sse41;
+  if (isa == want) return 0;
+  // Below the requested ISA: the CPU lacks it, so this check says nothing here.
+  // oneDNN's ISA values are bit masks; a lower ISA's bits are a subset of a higher one's.
+  if ((unsigned(isa) & unsigned(want)) == unsigned(isa) && isa != want) {
+    std::printf("this CPU is below %s: skipped\n", expect.c_str());
+    return 77;
+  }
+  std::fprintf(stderr, "FAIL: expected oneDNN to dispatch to %s, it reports %s\n", expect.c_str(),
+               isa_name(isa));
+  return 1;
+}
