@@ -1,0 +1,95 @@
+#include "loom/compress/bf16_codec.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "loom/compress/half.h"
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#define LOOM_COMPRESS_AVX2 1
+#endif
+
+namespace loom::compress {
+
+bool bf16_encode_ref(const float* g, float* r, size_t n, Bf16* out) {
+  bool ok = true;
+  for (size_t i = 0; i < n; ++i) {
+    float s = g[i] + r[i];
+    ok &= is_finite_bits(s);
+    Bf16 b = float_to_bf16_ref(std::min(std::max(s, -kBf16Max), kBf16Max));
+    out[i] = b;
+    r[i] = s - bf16_to_float_ref(b);
+  }
+  return ok;
+}
+
+void bf16_decode_ref(const Bf16* in, size_t n, float* out, DecodeMode mode) {
+  if (mode == DecodeMode::kWrite) {
+    for (size_t i = 0; i < n; ++i) out[i] = bf16_to_float_ref(in[i]);
+  } else {
+    for (size_t i = 0; i < n; ++i) out[i] += bf16_to_float_ref(in[i]);
+  }
+}
+
+#if LOOM_COMPRESS_AVX2
+bool bf16_encode(const float* g, float* r, size_t n, Bf16* out) {
+  const __m256 hi = _mm256_set1_ps(kBf16Max), lo = _mm256_set1_ps(-kBf16Max);
+  const __m256i exp_mask = _mm256_set1_epi32(0x7f800000);
+  const __m256i round = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+  const __m256i top = _mm256_set1_epi32(int32_t(0xffff0000u));
+  __m256i bad = _mm256_setzero_si256();
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256i q[2];
+    for (int h = 0; h < 2; ++h) {
+      float* rp = r + i + 8 * h;
+      __m256 s = _mm256_add_ps(_mm256_loadu_ps(g + i + 8 * h), _mm256_loadu_ps(rp));
+      __m256i e = _mm256_and_si256(_mm256_castps_si256(s), exp_mask);
+      bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(e, exp_mask));
+      __m256i x = _mm256_castps_si256(_mm256_min_ps(_mm256_max_ps(s, lo), hi));
+      // round to nearest even: x += 0x7fff + bit 16 of x
+      x = _mm256_add_epi32(
+          x, _mm256_add_epi32(round, _mm256_and_si256(_mm256_srli_epi32(x, 16), one)));
+      x = _mm256_and_si256(x, top);
+      _mm256_storeu_ps(rp, _mm256_sub_ps(s, _mm256_castsi256_ps(x)));
+      q[h] = _mm256_srli_epi32(x, 16);
+    }
+    // packus interleaves 128-bit lanes: [a0-3 b0-3 | a4-7 b4-7]; permute back to a0-7 b0-7.
+    __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(q[0], q[1]), 0xd8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), p);
+  }
+  bool ok = _mm256_testz_si256(bad, bad);
+  return bf16_encode_ref(g + i, r + i, n - i, out + i) && ok;
+}
+
+void bf16_decode(const Bf16* in, size_t n, float* out, DecodeMode mode) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    __m256 v = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(b), 16));
+    if (mode == DecodeMode::kAccumulate) v = _mm256_add_ps(_mm256_loadu_ps(out + i), v);
+    _mm256_storeu_ps(out + i, v);
+  }
+  bf16_decode_ref(in + i, n - i, out + i, mode);
+}
+#else
+bool bf16_encode(const float* g, float* r, size_t n, Bf16* out) {
+  return bf16_encode_ref(g, r, n, out);
+}
+void bf16_decode(const Bf16* in, size_t n, float* out, DecodeMode mode) {
+  bf16_decode_ref(in, n, out, mode);
+}
+#endif
+
+bool Bf16Codec::encode_impl(const float* grad, CodecState& state, std::byte* out) const {
+  size_t n = state.n;
+  std::memset(out + n * sizeof(Bf16), 0, encoded_bytes(n) - n * sizeof(Bf16));
+  return bf16_encode(grad, state.residual.data(), n, reinterpret_cast<Bf16*>(out));
+}
+
+void Bf16Codec::decode_impl(const std::byte* in, size_t n, float* out, DecodeMode mode) const {
+  bf16_decode(reinterpret_cast<const Bf16*>(in), n, out, mode);
+}
+
+}  // namespace loom::compress

@@ -1,0 +1,98 @@
+// The codec contract (ARCHITECTURE.md, "Codec contract").
+//
+// A codec turns n floats into a packed byte buffer of a size known up front and back.
+// Error feedback is part of the contract, not an option of one codec (Seide et al. 2014,
+// "1-Bit Stochastic Gradient Descent and its Application to Data-Parallel Distributed
+// Training of Speech DNNs"):
+//
+//   encode(g, state, out):  s = g + state.residual        (the residual is added FIRST)
+//                           out = Q(s)                    (the packed bytes)
+//                           state.residual = s - D(Q(s))  (what was not sent stays behind)
+//   decode(in, out, mode):  out = D(in)  or  out += D(in)
+//
+// so over many steps the sum of decoded outputs tracks the sum of inputs: the error does not
+// accumulate, it is only delayed. With error feedback disabled (codec.error_feedback = false,
+// for the experiment that shows why it matters) the residual is treated as zero on entry.
+//
+// One codec instance is stateless and serves many buckets; each bucket's residual and any
+// codec-specific state (PowerSGD's warm-started Q) live in a CodecState owned by whoever owns
+// the bucket (the sync strategy). NaN or Inf entering encode() is a loom::NumericError naming
+// the bucket and the element, never silently packed.
+//
+// Packed buffers are 4-byte aligned and encoded_bytes(n) is a multiple of 4, so encoded
+// stripes can be laid end to end.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace loom::compress {
+
+enum class DecodeMode { kWrite, kAccumulate };
+
+// How a codec's compressed sum over ranks is computed (compressed_allreduce.h).
+enum class Aggregation {
+  kStripes,  // two-stage: encode stripes to owners, owners sum + re-encode, allgather
+  kLinear,   // the compression is linear in the input: plain allreduce of factors (PowerSGD)
+  kGather,   // sparse: allgather every rank's encoding and sum them (top-k)
+};
+
+// Per-bucket state. Created by Codec::make_state(n, bucket); not shared between buckets.
+struct CodecState {
+  std::string bucket;           // named in error messages ("bucket 3", "bucket 3 owner stripe")
+  size_t n = 0;                 // elements this state encodes
+  std::vector<float> residual;  // error feedback, n floats, zero at the start
+  // Codec-specific: PowerSGD's warm-started Q (cols x rank); top-k's scratch magnitudes.
+  std::vector<float> aux;
+  size_t rows = 0, cols = 0;  // PowerSGD: the bucket seen as a rows x cols matrix
+  uint64_t steps = 0;         // encodes so far
+};
+
+class Codec {
+ public:
+  virtual ~Codec() = default;
+
+  // "fp32", "fp16", "bf16", "int8", "onebit", "topk", "powersgd".
+  virtual std::string name() const = 0;
+  // Exact size of the encoding of n elements (a multiple of 4), so buffers are allocated once.
+  virtual size_t encoded_bytes(size_t n) const = 0;
+  // Bytes per element on the wire for an n-element bucket, relative to fp32's 4.
+  double wire_ratio(size_t n) const {
+    return n == 0 ? 1.0 : double(encoded_bytes(n)) / (4.0 * double(n));
+  }
+  virtual Aggregation aggregation() const { return Aggregation::kStripes; }
+
+  virtual CodecState make_state(size_t n, const std::string& bucket) const;
+
+  // Contract above. grad.size() == state.n; out.size() >= encoded_bytes(n), 4-byte aligned.
+  // Throws NumericError (naming state.bucket) if grad + residual holds NaN or Inf.
+  void encode(std::span<const float> grad, CodecState& state, std::span<std::byte> out) const;
+  // in holds encoded_bytes(out.size()) bytes written by encode() for out.size() elements.
+  void decode(std::span<const std::byte> in, std::span<float> out, DecodeMode mode) const;
+
+  bool error_feedback() const { return error_feedback_; }
+  void set_error_feedback(bool on) { error_feedback_ = on; }
+
+ protected:
+  // s = g + residual is formed by the implementation (residual may serve as scratch for s).
+  // Returns false if any element of s is NaN or Inf (the caller throws).
+  virtual bool encode_impl(const float* grad, CodecState& state, std::byte* out) const = 0;
+  virtual void decode_impl(const std::byte* in, size_t n, float* out, DecodeMode mode) const = 0;
+
+ private:
+  bool error_feedback_ = true;
+};
+
+// Throws NumericError naming the codec, bucket and the first non-finite element of grad (or,
+// if grad is finite, saying that grad + residual overflowed).
+[[noreturn]] void throw_non_finite(const std::string& codec, const CodecState& state,
+                                   std::span<const float> grad);
+
+inline size_t round_up4(size_t bytes) {
+  return (bytes + 3) & ~size_t(3);
+}
+
+}  // namespace loom::compress

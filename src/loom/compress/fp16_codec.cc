@@ -1,0 +1,87 @@
+#include "loom/compress/fp16_codec.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "loom/compress/half.h"
+
+#if defined(__AVX2__) && defined(__F16C__)
+#include <immintrin.h>
+#define LOOM_COMPRESS_F16C 1
+#endif
+
+namespace loom::compress {
+
+bool fp16_encode_ref(const float* g, float* r, size_t n, Half* out) {
+  bool ok = true;
+  for (size_t i = 0; i < n; ++i) {
+    float s = g[i] + r[i];
+    ok &= is_finite_bits(s);
+    Half h = float_to_half_ref(std::min(std::max(s, -kHalfMax), kHalfMax));
+    out[i] = h;
+    r[i] = s - half_to_float_ref(h);
+  }
+  return ok;
+}
+
+void fp16_decode_ref(const Half* in, size_t n, float* out, DecodeMode mode) {
+  if (mode == DecodeMode::kWrite) {
+    for (size_t i = 0; i < n; ++i) out[i] = half_to_float_ref(in[i]);
+  } else {
+    for (size_t i = 0; i < n; ++i) out[i] += half_to_float_ref(in[i]);
+  }
+}
+
+#if LOOM_COMPRESS_F16C
+bool fp16_encode(const float* g, float* r, size_t n, Half* out) {
+  const __m256 hi = _mm256_set1_ps(kHalfMax), lo = _mm256_set1_ps(-kHalfMax);
+  const __m256i exp_mask = _mm256_set1_epi32(0x7f800000);
+  __m256i bad = _mm256_setzero_si256();
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 s = _mm256_add_ps(_mm256_loadu_ps(g + i), _mm256_loadu_ps(r + i));
+    __m256i e = _mm256_and_si256(_mm256_castps_si256(s), exp_mask);
+    bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(e, exp_mask));
+    __m128i h = _mm256_cvtps_ph(_mm256_min_ps(_mm256_max_ps(s, lo), hi), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
+    _mm256_storeu_ps(r + i, _mm256_sub_ps(s, _mm256_cvtph_ps(h)));
+  }
+  bool ok = _mm256_testz_si256(bad, bad);
+  return fp16_encode_ref(g + i, r + i, n - i, out + i) && ok;
+}
+
+void fp16_decode(const Half* in, size_t n, float* out, DecodeMode mode) {
+  size_t i = 0;
+  if (mode == DecodeMode::kWrite) {
+    for (; i + 8 <= n; i += 8) {
+      __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+      _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
+    }
+  } else {
+    for (; i + 8 <= n; i += 8) {
+      __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+      _mm256_storeu_ps(out + i, _mm256_add_ps(_mm256_loadu_ps(out + i), _mm256_cvtph_ps(h)));
+    }
+  }
+  fp16_decode_ref(in + i, n - i, out + i, mode);
+}
+#else
+bool fp16_encode(const float* g, float* r, size_t n, Half* out) {
+  return fp16_encode_ref(g, r, n, out);
+}
+void fp16_decode(const Half* in, size_t n, float* out, DecodeMode mode) {
+  fp16_decode_ref(in, n, out, mode);
+}
+#endif
+
+bool Fp16Codec::encode_impl(const float* grad, CodecState& state, std::byte* out) const {
+  size_t n = state.n;
+  std::memset(out + n * sizeof(Half), 0, encoded_bytes(n) - n * sizeof(Half));
+  return fp16_encode(grad, state.residual.data(), n, reinterpret_cast<Half*>(out));
+}
+
+void Fp16Codec::decode_impl(const std::byte* in, size_t n, float* out, DecodeMode mode) const {
+  fp16_decode(reinterpret_cast<const Half*>(in), n, out, mode);
+}
+
+}  // namespace loom::compress

@@ -1,0 +1,232 @@
+#include "loom/compress/int8_codec.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+#include "loom/compress/half.h"
+#include "loom/core/error.h"
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#define LOOM_COMPRESS_AVX2 1
+#endif
+
+namespace loom::compress {
+namespace {
+
+// Per exponent level e = 0..6 (index 7 pads the 8-lane permutes).
+alignas(32) constexpr float kScale[8] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f, 1e6f, 1e6f};
+alignas(32) constexpr float kCount[8] = {64, 32, 16, 8, 4, 2, 1, 1};   // m_e
+alignas(32) constexpr int32_t kBase[8] = {63, 31, 15, 7, 3, 1, 0, 0};  // m_e - 1
+alignas(32) const float kMul[8] = {64 / 0.9f, 32 / 0.9f, 16 / 0.9f, 8 / 0.9f,
+                                   4 / 0.9f,  2 / 0.9f,  1 / 0.9f,  1 / 0.9f};
+constexpr float kThreshold[6] = {1e-1f, 1e-2f, 1e-3f, 1e-4f, 1e-5f, 1e-6f};
+
+std::array<float, 256> build_table() {
+  std::array<float, 256> t{};
+  for (int mi = 1; mi < 128; ++mi) {
+    int e = 6 - (std::bit_width(unsigned(mi)) - 1);
+    int m = 64 >> e, j = mi - m;
+    double v = std::pow(10.0, -e) * (0.1 + 0.9 * double(j + 1) / double(m));
+    t[mi] = float(v);
+    t[mi | 0x80] = -float(v);
+  }
+  t[0x80] = -0.0f;
+  return t;
+}
+
+inline float inverse(float absmax) {
+  return absmax > 0.0f ? 1.0f / absmax : 0.0f;
+}
+
+inline uint8_t encode_one_ref(float s, float inv) {
+  float a = std::min(std::fabs(s) * inv, 1.0f);
+  int e = 0;
+  for (float th : kThreshold) e += a <= th;
+  float t = a * kScale[e];
+  float q = std::nearbyint((t - 0.1f) * kMul[e]);
+  q = std::min(std::max(q, 0.0f), kCount[e]);
+  int mi = int(q) + kBase[e];
+  return uint8_t(mi | (std::signbit(s) ? 0x80 : 0));
+}
+
+}  // namespace
+
+const std::array<float, 256>& int8_dynamic_tree_table() {
+  static const std::array<float, 256> table = build_table();
+  return table;
+}
+
+bool int8_encode_ref(const float* g, float* r, size_t n, size_t block, float* absmax,
+                     uint8_t* codes) {
+  const auto& table = int8_dynamic_tree_table();
+  bool ok = true;
+  for (size_t b0 = 0, bi = 0; b0 < n; b0 += block, ++bi) {
+    size_t b1 = std::min(n, b0 + block);
+    float amax = 0.0f;
+    for (size_t i = b0; i < b1; ++i) {
+      float s = g[i] + r[i];
+      ok &= is_finite_bits(s);
+      r[i] = s;
+      amax = std::max(amax, std::fabs(s));
+    }
+    absmax[bi] = amax;
+    float inv = inverse(amax);
+    for (size_t i = b0; i < b1; ++i) {
+      uint8_t c = encode_one_ref(r[i], inv);
+      codes[i] = c;
+      r[i] = r[i] - table[c] * amax;
+    }
+  }
+  return ok;
+}
+
+void int8_decode_ref(const float* absmax, const uint8_t* codes, size_t n, size_t block, float* out,
+                     DecodeMode mode) {
+  const auto& table = int8_dynamic_tree_table();
+  for (size_t i = 0; i < n; ++i) {
+    float v = table[codes[i]] * absmax[i / block];
+    out[i] = mode == DecodeMode::kWrite ? v : out[i] + v;
+  }
+}
+
+#if LOOM_COMPRESS_AVX2
+namespace {
+
+// Codes of 8 values s (already g + r), and their new residuals.
+inline __m128i encode8(__m256 s, __m256 inv, __m256 amax, const float* table, __m256* resid) {
+  const __m256 sign_mask = _mm256_set1_ps(-0.0f);
+  __m256 a =
+      _mm256_min_ps(_mm256_mul_ps(_mm256_andnot_ps(sign_mask, s), inv), _mm256_set1_ps(1.0f));
+  __m256i e = _mm256_setzero_si256();
+  for (float th : kThreshold) {
+    e = _mm256_sub_epi32(e, _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(th), _CMP_LE_OQ)));
+  }
+  __m256 scale = _mm256_permutevar8x32_ps(_mm256_load_ps(kScale), e);
+  __m256 mul = _mm256_permutevar8x32_ps(_mm256_load_ps(kMul), e);
+  __m256 cnt = _mm256_permutevar8x32_ps(_mm256_load_ps(kCount), e);
+  __m256i base =
+      _mm256_permutevar8x32_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(kBase)), e);
+  __m256 t = _mm256_mul_ps(a, scale);
+  __m256 q = _mm256_round_ps(_mm256_mul_ps(_mm256_sub_ps(t, _mm256_set1_ps(0.1f)), mul),
+                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  q = _mm256_min_ps(_mm256_max_ps(q, _mm256_setzero_ps()), cnt);
+  __m256i mi = _mm256_add_epi32(_mm256_cvttps_epi32(q), base);
+  __m256i sign = _mm256_srli_epi32(
+      _mm256_and_si256(_mm256_castps_si256(s), _mm256_castps_si256(sign_mask)), 24);
+  __m256i code = _mm256_or_si256(mi, sign);
+  __m256 d = _mm256_mul_ps(_mm256_i32gather_ps(table, code, 4), amax);
+  *resid = _mm256_sub_ps(s, d);
+  // 8 x int32 (each < 256) -> 8 bytes.
+  __m256i p = _mm256_packus_epi16(_mm256_packus_epi32(code, code), _mm256_setzero_si256());
+  p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+  return _mm256_castsi256_si128(p);
+}
+
+}  // namespace
+
+bool int8_encode(const float* g, float* r, size_t n, size_t block, float* absmax, uint8_t* codes) {
+  const float* table = int8_dynamic_tree_table().data();
+  const __m256i exp_mask = _mm256_set1_epi32(0x7f800000);
+  const __m256 sign_mask = _mm256_set1_ps(-0.0f);
+  __m256i bad = _mm256_setzero_si256();
+  bool ok = true;
+  for (size_t b0 = 0, bi = 0; b0 < n; b0 += block, ++bi) {
+    size_t len = std::min(n - b0, block);
+    size_t vec = len & ~size_t(7);
+    float* rb = r + b0;
+    const float* gb = g + b0;
+    __m256 vmax = _mm256_setzero_ps();
+    for (size_t i = 0; i < vec; i += 8) {
+      __m256 s = _mm256_add_ps(_mm256_loadu_ps(gb + i), _mm256_loadu_ps(rb + i));
+      __m256i e = _mm256_and_si256(_mm256_castps_si256(s), exp_mask);
+      bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(e, exp_mask));
+      _mm256_storeu_ps(rb + i, s);
+      vmax = _mm256_max_ps(vmax, _mm256_andnot_ps(sign_mask, s));
+    }
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, vmax);
+    float amax = 0.0f;
+    for (float l : lanes) amax = std::max(amax, l);
+    for (size_t i = vec; i < len; ++i) {  // max is exact in any order: same as the reference
+      float s = gb[i] + rb[i];
+      ok &= is_finite_bits(s);
+      rb[i] = s;
+      amax = std::max(amax, std::fabs(s));
+    }
+    absmax[bi] = amax;
+    float inv_s = inverse(amax);
+    __m256 inv = _mm256_set1_ps(inv_s), vamax = _mm256_set1_ps(amax);
+    for (size_t i = 0; i < vec; i += 8) {
+      __m256 resid;
+      __m128i c = encode8(_mm256_loadu_ps(rb + i), inv, vamax, table, &resid);
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(codes + b0 + i), c);
+      _mm256_storeu_ps(rb + i, resid);
+    }
+    for (size_t i = vec; i < len; ++i) {
+      uint8_t c = encode_one_ref(rb[i], inv_s);
+      codes[b0 + i] = c;
+      rb[i] = rb[i] - table[c] * amax;
+    }
+  }
+  return ok && _mm256_testz_si256(bad, bad);
+}
+
+void int8_decode(const float* absmax, const uint8_t* codes, size_t n, size_t block, float* out,
+                 DecodeMode mode) {
+  const float* table = int8_dynamic_tree_table().data();
+  for (size_t b0 = 0, bi = 0; b0 < n; b0 += block, ++bi) {
+    size_t len = std::min(n - b0, block);
+    size_t vec = len & ~size_t(7);
+    __m256 amax = _mm256_set1_ps(absmax[bi]);
+    for (size_t i = 0; i < vec; i += 8) {
+      __m256i idx =
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + b0 + i)));
+      __m256 v = _mm256_mul_ps(_mm256_i32gather_ps(table, idx, 4), amax);
+      if (mode == DecodeMode::kAccumulate) v = _mm256_add_ps(_mm256_loadu_ps(out + b0 + i), v);
+      _mm256_storeu_ps(out + b0 + i, v);
+    }
+    for (size_t i = vec; i < len; ++i) {
+      float v = table[codes[b0 + i]] * absmax[bi];
+      out[b0 + i] = mode == DecodeMode::kWrite ? v : out[b0 + i] + v;
+    }
+  }
+}
+#else
+bool int8_encode(const float* g, float* r, size_t n, size_t block, float* absmax, uint8_t* codes) {
+  return int8_encode_ref(g, r, n, block, absmax, codes);
+}
+void int8_decode(const float* absmax, const uint8_t* codes, size_t n, size_t block, float* out,
+                 DecodeMode mode) {
+  int8_decode_ref(absmax, codes, n, block, out, mode);
+}
+#endif
+
+Int8Codec::Int8Codec(size_t block) : block_(block) {
+  LOOM_CHECK(block >= 8 && std::has_single_bit(block), "int8 block {} is not a power of two >= 8",
+             block);
+}
+
+size_t Int8Codec::encoded_bytes(size_t n) const {
+  size_t blocks = (n + block_ - 1) / block_;
+  return round_up4(blocks * sizeof(float) + n);
+}
+
+bool Int8Codec::encode_impl(const float* grad, CodecState& state, std::byte* out) const {
+  size_t n = state.n;
+  size_t blocks = (n + block_ - 1) / block_;
+  auto* absmax = reinterpret_cast<float*>(out);
+  auto* codes = reinterpret_cast<uint8_t*>(out + blocks * sizeof(float));
+  std::memset(codes + n, 0, encoded_bytes(n) - blocks * sizeof(float) - n);
+  return int8_encode(grad, state.residual.data(), n, block_, absmax, codes);
+}
+
+void Int8Codec::decode_impl(const std::byte* in, size_t n, float* out, DecodeMode mode) const {
+  size_t blocks = (n + block_ - 1) / block_;
+  int8_decode(reinterpret_cast<const float*>(in),
+              reinterpret_cast<const uint8_t*>(in + blocks * sizeof(float)), n, block_, out, mode);
+}
+
+}  // namespace loom::compress

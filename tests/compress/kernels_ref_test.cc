@@ -1,0 +1,147 @@
+// Every vectorised kernel against its plain scalar reference: identical packed bytes and
+// identical residuals, over lengths that hit every tail, several scales, several steps.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "compress/codec_test_util.h"
+#include "loom/compress/bf16_codec.h"
+#include "loom/compress/fp16_codec.h"
+#include "loom/compress/int8_codec.h"
+#include "loom/compress/onebit_codec.h"
+#include "loom/compress/topk_codec.h"
+
+namespace loom::compress {
+namespace {
+
+using testing::random_normal;
+
+const size_t kLengths[] = {0, 1, 3, 7, 8, 9, 15, 16, 31, 32, 33, 100, 511, 512, 513, 4099};
+// Scales that put values in fp16's subnormal range, around 1 and beyond its maximum.
+const float kScales[] = {1e-6f, 1e-3f, 1.0f, 1e3f, 1e5f};
+
+template <typename T, typename Fast, typename Ref>
+void expect_same_encoding(size_t n, float scale, size_t out_elems, Fast fast, Ref ref) {
+  std::vector<float> r1 = random_normal(n, 7 + n, scale * 0.1f), r2 = r1;
+  for (uint64_t step = 0; step < 3; ++step) {
+    auto g = random_normal(n, 100 * n + step, scale);
+    std::vector<T> o1(out_elems + 1, T(0x5a)), o2(out_elems + 1, T(0x5a));
+    bool ok1 = fast(g.data(), r1.data(), n, o1.data());
+    bool ok2 = ref(g.data(), r2.data(), n, o2.data());
+    ASSERT_TRUE(ok1 && ok2);
+    ASSERT_EQ(0, std::memcmp(o1.data(), o2.data(), o1.size() * sizeof(T)))
+        << "n=" << n << " scale=" << scale << " step=" << step;
+    ASSERT_EQ(0, std::memcmp(r1.data(), r2.data(), n * sizeof(float))) << "residual n=" << n;
+  }
+}
+
+TEST(KernelsRef, Fp16EncodeAndDecodeMatchReference) {
+  for (size_t n : kLengths)
+    for (float s : kScales) {
+      expect_same_encoding<Half>(n, s, n, fp16_encode, fp16_encode_ref);
+      std::vector<Half> in(n);
+      for (size_t i = 0; i < n; ++i)
+        in[i] = Half((i * 2654435761u) & 0x7bff) | Half(i % 2 ? 0x8000 : 0);
+      for (auto mode : {DecodeMode::kWrite, DecodeMode::kAccumulate}) {
+        std::vector<float> a(n, 0.5f), b(n, 0.5f);
+        fp16_decode(in.data(), n, a.data(), mode);
+        fp16_decode_ref(in.data(), n, b.data(), mode);
+        ASSERT_EQ(0, std::memcmp(a.data(), b.data(), n * sizeof(float)));
+      }
+    }
+}
+
+TEST(KernelsRef, Bf16EncodeAndDecodeMatchReference) {
+  for (size_t n : kLengths)
+    for (float s : kScales) {
+      expect_same_encoding<Bf16>(n, s, n, bf16_encode, bf16_encode_ref);
+      std::vector<Bf16> in(n);
+      for (size_t i = 0; i < n; ++i) in[i] = Bf16((i * 2654435761u) & 0xff7f);
+      for (auto mode : {DecodeMode::kWrite, DecodeMode::kAccumulate}) {
+        std::vector<float> a(n, 0.5f), b(n, 0.5f);
+        bf16_decode(in.data(), n, a.data(), mode);
+        bf16_decode_ref(in.data(), n, b.data(), mode);
+        ASSERT_EQ(0, std::memcmp(a.data(), b.data(), n * sizeof(float)));
+      }
+    }
+}
+
+TEST(KernelsRef, Int8EncodeAndDecodeMatchReference) {
+  for (size_t block : {8, 64, 512})
+    for (size_t n : kLengths)
+      for (float s : kScales) {
+        size_t blocks = (n + block - 1) / block;
+        auto fast = [&](const float* g, float* r, size_t n, uint8_t* out) {
+          return int8_encode(g, r, n, block, reinterpret_cast<float*>(out), out + 4 * blocks);
+        };
+        auto ref = [&](const float* g, float* r, size_t n, uint8_t* out) {
+          return int8_encode_ref(g, r, n, block, reinterpret_cast<float*>(out), out + 4 * blocks);
+        };
+        expect_same_encoding<uint8_t>(n, s, 4 * blocks + n, fast, ref);
+        auto g = random_normal(n, 3 * n + 1, s);
+        std::vector<float> r(n, 0.0f), absmax(blocks);
+        std::vector<uint8_t> codes(n);
+        int8_encode(g.data(), r.data(), n, block, absmax.data(), codes.data());
+        for (auto mode : {DecodeMode::kWrite, DecodeMode::kAccumulate}) {
+          std::vector<float> a(n, 0.25f), b(n, 0.25f);
+          int8_decode(absmax.data(), codes.data(), n, block, a.data(), mode);
+          int8_decode_ref(absmax.data(), codes.data(), n, block, b.data(), mode);
+          ASSERT_EQ(0, std::memcmp(a.data(), b.data(), n * sizeof(float)));
+        }
+      }
+}
+
+TEST(KernelsRef, OnebitEncodeAndDecodeMatchReference) {
+  for (size_t column : {32, 64, 512})
+    for (size_t n : kLengths)
+      for (float s : kScales) {
+        size_t cols = (n + column - 1) / column, words = (n + 31) / 32;
+        auto fast = [&](const float* g, float* r, size_t n, uint32_t* out) {
+          return onebit_encode(g, r, n, column, reinterpret_cast<OnebitLevels*>(out),
+                               out + 2 * cols);
+        };
+        auto ref = [&](const float* g, float* r, size_t n, uint32_t* out) {
+          return onebit_encode_ref(g, r, n, column, reinterpret_cast<OnebitLevels*>(out),
+                                   out + 2 * cols);
+        };
+        expect_same_encoding<uint32_t>(n, s, 2 * cols + words, fast, ref);
+        auto g = random_normal(n, 5 * n + 2, s);
+        std::vector<float> r(n, 0.0f);
+        std::vector<OnebitLevels> lv(cols);
+        std::vector<uint32_t> w(words);
+        onebit_encode(g.data(), r.data(), n, column, lv.data(), w.data());
+        for (auto mode : {DecodeMode::kWrite, DecodeMode::kAccumulate}) {
+          std::vector<float> a(n, 0.25f), b(n, 0.25f);
+          onebit_decode(lv.data(), w.data(), n, column, a.data(), mode);
+          onebit_decode_ref(lv.data(), w.data(), n, column, b.data(), mode);
+          ASSERT_EQ(0, std::memcmp(a.data(), b.data(), n * sizeof(float)));
+        }
+      }
+}
+
+TEST(KernelsRef, TopkMatchesFullSortReference) {
+  for (size_t n : kLengths)
+    for (double f : {0.01, 0.1, 0.5, 1.0}) {
+      size_t k = topk_count(n, f);
+      std::vector<float> scratch;
+      auto fast = [&](const float* g, float* r, size_t n, TopkEntry* out) {
+        return topk_encode(g, r, n, k, out, scratch);
+      };
+      auto ref = [&](const float* g, float* r, size_t n, TopkEntry* out) {
+        return topk_encode_ref(g, r, n, k, out);
+      };
+      expect_same_encoding<TopkEntry>(n, 1.0f, k, fast, ref);
+    }
+  // Many ties: quantised inputs.
+  std::vector<float> g(1000), r1(1000, 0.0f), r2(1000, 0.0f);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = float(int(i * 7919 % 11) - 5);
+  std::vector<TopkEntry> a(100), b(100);
+  std::vector<float> scratch;
+  ASSERT_TRUE(topk_encode(g.data(), r1.data(), 1000, 100, a.data(), scratch));
+  ASSERT_TRUE(topk_encode_ref(g.data(), r2.data(), 1000, 100, b.data()));
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), 100 * sizeof(TopkEntry)));
+}
+
+}  // namespace
+}  // namespace loom::compress
