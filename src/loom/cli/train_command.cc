@@ -1,0 +1,44 @@
+// `loom train [CONFIG.toml] [--set key=value ...]`
+#include <fmt/format.h>
+
+#include "loom/cli/commands.h"
+#include "loom/core/config.h"
+#include "loom/core/log.h"
+#include "loom/train/train_config.h"
+#include "loom/train/trainer.h"
+
+namespace loom::cli {
+namespace {
+
+struct TrainArgs {
+  std::string config_path;
+  std::vector<std::string> sets;
+  bool help_config = false;
+};
+
+void run_train(const TrainArgs& args) {
+  if (args.help_config) {
+    fmt::print("loom train keys (TOML file and --set key=value):\n{}", train::config_help());
+    return;
+  }
+  Config cfg = args.config_path.empty() ? Config() : Config::from_file(args.config_path);
+  for (const auto& s : args.sets) cfg.set_override(s);
+  const train::TrainResult r = train::run_training(cfg);
+  if (!r.epochs.empty())
+    fmt::print("loom: done: {} epochs, {} steps, test accuracy {:.4f}, {:.0f} samples/s "
+               "({} worker{})\n",
+               r.epochs.size(), r.steps, r.test_acc, r.samples_per_s, r.world,
+               r.world == 1 ? "" : "s");
+}
+
+CommandRegistrar reg("train", [](CLI::App& app) {
+  auto args = std::make_shared<TrainArgs>();
+  CLI::App* cmd = app.add_subcommand("train", "train a model (Fashion-MNIST by default)");
+  cmd->add_option("config", args->config_path, "TOML config file")->check(CLI::ExistingFile);
+  cmd->add_option("--set", args->sets, "override a key: --set workers=2 --set optim.lr=0.1");
+  cmd->add_flag("--help-config", args->help_config, "list every config key with its default");
+  cmd->callback([args] { run_train(*args); });
+});
+
+}  // namespace
+}  // namespace loom::cli

@@ -1,0 +1,67 @@
+#include "loom/train/progress.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "loom/core/error.h"
+#include "loom/core/timer.h"
+
+namespace loom::train {
+
+ProgressMode parse_progress_mode(const std::string& name) {
+  if (name == "bar") return ProgressMode::kBar;
+  if (name == "lines") return ProgressMode::kLines;
+  if (name == "none") return ProgressMode::kNone;
+  if (name == "auto") return isatty(fileno(stderr)) ? ProgressMode::kBar : ProgressMode::kLines;
+  throw ConfigError(fmt::format("key 'progress': unknown mode \"{}\" (bar, lines, none, auto)", name));
+}
+
+Progress::Progress(ProgressMode mode, int64_t epochs, int64_t steps_per_epoch,
+                   int64_t samples_per_step)
+    : mode_(mode),
+      epochs_(epochs),
+      steps_(steps_per_epoch < 1 ? 1 : steps_per_epoch),
+      samples_per_step_(samples_per_step) {}
+
+namespace {
+std::string clock_text(double seconds) {
+  const int64_t s = int64_t(seconds + 0.5);
+  return s >= 3600 ? fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+                   : fmt::format("{}:{:02}", s / 60, s % 60);
+}
+}  // namespace
+
+void Progress::step(int64_t epoch, int64_t step_in_epoch, double loss, double samples_per_s) {
+  if (mode_ == ProgressMode::kNone) return;
+  const double frac = double(step_in_epoch + 1) / double(steps_);
+  const double steps_left = double((epochs_ - epoch - 1) * steps_ + steps_ - step_in_epoch - 1);
+  const double eta = samples_per_s > 0 ? steps_left * double(samples_per_step_) / samples_per_s : 0;
+  if (mode_ == ProgressMode::kBar) {
+    const double now = now_seconds();
+    if (now - last_draw_ < 0.1 && step_in_epoch + 1 < steps_) return;
+    last_draw_ = now;
+    const int width = 28, filled = int(frac * width);
+    std::string bar(size_t(filled), '=');
+    if (filled < width) bar += '>' + std::string(size_t(width - filled - 1), ' ');
+    std::fprintf(stderr, "\repoch %lld/%lld [%s] %3d%%  %.0f samples/s  ETA %s  loss %.4f  ",
+                 (long long)epoch + 1, (long long)epochs_, bar.c_str(), int(frac * 100),
+                 samples_per_s, clock_text(eta).c_str(), loss);
+    std::fflush(stderr);
+    return;
+  }
+  const int decile = int(frac * 10);
+  if (decile == last_decile_ || decile == 0) return;
+  last_decile_ = decile;
+  std::fprintf(stderr, "epoch %lld/%lld %3d%%  %.0f samples/s  ETA %s  loss %.4f\n",
+               (long long)epoch + 1, (long long)epochs_, decile * 10, samples_per_s,
+               clock_text(eta).c_str(), loss);
+}
+
+void Progress::end_epoch() {
+  if (mode_ == ProgressMode::kBar) std::fprintf(stderr, "\r%80s\r", "");
+  last_decile_ = -1;
+}
+
+}  // namespace loom::train

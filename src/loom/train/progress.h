@@ -1,0 +1,29 @@
+// Progress on the terminal: a bar redrawn in place (samples/s, ETA, loss) when stderr is a
+// terminal, plain lines at ~10% steps otherwise, or nothing.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace loom::train {
+
+enum class ProgressMode { kBar, kLines, kNone };
+
+// "auto" -> kBar when stderr is a terminal, else kLines.
+ProgressMode parse_progress_mode(const std::string& name);
+
+class Progress {
+ public:
+  Progress(ProgressMode mode, int64_t epochs, int64_t steps_per_epoch, int64_t samples_per_step);
+  void step(int64_t epoch, int64_t step_in_epoch, double loss, double samples_per_s);
+  // Clears the bar; the caller prints the epoch's summary line after it.
+  void end_epoch();
+
+ private:
+  ProgressMode mode_;
+  int64_t epochs_, steps_, samples_per_step_;
+  int last_decile_ = -1;
+  double last_draw_ = 0;
+};
+
+}  // namespace loom::train

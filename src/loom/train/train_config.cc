@@ -1,0 +1,56 @@
+#include "loom/train/train_config.h"
+
+#include <fmt/format.h>
+
+#include "loom/nn/model_zoo.h"
+#include "loom/optim/lr_schedule.h"
+#include "loom/optim/optimizer.h"
+#include "loom/sync/strategy.h"
+
+namespace loom::train {
+
+namespace {
+
+std::vector<ConfigKeySpec> own_keys() {
+  return {
+      {"workers", ConfigType::kInt, "1", "data-parallel workers (threads, or MPI ranks)"},
+      {"threads", ConfigType::kInt, "1", "intra-op threads per worker (GEMM)"},
+      {"batch", ConfigType::kInt, "128", "samples per worker per step"},
+      {"epochs", ConfigType::kInt, "3", "passes over the training set"},
+      {"max_steps", ConfigType::kInt, "0", "stop after this many steps (0 = no limit)"},
+      {"seed", ConfigType::kInt, "0", "seed of every random stream"},
+      {"transport", ConfigType::kString, "\"auto\"",
+       "\"thread\" (in-process), \"mpi\", or \"auto\" (mpi when launched by mpirun)"},
+      {"backend", ConfigType::kString, "\"cpu\"", "compute backend"},
+      {"eval", ConfigType::kBool, "true", "test accuracy after each epoch"},
+      {"progress", ConfigType::kString, "\"auto\"",
+       "\"bar\", \"lines\", \"none\" or \"auto\" (bar on a terminal)"},
+      {"output.dir", ConfigType::kString, "\"runs/latest\"",
+       "where metrics.jsonl, summary.json and config.toml go (\"\" = nowhere)"},
+      {"log.level", ConfigType::kString, "\"info\"", "debug, info, warn, error, quiet"},
+      {"data.dir", ConfigType::kString, "\"/usr/share/datasets/fashion-mnist\"",
+       "directory of the Fashion-MNIST IDX files"},
+      {"data.prefetch", ConfigType::kInt, "2", "batches read ahead (0 = synchronous)"},
+      {"data.shuffle", ConfigType::kBool, "true", "shuffle by (seed, epoch)"},
+      {"comm.timeout_s", ConfigType::kDouble, "30", "seconds before a silent peer is declared lost"},
+  };
+}
+
+}  // namespace
+
+std::vector<ConfigKeySpec> train_config_keys() {
+  std::vector<ConfigKeySpec> keys = own_keys();
+  for (auto part : {nn::model_config_keys(), optim::optimizer_config_keys(),
+                    optim::lr_schedule_config_keys(), sync::sync_config_keys()})
+    keys.insert(keys.end(), part.begin(), part.end());
+  return keys;
+}
+
+std::string config_help() {
+  std::string out;
+  for (const auto& k : train_config_keys())
+    out += fmt::format("  {:<22} {:<38} {}\n", k.key, k.default_text, k.doc);
+  return out;
+}
+
+}  // namespace loom::train

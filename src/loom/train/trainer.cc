@@ -1,0 +1,258 @@
+#include "loom/train/trainer.h"
+
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+
+#include "loom/comm/communicator.h"
+#include "loom/comm/thread/thread_world.h"
+#include "loom/core/error.h"
+#include "loom/core/log.h"
+#include "loom/core/rng.h"
+#include "loom/core/timer.h"
+#include "loom/data/dataset.h"
+#include "loom/data/loader.h"
+#include "loom/nn/model_zoo.h"
+#include "loom/optim/lr_schedule.h"
+#include "loom/optim/optimizer.h"
+#include "loom/sync/strategy.h"
+#include "loom/tensor/backend_registry.h"
+#include "loom/train/progress.h"
+#include "loom/train/run_writer.h"
+#include "loom/train/train_config.h"
+#include "loom/train/transport.h"
+
+namespace loom::train {
+namespace {
+
+struct Settings {
+  int64_t workers, threads, batch, epochs, max_steps, prefetch;
+  uint64_t seed;
+  bool eval, shuffle;
+  std::string data_dir;
+  ProgressMode progress;
+};
+
+Settings read_settings(const Config& cfg, int world) {
+  Settings s;
+  s.workers = world;
+  s.threads = cfg.get_int("threads", 1, 1, 256);
+  s.batch = cfg.get_int("batch", 128, 1, 1 << 20);
+  s.epochs = cfg.get_int("epochs", 3, 1, 100000);
+  s.max_steps = cfg.get_int("max_steps", 0, 0, int64_t(1) << 40);
+  s.prefetch = cfg.get_int("data.prefetch", 2, 0, 1024);
+  s.seed = uint64_t(cfg.get_int("seed", 0, 0, INT64_MAX));
+  s.eval = cfg.get_bool("eval", true);
+  s.shuffle = cfg.get_bool("data.shuffle", true);
+  s.data_dir = cfg.get_string("data.dir", data::kDefaultFashionMnistDir);
+  s.progress = parse_progress_mode(cfg.get_string("progress", "auto"));
+  return s;
+}
+
+// Sums doubles over ranks.
+void allreduce_sum(comm::Communicator& c, std::span<double> v) {
+  if (c.size() > 1) c.allreduce(v.data(), v.size_bytes(), comm::sum_f64());
+}
+
+// One rank's share of evaluating the test set: returns (correct, count) summed over ranks.
+double evaluate(comm::Communicator& c, nn::Model& model, const data::Dataset& test) {
+  const int64_t chunk = 1000;
+  const comm::BlockRange mine = comm::block_range(size_t(test.count), c.size(), c.rank());
+  const int64_t numel = test.sample_numel();
+  double correct = 0;
+  Backend& be = model.backend();
+  for (int64_t i = int64_t(mine.begin); i < int64_t(mine.end); i += chunk) {
+    const int64_t n = std::min<int64_t>(chunk, int64_t(mine.end) - i);
+    nn::StepInfo info;
+    info.training = false;
+    const float* logits = model.forward(test.features.data() + i * numel, n, info);
+    correct += double(be.count_correct(logits, test.labels.data() + i, n, model.num_classes()));
+  }
+  double v[1] = {correct};
+  allreduce_sum(c, v);
+  return v[0] / double(test.count);
+}
+
+class Worker {
+ public:
+  Worker(const Config& cfg, const Settings& s, comm::Communicator& c, const data::Dataset& train,
+         const data::Dataset& test, TrainResult& result, RunWriter& writer)
+      : cfg_(cfg), s_(s), comm_(c), train_(train), test_(test), result_(result), writer_(writer) {}
+
+  void run() {
+    Backend& backend = cpu_backend();
+    backend.set_intra_op_threads(int(s_.threads));
+    auto model = nn::build_model(cfg_, backend, train_.sample_shape, train_.num_classes);
+    model->init_params(s_.seed);
+    auto optimizer = optim::make_optimizer(cfg_, backend, model->num_params());
+    auto strategy = sync::make_strategy(cfg_, comm_, *model, *optimizer);
+
+    data::LoaderOptions lo;
+    lo.global_batch = s_.batch * comm_.size();
+    lo.rank = comm_.rank();
+    lo.world = comm_.size();
+    lo.seed = s_.seed;
+    lo.shuffle = s_.shuffle;
+    lo.prefetch = int(s_.prefetch);
+    data::Loader loader(train_, lo);
+    const int64_t steps_per_epoch = loader.steps_per_epoch();
+    if (steps_per_epoch == 0)
+      throw ConfigError(fmt::format("a global batch of {} ({} workers x batch {}) is larger than "
+                                    "the {} training samples", lo.global_batch, comm_.size(),
+                                    s_.batch, train_.count));
+    int64_t total_steps = steps_per_epoch * s_.epochs;
+    if (s_.max_steps > 0) total_steps = std::min(total_steps, s_.max_steps);
+    const optim::LrSchedule schedule = optim::make_lr_schedule(cfg_, steps_per_epoch, total_steps);
+
+    const bool lead = comm_.rank() == 0;
+    if (lead) {
+      result_.describe = fmt::format("model:\n{}\noptimizer: {}, {}\nsync: {}", model->summary(),
+                                     optimizer->describe(), schedule.describe(),
+                                     strategy->describe());
+      log_info("{}", result_.describe);
+    }
+    strategy->start();
+    Progress progress(lead ? s_.progress : ProgressMode::kNone, s_.epochs, steps_per_epoch,
+                      lo.global_batch);
+
+    int64_t step = 0;
+    double total_seconds = 0;
+    int64_t total_samples = 0;
+    for (int64_t epoch = 0; epoch < s_.epochs && step < total_steps; ++epoch) {
+      EpochMetrics m;
+      m.epoch = epoch + 1;
+      double loss_sum = 0, correct = 0, seen = 0;
+      loader.start_epoch(epoch);
+      data::Batch batch;
+      Stopwatch epoch_watch;
+      while (step < total_steps && loader.next(batch)) {
+        m.loader_wait_s += batch.wait_seconds;
+        nn::StepInfo info;
+        info.training = true;
+        info.dropout_key = derive_key(s_.seed, 0, RngPurpose::kDropout, uint64_t(step));
+        info.sample_offset = batch.global_offset;
+        const float lr = float(schedule.at(step));
+        strategy->begin_step(step, lr);
+        Stopwatch compute;
+        model->forward(batch.x, batch.size, info);
+        const nn::LossResult r = model->loss(batch.y, strategy->grad_scale(batch.size));
+        if (!std::isfinite(r.loss_sum))
+          throw NumericError(fmt::format("loss is {} at step {} (epoch {}, rank {}): lower "
+                                         "optim.lr or check the data", r.loss_sum, step,
+                                         epoch + 1, comm_.rank()));
+        model->backward([&](const nn::ParamRange& range) { strategy->on_gradients_ready(range); });
+        m.compute_s += compute.seconds();
+        strategy->end_step();
+        loss_sum += r.loss_sum;
+        correct += double(r.correct);
+        seen += double(batch.size);
+        ++step;
+        ++m.steps;
+        if (lead) {
+          const double el = epoch_watch.seconds();
+          progress.step(epoch, batch.step, r.loss_sum / double(batch.size),
+                        el > 0 ? double(m.steps * lo.global_batch) / el : 0);
+        }
+      }
+      m.seconds = epoch_watch.seconds();
+      const sync::SyncStats st = strategy->take_stats();
+      m.comm_s = st.comm_seconds;
+      m.exposed_comm_s = st.exposed_seconds;
+      m.bytes_sent = st.bytes_sent;
+      double sums[3] = {loss_sum, correct, seen};
+      allreduce_sum(comm_, sums);
+      m.train_loss = sums[2] > 0 ? sums[0] / sums[2] : 0;
+      m.train_acc = sums[2] > 0 ? sums[1] / sums[2] : 0;
+      m.samples_per_s = m.seconds > 0 ? sums[2] / m.seconds : 0;
+      total_seconds += m.seconds;
+      total_samples += int64_t(sums[2]);
+      if (s_.eval) m.test_acc = evaluate(comm_, *model, test_);
+      if (lead) report_epoch(progress, m);
+    }
+    strategy->finish();
+    if (lead) {
+      result_.world = comm_.size();
+      result_.steps = step;
+      result_.samples_per_s = total_seconds > 0 ? double(total_samples) / total_seconds : 0;
+      result_.test_acc = result_.epochs.empty() ? -1 : result_.epochs.back().test_acc;
+      result_.final_params.resize(size_t(model->num_params()));
+      backend.copy_to_host(result_.final_params.data(), model->params(),
+                           result_.final_params.size() * sizeof(float));
+    }
+  }
+
+ private:
+  void report_epoch(Progress& progress, const EpochMetrics& m) {
+    progress.end_epoch();
+    const double step_ms = m.steps ? 1e3 * m.seconds / double(m.steps) : 0;
+    log_info("epoch {}/{}: loss {:.4f}  train acc {:.4f}  test acc {}  {:.0f} samples/s  "
+             "step {:.2f} ms (compute {:.2f}, exposed comm {:.2f}, loader wait {:.2f})",
+             m.epoch, s_.epochs, m.train_loss, m.train_acc,
+             m.test_acc >= 0 ? fmt::format("{:.4f}", m.test_acc) : "-", m.samples_per_s, step_ms,
+             m.steps ? 1e3 * m.compute_s / double(m.steps) : 0,
+             m.steps ? 1e3 * m.exposed_comm_s / double(m.steps) : 0,
+             m.steps ? 1e3 * m.loader_wait_s / double(m.steps) : 0);
+    nlohmann::json j = {{"epoch", m.epoch},
+                        {"steps", m.steps},
+                        {"train_loss", m.train_loss},
+                        {"train_acc", m.train_acc},
+                        {"test_acc", m.test_acc},
+                        {"seconds", m.seconds},
+                        {"samples_per_s", m.samples_per_s},
+                        {"compute_s", m.compute_s},
+                        {"comm_s", m.comm_s},
+                        {"exposed_comm_s", m.exposed_comm_s},
+                        {"loader_wait_s", m.loader_wait_s},
+                        {"bytes_sent", m.bytes_sent},
+                        {"workers", comm_.size()}};
+    writer_.append_metrics(j);
+    result_.epochs.push_back(m);
+  }
+
+  const Config& cfg_;
+  const Settings& s_;
+  comm::Communicator& comm_;
+  const data::Dataset& train_;
+  const data::Dataset& test_;
+  TrainResult& result_;
+  RunWriter& writer_;
+};
+
+}  // namespace
+
+TrainResult run_training(const Config& cfg) {
+  cfg.check_known(train_config_keys());
+  set_log_level(parse_log_level(cfg.get_string("log.level", "info")));
+  TransportPlan plan = plan_transport(cfg);
+  const Settings s = read_settings(cfg, plan.world);
+  const bool lead = plan.rank == 0;
+
+  data::Normalisation norm;
+  Stopwatch load_watch;
+  const data::Dataset train_set = data::load_fashion_mnist(s.data_dir, true, std::nullopt, &norm);
+  const data::Dataset test_set = data::load_fashion_mnist(s.data_dir, false, norm, nullptr);
+  if (lead)
+    log_info("data: {} training and {} test samples from {} ({:.2f} s)", train_set.count,
+             test_set.count, s.data_dir, load_watch.seconds());
+
+  RunWriter writer(lead ? cfg.get_string("output.dir", "runs/latest") : "");
+  writer.write_config(cfg.canonical_text());
+  TrainResult result;
+  run_workers(plan, cfg, [&](comm::Communicator& c) {
+    Worker(cfg, s, c, train_set, test_set, result, writer).run();
+  });
+  if (lead) {
+    nlohmann::json summary = {{"test_acc", result.test_acc},
+                              {"samples_per_s", result.samples_per_s},
+                              {"workers", result.world},
+                              {"threads", s.threads},
+                              {"steps", result.steps},
+                              {"epochs", result.epochs.size()}};
+    writer.write_summary(summary);
+  }
+  return result;
+}
+
+}  // namespace loom::train
