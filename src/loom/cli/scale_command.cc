@@ -1,0 +1,146 @@
+// `loom scale`: the scaling simulator (perf/scale.h) from the command line; `--anchors`
+// prints the published anchors against the model (perf/anchors.h).
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include "loom/cli/commands.h"
+#include "loom/core/error.h"
+#include "loom/perf/anchors.h"
+#include "loom/perf/calibration.h"
+#include "loom/perf/scale.h"
+#include "loom/perf/svg_plot.h"
+
+namespace loom::cli {
+namespace {
+
+struct ScaleArgs {
+  std::string workload = "resnet50", gpu = "v100-sxm2", intra, inter = "100gbe", storage = "nvme4";
+  int nodes = 1, gpus_per_node = 8, nics = 1, servers = 1, tau = 8;
+  std::string sync = "ring", codecs = "fp32", precision = "fp32", optimizer = "momentum";
+  int64_t batch = 0;
+  double bucket_mb = 25, derate = 0;
+  bool no_overlap = false, no_prefetch = false, anchors = false, json = false;
+  std::vector<std::string> catalogs;
+  std::string calibration, svg = "scale.svg";
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t b = 0;
+  while (b <= s.size()) {
+    size_t e = s.find(',', b);
+    if (e == std::string::npos) e = s.size();
+    if (e > b) out.push_back(s.substr(b, e - b));
+    b = e + 1;
+  }
+  return out;
+}
+
+void run_scale(const ScaleArgs& a) {
+  if (a.anchors) {
+    fmt::print("{}", perf::anchors_report());
+    return;
+  }
+  perf::Catalog cat = perf::Catalog::builtin();
+  for (const auto& f : a.catalogs) cat.load_file(f);
+  perf::Derating der;
+  if (!a.calibration.empty()) {
+    // Measured figures describe this machine only: other GPUs keep the default deratings.
+    perf::Derating measured;
+    perf::read_calibration(a.calibration).apply(cat, measured);
+    if (a.gpu == "this-machine") der = measured;
+  }
+  if (a.derate > 0) der.compute = a.derate;
+  perf::Workload w = perf::resolve_workload(a.workload);
+  perf::Cluster c;
+  c.gpu = cat.gpu(a.gpu);
+  c.topo.nodes = a.nodes;
+  c.topo.gpus_per_node = a.gpus_per_node;
+  c.topo.intra = a.intra.empty() ? cat.intra_link_of(c.gpu) : cat.link(a.intra);
+  c.topo.inter = cat.link(a.inter);
+  c.topo.nics_per_node = a.nics;
+  c.topo.servers = a.servers;
+  c.storage = cat.storage(a.storage);
+  perf::TrainSpec t;
+  t.batch = a.batch > 0 ? a.batch : w.default_batch;
+  t.precision = a.precision;
+  t.optimizer = a.optimizer;
+  t.prefetch = !a.no_prefetch;
+  std::vector<perf::PlotSeries> plot;
+  fmt::print(
+      "workload {}: {:.1f}M params, {:.2f} GFLOP/sample forward; {} x {} {} (intra {}, inter {}), "
+      "batch {}/GPU, {}\n\n",
+      w.name, w.params() / 1e6, w.fwd_flops() / 1e9, a.nodes, a.gpus_per_node, c.gpu.name,
+      c.topo.intra.name, c.topo.inter.name, t.batch, t.precision);
+  for (const auto& codec : split(a.codecs)) {
+    perf::SyncSpec s;
+    s.algorithm = a.sync == "bmuf" ? (a.nodes > 1 ? "two-level" : "ring") : a.sync;
+    s.bmuf = a.sync == "bmuf";
+    s.tau = s.bmuf ? a.tau : 1;
+    s.codec = codec;
+    s.bucket_mb = a.bucket_mb;
+    s.overlap = !a.no_overlap;
+    perf::CostModel m(w, c, s, t, der);
+    std::string label =
+        fmt::format("{} {}{}", a.sync, codec, s.bmuf ? fmt::format(" tau={}", s.tau) : "");
+    perf::ScaleSeries series = perf::sweep(m, label);
+    fmt::print("{}\n", a.json ? perf::scale_json(series) : perf::scale_table(series));
+    perf::PlotSeries ps{label, {}};
+    for (const auto& p : series.points) ps.xy.emplace_back(p.est.ranks, p.est.speedup);
+    plot.push_back(ps);
+  }
+  if (!a.svg.empty()) {
+    std::ofstream out(a.svg);
+    if (!out) throw InputError(fmt::format("{}: cannot write the plot", a.svg));
+    out << perf::speedup_svg(
+        fmt::format("{} on {} x {} {} ({} / {})", w.name, a.nodes, a.gpus_per_node, c.gpu.name,
+                    c.topo.intra.name, c.topo.inter.name),
+        plot);
+    fmt::print("plot: {}\n", a.svg);
+  }
+}
+
+void setup(CLI::App& app) {
+  auto a = std::make_shared<ScaleArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "scale", "predict step time and speedup from 1 GPU to nodes x gpus-per-node");
+  cmd->add_option(
+      "--workload,-w", a->workload,
+      "reference workload (resnet50, vgg16, bert-large, ...) or a loom model config .toml");
+  cmd->add_option("--gpu,-g", a->gpu, "GPU name from the catalog (`loom hw list`)");
+  cmd->add_option("--nodes", a->nodes, "machines")->check(CLI::PositiveNumber);
+  cmd->add_option("--gpus-per-node", a->gpus_per_node, "GPUs in each machine")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--intra", a->intra,
+                  "GPU-GPU link inside a machine (default: the GPU's peer link, else its PCIe)");
+  cmd->add_option("--inter", a->inter, "link between machines");
+  cmd->add_option("--nics", a->nics, "NICs per machine")->check(CLI::PositiveNumber);
+  cmd->add_option("--sync", a->sync, "ring, hd, two-level, ps or bmuf");
+  cmd->add_option("--servers", a->servers, "parameter servers (with --sync ps)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--tau", a->tau, "steps per block (with --sync bmuf)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--codec,-c", a->codecs,
+                  "codec(s), comma-separated: fp32, fp16, bf16, int8, onebit, topk, powersgd");
+  cmd->add_option("--batch,-b", a->batch, "samples per GPU per step (default: the workload's)");
+  cmd->add_option("--precision", a->precision, "fp32 or mixed");
+  cmd->add_option("--optimizer", a->optimizer, "sgd, momentum or adam");
+  cmd->add_option("--bucket-mb", a->bucket_mb, "gradient bucket size");
+  cmd->add_option("--storage", a->storage, "storage each machine reads its input from");
+  cmd->add_option("--derate", a->derate,
+                  "achievable fraction of peak FLOP/s (default 0.5, or calibration's)");
+  cmd->add_flag("--no-overlap", a->no_overlap, "communicate after backward instead of during it");
+  cmd->add_flag("--no-prefetch", a->no_prefetch, "read input synchronously");
+  cmd->add_option("--catalog", a->catalogs, "extra catalog file(s) with your own rows");
+  cmd->add_option("--calibration", a->calibration, "JSON lines printed by loom's benchmarks");
+  cmd->add_option("--svg", a->svg, "where to write the speedup plot ('' for none)");
+  cmd->add_flag("--json", a->json, "print JSON lines instead of tables");
+  cmd->add_flag("--anchors", a->anchors, "print the published anchors against the model and exit");
+  cmd->callback([a] { run_scale(*a); });
+}
+
+CommandRegistrar reg("scale", setup);
+
+}  // namespace
+}  // namespace loom::cli

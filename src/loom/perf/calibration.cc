@@ -1,0 +1,146 @@
+#include "loom/perf/calibration.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "loom/core/error.h"
+
+namespace loom::perf {
+namespace {
+
+double positive(const nlohmann::json& j, const char* key, const std::string& where) {
+  if (!j.contains(key)) throw InputError(fmt::format("{}: field '{}' is missing", where, key));
+  const auto& v = j.at(key);
+  if (!v.is_number()) throw InputError(fmt::format("{}: field '{}' must be a number", where, key));
+  double x = v.get<double>();
+  if (!(x > 0) || !std::isfinite(x))
+    throw InputError(fmt::format("{}: field '{}' must be > 0, got {}", where, key, x));
+  return x;
+}
+
+}  // namespace
+
+Calibration read_calibration(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(fmt::format("{}: cannot open calibration file", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_calibration(ss.str(), path);
+}
+
+Calibration parse_calibration(const std::string& text, const std::string& name) {
+  Calibration c;
+  c.file = name;
+  std::istringstream in(text);
+  std::string line;
+  int lineno = 0;
+  std::map<std::string, std::pair<double, double>> codec;  // encode, decode GB/s
+  bool any = false;
+  while (std::getline(in, line)) {
+    ++lineno;
+    size_t p = line.find_first_not_of(" \t\r");
+    if (p == std::string::npos || line[p] != '{') continue;  // table rows, headers
+    std::string where = fmt::format("{}:{}", name, lineno);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line.substr(p));
+    } catch (const nlohmann::json::parse_error& e) {
+      throw InputError(fmt::format("{}: not a JSON object: {}", where, e.what()));
+    }
+    std::string kind = j.value("bench", j.value("kind", std::string()));
+    if (kind == "gemm") {
+      c.gemm_flops = std::max(c.gemm_flops, positive(j, "gflops", where) * 1e9);
+      if (j.contains("memory_gb")) c.memory_gb = positive(j, "memory_gb", where);
+    } else if (kind == "membw") {
+      c.mem_bytes_per_s = std::max(c.mem_bytes_per_s, positive(j, "gbs", where) * 1e9);
+    } else if (kind == "allreduce") {
+      AllreducePoint pt;
+      pt.bytes = positive(j, "bytes", where);
+      pt.ranks = j.contains("ranks") ? static_cast<int>(positive(j, "ranks", where)) : 2;
+      if (pt.ranks < 2) continue;
+      if (j.contains("time_us")) {
+        pt.seconds = positive(j, "time_us", where) * 1e-6;
+      } else {
+        double busbw = positive(j, "busbw_gbs", where) * 1e9;
+        double algbw = busbw * pt.ranks / (2.0 * (pt.ranks - 1));
+        pt.seconds = pt.bytes / algbw;
+      }
+      c.allreduce[j.value("transport", std::string("default"))].push_back(pt);
+    } else if (kind == "codec") {
+      auto& e = codec[j.value("codec", std::string("?"))];
+      e.first = positive(j, "encode_gbs", where);
+      e.second = positive(j, "decode_gbs", where);
+    } else if (kind == "loader") {
+      double bps = j.contains("bytes_per_sample") ? positive(j, "bytes_per_sample", where) : 785;
+      c.loader_bytes_per_s = positive(j, "samples_per_s", where) * bps;
+    } else {
+      continue;  // other benchmarks' lines
+    }
+    any = true;
+  }
+  if (!any)
+    throw InputError(
+        fmt::format("{}: no calibration lines (gemm, membw, allreduce, codec, loader)", name));
+  for (auto& [k, v] : codec) c.codec_gbs[k] = 1.0 / (1.0 / v.first + 1.0 / v.second);
+  return c;
+}
+
+LinkFit Calibration::fit_ring(const std::vector<AllreducePoint>& points) {
+  // t = a x + b y with x = 2(n-1), y = 2(n-1)/n * bytes; least squares for (a, b >= 0).
+  double sxx = 0, sxy = 0, syy = 0, sxt = 0, syt = 0;
+  for (const auto& p : points) {
+    double x = 2.0 * (p.ranks - 1), y = 2.0 * (p.ranks - 1) / p.ranks * p.bytes;
+    sxx += x * x, sxy += x * y, syy += y * y, sxt += x * p.seconds, syt += y * p.seconds;
+  }
+  LinkFit f;
+  double det = sxx * syy - sxy * sxy;
+  double a = 0, b = 0;
+  if (points.size() >= 2 && std::abs(det) > 1e-30 * sxx * syy) {
+    a = (sxt * syy - syt * sxy) / det;
+    b = (syt * sxx - sxt * sxy) / det;
+  }
+  if (a < 0 || b <= 0) {  // one size, or a fit that went negative: pure bandwidth
+    a = 0;
+    b = syt / syy;
+  }
+  f.alpha_s = a;
+  f.bytes_per_s = 1.0 / b;
+  return f;
+}
+
+void Calibration::apply(Catalog& cat, Derating& d) const {
+  std::string rows;
+  for (const auto& [transport, pts] : allreduce) {
+    LinkFit f = fit_ring(pts);
+    rows += fmt::format(
+        "[[link]]\nname = \"this-machine-{}\"\nkind = \"measured\"\ngbs = {}\nlatency_us = {}\n"
+        "efficiency = 1.0\nsource = \"{} (allreduce fit)\"\n\n",
+        transport, f.bytes_per_s / 1e9, f.alpha_s * 1e6, file);
+  }
+  if (gemm_flops > 0 && mem_bytes_per_s > 0) {
+    rows += fmt::format(
+        "[[link]]\nname = \"this-machine-memory\"\nkind = \"measured\"\ngbs = {}\n"
+        "latency_us = 0.35\nefficiency = 1.0\nsource = \"{}\"\n\n",
+        mem_bytes_per_s / 1e9, file);
+    rows += fmt::format(
+        "[[gpu]]\nname = \"this-machine\"\nfp32_tflops = {}\ntensor_tflops = 0\nmemory_gb = {}\n"
+        "mem_bw_gbs = {}\nhost_link = \"this-machine-memory\"\npeer_link = \"none\"\ntdp_w = 1\n"
+        "source = \"{} (measured)\"\n\n",
+        gemm_flops / 1e12, memory_gb, mem_bytes_per_s / 1e9, file);
+    // On the measured device, measured figures are the achievable ones.
+    d.compute = 1.0;
+    d.memory = 1.0;
+  }
+  if (loader_bytes_per_s > 0)
+    rows +=
+        fmt::format("[[storage]]\nname = \"this-machine-loader\"\nread_mbs = {}\nsource = \"{}\"\n",
+                    loader_bytes_per_s / 1e6, file);
+  if (!rows.empty()) cat.load_text(rows, file + " (as catalog rows)");
+  for (const auto& [k, v] : codec_gbs) d.codec_gbs[k] = v;
+}
+
+}  // namespace loom::perf

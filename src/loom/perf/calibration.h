@@ -1,0 +1,55 @@
+// Calibration: the figures loom's own benchmarks measured on this machine, read back from
+// the JSON lines they print (one object per line; other lines are ignored), turned into the
+// model's deratings and into a device "this-machine" with links "this-machine-<transport>".
+//
+// Lines understood (key "bench", or "kind"):
+//   {"bench":"gemm",      "gflops": 150.2}                 achievable FLOP/s
+//   {"bench":"membw",     "gbs": 9.6}                      memory bandwidth (copy/stream)
+//   {"bench":"allreduce", "transport":"thread", "ranks":2, "bytes":1048576, "busbw_gbs":3.6}
+//                         ("time_us" may replace "busbw_gbs")
+//   {"bench":"codec",     "codec":"onebit", "encode_gbs":2.1, "decode_gbs":4.0}  (fp32 GB/s in)
+//   {"bench":"loader",    "samples_per_s": 52000, "bytes_per_sample": 785}
+// Optional "memory_gb" on the gemm line sizes the device (default: 16).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "loom/perf/catalog.h"
+#include "loom/perf/cost_model.h"
+
+namespace loom::perf {
+
+struct AllreducePoint {
+  double bytes = 0, seconds = 0;
+  int ranks = 2;
+};
+
+struct LinkFit {
+  double alpha_s = 0;      // per ring step
+  double bytes_per_s = 0;  // per direction, as the ring model uses it
+};
+
+struct Calibration {
+  std::string file;
+  double gemm_flops = 0;  // FLOP/s
+  double mem_bytes_per_s = 0;
+  double memory_gb = 16;
+  std::map<std::string, std::vector<AllreducePoint>> allreduce;  // by transport
+  std::map<std::string, double> codec_gbs;  // combined encode+decode speed, fp32 GB/s in
+  double loader_bytes_per_s = 0;
+
+  // Least-squares fit of ring time = 2(n-1) alpha + 2(n-1)/n bytes / bw over the sizes.
+  static LinkFit fit_ring(const std::vector<AllreducePoint>& points);
+
+  // Adds "this-machine" and its links to `cat`; sets `d` so that figures are achieved as
+  // measured (compute/memory derating 1 on this device, codec speeds).
+  void apply(Catalog& cat, Derating& d) const;
+};
+
+// Throws InputError naming the file and line for a malformed JSON line or a bad value.
+Calibration read_calibration(const std::string& path);
+Calibration parse_calibration(const std::string& text, const std::string& name);
+
+}  // namespace loom::perf

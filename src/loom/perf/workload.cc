@@ -1,0 +1,238 @@
+#include "loom/perf/workload.h"
+
+#include <fmt/format.h>
+
+#include <functional>
+#include <map>
+
+#include "loom/core/config.h"
+#include "loom/core/error.h"
+#include "loom/perf/catalog.h"
+
+namespace loom::perf {
+
+double Workload::params() const {
+  double s = 0;
+  for (const auto& l : layers) s += l.params;
+  return s;
+}
+
+double Workload::fwd_flops() const {
+  double s = 0;
+  for (const auto& l : layers) s += l.fwd_flops;
+  return s;
+}
+
+namespace {
+
+constexpr double kM = 1e6, kG = 1e9;
+// ImageNet ILSVRC-2012 train: ~138 GB of JPEG over 1,281,167 images = ~108 KB per image.
+constexpr double kImageNetJpegBytes = 108e3;
+
+// Layer given as (params, multiply-adds); FLOPs = 2 x MACs.
+LayerCost L(const std::string& name, double params, double macs) {
+  return {name, params, 2 * macs};
+}
+
+Workload transformer(const std::string& name, const std::string& source, int layers, double d_model,
+                     int heads, double seq, double vocab, double params_total) {
+  // Kaplan et al. 2020, "Scaling Laws for Neural Language Models", Table 1: forward FLOPs per
+  // token ~= 2 N + 2 n_layer n_ctx d_model, N = non-embedding parameters (12 n_layer d^2).
+  Workload w;
+  w.name = name;
+  w.source = source;
+  double embed = (vocab + seq) * d_model;
+  double per_layer = (params_total - embed) / layers;
+  w.layers.push_back({"embedding", embed, 0});
+  for (int i = 0; i < layers; ++i)
+    w.layers.push_back(
+        {fmt::format("block{}", i), per_layer, seq * (2 * per_layer + 2 * seq * d_model)});
+  // Activation memory: Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
+  // Transformer Models", eq. 1): s h (34 + 5 a s / h) bytes per layer per sample at 16 bits;
+  // doubled for fp32.
+  w.activation_bytes = 2 * layers * seq * d_model * (34 + 5.0 * heads * seq / d_model);
+  w.input_bytes = 4 * seq;  // token ids
+  w.default_batch = 8;
+  return w;
+}
+
+const std::map<std::string, std::function<Workload()>>& registry() {
+  static const std::map<std::string, std::function<Workload()>> r = {
+      {"resnet50",
+       [] {
+         // He et al. 2016 (Table 1: 3.8e9 multiply-adds); torchvision model docs: 25,557,032
+         // params, 4.09 GMACs at 224x224. Stage split computed from the bottleneck shapes.
+         Workload w{"resnet50", "He et al. CVPR 2016; torchvision docs (25.56M params, 4.09 GMAC)"};
+         w.layers = {L("conv1", 0.0094 * kM, 0.118 * kG), L("conv2_x", 0.216 * kM, 0.68 * kG),
+                     L("conv3_x", 1.22 * kM, 1.03 * kG),  L("conv4_x", 7.10 * kM, 1.46 * kG),
+                     L("conv5_x", 14.96 * kM, 0.80 * kG), L("fc", 2.05 * kM, 0.002 * kG)};
+         w.activation_bytes = 100e6;  // estimate: stored feature maps (conv, BN, ReLU)
+         w.input_bytes = kImageNetJpegBytes;
+         return w;
+       }},
+      {"resnet101",
+       [] {
+         Workload w{"resnet101",
+                    "He et al. CVPR 2016; torchvision docs (44.55M params, 7.80 GMAC)"};
+         w.layers = {L("conv1", 0.0094 * kM, 0.118 * kG), L("conv2_x", 0.216 * kM, 0.68 * kG),
+                     L("conv3_x", 1.22 * kM, 1.03 * kG),  L("conv4_x", 26.09 * kM, 5.17 * kG),
+                     L("conv5_x", 14.96 * kM, 0.80 * kG), L("fc", 2.05 * kM, 0.002 * kG)};
+         w.activation_bytes = 160e6;  // estimate
+         w.input_bytes = kImageNetJpegBytes;
+         return w;
+       }},
+      {"inception3",
+       [] {
+         // Szegedy et al. CVPR 2016 ("~5 billion multiply-adds, <25M parameters"); torchvision
+         // docs: 5.71 GMAC at 299x299, 27.16M params with the auxiliary head (23.8M without).
+         Workload w{"inception3", "Szegedy et al. CVPR 2016; torchvision docs (5.71 GMAC)"};
+         w.layers = {L("stem", 0.17 * kM, 1.74 * kG),    L("mixed5", 0.83 * kM, 1.00 * kG),
+                     L("mixed6a", 1.15 * kM, 0.35 * kG), L("mixed6b-e", 6.10 * kM, 1.76 * kG),
+                     L("mixed7a", 1.70 * kM, 0.15 * kG), L("mixed7b-c", 11.10 * kM, 0.71 * kG),
+                     L("fc", 2.05 * kM, 0.002 * kG)};
+         w.activation_bytes = 120e6;  // estimate
+         w.input_bytes = kImageNetJpegBytes;
+         return w;
+       }},
+      {"vgg16",
+       [] {
+         // Simonyan & Zisserman ICLR 2015 (138M params); torchvision docs: 138,357,544 params,
+         // 15.47 GMAC. Per-layer figures computed from the layer shapes at 224x224.
+         Workload w{"vgg16", "Simonyan & Zisserman ICLR 2015; torchvision docs (15.47 GMAC)"};
+         w.layers = {L("conv1", 0.0387 * kM, 1.94 * kG), L("conv2", 0.221 * kM, 2.77 * kG),
+                     L("conv3", 1.475 * kM, 4.62 * kG),  L("conv4", 5.90 * kM, 4.62 * kG),
+                     L("conv5", 7.08 * kM, 1.39 * kG),   L("fc6", 102.76 * kM, 0.1028 * kG),
+                     L("fc7", 16.78 * kM, 0.0168 * kG),  L("fc8", 4.10 * kM, 0.0041 * kG)};
+         w.activation_bytes = 110e6;  // estimate: ~27M stored floats
+         w.input_bytes = kImageNetJpegBytes;
+         return w;
+       }},
+      {"alexnet",
+       [] {
+         // Krizhevsky et al. NIPS 2012; torchvision docs: 61.1M params, 0.71 GMAC.
+         Workload w{"alexnet", "Krizhevsky et al. NIPS 2012; torchvision docs (61.1M, 0.71 GMAC)"};
+         w.layers = {L("conv1", 0.023 * kM, 0.070 * kG), L("conv2", 0.307 * kM, 0.224 * kG),
+                     L("conv3", 0.664 * kM, 0.112 * kG), L("conv4", 0.885 * kM, 0.150 * kG),
+                     L("conv5", 0.590 * kM, 0.100 * kG), L("fc6", 37.75 * kM, 0.0378 * kG),
+                     L("fc7", 16.78 * kM, 0.0168 * kG),  L("fc8", 4.10 * kM, 0.0041 * kG)};
+         w.activation_bytes = 15e6;  // estimate
+         w.input_bytes = kImageNetJpegBytes;
+         w.default_batch = 128;
+         return w;
+       }},
+      {"cntk-dnn",
+       [] {
+         // Seide et al. Interspeech 2014 (1-bit SGD): a 46M-parameter speech DNN. Shape as in
+         // their Switchboard setup: 429 inputs (11 frames x 39), 7 x 2048 sigmoid layers, 9304
+         // senones; one sample = one frame.
+         Workload w{"cntk-dnn", "Seide et al. Interspeech 2014 (46M-parameter speech DNN)"};
+         w.layers.push_back(L("fc1", 429.0 * 2048 + 2048, 429.0 * 2048));
+         for (int i = 2; i <= 7; ++i)
+           w.layers.push_back(L(fmt::format("fc{}", i), 2048.0 * 2048 + 2048, 2048.0 * 2048));
+         w.layers.push_back(L("out", 2048.0 * 9304 + 9304, 2048.0 * 9304));
+         w.activation_bytes = 4.0 * (7 * 2048 * 2 + 9304);
+         w.input_bytes = 4 * 429;
+         w.default_batch = 1024;
+         return w;
+       }},
+      {"bert-large",
+       [] {
+         return transformer("bert-large",
+                            "Devlin et al. NAACL 2019 (340M params, 24x1024, 16 heads); seq 512",
+                            24, 1024, 16, 512, 30522, 340e6);
+       }},
+      {"gpt2",
+       [] {
+         return transformer("gpt2",
+                            "Radford et al. 2019 (GPT-2 small: 124M, 12x768, 12 heads); seq 1024",
+                            12, 768, 12, 1024, 50257, 124e6);
+       }},
+      {"gpt2-xl",
+       [] {
+         return transformer("gpt2-xl",
+                            "Radford et al. 2019 (GPT-2 1.5B: 1558M, 48x1600, 25 heads); seq 1024",
+                            48, 1600, 25, 1024, 50257, 1558e6);
+       }},
+  };
+  return r;
+}
+
+// One linear layer in -> out: params in*out + out; forward 2*in*out FLOPs per sample.
+LayerCost linear(const std::string& name, double in, double out) {
+  return {name, in * out + out, 2 * in * out};
+}
+
+}  // namespace
+
+std::vector<std::string> reference_workload_names() {
+  std::vector<std::string> out;
+  for (auto& [k, v] : registry()) out.push_back(k);
+  return out;
+}
+
+Workload reference_workload(const std::string& name) {
+  auto it = registry().find(name);
+  if (it == registry().end())
+    throw InputError(unknown_name_message("workload", name, reference_workload_names()) +
+                     "; or give a loom model config (.toml)");
+  return it->second();
+}
+
+Workload workload_from_config(const Config& cfg, const std::string& name) {
+  std::string model = cfg.get_choice("model", "mlp", {"mlp", "cnn"});
+  Workload w;
+  w.name = name;
+  w.source = "computed from the layer shapes of " + name;
+  w.input_bytes = 28 * 28 + 1;  // IDX: one byte per pixel and a label byte
+  w.default_batch = cfg.get_int("train.batch", 128, 1, int64_t{1} << 30);
+  double act = 0;  // floats stored for backward per sample
+  if (model == "mlp") {
+    std::vector<double> hidden = {1024, 1024};
+    if (cfg.has("mlp.hidden")) {
+      const ConfigValue& v = cfg.values().at("mlp.hidden");
+      if (!v.is_array || v.array.empty())
+        throw ConfigError(
+            fmt::format("{}: mlp.hidden must be a non-empty array of layer widths", v.where));
+      hidden.clear();
+      for (const auto& e : v.array) {
+        if (!std::holds_alternative<int64_t>(e) || std::get<int64_t>(e) <= 0)
+          throw ConfigError(fmt::format("{}: mlp.hidden entries must be positive integers, got {}",
+                                        v.where, config_scalar_text(e)));
+        hidden.push_back(static_cast<double>(std::get<int64_t>(e)));
+      }
+    }
+    double in = 784;
+    act += in;
+    for (size_t i = 0; i < hidden.size(); ++i) {
+      w.layers.push_back(linear(fmt::format("fc{}", i + 1), in, hidden[i]));
+      act += 2 * hidden[i] + hidden[i] / 4;  // pre-activation, ReLU output, dropout mask (bytes)
+      in = hidden[i];
+    }
+    w.layers.push_back(linear("out", in, 10));
+    act += 2 * 10;
+  } else {
+    // conv 5x5 32 (pad 2) + ReLU + maxpool 2 -> 14x14x32; conv 5x5 64 + ReLU + maxpool 2 ->
+    // 7x7x64; linear 3136 -> 1024 + ReLU + dropout; linear 1024 -> 10.
+    auto conv = [](const std::string& n, double cin, double cout, double hw) {
+      double k = 25 * cin * cout;
+      return LayerCost{n, k + cout, 2 * k * hw};
+    };
+    w.layers.push_back(conv("conv1", 1, 32, 28 * 28));
+    w.layers.push_back(conv("conv2", 32, 64, 14 * 14));
+    w.layers.push_back(linear("fc1", 7 * 7 * 64, 1024));
+    w.layers.push_back(linear("out", 1024, 10));
+    act =
+        784 + 2 * 28 * 28 * 32 + 14 * 14 * 32 + 2 * 14 * 14 * 64 + 7 * 7 * 64 + 2 * 1024 + 256 + 20;
+  }
+  w.activation_bytes = 4 * act;
+  return w;
+}
+
+Workload resolve_workload(const std::string& name_or_path) {
+  auto n = name_or_path.size();
+  if (n > 5 && name_or_path.substr(n - 5) == ".toml")
+    return workload_from_config(Config::from_file(name_or_path), name_or_path);
+  return reference_workload(name_or_path);
+}
+
+}  // namespace loom::perf
