@@ -1,0 +1,333 @@
+#include "loom/tensor/cuda/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "loom/core/error.h"
+#include "loom/tensor/cuda/cuda_check.h"
+#include "loom/tensor/cuda/kernels.h"
+
+namespace loom {
+
+namespace {
+
+constexpr size_t kPinnedBytes = 256;
+
+// The CUDA backend's environment knobs, read here only (docs/gpu.md lists them):
+//   LOOM_CUDA_TF32=1  lets cuBLAS use TF32 tensor cores for fp32 GEMM (default 0: plain fp32,
+//                     the CPU's precision; TF32 keeps 10 mantissa bits).
+bool tf32_enabled() {
+  const char* v = std::getenv("LOOM_CUDA_TF32");
+  return v && std::strcmp(v, "0") != 0 && *v != '\0';
+}
+
+int& current_device_cache() {
+  thread_local int device = -1;
+  return device;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(int device) {
+  return std::make_unique<CudaBackend>(device);
+}
+
+CudaBackend::CudaBackend(int device) : device_(device), pool_(device) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();
+    throw ConfigError(fmt::format("backend 'cuda': no CUDA device found ({})",
+                                  e != cudaSuccess ? cudaGetErrorString(e) : "0 devices"));
+  }
+  if (device < 0 || device >= count)
+    throw ConfigError(
+        fmt::format("backend 'cuda': device {} does not exist ({} found)", device, count));
+  current_device_cache() = -1;
+  bind();
+  cudaDeviceProp prop{};
+  LOOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+  name_ = fmt::format("cuda ({}, sm_{}{}, cuBLAS{})", prop.name, prop.major, prop.minor,
+                      tf32_enabled() ? " tf32" : "");
+  // Non-blocking streams: they do not serialise with the legacy default stream that other
+  // libraries may use.
+  LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
+  LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking));
+  LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming));
+  LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&comm_done_, cudaEventDisableTiming));
+  LOOM_CUDA_CHECK(cublasCreate(&cublas_));
+  LOOM_CUDA_CHECK(cublasSetStream(cublas_, compute_));
+  LOOM_CUDA_CHECK(cublasSetMathMode(
+      cublas_, tf32_enabled() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  LOOM_CUDA_CHECK(cudaMallocHost(&pinned_, kPinnedBytes));
+}
+
+CudaBackend::~CudaBackend() {
+  // No throwing from a destructor: errors here (a device already lost) are ignored.
+  cudaSetDevice(device_);
+  current_device_cache() = -1;
+  if (compute_) cudaStreamSynchronize(compute_);
+  if (comm_) cudaStreamSynchronize(comm_);
+  if (scratch_) pool_.deallocate(scratch_);
+  if (cublas_) cublasDestroy(cublas_);
+  if (compute_done_) cudaEventDestroy(compute_done_);
+  if (comm_done_) cudaEventDestroy(comm_done_);
+  if (compute_) cudaStreamDestroy(compute_);
+  if (comm_) cudaStreamDestroy(comm_);
+  if (pinned_) cudaFreeHost(pinned_);
+}
+
+void CudaBackend::bind() const {
+  int& cached = current_device_cache();
+  if (cached != device_) {
+    LOOM_CUDA_CHECK(cudaSetDevice(device_));
+    cached = device_;
+  }
+}
+
+void* CudaBackend::scratch(size_t bytes) {
+  if (bytes > scratch_bytes_) {
+    if (scratch_) pool_.deallocate(scratch_);
+    scratch_ = pool_.allocate(bytes);
+    scratch_bytes_ = cuda::MemoryPool::size_class(bytes);
+  }
+  return scratch_;
+}
+
+const void* CudaBackend::read_back(const void* src, size_t bytes) {
+  LOOM_CHECK_LE(bytes, kPinnedBytes);
+  LOOM_CUDA_CHECK(cudaMemcpyAsync(pinned_, src, bytes, cudaMemcpyDeviceToHost, compute_));
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(compute_));
+  return pinned_;
+}
+
+void CudaBackend::comm_wait_for_compute() {
+  bind();
+  LOOM_CUDA_CHECK(cudaEventRecord(compute_done_, compute_));
+  LOOM_CUDA_CHECK(cudaStreamWaitEvent(comm_, compute_done_, 0));
+}
+
+void CudaBackend::compute_wait_for_comm() {
+  bind();
+  LOOM_CUDA_CHECK(cudaEventRecord(comm_done_, comm_));
+  LOOM_CUDA_CHECK(cudaStreamWaitEvent(compute_, comm_done_, 0));
+}
+
+// ---- memory ----
+
+void* CudaBackend::allocate(size_t bytes) {
+  bind();
+  void* p = pool_.allocate(bytes);
+  // The interface promises zeroed memory; zero in stream order so a recycled block is not
+  // cleared while an earlier kernel still reads it.
+  LOOM_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, compute_));
+  return p;
+}
+
+void CudaBackend::deallocate(void* p) {
+  pool_.deallocate(p);
+}
+
+void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
+  if (bytes == 0) return;
+  bind();
+  // From pageable memory the call returns once the source has been staged, so the caller may
+  // reuse host_src at once.
+  LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, compute_));
+}
+
+void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  bind();
+  LOOM_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, compute_));
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(compute_));
+}
+
+void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0 || dst == src) return;
+  bind();
+  LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, compute_));
+}
+
+void CudaBackend::fill(float* x, int64_t n, float value) {
+  bind();
+  cuda::fill(compute_, x, n, value);
+}
+
+void CudaBackend::synchronize() {
+  bind();
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(compute_));
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(comm_));
+}
+
+// ---- dense algebra ----
+
+void CudaBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                       const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                       float* c, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  bind();
+  // cuBLAS is column-major. A row-major matrix is the column-major view of its transpose, so
+  // row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands (and
+  // m with n) and keep each one's transpose flag.
+  LOOM_CUDA_CHECK(cublasSgemm_64(cublas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                 trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, a,
+                                 lda, &beta, c, ldc));
+}
+
+void CudaBackend::add_bias(float* y, const float* bias, int64_t rows, int64_t cols) {
+  bind();
+  cuda::add_bias(compute_, y, bias, rows, cols);
+}
+
+void CudaBackend::sum_rows(const float* dy, float* dbias, int64_t rows, int64_t cols) {
+  bind();
+  auto* ws = static_cast<float*>(
+      scratch(sizeof(float) * size_t(cuda::sum_rows_workspace_floats(rows, cols))));
+  cuda::sum_rows(compute_, dy, dbias, rows, cols, ws);
+}
+
+void CudaBackend::add_channel_bias(float* y, const float* bias, int64_t channels, int64_t plane) {
+  bind();
+  cuda::add_channel_bias(compute_, y, bias, channels, plane);
+}
+
+void CudaBackend::accumulate_channel_sums(const float* dy, float* dbias, int64_t channels,
+                                          int64_t plane) {
+  bind();
+  cuda::accumulate_channel_sums(compute_, dy, dbias, channels, plane);
+}
+
+void CudaBackend::axpy(int64_t n, float alpha, const float* x, float* y) {
+  bind();
+  cuda::axpy(compute_, n, alpha, x, y);
+}
+
+void CudaBackend::scale(int64_t n, float alpha, float* x) {
+  bind();
+  cuda::scale(compute_, n, alpha, x);
+}
+
+// ---- activations ----
+
+void CudaBackend::relu_forward(const float* x, float* y, int64_t n) {
+  bind();
+  cuda::relu_forward(compute_, x, y, n);
+}
+
+void CudaBackend::relu_backward(const float* y, const float* dy, float* dx, int64_t n) {
+  bind();
+  cuda::relu_backward(compute_, y, dy, dx, n);
+}
+
+void CudaBackend::dropout_forward(const float* x, float* y, uint8_t* mask, int64_t n, float p,
+                                  uint64_t key, uint64_t first_index) {
+  bind();
+  const float keep_scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;  // as CpuBackend
+  cuda::dropout_forward(compute_, x, y, mask, n, p, keep_scale, key, first_index);
+}
+
+void CudaBackend::dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t n,
+                                   float p) {
+  bind();
+  const float keep_scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+  cuda::dropout_backward(compute_, dy, mask, dx, n, keep_scale);
+}
+
+// ---- loss ----
+
+double CudaBackend::softmax_xent(const float* logits, const int32_t* labels, int64_t rows,
+                                 int64_t cols, float grad_scale, float* dlogits, int64_t* correct) {
+  if (rows <= 0) {
+    if (correct) *correct = 0;
+    return 0.0;
+  }
+  LOOM_CHECK_GT(cols, 0);
+  bind();
+  // Scratch: per-row loss and correct flags, then the two sums.
+  auto* ws = static_cast<double*>(scratch(sizeof(double) * size_t(2 * rows + 2)));
+  cuda::softmax_xent_rows(compute_, logits, labels, rows, cols, grad_scale, dlogits, ws, ws + rows);
+  cuda::reduce_loss(compute_, ws, ws + rows, rows, ws + 2 * rows);
+  double out[2];
+  std::memcpy(out, read_back(ws + 2 * rows, sizeof(out)), sizeof(out));
+  if (correct) *correct = int64_t(out[1]);
+  return out[0];
+}
+
+int64_t CudaBackend::count_correct(const float* logits, const int32_t* labels, int64_t rows,
+                                   int64_t cols) {
+  int64_t right = 0;
+  if (rows <= 0) return 0;
+  LOOM_CHECK_GT(cols, 0);
+  bind();
+  auto* ws = static_cast<double*>(scratch(sizeof(double) * size_t(2 * rows + 2)));
+  cuda::softmax_xent_rows(compute_, logits, labels, rows, cols, 1.0f, nullptr, ws, ws + rows);
+  cuda::reduce_loss(compute_, ws, ws + rows, rows, ws + 2 * rows);
+  double out[2];
+  std::memcpy(out, read_back(ws + 2 * rows, sizeof(out)), sizeof(out));
+  right = int64_t(out[1]);
+  return right;
+}
+
+// ---- convolution helpers ----
+
+void CudaBackend::im2col(const float* image, int64_t channels, int64_t height, int64_t width,
+                         int64_t kernel, int64_t pad, int64_t stride, float* columns) {
+  bind();
+  cuda::im2col(compute_, image, channels, height, width, kernel, pad, stride, columns);
+}
+
+void CudaBackend::col2im(const float* columns, int64_t channels, int64_t height, int64_t width,
+                         int64_t kernel, int64_t pad, int64_t stride, float* image) {
+  bind();
+  cuda::col2im(compute_, columns, channels, height, width, kernel, pad, stride, image);
+}
+
+void CudaBackend::maxpool_forward(const float* x, float* y, int32_t* argmax, int64_t planes,
+                                  int64_t h, int64_t w, int64_t size) {
+  bind();
+  cuda::maxpool_forward(compute_, x, y, argmax, planes, h, w, size);
+}
+
+void CudaBackend::maxpool_backward(const float* dy, const int32_t* argmax, float* dx,
+                                   int64_t planes, int64_t h, int64_t w, int64_t size) {
+  bind();
+  cuda::maxpool_backward(compute_, dy, argmax, dx, planes, h, w, size);
+}
+
+// ---- optimizers ----
+
+void CudaBackend::sgd_update(float* p, const float* g, float* v, int64_t n, float lr,
+                             float momentum, float weight_decay, bool nesterov) {
+  bind();
+  cuda::sgd_update(compute_, p, g, v, n, lr, momentum, weight_decay, nesterov);
+}
+
+void CudaBackend::adam_update(float* p, const float* g, float* m, float* v, int64_t n, float lr,
+                              float beta1, float beta2, float eps, float weight_decay,
+                              bool decoupled, int64_t t) {
+  bind();
+  // The scalars exactly as CpuBackend::adam_update computes them.
+  const float c1 = 1.0f / (1.0f - std::pow(beta1, float(t)));
+  const float c2 = 1.0f / (1.0f - std::pow(beta2, float(t)));
+  const float l2 = decoupled ? 0.0f : weight_decay;
+  const float shrink = decoupled ? 1.0f - lr * weight_decay : 1.0f;
+  cuda::adam_update(compute_, p, g, m, v, n, lr, beta1, beta2, eps, l2, shrink, c1, c2);
+}
+
+bool CudaBackend::has_non_finite(const float* x, int64_t n) {
+  if (n <= 0) return false;
+  bind();
+  auto* flag = static_cast<int*>(scratch(sizeof(int)));
+  LOOM_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int), compute_));
+  cuda::find_non_finite(compute_, x, n, flag);
+  int found = 0;
+  std::memcpy(&found, read_back(flag, sizeof(int)), sizeof(int));
+  return found != 0;
+}
+
+}  // namespace loom

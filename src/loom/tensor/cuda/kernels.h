@@ -1,0 +1,69 @@
+// Host-side entry points of the CUDA kernels, one group per .cu file. Plain C++ (no CUDA
+// syntax), so cuda_backend.cc is compiled by the host compiler. Every pointer is device
+// memory; every launcher queues work on `stream` and returns without waiting. Semantics are
+// those of the same-named Backend op (tensor/backend.h), which the CPU backend defines.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace loom::cuda {
+
+// fill.cu
+void fill(cudaStream_t s, float* x, int64_t n, float value);
+
+// bias.cu. sum_rows needs a workspace of sum_rows_workspace_floats(rows, cols) floats.
+void add_bias(cudaStream_t s, float* y, const float* bias, int64_t rows, int64_t cols);
+int64_t sum_rows_workspace_floats(int64_t rows, int64_t cols);
+void sum_rows(cudaStream_t s, const float* dy, float* dbias, int64_t rows, int64_t cols,
+              float* workspace);
+void add_channel_bias(cudaStream_t s, float* y, const float* bias, int64_t channels, int64_t plane);
+void accumulate_channel_sums(cudaStream_t s, const float* dy, float* dbias, int64_t channels,
+                             int64_t plane);
+
+// blas1.cu
+void axpy(cudaStream_t s, int64_t n, float alpha, const float* x, float* y);
+void scale(cudaStream_t s, int64_t n, float alpha, float* x);
+
+// relu.cu
+void relu_forward(cudaStream_t s, const float* x, float* y, int64_t n);
+void relu_backward(cudaStream_t s, const float* y, const float* dy, float* dx, int64_t n);
+
+// dropout.cu (keep_scale = 1/(1-p), computed by the caller as the CPU backend does)
+void dropout_forward(cudaStream_t s, const float* x, float* y, uint8_t* mask, int64_t n, float p,
+                     float keep_scale, uint64_t key, uint64_t first_index);
+void dropout_backward(cudaStream_t s, const float* dy, const uint8_t* mask, float* dx, int64_t n,
+                      float keep_scale);
+
+// softmax_xent.cu. Per-row results go to row_loss/row_correct (rows entries each), then
+// reduce_loss sums them in a fixed order into out[0] (loss, double) and out[1] (correct, as a
+// double holding an integer). dlogits may be null (count only).
+void softmax_xent_rows(cudaStream_t s, const float* logits, const int32_t* labels, int64_t rows,
+                       int64_t cols, float grad_scale, float* dlogits, double* row_loss,
+                       double* row_correct);
+void reduce_loss(cudaStream_t s, const double* row_loss, const double* row_correct, int64_t rows,
+                 double* out);
+
+// im2col.cu (one image, NCHW)
+void im2col(cudaStream_t s, const float* image, int64_t channels, int64_t height, int64_t width,
+            int64_t kernel, int64_t pad, int64_t stride, float* columns);
+void col2im(cudaStream_t s, const float* columns, int64_t channels, int64_t height, int64_t width,
+            int64_t kernel, int64_t pad, int64_t stride, float* image);
+
+// maxpool.cu
+void maxpool_forward(cudaStream_t s, const float* x, float* y, int32_t* argmax, int64_t planes,
+                     int64_t h, int64_t w, int64_t size);
+void maxpool_backward(cudaStream_t s, const float* dy, const int32_t* argmax, float* dx,
+                      int64_t planes, int64_t h, int64_t w, int64_t size);
+
+// sgd.cu, adam.cu (c1, c2: Adam's bias corrections 1/(1 - beta^t), computed by the caller)
+void sgd_update(cudaStream_t s, float* p, const float* g, float* v, int64_t n, float lr,
+                float momentum, float weight_decay, bool nesterov);
+void adam_update(cudaStream_t s, float* p, const float* g, float* m, float* v, int64_t n, float lr,
+                 float beta1, float beta2, float eps, float l2, float shrink, float c1, float c2);
+
+// non_finite.cu: *flag (device int, zeroed by the caller) becomes 1 if any value is NaN/Inf.
+void find_non_finite(cudaStream_t s, const float* x, int64_t n, int* flag);
+
+}  // namespace loom::cuda

@@ -1,0 +1,119 @@
+// Helpers for comparing the CUDA backend with the CPU reference, op by op, as ggml's
+// test-backend-ops does: the same inputs on both, then either bit equality (where the format
+// is exact) or a normalised mean squared error under a named budget.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loom/core/error.h"
+#include "loom/core/rng.h"
+#include "loom/tensor/backend_registry.h"
+#include "loom/tensor/buffer.h"
+
+namespace loom::test {
+
+// Error budgets (normalised MSE, sum (gpu - cpu)^2 / sum cpu^2). Named so a failure says which
+// kind of difference was allowed and why.
+// fp32 GEMM: cuBLAS sums K products in another order (and blocks); ~1e-7 relative per element.
+constexpr double kNmseGemm = 1e-10;
+// Reductions in a different order (bias gradients, channel sums).
+constexpr double kNmseReduction = 1e-11;
+// Elementwise arithmetic where nvcc may fuse a multiply-add into one FMA and g++ does not.
+constexpr double kNmseElementwise = 1e-12;
+// Softmax cross-entropy: double exponentials on both sides, row sums in another order.
+constexpr double kNmseSoftmax = 1e-12;
+
+inline double nmse(const std::vector<float>& got, const std::vector<float>& want) {
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double d = double(got[i]) - double(want[i]);
+    err += d * d;
+    ref += double(want[i]) * double(want[i]);
+  }
+  return ref > 0 ? err / ref : err;
+}
+
+// The CUDA backend, created once per process; null with the reason when there is none.
+struct Gpu {
+  std::unique_ptr<Backend> backend;
+  std::string why_not;
+  static Gpu& get() {
+    static Gpu g = [] {
+      Gpu r;
+      try {
+        r.backend = make_backend("cuda");
+      } catch (const ConfigError& e) {
+        r.why_not = e.what();
+      }
+      return r;
+    }();
+    return g;
+  }
+};
+
+#define LOOM_REQUIRE_GPU()                                                       \
+  do {                                                                           \
+    if (!::loom::test::Gpu::get().backend)                                       \
+      GTEST_SKIP() << "no GPU to test on: " << ::loom::test::Gpu::get().why_not; \
+  } while (0)
+
+template <typename T>
+DeviceBuffer<T> upload(Backend& be, const std::vector<T>& host) {
+  DeviceBuffer<T> d(be, int64_t(host.size()));
+  if (!host.empty()) be.copy_to_device(d.data(), host.data(), host.size() * sizeof(T));
+  return d;
+}
+
+template <typename T>
+std::vector<T> download(Backend& be, const DeviceBuffer<T>& d) {
+  std::vector<T> host(size_t(d.size()));
+  if (!host.empty()) be.copy_to_host(host.data(), d.data(), host.size() * sizeof(T));
+  return host;
+}
+
+// Uniform values in [lo, hi), seeded so every element differs and a wrong index shows.
+inline std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0f,
+                                        float hi = 1.0f) {
+  Rng rng(seed, 0, RngPurpose::kTest);
+  std::vector<float> v(n);
+  for (float& x : v) x = lo + (hi - lo) * rng.uniform();
+  return v;
+}
+
+template <typename T>
+bool bit_equal(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+
+// Index of the first element whose bits differ, for the failure message (-1 if none).
+template <typename T>
+int64_t first_difference(const std::vector<T>& a, const std::vector<T>& b) {
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0) return int64_t(i);
+  return a.size() == b.size() ? -1 : int64_t(std::min(a.size(), b.size()));
+}
+
+#define EXPECT_BITS_EQ(got, want)                                                                  \
+  do {                                                                                             \
+    const auto& g_ = (got);                                                                        \
+    const auto& w_ = (want);                                                                       \
+    const int64_t at_ = ::loom::test::first_difference(g_, w_);                                    \
+    EXPECT_EQ(at_, -1) << "first difference at " << at_ << ": gpu "                                \
+                       << (at_ >= 0 && size_t(at_) < g_.size() ? double(g_[at_]) : 0.0) << " cpu " \
+                       << (at_ >= 0 && size_t(at_) < w_.size() ? double(w_[at_]) : 0.0);           \
+  } while (0)
+
+#define EXPECT_NMSE_LE(got, want, budget)                                          \
+  do {                                                                             \
+    const double e_ = ::loom::test::nmse((got), (want));                           \
+    EXPECT_LE(e_, (budget)) << "normalised MSE " << e_ << " over budget " #budget; \
+  } while (0)
+
+}  // namespace loom::test
