@@ -1,0 +1,202 @@
+#include "loom/compress/compressed_allreduce.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "loom/compress/half.h"
+#include "loom/compress/powersgd_codec.h"
+#include "loom/core/error.h"
+
+namespace loom::compress {
+namespace {
+
+std::byte* slot(std::vector<uint32_t>& buf, size_t slot_bytes, int i) {
+  return reinterpret_cast<std::byte*>(buf.data()) + size_t(i) * slot_bytes;
+}
+
+void two_stage_allreduce(comm::Communicator& c, const Codec& codec, std::span<float> data,
+                         CompressedAllreduceState& st) {
+  const int N = st.world, me = st.rank;
+  const size_t E = st.slot_bytes;
+  if (E == 0) return;  // an empty bucket
+  auto bytes_of = [&](int j) { return codec.encoded_bytes(st.stripes[j].size()); };
+  auto stripe = [&](int j) { return data.subspan(st.stripes[j].begin, st.stripes[j].size()); };
+
+  // Stage 1: encode every stripe with its worker residual; send each to its owner.
+  for (int j = 0; j < N; ++j)
+    codec.encode(stripe(j), st.worker[j], {slot(st.send, E, j), bytes_of(j)});
+  const int tag = c.next_collective_tag();
+  std::vector<comm::Request> reqs;
+  reqs.reserve(2 * size_t(N));
+  const size_t mine = bytes_of(me);
+  for (int i = 0; i < N; ++i)
+    if (i != me && mine > 0) reqs.push_back(c.irecv(i, slot(st.recv, E, i), mine, tag));
+  for (int j = 0; j < N; ++j)
+    if (j != me && bytes_of(j) > 0)
+      reqs.push_back(c.isend(j, slot(st.send, E, j), bytes_of(j), tag));
+  c.wait_all(reqs);
+
+  // Owner: decode and sum in rank order (the same order on every owner), re-encode the sum
+  // with the owner-side residual into my slot of the gather buffer.
+  std::span<float> sum(st.scratch.data(), st.stripes[me].size());
+  for (int i = 0; i < N; ++i) {
+    const std::byte* in = i == me ? slot(st.send, E, me) : slot(st.recv, E, i);
+    codec.decode({in, mine}, sum, i == 0 ? DecodeMode::kWrite : DecodeMode::kAccumulate);
+  }
+  std::byte* out = slot(st.gather, E, me);
+  std::memset(out, 0, E);
+  codec.encode(sum, st.owner, {out, mine});
+
+  // Stage 2: allgather the owners' encodings; everyone decodes every stripe.
+  c.allgather(st.gather.data(), E * size_t(N), E);
+  for (int j = 0; j < N; ++j)
+    codec.decode({slot(st.gather, E, j), bytes_of(j)}, stripe(j), DecodeMode::kWrite);
+}
+
+void gather_allreduce(comm::Communicator& c, const Codec& codec, std::span<float> data,
+                      CompressedAllreduceState& st) {
+  const size_t E = st.slot_bytes;
+  if (E == 0) return;
+  codec.encode(data, st.worker[0], {slot(st.gather, E, st.rank), E});
+  c.allgather(st.gather.data(), E * size_t(st.world), E);
+  for (int i = 0; i < st.world; ++i)
+    codec.decode({slot(st.gather, E, i), E}, data,
+                 i == 0 ? DecodeMode::kWrite : DecodeMode::kAccumulate);
+}
+
+// PowerSGD on plain allreduce (Vogels et al. 2019, Algorithm 1). Worker i keeps
+// M_i - P (M_i^T P)^T, so the residuals sum to what the aggregate P (sum_i M_i^T P)^T lacks.
+void powersgd_allreduce(comm::Communicator& c, const PowerSgdCodec& codec, std::span<float> data,
+                        CompressedAllreduceState& st) {
+  CodecState& cs = st.worker[0];
+  const size_t n = st.n;
+  if (n == 0) return;
+  if (!codec.error_feedback()) std::fill(cs.residual.begin(), cs.residual.end(), 0.0f);
+  float* m = cs.residual.data();
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    m[i] += data[i];
+    bad |= uint32_t(!is_finite_bits(m[i]));
+  }
+  if (bad) throw_non_finite(codec.name(), cs, data);
+  const MatrixShape s = codec.shape(n);
+  float* p = st.scratch.data();
+  float* q = p + s.rows * s.rank;
+  float* qs = cs.aux.data();  // warm-started Q, identical on every rank
+  refill_zero_columns(qs, s.cols, s.rank, codec.refill_key(cs));
+  powersgd_mul_q(m, n, s, qs, p);
+  c.allreduce(std::span<float>(p, s.rows * s.rank));
+  orthonormalise_columns(p, s.rows, s.rank);
+  powersgd_mul_p(m, n, s, p, q);
+  powersgd_expand(p, q, n, s, m, DecodeMode::kAccumulate, -1.0f);  // local residual
+  c.allreduce(std::span<float>(q, s.cols * s.rank));
+  std::copy(q, q + s.cols * s.rank, qs);
+  powersgd_expand(p, q, n, s, data.data(), DecodeMode::kWrite);
+  ++cs.steps;
+}
+
+}  // namespace
+
+void CompressedAllreduceState::add_residuals(std::span<double> acc) const {
+  LOOM_CHECK_EQ(acc.size(), n);
+  if (aggregation != Aggregation::kStripes) {
+    for (size_t i = 0; i < n; ++i) acc[i] += worker[0].residual[i];
+    return;
+  }
+  for (size_t j = 0; j < stripes.size(); ++j)
+    for (size_t i = 0; i < stripes[j].size(); ++i)
+      acc[stripes[j].begin + i] += worker[j].residual[i];
+  for (size_t i = 0; i < owner.residual.size(); ++i)
+    acc[stripes[rank].begin + i] += owner.residual[i];
+}
+
+CompressedAllreduceState make_compressed_allreduce_state(const Codec& codec, size_t n, int world,
+                                                         int rank, const std::string& bucket) {
+  LOOM_CHECK(world >= 1 && rank >= 0 && rank < world, "rank {} of world {}", rank, world);
+  CompressedAllreduceState st;
+  st.n = n;
+  st.world = world;
+  st.rank = rank;
+  st.aggregation = codec.aggregation();
+  auto words = [](size_t bytes) { return (bytes + 3) / 4; };
+  switch (st.aggregation) {
+    case Aggregation::kStripes: {
+      for (int j = 0; j < world; ++j) {
+        st.stripes.push_back(comm::block_range(n, world, j));
+        st.worker.push_back(codec.make_state(
+            st.stripes[j].size(), fmt::format("{} (stripe {} of {})", bucket, j, world)));
+        st.slot_bytes = std::max(st.slot_bytes, codec.encoded_bytes(st.stripes[j].size()));
+      }
+      st.owner = codec.make_state(st.stripes[rank].size(),
+                                  fmt::format("{} (owner of stripe {})", bucket, rank));
+      st.send.resize(words(st.slot_bytes) * world);
+      st.recv.resize(words(st.slot_bytes) * world);
+      st.scratch.resize(st.stripes[rank].size());
+      break;
+    }
+    case Aggregation::kGather:
+      st.worker.push_back(codec.make_state(n, bucket));
+      st.slot_bytes = codec.encoded_bytes(n);
+      break;
+    case Aggregation::kLinear: {
+      auto* psgd = dynamic_cast<const PowerSgdCodec*>(&codec);
+      LOOM_CHECK(psgd != nullptr, "codec {} claims linear aggregation; only powersgd has it",
+                 codec.name());
+      st.worker.push_back(codec.make_state(n, bucket));
+      MatrixShape s = psgd->shape(n);
+      st.scratch.resize((s.rows + s.cols) * s.rank);
+      break;
+    }
+  }
+  st.gather.resize(words(st.slot_bytes) * world);
+  st.wire_bytes = compressed_allreduce_wire_bytes(codec, n, world);
+  return st;
+}
+
+void compressed_allreduce(comm::Communicator& c, const Codec& codec, std::span<float> data,
+                          CompressedAllreduceState& st) {
+  LOOM_CHECK_EQ(data.size(), st.n);
+  LOOM_CHECK_EQ(c.size(), st.world);
+  LOOM_CHECK_EQ(c.rank(), st.rank);
+  LOOM_CHECK(codec.aggregation() == st.aggregation, "state made for another codec than {}",
+             codec.name());
+  switch (st.aggregation) {
+    case Aggregation::kStripes:
+      two_stage_allreduce(c, codec, data, st);
+      break;
+    case Aggregation::kGather:
+      gather_allreduce(c, codec, data, st);
+      break;
+    case Aggregation::kLinear:
+      powersgd_allreduce(c, dynamic_cast<const PowerSgdCodec&>(codec), data, st);
+      break;
+  }
+}
+
+size_t compressed_allreduce_wire_bytes(const Codec& codec, size_t n, int world) {
+  const size_t N = size_t(world);
+  if (N == 1) return 0;
+  switch (codec.aggregation()) {
+    case Aggregation::kStripes: {
+      size_t slot = 0, to_owners = 0;
+      for (int j = 0; j < world; ++j) {
+        size_t e = codec.encoded_bytes(comm::block_range(n, world, j).size());
+        slot = std::max(slot, e);
+        to_owners += e;
+      }
+      // Stage 1 sends every stripe but (about) one's own; stage 2's ring allgather N-1 slots.
+      return to_owners - to_owners / N + (N - 1) * slot;
+    }
+    case Aggregation::kGather:
+      return (N - 1) * codec.encoded_bytes(n);
+    case Aggregation::kLinear:
+      return 2 * (N - 1) * codec.encoded_bytes(n) / N;
+  }
+  return 0;
+}
+
+size_t fp32_allreduce_wire_bytes(size_t n, int world) {
+  return 2 * (size_t(world) - 1) * n * sizeof(float) / size_t(world);
+}
+
+}  // namespace loom::compress
