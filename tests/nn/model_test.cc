@@ -1,0 +1,238 @@
+// Model: the flat buffers, whole-model gradients (with the softmax cross-entropy loss), the
+// on_ready contract of backward, and dropout streams that do not depend on the batch split.
+#include "loom/nn/model.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "grad_check.h"
+#include "loom/core/error.h"
+#include "loom/nn/activation.h"
+#include "loom/nn/conv2d.h"
+#include "loom/nn/linear.h"
+
+namespace loom::nn {
+namespace {
+
+using testing::expect_gradient_matches;
+using testing::random_vector;
+using testing::Tolerance;
+
+// Conv -> pool -> ReLU -> Flatten -> Linear -> ReLU -> Dropout -> Linear: every layer kind.
+std::unique_ptr<Model> small_cnn(float dropout = 0.25f) {
+  std::vector<std::unique_ptr<Layer>> layers;
+  layers.push_back(std::make_unique<Conv2d>(1, 2, 3, 1, 1));  // [2, 6, 6]
+  layers.push_back(std::make_unique<MaxPool2d>(2));           // [2, 3, 3]
+  layers.push_back(std::make_unique<ReLU>());
+  layers.push_back(std::make_unique<Flatten>());  // 18
+  layers.push_back(std::make_unique<Linear>(18, 6));
+  layers.push_back(std::make_unique<ReLU>());
+  layers.push_back(std::make_unique<Dropout>(dropout));
+  layers.push_back(std::make_unique<Linear>(6, 3));
+  return std::make_unique<Model>(cpu_backend(), Shape{1, 6, 6}, 3, std::move(layers));
+}
+
+std::unique_ptr<Model> small_mlp(float dropout) {
+  std::vector<std::unique_ptr<Layer>> layers;
+  layers.push_back(std::make_unique<Flatten>());
+  layers.push_back(std::make_unique<Linear>(12, 16));
+  layers.push_back(std::make_unique<ReLU>());
+  layers.push_back(std::make_unique<Dropout>(dropout));
+  layers.push_back(std::make_unique<Linear>(16, 16));
+  layers.push_back(std::make_unique<ReLU>());
+  layers.push_back(std::make_unique<Dropout>(dropout));
+  layers.push_back(std::make_unique<Linear>(16, 5));
+  return std::make_unique<Model>(cpu_backend(), Shape{3, 4}, 5, std::move(layers));
+}
+
+// The softmax cross-entropy loss: its logits gradient against central differences of the
+// loss itself (nonlinear: a smaller step, truncation error O(h^2)).
+TEST(SoftmaxXent, GradientMatchesFiniteDifferences) {
+  Backend& be = cpu_backend();
+  const int64_t rows = 4, cols = 6;
+  std::vector<float> z = random_vector(rows * cols, 20, -3.0f, 3.0f);
+  const std::vector<int32_t> labels = {0, 5, 2, 2};
+  std::vector<float> dz(z.size()), scratch(z.size());
+  const float scale = 1.0f / float(rows);
+  be.softmax_xent(z.data(), labels.data(), rows, cols, scale, dz.data(), nullptr);
+  auto loss = [&]() {
+    return be.softmax_xent(z.data(), labels.data(), rows, cols, scale, scratch.data(), nullptr) /
+           double(rows);
+  };
+  expect_gradient_matches("dlogits", z, dz, loss, Tolerance{1e-3, 1e-3, 1e-6});
+}
+
+TEST(Model, FlatBuffersAndRanges) {
+  auto model = small_cnn();
+  // conv 2*1*9 + 2 = 20, linear 18*6 + 6 = 114, linear 6*3 + 3 = 21
+  EXPECT_EQ(model->num_params(), 155);
+  const auto& ranges = model->param_ranges();
+  ASSERT_EQ(ranges.size(), 3u);
+  EXPECT_EQ(ranges[0].layer, 0);
+  EXPECT_EQ(ranges[0].offset, 0);
+  EXPECT_EQ(ranges[0].count, 20);
+  EXPECT_EQ(ranges[1].layer, 4);
+  EXPECT_EQ(ranges[1].offset, 20);
+  EXPECT_EQ(ranges[1].count, 114);
+  EXPECT_EQ(ranges[2].layer, 7);
+  EXPECT_EQ(ranges[2].offset, 134);
+  EXPECT_EQ(ranges[2].count, 21);
+  // forward FLOPs: conv 2 * 2*9 * 36 = 1296, linears 2*18*6 + 2*6*3 = 252
+  EXPECT_EQ(model->flops_per_sample(), 1296 + 252);
+  EXPECT_FALSE(model->summary().empty());
+
+  // Parameters are views into the flat buffer: init writes there, deterministically.
+  model->init_params(3);
+  std::vector<float> a(model->params(), model->params() + model->num_params());
+  EXPECT_TRUE(std::all_of(a.begin(), a.end(), [](float v) { return v != 0.0f; }));
+  model->init_params(3);
+  EXPECT_EQ(std::vector<float>(model->params(), model->params() + model->num_params()), a);
+  model->init_params(4);
+  EXPECT_NE(std::vector<float>(model->params(), model->params() + model->num_params()), a);
+}
+
+TEST(Model, OutputMustMatchTheClasses) {
+  std::vector<std::unique_ptr<Layer>> layers;
+  layers.push_back(std::make_unique<Linear>(4, 3));
+  EXPECT_THROW(Model(cpu_backend(), Shape{4}, 10, std::move(layers)), ConfigError);
+  std::vector<std::unique_ptr<Layer>> bad_input;
+  bad_input.push_back(std::make_unique<Linear>(5, 10));
+  EXPECT_THROW(Model(cpu_backend(), Shape{4}, 10, std::move(bad_input)), ConfigError);
+}
+
+// The whole model, loss included: d(mean loss)/d(every parameter) against central differences.
+// Training mode with a fixed dropout key, so every forward draws the same masks. The fixed
+// seeds keep every ReLU input and pooling window clear of kinks and ties at this step.
+TEST(Model, ParameterGradientsMatchFiniteDifferences) {
+  auto model = small_cnn();
+  model->init_params(7);
+  const int64_t batch = 4;
+  std::vector<float> x = random_vector(batch * 36, 21);
+  const std::vector<int32_t> labels = {0, 1, 2, 1};
+  const StepInfo step{true, derive_key(1, 0, RngPurpose::kDropout, 5), 0};
+  auto loss = [&]() {
+    model->forward(x.data(), batch, step);
+    return model->loss(labels.data(), 1.0f / float(batch)).loss_sum / double(batch);
+  };
+  loss();
+  std::fill(model->grads(), model->grads() + model->num_params(), 99.0f);  // overwritten
+  model->backward();
+  const std::vector<float> analytic(model->grads(), model->grads() + model->num_params());
+  // Backward again from the same forward: the same gradients (overwritten, not accumulated).
+  model->backward();
+  EXPECT_EQ(std::vector<float>(model->grads(), model->grads() + model->num_params()), analytic);
+
+  std::vector<float> params(model->params(), model->params() + model->num_params());
+  auto loss_at = [&]() {
+    std::copy(params.begin(), params.end(), model->params());
+    return loss();
+  };
+  const double worst =
+      expect_gradient_matches("dparams", params, analytic, loss_at, Tolerance{1e-3, 2e-3, 1e-5});
+  RecordProperty("worst_relative_error", std::to_string(worst));
+  // The gradient is not trivially zero anywhere it matters.
+  EXPECT_GT(*std::max_element(analytic.begin(), analytic.end()), 1e-3f);
+}
+
+TEST(Model, BackwardReportsRangesInReverseOrderThatTileTheBuffer) {
+  auto model = small_mlp(0.5f);
+  model->init_params(1);
+  const int64_t batch = 5;
+  const std::vector<float> x = random_vector(batch * 12, 22);
+  const std::vector<int32_t> labels = {0, 1, 2, 3, 4};
+  model->forward(x.data(), batch, StepInfo{true, 9, 0});
+  model->loss(labels.data(), 1.0f / float(batch));
+  std::vector<ParamRange> seen;
+  std::vector<std::vector<float>> at_callback;
+  model->backward([&](const ParamRange& r) {
+    seen.push_back(r);
+    at_callback.emplace_back(model->grads() + r.offset, model->grads() + r.offset + r.count);
+  });
+  ASSERT_EQ(seen.size(), model->param_ranges().size());
+  ASSERT_EQ(seen.size(), 3u);
+  // Reverse layer order, and together the ranges tile [0, num_params) without gaps.
+  int64_t end = model->num_params();
+  for (size_t i = 0; i < seen.size(); ++i) {
+    if (i > 0) EXPECT_LT(seen[i].layer, seen[i - 1].layer);
+    EXPECT_EQ(seen[i].offset + seen[i].count, end) << i;
+    EXPECT_GT(seen[i].count, 0);
+    end = seen[i].offset;
+    // A range is final when reported: the rest of backward does not touch it.
+    EXPECT_EQ(at_callback[i], std::vector<float>(model->grads() + seen[i].offset,
+                                                 model->grads() + seen[i].offset + seen[i].count));
+  }
+  EXPECT_EQ(end, 0);
+  EXPECT_EQ(seen.back().layer, 1);
+  EXPECT_EQ(seen.front().layer, 7);
+}
+
+// Dropout streams are indexed by the global sample, so a batch of 8 in one call equals the
+// same 8 samples as two batches of 4 with sample_offset 0 and 4 (what data-parallel workers
+// do), bit for bit.
+TEST(Model, DropoutMasksFollowTheSampleNotTheSplit) {
+  const int64_t features = 12, batch = 8;
+  const std::vector<float> x = random_vector(batch * features, 23);
+  const uint64_t key = derive_key(2, 0, RngPurpose::kDropout, 17);
+  auto whole = small_mlp(0.5f);
+  auto split = small_mlp(0.5f);
+  whole->init_params(5);
+  split->init_params(5);
+  const float* y = whole->forward(x.data(), batch, StepInfo{true, key, 0});
+  const std::vector<float> logits(y, y + batch * 5);
+  const float* y0 = split->forward(x.data(), 4, StepInfo{true, key, 0});
+  std::vector<float> halves(y0, y0 + 4 * 5);
+  const float* y1 = split->forward(x.data() + 4 * features, 4, StepInfo{true, key, 4});
+  halves.insert(halves.end(), y1, y1 + 4 * 5);
+  EXPECT_EQ(halves, logits);
+
+  // With another offset the second half draws other masks.
+  const float* y2 = split->forward(x.data() + 4 * features, 4, StepInfo{true, key, 0});
+  EXPECT_NE(std::vector<float>(y2, y2 + 20), std::vector<float>(logits.begin() + 20, logits.end()));
+  // Evaluation mode draws no mask at all.
+  const float* e1 = whole->forward(x.data(), batch, StepInfo{false, key, 0});
+  const std::vector<float> eval_a(e1, e1 + batch * 5);
+  const float* e2 = whole->forward(x.data(), batch, StepInfo{false, key + 1, 3});
+  EXPECT_EQ(std::vector<float>(e2, e2 + batch * 5), eval_a);
+}
+
+TEST(Model, BuffersGrowAndShrinkWithTheBatch) {
+  auto model = small_cnn();
+  model->init_params(11);
+  const std::vector<float> x = random_vector(6 * 36, 24);
+  const StepInfo eval{false, 0, 0};
+  const float* a = model->forward(x.data(), 2, eval);
+  const std::vector<float> small(a, a + 2 * 3);
+  const float* b = model->forward(x.data(), 6, eval);
+  for (int i = 0; i < 6; ++i) EXPECT_NEAR(b[i], small[size_t(i)], 1e-6f) << i;
+  const float* c = model->forward(x.data(), 2, eval);
+  EXPECT_EQ(std::vector<float>(c, c + 6), small);
+  EXPECT_THROW(model->forward(x.data(), 0, eval), Error);
+}
+
+TEST(Model, LossSumsOverTheBatchAndCountsCorrect) {
+  auto model = small_mlp(0.0f);
+  model->init_params(2);
+  const int64_t batch = 6;
+  const std::vector<float> x = random_vector(batch * 12, 25);
+  const float* logits = model->forward(x.data(), batch, StepInfo{false, 0, 0});
+  std::vector<int32_t> labels(batch);
+  for (int64_t r = 0; r < batch; ++r)  // label = argmax for even rows, another class for odd
+    labels[size_t(r)] = int32_t(std::max_element(logits + r * 5, logits + r * 5 + 5) -
+                                (logits + r * 5) + (r % 2) * 1) %
+                        5;
+  double want = 0;
+  for (int64_t r = 0; r < batch; ++r) {
+    double mx = -1e30, sum = 0;
+    for (int c = 0; c < 5; ++c) mx = std::max(mx, double(logits[r * 5 + c]));
+    for (int c = 0; c < 5; ++c) sum += std::exp(double(logits[r * 5 + c]) - mx);
+    want += mx + std::log(sum) - logits[r * 5 + labels[size_t(r)]];
+  }
+  const LossResult res = model->loss(labels.data(), 1.0f);
+  EXPECT_NEAR(res.loss_sum, want, 1e-5 * want);
+  EXPECT_EQ(res.correct, 3);
+}
+
+}  // namespace
+}  // namespace loom::nn
