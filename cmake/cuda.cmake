@@ -51,7 +51,7 @@ endif()
 # The GPU training/GEMM/copy benchmark (bench/gpu/check.sh runs it). It needs only nn + optim.
 if(LOOM_BENCH AND EXISTS ${CMAKE_SOURCE_DIR}/bench/gpu/gpu_bench.cc)
   add_executable(loom_gpu_bench ${CMAKE_SOURCE_DIR}/bench/gpu/gpu_bench.cc)
-  target_link_libraries(loom_gpu_bench PRIVATE loom_optim)
+  target_link_libraries(loom_gpu_bench PRIVATE loom_optim CLI11::CLI11)
 endif()
 
 # tests/tensor_cuda/ becomes loom_tensor_cuda_tests through the glob in CMakeLists.txt, which

@@ -1,0 +1,184 @@
+// loom_gpu_bench: what the CUDA backend delivers on this GPU, for bench/gpu/check.sh.
+//   - MLP training samples/s (the zoo's 784-1024-1024-10 MLP, ReLU, dropout 0.5, SGD momentum
+//     0.9, batch 1024 by default) on synthetic data already on the device: forward, loss (which
+//     reads the loss back every step, as training does), backward, update;
+//   - fp32 GEMM TFLOP/s through the backend (cuBLAS), and with TF32 when asked;
+//   - device-to-device copy bandwidth and ReLU bandwidth (bytes read + written).
+// Prints a table and one JSON object per line. Without a GPU it says so and exits 0.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "loom/core/config.h"
+#include "loom/core/error.h"
+#include "loom/core/rng.h"
+#include "loom/core/timer.h"
+#include "loom/nn/model_zoo.h"
+#include "loom/optim/optimizer.h"
+#include "loom/tensor/backend_registry.h"
+#include "loom/tensor/buffer.h"
+
+namespace {
+
+using loom::Backend;
+using loom::DeviceBuffer;
+using nlohmann::json;
+
+std::vector<json> g_results;
+
+void report(const std::string& what, double value, const std::string& unit, json extra) {
+  fmt::print("  {:<44} {:>12.2f} {}\n", what, value, unit);
+  extra["bench"] = "gpu";
+  extra["metric"] = what;
+  extra["value"] = value;
+  extra["unit"] = unit;
+  g_results.push_back(extra);
+}
+
+std::vector<float> random_floats(size_t n, uint64_t seed) {
+  loom::Rng rng(seed, 0, loom::RngPurpose::kSynthetic);
+  std::vector<float> v(n);
+  for (float& x : v) x = rng.normal();
+  return v;
+}
+
+void bench_mlp(Backend& be, int64_t batch, int warmup, int steps, const std::string& precision) {
+  const loom::Config cfg = loom::Config::from_string(
+      "model = \"mlp\"\nmlp.hidden = [1024, 1024]\nmlp.dropout = 0.5\n"
+      "optim.name = \"sgd\"\noptim.momentum = 0.9\n");
+  auto model = loom::nn::build_model(cfg, be, {1, 28, 28}, 10);
+  model->init_params(1);
+  auto opt = loom::optim::make_optimizer(cfg, be, model->num_params());
+  // A few distinct batches on the device, cycled, so the loop never waits on the host.
+  constexpr int kBatches = 4;
+  DeviceBuffer<float> x(be, kBatches * batch * 784);
+  DeviceBuffer<int32_t> y(be, kBatches * batch);
+  {
+    auto hx = random_floats(size_t(kBatches * batch * 784), 2);
+    std::vector<int32_t> hy(size_t(kBatches * batch));
+    loom::Rng rng(3, 0, loom::RngPurpose::kSynthetic);
+    for (auto& l : hy) l = int32_t(rng.below(10));
+    be.copy_to_device(x.data(), hx.data(), hx.size() * sizeof(float));
+    be.copy_to_device(y.data(), hy.data(), hy.size() * sizeof(int32_t));
+  }
+  double loss = 0;
+  auto step = [&](int s) {
+    const int b = s % kBatches;
+    loom::nn::StepInfo info{true, loom::derive_key(1, 0, loom::RngPurpose::kDropout, uint64_t(s)),
+                            int64_t(s) * batch};
+    model->forward(x.data() + b * batch * 784, batch, info);
+    loss = model->loss(y.data() + b * batch, 1.0f / float(batch)).loss_sum / double(batch);
+    model->backward();
+    opt->step(model->params(), model->grads(), model->num_params(), 0.05f);
+  };
+  for (int s = 0; s < warmup; ++s) step(s);
+  be.synchronize();
+  loom::Stopwatch sw;
+  for (int s = 0; s < steps; ++s) step(warmup + s);
+  be.synchronize();
+  const double secs = sw.seconds();
+  const double flops = 3.0 * double(model->flops_per_sample()) * double(batch) * steps;
+  report(fmt::format("mlp train samples/s (batch {}, {})", batch, precision),
+         double(batch) * steps / secs, "samples/s",
+         {{"framework", "loom"},
+          {"precision", precision},
+          {"batch", batch},
+          {"steps", steps},
+          {"step_ms", secs / steps * 1e3},
+          {"tflops", flops / secs * 1e-12},
+          {"final_loss", loss},
+          {"backend", be.name()}});
+}
+
+void bench_gemm(Backend& be, int64_t size, int reps, const std::string& precision) {
+  const int64_t n = size;
+  DeviceBuffer<float> a(be, n * n), b(be, n * n), c(be, n * n);
+  auto host = random_floats(size_t(n * n), 4);
+  be.copy_to_device(a.data(), host.data(), host.size() * sizeof(float));
+  be.copy_to_device(b.data(), host.data(), host.size() * sizeof(float));
+  for (int r = 0; r < 2; ++r)
+    be.gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+  be.synchronize();
+  loom::Stopwatch sw;
+  for (int r = 0; r < reps; ++r)
+    be.gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+  be.synchronize();
+  const double secs = sw.seconds();
+  report(fmt::format("gemm {} {}^3 TFLOP/s", precision, n), 2.0 * n * n * n * reps / secs * 1e-12,
+         "TFLOP/s", {{"op", "gemm"}, {"precision", precision}, {"n", n}, {"reps", reps}});
+}
+
+void bench_bandwidth(Backend& be, int64_t bytes, int reps) {
+  const int64_t n = bytes / 4;
+  DeviceBuffer<float> src(be, n), dst(be, n);
+  be.fill(src.data(), n, -1.0f);
+  auto time = [&](auto&& op) {
+    op();
+    be.synchronize();
+    loom::Stopwatch sw;
+    for (int r = 0; r < reps; ++r) op();
+    be.synchronize();
+    return sw.seconds() / reps;
+  };
+  const double copy_s = time([&] { be.copy(dst.data(), src.data(), size_t(n) * 4); });
+  const double relu_s = time([&] { be.relu_forward(src.data(), dst.data(), n); });
+  // Bytes read plus bytes written, the convention of the copy figure in KINDS.md.
+  report("device copy GB/s (read + write)", 2.0 * double(bytes) / copy_s * 1e-9, "GB/s",
+         {{"op", "copy"}, {"bytes", bytes}});
+  report("relu GB/s (read + write)", 2.0 * double(bytes) / relu_s * 1e-9, "GB/s",
+         {{"op", "relu"}, {"bytes", bytes}, {"fraction_of_copy", copy_s / relu_s}});
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"loom GPU benchmark: MLP training, GEMM, copy bandwidth"};
+  int64_t batch = 1024, gemm_size = 8192, copy_mib = 1024;
+  int warmup = 20, steps = 200, gemm_reps = 10, copy_reps = 20;
+  std::string json_path;
+  bool tf32 = false;
+  app.add_option("--batch", batch, "MLP batch size");
+  app.add_option("--warmup", warmup, "untimed MLP steps");
+  app.add_option("--steps", steps, "timed MLP steps");
+  app.add_option("--gemm-size", gemm_size, "square GEMM size");
+  app.add_option("--gemm-reps", gemm_reps, "timed GEMMs");
+  app.add_option("--copy-mib", copy_mib, "bytes per copy, MiB");
+  app.add_option("--json", json_path, "append JSON lines here (stdout always gets them)");
+  app.add_flag("--tf32", tf32, "also time GEMM with TF32 tensor cores (LOOM_CUDA_TF32=1)");
+  CLI11_PARSE(app, argc, argv);
+
+  std::unique_ptr<Backend> be;
+  try {
+    be = loom::make_backend("cuda");
+  } catch (const loom::ConfigError& e) {
+    fmt::print("loom_gpu_bench: skipped: {}\n", e.what());
+    return 0;
+  }
+  try {
+    fmt::print("loom GPU benchmark on {}\n", be->name());
+    bench_mlp(*be, batch, warmup, steps, "fp32");
+    bench_gemm(*be, gemm_size, gemm_reps, "fp32");
+    bench_bandwidth(*be, copy_mib << 20, copy_reps);
+    if (tf32) {
+      be.reset();
+      setenv("LOOM_CUDA_TF32", "1", 1);
+      auto be32 = loom::make_backend("cuda");
+      bench_gemm(*be32, gemm_size, gemm_reps, "tf32");
+      bench_mlp(*be32, batch, warmup, steps, "tf32");
+    }
+  } catch (const loom::Error& e) {
+    fmt::print(stderr, "loom_gpu_bench: {}\n", e.what());
+    return 1;
+  }
+  std::FILE* out = json_path.empty() ? nullptr : std::fopen(json_path.c_str(), "a");
+  for (const auto& j : g_results) {
+    fmt::print("{}\n", j.dump());
+    if (out) fmt::print(out, "{}\n", j.dump());
+  }
+  if (out) std::fclose(out);
+  return 0;
+}

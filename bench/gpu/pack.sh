@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds the GPU test and benchmark binaries HERE (a machine with nvcc but no GPU) and packs
+# them, with the shared libraries they need that a CUDA image may lack (oneDNN, OpenBLAS, fmt,
+# toml++, libgomp, ...), into build-gpu-carry/loom-gpu.tar.xz (about 15 MB): small enough to
+# carry to a GPU machine that has no Debian packages, where check.sh unpacks and runs it.
+# Libraries every machine has (glibc, libstdc++) and CUDA's own (cudart, cuBLAS, driver) stay.
+#   bench/gpu/pack.sh            # uses build-cuda/ (LOOM_BUILD_DIR to change)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+B=${LOOM_BUILD_DIR:-build-cuda}
+if [ ! -f "$B/build.ninja" ]; then
+  cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_CUDA=ON
+fi
+cmake --build "$B" -j "${LOOM_JOBS:-2}" --target loom_tensor_cuda_tests loom_gpu_bench
+D=build-gpu-carry
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/bin" "$stage/lib" "$D"
+cp "$B/loom_tensor_cuda_tests" "$B/loom_gpu_bench" "$stage/bin/"
+skip='^(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux.*|linux-vdso|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.so'
+for bin in "$stage"/bin/*; do
+  ldd "$bin" | awk '/=>/ && $3 ~ /^\// {print $3}'
+done | sort -u | while read -r lib; do
+  name=$(basename "$lib")
+  if ! [[ $name =~ $skip ]]; then cp -L "$lib" "$stage/lib/$name"; fi
+done
+git rev-parse --short HEAD >"$stage/REVISION" 2>/dev/null || echo unknown >"$stage/REVISION"
+tar -C "$stage" -cJf "$D/loom-gpu.tar.xz" bin lib REVISION
+ls -la "$D/loom-gpu.tar.xz"
+echo "carry build-gpu-carry to the GPU machine and run: bash bench/gpu/check.sh"
