@@ -60,6 +60,10 @@ endif()
 function(loom_cuda_link_tests)
   if(TARGET loom_tensor_cuda_tests)
     target_link_libraries(loom_tensor_cuda_tests PRIVATE loom_optim)
+    # Host-side checks that name CUDA types: CUDA builds only (not a *_test.cc, so the glob of
+    # a CPU-only build leaves it out).
+    target_sources(loom_tensor_cuda_tests PRIVATE
+                   ${CMAKE_SOURCE_DIR}/tests/tensor_cuda/cuda_build_checks.cc)
   endif()
 endfunction()
 cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL loom_cuda_link_tests)
