@@ -113,6 +113,27 @@ TEST(Shard, ReadsBackNormalisedWithHeaderStatistics) {
   EXPECT_EQ(x[6], (float(14) / 255.0f - n.mean) / n.stddev);
 }
 
+TEST(Shard, DecodeMatchesTheNormalisationTableForEveryByte) {
+  testing::TempDir t;
+  {
+    ShardWriter w(t.file("a.shard"), {ShardDtype::kUint8, {256}, 1, 1, 0});
+    uint8_t px[256];
+    for (int v = 0; v < 256; ++v) px[v] = uint8_t(v);
+    w.append(0, px);
+    w.finish();
+  }
+  for (Normalisation n :
+       {Normalisation{0.2860f, 0.3530f}, Normalisation{0, 1}, Normalisation{0.5f, 0.01f}}) {
+    ShardSource s(t.file("a.shard"), {ShardVerify::kAll, n});
+    float x[256], table[256];
+    int32_t y;
+    int64_t i = 0;
+    s.gather(&i, 1, x, &y);
+    byte_normalisation_table(n, table);
+    EXPECT_EQ(std::memcmp(x, table, sizeof x), 0);
+  }
+}
+
 TEST(Shard, WriterLeavesNothingBehindOnFailure) {
   testing::TempDir t;
   {

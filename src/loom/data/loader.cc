@@ -177,6 +177,7 @@ void Loader::start_epoch(int64_t epoch) {
   next_claim_ = expected_ = 0;
   stop_ = false;
   error_ = nullptr;
+  error_step_ = 0;
   epoch_wait_ = 0;
   epoch_batches_ = 0;
   if (opts_.prefetch > 0)
@@ -208,7 +209,12 @@ void Loader::work() {
       fill(step, slots_[size_t(slot)]);  // outside the lock: the consumer keeps running
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!error_) error_ = std::current_exception();
+      // Batches before the failing step are still delivered; the consumer gets the error when
+      // it asks for this step.
+      if (!error_ || step < error_step_) {
+        error_ = std::current_exception();
+        error_step_ = step;
+      }
       cv_.notify_all();
       return;
     }
@@ -242,7 +248,7 @@ bool Loader::next(Batch& out) {
         if (slots_[i].state == SlotState::kReady && slots_[i].step == expected_) return int(i);
       return -1;
     };
-    cv_.wait(lock, [&] { return (slot = ready()) >= 0 || error_; });
+    cv_.wait(lock, [&] { return (slot = ready()) >= 0 || (error_ && expected_ >= error_step_); });
     if (slot < 0) std::rethrow_exception(error_);
     slots_[size_t(slot)].state = SlotState::kHeld;
     held_ = slot;

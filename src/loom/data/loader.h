@@ -114,6 +114,7 @@ class Loader {
   int held_ = -1;
   bool stop_ = false;
   std::exception_ptr error_;
+  int64_t error_step_ = 0;  // the step whose batch failed
   std::vector<std::thread> workers_;
 };
 

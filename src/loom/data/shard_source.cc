@@ -11,7 +11,6 @@ ShardSource::ShardSource(const std::string& path, ShardOpenOptions opts)
     : file_(path), verify_(opts.verify) {
   info_ = parse_shard_header(file_.data(), file_.size(), file_.size(), path, &crcs_);
   norm_ = opts.norm ? *opts.norm : Normalisation{info_.mean, info_.stddev};
-  byte_normalisation_table(norm_, table_);
   verified_ = std::make_unique<std::atomic<uint8_t>[]>(size_t(info_.num_chunks));
   for (int64_t c = 0; c < info_.num_chunks; ++c) verified_[size_t(c)] = 0;
   if (verify_ == ShardVerify::kAll)
@@ -68,8 +67,12 @@ void ShardSource::gather(const int64_t* idx, int64_t n, float* x, int32_t* y) co
     y[k] = label;
     float* out = x + k * numel;
     if (info_.dtype == ShardDtype::kUint8) {
+      // The same IEEE operations as byte_normalisation_table(), so the same bits as the table
+      // the in-memory path uses, but written so the compiler vectorises it (8 lanes of
+      // convert, divide, subtract, divide) instead of a byte-indexed table load per value.
       const uint8_t* px = r + 4;
-      for (int64_t j = 0; j < numel; ++j) out[j] = table_[px[j]];
+      const float mean = norm_.mean, sd = norm_.stddev;
+      for (int64_t j = 0; j < numel; ++j) out[j] = (float(px[j]) / 255.0f - mean) / sd;
     } else {
       std::memcpy(out, r + 4, size_t(numel) * 4);
     }

@@ -57,7 +57,6 @@ class ShardSource final : public SampleSource {
   std::vector<uint32_t> crcs_;
   ShardVerify verify_;
   Normalisation norm_;
-  float table_[256];
   std::unique_ptr<std::atomic<uint8_t>[]> verified_;
 };
 

@@ -1,0 +1,115 @@
+// `loom data convert SRC DST`, `loom data inspect FILE` and `loom bench loader`: parse the
+// options, call the data layer, print.
+#include <fmt/format.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "loom/cli/commands.h"
+#include "loom/core/error.h"
+#include "loom/data/convert.h"
+#include "loom/data/loader_bench.h"
+
+namespace loom::cli {
+namespace {
+
+struct ConvertArgs {
+  std::string src, dst;
+  data::ConvertOptions opts;
+  std::string delimiter = ",";
+};
+
+char parse_delimiter(const std::string& d) {
+  if (d == "\\t" || d == "tab") return '\t';
+  if (d.size() != 1) throw ConfigError(fmt::format("--delimiter '{}': give one character", d));
+  return d[0];
+}
+
+void add_csv_options(CLI::App* c, data::CsvOptions& csv, std::string& delimiter) {
+  c->add_option("--delimiter", delimiter, "CSV: the cell delimiter (one character, or 'tab')");
+  c->add_flag("--header", csv.header, "CSV: the first line is a header");
+  c->add_option("--label-column", csv.label_column,
+                "CSV: index of the label column (negative: from the end)")
+      ->default_val(-1);
+}
+
+void convert(ConvertArgs& a) {
+  a.opts.csv.delimiter = parse_delimiter(a.delimiter);
+  data::ShardInfo info = data::convert_to_shard(a.src, a.dst, a.opts);
+  fmt::print("{}: {} records of {} {} ({} classes), {} chunks of {} records, {} bytes\n", a.dst,
+             info.count, fmt::join(info.shape, "x"), data::dtype_name(info.dtype), info.num_classes,
+             info.num_chunks, info.chunk_records, info.file_bytes());
+}
+
+struct InspectArgs {
+  std::string file;
+  data::CsvOptions csv;
+  std::string delimiter = ",";
+  bool json = false;
+};
+
+void inspect(InspectArgs& a) {
+  a.csv.delimiter = parse_delimiter(a.delimiter);
+  data::FileSummary s = data::inspect_file(a.file, a.csv);
+  if (a.json) {
+    nlohmann::json j = {{"file", a.file},         {"format", data::format_name(s.format)},
+                        {"dtype", s.dtype},       {"shape", s.shape},
+                        {"count", s.count},       {"label_histogram", s.label_histogram},
+                        {"checksum", s.checksum}, {"checksum_ok", s.checksum_ok}};
+    fmt::print("{}\n", j.dump());
+  } else {
+    fmt::print("file:     {}\nformat:   {}\ndtype:    {}\nshape:    {}\ncount:    {}\n", a.file,
+               data::format_name(s.format), s.dtype, fmt::join(s.shape, "x"), s.count);
+    if (!s.label_histogram.empty()) {
+      fmt::print("labels:  ");
+      for (size_t c = 0; c < s.label_histogram.size(); ++c)
+        fmt::print(" {}:{}", c, s.label_histogram[c]);
+      fmt::print("\n");
+    }
+    fmt::print("checksum: {}\n", s.checksum);
+  }
+  if (!s.checksum_ok) set_exit_code(2);
+}
+
+CommandRegistrar convert_reg("data convert", [](CLI::App& parent) {
+  auto a = std::make_shared<ConvertArgs>();
+  CLI::App* c = parent.add_subcommand(
+      "convert",
+      "write loom shards from a Fashion-MNIST folder, IDX, CSV, NPY or shard file (through a "
+      "temporary file and a rename)");
+  c->add_option("SRC", a->src, "source: a folder, .idx[.gz], .csv, .npy or .shard")->required();
+  c->add_option("DST", a->dst, "the shard file to write")->required();
+  c->add_option("--labels", a->opts.labels, "the labels file for IDX or NPY features");
+  c->add_flag("--test", a->opts.test_split, "a Fashion-MNIST folder: convert the t10k set");
+  c->add_option("--classes", a->opts.num_classes, "class count (default: 10 for IDX, else max+1)");
+  c->add_option("--chunk-records", a->opts.chunk_records, "records per CRC chunk (default ~1 MiB)");
+  add_csv_options(c, a->opts.csv, a->delimiter);
+  c->callback([a] { convert(*a); });
+});
+
+CommandRegistrar inspect_reg("data inspect", [](CLI::App& parent) {
+  auto a = std::make_shared<InspectArgs>();
+  CLI::App* c = parent.add_subcommand(
+      "inspect", "print shape, dtype, count, label histogram and checksum status of a data file");
+  c->add_option("FILE", a->file, "an .idx[.gz], .csv, .npy or .shard file")->required();
+  c->add_flag("--json", a->json, "one JSON object instead of text");
+  add_csv_options(c, a->csv, a->delimiter);
+  c->callback([a] { inspect(*a); });
+});
+
+CommandRegistrar bench_reg("bench loader", [](CLI::App& parent) {
+  auto o = std::make_shared<data::LoaderBenchOptions>();
+  CLI::App* c = parent.add_subcommand(
+      "loader",
+      "input pipeline: stall with K=4 vs K=0 on a throttled source, shards vs IDX, "
+      "peak RSS over a memory cap, GB/s from page-cached shards");
+  c->add_option("--data-dir", o->fashion_dir, "Fashion-MNIST folder (for shards vs IDX)");
+  c->add_option("--work-dir", o->work_dir, "where temporary shards are written");
+  c->add_option("--throttle-mbps", o->throttle_mbps, "the emulated disk's rate");
+  c->add_option("--mem-cap-mb", o->mem_cap_mb, "the memory cap; the synthetic set is 4x this");
+  c->add_flag("--quick", o->quick, "smaller sets and fewer steps (for tests)");
+  c->callback([o] { data::run_loader_bench(*o, stdout); });
+});
+
+}  // namespace
+}  // namespace loom::cli

@@ -1,0 +1,22 @@
+// The input-pipeline benchmark behind `loom bench loader` and bench/loader_bench: the figures of
+// issue 5 in one run, printed as a table and as JSON lines.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include "loom/data/dataset.h"
+
+namespace loom::data {
+
+struct LoaderBenchOptions {
+  std::string fashion_dir = kDefaultFashionMnistDir;
+  std::string work_dir = "/tmp";  // temporary shards go here (removed afterwards)
+  double throttle_mbps = 120;     // a hard disk
+  double mem_cap_mb = 64;         // the synthetic set is 4x this
+  bool quick = false;             // smaller sets, fewer steps
+};
+
+void run_loader_bench(const LoaderBenchOptions& opts, std::FILE* out);
+
+}  // namespace loom::data
