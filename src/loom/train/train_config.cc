@@ -33,6 +33,8 @@ std::vector<ConfigKeySpec> own_keys() {
       {"data.prefetch", ConfigType::kInt, "2", "batches read ahead (0 = synchronous)"},
       {"data.shuffle", ConfigType::kBool, "true", "shuffle by (seed, epoch)"},
       {"comm.timeout_s", ConfigType::kDouble, "30", "seconds before a silent peer is declared lost"},
+      {"comm.ring_chunk_kib", ConfigType::kInt, "512", "pipelining unit of ring collectives"},
+      {"comm.small_kib", ConfigType::kInt, "64", "below this, halving-doubling allreduce"},
   };
 }
 

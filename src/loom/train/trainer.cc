@@ -7,7 +7,7 @@
 #include <span>
 
 #include "loom/comm/communicator.h"
-#include "loom/comm/thread/thread_world.h"
+#include "loom/comm/transport_registry.h"
 #include "loom/core/error.h"
 #include "loom/core/log.h"
 #include "loom/core/rng.h"
@@ -22,7 +22,7 @@
 #include "loom/train/progress.h"
 #include "loom/train/run_writer.h"
 #include "loom/train/train_config.h"
-#include "loom/train/transport.h"
+#include "loom/train/run_identity.h"
 
 namespace loom::train {
 namespace {
@@ -82,6 +82,7 @@ class Worker {
       : cfg_(cfg), s_(s), comm_(c), train_(train), test_(test), result_(result), writer_(writer) {}
 
   void run() {
+    check_same_run(comm_, cfg_);
     Backend& backend = cpu_backend();
     backend.set_intra_op_threads(int(s_.threads));
     auto model = nn::build_model(cfg_, backend, train_.sample_shape, train_.num_classes);
@@ -225,9 +226,13 @@ class Worker {
 TrainResult run_training(const Config& cfg) {
   cfg.check_known(train_config_keys());
   set_log_level(parse_log_level(cfg.get_string("log.level", "info")));
-  TransportPlan plan = plan_transport(cfg);
-  const Settings s = read_settings(cfg, plan.world);
-  const bool lead = plan.rank == 0;
+  const std::string transport = comm::resolve_transport(cfg.get_string("transport", "auto"));
+  // Under MPI the launcher sets the world size; `workers`, when given, must agree with it.
+  const int workers = int(cfg.get_int("workers", transport == "mpi" ? 0 : 1, transport == "mpi" ? 0 : 1, 4096));
+  std::unique_ptr<comm::World> world =
+      comm::create_world(transport, workers, comm::comm_options_from_config(cfg));
+  const Settings s = read_settings(cfg, world->size());
+  const bool lead = world->local(0).rank() == 0;
 
   data::Normalisation norm;
   Stopwatch load_watch;
@@ -240,7 +245,7 @@ TrainResult run_training(const Config& cfg) {
   RunWriter writer(lead ? cfg.get_string("output.dir", "runs/latest") : "");
   writer.write_config(cfg.canonical_text());
   TrainResult result;
-  run_workers(plan, cfg, [&](comm::Communicator& c) {
+  world->run([&](comm::Communicator& c) {
     Worker(cfg, s, c, train_set, test_set, result, writer).run();
   });
   if (lead) {
@@ -249,7 +254,10 @@ TrainResult run_training(const Config& cfg) {
                               {"workers", result.world},
                               {"threads", s.threads},
                               {"steps", result.steps},
-                              {"epochs", result.epochs.size()}};
+                              {"epochs", result.epochs.size()},
+                              {"params_fnv1a64",
+                               fmt::format("{:016x}", fnv1a64(result.final_params.data(),
+                                                              result.final_params.size() * 4))}};
     writer.write_summary(summary);
   }
   return result;
