@@ -34,7 +34,8 @@ void run_bench(const Args& a) {
     co.timeout_s = a.timeout_s;
     mpi = comm::create_world("mpi", 0, co);  // ConfigError naming LOOM_MPI=ON if not built
   }
-  if (!a.json_only) {
+  const bool speaker = !mpi || mpi->local(0).rank() == 0;
+  if (!a.json_only && speaker) {
     fmt::print(
         "# allreduce (float sum); busbw = algbw x 2(n-1)/n; vs_mpi = busbw / "
         "MPI_Allreduce busbw at that size{}\n",
