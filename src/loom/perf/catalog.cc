@@ -111,7 +111,7 @@ const typename Map::mapped_type& lookup(const Map& m, const std::string& what,
 }  // namespace
 
 std::string unknown_name_message(const std::string& what, const std::string& name,
-                                 const std::vector<std::string>& known) {
+                                 const std::vector<std::string>& known, const std::string& hint) {
   std::vector<std::pair<size_t, std::string>> scored;
   for (const auto& k : known) {
     size_t d = edit_distance(name, k);
@@ -126,10 +126,9 @@ std::string unknown_name_message(const std::string& what, const std::string& nam
     if (close.size() == 4) break;
     if (d <= std::max<size_t>(3, name.size() / 2)) close.push_back(k);
   }
-  if (close.empty())
-    return fmt::format("unknown {} '{}' (see `loom hw list` for the catalog)", what, name);
-  return fmt::format("unknown {} '{}'; close matches: {} (see `loom hw list`)", what, name,
-                     fmt::join(close, ", "));
+  if (close.empty()) return fmt::format("unknown {} '{}' ({})", what, name, hint);
+  return fmt::format("unknown {} '{}'; close matches: {} ({})", what, name, fmt::join(close, ", "),
+                     hint);
 }
 
 Catalog Catalog::builtin() {

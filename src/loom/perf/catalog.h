@@ -80,7 +80,8 @@ class Catalog {
 
 // "unknown <what> 'name'; close matches: a, b, c (see `loom hw list`)".
 std::string unknown_name_message(const std::string& what, const std::string& name,
-                                 const std::vector<std::string>& known);
+                                 const std::vector<std::string>& known,
+                                 const std::string& hint = "see `loom hw list`");
 
 // The built-in catalog's text (generated from data/hardware/catalog.toml by cmake/perf.cmake).
 extern const char* const kBuiltinCatalogToml;

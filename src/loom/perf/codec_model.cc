@@ -53,7 +53,7 @@ CodecModel codec_model(const std::string& name) {
     c.error_feedback = true;
     c.note = "PowerSGD rank 4 (Vogels et al., NeurIPS 2019)";
   } else {
-    throw InputError(unknown_name_message("codec", name, codec_names()));
+    throw InputError(unknown_name_message("codec", name, codec_names(), "codecs the model knows"));
   }
   return c;
 }

@@ -16,7 +16,7 @@ Algorithm algorithm_from_name(const std::string& name) {
   if (name == "hd" || name == "halving-doubling") return Algorithm::kHalvingDoubling;
   if (name == "two-level") return Algorithm::kTwoLevel;
   if (name == "ps") return Algorithm::kParameterServer;
-  throw InputError(unknown_name_message("algorithm", name, algorithm_names()));
+  throw InputError(unknown_name_message("algorithm", name, algorithm_names(), "or bmuf"));
 }
 
 namespace {

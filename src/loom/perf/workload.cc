@@ -173,8 +173,8 @@ std::vector<std::string> reference_workload_names() {
 Workload reference_workload(const std::string& name) {
   auto it = registry().find(name);
   if (it == registry().end())
-    throw InputError(unknown_name_message("workload", name, reference_workload_names()) +
-                     "; or give a loom model config (.toml)");
+    throw InputError(unknown_name_message("workload", name, reference_workload_names(),
+                                          "or give a loom model config .toml"));
   return it->second();
 }
 

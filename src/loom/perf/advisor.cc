@@ -1,0 +1,174 @@
+#include "loom/perf/advisor.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "loom/core/error.h"
+
+namespace loom::perf {
+
+std::string AdviseOption::label() const {
+  if (nodes == 1) return fmt::format("{} x {} ({})", gpus, gpu, intra);
+  return fmt::format("{} x {} ({} nodes, {} / {})", gpus, gpu, nodes, intra, inter);
+}
+
+namespace {
+
+// Candidate syncs, simplest first: a codec is chosen only if it beats the simpler ones by
+// more than 5% (Agarwal et al., MLSys 2022: compression rarely beats tuned fp16/fp32).
+std::vector<SyncSpec> candidate_syncs(int nodes, const std::vector<std::string>& codecs) {
+  std::vector<SyncSpec> out;
+  std::vector<std::string> algos =
+      nodes > 1 ? std::vector<std::string>{"ring", "two-level"} : std::vector<std::string>{"ring"};
+  for (const auto& codec : codecs)
+    for (const auto& a : algos) {
+      SyncSpec s;
+      s.algorithm = a;
+      s.codec = codec;
+      out.push_back(s);
+    }
+  return out;
+}
+
+}  // namespace
+
+Advice advise(const Catalog& cat, const AdviseRequest& req) {
+  if (!(req.budget_usd > 0))
+    throw InputError(fmt::format("budget must be > 0 USD, got {}", req.budget_usd));
+  if (req.max_gpus < 1)
+    throw InputError(fmt::format("--max-gpus must be >= 1, got {}", req.max_gpus));
+  for (const auto& l : req.inter_links) cat.link(l);  // unknown names: error with close matches
+  for (const auto& c : req.codecs) codec_model(c);
+  Advice adv;
+  std::vector<const GpuSpec*> gpus;
+  if (req.gpus.empty()) {
+    for (const auto& [n, g] : cat.gpus())
+      if (g.has_price()) gpus.push_back(&g);
+  } else {
+    for (const auto& n : req.gpus) {
+      const GpuSpec& g = cat.gpu(n);
+      if (!g.has_price())
+        throw InputError(fmt::format(
+            "GPU '{}' has no price in the catalog; add price_usd in a --catalog file", n));
+      gpus.push_back(&g);
+    }
+  }
+  double cheapest = std::numeric_limits<double>::infinity();
+  std::string cheapest_name;
+  for (const GpuSpec* g : gpus) {
+    double one = g->price_usd + req.node_usd;
+    if (one < cheapest) cheapest = one, cheapest_name = g->name;
+  }
+  if (gpus.empty()) throw InputError("no GPU in the catalog has a price");
+  if (cheapest > req.budget_usd)
+    throw InputError(
+        fmt::format("a budget of ${:.0f} buys nothing: the cheapest machine is one {} (${:.0f}) in "
+                    "a ${:.0f} host",
+                    req.budget_usd, cheapest_name, cheapest - req.node_usd, req.node_usd));
+
+  for (const GpuSpec* g : gpus) {
+    bool fits_once = false;
+    double need_gb = 0;
+    for (int n = 1; n <= req.max_gpus; n *= 2) {
+      int k = std::min(n, req.gpus_per_node);
+      int nodes = (n + k - 1) / k;
+      double cost = n * g->price_usd + nodes * req.node_usd;
+      if (cost > req.budget_usd) break;
+      std::vector<std::string> inters = nodes > 1 ? req.inter_links : std::vector<std::string>{"-"};
+      for (const auto& inter : inters) {
+        Cluster c;
+        c.gpu = *g;
+        c.topo.nodes = nodes;
+        c.topo.gpus_per_node = k;
+        c.topo.intra = cat.intra_link_of(*g);
+        c.topo.inter = inter == "-" ? c.topo.intra : cat.link(inter);
+        c.storage = cat.storage(req.storage);
+        AdviseOption best;
+        bool have = false;
+        for (const SyncSpec& s : candidate_syncs(nodes, req.codecs)) {
+          CostModel m(req.workload, c, s, req.train);
+          StepEstimate e = m.estimate();
+          if (!e.fits) {
+            need_gb = e.memory.total() / 1e9;
+            break;  // memory does not depend much on the codec: the GPU is out
+          }
+          fits_once = true;
+          if (!have || e.samples_per_s > 1.05 * best.est.samples_per_s) {
+            best = {g->name, n, nodes, c.topo.intra.name, inter, cost, g->memory_gb, s, e};
+            have = true;
+          }
+        }
+        if (have) adv.ranked.push_back(best);
+      }
+    }
+    if (!fits_once && need_gb > 0)
+      adv.not_fitting.push_back(
+          fmt::format("{} ({:.0f} GB): needs {:.1f} GB", g->name, g->memory_gb, need_gb));
+  }
+  if (adv.ranked.empty())
+    throw InputError(
+        fmt::format("nothing the budget of ${:.0f} buys fits {} at batch {} per GPU: {}",
+                    req.budget_usd, req.workload.name, req.train.batch,
+                    adv.not_fitting.empty() ? std::string("no configuration")
+                                            : fmt::format("{}", fmt::join(adv.not_fitting, "; "))));
+  std::stable_sort(adv.ranked.begin(), adv.ranked.end(),
+                   [](const AdviseOption& a, const AdviseOption& b) {
+                     if (a.est.samples_per_s != b.est.samples_per_s)
+                       return a.est.samples_per_s > b.est.samples_per_s;
+                     return a.cost_usd < b.cost_usd;
+                   });
+  const AdviseOption& top = adv.ranked.front();
+  adv.host_ram_gb_per_node = cat.gpu(top.gpu).memory_gb * std::min(top.gpus, req.gpus_per_node);
+  return adv;
+}
+
+std::string advice_report(const Advice& a, const AdviseRequest& req, size_t n) {
+  std::string o = fmt::format(
+      "{}: {:.1f}M params, {:.2f} GFLOP/sample forward, batch {}/GPU, {}; budget ${:.0f} (host "
+      "${:.0f} per machine)\n\n",
+      req.workload.name, req.workload.params() / 1e6, req.workload.fwd_flops() / 1e9,
+      req.train.batch, req.train.precision, req.budget_usd, req.node_usd);
+  o += fmt::format("{:>3}  {:<44} {:>9} {:>12} {:>10} {:>6} {:>9}  {}\n", "#", "configuration",
+                   "cost $", "samples/s", "per $1k", "eff", "memory", "sync");
+  for (size_t i = 0; i < std::min(n, a.ranked.size()); ++i) {
+    const AdviseOption& r = a.ranked[i];
+    o += fmt::format("{:>3}  {:<44} {:>9.0f} {:>12.1f} {:>10.1f} {:>5.0f}% {:>6.1f} GB  {} {}\n",
+                     i + 1, r.label(), r.cost_usd, r.est.samples_per_s, r.samples_per_kusd(),
+                     100 * r.est.efficiency, r.est.memory.total() / 1e9, r.sync.algorithm,
+                     r.sync.codec);
+  }
+  o += "\nWhy:\n";
+  for (size_t i = 0; i < std::min<size_t>(3, a.ranked.size()); ++i) {
+    const AdviseOption& r = a.ranked[i];
+    const StepEstimate& e = r.est;
+    std::string what;
+    if (e.limiter == "link")
+      what = fmt::format(
+          "limited by the link: {} of each {} step is communication the backward pass cannot hide",
+          format_seconds(e.comm_exposed_s), format_seconds(e.step_s));
+    else if (e.limiter == "input")
+      what = fmt::format("limited by input: storage needs {} per step", format_seconds(e.input_s));
+    else if (e.limiter == "memory bandwidth")
+      what = fmt::format("limited by GPU memory bandwidth ({} compute per step)",
+                         format_seconds(e.fwd_s + e.bwd_s));
+    else
+      what = fmt::format(
+          "limited by compute ({} of a {} step; communication {} hidden behind backward)",
+          format_seconds(e.fwd_s + e.bwd_s), format_seconds(e.step_s),
+          e.comm_exposed_s < 0.05 * e.step_s ? "mostly" : "partly");
+    o += fmt::format(
+        "{}. {}: {:.0f} samples/s for ${:.0f}; {}; {:.1f} of {:.0f} GB used; sync {} with {}.\n",
+        i + 1, r.label(), e.samples_per_s, r.cost_usd, what, e.memory.total() / 1e9,
+        r.gpu_memory_gb, r.sync.algorithm, r.sync.codec);
+  }
+  if (!a.not_fitting.empty())
+    o += fmt::format("\nNot considered (model does not fit): {}\n", fmt::join(a.not_fitting, "; "));
+  o += fmt::format("Host RAM: at least {:.0f} GB per machine (as much as the GPU memory in it).\n",
+                   a.host_ram_gb_per_node);
+  return o;
+}
+
+}  // namespace loom::perf

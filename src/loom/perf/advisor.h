@@ -1,0 +1,51 @@
+// The hardware advisor: every GPU with a price x count (powers of two) x inter-node link that
+// the budget buys, predicted by the cost model with the best sync strategy and codec for it,
+// ranked by samples/s. Configurations where the model does not fit the GPU's memory are never
+// recommended; a budget that buys nothing is an InputError saying so.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "loom/perf/catalog.h"
+#include "loom/perf/cost_model.h"
+
+namespace loom::perf {
+
+struct AdviseRequest {
+  Workload workload;
+  double budget_usd = 0;
+  int max_gpus = 64;
+  int gpus_per_node = 8;
+  double node_usd = 2000;  // host per machine: CPU, board, RAM, PSU (an assumption, no source)
+  std::vector<std::string> inter_links = {"10gbe", "100gbe", "ib-hdr"};
+  std::vector<std::string> gpus;  // empty: every GPU with a price
+  std::vector<std::string> codecs = {"fp32", "fp16", "int8", "powersgd",
+                                     "onebit"};  // simplest first
+  TrainSpec train;
+  std::string storage = "nvme4";
+};
+
+struct AdviseOption {
+  std::string gpu;
+  int gpus = 1, nodes = 1;
+  std::string intra, inter;
+  double cost_usd = 0;
+  double gpu_memory_gb = 0;
+  SyncSpec sync;
+  StepEstimate est;
+  double samples_per_kusd() const { return est.samples_per_s / (cost_usd / 1000); }
+  std::string label() const;
+};
+
+struct Advice {
+  std::vector<AdviseOption> ranked;      // fits, within budget; best first
+  std::vector<std::string> not_fitting;  // "gtx-1080 (8 GB): needs 14.2 GB"
+  double host_ram_gb_per_node = 0;       // seeds: host RAM >= the GPU memory in the machine
+};
+
+Advice advise(const Catalog& cat, const AdviseRequest& req);
+// Plain lines: a table of the top `n`, then why for the top three.
+std::string advice_report(const Advice& a, const AdviseRequest& req, size_t n = 10);
+
+}  // namespace loom::perf

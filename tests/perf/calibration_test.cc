@@ -1,0 +1,64 @@
+#include "loom/perf/calibration.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "loom/core/error.h"
+
+namespace loom::perf {
+namespace {
+
+TEST(Calibration, ReadsBenchmarkLinesAndSkipsTables) {
+  Calibration c = parse_calibration(
+      "size   busbw\n"
+      "{\"bench\":\"gemm\",\"gflops\":150}\n"
+      "{\"bench\":\"membw\",\"gbs\":9.5}\n"
+      "{\"bench\":\"allreduce\",\"transport\":\"mpi\",\"ranks\":2,\"bytes\":1000000,\"busbw_gbs\":"
+      "2}\n"
+      "{\"bench\":\"codec\",\"codec\":\"onebit\",\"encode_gbs\":2,\"decode_gbs\":2}\n"
+      "{\"bench\":\"something_else\",\"x\":1}\n",
+      "cal.jsonl");
+  EXPECT_DOUBLE_EQ(c.gemm_flops, 150e9);
+  EXPECT_DOUBLE_EQ(c.mem_bytes_per_s, 9.5e9);
+  ASSERT_EQ(c.allreduce["mpi"].size(), 1u);
+  // busbw 2 GB/s on 2 ranks = algbw 2 GB/s: 1 MB in 0.5 ms
+  EXPECT_NEAR(c.allreduce["mpi"][0].seconds, 0.5e-3, 1e-12);
+  EXPECT_DOUBLE_EQ(c.codec_gbs["onebit"], 1.0);
+}
+
+TEST(Calibration, RingFitRecoversAlphaAndBandwidth) {
+  // time = 2(n-1) alpha + 2(n-1)/n S / B with alpha = 20 us, B = 1.5 GB/s, n = 2.
+  std::vector<AllreducePoint> pts;
+  for (double s : {1e3, 1e6, 16e6, 64e6}) pts.push_back({s, 2 * 20e-6 + s / 1.5e9, 2});
+  LinkFit f = Calibration::fit_ring(pts);
+  EXPECT_NEAR(f.alpha_s, 20e-6, 1e-9);
+  EXPECT_NEAR(f.bytes_per_s, 1.5e9, 1e3);
+}
+
+TEST(Calibration, ApplyMakesThisMachineAndItsLinks) {
+  Calibration c = parse_calibration(
+      "{\"bench\":\"gemm\",\"gflops\":150}\n{\"bench\":\"membw\",\"gbs\":9.5}\n"
+      "{\"bench\":\"allreduce\",\"transport\":\"thread\",\"bytes\":1000000,\"time_us\":300}\n",
+      "cal.jsonl");
+  Catalog cat = Catalog::builtin();
+  Derating d;
+  c.apply(cat, d);
+  EXPECT_DOUBLE_EQ(cat.gpu("this-machine").fp32_tflops, 0.15);
+  EXPECT_TRUE(cat.has_link("this-machine-thread"));
+  EXPECT_DOUBLE_EQ(d.compute, 1.0);
+}
+
+TEST(Calibration, BadLinesNameFileAndLine) {
+  try {
+    parse_calibration("{\"bench\":\"gemm\",\"gflops\":150}\n{\"bench\":\"membw\",\"gbs\":-1}\n",
+                      "cal.jsonl");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("cal.jsonl:2: field 'gbs' must be > 0"));
+  }
+  EXPECT_THROW(parse_calibration("{\"bench\": gemm}\n", "x"), InputError);
+  EXPECT_THROW(parse_calibration("no json here\n", "x"), InputError);
+}
+
+}  // namespace
+}  // namespace loom::perf

@@ -1,0 +1,122 @@
+#include "loom/perf/cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include "loom/core/error.h"
+
+namespace loom::perf {
+namespace {
+
+// A two-layer workload whose numbers are easy to follow by hand.
+Workload toy() {
+  Workload w;
+  w.name = "toy";
+  w.layers = {{"a", 10e6, 1e9}, {"b", 15e6, 1e9}};  // 25M params = 100 MB, 2 GFLOP forward
+  w.activation_bytes = 1e6;
+  w.input_bytes = 1e3;
+  return w;
+}
+
+Cluster cluster(int nodes, int k) {
+  Cluster c;
+  c.gpu = {"g", 10, 0, 16, 1000, "l", "none", 100, 1000, "msrp", "test"};
+  c.topo = {nodes, k, {"in", "t", 10, 5, 1.0, "t"}, {"ex", "t", 1, 10, 1.0, "t"}};
+  c.storage = {"disk", 1000, "t"};
+  return c;
+}
+
+TrainSpec train(int64_t b) {
+  TrainSpec t;
+  t.batch = b;
+  t.optimizer = "sgd";
+  return t;
+}
+
+TEST(CostModel, OneGpuComputeIsFlopsOverDeratedPeak) {
+  CostModel m(toy(), cluster(1, 1), {}, train(32), Derating{0.5, 0.8, {}});
+  StepEstimate e = m.estimate();
+  double compute = 32 * 3 * 2e9 / (10e12 * 0.5);  // 38.4 ms
+  EXPECT_NEAR(e.fwd_s + e.bwd_s, compute, 1e-12);
+  EXPECT_NEAR(e.bwd_s, 2 * e.fwd_s, 1e-12);
+  EXPECT_NEAR(e.update_s, 25e6 * 12 / (1000e9 * 0.8), 1e-12);
+  EXPECT_EQ(e.comm_s, 0);
+  EXPECT_DOUBLE_EQ(e.speedup, 1);
+  EXPECT_EQ(e.limiter, "compute");
+}
+
+TEST(CostModel, WithoutOverlapAllCommunicationIsExposed) {
+  SyncSpec s;
+  s.overlap = false;
+  s.bucket_mb = 1000;  // one bucket: 100 MB
+  CostModel m(toy(), cluster(1, 4), s, train(32), Derating{0.5, 0.8, {}});
+  StepEstimate e = m.estimate();
+  double comm = 6 * 5e-6 + 1.5 * 100e6 / 10e9;
+  EXPECT_NEAR(e.comm_s, comm, 1e-12);
+  EXPECT_NEAR(e.comm_exposed_s, comm, 1e-12);
+  EXPECT_NEAR(e.step_s, e.fwd_s + e.bwd_s + comm + e.update_s, 1e-12);
+  EXPECT_NEAR(e.efficiency, (e.step_s - comm) / e.step_s, 1e-9);
+}
+
+TEST(CostModel, OverlapHidesBucketsReadyEarly) {
+  SyncSpec s;
+  s.bucket_mb = 60;  // layer b (60 MB) is ready after half of backward, layer a at its end
+  CostModel m(toy(), cluster(1, 4), s, train(32), Derating{0.5, 0.8, {}});
+  StepEstimate e = m.estimate();
+  double bwd = e.bwd_s;
+  double cb = 6 * 5e-6 + 1.5 * 60e6 / 10e9, ca = 6 * 5e-6 + 1.5 * 40e6 / 10e9;
+  // b sent at bwd/2 (ends well before bwd); a at bwd: only a is exposed.
+  ASSERT_LT(bwd / 2 + cb, bwd);
+  EXPECT_NEAR(e.comm_exposed_s, ca, 1e-12);
+}
+
+TEST(CostModel, Fp16HalvesTheWireAndBmufDividesByTau) {
+  SyncSpec s;
+  s.overlap = false;
+  s.bucket_mb = 1000;
+  Derating d{0.5, 0.8, {}};
+  double fp32 = CostModel(toy(), cluster(1, 4), s, train(32), d).estimate().comm_s;
+  s.codec = "fp16";
+  double fp16 = CostModel(toy(), cluster(1, 4), s, train(32), d).estimate().comm_s;
+  EXPECT_NEAR(fp16 - 6 * 5e-6, (fp32 - 6 * 5e-6) / 2, 1e-12);
+  s.codec = "fp32";
+  s.bmuf = true;
+  s.tau = 8;
+  EXPECT_NEAR(CostModel(toy(), cluster(1, 4), s, train(32), d).estimate().comm_s, fp32 / 8, 1e-12);
+}
+
+TEST(CostModel, MemoryFitCountsWeightsGradsStateActivations) {
+  TrainSpec t = train(1000);
+  t.optimizer = "adam";
+  CostModel m(toy(), cluster(1, 1), {}, t);
+  StepEstimate e = m.estimate();
+  EXPECT_DOUBLE_EQ(e.memory.weights + e.memory.grads + e.memory.optimizer, 16 * 25e6);
+  EXPECT_DOUBLE_EQ(e.memory.activations, 1000 * 1e6);
+  EXPECT_TRUE(e.fits);  // 0.4 + 1 + 0.5 GB < 16 GB
+  t.batch = 20000;      // 20 GB of activations
+  StepEstimate big = CostModel(toy(), cluster(1, 1), {}, t).estimate();
+  EXPECT_FALSE(big.fits);
+  EXPECT_EQ(big.limiter, "memory");
+}
+
+TEST(CostModel, SlowStorageWithoutPrefetchAddsItsTime) {
+  Cluster c = cluster(1, 1);
+  c.storage.read_mbs = 0.1;  // 100 KB/s: 32 samples of 1 KB take 0.32 s
+  TrainSpec t = train(32);
+  t.prefetch = false;
+  StepEstimate e = CostModel(toy(), c, {}, t).estimate();
+  EXPECT_NEAR(e.input_exposed_s, 0.32, 1e-12);
+  EXPECT_EQ(e.limiter, "input");
+  t.prefetch = true;
+  StepEstimate p = CostModel(toy(), c, {}, t).estimate();
+  EXPECT_NEAR(p.input_exposed_s, 0.32 - (p.fwd_s + p.bwd_s + p.update_s), 1e-12);
+}
+
+TEST(CostModel, BadSpecsAreErrors) {
+  EXPECT_THROW(CostModel(toy(), cluster(1, 1), {}, train(0)), InputError);
+  SyncSpec s;
+  s.codec = "fp8";
+  EXPECT_THROW(CostModel(toy(), cluster(1, 1), s, train(1)), InputError);
+}
+
+}  // namespace
+}  // namespace loom::perf

@@ -1,0 +1,57 @@
+#include "loom/perf/workload.h"
+
+#include <gtest/gtest.h>
+
+#include "loom/core/config.h"
+#include "loom/core/error.h"
+
+namespace loom::perf {
+namespace {
+
+TEST(Workload, MlpFromConfigMatchesHandCount) {
+  Workload w =
+      workload_from_config(Config::from_string("model = \"mlp\"\nmlp.hidden = [1024, 1024]\n"));
+  // 784*1024 + 1024 + 1024*1024 + 1024 + 1024*10 + 10 (the peers' 1,863,690 floats)
+  EXPECT_DOUBLE_EQ(w.params(), 1863690);
+  EXPECT_DOUBLE_EQ(w.fwd_flops(), 2.0 * (784 * 1024 + 1024 * 1024 + 1024 * 10));
+  EXPECT_DOUBLE_EQ(w.bwd_flops(), 2 * w.fwd_flops());
+  EXPECT_EQ(w.layers.size(), 3u);
+}
+
+TEST(Workload, CnnFromConfigMatchesHandCount) {
+  Workload w = workload_from_config(Config::from_string("model = \"cnn\"\n"));
+  EXPECT_DOUBLE_EQ(w.params(),
+                   (25 * 32 + 32) + (25 * 32 * 64 + 64) + (3136 * 1024 + 1024) + (1024 * 10 + 10));
+  EXPECT_DOUBLE_EQ(w.fwd_flops(),
+                   2.0 * (25 * 32 * 784 + 25 * 32 * 64 * 196 + 3136 * 1024 + 1024 * 10));
+}
+
+TEST(Workload, BadConfigIsAnError) {
+  EXPECT_THROW(workload_from_config(Config::from_string("model = \"rnn\"\n")), ConfigError);
+  EXPECT_THROW(workload_from_config(Config::from_string("model = \"mlp\"\nmlp.hidden = [0]\n")),
+               ConfigError);
+  EXPECT_THROW(reference_workload("resnet5"), InputError);
+}
+
+TEST(Workload, ReferenceWorkloadsMatchPublishedTotals) {
+  struct Want {
+    const char* name;
+    double params, gmac;
+  };
+  // torchvision model docs (params, GMACs); BERT-Large 340M; GPT-2 XL 1558M.
+  for (Want w : {Want{"resnet50", 25.557e6, 4.09}, Want{"resnet101", 44.549e6, 7.80},
+                 Want{"vgg16", 138.358e6, 15.47}, Want{"alexnet", 61.1e6, 0.71},
+                 Want{"inception3", 23.8e6, 5.71}}) {
+    Workload x = reference_workload(w.name);
+    EXPECT_NEAR(x.params() / w.params, 1.0, 0.03) << w.name;
+    EXPECT_NEAR(x.fwd_flops() / 2e9 / w.gmac, 1.0, 0.03) << w.name;
+  }
+  EXPECT_NEAR(reference_workload("bert-large").params(), 340e6, 1e3);
+  // Kaplan et al.: ~2 N per token for N = 1.5B at 1024 tokens: 3.1-3.4 TFLOP per sequence.
+  double gpt = reference_workload("gpt2-xl").fwd_flops();
+  EXPECT_GT(gpt, 3.0e12);
+  EXPECT_LT(gpt, 3.5e12);
+}
+
+}  // namespace
+}  // namespace loom::perf
