@@ -51,19 +51,20 @@ endif()
 # The GPU training/GEMM/copy benchmark (bench/gpu/check.sh runs it). It needs only nn + optim.
 if(LOOM_BENCH AND EXISTS ${CMAKE_SOURCE_DIR}/bench/gpu/gpu_bench.cc)
   add_executable(loom_gpu_bench ${CMAKE_SOURCE_DIR}/bench/gpu/gpu_bench.cc)
-  target_link_libraries(loom_gpu_bench PRIVATE loom_optim CLI11::CLI11)
+  target_link_libraries(loom_gpu_bench PRIVATE loom_optim loom_tensor_cuda CLI11::CLI11)
 endif()
 
 # tests/tensor_cuda/ becomes loom_tensor_cuda_tests through the glob in CMakeLists.txt, which
-# links loom_tensor_cuda; the model-level test also needs nn and optim, linked once the test
+# links loom_tensor_cuda; the model-level and codec tests also need nn, optim and compress, linked once the test
 # target exists (deferred to the end of the top-level directory).
 function(loom_cuda_link_tests)
   if(TARGET loom_tensor_cuda_tests)
-    target_link_libraries(loom_tensor_cuda_tests PRIVATE loom_optim)
+    target_link_libraries(loom_tensor_cuda_tests PRIVATE loom_optim loom_compress)
     # Host-side checks that name CUDA types: CUDA builds only (not a *_test.cc, so the glob of
     # a CPU-only build leaves it out).
     target_sources(loom_tensor_cuda_tests PRIVATE
-                   ${CMAKE_SOURCE_DIR}/tests/tensor_cuda/cuda_build_checks.cc)
+                   ${CMAKE_SOURCE_DIR}/tests/tensor_cuda/cuda_build_checks.cc
+                   ${CMAKE_SOURCE_DIR}/tests/tensor_cuda/cuda_codec_checks.cc)
   endif()
 endfunction()
 cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL loom_cuda_link_tests)

@@ -96,6 +96,9 @@ for prec in ("fp32", "tf32"):
 copy = pick(op="copy")
 summary["copy_GBps"] = copy
 summary["relu_fraction_of_copy"] = next((r.get("fraction_of_copy") for r in rows if r.get("op") == "relu"), None)
+for r in rows:
+    if r.get("op") == "codec":
+        summary[f"codec_{r['codec']}_{r['direction']}_fraction_of_copy"] = r.get("fraction_of_copy")
 summary["gemm_fp32_TFLOPs"] = pick(op="gemm", precision="fp32")
 summary["gemm_tf32_TFLOPs"] = pick(op="gemm", precision="tf32")
 for k, v in summary.items():

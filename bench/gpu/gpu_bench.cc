@@ -3,14 +3,19 @@
 //     0.9, batch 1024 by default) on synthetic data already on the device: forward, loss (which
 //     reads the loss back every step, as training does), backward, update;
 //   - fp32 GEMM TFLOP/s through the backend (cuBLAS), and with TF32 when asked;
-//   - device-to-device copy bandwidth and ReLU bandwidth (bytes read + written).
+//   - device-to-device copy bandwidth and ReLU bandwidth (bytes read + written);
+//   - the GPU codecs' encode and decode (fp16, bf16, 1-bit), as bytes moved per second and as a
+//     fraction of the copy bandwidth, and as fp32 gradient bytes per second.
 // Prints a table and one JSON object per line. Without a GPU it says so and exits 0.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <tuple>
 #include <vector>
 
 #include "loom/core/config.h"
@@ -21,6 +26,8 @@
 #include "loom/optim/optimizer.h"
 #include "loom/tensor/backend_registry.h"
 #include "loom/tensor/buffer.h"
+#include "loom/tensor/cuda/codec_kernels.h"
+#include "loom/tensor/cuda/cuda_backend.h"
 
 namespace {
 
@@ -29,6 +36,7 @@ using loom::DeviceBuffer;
 using nlohmann::json;
 
 std::vector<json> g_results;
+double g_copy_gbps = 0;  // measured by bench_bandwidth, the codecs' yardstick
 
 void report(const std::string& what, double value, const std::string& unit, json extra) {
   fmt::print("  {:<44} {:>12.2f} {}\n", what, value, unit);
@@ -127,10 +135,71 @@ void bench_bandwidth(Backend& be, int64_t bytes, int reps) {
   const double copy_s = time([&] { be.copy(dst.data(), src.data(), size_t(n) * 4); });
   const double relu_s = time([&] { be.relu_forward(src.data(), dst.data(), n); });
   // Bytes read plus bytes written, the convention of the copy figure in KINDS.md.
-  report("device copy GB/s (read + write)", 2.0 * double(bytes) / copy_s * 1e-9, "GB/s",
+  g_copy_gbps = 2.0 * double(bytes) / copy_s * 1e-9;
+  report("device copy GB/s (read + write)", g_copy_gbps, "GB/s",
          {{"op", "copy"}, {"bytes", bytes}});
   report("relu GB/s (read + write)", 2.0 * double(bytes) / relu_s * 1e-9, "GB/s",
          {{"op", "relu"}, {"bytes", bytes}, {"fraction_of_copy", copy_s / relu_s}});
+}
+
+void bench_codecs(Backend& be, int64_t bytes, int reps) {
+  auto* cuda_be = dynamic_cast<loom::CudaBackend*>(&be);
+  if (!cuda_be) return;
+  const cudaStream_t s = cuda_be->compute_stream();
+  const int64_t n = bytes / 4, column = 512;
+  DeviceBuffer<float> g(be, n), r(be, n), out(be, n);
+  DeviceBuffer<uint8_t> packed(
+      be, std::max(loom::cuda::half_encoded_bytes(n), loom::cuda::onebit_encoded_bytes(n, column)));
+  DeviceBuffer<int> bad(be, 1);
+  {
+    auto host = random_floats(size_t(n), 5);
+    be.copy_to_device(g.data(), host.data(), host.size() * sizeof(float));
+  }
+  auto time = [&](auto&& op) {
+    op();
+    be.synchronize();
+    loom::Stopwatch sw;
+    for (int i = 0; i < reps; ++i) op();
+    be.synchronize();
+    return sw.seconds() / reps;
+  };
+  struct Codec {
+    const char* name;
+    int64_t packed_bytes;
+    std::function<void()> encode, decode;
+  };
+  auto* p16 = reinterpret_cast<uint16_t*>(packed.data());
+  const Codec codecs[] = {
+      {"fp16", loom::cuda::half_encoded_bytes(n),
+       [&] { loom::cuda::fp16_encode(s, g.data(), r.data(), n, p16, bad.data()); },
+       [&] { loom::cuda::fp16_decode(s, p16, n, out.data(), true); }},
+      {"bf16", loom::cuda::half_encoded_bytes(n),
+       [&] { loom::cuda::bf16_encode(s, g.data(), r.data(), n, p16, bad.data()); },
+       [&] { loom::cuda::bf16_decode(s, p16, n, out.data(), true); }},
+      {"onebit", loom::cuda::onebit_encoded_bytes(n, column),
+       [&] {
+         loom::cuda::onebit_encode(s, g.data(), r.data(), n, column, packed.data(), bad.data());
+       },
+       [&] { loom::cuda::onebit_decode(s, packed.data(), n, column, out.data(), true); }},
+  };
+  for (const auto& c : codecs) {
+    // Encode reads g and r, writes r and the packed bytes; accumulate-decode reads the packed
+    // bytes and out, writes out. 1-bit reads r twice more (sums, then signs): not counted.
+    const double enc_s = time(c.encode), dec_s = time(c.decode);
+    const double enc_moved = 3.0 * bytes + double(c.packed_bytes);
+    const double dec_moved = 2.0 * bytes + double(c.packed_bytes);
+    for (auto [what, secs, moved] :
+         {std::tuple{"encode", enc_s, enc_moved}, std::tuple{"decode", dec_s, dec_moved}}) {
+      const double gbps = moved / secs * 1e-9;
+      report(fmt::format("{} {} GB/s moved", c.name, what), gbps, "GB/s",
+             {{"op", "codec"},
+              {"codec", c.name},
+              {"direction", what},
+              {"bytes", bytes},
+              {"fp32_GBps", double(bytes) / secs * 1e-9},
+              {"fraction_of_copy", g_copy_gbps > 0 ? gbps / g_copy_gbps : 0.0}});
+    }
+  }
 }
 
 }  // namespace
@@ -163,6 +232,7 @@ int main(int argc, char** argv) {
     bench_mlp(*be, batch, warmup, steps, "fp32");
     bench_gemm(*be, gemm_size, gemm_reps, "fp32");
     bench_bandwidth(*be, copy_mib << 20, copy_reps);
+    bench_codecs(*be, copy_mib << 20, copy_reps);
     if (tf32) {
       be.reset();
       setenv("LOOM_CUDA_TF32", "1", 1);

@@ -1,0 +1,123 @@
+// The GPU codec kernels against the CPU reference codecs (compress/): same gradient, same
+// starting residual, two encode steps (so error feedback is exercised), then the packed bytes,
+// the residuals and decode (write and accumulate) must be bit-identical. Lengths include odd
+// ones, a partial sign word and a partial column. CUDA builds only (cmake/cuda.cmake adds this
+// file); skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <limits>
+#include <memory>
+
+#include "loom/compress/bf16_codec.h"
+#include "loom/compress/fp16_codec.h"
+#include "loom/compress/onebit_codec.h"
+#include "loom/tensor/cuda/codec_kernels.h"
+#include "loom/tensor/cuda/cuda_backend.h"
+#include "loom/tensor/cuda/cuda_check.h"
+#include "tensor_cuda/gpu_compare.h"
+
+namespace loom::test {
+namespace {
+
+using compress::Codec;
+using compress::DecodeMode;
+
+enum class Kind { kFp16, kBf16, kOnebit };
+
+std::unique_ptr<Codec> cpu_codec(Kind k, size_t column) {
+  if (k == Kind::kFp16) return std::make_unique<compress::Fp16Codec>();
+  if (k == Kind::kBf16) return std::make_unique<compress::Bf16Codec>();
+  return std::make_unique<compress::OnebitCodec>(column);
+}
+
+int64_t gpu_bytes(Kind k, int64_t n, int64_t column) {
+  return k == Kind::kOnebit ? cuda::onebit_encoded_bytes(n, column) : cuda::half_encoded_bytes(n);
+}
+
+void gpu_encode(Kind k, cudaStream_t s, const float* g, float* r, int64_t n, int64_t column,
+                void* out, int* bad) {
+  if (k == Kind::kFp16) cuda::fp16_encode(s, g, r, n, static_cast<uint16_t*>(out), bad);
+  if (k == Kind::kBf16) cuda::bf16_encode(s, g, r, n, static_cast<uint16_t*>(out), bad);
+  if (k == Kind::kOnebit) cuda::onebit_encode(s, g, r, n, column, out, bad);
+}
+
+void gpu_decode(Kind k, cudaStream_t s, const void* in, int64_t n, int64_t column, float* out,
+                bool acc) {
+  if (k == Kind::kFp16) cuda::fp16_decode(s, static_cast<const uint16_t*>(in), n, out, acc);
+  if (k == Kind::kBf16) cuda::bf16_decode(s, static_cast<const uint16_t*>(in), n, out, acc);
+  if (k == Kind::kOnebit) cuda::onebit_decode(s, in, n, column, out, acc);
+}
+
+void check_codec(Kind kind, int64_t n, int64_t column, float scale) {
+  auto& be = static_cast<CudaBackend&>(*Gpu::get().backend);
+  const cudaStream_t stream = be.compute_stream();
+  auto codec = cpu_codec(kind, size_t(column));
+  const int64_t bytes = gpu_bytes(kind, n, column);
+  ASSERT_EQ(size_t(bytes), codec->encoded_bytes(static_cast<size_t>(n)));
+  auto state = codec->make_state(size_t(n), "bucket 0");
+  state.residual = random_floats(size_t(n), 40, -0.01f * scale, 0.01f * scale);
+  DeviceBuffer<float> dr = upload(be, state.residual);
+  DeviceBuffer<uint8_t> dout(be, bytes);
+  DeviceBuffer<int> dbad(be, 1);
+  std::vector<std::byte> out(static_cast<size_t>(bytes));
+  for (int step = 0; step < 2; ++step) {
+    auto g = random_floats(size_t(n), 41 + step, -scale, scale);
+    auto dg = upload(be, g);
+    codec->encode(g, state, out);
+    gpu_encode(kind, stream, dg.data(), dr.data(), n, column, dout.data(), dbad.data());
+    auto got = download(be, dout);
+    std::vector<uint8_t> want(static_cast<size_t>(bytes));
+    std::memcpy(want.data(), out.data(), out.size());
+    EXPECT_BITS_EQ(got, want);
+    EXPECT_BITS_EQ(download(be, dr), state.residual);
+    EXPECT_EQ(download(be, dbad)[0], 0);
+  }
+  for (bool acc : {false, true}) {
+    std::vector<float> dec = random_floats(size_t(n), 50);
+    auto ddec = upload(be, dec);
+    codec->decode(out, dec, acc ? DecodeMode::kAccumulate : DecodeMode::kWrite);
+    gpu_decode(kind, stream, dout.data(), n, column, ddec.data(), acc);
+    EXPECT_BITS_EQ(download(be, ddec), dec);
+  }
+}
+
+TEST(CudaCodecs, Fp16MatchesCpuCodecBytes) {
+  LOOM_REQUIRE_GPU();
+  for (int64_t n : {int64_t(1), int64_t(7), int64_t(100001)}) check_codec(Kind::kFp16, n, 0, 1.0f);
+  check_codec(Kind::kFp16, 4099, 0, 1e5f);   // clamped to +-65504
+  check_codec(Kind::kFp16, 4099, 0, 1e-6f);  // subnormal halves
+}
+
+TEST(CudaCodecs, Bf16MatchesCpuCodecBytes) {
+  LOOM_REQUIRE_GPU();
+  for (int64_t n : {int64_t(1), int64_t(7), int64_t(100001)}) check_codec(Kind::kBf16, n, 0, 1.0f);
+  check_codec(Kind::kBf16, 4099, 0, 1e30f);
+}
+
+TEST(CudaCodecs, OnebitMatchesCpuCodecBytes) {
+  LOOM_REQUIRE_GPU();
+  for (int64_t n : {int64_t(1), int64_t(33), int64_t(512), int64_t(100001)})
+    check_codec(Kind::kOnebit, n, 512, 1.0f);
+  check_codec(Kind::kOnebit, 5000, 32, 1.0f);
+  check_codec(Kind::kOnebit, 5000, 2048, 1.0f);
+}
+
+TEST(CudaCodecs, EncodersFlagNonFiniteInput) {
+  LOOM_REQUIRE_GPU();
+  auto& be = static_cast<CudaBackend&>(*Gpu::get().backend);
+  const int64_t n = 1000;
+  auto g = random_floats(size_t(n), 60);
+  g[size_t(n - 3)] = std::numeric_limits<float>::quiet_NaN();
+  auto dg = upload(be, g);
+  for (Kind k : {Kind::kFp16, Kind::kBf16, Kind::kOnebit}) {
+    DeviceBuffer<float> dr(be, n);
+    DeviceBuffer<uint8_t> dout(be, gpu_bytes(k, n, 512));
+    DeviceBuffer<int> dbad(be, 1);
+    gpu_encode(k, be.compute_stream(), dg.data(), dr.data(), n, 512, dout.data(), dbad.data());
+    EXPECT_EQ(download(be, dbad)[0], 1) << int(k);
+  }
+}
+
+}  // namespace
+}  // namespace loom::test
