@@ -95,6 +95,13 @@ IdxArray parse_idx(const uint8_t* data, size_t size, const std::string& name) {
         "{}: IDX dimensions {} need {} data bytes after the {}-byte header, the file has {}{}",
         name, dims_text(out.dims), total, header, int64_t(size) - header,
         int64_t(size) - header < total ? " (truncated?)" : ""));
+  // Deflate expands by at most ~1032:1 (RFC 1951 block limits), so a header claiming more than
+  // that is corrupt: refuse before allocating what it claims.
+  if (in.compressed() && total > int64_t(size) * 1100 + (int64_t(1) << 20))
+    throw InputError(
+        fmt::format("{}: IDX dimensions {} need {} bytes, more than a {}-byte gzip stream can hold "
+                    "(truncated or corrupt)",
+                    name, dims_text(out.dims), total, size));
   out.bytes.resize(size_t(total));
   got = total ? in.read(out.bytes.data(), size_t(total)) : 0;
   if (int64_t(got) < total)

@@ -43,6 +43,15 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   ::close(fd);  // the mapping keeps the file open
 }
 
+MappedFile MappedFile::borrow(const uint8_t* data, size_t size, const std::string& name) {
+  MappedFile f;
+  f.path_ = name;
+  f.data_ = data;
+  f.size_ = size;
+  f.owned_ = false;
+  return f;
+}
+
 MappedFile::~MappedFile() {
   release();
 }
@@ -50,7 +59,8 @@ MappedFile::~MappedFile() {
 MappedFile::MappedFile(MappedFile&& o) noexcept
     : path_(std::move(o.path_)),
       data_(std::exchange(o.data_, nullptr)),
-      size_(std::exchange(o.size_, 0)) {}
+      size_(std::exchange(o.size_, 0)),
+      owned_(o.owned_) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   if (this != &o) {
@@ -58,12 +68,13 @@ MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
     path_ = std::move(o.path_);
     data_ = std::exchange(o.data_, nullptr);
     size_ = std::exchange(o.size_, 0);
+    owned_ = o.owned_;
   }
   return *this;
 }
 
 void MappedFile::release() {
-  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (data_ && owned_) ::munmap(const_cast<uint8_t*>(data_), size_);
   data_ = nullptr;
   size_ = 0;
 }
@@ -79,13 +90,14 @@ void advise(const uint8_t* base, size_t size, size_t offset, size_t length, int 
 }  // namespace
 
 void MappedFile::advise_sequential() const {
-  advise(data_, size_, 0, size_, MADV_SEQUENTIAL);
+  if (owned_) advise(data_, size_, 0, size_, MADV_SEQUENTIAL);
 }
 void MappedFile::advise_willneed(size_t offset, size_t length) const {
-  advise(data_, size_, offset, length, MADV_WILLNEED);
+  if (owned_) advise(data_, size_, offset, length, MADV_WILLNEED);
 }
 void MappedFile::advise_dontneed(size_t offset, size_t length) const {
-  advise(data_, size_, offset, length, MADV_DONTNEED);
+  // Never on borrowed memory: MADV_DONTNEED would zero anonymous pages.
+  if (owned_) advise(data_, size_, offset, length, MADV_DONTNEED);
 }
 
 }  // namespace loom::data

@@ -13,6 +13,8 @@ class MappedFile {
   MappedFile() = default;
   // Throws InputError naming the path if it is missing, a directory or unreadable.
   explicit MappedFile(const std::string& path);
+  // A non-owning view of bytes already in memory, named `name` (fuzz harnesses, tests).
+  static MappedFile borrow(const uint8_t* data, size_t size, const std::string& name);
   ~MappedFile();
   MappedFile(MappedFile&& other) noexcept;
   MappedFile& operator=(MappedFile&& other) noexcept;
@@ -33,6 +35,7 @@ class MappedFile {
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  bool owned_ = true;
 };
 
 bool file_exists(const std::string& path);

@@ -8,8 +8,11 @@
 namespace loom::data {
 
 ShardSource::ShardSource(const std::string& path, ShardOpenOptions opts)
-    : file_(path), verify_(opts.verify) {
-  info_ = parse_shard_header(file_.data(), file_.size(), file_.size(), path, &crcs_);
+    : ShardSource(MappedFile(path), opts) {}
+
+ShardSource::ShardSource(MappedFile file, ShardOpenOptions opts)
+    : file_(std::move(file)), verify_(opts.verify) {
+  info_ = parse_shard_header(file_.data(), file_.size(), file_.size(), file_.path(), &crcs_);
   norm_ = opts.norm ? *opts.norm : Normalisation{info_.mean, info_.stddev};
   verified_ = std::make_unique<std::atomic<uint8_t>[]>(size_t(info_.num_chunks));
   for (int64_t c = 0; c < info_.num_chunks; ++c) verified_[size_t(c)] = 0;

@@ -30,6 +30,8 @@ struct ShardOpenOptions {
 class ShardSource final : public SampleSource {
  public:
   explicit ShardSource(const std::string& path, ShardOpenOptions opts = {});
+  // Over a file already mapped (or MappedFile::borrow'ed bytes).
+  ShardSource(MappedFile file, ShardOpenOptions opts);
 
   int64_t count() const override { return info_.count; }
   std::vector<int64_t> sample_shape() const override { return info_.shape; }
