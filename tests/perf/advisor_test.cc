@@ -42,11 +42,12 @@ TEST(Advisor, ALinkBoundModelPrefersFewerFasterLinkedGpus) {
   // 400M parameters, little compute per sample: every step moves 1.6 GB of gradients.
   // $6,000 buys 4 "big" GPUs on NVLink in one host ($8,000 with the host: too much), 2 "big"
   // on NVLink ($5,000), or 8 "small" in 2 hosts of 4 on 10 GbE ($8,000: too much), 4 "small"
-  // in 1 host on PCIe ($4,000). By hand (uncompressed ring; plain SGD): compute 40 GFLOP at
-  // 10 TFLOP/s = 4 ms, update 416M x 12 B at 400 GB/s = 12.5 ms; the NVLink pair moves
-  // 1.66 GB at 234 GB/s (7 ms, mostly hidden), the PCIe four move 2.5 GB at 25.2 GB/s (99 ms):
-  // ~1,450 against ~570 samples/s, so 2 big >> 4 small. (With codecs allowed, compression
-  // rescues the PCIe four: that is the advisor's codec choice, tested separately.)
+  // in 1 host on PCIe ($4,000). By hand (uncompressed ring; plain SGD): compute is bound by
+  // memory, 3 x 1.66 GB of weights at 400 GB/s = 12.5 ms, update 416M x 12 B = 12.5 ms; the
+  // NVLink pair moves 1.66 GB at 234 GB/s (7 ms), the PCIe four 2.5 GB at 25.2 GB/s (99 ms):
+  // 32 / 0.032 = ~1,000 against 64 / 0.124 = ~516 samples/s, so 2 big beat 4 small. (With codecs
+  // allowed, compression rescues the PCIe four: that is the advisor's codec choice, tested
+  // separately.)
   Workload w =
       workload_from_config(Config::from_string("model = \"mlp\"\nmlp.hidden = [20000, 20000]\n"));
   AdviseRequest r;
@@ -67,7 +68,7 @@ TEST(Advisor, ALinkBoundModelPrefersFewerFasterLinkedGpus) {
   for (const auto& o : a.ranked)
     if (o.gpu == "small" && o.gpus == 4) {
       saw_small4 = true;
-      EXPECT_LT(o.est.samples_per_s, a.ranked[0].est.samples_per_s / 2);
+      EXPECT_LT(o.est.samples_per_s, 0.6 * a.ranked[0].est.samples_per_s);
       EXPECT_EQ(o.est.limiter, "link");
     }
   EXPECT_TRUE(saw_small4);
