@@ -155,7 +155,9 @@ TEST(Model, BackwardReportsRangesInReverseOrderThatTileTheBuffer) {
   // Reverse layer order, and together the ranges tile [0, num_params) without gaps.
   int64_t end = model->num_params();
   for (size_t i = 0; i < seen.size(); ++i) {
-    if (i > 0) EXPECT_LT(seen[i].layer, seen[i - 1].layer);
+    if (i > 0) {
+      EXPECT_LT(seen[i].layer, seen[i - 1].layer);
+    }
     EXPECT_EQ(seen[i].offset + seen[i].count, end) << i;
     EXPECT_GT(seen[i].count, 0);
     end = seen[i].offset;

@@ -4,10 +4,12 @@
 #include "loom/tensor/cpu/cpu_backend.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <thread>
 #include <vector>
 
 #include "loom/core/rng.h"
@@ -52,6 +54,40 @@ TEST(CpuBackend, CopyFillAxpyScale) {
   EXPECT_EQ(y, (std::vector<float>{4, 8, 12, 16, 20}));
   be.fill(z.data(), 4, 7.0f);
   EXPECT_EQ(z, (std::vector<float>{7, 7, 7, 7, 5}));  // only n elements
+}
+
+TEST(CpuBackend, HostCopiesAndName) {
+  CpuBackend be;
+  const std::vector<float> host = {1.5f, -2, 3};
+  DeviceBuffer<float> dev(be, 3);
+  be.copy_to_device(dev.data(), host.data(), 3 * sizeof(float));
+  std::vector<float> back(3);
+  be.copy_to_host(back.data(), dev.data(), 3 * sizeof(float));
+  EXPECT_EQ(back, host);
+  // copy may overlap (memmove semantics)
+  std::vector<float> v = {1, 2, 3, 4, 5};
+  be.copy(v.data() + 1, v.data(), 4 * sizeof(float));
+  EXPECT_EQ(v, (std::vector<float>{1, 1, 2, 3, 4}));
+  EXPECT_EQ(be.device(), Device::kCpu);
+  EXPECT_EQ(be.name().rfind("cpu (", 0), 0u) << be.name();
+}
+
+// Intra-op threads are a per-thread setting: a worker thread that sets its own count does not
+// change the caller's.
+TEST(CpuBackend, IntraOpThreadsArePerThread) {
+  CpuBackend be;
+  be.set_intra_op_threads(2);
+  EXPECT_EQ(omp_get_max_threads(), 2);
+  int inside = -1;
+  std::thread worker([&] {
+    be.set_intra_op_threads(1);
+    inside = omp_get_max_threads();
+  });
+  worker.join();
+  EXPECT_EQ(inside, 1);
+  EXPECT_EQ(omp_get_max_threads(), 2);
+  be.set_intra_op_threads(0);  // clamped to 1
+  EXPECT_EQ(omp_get_max_threads(), 1);
 }
 
 TEST(CpuBackend, AddBiasAndSumRows) {

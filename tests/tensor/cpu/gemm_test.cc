@@ -3,6 +3,7 @@
 #include "loom/tensor/cpu/gemm.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <limits>
@@ -151,6 +152,17 @@ TEST_F(GemmTest, MlpShapesWithPaddedLeadingDims) {
     check_case(true, false, 10, 1024, 128, 1.0f, 0.0f, 1, 102);    // dW = dy^T x
     check_case(false, false, 128, 1024, 10, 1.0f, 1.0f, 5, 103);   // dx = dy W
   }
+}
+
+TEST_F(GemmTest, TwoThreadsMatchTheReference) {
+  const int saved = omp_get_max_threads();
+  make_backend("cpu")->set_intra_op_threads(2);
+  for (GemmLibrary lib : built_libraries()) {
+    set_gemm_library(lib);
+    check_case(false, true, 256, 512, 300, 1.0f, 0.0f, 0, 201);
+    check_case(true, false, 64, 300, 256, 1.0f, 1.0f, 2, 202);
+  }
+  omp_set_num_threads(saved);
 }
 
 TEST_F(GemmTest, EmptyDimensions) {
