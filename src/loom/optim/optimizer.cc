@@ -51,6 +51,7 @@ void Adam::update(float* params, const float* grads, int64_t offset, int64_t n, 
 }
 
 void Adam::reset_state() {
+  steps_ = 0;  // fresh moments need fresh bias correction
   backend_->fill(m_.data(), m_.size(), 0.0f);
   backend_->fill(v_.data(), v_.size(), 0.0f);
 }

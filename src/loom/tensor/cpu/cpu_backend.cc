@@ -137,6 +137,8 @@ double CpuBackend::softmax_xent(const float* logits, const int32_t* labels, int6
     double sum = 0;
     for (int64_t c = 0; c < cols; ++c) sum += std::exp(double(z[c] - mx));
     const int32_t label = labels[r];
+    if (label < 0 || label >= cols)
+      throw InputError(fmt::format("label {} of row {} is outside the {} classes", label, r, cols));
     right += arg == label;
     loss += std::log(sum) - double(z[label] - mx);
     const double inv = 1.0 / sum;
@@ -271,9 +273,12 @@ void CpuBackend::adam_update(float* __restrict p, const float* __restrict g, flo
 bool CpuBackend::has_non_finite(const float* x, int64_t n) {
   // NaN and Inf are the values whose exponent bits are all ones; an OR-reduction over the
   // integer bits vectorises where a floating-point test would not.
-  const uint32_t* bits = reinterpret_cast<const uint32_t*>(x);
   uint32_t any = 0;
-  for (int64_t i = 0; i < n; ++i) any |= uint32_t((bits[i] & 0x7f800000u) == 0x7f800000u);
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i, sizeof bits);
+    any |= uint32_t((bits & 0x7f800000u) == 0x7f800000u);
+  }
   return any != 0;
 }
 

@@ -1,0 +1,122 @@
+// `loom bench train`: loom's training samples/s (training loop only), the GEMM ceiling of the
+// same step measured in the same run, and the PyTorch peer's figure when python3-torch is
+// installed. Prints a table and JSON lines.
+#include <fmt/format.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "loom/cli/commands.h"
+#include "loom/core/config.h"
+#include "loom/tensor/cpu/gemm_probe.h"
+#include "loom/train/torch_peer.h"
+#include "loom/train/trainer.h"
+
+namespace loom::cli {
+namespace {
+
+struct Args {
+  int64_t steps = 400, batch = 128, threads = 1;
+  std::vector<int> workers = {1};
+  std::string peer = "auto";  // auto (both presets), none, default, tuned
+  int peer_epochs = 1;
+  std::string json_path;
+  std::vector<std::string> sets;
+};
+
+void emit(std::ofstream& json, const nlohmann::json& j) {
+  fmt::print("{}\n", j.dump());
+  if (json) json << j.dump() << '\n';
+}
+
+void run(const Args& a) {
+  std::ofstream json;
+  if (!a.json_path.empty()) json.open(a.json_path);
+  fmt::print("loom bench train: MLP 784-1024-1024-10, batch {} per worker, {} thread(s) per "
+             "worker, {} steps\n", a.batch, a.threads, a.steps);
+  // The GEMM ceiling: the step's GEMMs alone, on this thread.
+  const auto shapes = cpu::mlp_step_gemms({784, 1024, 1024, 10}, a.batch);
+  const cpu::GemmProbe onednn = cpu::probe_gemm(shapes, cpu::GemmLibrary::kOneDnn);
+  const double ceiling = double(a.batch) / onednn.seconds;
+  emit(json, {{"bench", "train"}, {"what", "gemm_ceiling"}, {"library", "oneDNN"},
+              {"gflops", onednn.gflops()}, {"samples_per_s", ceiling}});
+  double openblas_ceiling = 0;
+  try {
+    const cpu::GemmProbe ob = cpu::probe_gemm(shapes, cpu::GemmLibrary::kOpenBlas);
+    openblas_ceiling = double(a.batch) / ob.seconds;
+    emit(json, {{"bench", "train"}, {"what", "gemm_ceiling"}, {"library", "OpenBLAS"},
+                {"gflops", ob.gflops()}, {"samples_per_s", openblas_ceiling}});
+  } catch (const std::exception&) {
+  }
+
+  std::vector<std::pair<int, double>> loom_rates;
+  for (int w : a.workers) {
+    Config cfg;
+    cfg.set("workers", int64_t(w));
+    cfg.set("threads", a.threads);
+    cfg.set("batch", a.batch);
+    cfg.set("max_steps", a.steps);
+    cfg.set("epochs", int64_t(1000));
+    cfg.set("eval", false);
+    cfg.set("progress", std::string("none"));
+    cfg.set("log.level", std::string("warn"));
+    cfg.set("output.dir", std::string(""));
+    for (const auto& s : a.sets) cfg.set_override(s);
+    const train::TrainResult r = train::run_training(cfg);
+    double exposed = 0, seconds = 0;
+    for (const auto& e : r.epochs) exposed += e.exposed_comm_s, seconds += e.seconds;
+    loom_rates.push_back({w, r.samples_per_s});
+    emit(json, {{"bench", "train"}, {"what", "loom"}, {"workers", w}, {"threads", a.threads},
+                {"batch", a.batch}, {"samples_per_s", r.samples_per_s},
+                {"exposed_comm_share", seconds > 0 ? exposed / seconds : 0}});
+  }
+
+  std::vector<train::PeerResult> peers;
+  if (a.peer != "none") {
+    const std::string script = train::find_torch_peer();
+    for (bool tuned : {false, true}) {
+      if ((a.peer == "default" && tuned) || (a.peer == "tuned" && !tuned)) continue;
+      train::PeerResult p = train::run_torch_peer(script, int(a.threads), a.peer_epochs, tuned);
+      emit(json, {{"bench", "train"}, {"what", "peer"}, {"label", p.label}, {"ran", p.ran},
+                  {"samples_per_s", p.samples_per_s}, {"test_acc", p.test_acc},
+                  {"message", p.ran ? "" : p.message}});
+      peers.push_back(p);
+    }
+  }
+
+  fmt::print("\n{:<46} {:>12} {:>10}\n", "configuration", "samples/s", "ratio");
+  const double base = loom_rates.empty() ? 0 : loom_rates.front().second;
+  fmt::print("{:<46} {:>12.0f} {:>10}\n", "GEMM ceiling, oneDNN (step's GEMMs only)", ceiling,
+             fmt::format("{:.2f}", base / ceiling));
+  if (openblas_ceiling > 0)
+    fmt::print("{:<46} {:>12.0f}\n", "GEMM ceiling, OpenBLAS as loaded", openblas_ceiling);
+  for (auto [w, rate] : loom_rates)
+    fmt::print("{:<46} {:>12.0f} {:>10}\n",
+               fmt::format("loom {} worker{} x {} thread", w, w == 1 ? "" : "s", a.threads), rate,
+               fmt::format("{:.2f}x", rate / base));
+  for (const auto& p : peers) {
+    if (p.ran)
+      fmt::print("{:<46} {:>12.0f} {:>10}\n", p.label, p.samples_per_s,
+                 fmt::format("loom {:.2f}x", base / p.samples_per_s));
+    else
+      fmt::print("{:<46} {:>12} ({})\n", p.label, "-", p.message);
+  }
+}
+
+CommandRegistrar reg("bench train", [](CLI::App& bench) {
+  auto a = std::make_shared<Args>();
+  CLI::App* cmd = bench.add_subcommand("train", "training samples/s vs the GEMM ceiling and PyTorch");
+  cmd->add_option("--steps", a->steps, "training steps per configuration")->check(CLI::Range(10, 1000000));
+  cmd->add_option("--batch", a->batch, "samples per worker per step")->check(CLI::Range(1, 65536));
+  cmd->add_option("--threads", a->threads, "intra-op threads per worker")->check(CLI::Range(1, 256));
+  cmd->add_option("--workers", a->workers, "worker counts to run, e.g. --workers 1 2")->check(CLI::Range(1, 64));
+  cmd->add_option("--peer", a->peer, "PyTorch peer: auto (both presets), default, tuned, none")
+      ->check(CLI::IsMember({"auto", "default", "tuned", "none"}));
+  cmd->add_option("--peer-epochs", a->peer_epochs, "epochs the peer trains (its median is taken)");
+  cmd->add_option("--json", a->json_path, "also write the JSON lines to this file");
+  cmd->add_option("--set", a->sets, "extra config overrides for loom's runs");
+  cmd->callback([a] { run(*a); });
+});
+
+}  // namespace
+}  // namespace loom::cli
