@@ -18,20 +18,32 @@ namespace {
 
 // Per exponent level e = 0..6 (index 7 pads the 8-lane permutes).
 alignas(32) constexpr float kScale[8] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f, 1e6f, 1e6f};
+alignas(32) constexpr float kInvScale[8] = {1e0f, 1e-1f, 1e-2f, 1e-3f, 1e-4f, 1e-5f, 1e-6f, 0.0f};
+// The top of the level below (q = 0): kInvScale[e + 1]; below level 6 there is only zero.
+alignas(32) constexpr float kInvScaleBelow[8] = {1e-1f, 1e-2f, 1e-3f, 1e-4f,
+                                                 1e-5f, 1e-6f, 0.0f,  0.0f};
 alignas(32) constexpr float kCount[8] = {64, 32, 16, 8, 4, 2, 1, 1};   // m_e
 alignas(32) constexpr int32_t kBase[8] = {63, 31, 15, 7, 3, 1, 0, 0};  // m_e - 1
+// 0.9 / m_e and m_e / 0.9 (exact power-of-two scalings of 0.9f and 1 / 0.9f).
+alignas(32) const float kStep[8] = {0.9f / 64, 0.9f / 32, 0.9f / 16, 0.9f / 8,
+                                    0.9f / 4,  0.9f / 2,  0.9f / 1,  0.9f / 1};
 alignas(32) const float kMul[8] = {64 / 0.9f, 32 / 0.9f, 16 / 0.9f, 8 / 0.9f,
                                    4 / 0.9f,  2 / 0.9f,  1 / 0.9f,  1 / 0.9f};
 constexpr float kThreshold[6] = {1e-1f, 1e-2f, 1e-3f, 1e-4f, 1e-5f, 1e-6f};
+
+// The magnitude of (level e, step q in 0..m_e), in float arithmetic that the vector encoder
+// repeats exactly, so it needs no table lookup: q = 0 is the top of the level below.
+inline float magnitude(int e, float q) {
+  return q == 0.0f ? kInvScaleBelow[e] : (0.1f + q * kStep[e]) * kInvScale[e];
+}
 
 std::array<float, 256> build_table() {
   std::array<float, 256> t{};
   for (int mi = 1; mi < 128; ++mi) {
     int e = 6 - (std::bit_width(unsigned(mi)) - 1);
-    int m = 64 >> e, j = mi - m;
-    double v = std::pow(10.0, -e) * (0.1 + 0.9 * double(j + 1) / double(m));
-    t[mi] = float(v);
-    t[mi | 0x80] = -float(v);
+    int m = 64 >> e;
+    t[mi] = magnitude(e, float(mi - m + 1));  // the canonical (e, q) of index mi: q in 1..m_e
+    t[mi | 0x80] = -t[mi];
   }
   t[0x80] = -0.0f;
   return t;
@@ -96,7 +108,7 @@ void int8_decode_ref(const float* absmax, const uint8_t* codes, size_t n, size_t
 namespace {
 
 // Codes of 8 values s (already g + r), and their new residuals.
-inline __m128i encode8(__m256 s, __m256 inv, __m256 amax, const float* table, __m256* resid) {
+inline __m128i encode8(__m256 s, __m256 inv, __m256 amax, __m256* resid) {
   const __m256 sign_mask = _mm256_set1_ps(-0.0f);
   __m256 a =
       _mm256_min_ps(_mm256_mul_ps(_mm256_andnot_ps(sign_mask, s), inv), _mm256_set1_ps(1.0f));
@@ -117,7 +129,15 @@ inline __m128i encode8(__m256 s, __m256 inv, __m256 amax, const float* table, __
   __m256i sign = _mm256_srli_epi32(
       _mm256_and_si256(_mm256_castps_si256(s), _mm256_castps_si256(sign_mask)), 24);
   __m256i code = _mm256_or_si256(mi, sign);
-  __m256 d = _mm256_mul_ps(_mm256_i32gather_ps(table, code, 4), amax);
+  // The decoded value table[code] * absmax, computed as magnitude() does (no gather: gathers
+  // are slow on CPUs with the GDS microcode fix).
+  __m256 step = _mm256_permutevar8x32_ps(_mm256_load_ps(kStep), e);
+  __m256 inv_scale = _mm256_permutevar8x32_ps(_mm256_load_ps(kInvScale), e);
+  __m256 below = _mm256_permutevar8x32_ps(_mm256_load_ps(kInvScaleBelow), e);
+  __m256 lvl =
+      _mm256_mul_ps(_mm256_add_ps(_mm256_set1_ps(0.1f), _mm256_mul_ps(q, step)), inv_scale);
+  __m256 mag = _mm256_blendv_ps(lvl, below, _mm256_cmp_ps(q, _mm256_setzero_ps(), _CMP_EQ_OQ));
+  __m256 d = _mm256_xor_ps(_mm256_mul_ps(mag, amax), _mm256_and_ps(s, sign_mask));
   *resid = _mm256_sub_ps(s, d);
   // 8 x int32 (each < 256) -> 8 bytes.
   __m256i p = _mm256_packus_epi16(_mm256_packus_epi32(code, code), _mm256_setzero_si256());
@@ -161,7 +181,7 @@ bool int8_encode(const float* g, float* r, size_t n, size_t block, float* absmax
     __m256 inv = _mm256_set1_ps(inv_s), vamax = _mm256_set1_ps(amax);
     for (size_t i = 0; i < vec; i += 8) {
       __m256 resid;
-      __m128i c = encode8(_mm256_loadu_ps(rb + i), inv, vamax, table, &resid);
+      __m128i c = encode8(_mm256_loadu_ps(rb + i), inv, vamax, &resid);
       _mm_storel_epi64(reinterpret_cast<__m128i*>(codes + b0 + i), c);
       _mm256_storeu_ps(rb + i, resid);
     }
