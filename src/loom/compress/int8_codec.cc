@@ -22,13 +22,11 @@ alignas(32) constexpr float kInvScale[8] = {1e0f, 1e-1f, 1e-2f, 1e-3f, 1e-4f, 1e
 // The top of the level below (q = 0): kInvScale[e + 1]; below level 6 there is only zero.
 alignas(32) constexpr float kInvScaleBelow[8] = {1e-1f, 1e-2f, 1e-3f, 1e-4f,
                                                  1e-5f, 1e-6f, 0.0f,  0.0f};
-alignas(32) constexpr float kCount[8] = {64, 32, 16, 8, 4, 2, 1, 1};   // m_e
-alignas(32) constexpr int32_t kBase[8] = {63, 31, 15, 7, 3, 1, 0, 0};  // m_e - 1
-// 0.9 / m_e and m_e / 0.9 (exact power-of-two scalings of 0.9f and 1 / 0.9f).
+alignas(32) constexpr float kCount[8] = {64, 32, 16, 8, 4, 2, 1, 1};  // m_e
+// 0.9 / m_e (an exact power-of-two scaling of 0.9f).
 alignas(32) const float kStep[8] = {0.9f / 64, 0.9f / 32, 0.9f / 16, 0.9f / 8,
                                     0.9f / 4,  0.9f / 2,  0.9f / 1,  0.9f / 1};
-alignas(32) const float kMul[8] = {64 / 0.9f, 32 / 0.9f, 16 / 0.9f, 8 / 0.9f,
-                                   4 / 0.9f,  2 / 0.9f,  1 / 0.9f,  1 / 0.9f};
+const float kInvStep = 1.0f / 0.9f;
 constexpr float kThreshold[6] = {1e-1f, 1e-2f, 1e-3f, 1e-4f, 1e-5f, 1e-6f};
 
 // The magnitude of (level e, step q in 0..m_e), in float arithmetic that the vector encoder
@@ -58,9 +56,9 @@ inline uint8_t encode_one_ref(float s, float inv) {
   int e = 0;
   for (float th : kThreshold) e += a <= th;
   float t = a * kScale[e];
-  float q = std::nearbyint((t - 0.1f) * kMul[e]);
+  float q = std::nearbyint(((t - 0.1f) * kInvStep) * kCount[e]);
   q = std::min(std::max(q, 0.0f), kCount[e]);
-  int mi = int(q) + kBase[e];
+  int mi = int(q + (kCount[e] - 1.0f));  // m_e - 1 + q
   return uint8_t(mi | (std::signbit(s) ? 0x80 : 0));
 }
 
@@ -107,8 +105,10 @@ void int8_decode_ref(const float* absmax, const uint8_t* codes, size_t n, size_t
 #if LOOM_COMPRESS_AVX2
 namespace {
 
-// Codes of 8 values s (already g + r), and their new residuals.
-inline __m128i encode8(__m256 s, __m256 inv, __m256 amax, __m256* resid) {
+// Codes of 8 values s (already g + r), as int32 lanes, and their new residuals. Permutes
+// are the scarce resource (one shuffle port), so the per-level constants that are powers of
+// two times another constant are computed instead of looked up.
+inline __m256i encode8(__m256 s, __m256 inv, __m256 amax, __m256* resid) {
   const __m256 sign_mask = _mm256_set1_ps(-0.0f);
   __m256 a =
       _mm256_min_ps(_mm256_mul_ps(_mm256_andnot_ps(sign_mask, s), inv), _mm256_set1_ps(1.0f));
@@ -117,18 +117,15 @@ inline __m128i encode8(__m256 s, __m256 inv, __m256 amax, __m256* resid) {
     e = _mm256_sub_epi32(e, _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(th), _CMP_LE_OQ)));
   }
   __m256 scale = _mm256_permutevar8x32_ps(_mm256_load_ps(kScale), e);
-  __m256 mul = _mm256_permutevar8x32_ps(_mm256_load_ps(kMul), e);
   __m256 cnt = _mm256_permutevar8x32_ps(_mm256_load_ps(kCount), e);
-  __m256i base =
-      _mm256_permutevar8x32_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(kBase)), e);
   __m256 t = _mm256_mul_ps(a, scale);
-  __m256 q = _mm256_round_ps(_mm256_mul_ps(_mm256_sub_ps(t, _mm256_set1_ps(0.1f)), mul),
-                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 u = _mm256_mul_ps(
+      _mm256_mul_ps(_mm256_sub_ps(t, _mm256_set1_ps(0.1f)), _mm256_set1_ps(kInvStep)), cnt);
+  __m256 q = _mm256_round_ps(u, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   q = _mm256_min_ps(_mm256_max_ps(q, _mm256_setzero_ps()), cnt);
-  __m256i mi = _mm256_add_epi32(_mm256_cvttps_epi32(q), base);
+  __m256i mi = _mm256_cvttps_epi32(_mm256_add_ps(q, _mm256_sub_ps(cnt, _mm256_set1_ps(1.0f))));
   __m256i sign = _mm256_srli_epi32(
       _mm256_and_si256(_mm256_castps_si256(s), _mm256_castps_si256(sign_mask)), 24);
-  __m256i code = _mm256_or_si256(mi, sign);
   // The decoded value table[code] * absmax, computed as magnitude() does (no gather: gathers
   // are slow on CPUs with the GDS microcode fix).
   __m256 step = _mm256_permutevar8x32_ps(_mm256_load_ps(kStep), e);
@@ -139,10 +136,7 @@ inline __m128i encode8(__m256 s, __m256 inv, __m256 amax, __m256* resid) {
   __m256 mag = _mm256_blendv_ps(lvl, below, _mm256_cmp_ps(q, _mm256_setzero_ps(), _CMP_EQ_OQ));
   __m256 d = _mm256_xor_ps(_mm256_mul_ps(mag, amax), _mm256_and_ps(s, sign_mask));
   *resid = _mm256_sub_ps(s, d);
-  // 8 x int32 (each < 256) -> 8 bytes.
-  __m256i p = _mm256_packus_epi16(_mm256_packus_epi32(code, code), _mm256_setzero_si256());
-  p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
-  return _mm256_castsi256_si128(p);
+  return _mm256_or_si256(mi, sign);
 }
 
 }  // namespace
@@ -179,13 +173,21 @@ bool int8_encode(const float* g, float* r, size_t n, size_t block, float* absmax
     absmax[bi] = amax;
     float inv_s = inverse(amax);
     __m256 inv = _mm256_set1_ps(inv_s), vamax = _mm256_set1_ps(amax);
-    for (size_t i = 0; i < vec; i += 8) {
-      __m256 resid;
-      __m128i c = encode8(_mm256_loadu_ps(rb + i), inv, vamax, &resid);
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(codes + b0 + i), c);
-      _mm256_storeu_ps(rb + i, resid);
+    const size_t vec32 = len & ~size_t(31);
+    for (size_t i = 0; i < vec32; i += 32) {
+      __m256i c[4];
+      for (int k = 0; k < 4; ++k) {
+        __m256 resid;
+        c[k] = encode8(_mm256_loadu_ps(rb + i + 8 * k), inv, vamax, &resid);
+        _mm256_storeu_ps(rb + i + 8 * k, resid);
+      }
+      // 32 int32 codes (each < 256) -> 32 bytes; the packs interleave 128-bit lanes.
+      __m256i p =
+          _mm256_packus_epi16(_mm256_packus_epi32(c[0], c[1]), _mm256_packus_epi32(c[2], c[3]));
+      p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + b0 + i), p);
     }
-    for (size_t i = vec; i < len; ++i) {
+    for (size_t i = vec32; i < len; ++i) {
       uint8_t c = encode_one_ref(rb[i], inv_s);
       codes[b0 + i] = c;
       rb[i] = rb[i] - table[c] * amax;
