@@ -107,6 +107,9 @@ CommandRegistrar bench_reg("bench loader", [](CLI::App& parent) {
   c->add_option("--work-dir", o->work_dir, "where temporary shards are written");
   c->add_option("--throttle-mbps", o->throttle_mbps, "the emulated disk's rate");
   c->add_option("--mem-cap-mb", o->mem_cap_mb, "the memory cap; the synthetic set is 4x this");
+  c->add_option("--stall-batch", o->stall_batch, "global batch of the stall figure");
+  c->add_option("--consume-share", o->consume_share,
+                "the stand-in model consumes this share of the disk's rate");
   c->add_flag("--quick", o->quick, "smaller sets and fewer steps (for tests)");
   c->callback([o] { data::run_loader_bench(*o, stdout); });
 });

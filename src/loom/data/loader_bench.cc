@@ -125,19 +125,24 @@ void run_loader_bench(const LoaderBenchOptions& o, std::FILE* out) {
 
     // 2. Throughput from page-cached shards (the file was just written), one thread (K = 0).
     auto src = std::make_shared<ShardSource>(path, ShardOpenOptions{ShardVerify::kNone, {}});
-    for (bool shuffle : {false, true}) {
-      Loader l(src, {.global_batch = 256, .seed = 2, .shuffle = shuffle, .prefetch = 0});
+    const int64_t window = int64_t(o.mem_cap_mb * 1e6) / record / 8;
+    for (int mode = 0; mode < 3; ++mode) {
+      const char* name[3] = {"in order", "windowed shuffle", "full shuffle"};
+      Loader l(src, {.global_batch = 256,
+                     .seed = 2,
+                     .shuffle = mode > 0,
+                     .prefetch = 0,
+                     .shuffle_window = mode == 1 ? window : 0});
       run_epoch(l, 0, 0.0, INT64_MAX);  // warm: map every page, touch the buffers
       EpochTimes t = run_epoch(l, 1, 0.0, INT64_MAX);
       const double in_gbs = double(t.steps * 256 * record) / t.wall / 1e9;
       const double out_gbs = double(t.steps * 256 * (784 * 4 + 4)) / t.wall / 1e9;
       std::fprintf(out, "%-44s %10.2f GB/s read (%.2f GB/s of float batches out)\n",
-                   shuffle ? "loader, page-cached shards, 1 thread, shuffled"
-                           : "loader, page-cached shards, 1 thread, in order",
+                   fmt::format("loader, page-cached shards, 1 thread, {}", name[mode]).c_str(),
                    in_gbs, out_gbs);
       emit(out, {{"bench", "loader"},
                  {"figure", "shard_throughput"},
-                 {"shuffle", shuffle},
+                 {"order", name[mode]},
                  {"threads", 1},
                  {"read_GBps", in_gbs},
                  {"out_GBps", out_gbs}});
@@ -145,23 +150,27 @@ void run_loader_bench(const LoaderBenchOptions& o, std::FILE* out) {
   }
 
   // 3. Stall share of step time on a throttled source, K = 0 vs K = 4. The stand-in model
-  //    consumes data at 60% of the disk's rate, so a loader that reads ahead can hide the disk.
+  //    consumes data at `consume_share` of the disk's rate, so reading ahead can hide the disk.
   {
     const int64_t count = o.quick ? 20000 : 60000;
     const std::string path = (dir / "stall.shard").string();
     write_synthetic(path, count);
     auto disk =
         std::make_shared<ThrottledSource>(std::make_shared<ShardSource>(path), o.throttle_mbps);
-    const double batch_bytes = 128.0 * record;
-    const double compute_s = batch_bytes / (0.6 * o.throttle_mbps * 1e6);
-    const int64_t steps = o.quick ? 80 : 300;
+    const int64_t gb = o.stall_batch;
+    const double batch_bytes = double(gb * record);
+    const double compute_s = batch_bytes / (o.consume_share * o.throttle_mbps * 1e6);
+    const int64_t steps = std::min<int64_t>(count / gb, o.quick ? 30 : 100);
     for (int k : {0, 4}) {
-      Loader l(disk, {.global_batch = 128, .seed = 3, .prefetch = k});
+      Loader l(disk, {.global_batch = gb, .seed = 3, .prefetch = k});
       EpochTimes t = run_epoch(l, 0, compute_s, steps);
       const double stall = t.wait / t.wall;
-      std::fprintf(out, "%-44s %9.1f %% (step %.2f ms, compute %.2f ms, disk %.0f MB/s)\n",
+      std::fprintf(out,
+                   "%-44s %9.1f %% (batch %lld, step %.2f ms, compute %.2f ms, disk %.0f MB/s = "
+                   "%.2f ms/batch)\n",
                    k == 0 ? "stall share, throttled, K=0" : "stall share, throttled, K=4",
-                   100 * stall, 1e3 * t.wall / double(t.steps), 1e3 * compute_s, o.throttle_mbps);
+                   100 * stall, (long long)gb, 1e3 * t.wall / double(t.steps), 1e3 * compute_s,
+                   o.throttle_mbps, 1e3 * batch_bytes / (o.throttle_mbps * 1e6));
       emit(out, {{"bench", "loader"},
                  {"figure", "stall"},
                  {"prefetch", k},

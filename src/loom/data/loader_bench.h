@@ -14,6 +14,8 @@ struct LoaderBenchOptions {
   std::string work_dir = "/tmp";  // temporary shards go here (removed afterwards)
   double throttle_mbps = 120;     // a hard disk
   double mem_cap_mb = 64;         // the synthetic set is 4x this
+  int64_t stall_batch = 512;      // global batch of the stall figure
+  double consume_share = 0.5;     // the stand-in model consumes this share of the disk's rate
   bool quick = false;             // smaller sets, fewer steps
 };
 
