@@ -7,24 +7,55 @@
 
 namespace loom::sync {
 
+std::string describe_wire(const compress::Codec* codec, int64_t bytes_per_step,
+                          int64_t fp32_bytes_per_step) {
+  const std::string what = codec == nullptr
+                               ? std::string("fp32")
+                               : fmt::format("codec {} (error feedback {})", codec->name(),
+                                             codec->error_feedback() ? "on" : "off");
+  if (fp32_bytes_per_step == 0) return what + ", nothing sent (one worker)";
+  return fmt::format(
+      "{}, {:.3f} MB/step sent per rank (1/{:.1f} of fp32's {:.3f} MB)", what,
+      double(bytes_per_step) / 1e6,
+      bytes_per_step > 0 ? double(fp32_bytes_per_step) / double(bytes_per_step) : 0.0,
+      double(fp32_bytes_per_step) / 1e6);
+}
+
 AllreduceStrategy::AllreduceStrategy(comm::Communicator& comm, nn::Model& model,
                                      optim::Optimizer& optimizer, AllreduceOptions options)
     : comm_(comm),
       model_(model),
       optimizer_(optimizer),
-      options_(options),
-      buckets_(plan_buckets(model.param_ranges(), options.bucket_bytes)),
+      options_(std::move(options)),
+      buckets_(plan_buckets(model.param_ranges(), options_.bucket_bytes)),
       tracker_(model.param_ranges(), buckets_) {
   LOOM_CHECK(model.backend().device() == Device::kCpu,
              "the allreduce strategy over host transports needs host memory");
   if (options_.overlap && comm_.size() > 1) queue_ = std::make_unique<BackgroundQueue>();
+  const int world = comm_.size();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const size_t n = size_t(buckets_[b].count);
+    if (compressed()) {
+      codec_states_.push_back(compress::make_compressed_allreduce_state(
+          *options_.codec, n, world, comm_.rank(), fmt::format("bucket {}", b)));
+      bytes_per_step_ += int64_t(codec_states_.back().wire_bytes);
+    } else if (world > 1) {
+      bytes_per_step_ += int64_t(compress::fp32_allreduce_wire_bytes(n, world));
+    }
+  }
 }
 
 std::string AllreduceStrategy::describe() const {
-  return fmt::format("allreduce over {} ({} workers), {} buckets of <= {} KiB, {}{}",
+  const int64_t fp32 =
+      int64_t(compress::fp32_allreduce_wire_bytes(size_t(model_.num_params()), comm_.size()));
+  const bool sharded = options_.shard_optimizer && !options_.codec;
+  return fmt::format("allreduce over {} ({} workers), {} buckets of <= {} KiB, {}{}; {}",
                      comm_.name(), comm_.size(), buckets_.size(), options_.bucket_bytes >> 10,
                      options_.overlap ? "overlapped with backward" : "after backward",
-                     options_.shard_optimizer ? ", optimizer sharded" : "");
+                     sharded                    ? ", optimizer sharded"
+                     : options_.shard_optimizer ? ", optimizer not sharded (codec)"
+                                                : "",
+                     describe_wire(options_.codec.get(), bytes_per_step_, fp32));
 }
 
 void AllreduceStrategy::start() {
@@ -36,12 +67,14 @@ float AllreduceStrategy::grad_scale(int64_t local_batch) const {
 }
 
 void AllreduceStrategy::begin_step(int64_t step, float lr) {
+  (void)step;
   lr_ = lr;
   optimizer_.advance();
   tracker_.reset();
 }
 
-void AllreduceStrategy::combine(const Bucket& bucket) {
+void AllreduceStrategy::combine(int b) {
+  const Bucket& bucket = buckets_[size_t(b)];
   Stopwatch watch;
   float* grads = model_.grads() + bucket.offset;
   float* params = model_.params() + bucket.offset;
@@ -49,6 +82,12 @@ void AllreduceStrategy::combine(const Bucket& bucket) {
   const int world = comm_.size();
   if (world == 1) {
     optimizer_.update(params, grads, bucket.offset, bucket.count, lr_);
+  } else if (compressed()) {
+    // The decoded sum is the same bits on every rank, so full updates keep replicas equal.
+    compress::CompressedAllreduceState& st = codec_states_[size_t(b)];
+    compress::compressed_allreduce(comm_, *options_.codec, std::span<float>(grads, n), st);
+    optimizer_.update(params, grads, bucket.offset, bucket.count, lr_);
+    comm_bytes_ += int64_t(st.wire_bytes);
   } else if (options_.shard_optimizer) {
     comm_.reduce_scatter(std::span<float>(grads, n));
     const comm::BlockRange mine = comm::block_range(n, world, comm_.rank());
@@ -56,11 +95,11 @@ void AllreduceStrategy::combine(const Bucket& bucket) {
                       int64_t(mine.size()), lr_);
     comm_.allgather(std::span<float>(params, n));
     // Reduce-scatter moves (n-1)/n of the bucket out, allgather the same again.
-    stats_.bytes_sent += int64_t(2 * (n - mine.size()) * sizeof(float));
+    comm_bytes_ += int64_t(2 * (n - mine.size()) * sizeof(float));
   } else {
     comm_.allreduce(std::span<float>(grads, n));
     optimizer_.update(params, grads, bucket.offset, bucket.count, lr_);
-    stats_.bytes_sent += int64_t(2 * n * (world - 1) / world * sizeof(float));
+    comm_bytes_ += int64_t(compress::fp32_allreduce_wire_bytes(n, world));
   }
   comm_seconds_ += watch.seconds();
 }
@@ -69,12 +108,11 @@ void AllreduceStrategy::on_gradients_ready(const nn::ParamRange& range) {
   const int b = tracker_.ready(range);
   if (b < 0) return;
   if (queue_) {
-    const Bucket bucket = buckets_[b];
-    queue_->post([this, bucket] { combine(bucket); });
+    queue_->post([this, b] { combine(b); });
   } else if (!options_.overlap) {
     return;  // combined in end_step, after the whole backward
   } else {
-    combine(buckets_[b]);
+    combine(b);
   }
 }
 
@@ -83,11 +121,13 @@ void AllreduceStrategy::end_step() {
   if (queue_) {
     queue_->wait_idle();
   } else if (!options_.overlap) {
-    for (const auto& b : buckets_) combine(b);
+    for (size_t b = 0; b < buckets_.size(); ++b) combine(int(b));
   }
   stats_.exposed_seconds += waited.seconds();
   stats_.comm_seconds += comm_seconds_;
+  stats_.bytes_sent += comm_bytes_;
   comm_seconds_ = 0;
+  comm_bytes_ = 0;
 }
 
 }  // namespace loom::sync

@@ -8,11 +8,21 @@
 // and each rank does 1/N of the optimizer's memory traffic (ZeRO stage 1, Rajbhandari et al.
 // 2020). Without sharding, the bucket is all-reduced and every rank updates all of it.
 //
+// With a codec (options.codec, config key `codec`), each bucket's gradient travels through
+// compress::compressed_allreduce instead, and the strategy owns that bucket's codec state
+// (the worker- and owner-side residuals of error feedback, PowerSGD's warm-started Q). The
+// optimizer is then not sharded: the decoded sum is the same bits on every rank, so every
+// rank updates the whole bucket from it and the replicas stay identical. (Sharding would
+// need the updated parameters all-gathered in fp32, which is the very traffic the codec
+// removes.) A world of one sends nothing, so it skips the codec.
+//
 // The loss gradient is scaled by 1/(global batch), so the sum over ranks is the mean.
 #pragma once
 
 #include <memory>
 
+#include "loom/compress/codec.h"
+#include "loom/compress/compressed_allreduce.h"
 #include "loom/sync/background_queue.h"
 #include "loom/sync/buckets.h"
 #include "loom/sync/strategy.h"
@@ -22,7 +32,10 @@ namespace loom::sync {
 struct AllreduceOptions {
   int64_t bucket_bytes = 4 << 20;  // sync.bucket_kib
   bool overlap = true;             // sync.overlap: combine buckets on a background thread
-  bool shard_optimizer = true;     // sync.shard_optimizer
+  bool shard_optimizer = true;     // sync.shard_optimizer (ignored with a codec)
+  // nullptr: plain fp32 collectives. Otherwise every bucket goes through the compressed
+  // allreduce with this codec (the identity codec included, which tests use).
+  std::shared_ptr<const compress::Codec> codec;
 };
 
 class AllreduceStrategy final : public Strategy {
@@ -37,9 +50,12 @@ class AllreduceStrategy final : public Strategy {
   void end_step() override;
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
+  // Bytes this rank hands to the transport per step (what SyncStats.bytes_sent adds up).
+  int64_t bytes_per_step() const { return bytes_per_step_; }
 
  private:
-  void combine(const Bucket& bucket);
+  void combine(int b);
+  bool compressed() const { return options_.codec != nullptr && comm_.size() > 1; }
 
   comm::Communicator& comm_;
   nn::Model& model_;
@@ -47,9 +63,16 @@ class AllreduceStrategy final : public Strategy {
   AllreduceOptions options_;
   std::vector<Bucket> buckets_;
   BucketTracker tracker_;
+  std::vector<compress::CompressedAllreduceState> codec_states_;  // one per bucket
   std::unique_ptr<BackgroundQueue> queue_;
+  int64_t bytes_per_step_ = 0;
   float lr_ = 0;
   double comm_seconds_ = 0;  // written by the comm thread, read after wait_idle()
+  int64_t comm_bytes_ = 0;   // likewise
 };
+
+// "int8 (error feedback on), 1.86 MB/step sent per rank, 1/3.9 of fp32's 7.45 MB": for logs.
+std::string describe_wire(const compress::Codec* codec, int64_t bytes_per_step,
+                          int64_t fp32_bytes_per_step);
 
 }  // namespace loom::sync

@@ -20,10 +20,12 @@ struct SyncStats {
   double comm_seconds = 0;     // time spent communicating (and updating, where fused)
   double exposed_seconds = 0;  // time the training loop waited for it
   int64_t bytes_sent = 0;      // payload bytes this rank handed to the transport
+  int64_t bytes_received = 0;  // payload bytes it received (the parameter server's pulls)
   void add(const SyncStats& o) {
     comm_seconds += o.comm_seconds;
     exposed_seconds += o.exposed_seconds;
     bytes_sent += o.bytes_sent;
+    bytes_received += o.bytes_received;
   }
 };
 
@@ -55,7 +57,8 @@ class Strategy {
 };
 
 std::vector<ConfigKeySpec> sync_config_keys();
-// Keys: sync ("allreduce"), sync.bucket_kib, sync.overlap, sync.shard_optimizer. A single
+// Keys: sync ("allreduce" | "bmuf"), sync.bucket_kib, sync.overlap, sync.shard_optimizer,
+// bmuf.* (bmuf_strategy.h) and codec.* (compress/registry.h). A single
 // worker runs the same strategy over a world of one.
 std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& comm,
                                         nn::Model& model, optim::Optimizer& optimizer);

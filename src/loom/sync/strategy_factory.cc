@@ -1,28 +1,71 @@
+#include "loom/compress/registry.h"
 #include "loom/core/error.h"
 #include "loom/sync/allreduce_strategy.h"
+#include "loom/sync/bmuf_strategy.h"
 #include "loom/sync/strategy.h"
 
 namespace loom::sync {
+namespace {
+
+// The codec the config names; nullptr for "fp32", which takes the plain collectives (they
+// are exact, and the allreduce strategy can then shard the optimizer).
+std::shared_ptr<const compress::Codec> codec_from_config(const Config& cfg) {
+  std::unique_ptr<compress::Codec> codec = compress::make_codec(cfg, "fp32");
+  if (codec->name() == "fp32") return nullptr;
+  return std::shared_ptr<const compress::Codec>(std::move(codec));
+}
+
+}  // namespace
 
 std::vector<ConfigKeySpec> sync_config_keys() {
-  return {
-      {"sync", ConfigType::kString, "\"allreduce\"", "how replicas agree: \"allreduce\""},
+  std::vector<ConfigKeySpec> keys = {
+      {"sync", ConfigType::kString, "\"allreduce\"",
+       "how replicas agree: \"allreduce\" or \"bmuf\" (block momentum)"},
       {"sync.bucket_kib", ConfigType::kInt, "4096", "gradient bucket size in KiB (0 = one bucket)"},
       {"sync.overlap", ConfigType::kBool, "true", "combine buckets while backward goes on"},
       {"sync.shard_optimizer", ConfigType::kBool, "true",
-       "reduce-scatter, update own block, all-gather (else allreduce + full update)"},
+       "reduce-scatter, update own block, all-gather (else allreduce + full update; off with "
+       "a codec)"},
+      {"bmuf.tau", ConfigType::kInt, "8", "bmuf: local steps per block (>= 1)"},
+      {"bmuf.eta", ConfigType::kDouble, "1 - 1/N", "bmuf: block momentum in [0, 1)"},
+      {"bmuf.zeta", ConfigType::kDouble, "1", "bmuf: block learning rate in (0, 100]"},
+      {"bmuf.nesterov", ConfigType::kBool, "true", "bmuf: start each block at W - eta V"},
+      {"bmuf.reset_momentum", ConfigType::kBool, "true",
+       "bmuf: zero the local optimizer's momentum after each block"},
   };
+  for (auto& k : compress::codec_config_keys()) keys.push_back(k);
+  return keys;
 }
 
 std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& comm,
                                         nn::Model& model, optim::Optimizer& optimizer) {
-  const std::string kind = cfg.get_choice("sync", "allreduce", {"allreduce"});
-  (void)kind;
+  const std::string kind = cfg.get_choice("sync", "allreduce", {"allreduce", "bmuf"});
+  const int64_t bucket_bytes = cfg.get_int("sync.bucket_kib", 4096, 0, int64_t(1) << 30) << 10;
+  if (kind == "bmuf") {
+    BmufOptions opts;
+    opts.tau = cfg.get_int("bmuf.tau", 8, 1, int64_t(1) << 30);
+    if (cfg.has("bmuf.eta")) {
+      opts.eta = cfg.get_double("bmuf.eta", 0.0);
+      if (!(opts.eta >= 0.0 && opts.eta < 1.0))
+        throw ConfigError(fmt::format("{}: key 'bmuf.eta': {} is out of range [0, 1)",
+                                      cfg.where("bmuf.eta"), opts.eta));
+    }
+    opts.zeta = cfg.get_double("bmuf.zeta", 1.0);
+    if (!(opts.zeta > 0.0 && opts.zeta <= 100.0))
+      throw ConfigError(fmt::format("{}: key 'bmuf.zeta': {} is out of range (0, 100]",
+                                    cfg.where("bmuf.zeta"), opts.zeta));
+    opts.nesterov = cfg.get_bool("bmuf.nesterov", true);
+    opts.reset_momentum = cfg.get_bool("bmuf.reset_momentum", true);
+    opts.chunk_bytes = bucket_bytes;
+    opts.codec = codec_from_config(cfg);
+    return std::make_unique<BmufStrategy>(comm, model, optimizer, std::move(opts));
+  }
   AllreduceOptions opts;
-  opts.bucket_bytes = cfg.get_int("sync.bucket_kib", 4096, 0, int64_t(1) << 30) << 10;
+  opts.bucket_bytes = bucket_bytes;
   opts.overlap = cfg.get_bool("sync.overlap", true);
   opts.shard_optimizer = cfg.get_bool("sync.shard_optimizer", true);
-  return std::make_unique<AllreduceStrategy>(comm, model, optimizer, opts);
+  opts.codec = codec_from_config(cfg);
+  return std::make_unique<AllreduceStrategy>(comm, model, optimizer, std::move(opts));
 }
 
 }  // namespace loom::sync

@@ -1,0 +1,126 @@
+#include "loom/sync/bmuf_strategy.h"
+
+#include <algorithm>
+#include <span>
+
+#include "loom/core/error.h"
+#include "loom/core/timer.h"
+#include "loom/sync/allreduce_strategy.h"
+
+namespace loom::sync {
+
+BmufStrategy::BmufStrategy(comm::Communicator& comm, nn::Model& model, optim::Optimizer& optimizer,
+                           BmufOptions options)
+    : comm_(comm),
+      model_(model),
+      optimizer_(optimizer),
+      options_(std::move(options)),
+      eta_(options_.eta >= 0 ? options_.eta : 1.0 - 1.0 / double(comm.size())),
+      chunks_(plan_buckets(model.param_ranges(), options_.chunk_bytes)) {
+  LOOM_CHECK(model.backend().device() == Device::kCpu, "block momentum needs host memory");
+  LOOM_CHECK(options_.tau >= 1, "bmuf.tau {} < 1", options_.tau);
+  LOOM_CHECK(eta_ >= 0 && eta_ < 1, "block momentum {} outside [0, 1)", eta_);
+  const size_t n = size_t(model.num_params());
+  prev_.assign(n, 0.0f);
+  velocity_.assign(n, 0.0f);
+  delta_.assign(n, 0.0f);
+  const int world = comm_.size();
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    const size_t count = size_t(chunks_[c].count);
+    if (compressed()) {
+      codec_states_.push_back(compress::make_compressed_allreduce_state(
+          *options_.codec, count, world, comm_.rank(), fmt::format("block delta chunk {}", c)));
+      bytes_per_block_ += int64_t(codec_states_.back().wire_bytes);
+    } else if (world > 1) {
+      bytes_per_block_ += int64_t(compress::fp32_allreduce_wire_bytes(count, world));
+    }
+  }
+}
+
+std::string BmufStrategy::describe() const {
+  const int64_t fp32 =
+      int64_t(compress::fp32_allreduce_wire_bytes(size_t(model_.num_params()), comm_.size()));
+  const int64_t tau = options_.tau;
+  return fmt::format(
+      "bmuf over {} ({} workers): block of tau = {} local steps, block momentum eta = {:.4g}, "
+      "block lr zeta = {:.4g}, {}, local momentum {} after each block; per block {} "
+      "chunks, {}",
+      comm_.name(), comm_.size(), tau, eta_, options_.zeta,
+      options_.nesterov ? "Nesterov" : "classic momentum",
+      options_.reset_momentum ? "reset" : "kept", chunks_.size(),
+      describe_wire(options_.codec.get(), (bytes_per_block_ + tau - 1) / tau,
+                    (fp32 + tau - 1) / tau));
+}
+
+void BmufStrategy::start() {
+  std::span<float> params(model_.params(), size_t(model_.num_params()));
+  comm_.broadcast(params, 0);
+  std::copy(params.begin(), params.end(), prev_.begin());
+  std::fill(velocity_.begin(), velocity_.end(), 0.0f);
+  steps_in_block_ = 0;
+}
+
+float BmufStrategy::grad_scale(int64_t local_batch) const {
+  return 1.0f / float(local_batch);  // local SGD on this worker's own mean gradient
+}
+
+void BmufStrategy::begin_step(int64_t step, float lr) {
+  (void)step;
+  lr_ = lr;
+  optimizer_.advance();
+}
+
+void BmufStrategy::on_gradients_ready(const nn::ParamRange& range) {
+  // Backward has finished with this layer (its input gradient included), so its parameters
+  // can take the local step now.
+  optimizer_.update(model_.params() + range.offset, model_.grads() + range.offset, range.offset,
+                    range.count, lr_);
+}
+
+void BmufStrategy::end_step() {
+  if (++steps_in_block_ == options_.tau) sync_block();
+}
+
+void BmufStrategy::finish() {
+  if (steps_in_block_ > 0) sync_block();
+}
+
+void BmufStrategy::sync_block() {
+  Stopwatch watch;
+  const size_t n = prev_.size();
+  float* w = model_.params();
+  const int world = comm_.size();
+  // This worker's block delta W_prev - W_i: a descent direction, like a gradient.
+  for (size_t i = 0; i < n; ++i) delta_[i] = prev_[i] - w[i];
+  // Sum over workers, chunk by chunk (compressed: the same decoded bits on every rank).
+  if (world > 1) {
+    for (size_t c = 0; c < chunks_.size(); ++c) {
+      std::span<float> part(delta_.data() + chunks_[c].offset, size_t(chunks_[c].count));
+      if (compressed())
+        compress::compressed_allreduce(comm_, *options_.codec, part, codec_states_[c]);
+      else
+        comm_.allreduce(part);
+    }
+    stats_.bytes_sent += bytes_per_block_;
+  }
+  const float inv_n = 1.0f / float(world);
+  const float eta = float(eta_);
+  const float gain = float((1.0 - eta_) * options_.zeta);
+  const float look_ahead = options_.nesterov ? eta : 0.0f;
+  for (size_t i = 0; i < n; ++i) {
+    const float g = delta_[i] * inv_n;              // G(t) = W_prev - mean_i W_i(t)
+    const float v = eta * velocity_[i] + gain * g;  // V(t) = eta V(t-1) + (1-eta) zeta G(t)
+    velocity_[i] = v;
+    const float global = prev_[i] - v;           // W(t) = W_prev - V(t)
+    const float next = global - look_ahead * v;  // Nesterov: start at W(t) - eta V(t)
+    prev_[i] = next;
+    w[i] = next;
+  }
+  if (options_.reset_momentum) optimizer_.reset_state();
+  steps_in_block_ = 0;
+  const double s = watch.seconds();
+  stats_.comm_seconds += s;
+  stats_.exposed_seconds += s;  // the block sync does not overlap compute
+}
+
+}  // namespace loom::sync
