@@ -8,6 +8,7 @@
 
 #include "loom/cli/commands.h"
 #include "loom/core/config.h"
+#include "loom/tensor/backend_registry.h"
 #include "loom/tensor/cpu/gemm_probe.h"
 #include "loom/train/torch_peer.h"
 #include "loom/train/trainer.h"
@@ -36,6 +37,7 @@ void run(const Args& a) {
              "worker, {} steps\n", a.batch, a.threads, a.steps);
   // The GEMM ceiling: the step's GEMMs alone, on this thread.
   const auto shapes = cpu::mlp_step_gemms({784, 1024, 1024, 10}, a.batch);
+  cpu_backend().set_intra_op_threads(int(a.threads));
   const cpu::GemmProbe onednn = cpu::probe_gemm(shapes, cpu::GemmLibrary::kOneDnn);
   const double ceiling = double(a.batch) / onednn.seconds;
   emit(json, {{"bench", "train"}, {"what", "gemm_ceiling"}, {"library", "oneDNN"},
