@@ -65,6 +65,11 @@ function(loom_cuda_link_tests)
     target_sources(loom_tensor_cuda_tests PRIVATE
                    ${CMAKE_SOURCE_DIR}/tests/tensor_cuda/cuda_build_checks.cc
                    ${CMAKE_SOURCE_DIR}/tests/tensor_cuda/cuda_codec_checks.cc)
+    if(TARGET loom_comm_nccl)
+      target_sources(loom_tensor_cuda_tests PRIVATE
+                     ${CMAKE_SOURCE_DIR}/tests/tensor_cuda/nccl_checks.cc)
+      target_link_libraries(loom_tensor_cuda_tests PRIVATE loom_comm_nccl)
+    endif()
   endif()
 endfunction()
 cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL loom_cuda_link_tests)

@@ -28,7 +28,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 
 # CUDA's libraries: the toolkit's, and PyTorch's pip wheels' as a fallback.
 libpath=/usr/local/cuda/lib64
-for mod in nvidia.cublas nvidia.cuda_runtime; do
+for mod in nvidia.cublas nvidia.cuda_runtime nvidia.nccl; do
   d=$(python3 -c "import $mod, os; print(os.path.join(list($mod.__path__)[0], 'lib'))" 2>/dev/null) && libpath="$libpath:$d"
 done
 

@@ -1,0 +1,243 @@
+#include "loom/comm/nccl/nccl_communicator.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <thread>
+
+#include "loom/comm/nccl/nccl_check.h"
+#include "loom/core/error.h"
+
+namespace loom::comm {
+
+struct NcclCommunicator::P2p : RequestState {
+  void* data = nullptr;
+  bool launched = false;
+  cudaEvent_t event = nullptr;
+  ~P2p() override {
+    if (event) cudaEventDestroy(event);
+  }
+};
+
+NcclCommunicator::NcclCommunicator(Communicator& bootstrap, CudaBackend& backend,
+                                   CommOptions options)
+    : Communicator(options), backend_(&backend), rank_(bootstrap.rank()), size_(bootstrap.size()) {
+  ncclUniqueId id{};
+  if (rank_ == 0) LOOM_CUDA_CHECK(ncclGetUniqueId(&id));
+  bootstrap.broadcast(&id, sizeof(id), 0);
+  LOOM_CUDA_CHECK(cudaSetDevice(backend.device_index()));
+  LOOM_CUDA_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
+  barrier_scratch_ = static_cast<float*>(backend.allocate(sizeof(float)));
+  LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (comm_) {
+    if (failed_.empty()) {
+      ncclCommDestroy(comm_);
+    } else {
+      ncclCommAbort(comm_);
+    }
+  }
+  if (done_) cudaEventDestroy(done_);
+  if (barrier_scratch_) backend_->deallocate(barrier_scratch_);
+}
+
+void NcclCommunicator::check_alive() const {
+  if (!failed_.empty()) throw CommError(failed_);
+}
+
+void NcclCommunicator::check_peer(int peer, const char* op) const {
+  if (peer < 0 || peer >= size_)
+    throw CommError(
+        fmt::format("nccl rank {}: {} to peer {} outside [0, {})", rank_, op, peer, size_));
+}
+
+void NcclCommunicator::abort(const std::string& reason) {
+  if (failed_.empty()) failed_ = fmt::format("nccl rank {}: aborted: {}", rank_, reason);
+  if (comm_) ncclCommAbort(comm_);
+  comm_ = nullptr;
+}
+
+Request NcclCommunicator::isend(int peer, const void* data, size_t bytes, int tag) {
+  check_alive();
+  check_peer(peer, "isend");
+  auto p = std::make_shared<P2p>();
+  p->peer = peer;
+  p->tag = tag;
+  p->bytes = bytes;
+  p->is_send = true;
+  p->data = const_cast<void*>(data);
+  pending_.push_back(p);
+  return Request(p);
+}
+
+Request NcclCommunicator::irecv(int peer, void* data, size_t bytes, int tag) {
+  check_alive();
+  check_peer(peer, "irecv");
+  auto p = std::make_shared<P2p>();
+  p->peer = peer;
+  p->tag = tag;
+  p->bytes = bytes;
+  p->data = data;
+  pending_.push_back(p);
+  return Request(p);
+}
+
+void NcclCommunicator::flush() {
+  if (pending_.empty()) return;
+  backend_->comm_wait_for_compute();
+  const cudaStream_t s = backend_->comm_stream();
+  LOOM_CUDA_CHECK(ncclGroupStart());
+  for (auto& p : pending_) {
+    if (p->is_send) {
+      LOOM_CUDA_CHECK(ncclSend(p->data, p->bytes, ncclUint8, p->peer, comm_, s));
+    } else {
+      LOOM_CUDA_CHECK(ncclRecv(p->data, p->bytes, ncclUint8, p->peer, comm_, s));
+    }
+  }
+  LOOM_CUDA_CHECK(ncclGroupEnd());
+  for (auto& p : pending_) {
+    LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&p->event, cudaEventDisableTiming));
+    LOOM_CUDA_CHECK(cudaEventRecord(p->event, s));
+    p->launched = true;
+  }
+  pending_.clear();
+}
+
+void NcclCommunicator::wait(Request& request) {
+  if (!request.pending()) return;
+  check_alive();
+  auto* p = dynamic_cast<P2p*>(request.state());
+  LOOM_CHECK(p != nullptr, "nccl rank {}: wait() on a request of another transport", rank_);
+  if (!p->launched) flush();
+  wait_event(p->event, p->is_send ? "send" : "recv");
+  request.reset();
+}
+
+void NcclCommunicator::wait_event(cudaEvent_t event, const char* op) {
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    const cudaError_t e = cudaEventQuery(event);
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady) LOOM_CUDA_CHECK(e);
+    ncclResult_t async = ncclSuccess;
+    LOOM_CUDA_CHECK(ncclCommGetAsyncError(comm_, &async));
+    if (async != ncclSuccess) {
+      const std::string why =
+          fmt::format("nccl rank {}: {} failed: {}", rank_, op, ncclGetErrorString(async));
+      abort(why);
+      throw CommError(why);
+    }
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited > options_.timeout_s) {
+      const std::string why = fmt::format(
+          "nccl rank {}: {} made no progress for {:.0f} s (comm.timeout_s): a peer is not "
+          "taking part",
+          rank_, op, waited);
+      abort(why);
+      throw CommError(why);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+void NcclCommunicator::finish(const char* op) {
+  LOOM_CUDA_CHECK(cudaEventRecord(done_, backend_->comm_stream()));
+  wait_event(done_, op);
+}
+
+namespace {
+
+// The device-side equivalents of the Reducers NCCL can run.
+bool nccl_reduction(const Reducer& r, ncclDataType_t* type, ncclRedOp_t* op) {
+  if (r.fn == sum_f32().fn) return *type = ncclFloat32, *op = ncclSum, true;
+  if (r.fn == sum_f64().fn) return *type = ncclFloat64, *op = ncclSum, true;
+  if (r.fn == sum_i64().fn) return *type = ncclInt64, *op = ncclSum, true;
+  if (r.fn == max_i64().fn) return *type = ncclInt64, *op = ncclMax, true;
+  return false;
+}
+
+}  // namespace
+
+void NcclCommunicator::allreduce(void* data, size_t bytes, const Reducer& reducer) {
+  check_alive();
+  ncclDataType_t type;
+  ncclRedOp_t op;
+  if (!nccl_reduction(reducer, &type, &op))
+    throw CommError(
+        fmt::format("nccl rank {}: allreduce with a custom Reducer cannot run on "
+                    "device memory (use sum_f32/sum_f64/sum_i64/max_i64)",
+                    rank_));
+  LOOM_CHECK_EQ(bytes % reducer.elem_size, size_t(0));
+  flush();
+  backend_->comm_wait_for_compute();
+  LOOM_CUDA_CHECK(ncclAllReduce(data, data, bytes / reducer.elem_size, type, op, comm_,
+                                backend_->comm_stream()));
+  finish("allreduce");
+}
+
+void NcclCommunicator::reduce_scatter(void* data, size_t bytes, const Reducer& reducer) {
+  check_alive();
+  ncclDataType_t type;
+  ncclRedOp_t op;
+  const size_t count = bytes / reducer.elem_size;
+  if (!nccl_reduction(reducer, &type, &op) || count % size_t(size_) != 0) {
+    // Uneven blocks: a full allreduce meets the contract (this rank's block holds the sum).
+    allreduce(data, bytes, reducer);
+    return;
+  }
+  flush();
+  backend_->comm_wait_for_compute();
+  const size_t block = count / size_t(size_);
+  auto* base = static_cast<char*>(data);
+  // In place in NCCL's sense: the receive buffer is this rank's block of the send buffer.
+  LOOM_CUDA_CHECK(ncclReduceScatter(base, base + size_t(rank_) * block * reducer.elem_size, block,
+                                    type, op, comm_, backend_->comm_stream()));
+  finish("reduce_scatter");
+}
+
+void NcclCommunicator::allgather(void* data, size_t bytes, size_t elem_size) {
+  check_alive();
+  LOOM_CHECK_EQ(bytes % elem_size, size_t(0));
+  flush();
+  backend_->comm_wait_for_compute();
+  const size_t count = bytes / elem_size;
+  auto* base = static_cast<char*>(data);
+  const cudaStream_t s = backend_->comm_stream();
+  if (count % size_t(size_) == 0) {
+    const size_t block = count / size_t(size_) * elem_size;
+    LOOM_CUDA_CHECK(ncclAllGather(base + size_t(rank_) * block, base, block, ncclUint8, comm_, s));
+  } else {
+    // Uneven blocks: each rank broadcasts its own block, all in one group.
+    LOOM_CUDA_CHECK(ncclGroupStart());
+    for (int r = 0; r < size_; ++r) {
+      const BlockRange b = block_range(count, size_, r);
+      char* p = base + b.begin * elem_size;
+      LOOM_CUDA_CHECK(ncclBroadcast(p, p, b.size() * elem_size, ncclUint8, r, comm_, s));
+    }
+    LOOM_CUDA_CHECK(ncclGroupEnd());
+  }
+  finish("allgather");
+}
+
+void NcclCommunicator::broadcast(void* data, size_t bytes, int root) {
+  check_alive();
+  check_peer(root, "broadcast root");
+  flush();
+  backend_->comm_wait_for_compute();
+  LOOM_CUDA_CHECK(
+      ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, backend_->comm_stream()));
+  finish("broadcast");
+}
+
+void NcclCommunicator::barrier() {
+  check_alive();
+  flush();
+  LOOM_CUDA_CHECK(ncclAllReduce(barrier_scratch_, barrier_scratch_, 1, ncclFloat32, ncclSum, comm_,
+                                backend_->comm_stream()));
+  finish("barrier");
+}
+
+}  // namespace loom::comm

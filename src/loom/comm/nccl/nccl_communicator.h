@@ -1,0 +1,80 @@
+// The NCCL transport: a Communicator over device buffers of one CudaBackend per rank, one GPU
+// per rank (NCCL refuses two ranks on one GPU).
+//
+// Setup goes through an existing `bootstrap` communicator (thread or MPI, host memory): rank 0
+// creates the NCCL unique id and broadcasts its bytes, then every rank joins on its backend's
+// device. Every operation runs on the backend's communication stream, ordered after all work
+// queued on the compute stream so far (CudaBackend::comm_wait_for_compute), and the call
+// returns when it has finished, as the Communicator contract says; so a sync strategy that
+// calls it from its own thread overlaps with backward on the compute stream.
+//
+// Point-to-point: isend/irecv are queued and launched together, in one NCCL group, at the
+// first wait() (as PyTorch's batch_isend_irecv), so the ring algorithms' send-right /
+// receive-left pairs cannot deadlock. NCCL has no tags: messages between a pair match in
+// order, and a byte-count mismatch is not detected (the contract's other transports check it).
+//
+// Collectives use NCCL's own: allreduce / reduce_scatter / allgather / broadcast (uneven
+// block_range splits fall back to allreduce, or to one broadcast per rank), barrier as a
+// one-float allreduce. Raw-byte reductions take sum_f32, sum_f64, sum_i64 and max_i64; any other
+// Reducer is a host function and cannot run on device memory: CommError.
+//
+// Faults: wait() polls; after options().timeout_s the NCCL communicator is aborted and a
+// CommError names the operation and this rank. Failed stays failed.
+#pragma once
+
+#include <nccl.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loom/comm/communicator.h"
+#include "loom/tensor/cuda/cuda_backend.h"
+
+namespace loom::comm {
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // Collective over bootstrap's ranks. `backend` must outlive this communicator.
+  NcclCommunicator(Communicator& bootstrap, CudaBackend& backend, CommOptions options = {});
+  ~NcclCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string name() const override { return "nccl"; }
+
+  Request isend(int peer, const void* data, size_t bytes, int tag) override;
+  Request irecv(int peer, void* data, size_t bytes, int tag) override;
+  void wait(Request& request) override;
+  void abort(const std::string& reason) override;
+
+  using Communicator::allgather;
+  using Communicator::allreduce;
+  using Communicator::broadcast;
+  using Communicator::reduce_scatter;
+  void allreduce(void* data, size_t bytes, const Reducer& reducer) override;
+  void reduce_scatter(void* data, size_t bytes, const Reducer& reducer) override;
+  void allgather(void* data, size_t bytes, size_t elem_size) override;
+  void broadcast(void* data, size_t bytes, int root) override;
+  void barrier() override;
+
+ private:
+  struct P2p;
+  void check_alive() const;
+  void check_peer(int peer, const char* op) const;
+  // Queues everything not yet launched in one NCCL group; records each request's event.
+  void flush();
+  // Waits for the comm stream's work so far, with the timeout; `op` names it in errors.
+  void finish(const char* op);
+  void wait_event(cudaEvent_t event, const char* op);
+
+  CudaBackend* backend_;
+  ncclComm_t comm_ = nullptr;
+  int rank_ = 0, size_ = 1;
+  std::string failed_;
+  std::vector<std::shared_ptr<P2p>> pending_;
+  float* barrier_scratch_ = nullptr;
+  cudaEvent_t done_ = nullptr;
+};
+
+}  // namespace loom::comm

@@ -1,0 +1,49 @@
+// The NCCL communicator on one GPU (world size 1 over a one-rank thread bootstrap; NCCL needs a
+// GPU per rank, so more ranks need a multi-GPU machine): every collective leaves a device
+// buffer as the contract says, point-to-point to self delivers, and a host-function Reducer is
+// a CommError. Built when NCCL is found (cmake/cuda.cmake); skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include "loom/comm/nccl/nccl_communicator.h"
+#include "loom/comm/thread/thread_world.h"
+#include "tensor_cuda/gpu_compare.h"
+
+namespace loom::test {
+namespace {
+
+void add_ints(void* acc, const void* in, size_t count) {
+  for (size_t i = 0; i < count; ++i) static_cast<int*>(acc)[i] += static_cast<const int*>(in)[i];
+}
+
+TEST(Nccl, OneRankCollectivesAndSelfMessages) {
+  LOOM_REQUIRE_GPU();
+  auto& be = static_cast<CudaBackend&>(*Gpu::get().backend);
+  comm::ThreadWorld world(1);
+  world.run([&](comm::Communicator& boot) {
+    comm::NcclCommunicator nccl(boot, be);
+    EXPECT_EQ(nccl.size(), 1);
+    EXPECT_EQ(nccl.name(), "nccl");
+    const auto host = random_floats(1001, 70);
+    auto d = upload(be, host);
+    std::span<float> span(d.data(), host.size());
+    nccl.allreduce(span);
+    EXPECT_BITS_EQ(download(be, d), host);  // the sum over one rank
+    nccl.reduce_scatter(span);
+    nccl.allgather(span);
+    nccl.broadcast(span, 0);
+    nccl.barrier();
+    EXPECT_BITS_EQ(download(be, d), host);
+
+    DeviceBuffer<float> got(be, 1001);
+    comm::Request reqs[2] = {nccl.irecv(0, got.data(), 1001 * sizeof(float), 3),
+                             nccl.isend(0, d.data(), 1001 * sizeof(float), 3)};
+    nccl.wait_all(reqs);
+    EXPECT_BITS_EQ(download(be, got), host);
+
+    EXPECT_THROW(nccl.allreduce(d.data(), 1000 * sizeof(int), comm::Reducer{sizeof(int), add_ints}),
+                 CommError);
+  });
+}
+
+}  // namespace
+}  // namespace loom::test
