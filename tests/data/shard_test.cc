@@ -109,8 +109,12 @@ TEST(Shard, ReadsBackNormalisedWithHeaderStatistics) {
   s.gather(idx, 2, x, y);
   EXPECT_EQ(y[0], 2);
   EXPECT_EQ(y[1], 2);
-  EXPECT_EQ(x[1], (float(50) / 255.0f - n.mean) / n.stddev);
-  EXPECT_EQ(x[6], (float(14) / 255.0f - n.mean) / n.stddev);
+  EXPECT_NEAR(x[1], (50 / 255.0 - n.mean) / n.stddev, 1e-5);
+  EXPECT_NEAR(x[6], (14 / 255.0 - n.mean) / n.stddev, 1e-5);
+  float table[256];
+  byte_normalisation_table(n, table);
+  EXPECT_EQ(x[1], table[50]);
+  EXPECT_EQ(x[6], table[14]);
 }
 
 TEST(Shard, DecodeMatchesTheNormalisationTableForEveryByte) {

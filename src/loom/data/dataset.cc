@@ -40,8 +40,14 @@ Normalisation histogram_statistics(const uint64_t* hist) {
   return {float(mean), sd > 0 ? float(sd) : 1.0f};
 }
 
+ByteAffine byte_affine(const Normalisation& norm) {
+  return {float(1.0 / (255.0 * double(norm.stddev))),
+          float(-double(norm.mean) / double(norm.stddev))};
+}
+
 void byte_normalisation_table(const Normalisation& norm, float table[256]) {
-  for (int v = 0; v < 256; ++v) table[v] = (float(v) / 255.0f - norm.mean) / norm.stddev;
+  const ByteAffine a = byte_affine(norm);
+  for (int v = 0; v < 256; ++v) table[v] = normalise_byte(uint8_t(v), a);
 }
 
 void check_labels(const std::vector<int32_t>& labels, int num_classes, const std::string& file) {

@@ -1,6 +1,7 @@
 // An in-memory labelled data set: decoded, normalised float features and int32 labels.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -39,8 +40,17 @@ Normalisation byte_statistics(const uint8_t* bytes, size_t n);
 // The same from a histogram of byte values (hist[256]); shard writers keep one as they go.
 Normalisation histogram_statistics(const uint64_t* hist);
 
-// The table v -> (v/255 - mean)/stddev used for every uint8 source, so IDX, CSV, NPY and shard
-// paths produce the same bits for the same pixels.
+// v -> (v/255 - mean)/stddev as one fused multiply-add, fma(v, scale, shift), with scale and
+// shift rounded once from double. Every uint8 path (the IDX table, shard decoding) uses exactly
+// this, so they produce the same bits; an explicit std::fma keeps compilers from contracting
+// differently in scalar and vector loops, and it vectorises (no division in the hot loop).
+struct ByteAffine {
+  float scale, shift;
+};
+ByteAffine byte_affine(const Normalisation& norm);
+inline float normalise_byte(uint8_t v, ByteAffine a) {
+  return std::fma(float(v), a.scale, a.shift);
+}
 void byte_normalisation_table(const Normalisation& norm, float table[256]);
 
 // Checks labels lie in [0, num_classes); InputError naming `file` and the record otherwise.

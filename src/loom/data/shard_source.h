@@ -1,5 +1,5 @@
 // Reads a shard file through a memory mapping, as a SampleSource for the loader. uint8 features
-// are normalised with the same table as the in-memory IDX path (byte_normalisation_table), so
+// are normalised with the same arithmetic as the in-memory IDX path (normalise_byte), so
 // shards converted from IDX files give bitwise the same batches.
 #pragma once
 
@@ -59,6 +59,7 @@ class ShardSource final : public SampleSource {
   std::vector<uint32_t> crcs_;
   ShardVerify verify_;
   Normalisation norm_;
+  ByteAffine affine_;
   std::unique_ptr<std::atomic<uint8_t>[]> verified_;
 };
 
