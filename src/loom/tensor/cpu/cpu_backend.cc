@@ -37,7 +37,7 @@ void CpuBackend::copy(void* dst, const void* src, size_t bytes) { std::memmove(d
 void CpuBackend::fill(float* x, int64_t n, float value) {
   for (int64_t i = 0; i < n; ++i) x[i] = value;
 }
-void CpuBackend::set_intra_op_threads(int threads) { omp_set_num_threads(threads < 1 ? 1 : threads); }
+void CpuBackend::set_intra_op_threads(int threads) { cpu::set_gemm_threads(threads); }
 
 void CpuBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                       const float* a, int64_t lda, const float* b, int64_t ldb, float beta,

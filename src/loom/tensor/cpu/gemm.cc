@@ -2,6 +2,8 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include <omp.h>
+
 #include <atomic>
 #include <cstdlib>
 
@@ -15,6 +17,7 @@ enum LoomCblasOrder { kCblasRowMajor = 101 };
 enum LoomCblasTranspose { kCblasNoTrans = 111, kCblasTrans = 112 };
 void cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float alpha,
                  const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);
+void openblas_set_num_threads(int threads);
 }
 #endif
 
@@ -46,6 +49,14 @@ GemmLibrary gemm_library() {
 }
 
 void set_gemm_library(GemmLibrary lib) { g_library = static_cast<int>(lib); }
+
+void set_gemm_threads(int threads) {
+  omp_set_num_threads(threads < 1 ? 1 : threads);
+#if LOOM_HAVE_OPENBLAS
+  // OpenBLAS's pthread build keeps one process-wide pool and ignores OpenMP's setting.
+  openblas_set_num_threads(threads < 1 ? 1 : threads);
+#endif
+}
 
 std::string gemm_library_name(GemmLibrary lib) {
   return lib == GemmLibrary::kOneDnn ? "oneDNN" : "OpenBLAS";

@@ -15,6 +15,9 @@ enum class GemmLibrary { kOneDnn, kOpenBlas };
 GemmLibrary gemm_library();
 void set_gemm_library(GemmLibrary lib);
 std::string gemm_library_name(GemmLibrary lib);
+// Threads of the calling thread's GEMMs (oneDNN: OpenMP, per thread); OpenBLAS's pool is
+// process-wide, so with OpenBLAS the last call wins.
+void set_gemm_threads(int threads);
 
 // Row-major C = alpha op(A) op(B) + beta C.
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
