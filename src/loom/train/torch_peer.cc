@@ -21,7 +21,7 @@ std::string find_torch_peer() {
   // build/loom -> repo -> ../shared/peers
   for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path();
        dir = dir.parent_path()) {
-    for (const fs::path candidate : {dir / "shared/peers/torch_mlp.py",
+    for (const fs::path& candidate : {dir / "shared/peers/torch_mlp.py",
                                      dir.parent_path() / "shared/peers/torch_mlp.py"})
       if (fs::exists(candidate)) return candidate.string();
   }
