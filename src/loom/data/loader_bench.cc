@@ -178,6 +178,8 @@ void run_loader_bench(const LoaderBenchOptions& o, std::FILE* out) {
                  {"stall_share", stall},
                  {"step_ms", 1e3 * t.wall / double(t.steps)},
                  {"compute_ms", 1e3 * compute_s},
+                 {"batch", gb},
+                 {"consume_share", o.consume_share},
                  {"steps", t.steps}});
     }
   }
