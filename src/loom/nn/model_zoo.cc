@@ -29,8 +29,8 @@ void check_widths(const Config& cfg, const std::string& key, const std::vector<i
 
 }  // namespace
 
-std::unique_ptr<Model> build_model(const Config& cfg, Backend& backend, const Shape& input_shape,
-                                   int num_classes) {
+std::vector<std::unique_ptr<Layer>> build_layers(const Config& cfg, const Shape& input_shape,
+                                                 int num_classes) {
   const std::string kind = cfg.get_choice("model", "mlp", {"mlp", "cnn"});
   std::vector<std::unique_ptr<Layer>> layers;
   if (kind == "mlp") {
@@ -73,7 +73,13 @@ std::unique_ptr<Model> build_model(const Config& cfg, Backend& backend, const Sh
     if (p > 0) layers.push_back(std::make_unique<Dropout>(p));
     layers.push_back(std::make_unique<Linear>(hidden, num_classes));
   }
-  return std::make_unique<Model>(backend, input_shape, num_classes, std::move(layers));
+  return layers;
+}
+
+std::unique_ptr<Model> build_model(const Config& cfg, Backend& backend, const Shape& input_shape,
+                                   int num_classes) {
+  return std::make_unique<Model>(backend, input_shape, num_classes,
+                                 build_layers(cfg, input_shape, num_classes));
 }
 
 }  // namespace loom::nn

@@ -17,6 +17,11 @@ namespace loom::nn {
 
 std::vector<ConfigKeySpec> model_config_keys();
 
+// The zoo model's layers, before a Model owns them: the hook through which the sync layer
+// swaps dense layers for model-parallel ones (sync/model_parallel_model.h).
+std::vector<std::unique_ptr<Layer>> build_layers(const Config& cfg, const Shape& input_shape,
+                                                 int num_classes);
+
 // input_shape is per sample ({1, 28, 28} for Fashion-MNIST); an MLP flattens it first.
 std::unique_ptr<Model> build_model(const Config& cfg, Backend& backend, const Shape& input_shape,
                                    int num_classes);
