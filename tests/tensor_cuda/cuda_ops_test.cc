@@ -198,6 +198,39 @@ TEST(CudaOps, SoftmaxXentMatchesCpu) {
   }
 }
 
+TEST(CudaOps, SoftmaxXentRejectsLabelOutOfRangeLikeCpu) {
+  LOOM_REQUIRE_GPU();
+  const int64_t rows = 5, cols = 10;
+  auto z = random_floats(static_cast<size_t>(rows * cols), 31);
+  std::vector<int32_t> labels = {1, 2, 10, 3, 4};
+  auto dz = upload(gpu(), z);
+  auto dl = upload(gpu(), labels);
+  DeviceBuffer<float> dgrad(gpu(), rows * cols);
+  std::vector<float> grad(z.size());
+  EXPECT_THROW(cpu().softmax_xent(z.data(), labels.data(), rows, cols, 1.0f, grad.data(), nullptr),
+               InputError);
+  try {
+    gpu().softmax_xent(dz.data(), dl.data(), rows, cols, 1.0f, dgrad.data(), nullptr);
+    FAIL() << "no throw";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("label 10 of row 2"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CudaOps, DropoutOfNegativeValuesKeepsTheCpuSignOfZero) {
+  LOOM_REQUIRE_GPU();
+  // Dropped elements are x * 0: -0.0 for negative x, on both backends.
+  const int64_t n = 4096;
+  std::vector<float> x(static_cast<size_t>(n), -1.5f), y(static_cast<size_t>(n));
+  std::vector<uint8_t> mask(static_cast<size_t>(n));
+  auto dxg = upload(gpu(), x);
+  DeviceBuffer<float> dy(gpu(), n);
+  DeviceBuffer<uint8_t> dmask(gpu(), n);
+  cpu().dropout_forward(x.data(), y.data(), mask.data(), n, 0.5f, 99, 0);
+  gpu().dropout_forward(dxg.data(), dy.data(), dmask.data(), n, 0.5f, 99, 0);
+  EXPECT_BITS_EQ(download(gpu(), dy), y);
+}
+
 TEST(CudaOps, Im2colAndCol2imAreBitExact) {
   LOOM_REQUIRE_GPU();
   struct Case {

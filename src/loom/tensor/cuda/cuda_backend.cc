@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "loom/core/error.h"
 #include "loom/tensor/cuda/cuda_check.h"
@@ -227,8 +228,10 @@ void CudaBackend::relu_backward(const float* y, const float* dy, float* dx, int6
 void CudaBackend::dropout_forward(const float* x, float* y, uint8_t* mask, int64_t n, float p,
                                   uint64_t key, uint64_t first_index) {
   bind();
-  const float keep_scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;  // as CpuBackend
-  cuda::dropout_forward(compute_, x, y, mask, n, p, keep_scale, key, first_index);
+  // Both exactly as CpuBackend::dropout_forward computes them.
+  const float keep_scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+  const uint32_t threshold = uint32_t(std::ceil(double(p) * 16777216.0));
+  cuda::dropout_forward(compute_, x, y, mask, n, threshold, keep_scale, key, first_index);
 }
 
 void CudaBackend::dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t n,
@@ -254,6 +257,16 @@ double CudaBackend::softmax_xent(const float* logits, const int32_t* labels, int
   cuda::reduce_loss(compute_, ws, ws + rows, rows, ws + 2 * rows);
   double out[2];
   std::memcpy(out, read_back(ws + 2 * rows, sizeof(out)), sizeof(out));
+  // A label outside [0, cols) makes its row's loss NaN on the device; find it only then, and
+  // report it as the CPU backend does.
+  if (std::isnan(out[0])) {
+    std::vector<int32_t> host(static_cast<size_t>(rows));
+    copy_to_host(host.data(), labels, host.size() * sizeof(int32_t));
+    for (int64_t r = 0; r < rows; ++r)
+      if (host[size_t(r)] < 0 || host[size_t(r)] >= cols)
+        throw InputError(
+            fmt::format("label {} of row {} is outside the {} classes", host[size_t(r)], r, cols));
+  }
   if (correct) *correct = int64_t(out[1]);
   return out[0];
 }

@@ -1,5 +1,7 @@
 // Inverted dropout with a counter-based mask: element i is kept iff
-// philox_uniform(key, first_index + i) >= p, the CPU backend's rule, so masks are bit-identical.
+// philox_uniform(key, first_index + i) >= p, tested as the CPU backend does on the draw's top 24
+// bits (u >= ceil(p 2^24), exact), so masks are bit-identical. Values are x * (keep * scale),
+// also as the CPU writes them: a dropped negative x gives -0.0, a dropped Inf gives NaN.
 // One thread per Philox block (4 consecutive draws), which covers the 1-3 elements of a partial
 // block at either end of the range.
 #include "loom/tensor/cuda/kernels.h"
@@ -8,8 +10,8 @@
 
 namespace loom::cuda {
 
-void dropout_forward(cudaStream_t s, const float* x, float* y, uint8_t* mask, int64_t n, float p,
-                     float keep_scale, uint64_t key, uint64_t first_index) {
+void dropout_forward(cudaStream_t s, const float* x, float* y, uint8_t* mask, int64_t n,
+                     uint32_t threshold, float keep_scale, uint64_t key, uint64_t first_index) {
   if (n <= 0) return;
   const uint64_t first_block = first_index >> 2;
   const uint64_t last_block = (first_index + uint64_t(n) - 1) >> 2;
@@ -23,16 +25,16 @@ void dropout_forward(cudaStream_t s, const float* x, float* y, uint8_t* mask, in
       const uint64_t j = block * 4 + uint64_t(w);  // global draw index
       if (j < first_index || j >= end) continue;
       const uint64_t i = j - first_index;
-      const bool keep = philox_to_uniform(r.w[w]) >= p;
+      const bool keep = (r.w[w] >> 8) >= threshold;
       mask[i] = uint8_t(keep);
-      y[i] = keep ? x[i] * keep_scale : 0.0f;
+      y[i] = x[i] * (float(keep) * keep_scale);
     }
   });
 }
 
 void dropout_backward(cudaStream_t s, const float* dy, const uint8_t* mask, float* dx, int64_t n,
                       float keep_scale) {
-  launch_1d(s, n, [=] __device__(int64_t i) { dx[i] = mask[i] ? dy[i] * keep_scale : 0.0f; });
+  launch_1d(s, n, [=] __device__(int64_t i) { dx[i] = dy[i] * (float(mask[i]) * keep_scale); });
 }
 
 }  // namespace loom::cuda

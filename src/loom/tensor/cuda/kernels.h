@@ -30,9 +30,10 @@ void scale(cudaStream_t s, int64_t n, float alpha, float* x);
 void relu_forward(cudaStream_t s, const float* x, float* y, int64_t n);
 void relu_backward(cudaStream_t s, const float* y, const float* dy, float* dx, int64_t n);
 
-// dropout.cu (keep_scale = 1/(1-p), computed by the caller as the CPU backend does)
-void dropout_forward(cudaStream_t s, const float* x, float* y, uint8_t* mask, int64_t n, float p,
-                     float keep_scale, uint64_t key, uint64_t first_index);
+// dropout.cu (keep iff the draw's top 24 bits >= threshold = ceil(p 2^24); keep_scale =
+// 1/(1-p); both computed by the caller as the CPU backend does)
+void dropout_forward(cudaStream_t s, const float* x, float* y, uint8_t* mask, int64_t n,
+                     uint32_t threshold, float keep_scale, uint64_t key, uint64_t first_index);
 void dropout_backward(cudaStream_t s, const float* dy, const uint8_t* mask, float* dx, int64_t n,
                       float keep_scale);
 
