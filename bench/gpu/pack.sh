@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the GPU test and benchmark binaries HERE (a machine with nvcc but no GPU) and packs
 # them, with the shared libraries they need that a CUDA image may lack (oneDNN, OpenBLAS, fmt,
-# toml++, libgomp, ...), into build-gpu-carry/loom-gpu.tar.xz (about 15 MB): small enough to
+# toml++, libgomp, ...), into build-gpu-carry/loom-gpu.tar.xz (about 15-20 MB): small enough to
 # carry to a GPU machine that has no Debian packages, where check.sh unpacks and runs it.
 # Libraries every machine has (glibc, libstdc++) and CUDA's own (cudart, cuBLAS, driver) stay.
 #   bench/gpu/pack.sh            # uses build-cuda/ (LOOM_BUILD_DIR to change)
@@ -25,6 +25,6 @@ done | sort -u | while read -r lib; do
   if ! [[ $name =~ $skip ]]; then cp -L "$lib" "$stage/lib/$name"; fi
 done
 git rev-parse --short HEAD >"$stage/REVISION" 2>/dev/null || echo unknown >"$stage/REVISION"
-tar -C "$stage" -cJf "$D/loom-gpu.tar.xz" bin lib REVISION
+XZ_OPT="${XZ_OPT:--4 -T2}" tar -C "$stage" -cJf "$D/loom-gpu.tar.xz" bin lib REVISION
 ls -la "$D/loom-gpu.tar.xz"
 echo "carry build-gpu-carry to the GPU machine and run: bash bench/gpu/check.sh"
