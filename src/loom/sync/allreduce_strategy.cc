@@ -1,5 +1,6 @@
 #include "loom/sync/allreduce_strategy.h"
 
+#include <cstring>
 #include <span>
 
 #include "loom/core/error.h"
@@ -128,6 +129,48 @@ void AllreduceStrategy::end_step() {
   stats_.bytes_sent += comm_bytes_;
   comm_seconds_ = 0;
   comm_bytes_ = 0;
+}
+
+}  // namespace loom::sync
+
+namespace loom::sync {
+namespace {
+
+void save_codec_state(const compress::CodecState& st, const std::string& prefix,
+                      StrategyState& out) {
+  out.floats[prefix + ".residual"] = st.residual;
+  out.floats[prefix + ".aux"] = st.aux;
+  std::vector<uint8_t> steps(sizeof(uint64_t));
+  std::memcpy(steps.data(), &st.steps, sizeof(uint64_t));
+  out.bytes[prefix + ".steps"] = std::move(steps);
+}
+
+void restore_codec_state(compress::CodecState& st, const std::string& prefix,
+                         const StrategyState& in) {
+  st.residual = in.need_floats(prefix + ".residual", st.residual.size());
+  st.aux = in.need_floats(prefix + ".aux", st.aux.size());
+  std::memcpy(&st.steps, in.need_bytes(prefix + ".steps", sizeof(uint64_t)).data(),
+              sizeof(uint64_t));
+}
+
+}  // namespace
+
+void AllreduceStrategy::save_state(StrategyState& out) const {
+  for (size_t b = 0; b < codec_states_.size(); ++b) {
+    const compress::CompressedAllreduceState& st = codec_states_[b];
+    for (size_t j = 0; j < st.worker.size(); ++j)
+      save_codec_state(st.worker[j], fmt::format("bucket{}.worker{}", b, j), out);
+    save_codec_state(st.owner, fmt::format("bucket{}.owner", b), out);
+  }
+}
+
+void AllreduceStrategy::restore_state(const StrategyState& in) {
+  for (size_t b = 0; b < codec_states_.size(); ++b) {
+    compress::CompressedAllreduceState& st = codec_states_[b];
+    for (size_t j = 0; j < st.worker.size(); ++j)
+      restore_codec_state(st.worker[j], fmt::format("bucket{}.worker{}", b, j), in);
+    restore_codec_state(st.owner, fmt::format("bucket{}.owner", b), in);
+  }
 }
 
 }  // namespace loom::sync

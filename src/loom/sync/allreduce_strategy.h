@@ -48,6 +48,10 @@ class AllreduceStrategy final : public Strategy {
   void begin_step(int64_t step, float lr) override;
   void on_gradients_ready(const nn::ParamRange& range) override;
   void end_step() override;
+  // Codec state per bucket: worker- and owner-side residuals, PowerSGD's Q, encode counts
+  // (sections "bucket<b>.worker<j>.{residual,aux,steps}", "bucket<b>.owner.*").
+  void save_state(StrategyState& out) const override;
+  void restore_state(const StrategyState& in) override;
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
   // Bytes this rank hands to the transport per step (what SyncStats.bytes_sent adds up).

@@ -5,12 +5,14 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "loom/comm/communicator.h"
 #include "loom/core/config.h"
+#include "loom/core/error.h"
 #include "loom/nn/model.h"
 #include "loom/optim/optimizer.h"
 
@@ -26,6 +28,40 @@ struct SyncStats {
     exposed_seconds += o.exposed_seconds;
     bytes_sent += o.bytes_sent;
     bytes_received += o.bytes_received;
+  }
+};
+
+// A strategy's own state for checkpoints (codec residuals, block momentum, server shards), as
+// named sections. Names use [A-Za-z0-9._-] only. Each rank saves and restores its own set (the
+// checkpoint keeps one per rank: docs/checkpoint.md). The parameters and the optimizer's
+// state()/steps() are saved by the checkpoint itself; put here only what else the next steps
+// depend on.
+struct StrategyState {
+  std::map<std::string, std::vector<float>> floats;
+  std::map<std::string, std::vector<uint8_t>> bytes;
+  bool empty() const { return floats.empty() && bytes.empty(); }
+  // The section `name`, which must hold exactly `size` elements, else InputError naming it
+  // (a checkpoint from another config or world size).
+  const std::vector<float>& need_floats(const std::string& name, size_t size) const {
+    return need(floats, name, size);
+  }
+  const std::vector<uint8_t>& need_bytes(const std::string& name, size_t size) const {
+    return need(bytes, name, size);
+  }
+
+ private:
+  template <typename T>
+  static const std::vector<T>& need(const std::map<std::string, std::vector<T>>& m,
+                                    const std::string& name, size_t size) {
+    auto it = m.find(name);
+    if (it == m.end())
+      throw InputError(fmt::format("checkpoint: strategy state has no section '{}' (written "
+                                   "with another sync strategy or config?)", name));
+    if (it->second.size() != size)
+      throw InputError(fmt::format("checkpoint: strategy section '{}' holds {} elements, this "
+                                   "run needs {} (another config or world size?)",
+                                   name, it->second.size(), size));
+    return it->second;
   }
 };
 
@@ -45,6 +81,17 @@ class Strategy {
   virtual void end_step() = 0;
   // After the last step (block momentum folds in its last partial block here).
   virtual void finish() {}
+  // Checkpoints (src/loom/train/checkpoint.h). save_state is called between steps (after
+  // end_step returned, never during a step; every rank calls it at the same step, so it may
+  // communicate). restore_state is called on a resumed run after start() and before the first
+  // step, with what save_state gave on the same rank of a run with the same config and world
+  // size; afterwards the next steps must give bitwise what they would have given without the
+  // interruption (the training loop restores parameters and optimizer state before start()).
+  // A missing or mis-sized section is an InputError naming it (StrategyState::need_*). The
+  // skip policy for NaN steps (train.nan_policy) also uses this pair to roll a step back.
+  // Default: no state beyond parameters and optimizer.
+  virtual void save_state(StrategyState& out) const { (void)out; }
+  virtual void restore_state(const StrategyState& in) { (void)in; }
   // Statistics since the last call.
   SyncStats take_stats() {
     SyncStats s = stats_;

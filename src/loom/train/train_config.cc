@@ -6,6 +6,7 @@
 #include "loom/optim/lr_schedule.h"
 #include "loom/optim/optimizer.h"
 #include "loom/sync/strategy.h"
+#include "loom/train/checkpoint_guard.h"
 
 namespace loom::train {
 
@@ -43,7 +44,8 @@ std::vector<ConfigKeySpec> own_keys() {
 std::vector<ConfigKeySpec> train_config_keys() {
   std::vector<ConfigKeySpec> keys = own_keys();
   for (auto part : {nn::model_config_keys(), optim::optimizer_config_keys(),
-                    optim::lr_schedule_config_keys(), sync::sync_config_keys()})
+                    optim::lr_schedule_config_keys(), sync::sync_config_keys(),
+                    checkpoint_config_keys()})
     keys.insert(keys.end(), part.begin(), part.end());
   return keys;
 }

@@ -19,6 +19,7 @@
 #include "loom/optim/optimizer.h"
 #include "loom/sync/strategy.h"
 #include "loom/tensor/backend_registry.h"
+#include "loom/train/checkpoint_guard.h"
 #include "loom/train/progress.h"
 #include "loom/train/run_writer.h"
 #include "loom/train/train_config.h"
@@ -114,19 +115,29 @@ class Worker {
                                      strategy->describe());
       log_info("{}", result_.describe);
     }
+    // Checkpoints, resume, the NaN policy and stop signals (checkpoint_guard.h).
+    StepGuard guard(cfg_, comm_, WorkerParts{backend, *model, *optimizer, *strategy},
+                    steps_per_epoch, s_.seed);
+    const int64_t first_step = guard.resume();  // 0, or where the checkpoint left off
     strategy->start();
+    guard.restore_strategy();
     Progress progress(lead ? s_.progress : ProgressMode::kNone, s_.epochs, steps_per_epoch,
                       lo.global_batch);
 
-    int64_t step = 0;
+    int64_t step = first_step;
     double total_seconds = 0;
     int64_t total_samples = 0;
-    for (int64_t epoch = 0; epoch < s_.epochs && step < total_steps; ++epoch) {
+    for (int64_t epoch = first_step / steps_per_epoch;
+         epoch < s_.epochs && step < total_steps && !guard.interrupted(); ++epoch) {
       EpochMetrics m;
       m.epoch = epoch + 1;
       double loss_sum = 0, correct = 0, seen = 0;
       loader.start_epoch(epoch);
       data::Batch batch;
+      // A resumed epoch: the shuffle is a function of (seed, epoch), so skipping the batches
+      // already trained on puts the loader where the checkpoint left it.
+      for (int64_t k = step - epoch * steps_per_epoch; k > 0 && loader.next(batch); --k) {
+      }
       Stopwatch epoch_watch;
       while (step < total_steps && loader.next(batch)) {
         m.loader_wait_s += batch.wait_seconds;
@@ -134,18 +145,24 @@ class Worker {
         info.training = true;
         info.dropout_key = derive_key(s_.seed, 0, RngPurpose::kDropout, uint64_t(step));
         info.sample_offset = batch.global_offset;
-        const float lr = float(schedule.at(step));
+        guard.begin_step(step);
+        const float lr = float(schedule.at(step)) * guard.lr_scale();
         strategy->begin_step(step, lr);
         Stopwatch compute;
         model->forward(batch.x, batch.size, info);
         const nn::LossResult r = model->loss(batch.y, strategy->grad_scale(batch.size));
-        if (!std::isfinite(r.loss_sum))
-          throw NumericError(fmt::format("loss is {} at step {} (epoch {}, rank {}): lower "
-                                         "optim.lr or check the data", r.loss_sum, step,
-                                         epoch + 1, comm_.rank()));
-        model->backward([&](const nn::ParamRange& range) { strategy->on_gradients_ready(range); });
+        guard.check_loss(r.loss_sum, step);
+        model->backward([&](const nn::ParamRange& range) {
+          guard.check_grads(range);
+          strategy->on_gradients_ready(range);
+        });
         m.compute_s += compute.seconds();
         strategy->end_step();
+        if (guard.end_step(step + 1) == StepGuard::Outcome::kSkipped) {  // rolled back
+          ++step;
+          ++m.steps;
+          continue;
+        }
         loss_sum += r.loss_sum;
         correct += double(r.correct);
         seen += double(batch.size);
@@ -156,6 +173,7 @@ class Worker {
           progress.step(epoch, batch.step, r.loss_sum / double(batch.size),
                         el > 0 ? double(m.steps * lo.global_batch) / el : 0);
         }
+        if (guard.interrupted()) break;  // a stop signal: checkpoint written, leave
       }
       m.seconds = epoch_watch.seconds();
       const sync::SyncStats st = strategy->take_stats();
@@ -175,6 +193,8 @@ class Worker {
     strategy->finish();
     if (lead) {
       result_.world = comm_.size();
+      result_.interrupted = guard.interrupted();
+      result_.checkpoint = guard.last_checkpoint();
       result_.steps = step;
       result_.samples_per_s = total_seconds > 0 ? double(total_samples) / total_seconds : 0;
       result_.test_acc = result_.epochs.empty() ? -1 : result_.epochs.back().test_acc;
@@ -255,6 +275,7 @@ TrainResult run_training(const Config& cfg) {
                               {"threads", s.threads},
                               {"steps", result.steps},
                               {"epochs", result.epochs.size()},
+                              {"interrupted", result.interrupted},
                               {"params_fnv1a64",
                                fmt::format("{:016x}", fnv1a64(result.final_params.data(),
                                                               result.final_params.size() * 4))}};

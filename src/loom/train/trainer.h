@@ -29,6 +29,8 @@ struct TrainResult {
   int64_t steps = 0;
   std::string describe;              // model, optimizer, strategy
   std::vector<float> final_params;   // rank 0's parameters at the end
+  bool interrupted = false;          // stopped by SIGINT/SIGTERM (after writing a checkpoint)
+  std::string checkpoint;            // the last checkpoint written ("" = none)
 };
 
 // Runs `loom train` for a resolved config (unknown keys already rejected by the caller or

@@ -1,0 +1,322 @@
+#include "loom/train/checkpoint.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <regex>
+
+#include "loom/core/error.h"
+#include "loom/core/log.h"
+
+namespace loom::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kTrainFile = "train.ckpt";
+
+std::string rank_file_name(int64_t rank) {
+  return fmt::format("rank-{:05d}.ckpt", rank);
+}
+
+std::vector<float> device_to_vector(Backend& be, const float* src, int64_t n) {
+  std::vector<float> v(size_t(std::max<int64_t>(n, 0)));
+  if (n > 0) be.copy_to_host(v.data(), src, size_t(n) * sizeof(float));
+  return v;
+}
+
+void vector_to_device(Backend& be, float* dst, const std::vector<float>& v) {
+  if (!v.empty()) be.copy_to_device(dst, v.data(), v.size() * sizeof(float));
+}
+
+// Complete checkpoints (step-N) under root, newest first.
+std::vector<std::pair<int64_t, fs::path>> list_complete(const fs::path& root) {
+  static const std::regex re("step-([0-9]{1,18})");
+  std::vector<std::pair<int64_t, fs::path>> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    std::smatch m;
+    const std::string name = e.path().filename().string();
+    if (e.is_directory(ec) && std::regex_match(name, m, re))
+      out.emplace_back(std::stoll(m[1].str()), e.path());
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  return out;
+}
+
+void prune(const fs::path& root, int keep, int64_t current_step) {
+  std::error_code ec;
+  auto complete = list_complete(root);
+  for (size_t i = size_t(std::max(keep, 1)); i < complete.size(); ++i)
+    fs::remove_all(complete[i].second, ec);
+  // .partial directories older than this step were left by crashed or failed writes.
+  static const std::regex re("step-([0-9]{1,18})\\.partial");
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    std::smatch m;
+    const std::string name = e.path().filename().string();
+    if (std::regex_match(name, m, re) && std::stoll(m[1].str()) <= current_step)
+      fs::remove_all(e.path(), ec);
+  }
+}
+
+// Parses train.ckpt and every rank file of a checkpoint directory; throws InputError if any is
+// missing or malformed.
+void validate(const fs::path& dir) {
+  const CheckpointFile train = CheckpointFile::read((dir / kTrainFile).string());
+  const std::vector<int64_t> pos = train.i64("position", 5);
+  if (pos[2] < 1 || pos[2] > 1 << 20)
+    throw InputError(fmt::format("{}: position names a world of {}", train.source(), pos[2]));
+  for (int64_t r = 0; r < pos[2]; ++r) {
+    const CheckpointFile rf = CheckpointFile::read((dir / rank_file_name(r)).string());
+    if (rf.i64("rank", 3)[2] != pos[0])
+      throw InputError(
+          fmt::format("{}: written at another step than {}", rf.source(), train.source()));
+  }
+}
+
+}  // namespace
+
+std::string checkpoint_name(int64_t step) {
+  return fmt::format("step-{:012d}", step);
+}
+
+CheckpointFile make_train_file(WorkerParts& w, const TrainPosition& pos,
+                               const std::string& config) {
+  CheckpointFile f;
+  const int64_t p[5] = {pos.step, pos.steps_per_epoch, pos.world, int64_t(pos.seed), pos.nan_skips};
+  f.put_i64("position", p);
+  const double lr[1] = {pos.lr_scale};
+  f.put_f64("lr_scale", lr);
+  // Every stream is counter-based: dropout keys derive from (seed, step), the shuffle and the
+  // augmentation from (seed, epoch), codecs keep their own counters in the strategy state.
+  const int64_t rng[3] = {int64_t(pos.seed), pos.step, pos.epoch()};
+  f.put_i64("rng.seed_step_epoch", rng);
+  const int64_t loader[2] = {pos.epoch(), pos.step_in_epoch()};
+  f.put_i64("loader.epoch_step", loader);
+  f.put_f32("params", device_to_vector(w.backend, w.model.params(), w.model.num_params()));
+  f.put_text("config", config);
+  f.put_text("describe", w.model.summary());
+  return f;
+}
+
+CheckpointFile make_rank_file(WorkerParts& w, const TrainPosition& pos, int rank) {
+  CheckpointFile f;
+  const int64_t id[3] = {rank, pos.world, pos.step};
+  f.put_i64("rank", id);
+  const int64_t steps[1] = {w.optimizer.steps()};
+  f.put_i64("optim.steps", steps);
+  for (const optim::StateBuffer& b : w.optimizer.state())
+    f.put_f32("optim." + b.name, device_to_vector(w.backend, b.data, b.size));
+  sync::StrategyState st;
+  w.strategy.save_state(st);
+  for (const auto& [name, v] : st.floats) f.put_f32("strategy.f." + name, v);
+  for (const auto& [name, v] : st.bytes) f.put_bytes("strategy.b." + name, v);
+  return f;
+}
+
+TrainPosition restore_parts(WorkerParts& w, const CheckpointFile& train, const CheckpointFile& rank,
+                            const TrainPosition& expect, int rank_index) {
+  const std::vector<int64_t> p = train.i64("position", 5);
+  TrainPosition pos;
+  pos.step = p[0];
+  pos.steps_per_epoch = p[1];
+  pos.world = p[2];
+  pos.seed = uint64_t(p[3]);
+  pos.nan_skips = p[4];
+  pos.lr_scale = train.f64("lr_scale", 1)[0];
+  const std::string& src = train.source();
+  if (pos.world != expect.world)
+    throw InputError(
+        fmt::format("{}: written by {} workers; this run has {} (resume with the "
+                    "same world size)",
+                    src, pos.world, expect.world));
+  if (pos.steps_per_epoch != expect.steps_per_epoch)
+    throw InputError(
+        fmt::format("{}: {} steps per epoch; this run has {} (batch or data "
+                    "changed?)",
+                    src, pos.steps_per_epoch, expect.steps_per_epoch));
+  if (pos.seed != expect.seed)
+    throw InputError(fmt::format("{}: seed {}; this run has seed {}", src, pos.seed, expect.seed));
+  if (pos.step < 0 || !(pos.lr_scale > 0 && pos.lr_scale <= 1))
+    throw InputError(fmt::format("{}: position out of range (step {}, lr scale {})", src, pos.step,
+                                 pos.lr_scale));
+  const std::vector<int64_t> id = rank.i64("rank", 3);
+  if (id[0] != rank_index || id[1] != pos.world || id[2] != pos.step)
+    throw InputError(
+        fmt::format("{}: belongs to rank {} of {} at step {}, expected rank {} of {} "
+                    "at step {}",
+                    rank.source(), id[0], id[1], id[2], rank_index, pos.world, pos.step));
+  vector_to_device(w.backend, w.model.params(), train.f32("params", w.model.num_params()));
+  for (const optim::StateBuffer& b : w.optimizer.state())
+    vector_to_device(w.backend, b.data, rank.f32("optim." + b.name, b.size));
+  w.optimizer.set_steps(rank.i64("optim.steps", 1)[0]);
+  return pos;
+}
+
+void restore_strategy(WorkerParts& w, const CheckpointFile& rank) {
+  sync::StrategyState st;
+  for (const auto& [name, s] : rank.sections()) {
+    if (name.rfind("strategy.f.", 0) == 0) st.floats[name.substr(11)] = rank.f32(name);
+    if (name.rfind("strategy.b.", 0) == 0) st.bytes[name.substr(11)] = rank.bytes(name);
+  }
+  w.strategy.restore_state(st);
+}
+
+void StepSnapshot::capture(WorkerParts& w) {
+  params_.resize(size_t(w.model.num_params()));
+  if (!params_.empty())
+    w.backend.copy_to_host(params_.data(), w.model.params(), params_.size() * sizeof(float));
+  const std::vector<optim::StateBuffer> state = w.optimizer.state();
+  optim_.resize(state.size());
+  for (size_t i = 0; i < state.size(); ++i) {
+    optim_[i].resize(size_t(state[i].size));
+    if (state[i].size > 0)
+      w.backend.copy_to_host(optim_[i].data(), state[i].data, optim_[i].size() * sizeof(float));
+  }
+  optim_steps_ = w.optimizer.steps();
+  strategy_ = {};
+  w.strategy.save_state(strategy_);
+}
+
+void StepSnapshot::restore(WorkerParts& w) const {
+  vector_to_device(w.backend, w.model.params(), params_);
+  const std::vector<optim::StateBuffer> state = w.optimizer.state();
+  for (size_t i = 0; i < state.size() && i < optim_.size(); ++i)
+    vector_to_device(w.backend, state[i].data, optim_[i]);
+  w.optimizer.set_steps(optim_steps_);
+  w.strategy.restore_state(strategy_);
+}
+
+std::string save_checkpoint(comm::Communicator& c, const std::string& root, int keep,
+                            WorkerParts& w, const TrainPosition& pos, const std::string& config) {
+  const fs::path final_dir = fs::path(root) / checkpoint_name(pos.step);
+  const fs::path partial = fs::path(root) / (checkpoint_name(pos.step) + ".partial");
+  std::string failure;
+  try {
+    std::error_code ec;
+    fs::create_directories(partial, ec);
+    if (!fs::is_directory(partial))
+      throw InputError(fmt::format("{}: cannot create: {}", partial.string(), ec.message()));
+    write_file_atomically((partial / rank_file_name(c.rank())).string(),
+                          make_rank_file(w, pos, c.rank()).serialize());
+    if (c.rank() == 0)
+      write_file_atomically((partial / kTrainFile).string(),
+                            make_train_file(w, pos, config).serialize());
+  } catch (const InputError& e) {
+    failure = e.what();
+  }
+  // Every rank learns whether any rank failed, so all agree on publishing.
+  int64_t failed[1] = {failure.empty() ? 0 : int64_t(c.rank()) + 1};
+  if (c.size() > 1) c.allreduce(failed, sizeof(failed), comm::max_i64());
+  if (failed[0] != 0) {
+    const auto previous = list_complete(root);
+    const std::string kept = previous.empty() ? std::string("none written yet")
+                                              : previous.front().second.string() + " is intact";
+    if (!failure.empty())
+      log_error("checkpoint at step {} not written: {}; previous checkpoint: {}", pos.step, failure,
+                kept);
+    else if (c.rank() == 0)
+      log_error(
+          "checkpoint at step {} not written: rank {} failed to write its file; previous "
+          "checkpoint: {}",
+          pos.step, failed[0] - 1, kept);
+    if (c.size() > 1) c.barrier();  // everyone is done with the directory before it goes
+    if (c.rank() == 0) {
+      std::error_code ec;
+      fs::remove_all(partial, ec);
+    }
+    return "";
+  }
+  if (c.rank() == 0) {
+    std::error_code ec;
+    fsync_directory(partial.string());
+    if (fs::exists(final_dir)) {  // the same step again (resumed from an older checkpoint)
+      const fs::path old = final_dir.string() + ".replaced";
+      fs::remove_all(old, ec);
+      fs::rename(final_dir, old, ec);
+      fs::rename(partial, final_dir, ec);
+      fs::remove_all(old, ec);
+    } else {
+      fs::rename(partial, final_dir, ec);
+    }
+    if (ec) {
+      log_error("checkpoint at step {} not published: rename {} -> {}: {}", pos.step,
+                partial.string(), final_dir.string(), ec.message());
+      return "";
+    }
+    fsync_directory(root);
+    prune(root, keep, pos.step);
+    log_info("checkpoint: step {} written to {}", pos.step, final_dir.string());
+  }
+  return final_dir.string();
+}
+
+std::string find_latest_checkpoint(const std::string& path) {
+  const fs::path p(path);
+  if (fs::exists(p / kTrainFile)) {
+    validate(p);
+    return p.string();
+  }
+  const fs::path root = fs::is_directory(p / "checkpoints") ? p / "checkpoints" : p;
+  if (!fs::is_directory(root))
+    throw InputError(fmt::format("{}: no such directory to resume from", path));
+  for (const auto& [step, dir] : list_complete(root)) {
+    try {
+      validate(dir);
+      return dir.string();
+    } catch (const InputError& e) {
+      log_warn("resume: skipping checkpoint {}: {}", dir.string(), e.what());
+    }
+  }
+  throw InputError(
+      fmt::format("{}: no complete checkpoint to resume from (looked for "
+                  "{}/step-*/train.ckpt)",
+                  path, root.string()));
+}
+
+std::string checkpoint_config_text(const std::string& checkpoint_dir) {
+  return CheckpointFile::read((fs::path(checkpoint_dir) / kTrainFile).string()).text("config");
+}
+
+LoadedCheckpoint load_checkpoint(comm::Communicator& c, const std::string& path, WorkerParts& w,
+                                 const TrainPosition& expect) {
+  // Rank 0 chooses, so all ranks load the same step even while files are being pruned.
+  std::string dir, error;
+  if (c.rank() == 0) {
+    try {
+      dir = find_latest_checkpoint(path);
+    } catch (const InputError& e) {
+      error = e.what();
+    }
+  }
+  if (c.size() > 1) {
+    int64_t len[1] = {error.empty() ? int64_t(dir.size()) : -1};
+    c.broadcast(len, sizeof(len), 0);
+    if (len[0] < 0) {
+      if (c.rank() != 0)
+        throw InputError(fmt::format("{}: rank 0 found no checkpoint to resume from", path));
+    } else {
+      dir.resize(size_t(len[0]));
+      c.broadcast(dir.data(), dir.size(), 0);
+    }
+  }
+  if (!error.empty()) throw InputError(error);
+
+  LoadedCheckpoint out;
+  out.dir = dir;
+  try {
+    const CheckpointFile train = CheckpointFile::read((fs::path(dir) / kTrainFile).string());
+    out.rank_file = CheckpointFile::read((fs::path(dir) / rank_file_name(c.rank())).string());
+    out.pos = restore_parts(w, train, out.rank_file, expect, c.rank());
+  } catch (const InputError& e) {
+    error = e.what();
+  }
+  int64_t failed[1] = {error.empty() ? 0 : int64_t(c.rank()) + 1};
+  if (c.size() > 1) c.allreduce(failed, sizeof(failed), comm::max_i64());
+  if (!error.empty()) throw InputError(error);
+  if (failed[0] != 0)
+    throw InputError(fmt::format("{}: rank {} could not load its part", dir, failed[0] - 1));
+  return out;
+}
+
+}  // namespace loom::train

@@ -1,0 +1,97 @@
+// Checkpoints of a training run (docs/checkpoint.md): what a worker's state is made of, how all
+// ranks write one together, and how a resumed run finds and loads the newest complete one.
+//
+// Layout under <output.dir>/checkpoints/:
+//   step-000000000120/            a complete checkpoint (published by one atomic rename)
+//     train.ckpt                  rank 0: parameters, position, seed, config text
+//     rank-00000.ckpt ...         every rank: optimizer state and steps, strategy state
+//   step-000000000150.partial/    being written, or left by a crash: never loaded
+// Every file is written atomically (checkpoint_format.h); once all ranks report their files
+// written (a collective), rank 0 renames the .partial directory and fsyncs its parent, so a
+// step-N directory is complete by construction. Ranks of a multi-machine run need a shared
+// file system for this directory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "loom/comm/communicator.h"
+#include "loom/nn/model.h"
+#include "loom/optim/optimizer.h"
+#include "loom/sync/strategy.h"
+#include "loom/train/checkpoint_format.h"
+
+namespace loom::train {
+
+// The parts of one worker that a checkpoint covers.
+struct WorkerParts {
+  Backend& backend;
+  nn::Model& model;
+  optim::Optimizer& optimizer;
+  sync::Strategy& strategy;
+};
+
+// Where the run is: everything besides the parts that the next steps depend on.
+struct TrainPosition {
+  int64_t step = 0;             // global steps completed
+  int64_t steps_per_epoch = 0;  // epoch = step / steps_per_epoch, the loader's step = step % it
+  int64_t world = 1;
+  uint64_t seed = 0;      // every random stream derives from (seed, rank, purpose, step)
+  double lr_scale = 1.0;  // lowered by skipped NaN steps (train.nan_policy = "skip")
+  int64_t nan_skips = 0;  // consecutive skipped steps so far
+  int64_t epoch() const { return steps_per_epoch ? step / steps_per_epoch : 0; }
+  int64_t step_in_epoch() const { return steps_per_epoch ? step % steps_per_epoch : 0; }
+};
+
+// train.ckpt and rank-R.ckpt of one worker's state.
+CheckpointFile make_train_file(WorkerParts& w, const TrainPosition& pos, const std::string& config);
+CheckpointFile make_rank_file(WorkerParts& w, const TrainPosition& pos, int rank);
+// Restores parameters (train file) and optimizer state (rank file) after checking that both
+// belong to a run like this one; returns the position. The strategy is restored separately
+// (restore_strategy, after Strategy::start()).
+TrainPosition restore_parts(WorkerParts& w, const CheckpointFile& train, const CheckpointFile& rank,
+                            const TrainPosition& expect, int rank_index);
+void restore_strategy(WorkerParts& w, const CheckpointFile& rank);
+
+// In-memory copy of everything a step changes, for rolling a skipped step back.
+class StepSnapshot {
+ public:
+  void capture(WorkerParts& w);
+  void restore(WorkerParts& w) const;
+
+ private:
+  std::vector<float> params_;
+  std::vector<std::vector<float>> optim_;
+  int64_t optim_steps_ = 0;
+  sync::StrategyState strategy_;
+};
+
+std::string checkpoint_name(int64_t step);  // "step-000000000120"
+
+// Collective (every rank at the same step): writes this rank's files and, on rank 0, publishes
+// the checkpoint and deletes all but the newest `keep`. Returns the published directory, or ""
+// when some rank failed to write (disk full, ...): the previous checkpoints are intact and every
+// rank logs why. Never throws for I/O failures; communication failures propagate.
+std::string save_checkpoint(comm::Communicator& c, const std::string& root, int keep,
+                            WorkerParts& w, const TrainPosition& pos, const std::string& config);
+
+// The newest complete checkpoint reachable from `path`: a run's output directory (holding
+// checkpoints/), a checkpoints directory, or one step-N directory. Checkpoints whose files do
+// not parse are skipped with a warning. InputError naming `path` if there is none.
+std::string find_latest_checkpoint(const std::string& path);
+// The config text saved in a checkpoint directory (for `loom train --resume DIR` without a
+// config file).
+std::string checkpoint_config_text(const std::string& checkpoint_dir);
+
+// Collective: rank 0 finds the newest checkpoint under `path`, every rank loads it (parameters,
+// optimizer, position); the strategy follows with restore_strategy after start().
+struct LoadedCheckpoint {
+  std::string dir;
+  TrainPosition pos;
+  CheckpointFile rank_file;
+};
+LoadedCheckpoint load_checkpoint(comm::Communicator& c, const std::string& path, WorkerParts& w,
+                                 const TrainPosition& expect);
+
+}  // namespace loom::train

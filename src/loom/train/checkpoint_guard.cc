@@ -1,0 +1,190 @@
+#include "loom/train/checkpoint_guard.h"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "loom/core/error.h"
+#include "loom/core/log.h"
+
+namespace loom::train {
+
+namespace {
+
+constexpr int64_t kBadLoss = 1, kBadGrad = 2;
+
+int64_t bad_code(int64_t kind, int rank, int layer) {
+  return (kind << 40) | (int64_t(rank + 1) << 20) | int64_t(layer + 1);
+}
+
+// True if every float is finite: an exponent of all ones means Inf or NaN. Integer lanes, so
+// the compiler vectorises it (a float sum would need reassociation).
+bool all_finite(const float* x, int64_t n) {
+  uint32_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, x + i, 4);
+    bad |= uint32_t((b & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad == 0;
+}
+
+}  // namespace
+
+std::vector<ConfigKeySpec> checkpoint_config_keys() {
+  return {
+      {"train.checkpoint_every", ConfigType::kInt, "0",
+       "write a checkpoint every this many steps into <output.dir>/checkpoints (0 = off)"},
+      {"train.checkpoint_minutes", ConfigType::kDouble, "0",
+       "also write one when this many minutes passed since the last (0 = off)"},
+      {"train.checkpoint_keep", ConfigType::kInt, "3", "complete checkpoints kept (newest)"},
+      {"train.resume", ConfigType::kString, "\"\"",
+       "resume from the newest checkpoint under this directory (loom train --resume DIR)"},
+      {"train.nan_policy", ConfigType::kString, "\"abort\"",
+       "NaN/Inf in loss or gradients: \"abort\" (exit 4 naming step, rank, layer) or \"skip\" "
+       "(roll the step back and lower the learning rate)"},
+      {"train.nan_lr_factor", ConfigType::kDouble, "0.5",
+       "skip policy: learning rate scale multiplied by this per skipped step"},
+      {"train.nan_max_skips", ConfigType::kInt, "5",
+       "skip policy: consecutive skipped steps before giving up (exit 4)"},
+      {"train.nan_check_grads", ConfigType::kBool, "true",
+       "check every gradient for NaN/Inf during backward (else the loss only)"},
+  };
+}
+
+GuardOptions read_guard_options(const Config& cfg) {
+  GuardOptions o;
+  o.every_steps = cfg.get_int("train.checkpoint_every", 0, 0, int64_t(1) << 40);
+  o.every_minutes = cfg.get_double("train.checkpoint_minutes", 0, 0, 1e7);
+  o.keep = int(cfg.get_int("train.checkpoint_keep", 3, 1, 1000000));
+  o.resume = cfg.get_string("train.resume", "");
+  o.nan_policy = cfg.get_choice("train.nan_policy", "abort", {"abort", "skip"}) == "skip"
+                     ? NanPolicy::kSkip
+                     : NanPolicy::kAbort;
+  o.nan_lr_factor = cfg.get_double("train.nan_lr_factor", 0.5, 1e-6, 1.0);
+  o.nan_max_skips = cfg.get_int("train.nan_max_skips", 5, 0, int64_t(1) << 40);
+  o.check_grads = cfg.get_bool("train.nan_check_grads", true);
+  const std::string out = cfg.get_string("output.dir", "runs/latest");
+  if (!out.empty()) o.checkpoint_root = (std::filesystem::path(out) / "checkpoints").string();
+  if (out.empty() && (o.every_steps > 0 || o.every_minutes > 0))
+    throw ConfigError(fmt::format(
+        "{}: checkpoints need an output directory (output.dir is \"\")",
+        cfg.where(o.every_steps > 0 ? "train.checkpoint_every" : "train.checkpoint_minutes")));
+  return o;
+}
+
+StepGuard::StepGuard(const Config& cfg, comm::Communicator& c, WorkerParts parts,
+                     int64_t steps_per_epoch, uint64_t seed)
+    : opt_(read_guard_options(cfg)), config_text_(cfg.canonical_text()), comm_(c), parts_(parts) {
+  pos_.steps_per_epoch = steps_per_epoch;
+  pos_.world = c.size();
+  pos_.seed = seed;
+  if (parts_.backend.device() != Device::kCpu) opt_.check_grads = false;
+}
+
+int64_t StepGuard::resume() {
+  if (opt_.resume.empty()) return 0;
+  LoadedCheckpoint ck = load_checkpoint(comm_, opt_.resume, parts_, pos_);
+  resumed_rank_file_ = std::make_unique<CheckpointFile>(std::move(ck.rank_file));
+  pos_ = ck.pos;
+  step_ = pos_.step;
+  if (comm_.rank() == 0)
+    log_info("resumed from {}: step {} (epoch {}, step {} of it), lr scale {}", ck.dir, pos_.step,
+             pos_.epoch() + 1, pos_.step_in_epoch(), pos_.lr_scale);
+  return pos_.step;
+}
+
+void StepGuard::restore_strategy() {
+  if (!resumed_rank_file_) return;
+  train::restore_strategy(parts_, *resumed_rank_file_);
+  resumed_rank_file_.reset();
+}
+
+void StepGuard::begin_step(int64_t step) {
+  step_ = step;
+  bad_code_ = 0;
+  if (opt_.nan_policy == NanPolicy::kSkip) snapshot_.capture(parts_);
+}
+
+void StepGuard::check_loss(double loss_sum, int64_t step) {
+  if (!std::isfinite(loss_sum) && bad_code_ == 0) bad_code_ = bad_code(kBadLoss, comm_.rank(), -1);
+}
+
+void StepGuard::check_grads(const nn::ParamRange& range) {
+  if (!opt_.check_grads || bad_code_ != 0) return;
+  if (!all_finite(parts_.model.grads() + range.offset, range.count))
+    bad_code_ = bad_code(kBadGrad, comm_.rank(), range.layer);
+}
+
+std::string StepGuard::describe_bad(int64_t code) const {
+  const int64_t kind = code >> 40;
+  const int rank = int((code >> 20) & 0xfffff) - 1;
+  const int layer = int(code & 0xfffff) - 1;
+  if (kind == kBadLoss)
+    return fmt::format("the loss is NaN or Inf at step {} (epoch {}) on rank {}", step_,
+                       step_ / std::max<int64_t>(pos_.steps_per_epoch, 1) + 1, rank);
+  std::string what = fmt::format("layer {}", layer);
+  const auto& layers = parts_.model.layers();
+  if (layer >= 0 && size_t(layer) < layers.size())
+    what += fmt::format(" ({})", layers[size_t(layer)]->describe());
+  return fmt::format("the gradient of {} holds NaN or Inf at step {} (epoch {}) on rank {}", what,
+                     step_, step_ / std::max<int64_t>(pos_.steps_per_epoch, 1) + 1, rank);
+}
+
+StepGuard::Outcome StepGuard::end_step(int64_t steps_done) {
+  const bool time_due = opt_.every_minutes > 0 && comm_.rank() == 0 &&
+                        since_checkpoint_.seconds() >= 60.0 * opt_.every_minutes;
+  int64_t flags[3] = {bad_code_, int64_t(stop_signal()), time_due ? 1 : 0};
+  if (comm_.size() > 1) comm_.allreduce(flags, sizeof(flags), comm::max_i64());
+  pos_.step = steps_done;
+
+  if (flags[0] != 0) {
+    const std::string what = describe_bad(flags[0]);
+    if (opt_.nan_policy == NanPolicy::kAbort)
+      throw NumericError(
+          fmt::format("{} (train.nan_policy = \"abort\"): lower optim.lr or check "
+                      "the data, or set train.nan_policy = \"skip\"",
+                      what));
+    snapshot_.restore(parts_);
+    ++pos_.nan_skips;
+    if (pos_.nan_skips > opt_.nan_max_skips)
+      throw NumericError(
+          fmt::format("{}: {} consecutive steps skipped (train.nan_max_skips = {}); "
+                      "giving up",
+                      what, pos_.nan_skips, opt_.nan_max_skips));
+    pos_.lr_scale *= opt_.nan_lr_factor;
+    if (comm_.rank() == 0)
+      log_warn(
+          "{}: step skipped (parameters and optimizer rolled back), learning rate scale "
+          "now {:g}",
+          what, pos_.lr_scale);
+    return Outcome::kSkipped;
+  }
+  pos_.nan_skips = 0;
+
+  if (flags[1] != 0) {
+    interrupted_ = true;
+    if (comm_.rank() == 0)
+      log_warn("signal {} received: stopping after step {}", int(flags[1]), steps_done);
+    if (!opt_.checkpoint_root.empty())
+      write_checkpoint(steps_done);
+    else if (comm_.rank() == 0)
+      log_warn("no checkpoint written on stop: output.dir is \"\"");
+    return Outcome::kStop;
+  }
+  if (opt_.checkpoints() &&
+      ((opt_.every_steps > 0 && steps_done % opt_.every_steps == 0) || flags[2] != 0))
+    write_checkpoint(steps_done);
+  return Outcome::kDone;
+}
+
+std::string StepGuard::write_checkpoint(int64_t steps_done) {
+  pos_.step = steps_done;
+  const std::string dir =
+      save_checkpoint(comm_, opt_.checkpoint_root, opt_.keep, parts_, pos_, config_text_);
+  if (!dir.empty()) last_checkpoint_ = dir;
+  since_checkpoint_.reset();
+  return dir;
+}
+
+}  // namespace loom::train

@@ -1,0 +1,58 @@
+#include "loom/train/signals.h"
+
+#include <csignal>
+#include <mutex>
+
+namespace loom::train {
+namespace {
+
+volatile std::sig_atomic_t g_signal = 0;
+std::mutex g_mu;
+int g_scopes = 0;
+struct sigaction g_old_int {
+}, g_old_term{};
+
+extern "C" void on_stop_signal(int sig) {
+  if (g_signal == sig) {  // second time: give up waiting for the step to end
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return;
+  }
+  g_signal = sig;
+}
+
+}  // namespace
+
+StopSignalScope::StopSignalScope() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_scopes++ > 0) return;
+  g_signal = 0;
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;  // blocking I/O and waits resume; the loop polls the flag per step
+  sigaction(SIGINT, &sa, &g_old_int);
+  sigaction(SIGTERM, &sa, &g_old_term);
+}
+
+StopSignalScope::~StopSignalScope() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (--g_scopes > 0) return;
+  sigaction(SIGINT, &g_old_int, nullptr);
+  sigaction(SIGTERM, &g_old_term, nullptr);
+}
+
+int stop_signal() {
+  return int(g_signal);
+}
+
+bool stop_handlers_installed() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_scopes > 0;
+}
+
+void clear_stop_signal() {
+  g_signal = 0;
+}
+
+}  // namespace loom::train

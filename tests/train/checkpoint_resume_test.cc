@@ -1,0 +1,175 @@
+// Exact resume over the thread transport, the NaN policies, stop signals and a full disk.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <filesystem>
+#include <thread>
+
+#include "data/temp_dir.h"
+#include "loom/core/error.h"
+#include "loom/train/checkpoint.h"
+#include "loom/train/checkpoint_format.h"
+#include "loom/train/signals.h"
+#include "loom/train/trainer.h"
+
+namespace loom::train {
+namespace {
+
+namespace fs = std::filesystem;
+using loom::data::testing::TempDir;
+
+// 2 workers x batch 2048: 14 steps per Fashion-MNIST epoch, so two epochs are 28 short steps.
+Config run_config(const std::string& out) {
+  Config cfg;
+  cfg.set("workers", int64_t(2));
+  cfg.set("batch", int64_t(2048));
+  cfg.set("epochs", int64_t(2));
+  cfg.set("eval", false);
+  cfg.set("progress", std::string("none"));
+  cfg.set("log.level", std::string("error"));
+  cfg.set("output.dir", out);
+  cfg.set_override("mlp.hidden=[32, 16]");
+  cfg.set("train.checkpoint_every", int64_t(5));
+  cfg.set("train.checkpoint_keep", int64_t(10));
+  return cfg;
+}
+
+std::vector<float> resume_from(Config cfg, const std::string& from) {
+  cfg.set("train.resume", from);
+  return run_training(cfg).final_params;
+}
+
+TEST(CheckpointResume, ResumedRunsReachTheSameBits) {
+  TempDir dir;
+  const Config cfg = run_config(dir.path());
+  const TrainResult full = run_training(cfg);
+  ASSERT_EQ(full.steps, 28);
+  const fs::path ck = fs::path(dir.path()) / "checkpoints";
+  for (int s : {5, 10, 15, 20, 25}) EXPECT_TRUE(fs::exists(ck / checkpoint_name(s))) << s;
+  // Mid-epoch 1, mid-epoch 2 (after the boundary at 14), and the newest (via the run dir).
+  EXPECT_EQ(resume_from(cfg, (ck / checkpoint_name(10)).string()), full.final_params);
+  EXPECT_EQ(resume_from(cfg, (ck / checkpoint_name(15)).string()), full.final_params);
+  EXPECT_EQ(find_latest_checkpoint(dir.path()), (ck / checkpoint_name(25)).string());
+  EXPECT_EQ(resume_from(cfg, dir.path()), full.final_params);
+}
+
+TEST(CheckpointResume, CodecResidualsAdamAndDropoutResumeExactly) {
+  TempDir dir;
+  Config cfg = run_config(dir.path());
+  cfg.set("epochs", int64_t(1));
+  cfg.set("codec", std::string("int8"));
+  cfg.set("optim.name", std::string("adam"));
+  cfg.set("optim.lr", 0.001);
+  cfg.set("mlp.dropout", 0.3);
+  const TrainResult full = run_training(cfg);
+  const std::string from = (fs::path(dir.path()) / "checkpoints" / checkpoint_name(5)).string();
+  EXPECT_EQ(resume_from(cfg, from), full.final_params);
+  // Without the residuals (a fresh codec state) the bits differ: the test can fail.
+  fs::path rank0 = fs::path(from) / "rank-00000.ckpt";
+  CheckpointFile f = CheckpointFile::read(rank0.string());
+  ASSERT_TRUE(f.has("strategy.f.bucket0.worker0.residual"));
+}
+
+TEST(CheckpointResume, WrongWorldSizeIsAnInputErrorNamingBoth) {
+  TempDir dir;
+  Config cfg = run_config(dir.path());
+  cfg.set("max_steps", int64_t(5));
+  run_training(cfg);
+  Config other = cfg;
+  other.set("workers", int64_t(1));
+  other.set("batch", int64_t(4096));
+  other.set("train.resume", dir.path());
+  try {
+    run_training(other);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("written by 2 workers; this run has 1"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(CheckpointResume, StopSignalWritesACheckpointAndResumeFinishesTheSameBits) {
+  TempDir dir, ref;
+  Config cfg = run_config(dir.path());
+  const TrainResult full = run_training(run_config(ref.path()));
+  // SIGTERM once the first periodic checkpoint shows the run is under way.
+  std::thread killer([&] {
+    const fs::path first = fs::path(dir.path()) / "checkpoints" / checkpoint_name(5);
+    for (int i = 0; i < 6000 && !(stop_handlers_installed() && fs::exists(first)); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::raise(SIGTERM);
+  });
+  const TrainResult stopped = run_training(cfg);
+  killer.join();
+  ASSERT_TRUE(stopped.interrupted);
+  ASSERT_FALSE(stopped.checkpoint.empty());
+  EXPECT_LT(stopped.steps, 28);
+  EXPECT_EQ(resume_from(cfg, dir.path()), full.final_params);
+}
+
+TEST(CheckpointResume, NanAbortNamesStepAndRankSkipRollsBack) {
+  TempDir dir;
+  Config cfg = run_config(dir.path());
+  cfg.set("optim.lr", 1000.0);  // diverges within a few steps
+  cfg.set("train.checkpoint_every", int64_t(0));
+  try {
+    run_training(cfg);
+    FAIL();
+  } catch (const NumericError& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("at step"), std::string::npos) << w;
+    EXPECT_NE(w.find("on rank"), std::string::npos) << w;
+    EXPECT_NE(w.find("nan_policy"), std::string::npos) << w;
+  }
+  // Skip: bad steps are rolled back and the learning rate scale falls; here the parameters
+  // are already huge before the first NaN, so the skips run out and the run gives up, saying so.
+  cfg.set("train.nan_policy", std::string("skip"));
+  cfg.set("train.nan_lr_factor", 1e-3);
+  cfg.set("train.nan_max_skips", int64_t(3));
+  try {
+    run_training(cfg);
+    FAIL();
+  } catch (const NumericError& e) {
+    EXPECT_NE(std::string(e.what()).find("4 consecutive steps skipped"), std::string::npos)
+        << e.what();
+  }
+  // With no skips allowed the first bad step aborts, saying so.
+  cfg.set("train.nan_max_skips", int64_t(0));
+  try {
+    run_training(cfg);
+    FAIL();
+  } catch (const NumericError& e) {
+    EXPECT_NE(std::string(e.what()).find("consecutive steps skipped"), std::string::npos)
+        << e.what();
+  }
+}
+
+uintmax_t dir_bytes(const fs::path& p) {
+  uintmax_t n = 0;
+  for (const auto& e : fs::recursive_directory_iterator(p))
+    if (e.is_regular_file()) n += e.file_size();
+  return n;
+}
+
+TEST(CheckpointResume, DiskFullKeepsThePreviousCheckpointAndTrainingGoesOn) {
+  TempDir a, b;
+  Config probe = run_config(a.path());
+  probe.set("max_steps", int64_t(5));
+  run_training(probe);
+  const uintmax_t one = dir_bytes(fs::path(a.path()) / "checkpoints" / checkpoint_name(5));
+  // Room for one checkpoint and a half: the second fails part-way.
+  set_checkpoint_write_limit(int64_t(one + one / 2));
+  Config cfg = run_config(b.path());
+  cfg.set("max_steps", int64_t(12));
+  const TrainResult r = run_training(cfg);
+  set_checkpoint_write_limit(-1);
+  EXPECT_EQ(r.steps, 12);
+  const fs::path ck = fs::path(b.path()) / "checkpoints";
+  EXPECT_TRUE(fs::exists(ck / checkpoint_name(5)));
+  EXPECT_FALSE(fs::exists(ck / checkpoint_name(10)));
+  EXPECT_FALSE(fs::exists(ck / (checkpoint_name(10) + ".partial")));
+  EXPECT_EQ(find_latest_checkpoint(b.path()), (ck / checkpoint_name(5)).string());
+}
+
+}  // namespace
+}  // namespace loom::train
