@@ -1,0 +1,36 @@
+// What `loom report` reads from run directories (run_writer.h): config.toml, metrics.jsonl
+// and summary.json. A missing or truncated file is not an error: the run keeps what could be
+// read, and `problems` says in words what was missing, so the page draws what it can.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace loom::train {
+
+struct RunData {
+  std::string dir;
+  std::string name;   // directory name ("t003", "latest")
+  std::string label;  // the config keys that differ between the runs: "codec=int8 workers=2"
+  std::map<std::string, std::string> config;  // key -> value as written (strings unquoted)
+  std::vector<nlohmann::json> epochs;         // metrics.jsonl, one object per epoch
+  std::optional<nlohmann::json> summary;
+  std::vector<std::string> problems;
+  std::string display() const { return label.empty() ? name : label; }
+  // A number from the last epoch, else `def`.
+  double last(const std::string& key, double def = 0) const;
+};
+
+// Reads the runs. A directory that holds no metrics.jsonl but has run directories below it (a
+// sweep's trials/ or a folder of runs) stands for those runs. InputError only when a path does
+// not exist at all or no run could be found in it.
+std::vector<RunData> load_runs(const std::vector<std::string>& dirs);
+
+// Sets each run's label from the config keys whose values differ between the runs (keys that
+// only name places, like output.dir, left out).
+void label_runs(std::vector<RunData>& runs);
+
+}  // namespace loom::train

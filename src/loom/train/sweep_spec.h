@@ -1,0 +1,77 @@
+// A sweep file (`loom sweep SWEEP.toml`): which config keys to vary over a base config, how,
+// and where the trials go. Layout (docs/sweep.md):
+//
+//   base = "mlp.toml"             # optional, relative to the sweep file
+//   mode = "grid"                 # or "random" (then `trials` draws, seeded by `seed`)
+//   metric = "test_acc"           # summary.json / last metrics.jsonl key that ranks trials
+//   goal = "max"                  # or "min" (default: min for *loss* and *_s, else max)
+//   slots = 2                     # trials at once (default: cores / cores_per_slot, or GPUs)
+//   cores_per_slot = 1            # CPU slots: each trial pinned to its own cores
+//   gpus = [0, 1]                 # GPU slots: one trial per GPU through CUDA_VISIBLE_DEVICES
+//   dir = "sweeps/lr"             # default: sweeps/<sweep file stem>
+//   timeout_s = 600               # a trial running longer is killed and recorded failed
+//   [set]                         # fixed overrides of every trial
+//   epochs = 1
+//   [grid]                        # key = list of values; the grid is their product
+//   codec = ["fp32", "int8"]
+//   "optim.lr" = [0.05, 0.1]
+//   [uniform]                     # random mode: key = [lo, hi] (integers if both are)
+//   [log_uniform]                 # random mode: key = [lo, hi], drawn uniform in log space
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "loom/core/config.h"
+
+namespace loom::train {
+
+struct SweepRange {
+  std::string key;
+  double lo = 0, hi = 0;
+  bool integer = false, log = false;
+};
+
+struct SweepSpec {
+  std::string path;  // the sweep file
+  std::string base;  // base config file, "" = defaults only
+  std::string dir;   // sweep output directory
+  std::string mode = "grid";
+  std::string metric = "test_acc";
+  bool maximize = true;
+  int64_t trials = 0;  // random mode
+  uint64_t seed = 0;
+  int64_t slots = 0;  // 0 = derive from cores or gpus
+  int64_t cores_per_slot = 1;
+  std::vector<int64_t> gpus;
+  double timeout_s = 0;                                                 // 0 = none
+  std::vector<std::pair<std::string, ConfigScalar>> fixed;              // [set]
+  std::vector<std::pair<std::string, std::vector<ConfigScalar>>> grid;  // [grid]
+  std::vector<SweepRange> ranges;                                       // [uniform], [log_uniform]
+};
+
+// One trial: a name ("t007") and the overrides it adds on top of the base config.
+struct Trial {
+  int64_t index = 0;
+  std::string name;
+  std::vector<std::pair<std::string, ConfigScalar>> overrides;  // swept keys only, in order
+  // "codec=\"int8\" optim.lr=0.1": identifies the trial across resumes.
+  std::string key() const;
+};
+
+// Reads and validates a sweep file: unknown top-level keys, swept or fixed keys that `loom
+// train` does not know (train_config_keys()), keys a sweep owns (output.dir), an empty grid,
+// and ranges that make no sense are ConfigErrors naming the file, line and key.
+SweepSpec load_sweep(const std::string& path);
+SweepSpec parse_sweep(const Config& cfg, const std::string& path);
+
+// The trials in a fixed order: grid mode gives the product (last key varies fastest); random
+// mode draws `trials` points from Rng(seed). Same spec, same trials.
+std::vector<Trial> expand_trials(const SweepSpec& spec);
+
+// The default goal for a metric: minimise losses and times, maximise the rest.
+bool default_maximize(const std::string& metric);
+
+}  // namespace loom::train
