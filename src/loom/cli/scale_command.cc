@@ -1,15 +1,20 @@
 // `loom scale`: the scaling simulator (perf/scale.h) from the command line; `--anchors`
-// prints the published anchors against the model (perf/anchors.h).
+// prints the published anchors against the model (perf/anchors.h); `--validate` runs real
+// loom jobs here and prints the model's prediction against each (perf/validate.h).
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "loom/cli/commands.h"
+#include "loom/core/config.h"
 #include "loom/core/error.h"
 #include "loom/perf/anchors.h"
 #include "loom/perf/calibration.h"
+#include "loom/perf/machine_probe.h"
 #include "loom/perf/scale.h"
 #include "loom/perf/svg_plot.h"
+#include "loom/perf/validate.h"
 
 namespace loom::cli {
 namespace {
@@ -21,6 +26,11 @@ struct ScaleArgs {
   int64_t batch = 0;
   double bucket_mb = 25, derate = 0;
   bool no_overlap = false, no_prefetch = false, anchors = false, json = false;
+  bool validate = false;
+  int64_t steps = 150;
+  double tolerance = 15;
+  std::string cases = "1:fp32,2:fp32,1:onebit,2:onebit", transports = "thread";
+  std::string mpirun = perf::kDefaultMpirun;
   std::vector<std::string> catalogs;
   std::string calibration, svg = "scale.svg";
 };
@@ -37,7 +47,54 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
+// `--validate`: calibration (the file, or measured now on the thread transport), then each
+// case run for real and predicted from the same loom config.
+void run_validate(const ScaleArgs& a) {
+  Config cfg;
+  const bool toml = a.workload.size() > 5 && a.workload.substr(a.workload.size() - 5) == ".toml";
+  if (toml) cfg = Config::from_file(a.workload);
+  perf::Calibration cal;
+  if (!a.calibration.empty()) {
+    cal = perf::read_calibration(a.calibration);
+  } else {
+    fmt::print("# no --calibration FILE: measuring this machine now (loom bench calibrate)\n");
+    std::string lines;
+    perf::probe_machine(perf::ProbeOptions{}, nullptr,
+                        [&](const nlohmann::json& j) { lines += j.dump() + "\n"; });
+    cal = perf::parse_calibration(lines, "calibration measured now");
+  }
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::vector<perf::ValidationRow> rows;
+  for (const auto& transport : split(a.transports)) {
+    for (const auto& spec : split(a.cases)) {
+      perf::ValidationCase c;
+      const size_t colon = spec.find(':');
+      if (colon == std::string::npos)
+        throw InputError(fmt::format("--cases '{}': write WORKERS:CODEC, e.g. 2:onebit", spec));
+      c.workers = std::stoi(spec.substr(0, colon));
+      c.codec = spec.substr(colon + 1);
+      c.transport = transport;
+      perf::ValidationRow r;
+      r.c = c;
+      r.predicted = perf::predict_case(cfg, cal, c);
+      fmt::print("# running {} ({} steps) ...\n", c.label(), a.steps);
+      std::fflush(stdout);
+      r.measured = perf::measure_case(cfg, c, a.steps, self, a.mpirun);
+      rows.push_back(r);
+    }
+  }
+  fmt::print(
+      "\nloom scale --validate: predicted against measured step time ({}; calibration: "
+      "{})\n\n{}\n{}",
+      toml ? a.workload : "default MLP config", cal.file,
+      perf::validation_table(rows, a.tolerance / 100), perf::validation_json(rows));
+}
+
 void run_scale(const ScaleArgs& a) {
+  if (a.validate) {
+    run_validate(a);
+    return;
+  }
   if (a.anchors) {
     fmt::print("{}", perf::anchors_report());
     return;
@@ -137,6 +194,19 @@ void setup(CLI::App& app) {
   cmd->add_option("--svg", a->svg, "where to write the speedup plot ('' for none)");
   cmd->add_flag("--json", a->json, "print JSON lines instead of tables");
   cmd->add_flag("--anchors", a->anchors, "print the published anchors against the model and exit");
+  cmd->add_flag("--validate", a->validate,
+                "run real loom jobs here (workload: a loom config .toml, or the default MLP) and "
+                "print predicted against measured step time");
+  cmd->add_option("--steps", a->steps, "training steps per validation run")
+      ->check(CLI::Range(10, 100000));
+  cmd->add_option("--cases", a->cases, "validation runs, WORKERS:CODEC comma-separated");
+  cmd->add_option("--transports", a->transports,
+                  "thread and/or mpi (mpi: runs mpirun, needs mpi allreduce lines in the "
+                  "calibration)");
+  cmd->add_option("--tolerance", a->tolerance, "pass mark for the error, percent");
+  cmd->add_option("--mpirun", a->mpirun,
+                  "launcher line for mpi cases (a script running ranks in network namespaces "
+                  "passes its own)");
   cmd->callback([a] { run_scale(*a); });
 }
 

@@ -12,6 +12,15 @@
 namespace loom::perf {
 namespace {
 
+// The first of `keys` the line has (benchmarks spell the same field differently).
+const char* pick(const nlohmann::json& j, std::initializer_list<const char*> keys) {
+  for (const char* k : keys)
+    if (j.contains(k)) return k;
+  return *keys.begin();
+}
+
+int count(const nlohmann::json& j, const char* key, int fallback, const std::string& where);
+
 double positive(const nlohmann::json& j, const char* key, const std::string& where) {
   if (!j.contains(key)) throw InputError(fmt::format("{}: field '{}' is missing", where, key));
   const auto& v = j.at(key);
@@ -20,6 +29,22 @@ double positive(const nlohmann::json& j, const char* key, const std::string& whe
   if (!(x > 0) || !std::isfinite(x))
     throw InputError(fmt::format("{}: field '{}' must be > 0, got {}", where, key, x));
   return x;
+}
+
+int count(const nlohmann::json& j, const char* key, int fallback, const std::string& where) {
+  if (!j.contains(key)) return fallback;
+  const double x = positive(j, key, where);
+  if (x != std::floor(x) || x > 1 << 20)
+    throw InputError(
+        fmt::format("{}: field '{}' must be a whole number >= 1, got {}", where, key, x));
+  return int(x);
+}
+
+// Allreduce rows the training loop's collectives correspond to: loom's own ring / native
+// collectives (bench allreduce also times MPI_Allreduce and halving-doubling as peers).
+bool training_algo(const std::string& transport, const std::string& algo) {
+  if (algo.empty() || algo == "native" || algo == "auto") return true;
+  return algo == "ring" && transport != "thread";
 }
 
 }  // namespace
@@ -53,30 +78,49 @@ Calibration parse_calibration(const std::string& text, const std::string& name) 
     }
     std::string kind = j.value("bench", j.value("kind", std::string()));
     if (kind == "gemm") {
-      c.gemm_flops = std::max(c.gemm_flops, positive(j, "gflops", where) * 1e9);
+      const double flops = positive(j, "gflops", where) * 1e9;
+      c.gemm_flops = std::max(c.gemm_flops, flops);
       if (j.contains("memory_gb")) c.memory_gb = positive(j, "memory_gb", where);
+      if (j.contains("threads")) {
+        const std::pair<int, int> key{count(j, "workers", 1, where), count(j, "threads", 1, where)};
+        c.host.gemm_flops[key] = std::max(c.host.gemm_flops[key], flops);
+      }
     } else if (kind == "membw") {
-      c.mem_bytes_per_s = std::max(c.mem_bytes_per_s, positive(j, "gbs", where) * 1e9);
+      const double bps = positive(j, "gbs", where) * 1e9;
+      c.mem_bytes_per_s = std::max(c.mem_bytes_per_s, bps);
+      const bool dram = !j.contains("bytes") || positive(j, "bytes", where) >= (8 << 20);
+      if (j.contains("threads") && j.value("op", std::string()) == "add" && dram) {
+        double& r = c.host.stream_bytes[count(j, "threads", 1, where)];
+        r = std::max(r, bps);
+      }
+    } else if (kind == "elementwise") {
+      double& r = c.host.elementwise_bytes[count(j, "threads", 1, where)];
+      r = std::max(r, positive(j, "gbs", where) * 1e9);
+    } else if (kind == "host") {
+      c.host.cores = count(j, "cores", 1, where);
     } else if (kind == "allreduce") {
+      const std::string transport = j.value("transport", std::string("default"));
+      if (!training_algo(transport, j.value("algo", std::string()))) continue;
       AllreducePoint pt;
       pt.bytes = positive(j, "bytes", where);
-      pt.ranks = j.contains("ranks") ? static_cast<int>(positive(j, "ranks", where)) : 2;
+      pt.ranks = count(j, "ranks", 2, where);
       if (pt.ranks < 2) continue;
-      if (j.contains("time_us")) {
-        pt.seconds = positive(j, "time_us", where) * 1e-6;
+      if (j.contains("time_us") || j.contains("lat_us")) {
+        pt.seconds = positive(j, pick(j, {"time_us", "lat_us"}), where) * 1e-6;
       } else {
-        double busbw = positive(j, "busbw_gbs", where) * 1e9;
+        double busbw = positive(j, pick(j, {"busbw_gbs", "busbw_GBps"}), where) * 1e9;
         double algbw = busbw * pt.ranks / (2.0 * (pt.ranks - 1));
         pt.seconds = pt.bytes / algbw;
       }
-      c.allreduce[j.value("transport", std::string("default"))].push_back(pt);
+      c.allreduce[transport].push_back(pt);
     } else if (kind == "codec") {
       auto& e = codec[j.value("codec", std::string("?"))];
-      e.first = positive(j, "encode_gbs", where);
-      e.second = positive(j, "decode_gbs", where);
+      e.first = positive(j, pick(j, {"encode_gbs", "encode_GBps"}), where);
+      e.second = positive(j, pick(j, {"decode_gbs", "decode_GBps"}), where);
     } else if (kind == "loader") {
       double bps = j.contains("bytes_per_sample") ? positive(j, "bytes_per_sample", where) : 785;
-      c.loader_bytes_per_s = positive(j, "samples_per_s", where) * bps;
+      c.loader_samples_per_s = positive(j, "samples_per_s", where);
+      c.loader_bytes_per_s = c.loader_samples_per_s * bps;
     } else {
       continue;  // other benchmarks' lines
     }
@@ -86,6 +130,7 @@ Calibration parse_calibration(const std::string& text, const std::string& name) 
     throw InputError(
         fmt::format("{}: no calibration lines (gemm, membw, allreduce, codec, loader)", name));
   for (auto& [k, v] : codec) c.codec_gbs[k] = 1.0 / (1.0 / v.first + 1.0 / v.second);
+  c.codec_enc_dec_gbs = codec;
   return c;
 }
 
@@ -141,6 +186,8 @@ void Calibration::apply(Catalog& cat, Derating& d) const {
                     loader_bytes_per_s / 1e6, file);
   if (!rows.empty()) cat.load_text(rows, file + " (as catalog rows)");
   for (const auto& [k, v] : codec_gbs) d.codec_gbs[k] = v;
+  for (const auto& [k, v] : codec_enc_dec_gbs) d.codec_enc_dec_gbs[k] = v;
+  if (host.valid()) d.host = host;
 }
 
 }  // namespace loom::perf

@@ -10,6 +10,19 @@
 //   {"bench":"codec",     "codec":"onebit", "encode_gbs":2.1, "decode_gbs":4.0}  (fp32 GB/s in)
 //   {"bench":"loader",    "samples_per_s": 52000, "bytes_per_sample": 785}
 // Optional "memory_gb" on the gemm line sizes the device (default: 16).
+//
+// `loom bench calibrate` writes these with the details the host model (host_model.h) needs:
+//   {"bench":"gemm", "gflops":G, "workers":w, "threads":t, "widths":[784,1024,1024,10],
+//   "batch":128}
+//                         one worker's rate on the step's GEMM shapes, w workers at once
+//   {"bench":"membw", "op":"add"|"memcpy", "threads":t, "bytes":B, "gbs":X}
+//                         X = bytes read + written per second, all t threads together; "add"
+//                         lines on buffers >= 8 MiB give the DRAM rate of the optimizer update
+//   {"bench":"elementwise", "threads":t, "gbs":X}   the layer ops between GEMMs, same unit
+//   {"bench":"host", "cores":n}
+// `loom bench allreduce` and `loom bench codec` lines are read as well ("lat_us",
+// "encode_GBps"); allreduce rows of algorithms the training loop does not call
+// (MPI_Allreduce, halving-doubling, the thread transport's "ring") are skipped.
 #pragma once
 
 #include <map>
@@ -18,6 +31,7 @@
 
 #include "loom/perf/catalog.h"
 #include "loom/perf/cost_model.h"
+#include "loom/perf/host_model.h"
 
 namespace loom::perf {
 
@@ -38,7 +52,10 @@ struct Calibration {
   double memory_gb = 16;
   std::map<std::string, std::vector<AllreducePoint>> allreduce;  // by transport
   std::map<std::string, double> codec_gbs;  // combined encode+decode speed, fp32 GB/s in
+  std::map<std::string, std::pair<double, double>> codec_enc_dec_gbs;  // encode, decode
   double loader_bytes_per_s = 0;
+  double loader_samples_per_s = 0;
+  HostRates host;  // per-part rates of this machine's CPU (valid() once gemm/membw/host given)
 
   // Least-squares fit of ring time = 2(n-1) alpha + 2(n-1)/n bytes / bw over the sizes.
   static LinkFit fit_ring(const std::vector<AllreducePoint>& points);

@@ -68,19 +68,34 @@ StepEstimate CostModel::raw(const Topology& topo) const {
   const double act_bytes = w_.activation_bytes * (mixed ? 0.5 : 1.0);
   const double weight_bytes = P * (mixed ? 2.0 : 4.0);
 
-  // Compute: roofline of the whole step. Traffic: activations written in forward and read
-  // twice in backward; weights read in forward and backward, gradients written.
-  double t_flops = b * w_.train_flops() / flops_rate;
-  double t_mem = (3 * b * act_bytes + 3 * weight_bytes) / mem_rate;
-  double compute = std::max(t_flops, t_mem);
-  e.compute_memory_bound = t_mem > t_flops;
-  e.fwd_s = compute / 3;
-  e.bwd_s = compute - e.fwd_s;
-
   // Optimizer update, memory-bound: bytes touched per parameter (read w, g, state; write w,
   // state).
-  double upd_bytes = t_.optimizer == "sgd" ? 12 : t_.optimizer == "momentum" ? 20 : 28;
-  e.update_s = P * upd_bytes / mem_rate;
+  const double upd_bytes = t_.optimizer == "sgd" ? 12 : t_.optimizer == "momentum" ? 20 : 28;
+  const HostRates& host = d_.host;
+  const bool on_host = host.valid();
+  const int threads = std::max(1, t_.threads);
+  double compute = 0;
+  if (on_host) {
+    // This CPU, part by part at measured rates (host_model.h): the step's GEMMs at the GEMM
+    // rate of its own shapes, the layers between them at the elementwise rate.
+    const double gemm_s = b * w_.step_flops() / host.gemm_rate(e.ranks, threads);
+    const auto& ew = host.elementwise_bytes.empty() ? host.stream_bytes : host.elementwise_bytes;
+    const double ew_s = b * w_.elementwise_bytes / host.share(ew, e.ranks, threads);
+    compute = gemm_s + ew_s;
+    e.compute_memory_bound = ew_s > gemm_s;
+    e.update_s = P * upd_bytes / host.share(host.stream_bytes, e.ranks, threads);
+    if (s_.shard_optimizer && codec_.name == "fp32" && e.ranks > 1) e.update_s /= e.ranks;
+  } else {
+    // Compute: roofline of the whole step. Traffic: activations written in forward and read
+    // twice in backward; weights read in forward and backward, gradients written.
+    double t_flops = b * w_.train_flops() / flops_rate;
+    double t_mem = (3 * b * act_bytes + 3 * weight_bytes) / mem_rate;
+    compute = std::max(t_flops, t_mem);
+    e.compute_memory_bound = t_mem > t_flops;
+    e.update_s = P * upd_bytes / mem_rate;
+  }
+  e.fwd_s = compute / 3;
+  e.bwd_s = compute - e.fwd_s;
 
   // Memory on one GPU.
   MemoryBreakdown& m = e.memory;
@@ -97,6 +112,15 @@ StepEstimate CostModel::raw(const Topology& topo) const {
 
   // Communication.
   auto codec_seconds = [&](double fp32_bytes) {
+    if (auto it = d_.codec_enc_dec_gbs.find(codec_.name); it != d_.codec_enc_dec_gbs.end()) {
+      // Stripe exchange per rank: encode the gradient, re-encode its own 1/n stripe of the
+      // sum; decode n stripes of 1/n as owner and the n gathered stripes (compressed
+      // allreduce, compress/compressed_allreduce.h). Summable codecs: encode + decode once.
+      const double n = e.ranks;
+      const bool stripes = codec_.aggregation == Aggregation::kStripeExchange;
+      const double enc = stripes ? 1 + 1 / n : 1, dec = stripes ? 2 : 1;
+      return fp32_bytes * (enc / (it->second.first * 1e9) + dec / (it->second.second * 1e9));
+    }
     if (auto it = d_.codec_gbs.find(codec_.name); it != d_.codec_gbs.end())
       return fp32_bytes / (it->second * 1e9);
     return codec_.memory_passes * fp32_bytes / mem_rate +
@@ -144,12 +168,21 @@ StepEstimate CostModel::raw(const Topology& topo) const {
       exposed = std::max(0.0, link_free - e.bwd_s);
     }
   }
+  // On a CPU host the communication thread and the loader need cores too: overlap hides
+  // their work only on cores the workers' compute threads leave idle (hide = idle cores per
+  // rank, at most 1); the rest adds to the step.
+  const double hide =
+      on_host ? std::clamp(double(host.cores - e.ranks * threads) / e.ranks, 0.0, 1.0) : 1.0;
+  exposed = std::max(exposed, (e.comm_s + e.codec_s) * (1 - hide));
   e.comm_exposed_s = exposed;
 
   // Input: the node's storage reads for all its GPUs; prefetch hides it behind the step.
   double busy = compute + exposed + e.update_s;
   e.input_s = topo.gpus_per_node * b * w_.input_bytes / (c_.storage.read_mbs * 1e6);
   e.input_exposed_s = t_.prefetch ? std::max(0.0, e.input_s - busy) : e.input_s;
+  // On a host each worker's loader thread does its own share of that work.
+  if (on_host)
+    e.input_exposed_s = std::max(e.input_exposed_s, e.input_s / topo.gpus_per_node * (1 - hide));
 
   e.step_s = busy + e.input_exposed_s;
   e.samples_per_s = e.ranks * b / e.step_s;

@@ -15,6 +15,7 @@
 #include "loom/perf/catalog.h"
 #include "loom/perf/codec_model.h"
 #include "loom/perf/collective_model.h"
+#include "loom/perf/host_model.h"
 #include "loom/perf/workload.h"
 
 namespace loom::perf {
@@ -25,6 +26,12 @@ struct Derating {
   double compute = 0.5;  // end-to-end fraction of peak FLOP/s (hardware.md G: ~50-58% MFU)
   double memory = 0.8;   // fraction of peak memory bandwidth
   std::map<std::string, double> codec_gbs;  // measured codec speed (fp32 GB/s in), by codec
+  // Measured encode and decode speeds separately (fp32 GB/s), by codec: the stripe exchange
+  // encodes (1 + 1/n) and decodes 2 gradients' worth per rank, so they weigh differently.
+  std::map<std::string, std::pair<double, double>> codec_enc_dec_gbs;
+  // This machine's CPU, measured part by part (host_model.h); when valid, compute, update and
+  // the CPU share of communication come from it instead of the roofline.
+  HostRates host;
 };
 
 struct SyncSpec {
@@ -34,6 +41,9 @@ struct SyncSpec {
   int tau = 1;
   double bucket_mb = 25;  // PyTorch DDP's default
   bool overlap = true;    // allreduce buckets during backward
+  // ZeRO-1: with an uncompressed allreduce each rank updates 1/n of the parameters (loom's
+  // sync.shard_optimizer; codecs turn it off).
+  bool shard_optimizer = false;
 };
 
 struct TrainSpec {
@@ -41,6 +51,7 @@ struct TrainSpec {
   std::string precision = "fp32";      // fp32 or mixed (fp16/bf16 tensor cores, fp32 master)
   std::string optimizer = "momentum";  // sgd, momentum, adam
   bool prefetch = true;
+  int threads = 1;  // intra-op threads per worker (host model only)
 };
 
 struct Cluster {

@@ -23,6 +23,12 @@ double Workload::fwd_flops() const {
   return s;
 }
 
+double Workload::step_flops() const {
+  double s = train_flops();
+  if (!first_layer_input_grad && !layers.empty()) s -= layers.front().fwd_flops;
+  return s;
+}
+
 namespace {
 
 constexpr double kM = 1e6, kG = 1e9;
@@ -184,9 +190,13 @@ Workload workload_from_config(const Config& cfg, const std::string& name) {
   w.name = name;
   w.source = "computed from the layer shapes of " + name;
   w.input_bytes = 28 * 28 + 1;  // IDX: one byte per pixel and a label byte
-  w.default_batch = cfg.get_int("train.batch", 128, 1, int64_t{1} << 30);
-  double act = 0;  // floats stored for backward per sample
+  // `batch` is the trainer's key (samples per worker); `train.batch` is read for older files.
+  w.default_batch =
+      cfg.get_int(cfg.has("batch") ? "batch" : "train.batch", 128, 1, int64_t{1} << 30);
+  w.first_layer_input_grad = false;  // loom's first layer never computes d(input)
+  double act = 0;                    // floats stored for backward per sample
   if (model == "mlp") {
+    const double dropout = cfg.get_double("mlp.dropout", 0.5, 0.0, 0.99);
     std::vector<double> hidden = {1024, 1024};
     if (cfg.has("mlp.hidden")) {
       const ConfigValue& v = cfg.values().at("mlp.hidden");
@@ -210,6 +220,10 @@ Workload workload_from_config(const Config& cfg, const std::string& name) {
     }
     w.layers.push_back(linear("out", in, 10));
     act += 2 * 10;
+    std::vector<double> widths = {784};
+    widths.insert(widths.end(), hidden.begin(), hidden.end());
+    widths.push_back(10);
+    w.elementwise_bytes = mlp_elementwise_bytes(widths, dropout);
   } else {
     // conv 5x5 32 (pad 2) + ReLU + maxpool 2 -> 14x14x32; conv 5x5 64 + ReLU + maxpool 2 ->
     // 7x7x64; linear 3136 -> 1024 + ReLU + dropout; linear 1024 -> 10.
@@ -226,6 +240,17 @@ Workload workload_from_config(const Config& cfg, const std::string& name) {
   }
   w.activation_bytes = 4 * act;
   return w;
+}
+
+double mlp_elementwise_bytes(const std::vector<double>& widths, double dropout) {
+  // Per hidden unit per sample (4-byte floats, 1-byte dropout mask): forward bias add (r+w 8),
+  // ReLU (8), dropout (r 4, w 4 + mask 1); backward dropout (r 4 + 1, w 4), ReLU (r y 4, dy 4,
+  // w 4), bias gradient (r 4): 50, or 32 without dropout. Per logit: bias add (8), softmax
+  // cross-entropy (r 4, w 4), bias gradient (4): 20.
+  double bytes = 0;
+  for (size_t i = 1; i + 1 < widths.size(); ++i) bytes += (dropout > 0 ? 50 : 32) * widths[i];
+  if (widths.size() >= 2) bytes += 20 * widths.back();
+  return bytes;
 }
 
 Workload resolve_workload(const std::string& name_or_path) {

@@ -26,11 +26,19 @@ struct Workload {
   double activation_bytes = 0;  // per sample, stored for backward, at fp32
   double input_bytes = 0;       // per sample as read from storage
   int64_t default_batch = 64;   // per GPU, when the user gives none
+  // Per sample, bytes read + written by the ops between GEMMs (bias, activations, dropout,
+  // their backward, bias gradients, loss), forward and backward; 0 when not computed. The
+  // host model (host_model.h) times them at a measured rate.
+  double elementwise_bytes = 0;
+  bool first_layer_input_grad = true;  // loom's layers skip the input's gradient
 
   double params() const;
   double fwd_flops() const;
   double bwd_flops() const { return 2 * fwd_flops(); }
   double train_flops() const { return 3 * fwd_flops(); }
+  // The GEMM FLOPs one step actually runs: forward, weight gradients, and input gradients
+  // for every layer but the first when the framework skips the input's gradient.
+  double step_flops() const;
   double param_bytes() const { return 4 * params(); }  // fp32
 };
 
@@ -42,6 +50,10 @@ std::vector<std::string> reference_workload_names();
 // The workload of a loom model config: `model = "mlp"` (mlp.hidden = [...]) or "cnn".
 // Input 28x28x1, 10 classes (the shapes of loom's nn zoo).
 Workload workload_from_config(const Config& cfg, const std::string& name = "config");
+
+// Bytes one sample moves through an MLP's layer ops between GEMMs, forward and backward
+// (Workload::elementwise_bytes); widths = input, hidden..., classes.
+double mlp_elementwise_bytes(const std::vector<double>& widths, double dropout);
 
 // A name from reference_workload_names(), or a path to a loom model config (*.toml).
 Workload resolve_workload(const std::string& name_or_path);

@@ -1,0 +1,39 @@
+// The step of a loom model on this machine's CPU cores, from rates `loom bench calibrate`
+// measured here (calibration.h). The roofline of cost_model.h (FLOPs x a derating) is right
+// for GPUs whose library kernels run near peak; on a CPU the step splits into parts whose
+// speeds differ by 10x, so each part gets its own measured rate:
+//   GEMMs        the step's GEMM FLOPs / the GEMM rate measured on the step's own shapes
+//                (with as many concurrent workers and threads as the run uses);
+//   elementwise  the layers between GEMMs (bias, ReLU, dropout, their backward, bias
+//                gradients, softmax): their bytes moved / the rate of those ops measured at
+//                the step's activation sizes (cache-resident, so not DRAM bandwidth);
+//   update       the optimizer: momentum SGD reads w, g, v and writes w, v = 5 passes over
+//                the parameters (20 bytes each) / the measured `a += b` DRAM rate, divided
+//                among the ranks when the optimizer is sharded (ZeRO-1).
+// Rates measured with all workers running at once already include their contention for
+// memory bandwidth and cores; a rate for a (workers, threads) pair that was not measured
+// falls back to the nearest smaller measured one.
+#pragma once
+
+#include <map>
+#include <utility>
+
+namespace loom::perf {
+
+struct HostRates {
+  int cores = 0;  // 0: no host calibration (the GPU roofline applies)
+  // FLOP/s of one worker's GEMMs on the step's shapes, by (workers at once, threads each).
+  std::map<std::pair<int, int>, double> gemm_flops;
+  // Bytes/s of traffic per thread group, by total threads busy at once (aggregate).
+  std::map<int, double> stream_bytes;       // a += b on buffers far beyond the caches
+  std::map<int, double> elementwise_bytes;  // the layer ops at the step's activation sizes
+
+  bool valid() const { return cores > 0 && !gemm_flops.empty() && !stream_bytes.empty(); }
+  // One worker's GEMM rate when `workers` workers of `threads` threads each run at once.
+  double gemm_rate(int workers, int threads) const;
+  // One worker's share of an aggregate rate when `workers` x `threads` threads run at once
+  // (no more threads than cores can be busy; the aggregate is split evenly).
+  double share(const std::map<int, double>& aggregate, int workers, int threads) const;
+};
+
+}  // namespace loom::perf
