@@ -15,7 +15,8 @@ struct TrainArgs {
   std::string config_path;
   std::vector<std::string> sets;
   bool help_config = false;
-  std::string resume;  // --resume DIR: train.resume (docs/reliability.md)
+  std::string timeline;  // --timeline FILE: trace.file
+  std::string resume;    // --resume DIR: train.resume (docs/reliability.md)
 };
 
 void run_train(const TrainArgs& args) {
@@ -31,6 +32,7 @@ void run_train(const TrainArgs& args) {
   }
   if (!args.resume.empty()) cfg.set("train.resume", args.resume, "--resume");
   for (const auto& s : args.sets) cfg.set_override(s);
+  if (!args.timeline.empty()) cfg.set("trace.file", args.timeline, "--timeline");
   const train::TrainResult r = train::run_training(cfg);
   if (!r.epochs.empty())
     fmt::print("loom: done: {} epochs, {} steps, test accuracy {:.4f}, {:.0f} samples/s "
@@ -50,6 +52,8 @@ CommandRegistrar reg("train", [](CLI::App& app) {
                   "resume from the newest complete checkpoint under DIR (a run's output.dir or "
                   "its checkpoints/)");
   cmd->add_option("--set", args->sets, "override a key: --set workers=2 --set optim.lr=0.1");
+  cmd->add_option("--timeline", args->timeline,
+                  "write a Chrome trace of the first trace.steps steps (Perfetto, chrome://tracing)");
   cmd->add_flag("--help-config", args->help_config, "list every config key with its default");
   cmd->callback([args] { run_train(*args); });
 });

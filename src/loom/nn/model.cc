@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "loom/core/error.h"
+#include "loom/core/trace.h"
 
 namespace loom::nn {
 
@@ -85,6 +86,8 @@ const float* Model::forward(const float* x, int64_t batch, const StepInfo& step)
   const float* in = x;
   for (size_t i = 0; i < layers_.size(); ++i) {
     ctx.layer_index = int(i);
+    trace::Span span;  // timeline: one span per layer (trace.h; one branch when off)
+    if (trace::enabled()) span.begin(fmt::format("fwd {} {}", i, layers_[i]->kind()), "forward");
     layers_[i]->forward(ctx, in, activations_[i].data(), batch);
     in = activations_[i].data();
   }
@@ -112,7 +115,10 @@ void Model::backward(const std::function<void(const ParamRange&)>& on_ready) {
     const float* x = i == 0 ? last_input_ : activations_[i - 1].data();
     float* dx = i == 0 ? nullptr : spare[next];
     ctx.layer_index = i;
+    trace::Span span;
+    if (trace::enabled()) span.begin(fmt::format("bwd {} {}", i, layers_[i]->kind()), "backward");
     layers_[i]->backward(ctx, x, activations_[i].data(), dy, dx, last_batch_);
+    span.end();  // before on_ready, which hands the bucket to the comm thread
     if (on_ready && range_of_layer_[i] >= 0) on_ready(ranges_[range_of_layer_[i]]);
     dy = dx;
     next ^= 1;

@@ -5,6 +5,7 @@
 
 #include "loom/core/error.h"
 #include "loom/core/timer.h"
+#include "loom/core/trace.h"
 
 namespace loom::sync {
 
@@ -77,28 +78,42 @@ void AllreduceStrategy::begin_step(int64_t step, float lr) {
 void AllreduceStrategy::combine(int b) {
   const Bucket& bucket = buckets_[size_t(b)];
   Stopwatch watch;
+  // Timeline (trace.h): the combine and its phases, on the comm thread when overlapped.
+  trace::bind_thread(comm_.rank(), trace::kCommTid, "comm");
+  trace::Span span, phase;
+  if (trace::enabled())
+    span.begin(fmt::format("combine bucket {}", b), "comm",
+               {{"bucket", b}, {"floats", bucket.count}});
   float* grads = model_.grads() + bucket.offset;
   float* params = model_.params() + bucket.offset;
   const size_t n = size_t(bucket.count);
   const int world = comm_.size();
   if (world == 1) {
+    phase.next("optimizer", "optim");
     optimizer_.update(params, grads, bucket.offset, bucket.count, lr_);
   } else if (compressed()) {
     // The decoded sum is the same bits on every rank, so full updates keep replicas equal.
     compress::CompressedAllreduceState& st = codec_states_[size_t(b)];
+    phase.next("compressed allreduce", "comm");
     compress::compressed_allreduce(comm_, *options_.codec, std::span<float>(grads, n), st);
+    phase.next("optimizer", "optim");
     optimizer_.update(params, grads, bucket.offset, bucket.count, lr_);
     comm_bytes_ += int64_t(st.wire_bytes);
   } else if (options_.shard_optimizer) {
+    phase.next("reduce-scatter", "comm");
     comm_.reduce_scatter(std::span<float>(grads, n));
     const comm::BlockRange mine = comm::block_range(n, world, comm_.rank());
+    phase.next("optimizer", "optim");
     optimizer_.update(params + mine.begin, grads + mine.begin, bucket.offset + int64_t(mine.begin),
                       int64_t(mine.size()), lr_);
+    phase.next("allgather", "comm");
     comm_.allgather(std::span<float>(params, n));
     // Reduce-scatter moves (n-1)/n of the bucket out, allgather the same again.
     comm_bytes_ += int64_t(2 * (n - mine.size()) * sizeof(float));
   } else {
+    phase.next("allreduce", "comm");
     comm_.allreduce(std::span<float>(grads, n));
+    phase.next("optimizer", "optim");
     optimizer_.update(params, grads, bucket.offset, bucket.count, lr_);
     comm_bytes_ += int64_t(compress::fp32_allreduce_wire_bytes(n, world));
   }
@@ -108,6 +123,8 @@ void AllreduceStrategy::combine(int b) {
 void AllreduceStrategy::on_gradients_ready(const nn::ParamRange& range) {
   const int b = tracker_.ready(range);
   if (b < 0) return;
+  if (trace::enabled())
+    trace::instant(fmt::format("bucket {} ready", b), "bucket", {{"bucket", b}});
   if (queue_) {
     queue_->post([this, b] { combine(b); });
   } else if (!options_.overlap) {
@@ -119,6 +136,7 @@ void AllreduceStrategy::on_gradients_ready(const nn::ParamRange& range) {
 
 void AllreduceStrategy::end_step() {
   Stopwatch waited;
+  trace::Span wait("wait for comm", "comm");  // timeline: the exposed part of communication
   if (queue_) {
     queue_->wait_idle();
   } else if (!options_.overlap) {
