@@ -12,6 +12,7 @@
 #include "loom/core/log.h"
 #include "loom/core/rng.h"
 #include "loom/core/timer.h"
+#include "loom/core/trace.h"
 #include "loom/data/dataset.h"
 #include "loom/data/loader.h"
 #include "loom/nn/model_zoo.h"
@@ -85,6 +86,7 @@ class Worker {
   void run() {
     check_same_run(comm_, cfg_);
     Backend& backend = cpu_backend();
+    trace::bind_thread(comm_.rank(), trace::kComputeTid, "compute", true);
     backend.set_intra_op_threads(int(s_.threads));
     auto model = nn::build_model(cfg_, backend, train_.sample_shape, train_.num_classes);
     model->init_params(s_.seed);
@@ -141,6 +143,13 @@ class Worker {
       Stopwatch epoch_watch;
       while (step < total_steps && loader.next(batch)) {
         m.loader_wait_s += batch.wait_seconds;
+        trace::begin_step(comm_.rank(), step);
+        trace::Span step_span;  // timeline (trace.file): the step and the loader wait before it
+        if (trace::enabled()) {
+          trace::complete("loader wait", "loader", trace::now_us() - 1e6 * batch.wait_seconds,
+                          1e6 * batch.wait_seconds);
+          step_span.begin(fmt::format("step {}", step), "step");
+        }
         nn::StepInfo info;
         info.training = true;
         info.dropout_key = derive_key(s_.seed, 0, RngPurpose::kDropout, uint64_t(step));
@@ -262,6 +271,7 @@ TrainResult run_training(const Config& cfg) {
     log_info("data: {} training and {} test samples from {} ({:.2f} s)", train_set.count,
              test_set.count, s.data_dir, load_watch.seconds());
 
+  trace::Session timeline(trace::options_from_config(cfg), world->local(0).rank());
   RunWriter writer(lead ? cfg.get_string("output.dir", "runs/latest") : "");
   writer.write_config(cfg.canonical_text());
   TrainResult result;
@@ -281,6 +291,7 @@ TrainResult run_training(const Config& cfg) {
                                                               result.final_params.size() * 4))}};
     writer.write_summary(summary);
   }
+  timeline.write();
   return result;
 }
 
