@@ -184,6 +184,9 @@ class Worker {
         }
         if (guard.interrupted()) break;  // a stop signal: checkpoint written, leave
       }
+      // After the last step, before the last evaluation: block momentum folds in its last
+      // partial block here, so the final test accuracy is that of the global model.
+      if (step >= total_steps || epoch + 1 == s_.epochs) strategy->finish();
       m.seconds = epoch_watch.seconds();
       const sync::SyncStats st = strategy->take_stats();
       m.comm_s = st.comm_seconds;
@@ -199,7 +202,6 @@ class Worker {
       if (s_.eval) m.test_acc = evaluate(comm_, *model, test_);
       if (lead) report_epoch(progress, m);
     }
-    strategy->finish();
     if (lead) {
       result_.world = comm_.size();
       result_.interrupted = guard.interrupted();
