@@ -33,8 +33,8 @@ h2 { font-size:15px; font-weight:650; margin:26px 0 10px; color:#374151;
 .card svg { display:block; max-width:100%; height:auto; }
 .note { color:var(--muted); font-size:12px; margin:6px 0 0; }
 table { border-collapse:collapse; width:100%; font-size:13px; }
-th, td { padding:7px 10px; text-align:right; border-bottom:1px solid var(--line); white-space:nowrap; }
-th { color:var(--muted); font-weight:600; font-size:12px; }
+th, td { padding:7px 8px; text-align:right; border-bottom:1px solid var(--line); white-space:nowrap; }
+th { color:var(--muted); font-weight:600; font-size:11.5px; white-space:normal; vertical-align:bottom; }
 th:first-child, td:first-child { text-align:left; }
 td.run { display:flex; align-items:center; gap:8px; }
 td.run i { width:10px; height:10px; border-radius:2px; flex:none; }
@@ -113,8 +113,8 @@ std::string summary_table(const std::vector<RunData>& runs, const std::vector<St
   std::string h =
       "<div class=\"card\"><table><thead><tr><th>run</th><th>status</th><th>epochs</th>"
       "<th>steps</th><th>workers</th><th>train loss</th><th>test acc</th><th>samples/s</th>"
-      "<th>step ms</th><th>compute</th><th>exposed comm</th><th>loader wait</th>"
-      "<th>MB sent/step</th></tr></thead><tbody>\n";
+      "<th>step ms</th><th>compute ms</th><th>exposed comm ms</th><th>loader wait ms</th>"
+      "<th>MB sent / step</th></tr></thead><tbody>\n";
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunData& r = runs[i];
     const StepTimes& t = st[i];

@@ -135,10 +135,9 @@ std::string line_chart(const LineChart& c) {
   out +=
       fmt::format(R"(<text x="{}" y="{}" font-size="11" fill="{}" text-anchor="middle">{}</text>)",
                   num(left + pw / 2), num(c.height - 6), kAxisText, escape(c.x_label));
-  out += fmt::format(
-      R"x(<text transform="translate(12 {}) rotate(-90)" font-size="11" fill="{}" )x"
-      R"x(text-anchor="middle">{}</text>)x",
-      num(top + ph / 2), kAxisText, escape(c.y_label));
+  out += fmt::format(R"x(<text transform="translate(12 {}) rotate(-90)" font-size="11" fill="{}" )x"
+                     R"x(text-anchor="middle">{}</text>)x",
+                     num(top + ph / 2), kAxisText, escape(c.y_label));
 
   for (const auto& s : c.series) {
     if (s.points.empty()) continue;
@@ -163,7 +162,8 @@ std::string line_chart(const LineChart& c) {
 std::string bar_chart(const BarChart& c) {
   const size_t nseg = c.segment_names.size();
   const bool stacked = nseg > 1;
-  const double label_w = 170, right = 70, row_h = 28, bar_h = 18;
+  // Room on the right for the value label of the longest bar ("9450 samples/s").
+  const double label_w = 170, right = 44 + 6.6 * double(c.unit.size()), row_h = 28, bar_h = 18;
   const double top = stacked ? 50 : 30, bottom = 26;
   const double pw = c.width - label_w - right;
   const int height = int(top + row_h * double(c.rows.size()) + bottom);
