@@ -238,7 +238,7 @@ TEST(SweepRunner, CpuSlotsPinDistinctCores) {
 TEST(SweepRunner, TrialArgvCarriesOverridesAndItsOwnOutputDir) {
   SweepSpec spec;
   spec.base = "base.toml";
-  spec.fixed = {{"epochs", ConfigScalar(int64_t(1))}};
+  spec.fixed = {{"epochs", "1"}, {"mlp.hidden", "[256, 64]"}};
   Trial t;
   t.overrides = {{"codec", ConfigScalar(std::string("int8"))}, {"optim.lr", ConfigScalar(0.05)}};
   const auto argv = trial_argv(spec, t, {"loom", "train"}, "sw/trials/t000");
@@ -249,6 +249,8 @@ TEST(SweepRunner, TrialArgvCarriesOverridesAndItsOwnOutputDir) {
                                          "progress=\"lines\"",
                                          "--set",
                                          "epochs=1",
+                                         "--set",
+                                         "mlp.hidden=[256, 64]",
                                          "--set",
                                          "codec=\"int8\"",
                                          "--set",

@@ -215,7 +215,7 @@ std::vector<std::string> trial_argv(const SweepSpec& spec, const Trial& trial,
     argv.push_back(k + "=" + v);
   };
   add("progress", "\"lines\"");
-  for (const auto& [k, v] : spec.fixed) add(k, config_scalar_text(v));
+  for (const auto& [k, v] : spec.fixed) add(k, v);
   for (const auto& [k, v] : trial.overrides) add(k, config_scalar_text(v));
   add("output.dir", config_scalar_text(ConfigScalar(trial_dir)));
   return argv;

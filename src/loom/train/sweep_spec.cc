@@ -147,12 +147,14 @@ SweepSpec parse_sweep(const Config& cfg, const std::string& path) {
     check_train_keys(cfg, section);
   for (const auto& [key, v] : cfg.values()) {
     if (key.rfind("set.", 0) == 0) {
-      if (v.is_array)
-        throw ConfigError(
-            fmt::format("{}: key '{}': [set] takes single values; put lists "
-                        "under [grid]",
-                        v.where, key));
-      s.fixed.emplace_back(key.substr(4), v.value);
+      std::string text = config_scalar_text(v.value);
+      if (v.is_array) {  // a list-valued key, e.g. mlp.hidden = [256, 128]
+        text = "[";
+        for (size_t i = 0; i < v.array.size(); ++i)
+          text += (i ? ", " : "") + config_scalar_text(v.array[i]);
+        text += "]";
+      }
+      s.fixed.emplace_back(key.substr(4), text);
     } else if (key.rfind("grid.", 0) == 0) {
       std::vector<ConfigScalar> values = v.is_array ? v.array : std::vector{v.value};
       if (values.empty())
