@@ -2,6 +2,8 @@
 #include "loom/core/error.h"
 #include "loom/sync/allreduce_strategy.h"
 #include "loom/sync/bmuf_strategy.h"
+#include "loom/sync/ps_options.h"
+#include "loom/sync/ps_placement.h"
 #include "loom/sync/strategy.h"
 
 namespace loom::sync {
@@ -20,7 +22,8 @@ std::shared_ptr<const compress::Codec> codec_from_config(const Config& cfg) {
 std::vector<ConfigKeySpec> sync_config_keys() {
   std::vector<ConfigKeySpec> keys = {
       {"sync", ConfigType::kString, "\"allreduce\"",
-       "how replicas agree: \"allreduce\" or \"bmuf\" (block momentum)"},
+       "how replicas agree: \"allreduce\", \"bmuf\" (block momentum) or \"ps\" (parameter "
+       "server)"},
       {"sync.bucket_kib", ConfigType::kInt, "4096", "gradient bucket size in KiB (0 = one bucket)"},
       {"sync.overlap", ConfigType::kBool, "true", "combine buckets while backward goes on"},
       {"sync.shard_optimizer", ConfigType::kBool, "true",
@@ -34,12 +37,14 @@ std::vector<ConfigKeySpec> sync_config_keys() {
        "bmuf: zero the local optimizer's momentum after each block"},
   };
   for (auto& k : compress::codec_config_keys()) keys.push_back(k);
+  for (auto& k : ps_config_keys()) keys.push_back(k);
   return keys;
 }
 
 std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& comm,
                                         nn::Model& model, optim::Optimizer& optimizer) {
-  const std::string kind = cfg.get_choice("sync", "allreduce", {"allreduce", "bmuf"});
+  const std::string kind = cfg.get_choice("sync", "allreduce", {"allreduce", "bmuf", "ps"});
+  if (kind == "ps") return make_ps_strategy(cfg, comm, model);
   const int64_t bucket_bytes = cfg.get_int("sync.bucket_kib", 4096, 0, int64_t(1) << 30) << 10;
   if (kind == "bmuf") {
     BmufOptions opts;

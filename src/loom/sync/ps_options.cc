@@ -1,0 +1,35 @@
+#include "loom/sync/ps_options.h"
+
+namespace loom::sync {
+
+std::vector<ConfigKeySpec> ps_config_keys() {
+  return {
+      {"ps.servers", ConfigType::kInt, "1", "parameter-server shards (contiguous key ranges)"},
+      {"ps.staleness", ConfigType::kInt, "0",
+       "steps a worker may run ahead of the slowest (0 = synchronous)"},
+      {"ps.placement", ConfigType::kString, "\"threads\"",
+       "\"threads\" (server threads in-process) or \"ranks\" (the last ps.servers ranks)"},
+      {"ps.exact_delay", ConfigType::kBool, "false",
+       "staleness k: always compute on the version k steps old (deterministic), not the newest"},
+  };
+}
+
+PsOptions read_ps_options(const Config& cfg) {
+  PsOptions o;
+  o.servers = int(cfg.get_int("ps.servers", 1, 1, 4096));
+  o.staleness = int(cfg.get_int("ps.staleness", 0, 0, 1000));
+  o.placement = cfg.get_choice("ps.placement", "threads", {"threads", "ranks"}) == "ranks"
+                    ? PsPlacement::kRanks
+                    : PsPlacement::kThreads;
+  o.exact_delay = cfg.get_bool("ps.exact_delay", false);
+  o.bucket_bytes = cfg.get_int("sync.bucket_kib", 4096, 0, int64_t(1) << 30) << 10;
+  o.overlap = cfg.get_bool("sync.overlap", true);
+  return o;
+}
+
+bool ps_on_ranks(const Config& cfg) {
+  if (cfg.get_string("sync", "allreduce") != "ps") return false;
+  return read_ps_options(cfg).placement == PsPlacement::kRanks;
+}
+
+}  // namespace loom::sync

@@ -1,0 +1,37 @@
+// Settings of the parameter-server strategy (sync = "ps"), read from the config:
+//   ps.servers   = 1          server shards, each over a contiguous key range of the flat buffer
+//   ps.staleness = 0          0: synchronous; k > 0: a worker may run up to k steps ahead of
+//                             the slowest (stale synchronous parallel, Ho et al., NIPS 2013)
+//   ps.placement = "threads"  "threads": one server thread per shard inside the process;
+//                             "ranks": the last ps.servers ranks of the world are servers
+//   ps.exact_delay = false    with staleness k, compute on the version exactly k steps old
+//                             (deterministic; the worst case) instead of the newest arrived
+// The gradient buckets are the allreduce strategy's (sync.bucket_kib, sync.overlap).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "loom/core/config.h"
+
+namespace loom::sync {
+
+enum class PsPlacement { kThreads, kRanks };
+
+struct PsOptions {
+  int servers = 1;
+  int staleness = 0;
+  PsPlacement placement = PsPlacement::kThreads;
+  bool exact_delay = false;
+  int64_t bucket_bytes = 4 << 20;
+  bool overlap = true;
+};
+
+std::vector<ConfigKeySpec> ps_config_keys();
+// Throws ConfigError naming the key for a value out of range.
+PsOptions read_ps_options(const Config& cfg);
+// True when sync = "ps" and ps.placement = "ranks": the world then holds the servers too.
+bool ps_on_ranks(const Config& cfg);
+
+}  // namespace loom::sync
