@@ -131,6 +131,13 @@ TEST(HostCalibration, OneBitPaysCodecTimeAndSendsLess) {
   EXPECT_NEAR(o.update_s, 2 * f.update_s, 1e-9);
 }
 
+TEST(HostCalibration, MeasuredHandoffBecomesTheThreadLinksAlpha) {
+  Calibration c = parse_calibration(hand_lines(), "hand");
+  c.host.handoff_s = 5e-3;  // one small allreduce while the compute threads run
+  const StepEstimate e = predict_case(Config{}, c, {2, "fp32", "thread"});
+  EXPECT_NEAR(e.comm_s, 2 * 5e-3 + (4194304 + 3260456) / 4e9, 1e-9);  // two buckets
+}
+
 TEST(HostCalibration, TwoWorkersNeedTheTransportsLink) {
   std::string lines;
   for (const nlohmann::json& j :

@@ -45,5 +45,24 @@ TEST(Validate, RowsAndTable) {
   EXPECT_EQ(j.at("workers"), 2);
 }
 
+TEST(Validate, PairedRatesAreTheMeanOfBeforeAndAfter) {
+  HostRates host;
+  host.cores = 2;
+  host.gemm_flops[{1, 1}] = 100e9;
+  host.gemm_flops[{2, 1}] = 90e9;
+  host.stream_bytes[2] = 10e9;
+  HostRates before, after;
+  before.gemm_flops[{2, 1}] = 40e9;
+  after.gemm_flops[{2, 1}] = 60e9;
+  before.stream_bytes[2] = 4e9;
+  after.stream_bytes[2] = 6e9;
+  before.elementwise_bytes[2] = 8e9;  // no `after` figure: not merged
+  merge_paired_rates(host, before, after);
+  EXPECT_DOUBLE_EQ(host.gemm_flops.at({2, 1}), 50e9);
+  EXPECT_DOUBLE_EQ(host.gemm_flops.at({1, 1}), 100e9);  // other shapes keep the file's
+  EXPECT_DOUBLE_EQ(host.stream_bytes.at(2), 5e9);
+  EXPECT_TRUE(host.elementwise_bytes.empty());
+}
+
 }  // namespace
 }  // namespace loom::perf

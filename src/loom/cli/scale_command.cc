@@ -12,6 +12,7 @@
 #include "loom/perf/anchors.h"
 #include "loom/perf/calibration.h"
 #include "loom/perf/machine_probe.h"
+#include "loom/perf/parallelism_model.h"
 #include "loom/perf/scale.h"
 #include "loom/perf/svg_plot.h"
 #include "loom/perf/validate.h"
@@ -28,12 +29,43 @@ struct ScaleArgs {
   bool no_overlap = false, no_prefetch = false, anchors = false, json = false;
   bool validate = false;
   int64_t steps = 150;
+  int repeats = 1;
+  bool no_paired = false;
   double tolerance = 15;
   std::string cases = "1:fp32,2:fp32,1:onebit,2:onebit", transports = "thread";
   std::string mpirun = perf::kDefaultMpirun;
   std::vector<std::string> catalogs;
   std::string calibration, svg = "scale.svg";
+  // --parallelism: data vs model vs hybrid (perf/parallelism_model.h)
+  bool parallelism = false;
+  std::string hidden;     // mlp.hidden for the default MLP, e.g. "8192,8192"
+  double link_gbps = 0;   // link in Gbit/s (overrides --inter), e.g. 1 for a 1 Gbit/s link
+  double gflops = 0;      // per worker (default: the GPU's fp32 peak x derating)
 };
+
+// `--parallelism`: which of data, model and hybrid parallelism is faster for the model of
+// --workload (a loom .toml, else the default MLP with --hidden) on --inter / --link-gbps.
+void run_parallelism(const ScaleArgs& a) {
+  Config cfg;
+  const bool toml = a.workload.size() > 5 && a.workload.substr(a.workload.size() - 5) == ".toml";
+  if (toml) cfg = Config::from_file(a.workload);
+  if (!a.hidden.empty()) cfg.set_override("mlp.hidden=[" + a.hidden + "]");
+  perf::Catalog cat = perf::Catalog::builtin();
+  for (const auto& f : a.catalogs) cat.load_file(f);
+  perf::ParallelismSetup s;
+  s.workers = a.nodes * a.gpus_per_node;
+  s.batch = a.batch > 0 ? a.batch : 128;
+  s.link = cat.link(a.inter);
+  if (a.link_gbps > 0) {
+    s.link.name = fmt::format("{} Gbit/s", a.link_gbps);
+    s.link.gbs = a.link_gbps / 8;
+    s.link.efficiency = 0.95;
+  }
+  s.flops_per_s = a.gflops > 0 ? a.gflops * 1e9
+                               : cat.gpu(a.gpu).fp32_tflops * 1e12 * (a.derate > 0 ? a.derate : 0.5);
+  const auto e = perf::compare_parallelism(cfg, s);
+  fmt::print("{}", a.json ? perf::parallelism_json(e, s) : perf::parallelism_table(e, s));
+}
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -74,13 +106,30 @@ void run_validate(const ScaleArgs& a) {
       c.workers = std::stoi(spec.substr(0, colon));
       c.codec = spec.substr(colon + 1);
       c.transport = transport;
-      perf::ValidationRow r;
-      r.c = c;
-      r.predicted = perf::predict_case(cfg, cal, c);
-      fmt::print("# running {} ({} steps) ...\n", c.label(), a.steps);
-      std::fflush(stdout);
-      r.measured = perf::measure_case(cfg, c, a.steps, self, a.mpirun);
-      rows.push_back(r);
+      for (int rep = 0; rep < a.repeats; ++rep) {
+        fmt::print("# running {} ({} steps) ...\n", c.label(), a.steps);
+        std::fflush(stdout);
+        perf::Calibration now = cal;
+        perf::ProbeOptions po;
+        po.widths = {784};
+        for (int64_t h : cfg.get_int_list("mlp.hidden", {1024, 1024})) po.widths.push_back(h);
+        po.widths.push_back(10);
+        po.batch = cfg.get_int("batch", 128, 1, 1 << 20);
+        po.dropout = cfg.get_double("mlp.dropout", 0.5, 0.0, 0.99);
+        const int threads = int(cfg.get_int("threads", 1, 1, 256));
+        const bool paired = !a.no_paired;
+        const perf::HostRates before =
+            paired ? perf::probe_run_rates(po, c.workers, threads) : perf::HostRates{};
+        perf::ValidationRow r;
+        r.c = c;
+        r.measured = perf::measure_case(cfg, c, a.steps, self, a.mpirun);
+        if (paired) {
+          const perf::HostRates after = perf::probe_run_rates(po, c.workers, threads);
+          perf::merge_paired_rates(now.host, before, after);
+        }
+        r.predicted = perf::predict_case(cfg, now, c);
+        rows.push_back(r);
+      }
     }
   }
   fmt::print(
@@ -93,6 +142,10 @@ void run_validate(const ScaleArgs& a) {
 void run_scale(const ScaleArgs& a) {
   if (a.validate) {
     run_validate(a);
+    return;
+  }
+  if (a.parallelism) {
+    run_parallelism(a);
     return;
   }
   if (a.anchors) {
@@ -193,6 +246,13 @@ void setup(CLI::App& app) {
   cmd->add_option("--calibration", a->calibration, "JSON lines printed by loom's benchmarks");
   cmd->add_option("--svg", a->svg, "where to write the speedup plot ('' for none)");
   cmd->add_flag("--json", a->json, "print JSON lines instead of tables");
+  cmd->add_flag("--parallelism", a->parallelism,
+                "data vs model vs hybrid parallelism for a loom model (--workload .toml or "
+                "--hidden), workers = nodes x gpus-per-node");
+  cmd->add_option("--hidden", a->hidden, "with --parallelism: mlp.hidden, e.g. 8192,8192");
+  cmd->add_option("--link-gbps", a->link_gbps,
+                  "with --parallelism: the workers' link in Gbit/s (instead of --inter)");
+  cmd->add_option("--gflops", a->gflops, "with --parallelism: achieved GFLOP/s per worker");
   cmd->add_flag("--anchors", a->anchors, "print the published anchors against the model and exit");
   cmd->add_flag("--validate", a->validate,
                 "run real loom jobs here (workload: a loom config .toml, or the default MLP) and "
@@ -204,6 +264,10 @@ void setup(CLI::App& app) {
                   "thread and/or mpi (mpi: runs mpirun, needs mpi allreduce lines in the "
                   "calibration)");
   cmd->add_option("--tolerance", a->tolerance, "pass mark for the error, percent");
+  cmd->add_option("--repeats", a->repeats, "runs of each case")->check(CLI::Range(1, 20));
+  cmd->add_flag("--no-paired", a->no_paired,
+                "predict from the calibration alone (default: GEMM, a += b and elementwise "
+                "rates re-measured right before and after each run, averaged)");
   cmd->add_option("--mpirun", a->mpirun,
                   "launcher line for mpi cases (a script running ranks in network namespaces "
                   "passes its own)");

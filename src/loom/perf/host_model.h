@@ -27,6 +27,10 @@ struct HostRates {
   // Bytes/s of traffic per thread group, by total threads busy at once (aggregate).
   std::map<int, double> stream_bytes;       // a += b on buffers far beyond the caches
   std::map<int, double> elementwise_bytes;  // the layer ops at the step's activation sizes
+  // Seconds one small allreduce among the workers' communication threads takes while their
+  // compute threads run (0: not measured). On an oversubscribed machine each hand-off waits
+  // for the peer thread to be scheduled; this is the ring's alpha under the run's conditions.
+  double handoff_s = 0;
 
   bool valid() const { return cores > 0 && !gemm_flops.empty() && !stream_bytes.empty(); }
   // One worker's GEMM rate when `workers` workers of `threads` threads each run at once.

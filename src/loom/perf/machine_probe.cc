@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <thread>
 
 #include "loom/comm/allreduce_bench.h"
 #include "loom/comm/communicator.h"
+#include "loom/comm/thread/thread_world.h"
 #include "loom/comm/world.h"
 #include "loom/compress/codec_bench.h"
 #include "loom/core/error.h"
@@ -205,6 +207,43 @@ nlohmann::json loader_line(double samples_per_s, double bytes_per_sample) {
   return {{"bench", "loader"},
           {"samples_per_s", samples_per_s},
           {"bytes_per_sample", bytes_per_sample}};
+}
+
+// Seconds per small allreduce among `workers` thread-transport ranks while `workers` other
+// threads run the step's GEMMs: a training step's hand-offs as they happen.
+double handoff_latency(const ProbeOptions& o, int workers, int iters) {
+  const auto shapes = cpu::mlp_step_gemms(o.widths, o.batch);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> compute;
+  for (int w = 0; w < workers; ++w)
+    compute.emplace_back([&] {
+      cpu_backend().set_intra_op_threads(1);
+      while (!stop.load()) cpu::probe_gemm(shapes, cpu::gemm_library(), 1);
+    });
+  comm::ThreadWorld world(workers);
+  double seconds = 0;
+  world.run([&](comm::Communicator& c) {
+    std::vector<float> v(1024, 1.0f);
+    c.allreduce(std::span<float>(v));  // warm
+    Stopwatch w;
+    for (int i = 0; i < iters; ++i) c.allreduce(std::span<float>(v));
+    if (c.rank() == 0) seconds = w.seconds() / iters;
+  });
+  stop = true;
+  for (auto& t : compute) t.join();
+  return seconds;
+}
+
+HostRates probe_run_rates(const ProbeOptions& o, int workers, int threads) {
+  HostRates r;
+  r.cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  const int busy = workers * threads;
+  r.gemm_flops[{workers, threads}] =
+      gemm_rate(cpu::mlp_step_gemms(o.widths, o.batch), workers, threads, 5) * 1e9;
+  r.stream_bytes[busy] = stream_rate("add", 32 << 20, busy, 3);
+  r.elementwise_bytes[busy] = elementwise_rate(o, busy, 10);
+  if (workers > 1) r.handoff_s = handoff_latency(o, workers, 40);
+  return r;
 }
 
 void probe_machine(const ProbeOptions& o, comm::World* mpi,

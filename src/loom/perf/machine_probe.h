@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "loom/perf/host_model.h"
+
 namespace loom::comm {
 class World;
 }
@@ -42,6 +44,12 @@ nlohmann::json allreduce_line(const std::string& transport, const std::string& a
                               size_t bytes, double time_us);
 nlohmann::json codec_line(const std::string& codec, size_t n, double encode_gbs, double decode_gbs);
 nlohmann::json loader_line(double samples_per_s, double bytes_per_sample);
+
+// The compute rates of one run shape only (GEMM with `workers` x `threads`, a += b and the
+// elementwise ops with workers x threads threads busy), measured quickly: `loom scale
+// --validate` takes them right before and after each run, because on a shared machine the
+// rates follow the other tenants' load from one second to the next.
+HostRates probe_run_rates(const ProbeOptions& o, int workers, int threads);
 
 // Runs every measurement and calls `emit` with each result line as soon as it is known.
 // `mpi` may be null; under MPI every rank must call this (the allreduce needs all of them)

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -55,6 +56,12 @@ StepEstimate predict_case(const Config& cfg, const Calibration& cal, const Valid
         "{}: no allreduce lines for transport '{}'{}", cal.file, c.transport,
         c.transport == "mpi" ? " (run `mpirun -np 2 loom bench calibrate -o FILE`)" : ""));
   cl.topo.intra = cat.has_link(link) ? cat.link(link) : cat.link("this-machine-memory");
+  if (c.transport == "thread" && c.workers > 1 && d.host.handoff_s > 0) {
+    // The hand-off measured next to the run replaces the quiet machine's alpha: one small
+    // ring allreduce is 2(n-1) alpha.
+    cl.topo.intra.latency_us =
+        std::max(cl.topo.intra.latency_us, d.host.handoff_s * 1e6 / (2.0 * (c.workers - 1)));
+  }
   cl.topo.inter = cl.topo.intra;
   if (cal.loader_bytes_per_s > 0) cl.storage = cat.storage("this-machine-loader");
   SyncSpec s;
@@ -151,6 +158,19 @@ Measured measure_case(const Config& cfg, const ValidationCase& c, int64_t steps,
   }
   fs::remove_all(dir);
   return from_epochs(epochs);
+}
+
+void merge_paired_rates(HostRates& host, const HostRates& before, const HostRates& after) {
+  auto merge = [](auto& into, const auto& b, const auto& a) {
+    for (const auto& [k, v] : b)
+      if (auto it = a.find(k); it != a.end()) into[k] = (v + it->second) / 2;
+  };
+  merge(host.gemm_flops, before.gemm_flops, after.gemm_flops);
+  merge(host.stream_bytes, before.stream_bytes, after.stream_bytes);
+  merge(host.elementwise_bytes, before.elementwise_bytes, after.elementwise_bytes);
+  if (host.cores == 0) host.cores = before.cores;
+  if (before.handoff_s > 0 && after.handoff_s > 0)
+    host.handoff_s = (before.handoff_s + after.handoff_s) / 2;
 }
 
 std::string validation_table(const std::vector<ValidationRow>& rows, double tolerance) {

@@ -53,6 +53,10 @@ inline const char* kDefaultMpirun = "mpirun --allow-run-as-root --oversubscribe 
 Measured measure_case(const Config& cfg, const ValidationCase& c, int64_t steps,
                       const std::string& loom_path, const std::string& mpirun = kDefaultMpirun);
 
+// Replaces `host`'s rates for the shapes `before` and `after` measured with their mean
+// (paired calibration: measured next to the run, under the same load).
+void merge_paired_rates(HostRates& host, const HostRates& before, const HostRates& after);
+
 // The table printed by `loom scale --validate` (with the load average next to it) and one
 // JSON object per row.
 std::string validation_table(const std::vector<ValidationRow>& rows, double tolerance);
