@@ -15,10 +15,12 @@
 #include "loom/core/trace.h"
 #include "loom/data/dataset.h"
 #include "loom/data/loader.h"
+#include "loom/data/pipeline_config.h"
+#include "loom/data/shard_source.h"
 #include "loom/nn/model_zoo.h"
 #include "loom/optim/lr_schedule.h"
 #include "loom/optim/optimizer.h"
-#include "loom/sync/ps_placement.h"
+#include "loom/sync/model_parallel_model.h"
 #include "loom/sync/strategy.h"
 #include "loom/tensor/backend_registry.h"
 #include "loom/train/checkpoint_guard.h"
@@ -66,8 +68,14 @@ double evaluate(comm::Communicator& c, nn::Model& model, const data::Dataset& te
   const int64_t numel = test.sample_numel();
   double correct = 0;
   Backend& be = model.backend();
-  for (int64_t i = int64_t(mine.begin); i < int64_t(mine.end); i += chunk) {
-    const int64_t n = std::min<int64_t>(chunk, int64_t(mine.end) - i);
+  // The same number of forward calls on every rank (a model-parallel block exchanges in each):
+  // as many as rank 0's share (the largest) needs, each rank splitting its own share evenly.
+  const int64_t calls = int64_t((comm::block_range(size_t(test.count), c.size(), 0).size() +
+                                 size_t(chunk) - 1) / size_t(chunk));
+  for (int64_t k = 0; k < calls; ++k) {
+    const comm::BlockRange part = comm::block_range(mine.size(), int(calls), int(k));
+    if (part.size() == 0) continue;
+    const int64_t i = int64_t(mine.begin + part.begin), n = int64_t(part.size());
     nn::StepInfo info;
     info.training = false;
     const float* logits = model.forward(test.features.data() + i * numel, n, info);
@@ -78,18 +86,42 @@ double evaluate(comm::Communicator& c, nn::Model& model, const data::Dataset& te
   return v[0] / double(test.count);
 }
 
+// Reads every record of a source into memory (the test set, for evaluation).
+data::Dataset materialise(const data::SampleSource& src) {
+  data::Dataset ds;
+  ds.name = "shards";
+  ds.count = src.count();
+  ds.sample_shape = src.sample_shape();
+  ds.num_classes = src.num_classes();
+  ds.features.resize(size_t(ds.count * src.sample_numel()));
+  ds.labels.resize(size_t(ds.count));
+  std::vector<int64_t> idx(size_t(ds.count));
+  for (int64_t i = 0; i < ds.count; ++i) idx[size_t(i)] = i;
+  src.gather(idx.data(), ds.count, ds.features.data(), ds.labels.data());
+  return ds;
+}
+
 class Worker {
  public:
-  Worker(const Config& cfg, const Settings& s, comm::Communicator& c, const data::Dataset& train,
-         const data::Dataset& test, TrainResult& result, RunWriter& writer)
-      : cfg_(cfg), s_(s), comm_(c), train_(train), test_(test), result_(result), writer_(writer) {}
+  Worker(const Config& cfg, const Settings& s, comm::Communicator& c,
+         std::shared_ptr<const data::SampleSource> train, const data::Dataset& test,
+         const data::PipelineConfig& pipeline, TrainResult& result, RunWriter& writer)
+      : cfg_(cfg),
+        s_(s),
+        comm_(c),
+        train_(std::move(train)),
+        test_(test),
+        pipeline_(pipeline),
+        result_(result),
+        writer_(writer) {}
 
   void run() {
     check_same_run(comm_, cfg_);
     Backend& backend = cpu_backend();
     trace::bind_thread(comm_.rank(), trace::kComputeTid, "compute", true);
     backend.set_intra_op_threads(int(s_.threads));
-    auto model = nn::build_model(cfg_, backend, train_.sample_shape, train_.num_classes);
+    auto model = sync::build_model(cfg_, comm_, backend, train_->sample_shape(),
+                                   train_->num_classes());  // parallel.* (model_parallel_model.h)
     model->init_params(s_.seed);
     auto optimizer = optim::make_optimizer(cfg_, backend, model->num_params());
     auto strategy = sync::make_strategy(cfg_, comm_, *model, *optimizer);
@@ -101,12 +133,13 @@ class Worker {
     lo.seed = s_.seed;
     lo.shuffle = s_.shuffle;
     lo.prefetch = int(s_.prefetch);
+    data::apply_pipeline(pipeline_, lo);
     data::Loader loader(train_, lo);
     const int64_t steps_per_epoch = loader.steps_per_epoch();
     if (steps_per_epoch == 0)
       throw ConfigError(fmt::format("a global batch of {} ({} workers x batch {}) is larger than "
                                     "the {} training samples", lo.global_batch, comm_.size(),
-                                    s_.batch, train_.count));
+                                    s_.batch, train_->count()));
     int64_t total_steps = steps_per_epoch * s_.epochs;
     if (s_.max_steps > 0) total_steps = std::min(total_steps, s_.max_steps);
     const optim::LrSchedule schedule = optim::make_lr_schedule(cfg_, steps_per_epoch, total_steps);
@@ -221,12 +254,14 @@ class Worker {
     progress.end_epoch();
     const double step_ms = m.steps ? 1e3 * m.seconds / double(m.steps) : 0;
     log_info("epoch {}/{}: loss {:.4f}  train acc {:.4f}  test acc {}  {:.0f} samples/s  "
-             "step {:.2f} ms (compute {:.2f}, exposed comm {:.2f}, loader wait {:.2f})",
+             "step {:.2f} ms (compute {:.2f}, exposed comm {:.2f}, loader wait {:.2f} = {:.1f}% "
+             "stall)",
              m.epoch, s_.epochs, m.train_loss, m.train_acc,
              m.test_acc >= 0 ? fmt::format("{:.4f}", m.test_acc) : "-", m.samples_per_s, step_ms,
              m.steps ? 1e3 * m.compute_s / double(m.steps) : 0,
              m.steps ? 1e3 * m.exposed_comm_s / double(m.steps) : 0,
-             m.steps ? 1e3 * m.loader_wait_s / double(m.steps) : 0);
+             m.steps ? 1e3 * m.loader_wait_s / double(m.steps) : 0,
+             m.seconds > 0 ? 100.0 * m.loader_wait_s / m.seconds : 0);
     nlohmann::json j = {{"epoch", m.epoch},
                         {"steps", m.steps},
                         {"train_loss", m.train_loss},
@@ -238,6 +273,7 @@ class Worker {
                         {"comm_s", m.comm_s},
                         {"exposed_comm_s", m.exposed_comm_s},
                         {"loader_wait_s", m.loader_wait_s},
+                        {"stall_share", m.seconds > 0 ? m.loader_wait_s / m.seconds : 0},
                         {"bytes_sent", m.bytes_sent},
                         {"workers", comm_.size()}};
     writer_.append_metrics(j);
@@ -247,8 +283,9 @@ class Worker {
   const Config& cfg_;
   const Settings& s_;
   comm::Communicator& comm_;
-  const data::Dataset& train_;
+  std::shared_ptr<const data::SampleSource> train_;
   const data::Dataset& test_;
+  const data::PipelineConfig& pipeline_;
   TrainResult& result_;
   RunWriter& writer_;
 };
@@ -266,28 +303,41 @@ TrainResult run_training(const Config& cfg) {
   const Settings s = read_settings(cfg, world->size());
   const bool lead = world->local(0).rank() == 0;
 
-  data::Normalisation norm;
+  const data::PipelineConfig pipeline = data::read_pipeline_config(cfg);
   Stopwatch load_watch;
-  const data::Dataset train_set = data::load_fashion_mnist(s.data_dir, true, std::nullopt, &norm);
-  const data::Dataset test_set = data::load_fashion_mnist(s.data_dir, false, norm, nullptr);
+  // Training samples come from the IDX files (in memory) or from a shard file (memory mapped,
+  // for sets larger than memory); the test set is always materialised for evaluation.
+  std::optional<data::Dataset> train_set;
+  data::Dataset test_set;
+  std::shared_ptr<const data::SampleSource> train_source;
+  if (!pipeline.train_shards.empty()) {
+    if (s.eval && pipeline.test_shards.empty())
+      throw ConfigError(fmt::format("{}: data.train_shards needs data.test_shards too (or eval = "
+                                    "false): the test set must be normalised like the shards",
+                                    cfg.where("data.train_shards")));
+    train_source = std::make_shared<data::ShardSource>(pipeline.train_shards);
+    if (!pipeline.test_shards.empty()) test_set = materialise(data::ShardSource(pipeline.test_shards));
+  } else {
+    data::Normalisation norm;
+    train_set = data::load_fashion_mnist(s.data_dir, true, std::nullopt, &norm);
+    test_set = data::load_fashion_mnist(s.data_dir, false, norm, nullptr);
+    train_source = std::make_shared<data::DatasetSource>(*train_set);
+  }
+  train_source = data::maybe_throttle(train_source, pipeline);
   if (lead)
-    log_info("data: {} training and {} test samples from {} ({:.2f} s)", train_set.count,
-             test_set.count, s.data_dir, load_watch.seconds());
+    log_info("data: {} training and {} test samples from {} ({:.2f} s){}", train_source->count(),
+             test_set.count, pipeline.train_shards.empty() ? s.data_dir : pipeline.train_shards,
+             load_watch.seconds(),
+             pipeline.throttle_mbps > 0 ? fmt::format(", read throttled to {} MB/s",
+                                                      pipeline.throttle_mbps) : "");
 
   trace::Session timeline(trace::options_from_config(cfg), world->local(0).rank());
   RunWriter writer(lead ? cfg.get_string("output.dir", "runs/latest") : "");
   writer.write_config(cfg.canonical_text());
   TrainResult result;
   world->run([&](comm::Communicator& c) {
-    // sync = "ps", ps.placement = "ranks": the last ps.servers ranks run the server loop
-    // instead of training; the others train over a communicator of their own.
-    std::unique_ptr<comm::Communicator> trainers;
-    if (sync::ps_on_ranks(cfg)) {
-      check_same_run(c, cfg);  // the servers' too: they skip Worker::run
-      if (sync::ps_server_rank(cfg, c)) return sync::run_ps_server(cfg, c);
-      trainers = sync::ps_training_comm(cfg, c);
-    }
-    Worker(cfg, s, trainers ? *trainers : c, train_set, test_set, result, writer).run();
+    Worker(cfg, s, c, train_source, test_set, pipeline, result, writer)
+        .run();
   });
   if (lead) {
     nlohmann::json summary = {{"test_acc", result.test_acc},
