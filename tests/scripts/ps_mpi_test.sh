@@ -10,7 +10,7 @@ command -v mpirun >/dev/null || { echo "mpirun not installed: skipped"; exit 0; 
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe)
 COMMON=(--set max_steps=30 --set epochs=1 --set eval=false --set progress=none --set log.level=warn
-        --set "mlp.hidden=[128,64]" --set sync=ps --set ps.staleness=1)
+        --set "mlp.hidden=[128,64]" --set sync=ps --set ps.staleness=1 --set ps.exact_delay=true)
 "$LOOM" train "${COMMON[@]}" --set workers=2 --set output.dir="$T/thread" >/dev/null
 timeout 120 "${MPIRUN[@]}" -np 3 "$LOOM" train "${COMMON[@]}" --set ps.placement=ranks \
   --set output.dir="$T/mpi" >/dev/null
