@@ -2,6 +2,8 @@
 #include "loom/core/error.h"
 #include "loom/sync/allreduce_strategy.h"
 #include "loom/sync/bmuf_strategy.h"
+#include "loom/sync/model_parallel_model.h"
+#include "loom/sync/model_parallel_strategy.h"
 #include "loom/sync/ps_options.h"
 #include "loom/sync/ps_placement.h"
 #include "loom/sync/strategy.h"
@@ -38,12 +40,20 @@ std::vector<ConfigKeySpec> sync_config_keys() {
   };
   for (auto& k : compress::codec_config_keys()) keys.push_back(k);
   for (auto& k : ps_config_keys()) keys.push_back(k);
+  for (auto& k : parallel_config_keys()) keys.push_back(k);
   return keys;
 }
 
 std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& comm,
                                         nn::Model& model, optim::Optimizer& optimizer) {
   const std::string kind = cfg.get_choice("sync", "allreduce", {"allreduce", "bmuf", "ps"});
+  if (model_parallel_block_index(model) >= 0) {  // parallel = "model" | "hybrid", N > 1
+    if (kind != "allreduce")
+      throw ConfigError(fmt::format("{}: key 'sync': parallel = \"model\"/\"hybrid\" runs its "
+                                    "data-parallel layers by allreduce; sync = \"{}\" is not "
+                                    "supported with it", cfg.where("sync"), kind));
+    return std::make_unique<ModelParallelStrategy>(comm, model, optimizer, codec_from_config(cfg));
+  }
   if (kind == "ps") return make_ps_strategy(cfg, comm, model);
   const int64_t bucket_bytes = cfg.get_int("sync.bucket_kib", 4096, 0, int64_t(1) << 30) << 10;
   if (kind == "bmuf") {
