@@ -135,7 +135,7 @@ void label_runs(std::vector<RunData>& runs) {
   std::set<std::string> keys;
   for (const auto& r : runs)
     for (const auto& [k, v] : r.config) keys.insert(k);
-  std::vector<std::string> differing;
+  std::vector<std::pair<size_t, std::string>> differing;  // (distinct values, key)
   for (const auto& k : keys) {
     if (kNotLabels.count(k)) continue;
     std::set<std::string> values;
@@ -143,11 +143,15 @@ void label_runs(std::vector<RunData>& runs) {
       auto it = r.config.find(k);
       values.insert(it == r.config.end() ? std::string("(default)") : it->second);
     }
-    if (values.size() > 1) differing.push_back(k);
+    if (values.size() > 1) differing.emplace_back(values.size(), k);
   }
+  // The key with the most distinct values first (the swept one), so a shortened label still
+  // tells the runs apart.
+  std::stable_sort(differing.begin(), differing.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
   for (auto& r : runs) {
     r.label.clear();
-    for (const auto& k : differing) {
+    for (const auto& [n, k] : differing) {
       auto it = r.config.find(k);
       if (!r.label.empty()) r.label += ' ';
       r.label += k + "=" + (it == r.config.end() ? std::string("default") : it->second);

@@ -36,7 +36,8 @@ table { border-collapse:collapse; width:100%; font-size:13px; }
 th, td { padding:7px 8px; text-align:right; border-bottom:1px solid var(--line); white-space:nowrap; }
 th { color:var(--muted); font-weight:600; font-size:11.5px; white-space:normal; vertical-align:bottom; }
 th:first-child, td:first-child { text-align:left; }
-td.run { display:flex; align-items:center; gap:8px; }
+td.run { display:flex; align-items:center; gap:8px; white-space:normal; text-align:left;
+  max-width:420px; }
 td.run i { width:10px; height:10px; border-radius:2px; flex:none; }
 .badge { display:inline-block; padding:1px 8px; border-radius:9px; font-size:11.5px; font-weight:600; }
 .ok { background:#e7f6ec; color:#217a3c; } .warn { background:#fff4de; color:#9a6200; }
@@ -219,7 +220,9 @@ std::string render_report(const std::vector<RunData>& runs, const ReportOptions&
       speed_bars.values.push_back({st[i].samples_per_s});
       speed_bars.row_colors.push_back(color_of(i));
     }
-    body += card(svg::bar_chart(acc_bars));
+    bool any_acc = false;
+    for (const auto& v : acc_bars.values) any_acc |= v[0] > 0;
+    if (any_acc) body += card(svg::bar_chart(acc_bars));  // eval = false runs have none
     body += card(svg::bar_chart(speed_bars));
 
     // Scaling: throughput against workers, with the ideal line from the fewest workers.

@@ -201,7 +201,7 @@ std::string bar_chart(const BarChart& c) {
     out += fmt::format(
         R"(<text x="{}" y="{}" font-size="12" fill="#374151" text-anchor="end">{}<title>{})"
         R"(</title></text>)",
-        num(label_w - 8), num(y + bar_h / 2 + 4), escape(shorten(c.rows[r], 26)),
+        num(label_w - 8), num(y + bar_h / 2 + 4), escape(shorten(c.rows[r], 24)),
         escape(c.rows[r]));
     double at = 0, total = 0;
     for (size_t s = 0; s < nseg && s < c.values[r].size(); ++s) {
