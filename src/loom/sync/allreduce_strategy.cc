@@ -1,11 +1,11 @@
 #include "loom/sync/allreduce_strategy.h"
 
-#include <cstring>
 #include <span>
 
 #include "loom/core/error.h"
 #include "loom/core/timer.h"
 #include "loom/core/trace.h"
+#include "loom/sync/codec_state_io.h"
 
 namespace loom::sync {
 
@@ -152,43 +152,15 @@ void AllreduceStrategy::end_step() {
 }  // namespace loom::sync
 
 namespace loom::sync {
-namespace {
-
-void save_codec_state(const compress::CodecState& st, const std::string& prefix,
-                      StrategyState& out) {
-  out.floats[prefix + ".residual"] = st.residual;
-  out.floats[prefix + ".aux"] = st.aux;
-  std::vector<uint8_t> steps(sizeof(uint64_t));
-  std::memcpy(steps.data(), &st.steps, sizeof(uint64_t));
-  out.bytes[prefix + ".steps"] = std::move(steps);
-}
-
-void restore_codec_state(compress::CodecState& st, const std::string& prefix,
-                         const StrategyState& in) {
-  st.residual = in.need_floats(prefix + ".residual", st.residual.size());
-  st.aux = in.need_floats(prefix + ".aux", st.aux.size());
-  std::memcpy(&st.steps, in.need_bytes(prefix + ".steps", sizeof(uint64_t)).data(),
-              sizeof(uint64_t));
-}
-
-}  // namespace
 
 void AllreduceStrategy::save_state(StrategyState& out) const {
-  for (size_t b = 0; b < codec_states_.size(); ++b) {
-    const compress::CompressedAllreduceState& st = codec_states_[b];
-    for (size_t j = 0; j < st.worker.size(); ++j)
-      save_codec_state(st.worker[j], fmt::format("bucket{}.worker{}", b, j), out);
-    save_codec_state(st.owner, fmt::format("bucket{}.owner", b), out);
-  }
+  for (size_t b = 0; b < codec_states_.size(); ++b)
+    save_codec_states(codec_states_[b], fmt::format("bucket{}", b), out);
 }
 
 void AllreduceStrategy::restore_state(const StrategyState& in) {
-  for (size_t b = 0; b < codec_states_.size(); ++b) {
-    compress::CompressedAllreduceState& st = codec_states_[b];
-    for (size_t j = 0; j < st.worker.size(); ++j)
-      restore_codec_state(st.worker[j], fmt::format("bucket{}.worker{}", b, j), in);
-    restore_codec_state(st.owner, fmt::format("bucket{}.owner", b), in);
-  }
+  for (size_t b = 0; b < codec_states_.size(); ++b)
+    restore_codec_states(codec_states_[b], fmt::format("bucket{}", b), in);
 }
 
 }  // namespace loom::sync

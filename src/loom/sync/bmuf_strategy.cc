@@ -1,11 +1,13 @@
 #include "loom/sync/bmuf_strategy.h"
 
 #include <algorithm>
+#include <cstring>
 #include <span>
 
 #include "loom/core/error.h"
 #include "loom/core/timer.h"
 #include "loom/sync/allreduce_strategy.h"
+#include "loom/sync/codec_state_io.h"
 
 namespace loom::sync {
 
@@ -83,6 +85,25 @@ void BmufStrategy::end_step() {
 
 void BmufStrategy::finish() {
   if (steps_in_block_ > 0) sync_block();
+}
+
+void BmufStrategy::save_state(StrategyState& out) const {
+  out.floats["bmuf.prev"] = prev_;
+  out.floats["bmuf.velocity"] = velocity_;
+  std::vector<uint8_t> k(sizeof(int64_t));
+  std::memcpy(k.data(), &steps_in_block_, sizeof(int64_t));
+  out.bytes["bmuf.steps_in_block"] = std::move(k);
+  for (size_t c = 0; c < codec_states_.size(); ++c)
+    save_codec_states(codec_states_[c], fmt::format("chunk{}", c), out);
+}
+
+void BmufStrategy::restore_state(const StrategyState& in) {
+  prev_ = in.need_floats("bmuf.prev", prev_.size());
+  velocity_ = in.need_floats("bmuf.velocity", velocity_.size());
+  std::memcpy(&steps_in_block_, in.need_bytes("bmuf.steps_in_block", sizeof(int64_t)).data(),
+              sizeof(int64_t));
+  for (size_t c = 0; c < codec_states_.size(); ++c)
+    restore_codec_states(codec_states_[c], fmt::format("chunk{}", c), in);
 }
 
 void BmufStrategy::sync_block() {

@@ -56,6 +56,11 @@ class BmufStrategy final : public Strategy {
   void on_gradients_ready(const nn::ParamRange& range) override;
   void end_step() override;
   void finish() override;
+  // W_prev, V, the step count within the block and the codec residuals (sections "bmuf.prev",
+  // "bmuf.velocity", "bmuf.steps_in_block", "chunk<c>.*"). A mid-block checkpoint also needs
+  // the local parameters and optimizer state, which the checkpoint saves itself.
+  void save_state(StrategyState& out) const override;
+  void restore_state(const StrategyState& in) override;
 
   double eta() const { return eta_; }
   // Bytes this rank sends per block sync.

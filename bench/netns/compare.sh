@@ -1,0 +1,130 @@
+#!/bin/bash
+# bench/netns/compare.sh - samples/s of 2-rank data-parallel training on a bandwidth-limited
+# link, per codec and strategy, in one run:
+#
+#   sudo bench/netns/compare.sh [--loom PATH] [--steps N] [--rates "1gbit off"] [--configs "..."]
+#
+# Two network namespaces joined by a veth (lib.sh), shaped with tbf; `mpirun -np 2` puts one
+# `loom train` rank in each namespace through rsh_agent.sh (Open MPI's TCP transport over the
+# veth). For every rate and config it trains the Fashion-MNIST MLP (784-1024-1024-10, batch
+# 128 per rank, 1 thread per rank) for N steps and reads samples/s (training loop only) and
+# bytes sent per step from the run's summary.json / metrics.jsonl. Prints a table and one
+# JSON object per line ({"bench":"netns_compare",...}). The namespaces are deleted on exit,
+# whatever happens. Needs root, iproute2 (ip, tc), Open MPI, and loom built with MPI.
+#
+# Accuracy is not measured here (N steps are too few); bench/compress_accuracy.sh does that.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+LOOM=${LOOM:-$root/build/loom}
+STEPS=${STEPS:-150}
+RATES=${RATES:-"1gbit off"}
+CONFIGS=${CONFIGS:-"fp32 fp16 int8 onebit bmuf8 bmuf8-onebit"}
+TIMEOUT=${TIMEOUT:-300}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --loom) LOOM=$2; shift 2 ;;
+    --steps) STEPS=$2; shift 2 ;;
+    --rates) RATES=$2; shift 2 ;;
+    --configs) CONFIGS=$2; shift 2 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) echo "compare.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+[ "$(id -u)" = 0 ] || { echo "compare.sh: needs root (network namespaces, tc)" >&2; exit 2; }
+[ -x "$LOOM" ] || { echo "compare.sh: no loom binary at $LOOM (--loom PATH)" >&2; exit 2; }
+"$LOOM" --version | grep -q "mpi=yes" || { echo "compare.sh: $LOOM built without MPI" >&2; exit 2; }
+command -v mpirun >/dev/null || { echo "compare.sh: mpirun not found (openmpi-bin)" >&2; exit 2; }
+
+# name -> loom --set arguments
+config_args() {
+  case $1 in
+    fp32) echo "codec=fp32" ;;
+    fp16) echo "codec=fp16" ;;
+    bf16) echo "codec=bf16" ;;
+    int8) echo "codec=int8" ;;
+    onebit) echo "codec=onebit" ;;
+    topk) echo "codec=topk" ;;
+    powersgd) echo "codec=powersgd" ;;
+    bmuf8) echo "sync=bmuf bmuf.tau=8" ;;
+    bmuf8-onebit) echo "sync=bmuf bmuf.tau=8 codec=onebit" ;;
+    *) echo "compare.sh: unknown config '$1'" >&2; return 1 ;;
+  esac
+}
+for c in $CONFIGS; do config_args "$c" >/dev/null; done
+
+# shellcheck source=bench/netns/lib.sh
+. "$here/lib.sh"
+work=$(mktemp -d /tmp/loom_netns.XXXXXX)
+cleanup() {
+  netns_down
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+netns_up
+printf '%s slots=1\n%s slots=1\n' "$NB_NS0" "$NB_NS1" >"$work/hosts"
+
+run_one() {  # rate config -> prints "samples_per_s bytes_per_step"
+  local rate=$1 cfg=$2 out="$work/$1-$2" sets=() a
+  for a in $(config_args "$cfg"); do sets+=(--set "$a"); done
+  mkdir -p "$out"
+  # --bind-to none: both "nodes" are this machine, and each would bind its rank to core 0.
+  if ! timeout "$TIMEOUT" ip netns exec "$NB_NS0" mpirun --allow-run-as-root -np 2 \
+      --hostfile "$work/hosts" --bind-to none \
+      --mca plm_rsh_agent "$here/rsh_agent.sh" --mca plm_rsh_no_tree_spawn 1 \
+      --mca oob_tcp_if_include "$NB_NET" --mca btl tcp,self --mca btl_tcp_if_include "$NB_NET" \
+      "$LOOM" train --set max_steps="$STEPS" --set epochs=1 --set eval=false \
+      --set progress=none --set threads=1 --set output.dir="$out" "${sets[@]}" \
+      >"$out/log" 2>&1; then
+    echo "compare.sh: $cfg at $rate failed; last lines of its log:" >&2
+    tail -5 "$out/log" >&2
+    echo "nan nan"
+    return
+  fi
+  /usr/bin/python3 - "$out" <<'PY'
+import json, sys
+d = sys.argv[1]
+s = json.load(open(f"{d}/summary.json"))
+m = [json.loads(l) for l in open(f"{d}/metrics.jsonl") if l.strip()]
+steps = sum(e["steps"] for e in m)
+print(s["samples_per_s"], sum(e["bytes_sent"] for e in m) / max(steps, 1))
+PY
+}
+
+results="$work/results"
+: >"$results"
+for rate in $RATES; do
+  netns_shape "$rate"
+  for cfg in $CONFIGS; do
+    read -r sps bps < <(run_one "$rate" "$cfg")
+    echo "$rate $cfg $sps $bps" >>"$results"
+    printf '  %-6s %-13s %8s samples/s\n' "$rate" "$cfg" "$sps" >&2
+  done
+done
+
+/usr/bin/python3 - "$results" "$STEPS" <<'PY'
+import json, math, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+steps = int(sys.argv[2])
+r = {(rate, cfg): (float(s), float(b)) for rate, cfg, s, b in rows}
+rates = list(dict.fromkeys(x[0] for x in rows))
+cfgs = list(dict.fromkeys(x[1] for x in rows))
+def ratio(a, b):
+    return a / b if b and not math.isnan(a) and not math.isnan(b) else float("nan")
+print(f"2 ranks (one per network namespace), MLP 784-1024-1024-10, batch 128/rank, {steps} steps")
+print(f"{'link':<7} {'config':<13} {'samples/s':>10} {'MB/step':>8} {'x fp32':>7} {'x fp16':>7} {'vs unshaped':>11}")
+lines = []
+for rate in rates:
+    for cfg in cfgs:
+        sps, bps = r[(rate, cfg)]
+        f32 = ratio(sps, r.get((rate, "fp32"), (float("nan"),))[0])
+        f16 = ratio(sps, r.get((rate, "fp16"), (float("nan"),))[0])
+        un = ratio(sps, r.get(("off", cfg), (float("nan"),))[0]) if rate != "off" else float("nan")
+        print(f"{rate:<7} {cfg:<13} {sps:>10.0f} {bps/1e6:>8.3f} {f32:>7.2f} {f16:>7.2f} {un:>11.2f}")
+        lines.append({"bench": "netns_compare", "link": rate, "config": cfg, "ranks": 2,
+                      "steps": steps, "samples_per_s": sps, "bytes_per_step": bps,
+                      "x_fp32": f32, "x_fp16": f16, "x_unshaped": un})
+for j in lines:
+    print(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in j.items()}))
+PY
