@@ -92,6 +92,8 @@ void collect(TrialRecord& r, const SweepSpec& spec, const fs::path& dir, int sta
     if (!r.metric && src && src->contains(spec.metric) && (*src)[spec.metric].is_number())
       r.metric = (*src)[spec.metric].get<double>();
   }
+  // loom writes test_acc = -1 when it did not evaluate (eval = false): no metric, not a rank.
+  if (r.metric && *r.metric < 0 && spec.metric.find("acc") != std::string::npos) r.metric.reset();
   if (r.exit_code != 0 && r.error.empty()) {
     r.error = WIFSIGNALED(status) ? fmt::format("killed by signal {}", WTERMSIG(status))
                                   : fmt::format("exit code {}", r.exit_code);
@@ -101,8 +103,9 @@ void collect(TrialRecord& r, const SweepSpec& spec, const fs::path& dir, int sta
     r.error = fmt::format("no metric '{}' in summary.json or metrics.jsonl", spec.metric);
   if (r.exit_code != 0 || !summary) {
     r.status = TrialStatus::kFailed;
+    // The last line first (loom's "error: ..." line, for the table), then the tail as context.
     const std::string tail = last_lines(dir / "stderr.log", 5);
-    if (!tail.empty()) r.error += ":\n" + tail;
+    if (!tail.empty()) r.error += ": " + tail.substr(tail.rfind('\n') + 1) + "\n" + tail;
   } else {
     r.status = TrialStatus::kOk;
   }
