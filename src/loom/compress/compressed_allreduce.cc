@@ -6,6 +6,7 @@
 #include "loom/compress/half.h"
 #include "loom/compress/powersgd_codec.h"
 #include "loom/core/error.h"
+#include "loom/core/trace.h"
 
 namespace loom::compress {
 namespace {
@@ -23,8 +24,11 @@ void two_stage_allreduce(comm::Communicator& c, const Codec& codec, std::span<fl
   auto stripe = [&](int j) { return data.subspan(st.stripes[j].begin, st.stripes[j].size()); };
 
   // Stage 1: encode every stripe with its worker residual; send each to its owner.
+  trace::Span phase;  // timeline (core/trace.h): encode, send/receive, decode phases
+  phase.next("encode", "codec");
   for (int j = 0; j < N; ++j)
     codec.encode(stripe(j), st.worker[j], {slot(st.send, E, j), bytes_of(j)});
+  phase.next("send/receive", "comm");
   const int tag = c.next_collective_tag();
   std::vector<comm::Request> reqs;
   reqs.reserve(2 * size_t(N));
@@ -38,6 +42,7 @@ void two_stage_allreduce(comm::Communicator& c, const Codec& codec, std::span<fl
 
   // Owner: decode and sum in rank order (the same order on every owner), re-encode the sum
   // with the owner-side residual into my slot of the gather buffer.
+  phase.next("decode + encode sum", "codec");
   std::span<float> sum(st.scratch.data(), st.stripes[me].size());
   for (int i = 0; i < N; ++i) {
     const std::byte* in = i == me ? slot(st.send, E, me) : slot(st.recv, E, i);
@@ -48,7 +53,9 @@ void two_stage_allreduce(comm::Communicator& c, const Codec& codec, std::span<fl
   codec.encode(sum, st.owner, {out, mine});
 
   // Stage 2: allgather the owners' encodings; everyone decodes every stripe.
+  phase.next("allgather", "comm");
   c.allgather(st.gather.data(), E * size_t(N), E);
+  phase.next("decode", "codec");
   for (int j = 0; j < N; ++j)
     codec.decode({slot(st.gather, E, j), bytes_of(j)}, stripe(j), DecodeMode::kWrite);
 }
@@ -57,8 +64,12 @@ void gather_allreduce(comm::Communicator& c, const Codec& codec, std::span<float
                       CompressedAllreduceState& st) {
   const size_t E = st.slot_bytes;
   if (E == 0) return;
+  trace::Span phase;  // timeline (core/trace.h)
+  phase.next("encode", "codec");
   codec.encode(data, st.worker[0], {slot(st.gather, E, st.rank), E});
+  phase.next("allgather", "comm");
   c.allgather(st.gather.data(), E * size_t(st.world), E);
+  phase.next("decode", "codec");
   for (int i = 0; i < st.world; ++i)
     codec.decode({slot(st.gather, E, i), E}, data,
                  i == 0 ? DecodeMode::kWrite : DecodeMode::kAccumulate);
