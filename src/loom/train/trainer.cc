@@ -20,6 +20,7 @@
 #include "loom/nn/model_zoo.h"
 #include "loom/optim/lr_schedule.h"
 #include "loom/optim/optimizer.h"
+#include "loom/sync/ps_placement.h"
 #include "loom/sync/model_parallel_model.h"
 #include "loom/sync/strategy.h"
 #include "loom/tensor/backend_registry.h"
@@ -336,7 +337,15 @@ TrainResult run_training(const Config& cfg) {
   writer.write_config(cfg.canonical_text());
   TrainResult result;
   world->run([&](comm::Communicator& c) {
-    Worker(cfg, s, c, train_source, test_set, pipeline, result, writer)
+    // sync = "ps", ps.placement = "ranks": the last ps.servers ranks run the server loop
+    // instead of training; the others train over a communicator of their own.
+    std::unique_ptr<comm::Communicator> trainers;
+    if (sync::ps_on_ranks(cfg)) {
+      check_same_run(c, cfg);  // the servers' too: they skip Worker::run
+      if (sync::ps_server_rank(cfg, c)) return sync::run_ps_server(cfg, c);
+      trainers = sync::ps_training_comm(cfg, c);
+    }
+    Worker(cfg, s, trainers ? *trainers : c, train_source, test_set, pipeline, result, writer)
         .run();
   });
   if (lead) {
