@@ -119,12 +119,12 @@ void run_validate(const ScaleArgs& a) {
         const int threads = int(cfg.get_int("threads", 1, 1, 256));
         const bool paired = !a.no_paired;
         const perf::HostRates before =
-            paired ? perf::probe_run_rates(po, c.workers, threads) : perf::HostRates{};
+            paired ? perf::probe_run_rates(po, c.workers, threads, c.codec) : perf::HostRates{};
         perf::ValidationRow r;
         r.c = c;
         r.measured = perf::measure_case(cfg, c, a.steps, self, a.mpirun);
         if (paired) {
-          const perf::HostRates after = perf::probe_run_rates(po, c.workers, threads);
+          const perf::HostRates after = perf::probe_run_rates(po, c.workers, threads, c.codec);
           perf::merge_paired_rates(now.host, before, after);
         }
         r.predicted = perf::predict_case(cfg, now, c);

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <map>
+#include <string>
 #include <utility>
 
 namespace loom::perf {
@@ -31,6 +32,9 @@ struct HostRates {
   // compute threads run (0: not measured). On an oversubscribed machine each hand-off waits
   // for the peer thread to be scheduled; this is the ring's alpha under the run's conditions.
   double handoff_s = 0;
+  // Codec encode/decode GB/s (fp32 in) timed beside the workers' busy compute threads, as the
+  // communication thread meets them (empty: not measured; the quiet `bench codec` figures).
+  std::map<std::string, std::pair<double, double>> busy_codec_gbs;
 
   bool valid() const { return cores > 0 && !gemm_flops.empty() && !stream_bytes.empty(); }
   // One worker's GEMM rate when `workers` workers of `threads` threads each run at once.

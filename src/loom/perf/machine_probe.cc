@@ -209,9 +209,9 @@ nlohmann::json loader_line(double samples_per_s, double bytes_per_sample) {
           {"bytes_per_sample", bytes_per_sample}};
 }
 
-// Seconds per small allreduce among `workers` thread-transport ranks while `workers` other
-// threads run the step's GEMMs: a training step's hand-offs as they happen.
-double handoff_latency(const ProbeOptions& o, int workers, int iters) {
+// Runs fn() while `workers` threads run the step's GEMMs in a loop (a step's compute).
+template <class F>
+void beside_busy_compute(const ProbeOptions& o, int workers, F&& fn) {
   const auto shapes = cpu::mlp_step_gemms(o.widths, o.batch);
   std::atomic<bool> stop{false};
   std::vector<std::thread> compute;
@@ -220,21 +220,36 @@ double handoff_latency(const ProbeOptions& o, int workers, int iters) {
       cpu_backend().set_intra_op_threads(1);
       while (!stop.load()) cpu::probe_gemm(shapes, cpu::gemm_library(), 1);
     });
-  comm::ThreadWorld world(workers);
-  double seconds = 0;
-  world.run([&](comm::Communicator& c) {
-    std::vector<float> v(1024, 1.0f);
-    c.allreduce(std::span<float>(v));  // warm
-    Stopwatch w;
-    for (int i = 0; i < iters; ++i) c.allreduce(std::span<float>(v));
-    if (c.rank() == 0) seconds = w.seconds() / iters;
-  });
+  try {
+    fn();
+  } catch (...) {
+    stop = true;
+    for (auto& t : compute) t.join();
+    throw;
+  }
   stop = true;
   for (auto& t : compute) t.join();
+}
+
+// Seconds per small allreduce among `workers` thread-transport ranks while `workers` other
+// threads run the step's GEMMs: a training step's hand-offs as they happen.
+double handoff_latency(const ProbeOptions& o, int workers, int iters) {
+  double seconds = 0;
+  beside_busy_compute(o, workers, [&] {
+    comm::ThreadWorld world(workers);
+    world.run([&](comm::Communicator& c) {
+      std::vector<float> v(1024, 1.0f);
+      c.allreduce(std::span<float>(v));  // warm
+      Stopwatch w;
+      for (int i = 0; i < iters; ++i) c.allreduce(std::span<float>(v));
+      if (c.rank() == 0) seconds = w.seconds() / iters;
+    });
+  });
   return seconds;
 }
 
-HostRates probe_run_rates(const ProbeOptions& o, int workers, int threads) {
+HostRates probe_run_rates(const ProbeOptions& o, int workers, int threads,
+                          const std::string& codec) {
   HostRates r;
   r.cores = int(std::max(1u, std::thread::hardware_concurrency()));
   const int busy = workers * threads;
@@ -243,6 +258,19 @@ HostRates probe_run_rates(const ProbeOptions& o, int workers, int threads) {
   r.stream_bytes[busy] = stream_rate("add", 32 << 20, busy, 3);
   r.elementwise_bytes[busy] = elementwise_rate(o, busy, 10);
   if (workers > 1) r.handoff_s = handoff_latency(o, workers, 40);
+  if (workers > 1 && codec != "fp32") {
+    compress::CodecBenchOptions cb;
+    cb.n = 0;
+    for (size_t l = 0; l + 1 < o.widths.size(); ++l)
+      cb.n += size_t(o.widths[l] * o.widths[l + 1] + o.widths[l + 1]);
+    cb.codecs = {codec};
+    cb.min_seconds = 0.05;
+    beside_busy_compute(o, workers, [&] {
+      compress::run_codec_bench(cb, [&](const compress::CodecBenchRow& row) {
+        r.busy_codec_gbs[row.codec] = {row.encode_gbs, row.decode_gbs};
+      });
+    });
+  }
   return r;
 }
 

@@ -49,7 +49,10 @@ nlohmann::json loader_line(double samples_per_s, double bytes_per_sample);
 // elementwise ops with workers x threads threads busy), measured quickly: `loom scale
 // --validate` takes them right before and after each run, because on a shared machine the
 // rates follow the other tenants' load from one second to the next.
-HostRates probe_run_rates(const ProbeOptions& o, int workers, int threads);
+// With a codec other than fp32 and more than one worker, the codec's speed beside busy
+// compute threads too.
+HostRates probe_run_rates(const ProbeOptions& o, int workers, int threads,
+                          const std::string& codec = "fp32");
 
 // Runs every measurement and calls `emit` with each result line as soon as it is known.
 // `mpi` may be null; under MPI every rank must call this (the allreduce needs all of them)

@@ -56,6 +56,8 @@ StepEstimate predict_case(const Config& cfg, const Calibration& cal, const Valid
         "{}: no allreduce lines for transport '{}'{}", cal.file, c.transport,
         c.transport == "mpi" ? " (run `mpirun -np 2 loom bench calibrate -o FILE`)" : ""));
   cl.topo.intra = cat.has_link(link) ? cat.link(link) : cat.link("this-machine-memory");
+  // The codec as the communication thread runs it: beside busy compute threads.
+  for (const auto& [k, v] : d.host.busy_codec_gbs) d.codec_enc_dec_gbs[k] = v;
   if (c.transport == "thread" && c.workers > 1 && d.host.handoff_s > 0) {
     // The hand-off measured next to the run replaces the quiet machine's alpha: one small
     // ring allreduce is 2(n-1) alpha.
@@ -169,6 +171,10 @@ void merge_paired_rates(HostRates& host, const HostRates& before, const HostRate
   merge(host.stream_bytes, before.stream_bytes, after.stream_bytes);
   merge(host.elementwise_bytes, before.elementwise_bytes, after.elementwise_bytes);
   if (host.cores == 0) host.cores = before.cores;
+  for (const auto& [k, v] : before.busy_codec_gbs)
+    if (auto it = after.busy_codec_gbs.find(k); it != after.busy_codec_gbs.end())
+      host.busy_codec_gbs[k] = {(v.first + it->second.first) / 2,
+                                (v.second + it->second.second) / 2};
   if (before.handoff_s > 0 && after.handoff_s > 0)
     host.handoff_s = (before.handoff_s + after.handoff_s) / 2;
 }
