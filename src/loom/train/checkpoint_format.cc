@@ -297,7 +297,12 @@ CheckpointFile CheckpointFile::parse(std::span<const uint8_t> bytes, const std::
         fmt::format("{}: checkpoint header fails its CRC32C (stored {:08x}, "
                     "computed {:08x}): the file is corrupt",
                     source, crc, got));
-  c.get<uint32_t>("the trailer");
+  // The last word is reserved and written as zero (docs/checkpoint.md); anything else is not a
+  // file this build wrote. (Found by fuzz.checkpoint: a non-zero word parsed and then did not
+  // serialize back to the same bytes.)
+  const uint32_t trailer = c.get<uint32_t>("the trailer");
+  if (trailer != 0)
+    throw InputError(fmt::format("{}: reserved trailer word is {:#x}, not 0", source, trailer));
   if (c.left() != 0)
     throw InputError(fmt::format("{}: {} bytes after the end marker", source, c.left()));
   return f;
