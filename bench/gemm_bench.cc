@@ -4,10 +4,9 @@
 //   build/gemm_bench --benchmark_counters_tabular=true
 //   OPENBLAS_CORETYPE=Prescott build/gemm_bench --benchmark_filter=OpenBLAS
 #include <benchmark/benchmark.h>
-#include <eigen3/Eigen/Core>
-
 #include <fmt/format.h>
 
+#include <eigen3/Eigen/Core>
 #include <vector>
 
 #include "loom/tensor/cpu/gemm.h"
@@ -19,8 +18,10 @@ struct Shape {
   int64_t m, n, k;
 };
 // Forward, weight-gradient and input-gradient GEMMs of 784-1024-1024-10 at batch 128.
-const Shape kShapes[] = {{false, true, 128, 1024, 784},  {true, false, 1024, 784, 128},
-                         {false, true, 128, 1024, 1024}, {true, false, 1024, 1024, 128},
+const Shape kShapes[] = {{false, true, 128, 1024, 784},
+                         {true, false, 1024, 784, 128},
+                         {false, true, 128, 1024, 1024},
+                         {true, false, 1024, 1024, 128},
                          {false, false, 128, 1024, 1024}};
 
 void run_loom(benchmark::State& state, loom::cpu::GemmLibrary lib) {
@@ -36,8 +37,12 @@ void run_loom(benchmark::State& state, loom::cpu::GemmLibrary lib) {
   state.SetLabel(fmt::format("{}{} {}x{}x{}", s.ta ? "T" : "N", s.tb ? "T" : "N", s.m, s.n, s.k));
 }
 
-void BM_OneDnn(benchmark::State& state) { run_loom(state, loom::cpu::GemmLibrary::kOneDnn); }
-void BM_OpenBlas(benchmark::State& state) { run_loom(state, loom::cpu::GemmLibrary::kOpenBlas); }
+void BM_OneDnn(benchmark::State& state) {
+  run_loom(state, loom::cpu::GemmLibrary::kOneDnn);
+}
+void BM_OpenBlas(benchmark::State& state) {
+  run_loom(state, loom::cpu::GemmLibrary::kOpenBlas);
+}
 
 void BM_Eigen(benchmark::State& state) {
   Eigen::setNbThreads(1);

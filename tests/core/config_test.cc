@@ -8,7 +8,8 @@ namespace loom {
 namespace {
 
 TEST(Config, FlattensTablesAndRemembersLines) {
-  Config cfg = Config::from_string("model = \"mlp\"\n[optim]\nlr = 0.05\nmomentum = 0.9\n", "c.toml");
+  Config cfg =
+      Config::from_string("model = \"mlp\"\n[optim]\nlr = 0.05\nmomentum = 0.9\n", "c.toml");
   EXPECT_EQ(cfg.get_string("model", ""), "mlp");
   EXPECT_DOUBLE_EQ(cfg.get_double("optim.lr", 0), 0.05);
   EXPECT_EQ(cfg.where("optim.momentum"), "c.toml:4");

@@ -33,21 +33,29 @@ void emit(std::ofstream& json, const nlohmann::json& j) {
 void run(const Args& a) {
   std::ofstream json;
   if (!a.json_path.empty()) json.open(a.json_path);
-  fmt::print("loom bench train: MLP 784-1024-1024-10, batch {} per worker, {} thread(s) per "
-             "worker, {} steps\n", a.batch, a.threads, a.steps);
+  fmt::print(
+      "loom bench train: MLP 784-1024-1024-10, batch {} per worker, {} thread(s) per "
+      "worker, {} steps\n",
+      a.batch, a.threads, a.steps);
   // The GEMM ceiling: the step's GEMMs alone, on this thread.
   const auto shapes = cpu::mlp_step_gemms({784, 1024, 1024, 10}, a.batch);
   cpu_backend().set_intra_op_threads(int(a.threads));
   const cpu::GemmProbe onednn = cpu::probe_gemm(shapes, cpu::GemmLibrary::kOneDnn);
   const double ceiling = double(a.batch) / onednn.seconds;
-  emit(json, {{"bench", "train"}, {"what", "gemm_ceiling"}, {"library", "oneDNN"},
-              {"gflops", onednn.gflops()}, {"samples_per_s", ceiling}});
+  emit(json, {{"bench", "train"},
+              {"what", "gemm_ceiling"},
+              {"library", "oneDNN"},
+              {"gflops", onednn.gflops()},
+              {"samples_per_s", ceiling}});
   double openblas_ceiling = 0;
   try {
     const cpu::GemmProbe ob = cpu::probe_gemm(shapes, cpu::GemmLibrary::kOpenBlas);
     openblas_ceiling = double(a.batch) / ob.seconds;
-    emit(json, {{"bench", "train"}, {"what", "gemm_ceiling"}, {"library", "OpenBLAS"},
-                {"gflops", ob.gflops()}, {"samples_per_s", openblas_ceiling}});
+    emit(json, {{"bench", "train"},
+                {"what", "gemm_ceiling"},
+                {"library", "OpenBLAS"},
+                {"gflops", ob.gflops()},
+                {"samples_per_s", openblas_ceiling}});
   } catch (const std::exception&) {
   }
 
@@ -68,8 +76,12 @@ void run(const Args& a) {
     double exposed = 0, seconds = 0;
     for (const auto& e : r.epochs) exposed += e.exposed_comm_s, seconds += e.seconds;
     loom_rates.push_back({w, r.samples_per_s});
-    emit(json, {{"bench", "train"}, {"what", "loom"}, {"workers", w}, {"threads", a.threads},
-                {"batch", a.batch}, {"samples_per_s", r.samples_per_s},
+    emit(json, {{"bench", "train"},
+                {"what", "loom"},
+                {"workers", w},
+                {"threads", a.threads},
+                {"batch", a.batch},
+                {"samples_per_s", r.samples_per_s},
                 {"exposed_comm_share", seconds > 0 ? exposed / seconds : 0}});
   }
 
@@ -79,8 +91,12 @@ void run(const Args& a) {
     for (bool tuned : {false, true}) {
       if ((a.peer == "default" && tuned) || (a.peer == "tuned" && !tuned)) continue;
       train::PeerResult p = train::run_torch_peer(script, int(a.threads), a.peer_epochs, tuned);
-      emit(json, {{"bench", "train"}, {"what", "peer"}, {"label", p.label}, {"ran", p.ran},
-                  {"samples_per_s", p.samples_per_s}, {"test_acc", p.test_acc},
+      emit(json, {{"bench", "train"},
+                  {"what", "peer"},
+                  {"label", p.label},
+                  {"ran", p.ran},
+                  {"samples_per_s", p.samples_per_s},
+                  {"test_acc", p.test_acc},
                   {"message", p.ran ? "" : p.message}});
       peers.push_back(p);
     }
@@ -107,11 +123,15 @@ void run(const Args& a) {
 
 CommandRegistrar reg("bench train", [](CLI::App& bench) {
   auto a = std::make_shared<Args>();
-  CLI::App* cmd = bench.add_subcommand("train", "training samples/s vs the GEMM ceiling and PyTorch");
-  cmd->add_option("--steps", a->steps, "training steps per configuration")->check(CLI::Range(10, 1000000));
+  CLI::App* cmd =
+      bench.add_subcommand("train", "training samples/s vs the GEMM ceiling and PyTorch");
+  cmd->add_option("--steps", a->steps, "training steps per configuration")
+      ->check(CLI::Range(10, 1000000));
   cmd->add_option("--batch", a->batch, "samples per worker per step")->check(CLI::Range(1, 65536));
-  cmd->add_option("--threads", a->threads, "intra-op threads per worker")->check(CLI::Range(1, 256));
-  cmd->add_option("--workers", a->workers, "worker counts to run, e.g. --workers 1 2")->check(CLI::Range(1, 64));
+  cmd->add_option("--threads", a->threads, "intra-op threads per worker")
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--workers", a->workers, "worker counts to run, e.g. --workers 1 2")
+      ->check(CLI::Range(1, 64));
   cmd->add_option("--peer", a->peer, "PyTorch peer: auto (both presets), default, tuned, none")
       ->check(CLI::IsMember({"auto", "default", "tuned", "none"}));
   cmd->add_option("--peer-epochs", a->peer_epochs, "epochs the peer trains (its median is taken)");

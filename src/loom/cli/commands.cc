@@ -20,7 +20,9 @@ CommandRegistrar::CommandRegistrar(const std::string& name, CommandSetup setup) 
   registry()[name] = std::move(setup);
 }
 
-void set_exit_code(int code) { g_exit_code = code; }
+void set_exit_code(int code) {
+  g_exit_code = code;
+}
 
 int run(int argc, char** argv) {
   CLI::App app{"loom: data-parallel neural network training"};
@@ -39,8 +41,8 @@ int run(int argc, char** argv) {
     try {
       group = app.get_subcommand(parent);
     } catch (const CLI::OptionNotFound&) {
-      group = app.add_subcommand(parent, parent == "bench" ? "benchmarks that print their figures"
-                                                           : parent + " commands");
+      group = app.add_subcommand(
+          parent, parent == "bench" ? "benchmarks that print their figures" : parent + " commands");
       group->require_subcommand(1);
     }
     setup(*group);

@@ -38,9 +38,9 @@ struct ScaleArgs {
   std::string calibration, svg = "scale.svg";
   // --parallelism: data vs model vs hybrid (perf/parallelism_model.h)
   bool parallelism = false;
-  std::string hidden;     // mlp.hidden for the default MLP, e.g. "8192,8192"
-  double link_gbps = 0;   // link in Gbit/s (overrides --inter), e.g. 1 for a 1 Gbit/s link
-  double gflops = 0;      // per worker (default: the GPU's fp32 peak x derating)
+  std::string hidden;    // mlp.hidden for the default MLP, e.g. "8192,8192"
+  double link_gbps = 0;  // link in Gbit/s (overrides --inter), e.g. 1 for a 1 Gbit/s link
+  double gflops = 0;     // per worker (default: the GPU's fp32 peak x derating)
 };
 
 // `--parallelism`: which of data, model and hybrid parallelism is faster for the model of
@@ -61,8 +61,9 @@ void run_parallelism(const ScaleArgs& a) {
     s.link.gbs = a.link_gbps / 8;
     s.link.efficiency = 0.95;
   }
-  s.flops_per_s = a.gflops > 0 ? a.gflops * 1e9
-                               : cat.gpu(a.gpu).fp32_tflops * 1e12 * (a.derate > 0 ? a.derate : 0.5);
+  s.flops_per_s = a.gflops > 0
+                      ? a.gflops * 1e9
+                      : cat.gpu(a.gpu).fp32_tflops * 1e12 * (a.derate > 0 ? a.derate : 0.5);
   const auto e = perf::compare_parallelism(cfg, s);
   fmt::print("{}", a.json ? perf::parallelism_json(e, s) : perf::parallelism_table(e, s));
 }

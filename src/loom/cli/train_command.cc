@@ -35,10 +35,10 @@ void run_train(const TrainArgs& args) {
   if (!args.timeline.empty()) cfg.set("trace.file", args.timeline, "--timeline");
   const train::TrainResult r = train::run_training(cfg);
   if (!r.epochs.empty())
-    fmt::print("loom: done: {} epochs, {} steps, test accuracy {:.4f}, {:.0f} samples/s "
-               "({} worker{})\n",
-               r.epochs.size(), r.steps, r.test_acc, r.samples_per_s, r.world,
-               r.world == 1 ? "" : "s");
+    fmt::print(
+        "loom: done: {} epochs, {} steps, test accuracy {:.4f}, {:.0f} samples/s "
+        "({} worker{})\n",
+        r.epochs.size(), r.steps, r.test_acc, r.samples_per_s, r.world, r.world == 1 ? "" : "s");
   if (r.interrupted)
     fmt::print("loom: stopped by a signal after step {}; checkpoint {}\n", r.steps,
                r.checkpoint.empty() ? std::string("not written") : r.checkpoint);
@@ -52,8 +52,9 @@ CommandRegistrar reg("train", [](CLI::App& app) {
                   "resume from the newest complete checkpoint under DIR (a run's output.dir or "
                   "its checkpoints/)");
   cmd->add_option("--set", args->sets, "override a key: --set workers=2 --set optim.lr=0.1");
-  cmd->add_option("--timeline", args->timeline,
-                  "write a Chrome trace of the first trace.steps steps (Perfetto, chrome://tracing)");
+  cmd->add_option(
+      "--timeline", args->timeline,
+      "write a Chrome trace of the first trace.steps steps (Perfetto, chrome://tracing)");
   cmd->add_flag("--help-config", args->help_config, "list every config key with its default");
   cmd->callback([args] { run_train(*args); });
 });

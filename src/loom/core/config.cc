@@ -14,10 +14,14 @@ namespace {
 
 const char* type_name(const ConfigScalar& v) {
   switch (v.index()) {
-    case 0: return "a boolean";
-    case 1: return "an integer";
-    case 2: return "a number";
-    default: return "a string";
+    case 0:
+      return "a boolean";
+    case 1:
+      return "an integer";
+    case 2:
+      return "a number";
+    default:
+      return "a string";
   }
 }
 
@@ -48,8 +52,10 @@ void flatten(const toml::table& table, const std::string& prefix, const std::str
       for (const auto& item : *arr) {
         auto s = scalar_of(item);
         if (!s)
-          throw ConfigError(fmt::format("{}: key '{}': arrays may hold only numbers, strings and "
-                                        "booleans", value.where, key));
+          throw ConfigError(
+              fmt::format("{}: key '{}': arrays may hold only numbers, strings and "
+                          "booleans",
+                          value.where, key));
         value.array.push_back(*s);
       }
     } else if (auto s = scalar_of(node)) {
@@ -65,10 +71,14 @@ void flatten(const toml::table& table, const std::string& prefix, const std::str
 
 std::string config_scalar_text(const ConfigScalar& v) {
   switch (v.index()) {
-    case 0: return std::get<bool>(v) ? "true" : "false";
-    case 1: return std::to_string(std::get<int64_t>(v));
-    case 2: return fmt::format("{}", std::get<double>(v));
-    default: return fmt::format("\"{}\"", std::get<std::string>(v));
+    case 0:
+      return std::get<bool>(v) ? "true" : "false";
+    case 1:
+      return std::to_string(std::get<int64_t>(v));
+    case 2:
+      return fmt::format("{}", std::get<double>(v));
+    default:
+      return fmt::format("\"{}\"", std::get<std::string>(v));
   }
 }
 
@@ -157,8 +167,8 @@ int64_t Config::get_int(const std::string& key, int64_t def) const {
 int64_t Config::get_int(const std::string& key, int64_t def, int64_t lo, int64_t hi) const {
   int64_t x = get_int(key, def);
   if (x < lo || x > hi)
-    throw ConfigError(fmt::format("{}: key '{}': {} is out of range [{}, {}]", where(key), key, x,
-                                  lo, hi));
+    throw ConfigError(
+        fmt::format("{}: key '{}': {} is out of range [{}, {}]", where(key), key, x, lo, hi));
   return x;
 }
 
@@ -174,8 +184,8 @@ double Config::get_double(const std::string& key, double def) const {
 double Config::get_double(const std::string& key, double def, double lo, double hi) const {
   double x = get_double(key, def);
   if (!(x >= lo && x <= hi))
-    throw ConfigError(fmt::format("{}: key '{}': {} is out of range [{}, {}]", where(key), key, x,
-                                  lo, hi));
+    throw ConfigError(
+        fmt::format("{}: key '{}': {} is out of range [{}, {}]", where(key), key, x, lo, hi));
   return x;
 }
 

@@ -46,24 +46,26 @@ class NumericError : public Error {
 };
 
 namespace detail {
-[[noreturn]] void check_failed(const char* file, int line, const char* cond, const std::string& msg);
+[[noreturn]] void check_failed(const char* file, int line, const char* cond,
+                               const std::string& msg);
 }  // namespace detail
 
 }  // namespace loom
 
 // Programmer-error checks: they throw loom::Error with the condition, the place and the values.
-#define LOOM_CHECK(cond, ...)                                                                   \
-  do {                                                                                         \
-    if (!(cond)) ::loom::detail::check_failed(__FILE__, __LINE__, #cond, fmt::format("" __VA_ARGS__)); \
+#define LOOM_CHECK(cond, ...)                                                               \
+  do {                                                                                      \
+    if (!(cond))                                                                            \
+      ::loom::detail::check_failed(__FILE__, __LINE__, #cond, fmt::format("" __VA_ARGS__)); \
   } while (0)
 
-#define LOOM_CHECK_OP_(a, b, op)                                                               \
-  do {                                                                                         \
-    const auto& loom_a_ = (a);                                                                 \
-    const auto& loom_b_ = (b);                                                                 \
-    if (!(loom_a_ op loom_b_))                                                                 \
-      ::loom::detail::check_failed(__FILE__, __LINE__, #a " " #op " " #b,                      \
-                                   fmt::format("{} vs {}", loom_a_, loom_b_));                 \
+#define LOOM_CHECK_OP_(a, b, op)                                               \
+  do {                                                                         \
+    const auto& loom_a_ = (a);                                                 \
+    const auto& loom_b_ = (b);                                                 \
+    if (!(loom_a_ op loom_b_))                                                 \
+      ::loom::detail::check_failed(__FILE__, __LINE__, #a " " #op " " #b,      \
+                                   fmt::format("{} vs {}", loom_a_, loom_b_)); \
   } while (0)
 
 #define LOOM_CHECK_EQ(a, b) LOOM_CHECK_OP_(a, b, ==)

@@ -12,8 +12,12 @@ std::atomic<LogLevel> g_level{LogLevel::kInfo};
 std::mutex g_mutex;
 }  // namespace
 
-void set_log_level(LogLevel level) { g_level = level; }
-LogLevel log_level() { return g_level; }
+void set_log_level(LogLevel level) {
+  g_level = level;
+}
+LogLevel log_level() {
+  return g_level;
+}
 
 LogLevel parse_log_level(const std::string& name) {
   if (name == "debug") return LogLevel::kDebug;

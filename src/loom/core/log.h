@@ -18,19 +18,23 @@ void log_message(LogLevel level, const std::string& text);
 
 template <typename... Args>
 void log_info(fmt::format_string<Args...> f, Args&&... args) {
-  if (log_level() <= LogLevel::kInfo) log_message(LogLevel::kInfo, fmt::format(f, std::forward<Args>(args)...));
+  if (log_level() <= LogLevel::kInfo)
+    log_message(LogLevel::kInfo, fmt::format(f, std::forward<Args>(args)...));
 }
 template <typename... Args>
 void log_warn(fmt::format_string<Args...> f, Args&&... args) {
-  if (log_level() <= LogLevel::kWarn) log_message(LogLevel::kWarn, fmt::format(f, std::forward<Args>(args)...));
+  if (log_level() <= LogLevel::kWarn)
+    log_message(LogLevel::kWarn, fmt::format(f, std::forward<Args>(args)...));
 }
 template <typename... Args>
 void log_error(fmt::format_string<Args...> f, Args&&... args) {
-  if (log_level() <= LogLevel::kError) log_message(LogLevel::kError, fmt::format(f, std::forward<Args>(args)...));
+  if (log_level() <= LogLevel::kError)
+    log_message(LogLevel::kError, fmt::format(f, std::forward<Args>(args)...));
 }
 template <typename... Args>
 void log_debug(fmt::format_string<Args...> f, Args&&... args) {
-  if (log_level() <= LogLevel::kDebug) log_message(LogLevel::kDebug, fmt::format(f, std::forward<Args>(args)...));
+  if (log_level() <= LogLevel::kDebug)
+    log_message(LogLevel::kDebug, fmt::format(f, std::forward<Args>(args)...));
 }
 
 }  // namespace loom

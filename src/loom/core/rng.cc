@@ -26,7 +26,8 @@ std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> c, uint64_t key) {
   for (int round = 0; round < 10; ++round) {
     uint64_t p0 = uint64_t(kM0) * c[0];
     uint64_t p1 = uint64_t(kM1) * c[2];
-    c = {uint32_t(p1 >> 32) ^ c[1] ^ k0, uint32_t(p1), uint32_t(p0 >> 32) ^ c[3] ^ k1, uint32_t(p0)};
+    c = {uint32_t(p1 >> 32) ^ c[1] ^ k0, uint32_t(p1), uint32_t(p0 >> 32) ^ c[3] ^ k1,
+         uint32_t(p0)};
     k0 += kW0;
     k1 += kW1;
   }

@@ -10,7 +10,9 @@ int64_t numel(const Shape& s) {
   return n;
 }
 
-std::string shape_text(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+std::string shape_text(const Shape& s) {
+  return fmt::format("[{}]", fmt::join(s, ", "));
+}
 
 Shape ReLU::build(const Shape& input) {
   features_ = numel(input);
@@ -31,7 +33,9 @@ Dropout::Dropout(float p) : p_(p) {
     throw ConfigError(fmt::format("Dropout: probability {} must be in [0, 1)", p));
 }
 
-std::string Dropout::describe() const { return fmt::format("Dropout(p={})", p_); }
+std::string Dropout::describe() const {
+  return fmt::format("Dropout(p={})", p_);
+}
 
 Shape Dropout::build(const Shape& input) {
   features_ = numel(input);

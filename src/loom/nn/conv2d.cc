@@ -21,13 +21,13 @@ std::string Conv2d::describe() const {
 
 Shape Conv2d::build(const Shape& input) {
   if (input.size() != 3 || input[0] != in_c_)
-    throw ConfigError(fmt::format("{}: input {} is not [{}, H, W]", describe(), shape_text(input),
-                                  in_c_));
+    throw ConfigError(
+        fmt::format("{}: input {} is not [{}, H, W]", describe(), shape_text(input), in_c_));
   h_ = input[1];
   w_ = input[2];
   if (h_ + 2 * pad_ < k_ || w_ + 2 * pad_ < k_)
-    throw ConfigError(fmt::format("{}: kernel larger than padded input {}", describe(),
-                                  shape_text(input)));
+    throw ConfigError(
+        fmt::format("{}: kernel larger than padded input {}", describe(), shape_text(input)));
   oh_ = (h_ + 2 * pad_ - k_) / stride_ + 1;
   ow_ = (w_ + 2 * pad_ - k_) / stride_ + 1;
   return {out_c_, oh_, ow_};
@@ -86,7 +86,9 @@ MaxPool2d::MaxPool2d(int64_t size) : size_(size) {
     throw ConfigError(fmt::format("MaxPool2d: window {} out of range [1, 64]", size_));
 }
 
-std::string MaxPool2d::describe() const { return fmt::format("MaxPool2d({})", size_); }
+std::string MaxPool2d::describe() const {
+  return fmt::format("MaxPool2d({})", size_);
+}
 
 Shape MaxPool2d::build(const Shape& input) {
   if (input.size() != 3 || input[1] < size_ || input[2] < size_)

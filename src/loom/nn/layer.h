@@ -18,8 +18,8 @@ std::string shape_text(const Shape& s);
 struct Context {
   Backend* backend = nullptr;
   bool training = false;
-  uint64_t dropout_key = 0;    // per step; layers mix in their index
-  int64_t sample_offset = 0;   // global index of this batch's first sample (dropout streams)
+  uint64_t dropout_key = 0;   // per step; layers mix in their index
+  int64_t sample_offset = 0;  // global index of this batch's first sample (dropout streams)
   int layer_index = 0;
 };
 

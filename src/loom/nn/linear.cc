@@ -13,7 +13,9 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias)
     throw ConfigError(fmt::format("Linear({} -> {}): widths must be in [1, 2^24]", in_, out_));
 }
 
-std::string Linear::describe() const { return fmt::format("Linear({} -> {})", in_, out_); }
+std::string Linear::describe() const {
+  return fmt::format("Linear({} -> {})", in_, out_);
+}
 
 Shape Linear::build(const Shape& input) {
   if (numel(input) != in_)

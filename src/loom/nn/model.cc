@@ -100,8 +100,8 @@ const float* Model::forward(const float* x, int64_t batch, const StepInfo& step)
 LossResult Model::loss(const int32_t* labels, float grad_scale) {
   LOOM_CHECK(last_input_ != nullptr, "loss() before forward()");
   LossResult r;
-  r.loss_sum = backend_->softmax_xent(activations_.back().data(), labels, last_batch_,
-                                      num_classes_, grad_scale, dlogits_.data(), &r.correct);
+  r.loss_sum = backend_->softmax_xent(activations_.back().data(), labels, last_batch_, num_classes_,
+                                      grad_scale, dlogits_.data(), &r.correct);
   return r;
 }
 

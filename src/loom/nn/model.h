@@ -22,8 +22,8 @@ struct ParamRange {
 
 struct StepInfo {
   bool training = true;
-  uint64_t dropout_key = 0;    // derive per step: derive_key(seed, 0, kDropout, step)
-  int64_t sample_offset = 0;   // global index of this batch's first sample
+  uint64_t dropout_key = 0;   // derive per step: derive_key(seed, 0, kDropout, step)
+  int64_t sample_offset = 0;  // global index of this batch's first sample
 };
 
 struct LossResult {

@@ -23,8 +23,8 @@ namespace {
 void check_widths(const Config& cfg, const std::string& key, const std::vector<int64_t>& widths) {
   for (int64_t w : widths)
     if (w <= 0 || w > (int64_t(1) << 20))
-      throw ConfigError(fmt::format("{}: key '{}': width {} out of range [1, 1048576]",
-                                    cfg.where(key), key, w));
+      throw ConfigError(
+          fmt::format("{}: key '{}': width {} out of range [1, 1048576]", cfg.where(key), key, w));
 }
 
 }  // namespace
@@ -62,9 +62,10 @@ std::vector<std::unique_ptr<Layer>> build_layers(const Config& cfg, const Shape&
       layers.push_back(std::make_unique<MaxPool2d>(2));
       shape = {out, shape[1] / 2, shape[2] / 2};
       if (shape[1] < 1 || shape[2] < 1)
-        throw ConfigError(fmt::format("{}: key 'cnn.channels': {} pooling stages shrink a {} "
-                                      "image to nothing", cfg.where("cnn.channels"),
-                                      channels.size(), shape_text(input_shape)));
+        throw ConfigError(
+            fmt::format("{}: key 'cnn.channels': {} pooling stages shrink a {} "
+                        "image to nothing",
+                        cfg.where("cnn.channels"), channels.size(), shape_text(input_shape)));
       c = out;
     }
     layers.push_back(std::make_unique<Flatten>());

@@ -16,13 +16,17 @@ LrSchedule::LrSchedule(Kind kind, double base_lr, int64_t steps_per_epoch, int64
       steps_per_epoch_(std::max<int64_t>(1, steps_per_epoch)),
       total_(std::max<int64_t>(1, total_steps)),
       warmup_steps_(int64_t(std::llround(warmup_epochs * double(steps_per_epoch_)))),
-      step_steps_(std::max<int64_t>(1, int64_t(std::llround(step_epochs * double(steps_per_epoch_))))) {}
+      step_steps_(
+          std::max<int64_t>(1, int64_t(std::llround(step_epochs * double(steps_per_epoch_))))) {}
 
 double LrSchedule::at(int64_t step) const {
   double lr = base_;
   switch (kind_) {
-    case Kind::kConstant: break;
-    case Kind::kStep: lr = base_ * std::pow(gamma_, double(step / step_steps_)); break;
+    case Kind::kConstant:
+      break;
+    case Kind::kStep:
+      lr = base_ * std::pow(gamma_, double(step / step_steps_));
+      break;
     case Kind::kCosine: {
       const double t = std::min<double>(double(step), double(total_));
       lr = min_ + (base_ - min_) * 0.5 * (1.0 + std::cos(M_PI * t / double(total_)));
@@ -50,16 +54,17 @@ std::vector<ConfigKeySpec> lr_schedule_config_keys() {
 }
 
 LrSchedule make_lr_schedule(const Config& cfg, int64_t steps_per_epoch, int64_t total_steps) {
-  const std::string kind = cfg.get_choice("lr.schedule", "constant", {"constant", "step", "cosine"});
+  const std::string kind =
+      cfg.get_choice("lr.schedule", "constant", {"constant", "step", "cosine"});
   const double lr = cfg.get_double("optim.lr", 0.05, 1e-12, 1e3);
   using Kind = LrSchedule::Kind;
-  const Kind k = kind == "step" ? LrSchedule::Kind::kStep
+  const Kind k = kind == "step"     ? LrSchedule::Kind::kStep
                  : kind == "cosine" ? LrSchedule::Kind::kCosine
                                     : LrSchedule::Kind::kConstant;
-  return LrSchedule(k, lr, steps_per_epoch, total_steps,
-                    cfg.get_double("lr.warmup_epochs", 0.0, 0.0, 1e6),
-                    cfg.get_double("lr.step_epochs", 10.0, 1e-6, 1e6),
-                    cfg.get_double("lr.gamma", 0.1, 0.0, 1.0), cfg.get_double("lr.min", 0.0, 0.0, lr));
+  return LrSchedule(
+      k, lr, steps_per_epoch, total_steps, cfg.get_double("lr.warmup_epochs", 0.0, 0.0, 1e6),
+      cfg.get_double("lr.step_epochs", 10.0, 1e-6, 1e6), cfg.get_double("lr.gamma", 0.1, 0.0, 1.0),
+      cfg.get_double("lr.min", 0.0, 0.0, lr));
 }
 
 }  // namespace loom::optim

@@ -38,7 +38,9 @@ BucketTracker::BucketTracker(const std::vector<nn::ParamRange>& ranges,
   reset();
 }
 
-void BucketTracker::reset() { remaining_ = remaining_template_; }
+void BucketTracker::reset() {
+  remaining_ = remaining_template_;
+}
 
 int BucketTracker::ready(const nn::ParamRange& range) {
   auto it = std::lower_bound(range_offsets_.begin(), range_offsets_.end(), range.offset);

@@ -14,7 +14,7 @@ namespace loom::sync {
 struct Bucket {
   int64_t offset = 0;  // in floats, into the flat buffers
   int64_t count = 0;
-  int ranges = 0;      // parameter ranges it holds
+  int ranges = 0;  // parameter ranges it holds
 };
 
 // Buckets in the order they become ready. max_bytes <= 0 puts everything in one bucket.

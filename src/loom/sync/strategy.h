@@ -55,12 +55,15 @@ struct StrategyState {
                                     const std::string& name, size_t size) {
     auto it = m.find(name);
     if (it == m.end())
-      throw InputError(fmt::format("checkpoint: strategy state has no section '{}' (written "
-                                   "with another sync strategy or config?)", name));
+      throw InputError(
+          fmt::format("checkpoint: strategy state has no section '{}' (written "
+                      "with another sync strategy or config?)",
+                      name));
     if (it->second.size() != size)
-      throw InputError(fmt::format("checkpoint: strategy section '{}' holds {} elements, this "
-                                   "run needs {} (another config or world size?)",
-                                   name, it->second.size(), size));
+      throw InputError(
+          fmt::format("checkpoint: strategy section '{}' holds {} elements, this "
+                      "run needs {} (another config or world size?)",
+                      name, it->second.size(), size));
     return it->second;
   }
 };

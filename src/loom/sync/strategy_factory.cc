@@ -49,9 +49,11 @@ std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& c
   const std::string kind = cfg.get_choice("sync", "allreduce", {"allreduce", "bmuf", "ps"});
   if (model_parallel_block_index(model) >= 0) {  // parallel = "model" | "hybrid", N > 1
     if (kind != "allreduce")
-      throw ConfigError(fmt::format("{}: key 'sync': parallel = \"model\"/\"hybrid\" runs its "
-                                    "data-parallel layers by allreduce; sync = \"{}\" is not "
-                                    "supported with it", cfg.where("sync"), kind));
+      throw ConfigError(
+          fmt::format("{}: key 'sync': parallel = \"model\"/\"hybrid\" runs its "
+                      "data-parallel layers by allreduce; sync = \"{}\" is not "
+                      "supported with it",
+                      cfg.where("sync"), kind));
     return std::make_unique<ModelParallelStrategy>(comm, model, optimizer, codec_from_config(cfg));
   }
   if (kind == "ps") return make_ps_strategy(cfg, comm, model);

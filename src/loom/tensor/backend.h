@@ -76,20 +76,20 @@ class Backend {
   virtual void col2im(const float* columns, int64_t channels, int64_t height, int64_t width,
                       int64_t kernel, int64_t pad, int64_t stride, float* image) = 0;
   // Max pooling, window = stride = `size`, over [planes, h, w]; argmax indices for backward.
-  virtual void maxpool_forward(const float* x, float* y, int32_t* argmax, int64_t planes,
-                               int64_t h, int64_t w, int64_t size) = 0;
-  virtual void maxpool_backward(const float* dy, const int32_t* argmax, float* dx,
-                                int64_t planes, int64_t h, int64_t w, int64_t size) = 0;
+  virtual void maxpool_forward(const float* x, float* y, int32_t* argmax, int64_t planes, int64_t h,
+                               int64_t w, int64_t size) = 0;
+  virtual void maxpool_backward(const float* dy, const int32_t* argmax, float* dx, int64_t planes,
+                                int64_t h, int64_t w, int64_t size) = 0;
 
   // ---- optimizer updates on flat spans ----
   // v = momentum v + (g + wd p); p -= lr (nesterov ? g + wd p + momentum v : v)
-  virtual void sgd_update(float* p, const float* g, float* v, int64_t n, float lr,
-                          float momentum, float weight_decay, bool nesterov) = 0;
+  virtual void sgd_update(float* p, const float* g, float* v, int64_t n, float lr, float momentum,
+                          float weight_decay, bool nesterov) = 0;
   // Adam (Kingma & Ba 2015) with bias correction at step t >= 1; L2 weight decay added to g,
   // or decoupled (AdamW, Loshchilov & Hutter 2019) when decoupled is set.
   virtual void adam_update(float* p, const float* g, float* m, float* v, int64_t n, float lr,
-                           float beta1, float beta2, float eps, float weight_decay,
-                           bool decoupled, int64_t t) = 0;
+                           float beta1, float beta2, float eps, float weight_decay, bool decoupled,
+                           int64_t t) = 0;
   // True if any of x[0..n) is NaN or Inf.
   virtual bool has_non_finite(const float* x, int64_t n) = 0;
 };

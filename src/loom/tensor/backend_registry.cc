@@ -9,7 +9,9 @@
 
 namespace loom {
 
-const char* device_name(Device d) { return d == Device::kCpu ? "cpu" : "cuda"; }
+const char* device_name(Device d) {
+  return d == Device::kCpu ? "cpu" : "cuda";
+}
 
 Backend& cpu_backend() {
   static CpuBackend backend;
@@ -33,8 +35,8 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
     throw ConfigError("backend 'cuda' was not built: configure with -DLOOM_CUDA=ON (needs nvcc)");
 #endif
   }
-  throw ConfigError(fmt::format("unknown backend '{}' (built: cpu{})", name,
-                                LOOM_HAVE_CUDA ? ", cuda" : ""));
+  throw ConfigError(
+      fmt::format("unknown backend '{}' (built: cpu{})", name, LOOM_HAVE_CUDA ? ", cuda" : ""));
 }
 
 }  // namespace loom

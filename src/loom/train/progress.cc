@@ -15,7 +15,8 @@ ProgressMode parse_progress_mode(const std::string& name) {
   if (name == "lines") return ProgressMode::kLines;
   if (name == "none") return ProgressMode::kNone;
   if (name == "auto") return isatty(fileno(stderr)) ? ProgressMode::kBar : ProgressMode::kLines;
-  throw ConfigError(fmt::format("key 'progress': unknown mode \"{}\" (bar, lines, none, auto)", name));
+  throw ConfigError(
+      fmt::format("key 'progress': unknown mode \"{}\" (bar, lines, none, auto)", name));
 }
 
 Progress::Progress(ProgressMode mode, int64_t epochs, int64_t steps_per_epoch,

@@ -38,13 +38,16 @@ void check_same_run(comm::Communicator& c, const Config& cfg) {
   c.allgather(all.data(), all.size() * sizeof(uint64_t), 2 * sizeof(uint64_t));
   for (int r = 1; r < c.size(); ++r) {
     if (all[size_t(2 * r)] != all[0])
-      throw ConfigError(fmt::format("rank {} was started with a different config than rank 0 "
-                                    "(config hash {:016x} vs {:016x}): every rank must run the "
-                                    "same config file and --set options", r, all[size_t(2 * r)],
-                                    all[0]));
+      throw ConfigError(
+          fmt::format("rank {} was started with a different config than rank 0 "
+                      "(config hash {:016x} vs {:016x}): every rank must run the "
+                      "same config file and --set options",
+                      r, all[size_t(2 * r)], all[0]));
     if (all[size_t(2 * r + 1)] != all[1])
-      throw ConfigError(fmt::format("rank {} runs a different loom binary than rank 0 (hash "
-                                    "{:016x} vs {:016x})", r, all[size_t(2 * r + 1)], all[1]));
+      throw ConfigError(
+          fmt::format("rank {} runs a different loom binary than rank 0 (hash "
+                      "{:016x} vs {:016x})",
+                      r, all[size_t(2 * r + 1)], all[1]));
   }
 }
 

@@ -12,7 +12,8 @@ RunWriter::RunWriter(const std::string& dir) : dir_(dir) {
   if (dir_.empty()) return;
   std::error_code ec;
   fs::create_directories(dir_, ec);
-  if (ec) throw InputError(fmt::format("{}: cannot create output directory: {}", dir_, ec.message()));
+  if (ec)
+    throw InputError(fmt::format("{}: cannot create output directory: {}", dir_, ec.message()));
   metrics_.open(fs::path(dir_) / "metrics.jsonl", std::ios::trunc);
   if (!metrics_) throw InputError(fmt::format("{}/metrics.jsonl: cannot write", dir_));
 }

@@ -2,9 +2,8 @@
 // per epoch), summary.json (the final figures). Read back by `loom report` and the perf model.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace loom::train {

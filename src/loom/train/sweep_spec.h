@@ -46,8 +46,8 @@ struct SweepSpec {
   int64_t slots = 0;  // 0 = derive from cores or gpus
   int64_t cores_per_slot = 1;
   std::vector<int64_t> gpus;
-  double timeout_s = 0;                                                 // 0 = none
-  std::vector<std::pair<std::string, std::string>> fixed;  // [set]: key, TOML value text              // [set]
+  double timeout_s = 0;                                    // 0 = none
+  std::vector<std::pair<std::string, std::string>> fixed;  // [set]: key, TOML value text // [set]
   std::vector<std::pair<std::string, std::vector<ConfigScalar>>> grid;  // [grid]
   std::vector<SweepRange> ranges;                                       // [uniform], [log_uniform]
 };

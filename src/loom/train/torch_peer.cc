@@ -21,8 +21,8 @@ std::string find_torch_peer() {
   // build/loom -> repo -> ../shared/peers
   for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path();
        dir = dir.parent_path()) {
-    for (const fs::path& candidate : {dir / "shared/peers/torch_mlp.py",
-                                     dir.parent_path() / "shared/peers/torch_mlp.py"})
+    for (const fs::path& candidate :
+         {dir / "shared/peers/torch_mlp.py", dir.parent_path() / "shared/peers/torch_mlp.py"})
       if (fs::exists(candidate)) return candidate.string();
   }
   return "";
@@ -42,8 +42,10 @@ PeerResult run_torch_peer(const std::string& script, int threads, int epochs, bo
     return r;
   }
   const std::string env = tuned ? "OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE" : "";
-  const std::string cmd = fmt::format("timeout {} env {} /usr/bin/python3 '{}' --threads {} "
-                                      "--epochs {} 2>&1", timeout_s, env, script, threads, epochs);
+  const std::string cmd = fmt::format(
+      "timeout {} env {} /usr/bin/python3 '{}' --threads {} "
+      "--epochs {} 2>&1",
+      timeout_s, env, script, threads, epochs);
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) {
     r.message = "cannot start python3";

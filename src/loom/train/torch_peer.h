@@ -8,10 +8,10 @@ namespace loom::train {
 
 struct PeerResult {
   bool ran = false;
-  std::string label;     // "pytorch 1 thread (OpenBLAS as detected)"
+  std::string label;  // "pytorch 1 thread (OpenBLAS as detected)"
   double samples_per_s = 0;
   double test_acc = -1;
-  std::string message;   // why it did not run, or the RESULT line
+  std::string message;  // why it did not run, or the RESULT line
 };
 
 // The peer script: $LOOM_TORCH_PEER, else shared/peers/torch_mlp.py beside the repository that

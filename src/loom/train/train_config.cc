@@ -35,7 +35,8 @@ std::vector<ConfigKeySpec> own_keys() {
        "directory of the Fashion-MNIST IDX files"},
       {"data.prefetch", ConfigType::kInt, "2", "batches read ahead (0 = synchronous)"},
       {"data.shuffle", ConfigType::kBool, "true", "shuffle by (seed, epoch)"},
-      {"comm.timeout_s", ConfigType::kDouble, "30", "seconds before a silent peer is declared lost"},
+      {"comm.timeout_s", ConfigType::kDouble, "30",
+       "seconds before a silent peer is declared lost"},
       {"comm.ring_chunk_kib", ConfigType::kInt, "512", "pipelining unit of ring collectives"},
       {"comm.small_kib", ConfigType::kInt, "64", "below this, halving-doubling allreduce"},
   };
@@ -47,8 +48,7 @@ std::vector<ConfigKeySpec> train_config_keys() {
   std::vector<ConfigKeySpec> keys = own_keys();
   for (auto part : {nn::model_config_keys(), optim::optimizer_config_keys(),
                     optim::lr_schedule_config_keys(), sync::sync_config_keys(),
-                    trace::trace_config_keys(), checkpoint_config_keys(),
-                    data::data_config_keys()})
+                    trace::trace_config_keys(), checkpoint_config_keys(), data::data_config_keys()})
     keys.insert(keys.end(), part.begin(), part.end());
   return keys;
 }

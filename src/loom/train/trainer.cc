@@ -20,15 +20,15 @@
 #include "loom/nn/model_zoo.h"
 #include "loom/optim/lr_schedule.h"
 #include "loom/optim/optimizer.h"
-#include "loom/sync/ps_placement.h"
 #include "loom/sync/model_parallel_model.h"
+#include "loom/sync/ps_placement.h"
 #include "loom/sync/strategy.h"
 #include "loom/tensor/backend_registry.h"
 #include "loom/train/checkpoint_guard.h"
 #include "loom/train/progress.h"
+#include "loom/train/run_identity.h"
 #include "loom/train/run_writer.h"
 #include "loom/train/train_config.h"
-#include "loom/train/run_identity.h"
 
 namespace loom::train {
 namespace {
@@ -71,8 +71,9 @@ double evaluate(comm::Communicator& c, nn::Model& model, const data::Dataset& te
   Backend& be = model.backend();
   // The same number of forward calls on every rank (a model-parallel block exchanges in each):
   // as many as rank 0's share (the largest) needs, each rank splitting its own share evenly.
-  const int64_t calls = int64_t((comm::block_range(size_t(test.count), c.size(), 0).size() +
-                                 size_t(chunk) - 1) / size_t(chunk));
+  const int64_t calls =
+      int64_t((comm::block_range(size_t(test.count), c.size(), 0).size() + size_t(chunk) - 1) /
+              size_t(chunk));
   for (int64_t k = 0; k < calls; ++k) {
     const comm::BlockRange part = comm::block_range(mine.size(), int(calls), int(k));
     if (part.size() == 0) continue;
@@ -138,18 +139,19 @@ class Worker {
     data::Loader loader(train_, lo);
     const int64_t steps_per_epoch = loader.steps_per_epoch();
     if (steps_per_epoch == 0)
-      throw ConfigError(fmt::format("a global batch of {} ({} workers x batch {}) is larger than "
-                                    "the {} training samples", lo.global_batch, comm_.size(),
-                                    s_.batch, train_->count()));
+      throw ConfigError(
+          fmt::format("a global batch of {} ({} workers x batch {}) is larger than "
+                      "the {} training samples",
+                      lo.global_batch, comm_.size(), s_.batch, train_->count()));
     int64_t total_steps = steps_per_epoch * s_.epochs;
     if (s_.max_steps > 0) total_steps = std::min(total_steps, s_.max_steps);
     const optim::LrSchedule schedule = optim::make_lr_schedule(cfg_, steps_per_epoch, total_steps);
 
     const bool lead = comm_.rank() == 0;
     if (lead) {
-      result_.describe = fmt::format("model:\n{}\noptimizer: {}, {}\nsync: {}", model->summary(),
-                                     optimizer->describe(), schedule.describe(),
-                                     strategy->describe());
+      result_.describe =
+          fmt::format("model:\n{}\noptimizer: {}, {}\nsync: {}", model->summary(),
+                      optimizer->describe(), schedule.describe(), strategy->describe());
       log_info("{}", result_.describe);
     }
     // Checkpoints, resume, the NaN policy and stop signals (checkpoint_guard.h).
@@ -254,15 +256,16 @@ class Worker {
   void report_epoch(Progress& progress, const EpochMetrics& m) {
     progress.end_epoch();
     const double step_ms = m.steps ? 1e3 * m.seconds / double(m.steps) : 0;
-    log_info("epoch {}/{}: loss {:.4f}  train acc {:.4f}  test acc {}  {:.0f} samples/s  "
-             "step {:.2f} ms (compute {:.2f}, exposed comm {:.2f}, loader wait {:.2f} = {:.1f}% "
-             "stall)",
-             m.epoch, s_.epochs, m.train_loss, m.train_acc,
-             m.test_acc >= 0 ? fmt::format("{:.4f}", m.test_acc) : "-", m.samples_per_s, step_ms,
-             m.steps ? 1e3 * m.compute_s / double(m.steps) : 0,
-             m.steps ? 1e3 * m.exposed_comm_s / double(m.steps) : 0,
-             m.steps ? 1e3 * m.loader_wait_s / double(m.steps) : 0,
-             m.seconds > 0 ? 100.0 * m.loader_wait_s / m.seconds : 0);
+    log_info(
+        "epoch {}/{}: loss {:.4f}  train acc {:.4f}  test acc {}  {:.0f} samples/s  "
+        "step {:.2f} ms (compute {:.2f}, exposed comm {:.2f}, loader wait {:.2f} = {:.1f}% "
+        "stall)",
+        m.epoch, s_.epochs, m.train_loss, m.train_acc,
+        m.test_acc >= 0 ? fmt::format("{:.4f}", m.test_acc) : "-", m.samples_per_s, step_ms,
+        m.steps ? 1e3 * m.compute_s / double(m.steps) : 0,
+        m.steps ? 1e3 * m.exposed_comm_s / double(m.steps) : 0,
+        m.steps ? 1e3 * m.loader_wait_s / double(m.steps) : 0,
+        m.seconds > 0 ? 100.0 * m.loader_wait_s / m.seconds : 0);
     nlohmann::json j = {{"epoch", m.epoch},
                         {"steps", m.steps},
                         {"train_loss", m.train_loss},
@@ -298,7 +301,8 @@ TrainResult run_training(const Config& cfg) {
   set_log_level(parse_log_level(cfg.get_string("log.level", "info")));
   const std::string transport = comm::resolve_transport(cfg.get_string("transport", "auto"));
   // Under MPI the launcher sets the world size; `workers`, when given, must agree with it.
-  const int workers = int(cfg.get_int("workers", transport == "mpi" ? 0 : 1, transport == "mpi" ? 0 : 1, 4096));
+  const int workers =
+      int(cfg.get_int("workers", transport == "mpi" ? 0 : 1, transport == "mpi" ? 0 : 1, 4096));
   std::unique_ptr<comm::World> world =
       comm::create_world(transport, workers, comm::comm_options_from_config(cfg));
   const Settings s = read_settings(cfg, world->size());
@@ -313,11 +317,13 @@ TrainResult run_training(const Config& cfg) {
   std::shared_ptr<const data::SampleSource> train_source;
   if (!pipeline.train_shards.empty()) {
     if (s.eval && pipeline.test_shards.empty())
-      throw ConfigError(fmt::format("{}: data.train_shards needs data.test_shards too (or eval = "
-                                    "false): the test set must be normalised like the shards",
-                                    cfg.where("data.train_shards")));
+      throw ConfigError(
+          fmt::format("{}: data.train_shards needs data.test_shards too (or eval = "
+                      "false): the test set must be normalised like the shards",
+                      cfg.where("data.train_shards")));
     train_source = std::make_shared<data::ShardSource>(pipeline.train_shards);
-    if (!pipeline.test_shards.empty()) test_set = materialise(data::ShardSource(pipeline.test_shards));
+    if (!pipeline.test_shards.empty())
+      test_set = materialise(data::ShardSource(pipeline.test_shards));
   } else {
     data::Normalisation norm;
     train_set = data::load_fashion_mnist(s.data_dir, true, std::nullopt, &norm);
@@ -329,8 +335,9 @@ TrainResult run_training(const Config& cfg) {
     log_info("data: {} training and {} test samples from {} ({:.2f} s){}", train_source->count(),
              test_set.count, pipeline.train_shards.empty() ? s.data_dir : pipeline.train_shards,
              load_watch.seconds(),
-             pipeline.throttle_mbps > 0 ? fmt::format(", read throttled to {} MB/s",
-                                                      pipeline.throttle_mbps) : "");
+             pipeline.throttle_mbps > 0
+                 ? fmt::format(", read throttled to {} MB/s", pipeline.throttle_mbps)
+                 : "");
 
   trace::Session timeline(trace::options_from_config(cfg), world->local(0).rank());
   RunWriter writer(lead ? cfg.get_string("output.dir", "runs/latest") : "");
@@ -349,16 +356,16 @@ TrainResult run_training(const Config& cfg) {
         .run();
   });
   if (lead) {
-    nlohmann::json summary = {{"test_acc", result.test_acc},
-                              {"samples_per_s", result.samples_per_s},
-                              {"workers", result.world},
-                              {"threads", s.threads},
-                              {"steps", result.steps},
-                              {"epochs", result.epochs.size()},
-                              {"interrupted", result.interrupted},
-                              {"params_fnv1a64",
-                               fmt::format("{:016x}", fnv1a64(result.final_params.data(),
-                                                              result.final_params.size() * 4))}};
+    nlohmann::json summary = {
+        {"test_acc", result.test_acc},
+        {"samples_per_s", result.samples_per_s},
+        {"workers", result.world},
+        {"threads", s.threads},
+        {"steps", result.steps},
+        {"epochs", result.epochs.size()},
+        {"interrupted", result.interrupted},
+        {"params_fnv1a64", fmt::format("{:016x}", fnv1a64(result.final_params.data(),
+                                                          result.final_params.size() * 4))}};
     writer.write_summary(summary);
   }
   timeline.write();

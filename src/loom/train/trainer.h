@@ -27,10 +27,10 @@ struct TrainResult {
   double samples_per_s = 0;  // over all epochs' training loops
   int world = 1;
   int64_t steps = 0;
-  std::string describe;              // model, optimizer, strategy
-  std::vector<float> final_params;   // rank 0's parameters at the end
-  bool interrupted = false;          // stopped by SIGINT/SIGTERM (after writing a checkpoint)
-  std::string checkpoint;            // the last checkpoint written ("" = none)
+  std::string describe;             // model, optimizer, strategy
+  std::vector<float> final_params;  // rank 0's parameters at the end
+  bool interrupted = false;         // stopped by SIGINT/SIGTERM (after writing a checkpoint)
+  std::string checkpoint;           // the last checkpoint written ("" = none)
 };
 
 // Runs `loom train` for a resolved config (unknown keys already rejected by the caller or

@@ -27,14 +27,18 @@ void* CpuBackend::allocate(size_t bytes) {
   std::memset(p, 0, rounded);
   return p;
 }
-void CpuBackend::deallocate(void* p) { std::free(p); }
+void CpuBackend::deallocate(void* p) {
+  std::free(p);
+}
 void CpuBackend::copy_to_device(void* dst, const void* src, size_t bytes) {
   std::memcpy(dst, src, bytes);
 }
 void CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
   std::memcpy(dst, src, bytes);
 }
-void CpuBackend::copy(void* dst, const void* src, size_t bytes) { std::memmove(dst, src, bytes); }
+void CpuBackend::copy(void* dst, const void* src, size_t bytes) {
+  std::memmove(dst, src, bytes);
+}
 void CpuBackend::fill(float* x, int64_t n, float value) {
   for (int64_t i = 0; i < n; ++i) x[i] = value;
 }
@@ -257,7 +261,8 @@ void CpuBackend::col2im(const float* columns, int64_t channels, int64_t height, 
           if (iy < 0 || iy >= height) continue;
           for (int64_t ox = 0; ox < out_w; ++ox) {
             const int64_t ix = ox * stride - pad + kx;
-            if (ix >= 0 && ix < width) image[(c * height + iy) * width + ix] += src[oy * out_w + ox];
+            if (ix >= 0 && ix < width)
+              image[(c * height + iy) * width + ix] += src[oy * out_w + ox];
           }
         }
       }
@@ -288,7 +293,8 @@ void CpuBackend::maxpool_backward(const float* dy, const int32_t* argmax, float*
   const int64_t oh = h / size, ow = w / size;
   std::memset(dx, 0, sizeof(float) * size_t(planes * h * w));
   for (int64_t p = 0; p < planes; ++p)
-    for (int64_t o = 0; o < oh * ow; ++o) dx[p * h * w + argmax[p * oh * ow + o]] += dy[p * oh * ow + o];
+    for (int64_t o = 0; o < oh * ow; ++o)
+      dx[p * h * w + argmax[p * oh * ow + o]] += dy[p * oh * ow + o];
 }
 
 void CpuBackend::sgd_update(float* __restrict p, const float* __restrict g, float* __restrict v,

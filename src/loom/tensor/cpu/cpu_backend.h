@@ -44,8 +44,8 @@ class CpuBackend final : public Backend {
 
   void im2col(const float* image, int64_t channels, int64_t height, int64_t width, int64_t kernel,
               int64_t pad, int64_t stride, float* columns) override;
-  void col2im(const float* columns, int64_t channels, int64_t height, int64_t width,
-              int64_t kernel, int64_t pad, int64_t stride, float* image) override;
+  void col2im(const float* columns, int64_t channels, int64_t height, int64_t width, int64_t kernel,
+              int64_t pad, int64_t stride, float* image) override;
   void maxpool_forward(const float* x, float* y, int32_t* argmax, int64_t planes, int64_t h,
                        int64_t w, int64_t size) override;
   void maxpool_backward(const float* dy, const int32_t* argmax, float* dx, int64_t planes,

@@ -1,8 +1,7 @@
 #include "loom/tensor/cpu/gemm.h"
 
-#include <oneapi/dnnl/dnnl.h>
-
 #include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -29,7 +28,8 @@ GemmLibrary library_from_env() {
   std::string name = env ? env : "onednn";
   if (name == "onednn") return GemmLibrary::kOneDnn;
   if (name == "openblas") {
-    if (!LOOM_HAVE_OPENBLAS) throw ConfigError("LOOM_GEMM=openblas: OpenBLAS was not found at build time");
+    if (!LOOM_HAVE_OPENBLAS)
+      throw ConfigError("LOOM_GEMM=openblas: OpenBLAS was not found at build time");
     return GemmLibrary::kOpenBlas;
   }
   throw ConfigError(fmt::format("LOOM_GEMM='{}': unknown GEMM library (onednn, openblas)", name));
@@ -48,7 +48,9 @@ GemmLibrary gemm_library() {
   return static_cast<GemmLibrary>(v);
 }
 
-void set_gemm_library(GemmLibrary lib) { g_library = static_cast<int>(lib); }
+void set_gemm_library(GemmLibrary lib) {
+  g_library = static_cast<int>(lib);
+}
 
 void set_gemm_threads(int threads) {
   omp_set_num_threads(threads < 1 ? 1 : threads);

@@ -26,8 +26,8 @@ GemmProbe probe_gemm(const std::vector<GemmShape>& shapes, GemmLibrary lib, int 
     for (size_t i = 0; i < shapes.size(); ++i) {
       const auto& s = shapes[i];
       const int64_t lda = s.trans_a ? s.m : s.k, ldb = s.trans_b ? s.k : s.n;
-      sgemm(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, bufs[i].a.data(), lda, bufs[i].b.data(),
-            ldb, 0.0f, bufs[i].c.data(), s.n);
+      sgemm(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, bufs[i].a.data(), lda, bufs[i].b.data(), ldb,
+            0.0f, bufs[i].c.data(), s.n);
     }
     if (rep >= 0) times.push_back(w.seconds());
   }
@@ -41,9 +41,9 @@ std::vector<GemmShape> mlp_step_gemms(const std::vector<int64_t>& widths, int64_
   std::vector<GemmShape> shapes;
   for (size_t l = 0; l + 1 < widths.size(); ++l) {
     const int64_t in = widths[l], out = widths[l + 1];
-    shapes.push_back({false, true, batch, out, in});                  // y = x W^T
-    shapes.push_back({true, false, out, in, batch});                  // dW = dy^T x
-    if (l > 0) shapes.push_back({false, false, batch, in, out});      // dx = dy W
+    shapes.push_back({false, true, batch, out, in});              // y = x W^T
+    shapes.push_back({true, false, out, in, batch});              // dW = dy^T x
+    if (l > 0) shapes.push_back({false, false, batch, in, out});  // dx = dy W
   }
   return shapes;
 }
