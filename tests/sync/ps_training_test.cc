@@ -4,45 +4,27 @@
 
 #include <cmath>
 
+#include "common/tiny_run.h"
 #include "loom/core/error.h"
 #include "loom/train/trainer.h"
 
 namespace loom::sync {
 namespace {
 
-Config small_run(int workers, int batch, int steps) {
-  Config cfg;
-  cfg.set("workers", int64_t(workers));
-  cfg.set("batch", int64_t(batch));
-  cfg.set("max_steps", int64_t(steps));
-  cfg.set("epochs", int64_t(1));
-  cfg.set("eval", false);
-  cfg.set("progress", std::string("none"));
-  cfg.set("log.level", std::string("warn"));
-  cfg.set("output.dir", std::string(""));
-  cfg.set_override("mlp.hidden=[64, 32]");
-  return cfg;
-}
-
+using loom::testing::max_abs_diff;
+using loom::testing::tiny_run;
 Config ps_run(int workers, int servers, int batch, int steps) {
-  Config cfg = small_run(workers, batch, steps);
+  Config cfg = tiny_run(workers, batch, steps);
   cfg.set("sync", std::string("ps"));
   cfg.set("ps.servers", int64_t(servers));
   cfg.set("sync.bucket_kib", int64_t(64));  // 3 buckets, so pieces cross shard boundaries
   return cfg;
 }
 
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, double(std::fabs(a[i] - b[i])));
-  return m;
-}
-
 TEST(PsTraining, SynchronousPsMatchesAllreduce) {
   std::vector<std::vector<float>> by_workers;
   for (int workers : {1, 2, 3}) {
-    Config ar = small_run(workers, 24, 12);
+    Config ar = tiny_run(workers, 24, 12);
     ar.set("sync.bucket_kib", int64_t(64));
     const train::TrainResult reference = train::run_training(ar);
     by_workers.push_back(reference.final_params);

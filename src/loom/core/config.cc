@@ -273,9 +273,4 @@ std::string Config::canonical_text() const {
   return out;
 }
 
-void Config::merge_defaults(const Config& defaults) {
-  for (const auto& [key, v] : defaults.values_)
-    if (!values_.count(key)) values_[key] = v;
-}
-
 }  // namespace loom

@@ -65,9 +65,6 @@ class Config {
   // Sorted "key = value" lines: the same config gives the same text on every rank.
   std::string canonical_text() const;
 
-  // Keys of `defaults` that this config lacks are copied in.
-  void merge_defaults(const Config& defaults);
-
  private:
   const ConfigValue* find(const std::string& key) const;
   std::map<std::string, ConfigValue> values_;

@@ -34,16 +34,15 @@ namespace loom::train {
 namespace {
 
 struct Settings {
-  int64_t workers, threads, batch, epochs, max_steps, prefetch;
+  int64_t threads, batch, epochs, max_steps, prefetch;
   uint64_t seed;
   bool eval, shuffle;
   std::string data_dir;
   ProgressMode progress;
 };
 
-Settings read_settings(const Config& cfg, int world) {
+Settings read_settings(const Config& cfg) {
   Settings s;
-  s.workers = world;
   s.threads = cfg.get_int("threads", 1, 1, 256);
   s.batch = cfg.get_int("batch", 128, 1, 1 << 20);
   s.epochs = cfg.get_int("epochs", 3, 1, 100000);
@@ -305,7 +304,7 @@ TrainResult run_training(const Config& cfg) {
       int(cfg.get_int("workers", transport == "mpi" ? 0 : 1, transport == "mpi" ? 0 : 1, 4096));
   std::unique_ptr<comm::World> world =
       comm::create_world(transport, workers, comm::comm_options_from_config(cfg));
-  const Settings s = read_settings(cfg, world->size());
+  const Settings s = read_settings(cfg);
   const bool lead = world->local(0).rank() == 0;
 
   const data::PipelineConfig pipeline = data::read_pipeline_config(cfg);
