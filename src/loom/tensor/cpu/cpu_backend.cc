@@ -114,11 +114,11 @@ namespace {
 // Philox4x32-10 over kLanes consecutive blocks at once, written in element order: out[4 * l + w]
 // is word w of block first_block + l. The same arithmetic as loom::philox4x32 (the tests
 // compare bitwise).
+constexpr int kLanes = 16;
 #ifdef __AVX2__
 // AVX2: eight blocks per vector, two vectors in flight to hide the multiply latency. AVX2 has
 // only a 32x32->64 multiply of the even 32-bit lanes, so odd lanes are shifted down, multiplied
 // separately, and the high and low halves blended back into place.
-constexpr int kLanes = 16;
 inline void mulhilo8(__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
   const __m256i even = _mm256_mul_epu32(a, m);
   const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
@@ -170,7 +170,6 @@ void philox_blocks(uint64_t first_block, uint64_t key, uint32_t out[4 * kLanes])
   for (int v = 0; v < 2; ++v) store_blocks8(c0[v], c1[v], c2[v], c3[v], out + 32 * v);
 }
 #else
-constexpr int kLanes = 16;
 void philox_blocks(uint64_t first_block, uint64_t key, uint32_t out[4 * kLanes]) {
   for (int l = 0; l < kLanes; ++l) {
     const uint64_t b = first_block + uint64_t(l);
