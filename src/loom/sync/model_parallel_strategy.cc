@@ -4,6 +4,7 @@
 
 #include "loom/core/error.h"
 #include "loom/core/timer.h"
+#include "loom/sync/codec_state_io.h"
 #include "loom/sync/model_parallel_block.h"
 #include "loom/sync/model_parallel_model.h"
 
@@ -82,6 +83,14 @@ void ModelParallelStrategy::end_step() {
   stats_.bytes_sent += ex.take_bytes();
   stats_.comm_seconds += dp + act;
   stats_.exposed_seconds += dp + act;  // nothing overlaps: the exchanges sit on the critical path
+}
+
+void ModelParallelStrategy::save_state(StrategyState& out) const {
+  if (codec_state_) save_codec_states(*codec_state_, "data_parallel", out);
+}
+
+void ModelParallelStrategy::restore_state(const StrategyState& in) {
+  if (codec_state_) restore_codec_states(*codec_state_, "data_parallel", in);
 }
 
 }  // namespace loom::sync

@@ -33,6 +33,11 @@ class ModelParallelStrategy final : public Strategy {
   void begin_step(int64_t step, float lr) override;
   void on_gradients_ready(const nn::ParamRange& range) override;
   void end_step() override;
+  // The data-parallel codec's residuals (hybrid with a codec); the block's slices are saved
+  // per rank by the checkpoint itself (rank_local_params_offset).
+  void save_state(StrategyState& out) const override;
+  void restore_state(const StrategyState& in) override;
+  int64_t rank_local_params_offset() const override { return dp_count_; }
 
   int64_t replicated_count() const { return dp_count_; }  // floats before the block
   int64_t local_count() const { return model_.num_params() - dp_count_; }

@@ -95,6 +95,11 @@ class Strategy {
   // Default: no state beyond parameters and optimizer.
   virtual void save_state(StrategyState& out) const { (void)out; }
   virtual void restore_state(const StrategyState& in) { (void)in; }
+  // Where the parameters stop being the same on every rank: [0, offset) are replicated (a
+  // checkpoint keeps rank 0's copy), [offset, num_params) are this rank's own (model-parallel
+  // slices: each rank's checkpoint file keeps its own, and their count may differ by rank).
+  // -1: every parameter is replicated.
+  virtual int64_t rank_local_params_offset() const { return -1; }
   // Statistics since the last call.
   SyncStats take_stats() {
     SyncStats s = stats_;

@@ -29,6 +29,14 @@ void vector_to_device(Backend& be, float* dst, const std::vector<float>& v) {
   if (!v.empty()) be.copy_to_device(dst, v.data(), v.size() * sizeof(float));
 }
 
+// Where this rank's own parameters begin (Strategy::rank_local_params_offset), or -1.
+int64_t local_params_offset(const WorkerParts& w) {
+  const int64_t off = w.strategy.rank_local_params_offset();
+  LOOM_CHECK(off <= w.model.num_params(), "local parameters from {} of {}", off,
+             w.model.num_params());
+  return off;
+}
+
 // Complete checkpoints (step-N) under root, newest first.
 std::vector<std::pair<int64_t, fs::path>> list_complete(const fs::path& root) {
   static const std::regex re("step-([0-9]{1,18})");
@@ -107,6 +115,11 @@ CheckpointFile make_rank_file(WorkerParts& w, const TrainPosition& pos, int rank
   f.put_i64("optim.steps", steps);
   for (const optim::StateBuffer& b : w.optimizer.state())
     f.put_f32("optim." + b.name, device_to_vector(w.backend, b.data, b.size));
+  // Model-parallel slices differ by rank: train.ckpt holds only rank 0's.
+  const int64_t local = local_params_offset(w);
+  if (local >= 0)
+    f.put_f32("params.local",
+              device_to_vector(w.backend, w.model.params() + local, w.model.num_params() - local));
   sync::StrategyState st;
   w.strategy.save_state(st);
   for (const auto& [name, v] : st.floats) f.put_f32("strategy.f." + name, v);
@@ -146,7 +159,21 @@ TrainPosition restore_parts(WorkerParts& w, const CheckpointFile& train, const C
         fmt::format("{}: belongs to rank {} of {} at step {}, expected rank {} of {} "
                     "at step {}",
                     rank.source(), id[0], id[1], id[2], rank_index, pos.world, pos.step));
-  vector_to_device(w.backend, w.model.params(), train.f32("params", w.model.num_params()));
+  const int64_t local = local_params_offset(w);
+  if (local < 0) {
+    vector_to_device(w.backend, w.model.params(), train.f32("params", w.model.num_params()));
+  } else {  // the replicated prefix from rank 0, this rank's own slices from its file
+    std::vector<float> shared = train.f32("params");
+    if (int64_t(shared.size()) < local)
+      throw InputError(
+          fmt::format("{}: section 'params' holds {} floats, fewer than the {} replicated ones "
+                      "of this run (another model or parallel layout?)",
+                      src, shared.size(), local));
+    shared.resize(size_t(local));
+    vector_to_device(w.backend, w.model.params(), shared);
+    vector_to_device(w.backend, w.model.params() + local,
+                     rank.f32("params.local", w.model.num_params() - local));
+  }
   for (const optim::StateBuffer& b : w.optimizer.state())
     vector_to_device(w.backend, b.data, rank.f32("optim." + b.name, b.size));
   w.optimizer.set_steps(rank.i64("optim.steps", 1)[0]);
