@@ -176,12 +176,14 @@ TEST(ParallelLinear, TooFewFeaturesIsRefusedNamingTheLayer) {
   comm::ThreadWorld world(4);
   world.run([&](comm::Communicator& c) {
     ActivationExchange ex(c, nullptr);
+    // Every rank refuses (not only rank 3, which would hold none), so no rank is left
+    // waiting in an exchange for one that gave up.
     try {
       ColumnParallelLinear l(5, 3, ex, true, true, "layer 7 Linear(5 -> 3)");
-      if (c.rank() == 3) ADD_FAILURE() << "rank 3 holds none of 3 features and was accepted";
+      ADD_FAILURE() << "rank " << c.rank() << ": 3 features over 4 workers were accepted";
     } catch (const ConfigError& e) {
-      EXPECT_EQ(c.rank(), 3);
       EXPECT_NE(std::string(e.what()).find("layer 7 Linear(5 -> 3)"), std::string::npos);
+      EXPECT_NE(std::string(e.what()).find("leave rank 3 none"), std::string::npos) << e.what();
     }
   });
 }
@@ -368,9 +370,37 @@ TEST(ModelParallel, ExplicitColumnRowColumnLayout) {
 TEST(ModelParallel, OneWorkerIsThePlainModel) {
   ParallelOptions opts;
   opts.mode = "model";
-  const RunResult r = run(mlp({16}, 0.0f), opts, 1, 2, 8);
-  EXPECT_FALSE(r.has_block);
-  EXPECT_NE(r.describe[0].find("allreduce"), std::string::npos) << r.describe[0];
+  for (const char* mode : {"model", "hybrid"}) {
+    opts.mode = mode;
+    opts.activations = "int8";  // ignored with one worker: nothing is exchanged
+    const RunResult r = run(mlp({16}, 0.25f), opts, 1, 4, 8);
+    EXPECT_FALSE(r.has_block) << mode;
+    EXPECT_NE(r.describe[0].find("allreduce"), std::string::npos) << r.describe[0];
+    // Bit for bit the plain data-parallel run of one worker.
+    const RunResult plain = run(mlp({16}, 0.25f), {}, 1, 4, 8);
+    EXPECT_EQ(r.loss, plain.loss) << mode;
+    EXPECT_EQ(r.params[0], plain.params[0]) << mode;
+  }
+}
+
+// A split layer narrower than the worker count is refused on every rank, naming the layer
+// (its model index and shape); the same width replicated (the classifier) is accepted.
+TEST(ModelParallel, WidthBelowWorkerCountIsRefusedNamingTheLayer) {
+  comm::ThreadWorld world(4);
+  world.run([&](comm::Communicator& c) {
+    ParallelOptions opts;
+    opts.mode = "model";
+    try {  // 12 -> 3 -> 5: the 3-wide layer is column-parallel, rank 3 would get no column
+      build_parallel_model(mlp({3}, 0)(), opts, c, cpu_backend(), {kFeatures}, kClasses, 1);
+      ADD_FAILURE() << "rank " << c.rank() << ": width 3 over 4 workers was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("layer 1 Linear(12 -> 3)"), std::string::npos)
+          << e.what();
+    }
+    opts.linear = {"replicated", "replicated"};
+    EXPECT_NO_THROW(
+        build_parallel_model(mlp({3}, 0)(), opts, c, cpu_backend(), {kFeatures}, kClasses, 1));
+  });
 }
 
 TEST(ModelParallel, ReplicatedClassifierStaysIdenticalAcrossRanks) {

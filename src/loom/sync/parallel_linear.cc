@@ -26,13 +26,14 @@ std::vector<float> sliced_init(Rng& rng, int64_t in, int64_t out, int64_t want, 
 
 comm::BlockRange slice_of(int64_t width, const ActivationExchange& ex, const std::string& name,
                           const char* what) {
-  const comm::BlockRange r = comm::block_range(size_t(width), ex.size(), ex.rank());
-  if (r.size() == 0)
+  // Checked on every rank (not only on those left empty), so all ranks refuse together
+  // instead of some waiting in the first exchange for ranks that gave up.
+  if (width < ex.size())
     throw ConfigError(
         fmt::format("{}: {} {} features split over {} workers leave rank {} none; "
                     "use at most {} workers or keep the layer replicated",
-                    name, width, what, ex.size(), ex.rank(), width));
-  return r;
+                    name, width, what, ex.size(), width, width));
+  return comm::block_range(size_t(width), ex.size(), ex.rank());
 }
 
 }  // namespace
