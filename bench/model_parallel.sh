@@ -7,15 +7,19 @@
 # wide:     784-8192-8192-10 MLP, 2 workers x batch 128: bytes/step and samples/s for
 #           data-parallel, model-parallel fp32 and model-parallel int8 activations
 #           (WIDE_STEPS steps each, default 6; no evaluation).
-# accuracy: Fashion-MNIST test accuracy, 784-1024-1024-10, 2 workers, model-parallel with fp32
-#           and with int8 activations (ACC_EPOCHS epochs, default 1: a short run).
+# accuracy: Fashion-MNIST test accuracy, 784-1024-1024-10, 2 workers x batch 128,
+#           model-parallel with fp32 and with int8 activations (ACC_EPOCHS epochs, default 3;
+#           ACC_SEEDS, default "1 2 3"), the difference in points per seed and its mean, against
+#           the issue's goal (int8 at most 0.5 points below fp32).
+# The same comparison on a real link (2 MPI ranks, unshaped and 1 Gbit/s): bench/netns/model_parallel.sh.
 set -euo pipefail
 LOOM=${1:-build/loom}
 WHAT=${2:-all}
 OUT=$(mktemp -d /tmp/loom_mp_bench.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 WIDE_STEPS=${WIDE_STEPS:-6}
-ACC_EPOCHS=${ACC_EPOCHS:-1}
+ACC_EPOCHS=${ACC_EPOCHS:-3}
+ACC_SEEDS=${ACC_SEEDS:-"1 2 3"}
 
 run() {  # name, then --set arguments
   local name=$1
@@ -56,9 +60,29 @@ if [[ $WHAT == wide || $WHAT == all ]]; then
   report wide-model-int8 model int8
 fi
 if [[ $WHAT == accuracy || $WHAT == all ]]; then
-  common=(workers=2 batch=128 epochs=$ACC_EPOCHS seed=1)
-  run acc-model-fp32 "${common[@]}" parallel=model parallel.activations=fp32
-  report acc-model-fp32 model fp32
-  run acc-model-int8 "${common[@]}" parallel=model parallel.activations=int8
-  report acc-model-int8 model int8
+  for seed in $ACC_SEEDS; do
+    common=(workers=2 batch=128 epochs=$ACC_EPOCHS seed=$seed)
+    run acc-model-fp32-s$seed "${common[@]}" parallel=model parallel.activations=fp32
+    report acc-model-fp32-s$seed model fp32
+    run acc-model-int8-s$seed "${common[@]}" parallel=model parallel.activations=int8
+    report acc-model-int8-s$seed model int8
+  done
+  # The goal: 8-bit activations cost at most 0.5 points against fp32. One seed's difference
+  # is within run-to-run noise of a few tenths either way, hence the mean over seeds.
+  python3 - "$OUT" "$ACC_EPOCHS" $ACC_SEEDS <<'PY'
+import json, sys
+out, epochs, seeds = sys.argv[1], sys.argv[2], sys.argv[3:]
+def acc(k, s):
+    return [json.loads(l) for l in open(f"{out}/acc-model-{k}-s{s}/metrics.jsonl")][-1]["test_acc"]
+diffs = []
+for s in seeds:
+    f, i = acc("fp32", s), acc("int8", s)
+    diffs.append(100 * (i - f))
+    print(f"accuracy seed {s}, {epochs} epochs: fp32 activations {f:.4f}, int8 {i:.4f}: "
+          f"{diffs[-1]:+.2f} points")
+m = sum(diffs) / len(diffs)
+print(f"accuracy int8 - fp32 activations, mean over {len(seeds)} seeds: {m:+.2f} points "
+      f"(worst {min(diffs):+.2f}); goal: no more than 0.5 points below fp32: "
+      f"{'met' if min(diffs) >= -0.5 else 'NOT met'}")
+PY
 fi
