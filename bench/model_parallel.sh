@@ -51,7 +51,7 @@ PY
 
 echo "# case                   mode   acts  MB/step/rank  samples/s  comm ms   test acc"
 if [[ $WHAT == wide || $WHAT == all ]]; then
-  common=(workers=2 batch=128 'mlp.hidden=[8192,8192]' max_steps=$WIDE_STEPS eval=false epochs=1)
+  common=(workers=2 batch=128 'mlp.hidden=[8192,8192]' "max_steps=$WIDE_STEPS" eval=false epochs=1)
   run wide-data "${common[@]}" parallel=data
   report wide-data data fp32
   run wide-model-fp32 "${common[@]}" parallel=model parallel.activations=fp32
@@ -60,16 +60,17 @@ if [[ $WHAT == wide || $WHAT == all ]]; then
   report wide-model-int8 model int8
 fi
 if [[ $WHAT == accuracy || $WHAT == all ]]; then
-  for seed in $ACC_SEEDS; do
-    common=(workers=2 batch=128 epochs=$ACC_EPOCHS seed=$seed)
-    run acc-model-fp32-s$seed "${common[@]}" parallel=model parallel.activations=fp32
-    report acc-model-fp32-s$seed model fp32
-    run acc-model-int8-s$seed "${common[@]}" parallel=model parallel.activations=int8
-    report acc-model-int8-s$seed model int8
+  read -r -a seeds <<<"$ACC_SEEDS"
+  for seed in "${seeds[@]}"; do
+    common=(workers=2 batch=128 "epochs=$ACC_EPOCHS" "seed=$seed")
+    run acc-model-fp32-s"$seed" "${common[@]}" parallel=model parallel.activations=fp32
+    report acc-model-fp32-s"$seed" model fp32
+    run acc-model-int8-s"$seed" "${common[@]}" parallel=model parallel.activations=int8
+    report acc-model-int8-s"$seed" model int8
   done
   # The goal: 8-bit activations cost at most 0.5 points against fp32. One seed's difference
   # is within run-to-run noise of a few tenths either way, hence the mean over seeds.
-  python3 - "$OUT" "$ACC_EPOCHS" $ACC_SEEDS <<'PY'
+  python3 - "$OUT" "$ACC_EPOCHS" "${seeds[@]}" <<'PY'
 import json, sys
 out, epochs, seeds = sys.argv[1], sys.argv[2], sys.argv[3:]
 def acc(k, s):
