@@ -40,6 +40,13 @@ enum class Aggregation {
   kGather,   // sparse: allgather every rank's encoding and sum them (top-k)
 };
 
+// One matrix of a bucket: the next rows * cols elements, row-major. A bucket that holds
+// several layers is a list of them laid end to end (a layer's weight [out, in], its bias as
+// [1, out]); codecs that exploit the shape (PowerSGD) work matrix by matrix.
+struct MatrixDims {
+  size_t rows = 0, cols = 0;
+};
+
 // Per-bucket state. Created by Codec::make_state(n, bucket); not shared between buckets.
 struct CodecState {
   std::string bucket;           // named in error messages ("bucket 3", "bucket 3 owner stripe")
@@ -47,8 +54,9 @@ struct CodecState {
   std::vector<float> residual;  // error feedback, n floats, zero at the start
   // Codec-specific: PowerSGD's warm-started Q (cols x rank); top-k's scratch magnitudes.
   std::vector<float> aux;
-  size_t rows = 0, cols = 0;  // PowerSGD: the bucket seen as a rows x cols matrix
-  uint64_t steps = 0;         // encodes so far
+  // PowerSGD: the bucket as matrices (empty: the codec's default view of a flat bucket).
+  std::vector<MatrixDims> matrices;
+  uint64_t steps = 0;  // encodes so far
 };
 
 class Codec {

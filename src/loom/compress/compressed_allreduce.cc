@@ -75,8 +75,12 @@ void gather_allreduce(comm::Communicator& c, const Codec& codec, std::span<float
                  i == 0 ? DecodeMode::kWrite : DecodeMode::kAccumulate);
 }
 
-// PowerSGD on plain allreduce (Vogels et al. 2019, Algorithm 1). Worker i keeps
-// M_i - P (M_i^T P)^T, so the residuals sum to what the aggregate P (sum_i M_i^T P)^T lacks.
+// PowerSGD on plain allreduce (Vogels et al. 2019, Algorithm 1), one power step per matrix
+// of the bucket; the factors of all matrices travel in one allreduce of P and one of Q.
+// Worker i keeps M_i - P (M_i^T P)^T, so the residuals sum to what the aggregate
+// P (sum_i M_i^T P)^T lacks. (Vogels et al. keep M_i - P Qbar^T with the averaged Q: the
+// same sum, and the next step's P = sum_i M_i Q and Q = sum_i M_i^T P depend on the
+// residuals only through their sum, so both give the same updates.)
 void powersgd_allreduce(comm::Communicator& c, const PowerSgdCodec& codec, std::span<float> data,
                         CompressedAllreduceState& st) {
   CodecState& cs = st.worker[0];
@@ -90,19 +94,26 @@ void powersgd_allreduce(comm::Communicator& c, const PowerSgdCodec& codec, std::
     bad |= uint32_t(!is_finite_bits(m[i]));
   }
   if (bad) throw_non_finite(codec.name(), cs, data);
-  const MatrixShape s = codec.shape(n);
+  const PowerSgdPlan plan = codec.plan(cs);
   float* p = st.scratch.data();
-  float* q = p + s.rows * s.rank;
+  float* q = p + plan.p_floats;
   float* qs = cs.aux.data();  // warm-started Q, identical on every rank
-  refill_zero_columns(qs, s.cols, s.rank, codec.refill_key(cs));
-  powersgd_mul_q(m, n, s, qs, p);
-  c.allreduce(std::span<float>(p, s.rows * s.rank));
-  orthonormalise_columns(p, s.rows, s.rank);
-  powersgd_mul_p(m, n, s, p, q);
-  powersgd_expand(p, q, n, s, m, DecodeMode::kAccumulate, -1.0f);  // local residual
-  c.allreduce(std::span<float>(q, s.cols * s.rank));
-  std::copy(q, q + s.cols * s.rank, qs);
-  powersgd_expand(p, q, n, s, data.data(), DecodeMode::kWrite);
+  for (size_t b = 0; b < plan.blocks.size(); ++b) {
+    const PowerSgdBlock& k = plan.blocks[b];
+    refill_zero_columns(qs + k.q, k.s.cols, k.s.rank, codec.refill_key(cs, b));
+    powersgd_mul_q(m + k.offset, k.n, k.s, qs + k.q, p + k.p);
+  }
+  c.allreduce(std::span<float>(p, plan.p_floats));
+  for (const PowerSgdBlock& k : plan.blocks) {
+    orthonormalise_columns(p + k.p, k.s.rows, k.s.rank);
+    powersgd_mul_p(m + k.offset, k.n, k.s, p + k.p, q + k.q);
+    powersgd_expand(p + k.p, q + k.q, k.n, k.s, m + k.offset, DecodeMode::kAccumulate,
+                    -1.0f);  // local residual
+  }
+  c.allreduce(std::span<float>(q, plan.q_floats));
+  std::copy(q, q + plan.q_floats, qs);
+  for (const PowerSgdBlock& k : plan.blocks)
+    powersgd_expand(p + k.p, q + k.q, k.n, k.s, data.data() + k.offset, DecodeMode::kWrite);
   ++cs.steps;
 }
 
@@ -122,7 +133,8 @@ void CompressedAllreduceState::add_residuals(std::span<double> acc) const {
 }
 
 CompressedAllreduceState make_compressed_allreduce_state(const Codec& codec, size_t n, int world,
-                                                         int rank, const std::string& bucket) {
+                                                         int rank, const std::string& bucket,
+                                                         std::span<const MatrixDims> matrices) {
   LOOM_CHECK(world >= 1 && rank >= 0 && rank < world, "rank {} of world {}", rank, world);
   CompressedAllreduceState st;
   st.n = n;
@@ -153,14 +165,19 @@ CompressedAllreduceState make_compressed_allreduce_state(const Codec& codec, siz
       auto* psgd = dynamic_cast<const PowerSgdCodec*>(&codec);
       LOOM_CHECK(psgd != nullptr, "codec {} claims linear aggregation; only powersgd has it",
                  codec.name());
-      st.worker.push_back(codec.make_state(n, bucket));
-      MatrixShape s = psgd->shape(n);
-      st.scratch.resize((s.rows + s.cols) * s.rank);
+      st.worker.push_back(psgd->make_state(n, bucket, matrices));
+      const PowerSgdPlan plan = psgd->plan(st.worker[0]);
+      st.scratch.resize(plan.p_floats + plan.q_floats);
       break;
     }
   }
   st.gather.resize(words(st.slot_bytes) * world);
   st.wire_bytes = compressed_allreduce_wire_bytes(codec, n, world);
+  if (st.aggregation == Aggregation::kLinear && world > 1) {  // the factors of its own matrices
+    const PowerSgdPlan plan = static_cast<const PowerSgdCodec&>(codec).plan(st.worker[0]);
+    st.wire_bytes =
+        2 * size_t(world - 1) * (plan.p_floats + plan.q_floats) * sizeof(float) / size_t(world);
+  }
   return st;
 }
 

@@ -49,8 +49,11 @@ struct CompressedAllreduceState {
   void add_residuals(std::span<double> acc) const;
 };
 
+// `matrices` (optional) are the bucket's matrices end to end (codec.h, MatrixDims); PowerSGD
+// compresses each on its own, the other codecs ignore them.
 CompressedAllreduceState make_compressed_allreduce_state(const Codec& codec, size_t n, int world,
-                                                         int rank, const std::string& bucket);
+                                                         int rank, const std::string& bucket,
+                                                         std::span<const MatrixDims> matrices = {});
 
 // In place: data becomes the decoded sum over ranks, the same bits on every rank. Every rank
 // calls with the same codec, bucket size and order. NaN/Inf in data throws NumericError
@@ -60,6 +63,7 @@ void compressed_allreduce(comm::Communicator& c, const Codec& codec, std::span<f
 
 // Bytes one rank sends per compressed_allreduce of n elements over `world` ranks, and the
 // same for a plain fp32 ring allreduce (2 (N-1)/N * 4n), for logs and the bench.
+// (For PowerSGD, with the default view; a state with matrices holds its own in wire_bytes.)
 size_t compressed_allreduce_wire_bytes(const Codec& codec, size_t n, int world);
 size_t fp32_allreduce_wire_bytes(size_t n, int world);
 

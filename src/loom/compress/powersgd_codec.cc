@@ -124,19 +124,49 @@ size_t PowerSgdCodec::encoded_bytes(size_t n) const {
   return (s.rows + s.cols) * s.rank * sizeof(float);
 }
 
-uint64_t PowerSgdCodec::refill_key(const CodecState& state) const {
+uint64_t PowerSgdCodec::refill_key(const CodecState& state, size_t block) const {
   uint64_t h = 1469598103934665603ull;  // FNV-1a of the bucket name: same on every rank
   for (char ch : state.bucket) h = (h ^ uint8_t(ch)) * 1099511628211ull;
-  return derive_key(seed_, 0, RngPurpose::kCodec, h ^ state.steps);
+  return derive_key(seed_, 0, RngPurpose::kCodec, h ^ state.steps) ^ (uint64_t(block) << 40);
+}
+
+PowerSgdPlan PowerSgdCodec::plan(const CodecState& state) const {
+  PowerSgdPlan plan;
+  auto add = [&](size_t offset, size_t n, MatrixShape s) {
+    plan.blocks.push_back({offset, n, s, plan.p_floats, plan.q_floats});
+    plan.p_floats += s.rows * s.rank;
+    plan.q_floats += s.cols * s.rank;
+  };
+  if (state.matrices.empty()) {
+    if (state.n > 0) add(0, state.n, shape(state.n));
+    return plan;
+  }
+  size_t offset = 0;
+  for (const MatrixDims& d : state.matrices) {
+    MatrixShape s{d.rows, d.cols, std::min({rank_, d.rows, d.cols})};
+    if (d.rows * d.cols > 0) add(offset, d.rows * d.cols, s);
+    offset += d.rows * d.cols;
+  }
+  return plan;
 }
 
 CodecState PowerSgdCodec::make_state(size_t n, const std::string& bucket) const {
+  return make_state(n, bucket, {});
+}
+
+CodecState PowerSgdCodec::make_state(size_t n, const std::string& bucket,
+                                     std::span<const MatrixDims> matrices) const {
   CodecState st = Codec::make_state(n, bucket);
-  MatrixShape s = shape(n);
-  st.rows = s.rows;
-  st.cols = s.cols;
-  st.aux.assign(s.cols * s.rank, 0.0f);
-  refill_zero_columns(st.aux.data(), s.cols, s.rank, refill_key(st));
+  st.matrices.assign(matrices.begin(), matrices.end());
+  size_t total = 0;
+  for (const MatrixDims& d : matrices) total += d.rows * d.cols;
+  LOOM_CHECK(matrices.empty() || total == n,
+             "powersgd: the matrices of {} hold {} elements, not {}", bucket, total, n);
+  const PowerSgdPlan p = plan(st);
+  st.aux.assign(p.q_floats, 0.0f);
+  for (size_t b = 0; b < p.blocks.size(); ++b)
+    refill_zero_columns(st.aux.data() + p.blocks[b].q, p.blocks[b].s.cols, p.blocks[b].s.rank,
+                        refill_key(st, b));
   return st;
 }
 
@@ -151,6 +181,8 @@ bool PowerSgdCodec::encode_impl(const float* grad, CodecState& state, std::byte*
   }
   if (bad) return false;
   if (n == 0) return true;
+  LOOM_CHECK(state.matrices.empty(), "powersgd: encode() of {} uses the default view only",
+             state.bucket);
   float* p = reinterpret_cast<float*>(out);
   float* q = p + s.rows * s.rank;
   refill_zero_columns(state.aux.data(), s.cols, s.rank, refill_key(state));

@@ -13,10 +13,21 @@
 // (powersgd_allreduce in compressed_allreduce.h); each worker keeps M_i - P (M_i^T P)^T, so the
 // residuals still sum to exactly what the aggregate did not send.
 //
-// Packed layout: float P[rows * r]; float Q[cols * r].
+// A flat bucket has no shape, and a wrong one destroys the low-rank structure that PowerSGD
+// relies on: a layer's weight gradient sum_b dy_b x_b^T has low rank as an [out, in] matrix,
+// but rows cut at any other width mix parts of different output rows. So the compressed
+// allreduce takes the bucket's real matrices (CodecState::matrices: each layer's weight
+// [out, in] and its bias as [1, out]) and runs one power step per matrix; a [1, c] matrix
+// gets rank 1 and is sent exactly (c + 1 floats), as Vogels et al. send 1-D tensors
+// uncompressed. The single-worker encode()/decode() below use the default view (one
+// rows x cols matrix as above).
+//
+// Packed layout: float P[rows * r]; float Q[cols * r] (per matrix: all P, then all Q).
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "loom/compress/codec.h"
 
@@ -29,6 +40,19 @@ struct MatrixShape {
 };
 // The shape a bucket of n elements takes (cols_hint 0: ceil(sqrt(n))).
 MatrixShape powersgd_shape(size_t n, size_t cols_hint, size_t rank);
+
+// One matrix of a bucket's layout and where its factors sit: elements [offset, offset + n) of
+// the bucket, P at p in the concatenated P factors, Q at q in the concatenated Q factors
+// (and in CodecState::aux, the warm start).
+struct PowerSgdBlock {
+  size_t offset = 0, n = 0;
+  MatrixShape s;
+  size_t p = 0, q = 0;
+};
+struct PowerSgdPlan {
+  std::vector<PowerSgdBlock> blocks;
+  size_t p_floats = 0, q_floats = 0;
+};
 
 // Building blocks, on M = the first n elements of a rows x cols row-major matrix.
 // P = M Q (p: rows x r, q: cols x r, both row-major).
@@ -57,8 +81,15 @@ class PowerSgdCodec : public Codec {
   Aggregation aggregation() const override { return Aggregation::kLinear; }
   // Allocates the residual and Q, random normal from (seed, bucket name).
   CodecState make_state(size_t n, const std::string& bucket) const override;
+  // The same for a bucket made of `matrices` (their sizes must add up to n); empty: the
+  // default view. Only compressed_allreduce uses such states.
+  CodecState make_state(size_t n, const std::string& bucket,
+                        std::span<const MatrixDims> matrices) const;
   MatrixShape shape(size_t n) const { return powersgd_shape(n, cols_, rank_); }
-  uint64_t refill_key(const CodecState& state) const;
+  // The matrices of a state, with their ranks min(r, rows, cols) and factor offsets.
+  PowerSgdPlan plan(const CodecState& state) const;
+  // Seeds the zero-column refill of block `block` of a state (the same on every rank).
+  uint64_t refill_key(const CodecState& state, size_t block = 0) const;
 
  protected:
   bool encode_impl(const float* grad, CodecState& state, std::byte* out) const override;

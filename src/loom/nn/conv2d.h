@@ -15,6 +15,9 @@ class Conv2d final : public Layer {
   std::string describe() const override;
   Shape build(const Shape& input) override;
   int64_t num_params() const override { return out_c_ * in_c_ * k_ * k_ + out_c_; }
+  std::vector<std::array<int64_t, 2>> param_matrices() const override {
+    return {{out_c_, in_c_ * k_ * k_}, {1, out_c_}};  // weights, then bias
+  }
   void bind(float* params, float* grads) override;
   void init_params(Rng& rng, Backend& backend) override;
   int64_t flops_per_sample() const override { return 2 * out_c_ * in_c_ * k_ * k_ * oh_ * ow_; }

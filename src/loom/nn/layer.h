@@ -2,6 +2,7 @@
 // buffers (ARCHITECTURE.md, "One flat buffer") and compute through the Backend only.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -33,6 +34,12 @@ class Layer {
   // Throws ConfigError for a shape the layer cannot take.
   virtual Shape build(const Shape& input) = 0;
   virtual int64_t num_params() const { return 0; }
+  // How the parameters form matrices, end to end, as {rows, cols} (row-major), for codecs
+  // that use the shape (PowerSGD). Default: one row of all of them.
+  virtual std::vector<std::array<int64_t, 2>> param_matrices() const {
+    if (num_params() == 0) return {};
+    return {{1, num_params()}};
+  }
   // Views into the model's flat buffers, num_params() floats each.
   virtual void bind(float* params, float* grads) {}
   virtual void init_params(Rng& rng, Backend& backend) {}

@@ -12,6 +12,10 @@ class Linear final : public Layer {
   std::string describe() const override;
   Shape build(const Shape& input) override;
   int64_t num_params() const override { return in_ * out_ + (bias_ ? out_ : 0); }
+  std::vector<std::array<int64_t, 2>> param_matrices() const override {
+    if (!bias_) return {{out_, in_}};
+    return {{out_, in_}, {1, out_}};  // W [out, in], then b
+  }
   void bind(float* params, float* grads) override;
   // PyTorch's default: U(-1/sqrt(in), 1/sqrt(in)) for weights and bias.
   void init_params(Rng& rng, Backend& backend) override;

@@ -39,7 +39,8 @@ AllreduceStrategy::AllreduceStrategy(comm::Communicator& comm, nn::Model& model,
     const size_t n = size_t(buckets_[b].count);
     if (compressed()) {
       codec_states_.push_back(compress::make_compressed_allreduce_state(
-          *options_.codec, n, world, comm_.rank(), fmt::format("bucket {}", b)));
+          *options_.codec, n, world, comm_.rank(), fmt::format("bucket {}", b),
+          bucket_matrices(model, buckets_[b])));
       bytes_per_step_ += int64_t(codec_states_.back().wire_bytes);
     } else if (world > 1) {
       bytes_per_step_ += int64_t(compress::fp32_allreduce_wire_bytes(n, world));

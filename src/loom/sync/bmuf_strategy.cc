@@ -31,7 +31,8 @@ BmufStrategy::BmufStrategy(comm::Communicator& comm, nn::Model& model, optim::Op
     const size_t count = size_t(chunks_[c].count);
     if (compressed()) {
       codec_states_.push_back(compress::make_compressed_allreduce_state(
-          *options_.codec, count, world, comm_.rank(), fmt::format("block delta chunk {}", c)));
+          *options_.codec, count, world, comm_.rank(), fmt::format("block delta chunk {}", c),
+          bucket_matrices(model, chunks_[c])));
       bytes_per_block_ += int64_t(codec_states_.back().wire_bytes);
     } else if (world > 1) {
       bytes_per_block_ += int64_t(compress::fp32_allreduce_wire_bytes(count, world));

@@ -23,6 +23,23 @@ std::vector<Bucket> plan_buckets(const std::vector<nn::ParamRange>& ranges, int6
   return buckets;
 }
 
+std::vector<compress::MatrixDims> bucket_matrices(const nn::Model& model, const Bucket& bucket) {
+  std::vector<compress::MatrixDims> out;
+  int64_t covered = 0;
+  for (const auto& r : model.param_ranges()) {  // model order = increasing offsets
+    if (r.offset < bucket.offset || r.offset >= bucket.offset + bucket.count) continue;
+    int64_t sum = 0;
+    for (const auto& [rows, cols] : model.layers()[size_t(r.layer)]->param_matrices()) {
+      out.push_back({size_t(rows), size_t(cols)});
+      sum += rows * cols;
+    }
+    LOOM_CHECK_EQ(sum, r.count);
+    covered += r.count;
+  }
+  LOOM_CHECK_EQ(covered, bucket.count);
+  return out;
+}
+
 BucketTracker::BucketTracker(const std::vector<nn::ParamRange>& ranges,
                              const std::vector<Bucket>& buckets) {
   for (const auto& r : ranges) {

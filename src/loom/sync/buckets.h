@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "loom/compress/codec.h"
 #include "loom/nn/model.h"
 
 namespace loom::sync {
@@ -19,6 +20,10 @@ struct Bucket {
 
 // Buckets in the order they become ready. max_bytes <= 0 puts everything in one bucket.
 std::vector<Bucket> plan_buckets(const std::vector<nn::ParamRange>& ranges, int64_t max_bytes);
+
+// The bucket's parameters as matrices end to end (each layer's Layer::param_matrices), for
+// codecs that use the shape (PowerSGD).
+std::vector<compress::MatrixDims> bucket_matrices(const nn::Model& model, const Bucket& bucket);
 
 // Tracks readiness during one backward: ready(range) returns the index of the bucket that the
 // range completes, or -1.
