@@ -16,7 +16,7 @@ root=$(cd "$here/.." && pwd)
 LOOM=${LOOM:-$root/build/loom}
 EPOCHS=${EPOCHS:-10}
 WORKERS=${WORKERS:-2}
-CONFIGS=${CONFIGS:-"fp32 int8 onebit onebit-noef topk1 powersgd4 bmuf8"}
+CONFIGS=${CONFIGS:-"fp32 int8 onebit onebit-noef topk1 topk1-mc powersgd4 bmuf8"}
 EXTRA=${EXTRA:-}
 while [ $# -gt 0 ]; do
   case $1 in
@@ -40,6 +40,7 @@ config_args() {
     onebit) echo "codec=onebit" ;;
     onebit-noef) echo "codec=onebit codec.error_feedback=false" ;;
     topk1) echo "codec=topk codec.topk_fraction=0.01" ;;
+    topk1-mc) echo "codec=topk codec.topk_fraction=0.01 sync.momentum_correction=true" ;;
     powersgd4) echo "codec=powersgd codec.powersgd_rank=4" ;;
     bmuf8) echo "sync=bmuf bmuf.tau=8" ;;
     bmuf8-onebit) echo "sync=bmuf bmuf.tau=8 codec=onebit" ;;

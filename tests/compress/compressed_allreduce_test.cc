@@ -13,6 +13,7 @@
 #include "comm/p2p_only.h"
 #include "compress/codec_test_util.h"
 #include "loom/comm/thread/thread_world.h"
+#include "loom/compress/powersgd_codec.h"
 #include "loom/core/error.h"
 
 namespace loom::compress {
@@ -152,6 +153,64 @@ TEST(CompressedAllreduceErrors, NanOnOneRankNamesTheBucket) {
   } catch (const NumericError& e) {
     EXPECT_NE(std::string(e.what()).find("bucket 9"), std::string::npos) << e.what();
   }
+}
+
+// PowerSGD with the bucket's real matrices: a weight that is rank 1 on each rank (rank 2
+// summed) and a bias. With rank 2 one power step recovers the sum exactly, matrix by matrix;
+// the flat default view of the same bucket (cut at ceil(sqrt(n)) columns) does not, which is
+// why the strategies pass the layers' shapes.
+TEST(CompressedAllreducePowerSgd, UsesTheBucketMatrices) {
+  const int world = 2;
+  const size_t rows = 12, cols = 9, bias = 5, n = rows * cols + bias;
+  const std::vector<MatrixDims> matrices = {{rows, cols}, {1, bias}};
+  auto codec = std::make_unique<PowerSgdCodec>(2);  // the bias gets rank 1
+  auto data_of = [&](int rank) {
+    auto u = random_normal(rows, 11 + rank), v = random_normal(cols, 21 + rank),
+         b = random_normal(bias, 31 + rank);
+    std::vector<float> d(n);
+    for (size_t i = 0; i < rows; ++i)
+      for (size_t j = 0; j < cols; ++j) d[i * cols + j] = u[i] * v[j];
+    for (size_t j = 0; j < bias; ++j) d[rows * cols + j] = b[j];
+    return d;
+  };
+  std::vector<double> exact(n, 0.0);
+  for (int r = 0; r < world; ++r) {
+    auto d = data_of(r);
+    for (size_t i = 0; i < n; ++i) exact[i] += d[i];
+  }
+  for (bool shaped : {true, false}) {
+    std::vector<std::vector<float>> out(world);
+    size_t wire = 0;
+    comm::ThreadWorld tw(world);
+    tw.run([&](comm::Communicator& c) {
+      auto st = make_compressed_allreduce_state(
+          *codec, n, world, c.rank(), "b",
+          shaped ? std::span<const MatrixDims>(matrices) : std::span<const MatrixDims>());
+      auto d = data_of(c.rank());
+      compressed_allreduce(c, *codec, d, st);
+      out[size_t(c.rank())] = d;
+      if (c.rank() == 0) wire = st.wire_bytes;
+    });
+    double err = 0, norm = 0;
+    for (size_t i = 0; i < n; ++i) {
+      err += (out[0][i] - exact[i]) * (out[0][i] - exact[i]);
+      norm += exact[i] * exact[i];
+    }
+    EXPECT_EQ(out[0], out[1]);
+    if (shaped) {
+      EXPECT_LT(err / norm, 1e-10);
+      // P and Q of both matrices: (12 + 9) x 2 and (1 + 5) x 1 floats, half of it sent.
+      EXPECT_EQ(wire, ((rows + cols) * 2 + (1 + bias)) * sizeof(float));
+    } else {
+      EXPECT_GT(err / norm, 1e-3);
+    }
+  }
+}
+
+TEST(CompressedAllreducePowerSgd, MatricesMustCoverTheBucket) {
+  auto codec = codec_named("powersgd");
+  const std::vector<MatrixDims> matrices = {{3, 4}};
+  EXPECT_THROW(make_compressed_allreduce_state(*codec, 13, 2, 0, "b", matrices), Error);
 }
 
 TEST(CompressedAllreduceWire, BytesPerStepAgainstFp32) {

@@ -92,6 +92,21 @@ TEST(KernelsRef, Int8EncodeAndDecodeMatchReference) {
       }
 }
 
+TEST(KernelsRef, Int8DecodesEveryCodeLikeTheTable) {
+  // The fast decoder computes table[c] * absmax arithmetically: all 256 codes, both modes,
+  // block maxima including 0 and extreme ones.
+  const size_t block = 256, n = 4 * block + 8;
+  std::vector<uint8_t> codes(n);
+  for (size_t i = 0; i < n; ++i) codes[i] = uint8_t(i * 37 + i / block);
+  const std::vector<float> absmax = {0.0f, 1.0f, 3.7e-30f, 1.7e30f, 0.3f};
+  for (auto mode : {DecodeMode::kWrite, DecodeMode::kAccumulate}) {
+    std::vector<float> a(n, 0.25f), b(n, 0.25f);
+    int8_decode(absmax.data(), codes.data(), n, block, a.data(), mode);
+    int8_decode_ref(absmax.data(), codes.data(), n, block, b.data(), mode);
+    ASSERT_EQ(0, std::memcmp(a.data(), b.data(), n * sizeof(float)));
+  }
+}
+
 TEST(KernelsRef, OnebitEncodeAndDecodeMatchReference) {
   for (size_t column : {32, 64, 512})
     for (size_t n : kLengths)

@@ -114,6 +114,27 @@ TEST(AllreduceCodec, LossyCodecsTrain) {
   }
 }
 
+TEST(AllreduceCodec, MomentumCorrectionAtFullDensityIsSgdWithoutMomentum) {
+  // DGC's momentum factor masking (Lin et al. 2018): top-k of 100% sends every pending entry,
+  // so each worker's velocity is cleared every step and the sum is applied without momentum.
+  Config plain = tiny_config();
+  plain.set("optim.momentum", 0.0);
+  const testing::TinyRun sgd = run_tiny(plain, 2, 20, 16);
+  Config cfg = tiny_config();
+  cfg.set("optim.momentum", 0.9);
+  cfg.set("codec", std::string("topk"));
+  cfg.set("codec.topk_fraction", 1.0);
+  cfg.set("sync.momentum_correction", true);
+  const testing::TinyRun mc = run_tiny(cfg, 2, 20, 16);
+  EXPECT_NE(mc.describe.find("momentum correction"), std::string::npos) << mc.describe;
+  EXPECT_TRUE(mc.replicas_equal);
+  EXPECT_LT(max_abs_diff(sgd.final_params, mc.final_params), 1e-5);
+  // At 5% it still trains.
+  cfg.set("codec.topk_fraction", 0.05);
+  const testing::TinyRun sparse = run_tiny(cfg, 2, 300, 16);
+  EXPECT_LT(sparse.mean_loss(250, 300), 0.5 * sparse.mean_loss(0, 10));
+}
+
 TEST(AllreduceCodec, OnebitNeedsErrorFeedback) {
   Config cfg = tiny_config();
   cfg.set("codec", std::string("onebit"));

@@ -58,6 +58,18 @@ TEST(StrategyConfig, BadKeysNameTheKey) {
   EXPECT_EQ(config_error(testing::tiny_config()), "");
 }
 
+TEST(StrategyConfig, MomentumCorrectionNeedsTopkAndSgdMomentum) {
+  Config cfg = testing::tiny_config();
+  cfg.set("sync.momentum_correction", true);
+  cfg.set("optim.momentum", 0.9);
+  cfg.set("codec", std::string("int8"));
+  EXPECT_NE(config_error(cfg).find("sync.momentum_correction"), std::string::npos);
+  cfg.set("codec", std::string("topk"));
+  EXPECT_EQ(config_error(cfg), "");
+  cfg.set("optim.momentum", 0.0);
+  EXPECT_NE(config_error(cfg).find("optim.momentum > 0"), std::string::npos);
+}
+
 TEST(StrategyConfig, KeysAreDeclared) {
   std::vector<std::string> want = {"sync",          "bmuf.tau",
                                    "bmuf.eta",      "bmuf.zeta",

@@ -105,6 +105,34 @@ void int8_decode_ref(const float* absmax, const uint8_t* codes, size_t n, size_t
 #if LOOM_COMPRESS_AVX2
 namespace {
 
+// The level tops 10^-e indexed by the float exponent byte of m_e = 2^k (k = 6 - e): a
+// permute reads the low 3 bits, (127 + k) mod 8, so k sits at slot (k + 7) mod 8.
+alignas(32) constexpr float kInvScaleByK[8] = {1e-5f, 1e-4f, 1e-3f, 1e-2f,
+                                               1e-1f, 1e0f,  0.0f,  1e-6f};
+
+// table[c] * amax for 8 codes c (int32 lanes, 0..255), computed as build_table() does and
+// without a gather: for mi = c & 0x7f, float(mi) = 2^k * 1.f exactly, so its exponent gives
+// m_e = 2^k (e = 6 - k), q = mi - m_e + 1, and kStep[e] = 0.9f * 2^-k exactly (a power-of-two
+// scaling), built from the exponent bits. mi = 0 is +-0.
+inline __m256 decode8(__m256i c, __m256 amax) {
+  const __m256i exp_bits = _mm256_set1_epi32(0x7f800000);
+  __m256i mi = _mm256_and_si256(c, _mm256_set1_epi32(0x7f));
+  __m256 mf = _mm256_cvtepi32_ps(mi);
+  __m256i pow_bits = _mm256_and_si256(_mm256_castps_si256(mf), exp_bits);  // 2^k (0 if mi = 0)
+  __m256 q = _mm256_add_ps(_mm256_sub_ps(mf, _mm256_castsi256_ps(pow_bits)), _mm256_set1_ps(1.0f));
+  // 2^-k has exponent bits (127 - k) << 23 = (254 << 23) - pow_bits.
+  __m256 inv_pow = _mm256_castsi256_ps(_mm256_sub_epi32(_mm256_set1_epi32(254 << 23), pow_bits));
+  __m256 step = _mm256_mul_ps(_mm256_set1_ps(0.9f), inv_pow);
+  __m256 inv_scale =
+      _mm256_permutevar8x32_ps(_mm256_load_ps(kInvScaleByK), _mm256_srli_epi32(pow_bits, 23));
+  __m256 lvl =
+      _mm256_mul_ps(_mm256_add_ps(_mm256_set1_ps(0.1f), _mm256_mul_ps(q, step)), inv_scale);
+  __m256 v = _mm256_mul_ps(lvl, amax);
+  __m256 nonzero = _mm256_castsi256_ps(_mm256_cmpgt_epi32(mi, _mm256_setzero_si256()));
+  __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24);
+  return _mm256_or_ps(_mm256_and_ps(v, nonzero), _mm256_castsi256_ps(sign));
+}
+
 // Codes of 8 values s (already g + r), as int32 lanes, and their new residuals. Permutes
 // are the scarce resource (one shuffle port), so the per-level constants that are powers of
 // two times another constant are computed instead of looked up.
@@ -126,17 +154,11 @@ inline __m256i encode8(__m256 s, __m256 inv, __m256 amax, __m256* resid) {
   __m256i mi = _mm256_cvttps_epi32(_mm256_add_ps(q, _mm256_sub_ps(cnt, _mm256_set1_ps(1.0f))));
   __m256i sign = _mm256_srli_epi32(
       _mm256_and_si256(_mm256_castps_si256(s), _mm256_castps_si256(sign_mask)), 24);
-  // The decoded value table[code] * absmax, computed as magnitude() does (no gather: gathers
-  // are slow on CPUs with the GDS microcode fix).
-  __m256 step = _mm256_permutevar8x32_ps(_mm256_load_ps(kStep), e);
-  __m256 inv_scale = _mm256_permutevar8x32_ps(_mm256_load_ps(kInvScale), e);
-  __m256 below = _mm256_permutevar8x32_ps(_mm256_load_ps(kInvScaleBelow), e);
-  __m256 lvl =
-      _mm256_mul_ps(_mm256_add_ps(_mm256_set1_ps(0.1f), _mm256_mul_ps(q, step)), inv_scale);
-  __m256 mag = _mm256_blendv_ps(lvl, below, _mm256_cmp_ps(q, _mm256_setzero_ps(), _CMP_EQ_OQ));
-  __m256 d = _mm256_xor_ps(_mm256_mul_ps(mag, amax), _mm256_and_ps(s, sign_mask));
-  *resid = _mm256_sub_ps(s, d);
-  return _mm256_or_si256(mi, sign);
+  __m256i code = _mm256_or_si256(mi, sign);
+  // The decoded value table[code] * absmax from the code itself (no gather: gathers are slow
+  // on CPUs with the GDS microcode fix), exactly as decode computes it.
+  *resid = _mm256_sub_ps(s, decode8(code, amax));
+  return code;
 }
 
 }  // namespace
@@ -204,9 +226,9 @@ void int8_decode(const float* absmax, const uint8_t* codes, size_t n, size_t blo
     size_t vec = len & ~size_t(7);
     __m256 amax = _mm256_set1_ps(absmax[bi]);
     for (size_t i = 0; i < vec; i += 8) {
-      __m256i idx =
+      __m256i c =
           _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + b0 + i)));
-      __m256 v = _mm256_mul_ps(_mm256_i32gather_ps(table, idx, 4), amax);
+      __m256 v = decode8(c, amax);
       if (mode == DecodeMode::kAccumulate) v = _mm256_add_ps(_mm256_loadu_ps(out + b0 + i), v);
       _mm256_storeu_ps(out + b0 + i, v);
     }

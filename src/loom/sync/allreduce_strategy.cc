@@ -5,6 +5,7 @@
 #include "loom/core/error.h"
 #include "loom/core/timer.h"
 #include "loom/core/trace.h"
+#include "loom/optim/optimizer.h"
 #include "loom/sync/codec_state_io.h"
 
 namespace loom::sync {
@@ -34,6 +35,13 @@ AllreduceStrategy::AllreduceStrategy(comm::Communicator& comm, nn::Model& model,
   LOOM_CHECK(model.backend().device() == Device::kCpu,
              "the allreduce strategy over host transports needs host memory");
   if (options_.overlap && comm_.size() > 1) queue_ = std::make_unique<BackgroundQueue>();
+  if (options_.momentum_correction != 0.0f) {
+    LOOM_CHECK(options_.codec && options_.codec->aggregation() == compress::Aggregation::kGather,
+               "momentum correction needs a sparsifying codec (topk)");
+    plain_sgd_ = std::make_unique<optim::Sgd>(model.backend(), model.num_params(), 0.0f,
+                                              options_.sgd_weight_decay, false);
+    for (const Bucket& b : buckets_) local_velocity_.emplace_back(size_t(b.count), 0.0f);
+  }
   const int world = comm_.size();
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const size_t n = size_t(buckets_[b].count);
@@ -52,12 +60,13 @@ std::string AllreduceStrategy::describe() const {
   const int64_t fp32 =
       int64_t(compress::fp32_allreduce_wire_bytes(size_t(model_.num_params()), comm_.size()));
   const bool sharded = options_.shard_optimizer && !options_.codec;
-  return fmt::format("allreduce over {} ({} workers), {} buckets of <= {} KiB, {}{}; {}",
+  return fmt::format("allreduce over {} ({} workers), {} buckets of <= {} KiB, {}{}{}; {}",
                      comm_.name(), comm_.size(), buckets_.size(), options_.bucket_bytes >> 10,
                      options_.overlap ? "overlapped with backward" : "after backward",
                      sharded                    ? ", optimizer sharded"
                      : options_.shard_optimizer ? ", optimizer not sharded (codec)"
                                                 : "",
+                     plain_sgd_ ? ", momentum correction (DGC)" : "",
                      describe_wire(options_.codec.get(), bytes_per_step_, fp32));
 }
 
@@ -95,10 +104,24 @@ void AllreduceStrategy::combine(int b) {
   } else if (compressed()) {
     // The decoded sum is the same bits on every rank, so full updates keep replicas equal.
     compress::CompressedAllreduceState& st = codec_states_[size_t(b)];
+    float* u = plain_sgd_ ? local_velocity_[size_t(b)].data() : nullptr;
+    if (u) {  // momentum correction: send the local velocity u = m u + g
+      const float m = options_.momentum_correction;
+      for (size_t i = 0; i < n; ++i) grads[i] = u[i] = m * u[i] + grads[i];
+    }
     phase.next("compressed allreduce", "comm");
     compress::compressed_allreduce(comm_, *options_.codec, std::span<float>(grads, n), st);
     phase.next("optimizer", "optim");
-    optimizer_.update(params, grads, bucket.offset, bucket.count, lr_);
+    if (u) {
+      // Momentum factor masking: where the codec sent all that was pending (its residual is
+      // now zero), that velocity has been applied; keeping it would apply it again.
+      const float* r = st.worker[0].residual.data();
+      for (size_t i = 0; i < n; ++i)
+        if (r[i] == 0.0f) u[i] = 0.0f;
+      plain_sgd_->update(params, grads, bucket.offset, bucket.count, lr_);
+    } else {
+      optimizer_.update(params, grads, bucket.offset, bucket.count, lr_);
+    }
     comm_bytes_ += int64_t(st.wire_bytes);
   } else if (options_.shard_optimizer) {
     phase.next("reduce-scatter", "comm");
@@ -157,11 +180,16 @@ namespace loom::sync {
 void AllreduceStrategy::save_state(StrategyState& out) const {
   for (size_t b = 0; b < codec_states_.size(); ++b)
     save_codec_states(codec_states_[b], fmt::format("bucket{}", b), out);
+  for (size_t b = 0; b < local_velocity_.size(); ++b)
+    out.floats[fmt::format("bucket{}.local_velocity", b)] = local_velocity_[b];
 }
 
 void AllreduceStrategy::restore_state(const StrategyState& in) {
   for (size_t b = 0; b < codec_states_.size(); ++b)
     restore_codec_states(codec_states_[b], fmt::format("bucket{}", b), in);
+  for (size_t b = 0; b < local_velocity_.size(); ++b)
+    local_velocity_[b] =
+        in.need_floats(fmt::format("bucket{}.local_velocity", b), local_velocity_[b].size());
 }
 
 }  // namespace loom::sync

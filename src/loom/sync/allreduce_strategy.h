@@ -36,6 +36,15 @@ struct AllreduceOptions {
   // nullptr: plain fp32 collectives. Otherwise every bucket goes through the compressed
   // allreduce with this codec (the identity codec included, which tests use).
   std::shared_ptr<const compress::Codec> codec;
+  // Momentum correction with momentum factor masking (Lin et al., ICLR 2018, "Deep Gradient
+  // Compression", sections 3.2 and 3.3), for a sparsifying codec (top-k): each worker keeps
+  // its own velocity u = m u + g and sends u through the codec (whose residual then
+  // accumulates velocity, not gradients); u is zeroed where the codec sent everything that
+  // was pending; the decoded sum is applied as plain SGD (sgd_weight_decay, no momentum), so
+  // momentum is not applied twice. 0 = off; otherwise m (sync.momentum_correction takes
+  // optim.momentum).
+  float momentum_correction = 0.0f;
+  float sgd_weight_decay = 0.0f;
 };
 
 class AllreduceStrategy final : public Strategy {
@@ -49,7 +58,8 @@ class AllreduceStrategy final : public Strategy {
   void on_gradients_ready(const nn::ParamRange& range) override;
   void end_step() override;
   // Codec state per bucket: worker- and owner-side residuals, PowerSGD's Q, encode counts
-  // (sections "bucket<b>.worker<j>.{residual,aux,steps}", "bucket<b>.owner.*").
+  // (sections "bucket<b>.worker<j>.{residual,aux,steps}", "bucket<b>.owner.*"), and with
+  // momentum correction each bucket's local velocity ("bucket<b>.local_velocity").
   void save_state(StrategyState& out) const override;
   void restore_state(const StrategyState& in) override;
 
@@ -68,6 +78,9 @@ class AllreduceStrategy final : public Strategy {
   std::vector<Bucket> buckets_;
   BucketTracker tracker_;
   std::vector<compress::CompressedAllreduceState> codec_states_;  // one per bucket
+  // Momentum correction: each bucket's local velocity, and the momentum-free update.
+  std::vector<std::vector<float>> local_velocity_;
+  std::unique_ptr<optim::Optimizer> plain_sgd_;
   std::unique_ptr<BackgroundQueue> queue_;
   int64_t bytes_per_step_ = 0;
   float lr_ = 0;

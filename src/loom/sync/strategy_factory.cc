@@ -31,6 +31,9 @@ std::vector<ConfigKeySpec> sync_config_keys() {
       {"sync.shard_optimizer", ConfigType::kBool, "true",
        "reduce-scatter, update own block, all-gather (else allreduce + full update; off with "
        "a codec)"},
+      {"sync.momentum_correction", ConfigType::kBool, "false",
+       "with codec = \"topk\": each worker sends its own velocity and the sum is applied "
+       "without momentum (DGC, Lin et al. 2018)"},
       {"bmuf.tau", ConfigType::kInt, "8", "bmuf: local steps per block (>= 1)"},
       {"bmuf.eta", ConfigType::kDouble, "1 - 1/N", "bmuf: block momentum in [0, 1)"},
       {"bmuf.zeta", ConfigType::kDouble, "1", "bmuf: block learning rate in (0, 100]"},
@@ -82,6 +85,19 @@ std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& c
   opts.overlap = cfg.get_bool("sync.overlap", true);
   opts.shard_optimizer = cfg.get_bool("sync.shard_optimizer", true);
   opts.codec = codec_from_config(cfg);
+  if (cfg.get_bool("sync.momentum_correction", false)) {
+    auto bad = [&](const std::string& why) {
+      return ConfigError(fmt::format("{}: key 'sync.momentum_correction': {}",
+                                     cfg.where("sync.momentum_correction"), why));
+    };
+    if (!opts.codec || opts.codec->aggregation() != compress::Aggregation::kGather)
+      throw bad("needs codec = \"topk\" (a sparsifying codec)");
+    if (cfg.get_string("optim.name", "sgd") != "sgd" || cfg.get_bool("optim.nesterov", false))
+      throw bad("needs optim.name = \"sgd\" without Nesterov");
+    opts.momentum_correction = float(cfg.get_double("optim.momentum", 0.9, 0.0, 0.999999));
+    if (opts.momentum_correction == 0.0f) throw bad("needs optim.momentum > 0");
+    opts.sgd_weight_decay = float(cfg.get_double("optim.weight_decay", 0.0, 0.0, 1.0));
+  }
   return std::make_unique<AllreduceStrategy>(comm, model, optimizer, std::move(opts));
 }
 
