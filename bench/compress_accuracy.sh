@@ -8,8 +8,9 @@
 # batch 128 per worker, seed 0) with `loom train` on the thread transport (accuracy does not
 # depend on the transport). Prints a table (test accuracy after the last epoch, its
 # difference from fp32 in points, bytes per step) and one JSON object per line
-# ({"bench":"compress_accuracy",...}). 10 epochs x 7 configs takes ~30-60 min on 2 cores;
-# --epochs 3 gives a shorter version.
+# ({"bench":"compress_accuracy",...}). At 10 epochs one config takes 4-20 min on the shared
+# 2-core box (8 configs; topk1-mc is top-k with DGC momentum correction); run long jobs
+# under /work/tools/long, one config at a time with --configs NAME if need be.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -25,7 +26,7 @@ while [ $# -gt 0 ]; do
     --workers) WORKERS=$2; shift 2 ;;
     --configs) CONFIGS=$2; shift 2 ;;
     --set) EXTRA="$EXTRA $2"; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "compress_accuracy.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
