@@ -26,7 +26,7 @@ while [ $# -gt 0 ]; do
     --workers) WORKERS=$2; shift 2 ;;
     --configs) CONFIGS=$2; shift 2 ;;
     --set) EXTRA="$EXTRA $2"; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "compress_accuracy.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
