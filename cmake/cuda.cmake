@@ -36,16 +36,16 @@ target_link_libraries(loom_tensor_cuda PUBLIC loom_core CUDA::cudart CUDA::cubla
 target_link_libraries(loom_tensor PUBLIC loom_tensor_cuda)
 target_link_libraries(loom_tensor_cuda PUBLIC loom_tensor)
 
-# The NCCL communicator, when NCCL is installed (with the toolkit on these machines).
-find_library(LOOM_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
-find_path(LOOM_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
-file(GLOB LOOM_NCCL_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/loom/comm/nccl/*.cc
-     ${CMAKE_SOURCE_DIR}/src/loom/comm/nccl/*.cu)
-if(LOOM_NCCL_LIBRARY AND LOOM_NCCL_INCLUDE_DIR AND LOOM_NCCL_SOURCES)
+# The NCCL communicator and world (the nccl transport), when CMakeLists.txt found NCCL
+# (LOOM_HAVE_NCCL). The transport registry in loom_comm names them: linked both ways, as MPI.
+if(LOOM_HAVE_NCCL)
+  file(GLOB LOOM_NCCL_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/loom/comm/nccl/*.cc
+       ${CMAKE_SOURCE_DIR}/src/loom/comm/nccl/*.cu)
   add_library(loom_comm_nccl STATIC ${LOOM_NCCL_SOURCES})
   loom_cuda_host_options(loom_comm_nccl)
   target_include_directories(loom_comm_nccl PUBLIC ${LOOM_NCCL_INCLUDE_DIR})
   target_link_libraries(loom_comm_nccl PUBLIC loom_comm loom_tensor_cuda ${LOOM_NCCL_LIBRARY})
+  target_link_libraries(loom_comm PUBLIC loom_comm_nccl)
 endif()
 
 # The GPU training/GEMM/copy benchmark (bench/gpu/check.sh runs it). It needs only nn + optim.
@@ -67,8 +67,9 @@ function(loom_cuda_link_tests)
                    ${CMAKE_SOURCE_DIR}/tests/tensor_cuda/cuda_codec_checks.cc)
     if(TARGET loom_comm_nccl)
       target_sources(loom_tensor_cuda_tests PRIVATE
-                     ${CMAKE_SOURCE_DIR}/tests/tensor_cuda/nccl_checks.cc)
-      target_link_libraries(loom_tensor_cuda_tests PRIVATE loom_comm_nccl)
+                     ${CMAKE_SOURCE_DIR}/tests/tensor_cuda/nccl_checks.cc
+                     ${CMAKE_SOURCE_DIR}/tests/tensor_cuda/nccl_train_checks.cc)
+      target_link_libraries(loom_tensor_cuda_tests PRIVATE loom_comm_nccl loom_train)
     endif()
   endif()
 endfunction()

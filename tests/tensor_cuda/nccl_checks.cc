@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include "loom/comm/nccl/nccl_communicator.h"
+#include "loom/comm/nccl/nccl_world.h"
 #include "loom/comm/thread/thread_world.h"
+#include "loom/comm/transport_registry.h"
 #include "tensor_cuda/gpu_compare.h"
 
 namespace loom::test {
@@ -43,6 +45,59 @@ TEST(Nccl, OneRankCollectivesAndSelfMessages) {
     EXPECT_THROW(nccl.allreduce(d.data(), 1000 * sizeof(int), comm::Reducer{sizeof(int), add_ints}),
                  CommError);
   });
+}
+
+TEST(Nccl, HostBuffersAreStagedThroughTheDevice) {
+  LOOM_REQUIRE_GPU();
+  auto& be = static_cast<CudaBackend&>(*Gpu::get().backend);
+  comm::ThreadWorld world(1);
+  world.run([&](comm::Communicator& boot) {
+    comm::NcclCommunicator nccl(boot, be);
+    std::vector<double> sums = {1.5, -2.25, 1e300};
+    const std::vector<double> want = sums;
+    nccl.allreduce(sums.data(), sums.size() * sizeof(double), comm::sum_f64());
+    EXPECT_EQ(sums, want);
+    auto host = random_floats(333, 71);
+    const auto copy = host;
+    nccl.broadcast(std::span<float>(host), 0);
+    nccl.allgather(std::span<float>(host));
+    EXPECT_BITS_EQ(host, copy);
+    std::vector<float> got(333, 0.0f);
+    comm::Request reqs[2] = {nccl.irecv(0, got.data(), 333 * sizeof(float), 1),
+                             nccl.isend(0, host.data(), 333 * sizeof(float), 1)};
+    nccl.wait_all(reqs);
+    EXPECT_BITS_EQ(got, host);
+  });
+}
+
+TEST(Nccl, RegistryWorldGivesDeviceCommunicators) {
+  LOOM_REQUIRE_GPU();
+  auto world = comm::create_world("nccl", 1, comm::CommOptions{});
+  EXPECT_EQ(world->transport(), "nccl");
+  EXPECT_EQ(world->size(), 1);
+  int runs = 0;
+  for (int k = 0; k < 2; ++k) {  // the second run reuses the first's communicator
+    world->run([&](comm::Communicator& c) {
+      EXPECT_EQ(c.name(), "nccl");
+      Backend* be = c.device_backend();
+      ASSERT_NE(be, nullptr);
+      EXPECT_EQ(be->device(), Device::kCuda);
+      const auto host = random_floats(4097, 72);
+      auto d = upload(*be, host);
+      c.allreduce(std::span<float>(d.data(), host.size()));
+      EXPECT_BITS_EQ(download(*be, d), host);
+      ++runs;
+    });
+  }
+  EXPECT_EQ(runs, 2);
+  std::string why;
+  const int gpus = comm::nccl_device_count(&why);
+  try {
+    comm::create_world("nccl", gpus + 1, comm::CommOptions{});
+    ADD_FAILURE() << "more workers than GPUs was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("one GPU per worker"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -73,6 +73,34 @@ TEST(Trainer, BadConfigIsRejectedWithTheKey) {
   EXPECT_THROW(run_training(zero), ConfigError);
 }
 
+TEST(Trainer, CudaBackendNeedsTheNcclTransportAndNcclTakesPlainAllreduce) {
+  auto error_of = [](const Config& cfg) -> std::string {
+    try {
+      run_training(cfg);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  Config cuda_on_threads = tiny_run(1, 64, 1);
+  cuda_on_threads.set("transport", std::string("thread"));
+  cuda_on_threads.set("backend", std::string("cuda"));
+  EXPECT_NE(error_of(cuda_on_threads).find("'backend'"), std::string::npos);
+  Config nccl_cpu = tiny_run(1, 64, 1);
+  nccl_cpu.set("transport", std::string("nccl"));
+  const std::string e = error_of(nccl_cpu);
+  // Built: nccl needs backend = "cuda"; not built: the error names the build option.
+  EXPECT_TRUE(e.find("backend = \"cuda\"") != std::string::npos ||
+              e.find("LOOM_CUDA=ON") != std::string::npos)
+      << e;
+  Config nccl_int8 = nccl_cpu;
+  nccl_int8.set("backend", std::string("cuda"));
+  nccl_int8.set("codec", std::string("int8"));
+  const std::string c = error_of(nccl_int8);
+  EXPECT_TRUE(c.find("'codec'") != std::string::npos || c.find("LOOM_CUDA=ON") != std::string::npos)
+      << c;
+}
+
 TEST(Trainer, DivergingLossStopsNamingTheStep) {
   Config cfg = tiny_run(1, 64, 50);
   cfg.set("optim.lr", 500.0);

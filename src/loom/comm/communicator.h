@@ -27,6 +27,10 @@
 #include <span>
 #include <string>
 
+namespace loom {
+class Backend;
+}
+
 namespace loom::comm {
 
 // Tags 0 .. kMaxUserTag are the caller's; collectives use the range above it.
@@ -92,8 +96,11 @@ class Communicator {
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // The transport's name: "thread", "mpi".
+  // The transport's name: "thread", "mpi", "nccl".
   virtual std::string name() const = 0;
+  // The backend whose device memory this communicator carries natively (nccl: its worker's
+  // CUDA backend), so the worker computes on it; nullptr for the host transports.
+  virtual Backend* device_backend() const { return nullptr; }
 
   // ---- point-to-point (the whole transport interface) ----
   virtual Request isend(int peer, const void* data, size_t bytes, int tag) = 0;

@@ -1,4 +1,5 @@
-// The only file with #if LOOM_HAVE_MPI (ARCHITECTURE.md: one registry knows the build).
+// The only file with #if LOOM_HAVE_MPI / LOOM_HAVE_NCCL (ARCHITECTURE.md: one registry knows
+// the build).
 #include "loom/comm/transport_registry.h"
 
 #include <fmt/format.h>
@@ -11,6 +12,9 @@
 
 #if LOOM_HAVE_MPI
 #include "loom/comm/mpi/mpi_world.h"
+#endif
+#if LOOM_HAVE_NCCL
+#include "loom/comm/nccl/nccl_world.h"
 #endif
 
 namespace loom::comm {
@@ -33,12 +37,13 @@ class ThreadWorldAdapter final : public World {
 }  // namespace
 
 std::vector<std::string> known_transports() {
-  return {"thread", "mpi"};
+  return {"thread", "mpi", "nccl"};
 }
 
 bool transport_built(const std::string& name) {
   if (name == "thread") return true;
   if (name == "mpi") return LOOM_HAVE_MPI != 0;
+  if (name == "nccl") return LOOM_HAVE_NCCL != 0;
   return false;
 }
 
@@ -49,18 +54,22 @@ std::string resolve_transport(const std::string& name) {
         "transport 'mpi' was not built into this loom: reconfigure with -DLOOM_MPI=ON "
         "(needs libopenmpi-dev)");
   }
+  if (name == "nccl" && !LOOM_HAVE_NCCL) {
+    throw ConfigError(
+        "transport 'nccl' was not built into this loom: reconfigure with -DLOOM_CUDA=ON "
+        "(needs nvcc, and nccl.h and libnccl, under /usr/local/cuda on these machines)");
+  }
   if (!transport_built(name)) {
-    throw ConfigError(fmt::format("unknown transport '{}': choose auto, thread or mpi", name));
+    throw ConfigError(
+        fmt::format("unknown transport '{}': choose auto, thread, mpi or nccl", name));
   }
   return name;
 }
 
-std::unique_ptr<World> create_world(const std::string& transport, int workers,
-                                    const CommOptions& options) {
-  const std::string t = resolve_transport(transport);
-  if (!(options.timeout_s > 0)) {
-    throw ConfigError(fmt::format("comm.timeout_s = {} must be > 0", options.timeout_s));
-  }
+namespace {
+
+// The workers' host world: threads, or the ranks an MPI launcher started.
+std::unique_ptr<World> host_world(const std::string& t, int workers, const CommOptions& options) {
   if (t == "thread") {
     if (workers < 1) throw ConfigError(fmt::format("workers = {} must be >= 1", workers));
     return std::make_unique<ThreadWorldAdapter>(workers, options);
@@ -75,6 +84,30 @@ std::unique_ptr<World> create_world(const std::string& transport, int workers,
   return w;
 #else
   throw ConfigError("transport 'mpi' was not built into this loom: reconfigure with -DLOOM_MPI=ON");
+#endif
+}
+
+}  // namespace
+
+bool transport_uses_launcher(const std::string& transport) {
+  const std::string t = resolve_transport(transport);
+  return t == "mpi" || (t == "nccl" && LOOM_HAVE_MPI && launched_by_mpi());
+}
+
+std::unique_ptr<World> create_world(const std::string& transport, int workers,
+                                    const CommOptions& options) {
+  const std::string t = resolve_transport(transport);
+  if (!(options.timeout_s > 0)) {
+    throw ConfigError(fmt::format("comm.timeout_s = {} must be > 0", options.timeout_s));
+  }
+  if (t != "nccl") return host_world(t, workers, options);
+#if LOOM_HAVE_NCCL
+  // NCCL's id travels through the host world: MPI ranks under a launcher, else threads.
+  return make_nccl_world(
+      host_world(transport_uses_launcher(t) ? "mpi" : "thread", workers, options), options);
+#else
+  throw ConfigError(
+      "transport 'nccl' was not built into this loom: reconfigure with -DLOOM_CUDA=ON");
 #endif
 }
 

@@ -18,7 +18,7 @@ class Config;
 
 namespace loom::comm {
 
-// "thread" and "mpi", whether built or not.
+// "thread", "mpi" and "nccl", whether built or not.
 std::vector<std::string> known_transports();
 bool transport_built(const std::string& name);
 
@@ -27,7 +27,14 @@ bool transport_built(const std::string& name);
 std::string resolve_transport(const std::string& name);
 
 // `workers`: the world size for "thread" (>= 1); for "mpi" the launcher decides, and
-// `workers` must be 0 (take the launcher's) or equal to it.
+// `workers` must be 0 (take the launcher's) or equal to it. "nccl" (device buffers, one GPU
+// per worker: comm/nccl/nccl_world.h) bootstraps over MPI when a launcher started this process
+// (workers as for "mpi"), else over `workers` threads; its communicators' device_backend() is
+// the worker's CUDA backend. Not built: ConfigError naming LOOM_CUDA=ON; no GPU, or fewer GPUs
+// than local workers: ConfigError.
+// True when `transport`'s world size comes from an MPI launcher ("mpi", and "nccl" under one).
+bool transport_uses_launcher(const std::string& transport);
+
 std::unique_ptr<World> create_world(const std::string& transport, int workers,
                                     const CommOptions& options);
 

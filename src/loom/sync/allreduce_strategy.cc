@@ -32,8 +32,14 @@ AllreduceStrategy::AllreduceStrategy(comm::Communicator& comm, nn::Model& model,
       options_(std::move(options)),
       buckets_(plan_buckets(model.param_ranges(), options_.bucket_bytes)),
       tracker_(model.param_ranges(), buckets_) {
-  LOOM_CHECK(model.backend().device() == Device::kCpu,
-             "the allreduce strategy over host transports needs host memory");
+  // Gradients are handed to the transport as they lie: host memory for the host transports,
+  // the communicator's own device memory for nccl (which has no codec path yet).
+  LOOM_CHECK(model.backend().device() == Device::kCpu || comm.device_backend() == &model.backend(),
+             "the allreduce strategy over {} needs the model in {} memory", comm.name(),
+             comm.device_backend() ? "its device's" : "host");
+  LOOM_CHECK(model.backend().device() == Device::kCpu || options_.codec == nullptr,
+             "codec {} on device memory: the compressed allreduce encodes host memory",
+             options_.codec ? options_.codec->name() : "");
   if (options_.overlap && comm_.size() > 1) queue_ = std::make_unique<BackgroundQueue>();
   if (options_.momentum_correction != 0.0f) {
     LOOM_CHECK(options_.codec && options_.codec->aggregation() == compress::Aggregation::kGather,

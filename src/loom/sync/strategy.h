@@ -118,4 +118,10 @@ std::vector<ConfigKeySpec> sync_config_keys();
 std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& comm,
                                         nn::Model& model, optim::Optimizer& optimizer);
 
+// What a communicator that carries device buffers (nccl) supports: sync = "allreduce" over
+// data parallelism, without a codec (the codecs' GPU kernels exist, tensor/cuda/
+// codec_kernels.h, but the compressed allreduce still encodes host memory). ConfigError
+// naming the key otherwise; make_strategy checks it too.
+void check_device_sync(const Config& cfg);
+
 }  // namespace loom::sync

@@ -47,8 +47,28 @@ std::vector<ConfigKeySpec> sync_config_keys() {
   return keys;
 }
 
+void check_device_sync(const Config& cfg) {
+  const std::string kind = cfg.get_choice("sync", "allreduce", {"allreduce", "bmuf", "ps"});
+  if (kind != "allreduce")
+    throw ConfigError(fmt::format(
+        "{}: key 'sync': the nccl transport (device buffers) runs sync = \"allreduce\" only, "
+        "not \"{}\"",
+        cfg.where("sync"), kind));
+  if (parallel_options(cfg).mode != "data")
+    throw ConfigError(
+        fmt::format("{}: the nccl transport (device buffers) runs data parallelism only "
+                    "(parallel = \"data\")",
+                    cfg.where(cfg.has("parallel.mode") ? "parallel.mode" : "parallel")));
+  if (codec_from_config(cfg) != nullptr)
+    throw ConfigError(
+        fmt::format("{}: key 'codec': the compressed allreduce encodes host memory, so the nccl "
+                    "transport takes codec = \"fp32\" only (for now)",
+                    cfg.where("codec")));
+}
+
 std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& comm,
                                         nn::Model& model, optim::Optimizer& optimizer) {
+  if (comm.device_backend() != nullptr) check_device_sync(cfg);
   const std::string kind = cfg.get_choice("sync", "allreduce", {"allreduce", "bmuf", "ps"});
   if (model_parallel_block_index(model) >= 0) {  // parallel = "model" | "hybrid", N > 1
     if (kind != "allreduce")

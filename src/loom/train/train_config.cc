@@ -23,8 +23,10 @@ std::vector<ConfigKeySpec> own_keys() {
       {"max_steps", ConfigType::kInt, "0", "stop after this many steps (0 = no limit)"},
       {"seed", ConfigType::kInt, "0", "seed of every random stream"},
       {"transport", ConfigType::kString, "\"auto\"",
-       "\"thread\" (in-process), \"mpi\", or \"auto\" (mpi when launched by mpirun)"},
-      {"backend", ConfigType::kString, "\"cpu\"", "compute backend"},
+       "\"thread\" (in-process), \"mpi\", \"nccl\" (GPUs), or \"auto\" (mpi when launched by "
+       "mpirun)"},
+      {"backend", ConfigType::kString, "\"cpu\"",
+       "compute backend: cpu, or cuda (with transport = \"nccl\")"},
       {"eval", ConfigType::kBool, "true", "test accuracy after each epoch"},
       {"progress", ConfigType::kString, "\"auto\"",
        "\"bar\", \"lines\", \"none\" or \"auto\" (bar on a terminal)"},

@@ -25,6 +25,7 @@
 #include "loom/sync/strategy.h"
 #include "loom/tensor/backend_registry.h"
 #include "loom/train/checkpoint_guard.h"
+#include "loom/train/device_batch.h"
 #include "loom/train/progress.h"
 #include "loom/train/run_identity.h"
 #include "loom/train/run_writer.h"
@@ -68,6 +69,7 @@ double evaluate(comm::Communicator& c, nn::Model& model, const data::Dataset& te
   const int64_t numel = test.sample_numel();
   double correct = 0;
   Backend& be = model.backend();
+  DeviceBatch on_device(be);
   // The same number of forward calls on every rank (a model-parallel block exchanges in each):
   // as many as rank 0's share (the largest) needs, each rank splitting its own share evenly.
   const int64_t calls =
@@ -79,8 +81,10 @@ double evaluate(comm::Communicator& c, nn::Model& model, const data::Dataset& te
     const int64_t i = int64_t(mine.begin + part.begin), n = int64_t(part.size());
     nn::StepInfo info;
     info.training = false;
-    const float* logits = model.forward(test.features.data() + i * numel, n, info);
-    correct += double(be.count_correct(logits, test.labels.data() + i, n, model.num_classes()));
+    const DeviceBatch::View v =
+        on_device.put(test.features.data() + i * numel, test.labels.data() + i, n, numel);
+    const float* logits = model.forward(v.x, n, info);
+    correct += double(be.count_correct(logits, v.y, n, model.num_classes()));
   }
   double v[1] = {correct};
   allreduce_sum(c, v);
@@ -118,7 +122,9 @@ class Worker {
 
   void run() {
     check_same_run(comm_, cfg_);
-    Backend& backend = cpu_backend();
+    // The nccl transport's workers compute on their communicator's GPU (nccl_world.h).
+    Backend* device = comm_.device_backend();
+    Backend& backend = device ? *device : cpu_backend();
     trace::bind_thread(comm_.rank(), trace::kComputeTid, "compute", true);
     backend.set_intra_op_threads(int(s_.threads));
     auto model = sync::build_model(cfg_, comm_, backend, train_->sample_shape(),
@@ -172,6 +178,8 @@ class Worker {
       double loss_sum = 0, correct = 0, seen = 0;
       loader.start_epoch(epoch);
       data::Batch batch;
+      DeviceBatch on_device(backend);
+      const int64_t numel = train_->sample_numel();
       // A resumed epoch: the shuffle is a function of (seed, epoch), so skipping the batches
       // already trained on puts the loader where the checkpoint left it.
       for (int64_t k = step - epoch * steps_per_epoch; k > 0 && loader.next(batch); --k) {
@@ -194,8 +202,9 @@ class Worker {
         const float lr = float(schedule.at(step)) * guard.lr_scale();
         strategy->begin_step(step, lr);
         Stopwatch compute;
-        model->forward(batch.x, batch.size, info);
-        const nn::LossResult r = model->loss(batch.y, strategy->grad_scale(batch.size));
+        const DeviceBatch::View in = on_device.put(batch.x, batch.y, batch.size, numel);
+        model->forward(in.x, batch.size, info);
+        const nn::LossResult r = model->loss(in.y, strategy->grad_scale(batch.size));
         guard.check_loss(r.loss_sum, step);
         model->backward([&](const nn::ParamRange& range) {
           guard.check_grads(range);
@@ -299,9 +308,25 @@ TrainResult run_training(const Config& cfg) {
   cfg.check_known(train_config_keys());
   set_log_level(parse_log_level(cfg.get_string("log.level", "info")));
   const std::string transport = comm::resolve_transport(cfg.get_string("transport", "auto"));
+  // backend = "cuda" computes on device memory, which only the nccl transport carries; the
+  // nccl transport's workers compute on their GPUs.
+  const std::string backend = cfg.get_choice("backend", "cpu", {"cpu", "cuda"});
+  if (backend == "cuda" && transport != "nccl")
+    throw ConfigError(fmt::format(
+        "{}: key 'backend': \"cuda\" trains on device memory, which only the nccl transport "
+        "carries: set transport = \"nccl\" (transport is \"{}\")",
+        cfg.where("backend"), transport));
+  if (transport == "nccl") {
+    if (backend != "cuda")
+      throw ConfigError(
+          fmt::format("{}: key 'transport': \"nccl\" carries device memory: set backend = "
+                      "\"cuda\"",
+                      cfg.where("transport")));
+    sync::check_device_sync(cfg);
+  }
   // Under MPI the launcher sets the world size; `workers`, when given, must agree with it.
-  const int workers =
-      int(cfg.get_int("workers", transport == "mpi" ? 0 : 1, transport == "mpi" ? 0 : 1, 4096));
+  const bool launched = comm::transport_uses_launcher(transport);
+  const int workers = int(cfg.get_int("workers", launched ? 0 : 1, launched ? 0 : 1, 4096));
   std::unique_ptr<comm::World> world =
       comm::create_world(transport, workers, comm::comm_options_from_config(cfg));
   const Settings s = read_settings(cfg);

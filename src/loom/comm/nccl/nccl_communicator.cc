@@ -11,24 +11,70 @@
 namespace loom::comm {
 
 struct NcclCommunicator::P2p : RequestState {
-  void* data = nullptr;
+  void* data = nullptr;  // device memory NCCL moves: the caller's, or `staged`
+  void* host = nullptr;  // the caller's host buffer when staged
+  void* staged = nullptr;
+  Backend* backend = nullptr;
   bool launched = false;
   cudaEvent_t event = nullptr;
   ~P2p() override {
     if (event) cudaEventDestroy(event);
+    if (staged) backend->deallocate(staged);
   }
+};
+
+// A collective's buffer in device memory: the caller's own, or a device copy of a host buffer
+// (copied in on the comm stream now, copied back by copy_back() after the operation finished).
+class NcclCommunicator::Staged {
+ public:
+  Staged(NcclCommunicator& c, void* data, size_t bytes) : c_(c), host_(data), bytes_(bytes) {
+    if (bytes == 0 || c.on_device(data)) return;
+    dev_ = c.backend_->allocate(bytes);
+    c.backend_->comm_wait_for_compute();  // after the allocation's zeroing
+    LOOM_CUDA_CHECK(
+        cudaMemcpyAsync(dev_, host_, bytes, cudaMemcpyHostToDevice, c.backend_->comm_stream()));
+  }
+  ~Staged() {
+    if (dev_) c_.backend_->deallocate(dev_);
+  }
+  Staged(const Staged&) = delete;
+  Staged& operator=(const Staged&) = delete;
+  void* get() const { return dev_ ? dev_ : host_; }
+  // Call after finish(): the comm stream is idle, so a plain copy does not wait.
+  void copy_back() {
+    if (dev_) LOOM_CUDA_CHECK(cudaMemcpy(host_, dev_, bytes_, cudaMemcpyDeviceToHost));
+  }
+
+ private:
+  NcclCommunicator& c_;
+  void* host_;
+  size_t bytes_;
+  void* dev_ = nullptr;
 };
 
 NcclCommunicator::NcclCommunicator(Communicator& bootstrap, CudaBackend& backend,
                                    CommOptions options)
     : Communicator(options), backend_(&backend), rank_(bootstrap.rank()), size_(bootstrap.size()) {
   ncclUniqueId id{};
+  bind();
   if (rank_ == 0) LOOM_CUDA_CHECK(ncclGetUniqueId(&id));
   bootstrap.broadcast(&id, sizeof(id), 0);
-  LOOM_CUDA_CHECK(cudaSetDevice(backend.device_index()));
   LOOM_CUDA_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
   barrier_scratch_ = static_cast<float*>(backend.allocate(sizeof(float)));
   LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+}
+
+void NcclCommunicator::bind() const {
+  backend_->bind_device();
+}
+
+bool NcclCommunicator::on_device(const void* p) const {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();  // an unknown pointer is host memory; clear the sticky status
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }
 
 NcclCommunicator::~NcclCommunicator() {
@@ -68,6 +114,12 @@ Request NcclCommunicator::isend(int peer, const void* data, size_t bytes, int ta
   p->bytes = bytes;
   p->is_send = true;
   p->data = const_cast<void*>(data);
+  p->backend = backend_;
+  bind();
+  if (bytes > 0 && !on_device(data)) {
+    p->host = p->data;
+    p->data = p->staged = backend_->allocate(bytes);
+  }
   pending_.push_back(p);
   return Request(p);
 }
@@ -80,14 +132,24 @@ Request NcclCommunicator::irecv(int peer, void* data, size_t bytes, int tag) {
   p->tag = tag;
   p->bytes = bytes;
   p->data = data;
+  p->backend = backend_;
+  bind();
+  if (bytes > 0 && !on_device(data)) {
+    p->host = data;
+    p->data = p->staged = backend_->allocate(bytes);
+  }
   pending_.push_back(p);
   return Request(p);
 }
 
 void NcclCommunicator::flush() {
   if (pending_.empty()) return;
+  bind();
   backend_->comm_wait_for_compute();
   const cudaStream_t s = backend_->comm_stream();
+  for (auto& p : pending_)
+    if (p->is_send && p->host)
+      LOOM_CUDA_CHECK(cudaMemcpyAsync(p->staged, p->host, p->bytes, cudaMemcpyHostToDevice, s));
   LOOM_CUDA_CHECK(ncclGroupStart());
   for (auto& p : pending_) {
     if (p->is_send) {
@@ -110,8 +172,11 @@ void NcclCommunicator::wait(Request& request) {
   check_alive();
   auto* p = dynamic_cast<P2p*>(request.state());
   LOOM_CHECK(p != nullptr, "nccl rank {}: wait() on a request of another transport", rank_);
+  bind();
   if (!p->launched) flush();
   wait_event(p->event, p->is_send ? "send" : "recv");
+  if (!p->is_send && p->host)
+    LOOM_CUDA_CHECK(cudaMemcpy(p->host, p->staged, p->bytes, cudaMemcpyDeviceToHost));
   request.reset();
 }
 
@@ -171,11 +236,14 @@ void NcclCommunicator::allreduce(void* data, size_t bytes, const Reducer& reduce
                     "device memory (use sum_f32/sum_f64/sum_i64/max_i64)",
                     rank_));
   LOOM_CHECK_EQ(bytes % reducer.elem_size, size_t(0));
+  bind();
   flush();
+  Staged buf(*this, data, bytes);
   backend_->comm_wait_for_compute();
-  LOOM_CUDA_CHECK(ncclAllReduce(data, data, bytes / reducer.elem_size, type, op, comm_,
+  LOOM_CUDA_CHECK(ncclAllReduce(buf.get(), buf.get(), bytes / reducer.elem_size, type, op, comm_,
                                 backend_->comm_stream()));
   finish("allreduce");
+  buf.copy_back();
 }
 
 void NcclCommunicator::reduce_scatter(void* data, size_t bytes, const Reducer& reducer) {
@@ -188,23 +256,28 @@ void NcclCommunicator::reduce_scatter(void* data, size_t bytes, const Reducer& r
     allreduce(data, bytes, reducer);
     return;
   }
+  bind();
   flush();
+  Staged buf(*this, data, bytes);
   backend_->comm_wait_for_compute();
   const size_t block = count / size_t(size_);
-  auto* base = static_cast<char*>(data);
+  auto* base = static_cast<char*>(buf.get());
   // In place in NCCL's sense: the receive buffer is this rank's block of the send buffer.
   LOOM_CUDA_CHECK(ncclReduceScatter(base, base + size_t(rank_) * block * reducer.elem_size, block,
                                     type, op, comm_, backend_->comm_stream()));
   finish("reduce_scatter");
+  buf.copy_back();
 }
 
 void NcclCommunicator::allgather(void* data, size_t bytes, size_t elem_size) {
   check_alive();
   LOOM_CHECK_EQ(bytes % elem_size, size_t(0));
+  bind();
   flush();
+  Staged buf(*this, data, bytes);
   backend_->comm_wait_for_compute();
   const size_t count = bytes / elem_size;
-  auto* base = static_cast<char*>(data);
+  auto* base = static_cast<char*>(buf.get());
   const cudaStream_t s = backend_->comm_stream();
   if (count % size_t(size_) == 0) {
     const size_t block = count / size_t(size_) * elem_size;
@@ -220,20 +293,25 @@ void NcclCommunicator::allgather(void* data, size_t bytes, size_t elem_size) {
     LOOM_CUDA_CHECK(ncclGroupEnd());
   }
   finish("allgather");
+  buf.copy_back();
 }
 
 void NcclCommunicator::broadcast(void* data, size_t bytes, int root) {
   check_alive();
   check_peer(root, "broadcast root");
+  bind();
   flush();
+  Staged buf(*this, data, bytes);
   backend_->comm_wait_for_compute();
   LOOM_CUDA_CHECK(
-      ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, backend_->comm_stream()));
+      ncclBroadcast(buf.get(), buf.get(), bytes, ncclUint8, root, comm_, backend_->comm_stream()));
   finish("broadcast");
+  buf.copy_back();
 }
 
 void NcclCommunicator::barrier() {
   check_alive();
+  bind();
   flush();
   LOOM_CUDA_CHECK(ncclAllReduce(barrier_scratch_, barrier_scratch_, 1, ncclFloat32, ncclSum, comm_,
                                 backend_->comm_stream()));

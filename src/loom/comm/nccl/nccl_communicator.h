@@ -18,6 +18,15 @@
 // one-float allreduce. Raw-byte reductions take sum_f32, sum_f64, sum_i64 and max_i64; any other
 // Reducer is a host function and cannot run on device memory: CommError.
 //
+// Host memory: NCCL moves device memory only, but the training loop also runs small host-side
+// collectives (metrics, the same-run check, stop signals) on its one communicator. A host
+// buffer is detected (cudaPointerGetAttributes) and staged through device memory: copied in on
+// the comm stream, reduced, copied back after the wait. Fine for a few bytes; gradients should
+// live on the device.
+//
+// Every call first makes the backend's device current on the calling thread, so a sync
+// strategy's communication thread may call it.
+//
 // Faults: wait() polls; after options().timeout_s the NCCL communicator is aborted and a
 // CommError names the operation and this rank. Failed stays failed.
 #pragma once
@@ -42,6 +51,7 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return "nccl"; }
+  Backend* device_backend() const override { return backend_; }
 
   Request isend(int peer, const void* data, size_t bytes, int tag) override;
   Request irecv(int peer, void* data, size_t bytes, int tag) override;
@@ -60,6 +70,9 @@ class NcclCommunicator final : public Communicator {
 
  private:
   struct P2p;
+  class Staged;
+  void bind() const;
+  bool on_device(const void* p) const;
   void check_alive() const;
   void check_peer(int peer, const char* op) const;
   // Queues everything not yet launched in one NCCL group; records each request's event.

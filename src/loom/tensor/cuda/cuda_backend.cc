@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "loom/core/error.h"
@@ -17,6 +18,9 @@ namespace loom {
 namespace {
 
 constexpr size_t kPinnedBytes = 256;
+// Host-to-device copies up to this size go through the pinned staging ring (larger ones, rare
+// and not per step, take the driver's pageable path).
+constexpr size_t kStageMaxBytes = size_t(64) << 20;
 
 // The CUDA backend's environment knobs, read here only (docs/gpu.md lists them):
 //   LOOM_CUDA_TF32=1  lets cuBLAS use TF32 tensor cores for fp32 GEMM (default 0: plain fp32,
@@ -80,6 +84,10 @@ CudaBackend::~CudaBackend() {
   if (compute_) cudaStreamDestroy(compute_);
   if (comm_) cudaStreamDestroy(comm_);
   if (pinned_) cudaFreeHost(pinned_);
+  for (Staging& st : staging_) {
+    if (st.host) cudaFreeHost(st.host);
+    if (st.done) cudaEventDestroy(st.done);
+  }
 }
 
 void CudaBackend::bind() const {
@@ -136,9 +144,34 @@ void CudaBackend::deallocate(void* p) {
 void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
   if (bytes == 0) return;
   bind();
-  // From pageable memory the call returns once the source has been staged, so the caller may
-  // reuse host_src at once.
-  LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, compute_));
+  if (bytes > kStageMaxBytes) {
+    // From pageable memory the call returns once the source has been staged, so the caller
+    // may reuse host_src at once; but the driver first waits for the stream to drain.
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, compute_));
+    return;
+  }
+  // The pinned staging ring: copy into a pinned slot (the host returns at once, and may reuse
+  // host_src), then a truly asynchronous DMA in stream order, so a training step's batch
+  // upload does not wait for the previous step's kernels. A slot is reused after its last
+  // copy finished (its event); two slots, so the batch and its labels alternate.
+  std::lock_guard<std::mutex> lock(staging_mu_);
+  Staging& st = staging_[staging_next_];
+  staging_next_ = (staging_next_ + 1) % kStagingSlots;
+  if (st.done) {
+    LOOM_CUDA_CHECK(cudaEventSynchronize(st.done));
+  } else {
+    LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&st.done, cudaEventDisableTiming));
+  }
+  if (st.bytes < bytes) {
+    if (st.host) LOOM_CUDA_CHECK(cudaFreeHost(st.host));
+    st.host = nullptr;
+    st.bytes = 0;
+    LOOM_CUDA_CHECK(cudaHostAlloc(&st.host, bytes, cudaHostAllocDefault));
+    st.bytes = bytes;
+  }
+  std::memcpy(st.host, host_src, bytes);
+  LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, st.host, bytes, cudaMemcpyHostToDevice, compute_));
+  LOOM_CUDA_CHECK(cudaEventRecord(st.done, compute_));
 }
 
 void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {

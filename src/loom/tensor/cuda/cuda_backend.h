@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "loom/tensor/backend.h"
@@ -28,6 +29,8 @@ class CudaBackend final : public Backend {
   Device device() const override { return Device::kCuda; }
   std::string name() const override { return name_; }
   int device_index() const { return device_; }
+  // Makes this backend's device current on the calling thread (a communication thread's).
+  void bind_device() const { bind(); }
 
   // ---- streams, for the sync layer ----
   cudaStream_t compute_stream() const { return compute_; }
@@ -100,6 +103,16 @@ class CudaBackend final : public Backend {
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
   void* pinned_ = nullptr;  // small host buffer for scalar results
+  // copy_to_device's pinned staging ring (cudaHostAlloc), grown to the largest copy seen.
+  struct Staging {
+    void* host = nullptr;
+    size_t bytes = 0;
+    cudaEvent_t done = nullptr;  // recorded after the slot's last copy
+  };
+  static constexpr int kStagingSlots = 2;
+  Staging staging_[kStagingSlots];
+  int staging_next_ = 0;
+  std::mutex staging_mu_;
 };
 
 // The registry's entry point (backend_registry.cc). Throws ConfigError naming the cause when

@@ -1,0 +1,14 @@
+#include "loom/train/device_batch.h"
+
+namespace loom::train {
+
+DeviceBatch::View DeviceBatch::put(const float* x, const int32_t* y, int64_t rows, int64_t numel) {
+  if (backend_.device() == Device::kCpu) return {x, y};
+  if (x_.size() < rows * numel) x_ = DeviceBuffer<float>(backend_, rows * numel);
+  if (y_.size() < rows) y_ = DeviceBuffer<int32_t>(backend_, rows);
+  backend_.copy_to_device(x_.data(), x, size_t(rows * numel) * sizeof(float));
+  backend_.copy_to_device(y_.data(), y, size_t(rows) * sizeof(int32_t));
+  return {x_.data(), y_.data()};
+}
+
+}  // namespace loom::train

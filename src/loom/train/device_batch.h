@@ -1,0 +1,30 @@
+// Where a step reads its batch: the loader's host memory as it is on the CPU backend; on a GPU
+// backend a device copy, made by put() on the backend's compute stream (in stream order, so
+// the buffer is reused only after the step that read it). The loader fills host memory.
+#pragma once
+
+#include <cstdint>
+
+#include "loom/tensor/backend.h"
+#include "loom/tensor/buffer.h"
+
+namespace loom::train {
+
+class DeviceBatch {
+ public:
+  explicit DeviceBatch(Backend& backend) : backend_(backend) {}
+
+  struct View {
+    const float* x;
+    const int32_t* y;
+  };
+  // rows samples of `numel` floats each, and their labels.
+  View put(const float* x, const int32_t* y, int64_t rows, int64_t numel);
+
+ private:
+  Backend& backend_;
+  DeviceBuffer<float> x_;
+  DeviceBuffer<int32_t> y_;
+};
+
+}  // namespace loom::train

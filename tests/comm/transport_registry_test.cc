@@ -1,0 +1,50 @@
+// The transport registry's contract for the nccl transport, on any build and any machine: it
+// is known; when not built, asking for it names the build option; when built on a machine
+// without a GPU, creating its world is a ConfigError that says so (never a crash).
+#include "loom/comm/transport_registry.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <string>
+
+#include "loom/core/error.h"
+
+namespace loom::comm {
+namespace {
+
+std::string config_error(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TransportRegistry, NcclIsKnownAndNotBuiltNamesTheBuildOption) {
+  const auto known = known_transports();
+  EXPECT_NE(std::find(known.begin(), known.end(), "nccl"), known.end());
+  if (transport_built("nccl")) {
+    EXPECT_EQ(resolve_transport("nccl"), "nccl");
+  } else {
+    const std::string e = config_error([] { resolve_transport("nccl"); });
+    EXPECT_NE(e.find("LOOM_CUDA=ON"), std::string::npos) << e;
+  }
+  const std::string unknown = config_error([] { resolve_transport("infiniband"); });
+  EXPECT_NE(unknown.find("nccl"), std::string::npos) << unknown;  // listed among the choices
+}
+
+TEST(TransportRegistry, NcclWorldWithoutEnoughGpusIsAConfigError) {
+  if (!transport_built("nccl")) GTEST_SKIP() << "nccl transport not built";
+  // 4096 workers on one machine: more than any machine's GPUs, and on a machine without a
+  // GPU the error says there is none. Either way a ConfigError before NCCL starts.
+  const std::string e = config_error([] { create_world("nccl", 4096, CommOptions{}); });
+  EXPECT_TRUE(e.find("no CUDA device") != std::string::npos ||
+              e.find("one GPU per worker") != std::string::npos)
+      << e;
+}
+
+}  // namespace
+}  // namespace loom::comm

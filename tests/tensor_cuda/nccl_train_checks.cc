@@ -1,0 +1,41 @@
+// `loom train` on the nccl transport (one GPU, one worker: NCCL needs a GPU per rank) against
+// the same run on the CPU: the same samples and dropout masks, cuBLAS's summation order, so the
+// parameters agree to a reassociation budget; and the loss falls. Needs Fashion-MNIST
+// (LOOM_FASHION_MNIST_DIR, else the default directory): skipped without it or without a GPU.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "common/tiny_run.h"
+#include "loom/data/dataset.h"
+#include "loom/train/trainer.h"
+#include "tensor_cuda/gpu_compare.h"
+
+namespace loom::test {
+namespace {
+
+TEST(NcclTraining, OneGpuWorkerMatchesTheCpuRun) {
+  LOOM_REQUIRE_GPU();
+  const char* env = std::getenv("LOOM_FASHION_MNIST_DIR");
+  const std::string dir = env ? env : data::kDefaultFashionMnistDir;
+  if (!std::filesystem::exists(dir + "/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "no Fashion-MNIST in " << dir << " (set LOOM_FASHION_MNIST_DIR)";
+  Config cpu = loom::testing::tiny_run(1, 64, 30);
+  cpu.set("data.dir", dir);
+  cpu.set("eval", true);
+  cpu.set("transport", std::string("thread"));
+  Config gpu = cpu;
+  gpu.set("transport", std::string("nccl"));
+  gpu.set("backend", std::string("cuda"));
+  const train::TrainResult a = train::run_training(cpu);
+  const train::TrainResult b = train::run_training(gpu);
+  ASSERT_EQ(b.steps, 30);
+  EXPECT_LT(loom::testing::max_abs_diff(a.final_params, b.final_params), 1e-3);
+  ASSERT_EQ(b.epochs.size(), 1u);
+  EXPECT_LT(b.epochs[0].train_loss, 2.0);  // from ln(10) = 2.30 untrained
+  EXPECT_NEAR(a.test_acc, b.test_acc, 0.01);
+}
+
+}  // namespace
+}  // namespace loom::test
