@@ -4,7 +4,8 @@
 //     reads the loss back every step, as training does), backward, update;
 //   - fp32 GEMM TFLOP/s through the backend (cuBLAS), and with TF32 when asked;
 //   - device-to-device copy bandwidth and ReLU bandwidth (bytes read + written);
-//   - the GPU codecs' encode and decode (fp16, bf16, 1-bit), as bytes moved per second and as a
+//   - the GPU codecs' encode and decode (fp16, bf16, 1-bit, int8, top-k), as bytes moved per second
+//   and as a
 //     fraction of the copy bandwidth, and as fp32 gradient bytes per second.
 // Prints a table and one JSON object per line. Without a GPU it says so and exits 0.
 #include <fmt/format.h>
@@ -148,8 +149,11 @@ void bench_codecs(Backend& be, int64_t bytes, int reps) {
   const cudaStream_t s = cuda_be->compute_stream();
   const int64_t n = bytes / 4, column = 512;
   DeviceBuffer<float> g(be, n), r(be, n), out(be, n);
+  const int64_t int8_block = 512, topk_k = (n + 99) / 100;  // the codecs' defaults: 512, 1%
   DeviceBuffer<uint8_t> packed(
-      be, std::max(loom::cuda::half_encoded_bytes(n), loom::cuda::onebit_encoded_bytes(n, column)));
+      be, std::max({loom::cuda::half_encoded_bytes(n), loom::cuda::onebit_encoded_bytes(n, column),
+                    loom::cuda::int8_encoded_bytes(n, int8_block), 8 * topk_k}));
+  DeviceBuffer<uint8_t> topk_ws(be, loom::cuda::topk_workspace_bytes(n));
   DeviceBuffer<int> bad(be, 1);
   {
     auto host = random_floats(size_t(n), 5);
@@ -181,13 +185,29 @@ void bench_codecs(Backend& be, int64_t bytes, int reps) {
          loom::cuda::onebit_encode(s, g.data(), r.data(), n, column, packed.data(), bad.data());
        },
        [&] { loom::cuda::onebit_decode(s, packed.data(), n, column, out.data(), true); }},
+      {"int8", loom::cuda::int8_encoded_bytes(n, int8_block),
+       [&] {
+         loom::cuda::int8_encode(s, g.data(), r.data(), n, int8_block, packed.data(), bad.data());
+       },
+       [&] { loom::cuda::int8_decode(s, packed.data(), n, int8_block, out.data(), true); }},
+      // Top-k reads s three more times (two histogram passes, the count, the emit): not
+      // counted, so its fraction of copy is what a one-pass codec would need to match.
+      {"topk", 8 * topk_k,
+       [&] {
+         loom::cuda::topk_encode(s, g.data(), r.data(), n, topk_k, packed.data(), topk_ws.data(),
+                                 bad.data());
+       },
+       [&] { loom::cuda::topk_decode(s, packed.data(), topk_k, n, out.data(), true); }},
   };
   for (const auto& c : codecs) {
     // Encode reads g and r, writes r and the packed bytes; accumulate-decode reads the packed
     // bytes and out, writes out. 1-bit reads r twice more (sums, then signs): not counted.
     const double enc_s = time(c.encode), dec_s = time(c.decode);
     const double enc_moved = 3.0 * bytes + double(c.packed_bytes);
-    const double dec_moved = 2.0 * bytes + double(c.packed_bytes);
+    // Top-k's accumulate-decode touches only its k entries: 8 k bytes read, 4 k read + written.
+    const bool sparse = std::string(c.name) == "topk";
+    const double dec_moved =
+        sparse ? 2.0 * double(c.packed_bytes) : 2.0 * bytes + double(c.packed_bytes);
     for (auto [what, secs, moved] :
          {std::tuple{"encode", enc_s, enc_moved}, std::tuple{"decode", dec_s, dec_moved}}) {
       const double gbps = moved / secs * 1e-9;

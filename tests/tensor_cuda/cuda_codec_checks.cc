@@ -5,13 +5,17 @@
 // file); skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
 
 #include "loom/compress/bf16_codec.h"
 #include "loom/compress/fp16_codec.h"
+#include "loom/compress/int8_codec.h"
 #include "loom/compress/onebit_codec.h"
+#include "loom/compress/topk_codec.h"
 #include "loom/tensor/cuda/codec_kernels.h"
 #include "loom/tensor/cuda/cuda_backend.h"
 #include "loom/tensor/cuda/cuda_check.h"
@@ -23,33 +27,60 @@ namespace {
 using compress::Codec;
 using compress::DecodeMode;
 
-enum class Kind { kFp16, kBf16, kOnebit };
+enum class Kind { kFp16, kBf16, kOnebit, kInt8, kTopk };
 
-std::unique_ptr<Codec> cpu_codec(Kind k, size_t column) {
+// `param`: 1-bit's column, int8's block; top-k's fraction is kTopkFraction.
+constexpr double kTopkFraction = 0.01;
+
+std::unique_ptr<Codec> cpu_codec(Kind k, size_t param) {
   if (k == Kind::kFp16) return std::make_unique<compress::Fp16Codec>();
   if (k == Kind::kBf16) return std::make_unique<compress::Bf16Codec>();
-  return std::make_unique<compress::OnebitCodec>(column);
+  if (k == Kind::kInt8) return std::make_unique<compress::Int8Codec>(param);
+  if (k == Kind::kTopk) return std::make_unique<compress::TopkCodec>(kTopkFraction);
+  return std::make_unique<compress::OnebitCodec>(param);
 }
 
-int64_t gpu_bytes(Kind k, int64_t n, int64_t column) {
-  return k == Kind::kOnebit ? cuda::onebit_encoded_bytes(n, column) : cuda::half_encoded_bytes(n);
+int64_t topk_k(int64_t n) {
+  return int64_t(compress::topk_count(size_t(n), kTopkFraction));
 }
 
-void gpu_encode(Kind k, cudaStream_t s, const float* g, float* r, int64_t n, int64_t column,
+int64_t gpu_bytes(Kind k, int64_t n, int64_t param) {
+  if (k == Kind::kOnebit) return cuda::onebit_encoded_bytes(n, param);
+  if (k == Kind::kInt8) return cuda::int8_encoded_bytes(n, param);
+  if (k == Kind::kTopk) return 8 * topk_k(n);
+  return cuda::half_encoded_bytes(n);
+}
+
+// Top-k's scratch, grown as needed (the tests run one encode at a time).
+void* topk_workspace(Backend& be, int64_t n) {
+  static DeviceBuffer<uint8_t> ws;
+  if (ws.size() < cuda::topk_workspace_bytes(n))
+    ws = DeviceBuffer<uint8_t>(be, cuda::topk_workspace_bytes(n));
+  return ws.data();
+}
+
+void gpu_encode(Kind k, cudaStream_t s, const float* g, float* r, int64_t n, int64_t param,
                 void* out, int* bad) {
   if (k == Kind::kFp16) cuda::fp16_encode(s, g, r, n, static_cast<uint16_t*>(out), bad);
   if (k == Kind::kBf16) cuda::bf16_encode(s, g, r, n, static_cast<uint16_t*>(out), bad);
-  if (k == Kind::kOnebit) cuda::onebit_encode(s, g, r, n, column, out, bad);
+  if (k == Kind::kOnebit) cuda::onebit_encode(s, g, r, n, param, out, bad);
+  if (k == Kind::kInt8) cuda::int8_encode(s, g, r, n, param, out, bad);
+  if (k == Kind::kTopk)
+    cuda::topk_encode(s, g, r, n, topk_k(n), out, topk_workspace(*Gpu::get().backend, n), bad);
 }
 
-void gpu_decode(Kind k, cudaStream_t s, const void* in, int64_t n, int64_t column, float* out,
+void gpu_decode(Kind k, cudaStream_t s, const void* in, int64_t n, int64_t param, float* out,
                 bool acc) {
   if (k == Kind::kFp16) cuda::fp16_decode(s, static_cast<const uint16_t*>(in), n, out, acc);
   if (k == Kind::kBf16) cuda::bf16_decode(s, static_cast<const uint16_t*>(in), n, out, acc);
-  if (k == Kind::kOnebit) cuda::onebit_decode(s, in, n, column, out, acc);
+  if (k == Kind::kOnebit) cuda::onebit_decode(s, in, n, param, out, acc);
+  if (k == Kind::kInt8) cuda::int8_decode(s, in, n, param, out, acc);
+  if (k == Kind::kTopk) cuda::topk_decode(s, in, topk_k(n), n, out, acc);
 }
 
-void check_codec(Kind kind, int64_t n, int64_t column, float scale) {
+// `ties`: round the gradients to multiples of scale / 8, so many magnitudes are equal (top-k's
+// tie rule, int8's exact levels).
+void check_codec(Kind kind, int64_t n, int64_t column, float scale, bool ties = false) {
   auto& be = static_cast<CudaBackend&>(*Gpu::get().backend);
   const cudaStream_t stream = be.compute_stream();
   auto codec = cpu_codec(kind, size_t(column));
@@ -57,12 +88,15 @@ void check_codec(Kind kind, int64_t n, int64_t column, float scale) {
   ASSERT_EQ(size_t(bytes), codec->encoded_bytes(static_cast<size_t>(n)));
   auto state = codec->make_state(size_t(n), "bucket 0");
   state.residual = random_floats(size_t(n), 40, -0.01f * scale, 0.01f * scale);
+  if (ties) std::fill(state.residual.begin(), state.residual.end(), 0.0f);  // sums stay on the grid
   DeviceBuffer<float> dr = upload(be, state.residual);
   DeviceBuffer<uint8_t> dout(be, bytes);
   DeviceBuffer<int> dbad(be, 1);
   std::vector<std::byte> out(static_cast<size_t>(bytes));
   for (int step = 0; step < 2; ++step) {
     auto g = random_floats(size_t(n), 41 + step, -scale, scale);
+    if (ties)
+      for (float& x : g) x = std::round(x / scale * 8.0f) * (scale / 8.0f);
     auto dg = upload(be, g);
     codec->encode(g, state, out);
     gpu_encode(kind, stream, dg.data(), dr.data(), n, column, dout.data(), dbad.data());
@@ -103,6 +137,24 @@ TEST(CudaCodecs, OnebitMatchesCpuCodecBytes) {
   check_codec(Kind::kOnebit, 5000, 2048, 1.0f);
 }
 
+TEST(CudaCodecs, Int8MatchesCpuCodecBytes) {
+  LOOM_REQUIRE_GPU();
+  for (int64_t n : {int64_t(1), int64_t(7), int64_t(513), int64_t(100001)})
+    check_codec(Kind::kInt8, n, 512, 1.0f);
+  check_codec(Kind::kInt8, 5003, 8, 1.0f);       // the smallest block
+  check_codec(Kind::kInt8, 5003, 4096, 1e-30f);  // tiny magnitudes: the exponent range
+  check_codec(Kind::kInt8, 4099, 512, 1.0f, true);
+}
+
+TEST(CudaCodecs, TopkMatchesCpuCodecBytesTiesIncluded) {
+  LOOM_REQUIRE_GPU();
+  for (int64_t n : {int64_t(1), int64_t(99), int64_t(2048), int64_t(100001), int64_t(1) << 21})
+    check_codec(Kind::kTopk, n, 0, 1.0f);
+  // Few distinct magnitudes: the k-th is shared by many entries; the lowest indices go.
+  check_codec(Kind::kTopk, 100001, 0, 1.0f, true);
+  check_codec(Kind::kTopk, 3000, 0, 0.0f);  // all zero: k zeros at indices 0..k-1
+}
+
 TEST(CudaCodecs, EncodersFlagNonFiniteInput) {
   LOOM_REQUIRE_GPU();
   auto& be = static_cast<CudaBackend&>(*Gpu::get().backend);
@@ -110,7 +162,7 @@ TEST(CudaCodecs, EncodersFlagNonFiniteInput) {
   auto g = random_floats(size_t(n), 60);
   g[size_t(n - 3)] = std::numeric_limits<float>::quiet_NaN();
   auto dg = upload(be, g);
-  for (Kind k : {Kind::kFp16, Kind::kBf16, Kind::kOnebit}) {
+  for (Kind k : {Kind::kFp16, Kind::kBf16, Kind::kOnebit, Kind::kInt8, Kind::kTopk}) {
     DeviceBuffer<float> dr(be, n);
     DeviceBuffer<uint8_t> dout(be, gpu_bytes(k, n, 512));
     DeviceBuffer<int> dbad(be, 1);

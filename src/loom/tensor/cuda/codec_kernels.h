@@ -1,5 +1,6 @@
 // Gradient codecs on the device, byte for byte the packed formats of the CPU reference codecs in
-// compress/ (fp16_codec.h, bf16_codec.h, onebit_codec.h), with the same error-feedback contract:
+// compress/ (fp16_codec.h, bf16_codec.h, onebit_codec.h, int8_codec.h, topk_codec.h), with the
+// same error-feedback contract:
 //   s = g + r;  out = Q(s);  r = s - D(Q(s))
 // (a caller without error feedback zeroes r first, as Codec::encode does). Every pointer is
 // device memory; every call queues on `stream`. Encoders set *bad (a device int the caller
@@ -28,5 +29,22 @@ void onebit_encode(cudaStream_t s, const float* g, float* r, int64_t n, int64_t 
                    int* bad);
 void onebit_decode(cudaStream_t s, const void* in, int64_t n, int64_t column, float* out,
                    bool accumulate);
+
+// int8 dynamic tree (Dettmers 2016): float absmax[ceil(n / block)], uint8 code[n], zero pad to
+// a multiple of 4 bytes; block a power of two >= 8 (codec_int8.cu).
+int64_t int8_encoded_bytes(int64_t n, int64_t block);
+void int8_encode(cudaStream_t s, const float* g, float* r, int64_t n, int64_t block, void* out,
+                 int* bad);
+void int8_decode(cudaStream_t s, const void* in, int64_t n, int64_t block, float* out,
+                 bool accumulate);
+
+// top-k: k entries {uint32 index, float value} sorted by index, the k largest |s| with ties to
+// the lower index; their residuals become 0 (codec_topk.cu). k = compress::topk_count(n, f),
+// 1 <= k <= n < 2^32. `workspace`: topk_workspace_bytes(n) of device memory, not shared by
+// concurrent calls. Decode ignores indices >= n (the CPU codec throws on them).
+int64_t topk_workspace_bytes(int64_t n);
+void topk_encode(cudaStream_t s, const float* g, float* r, int64_t n, int64_t k, void* out,
+                 void* workspace, int* bad);
+void topk_decode(cudaStream_t s, const void* in, int64_t k, int64_t n, float* out, bool accumulate);
 
 }  // namespace loom::cuda
