@@ -4,8 +4,8 @@
 # eager, same GPU, batch 1024), fp32/TF32 GEMM, device copy bandwidth and the codec kernels,
 # and time `loom train` on the nccl transport. Finishes in a few minutes; the per-part limits
 # below add to under 8, and a part that fails or times out loses only its own figures.
-# Results go under $OUT (default ./out): check.log (everything printed), gpu_tests.json (gtest),
-# results.jsonl (one JSON object per figure, then a summary object).
+# Results go under $OUT (default ./out), three files: check.log (everything printed),
+# results.jsonl (one JSON object per test and per figure, then a summary object), summary.txt.
 #
 # Binaries: from build-gpu-carry/loom-gpu.tar.xz when present (made by bench/gpu/pack.sh on a
 # machine with the Debian dependencies), else built here with CMake (Release, -j16).
@@ -15,6 +15,8 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-./out}
 mkdir -p "$OUT"
 LOG="$OUT/check.log"
+# Intermediate files stay out of $OUT: the device tool returns at most 8 files from it.
+W=$(mktemp -d)
 RES="$OUT/results.jsonl"
 : >"$RES"
 exec > >(tee "$LOG") 2>&1
@@ -72,23 +74,39 @@ if [ -z "$BIN" ]; then
 fi
 
 step "GPU tests (every op and codec against the CPU reference, NCCL, training)"
-timeout 120 "$BIN/loom_tensor_cuda_tests" --gtest_output="json:$OUT/gpu_tests.json"
-tests_rc=$?
+# In groups, each with its own time limit and gtest JSON, so a hang or crash in one (NCCL, say)
+# loses only that group's results.
+tests_rc=0
+for group in "ops:CudaOps.*:CudaModel.*:CudaCheck.*:CudaPool.*:CudaBackendSetup.*:60" \
+             "codecs:CudaCodecs.*:60" "nccl:Nccl.*:45" "training:NcclTraining.*:60"; do
+  name=${group%%:*}
+  rest=${group#*:}
+  limit=${rest##*:}
+  filter=${rest%:*}
+  echo "-- $name ($filter, limit ${limit} s)"
+  timeout "$limit" "$BIN/loom_tensor_cuda_tests" --gtest_filter="$filter" \
+    --gtest_output="json:$W/gpu_tests_$name.json"
+  rc=$?
+  echo "-- $name: exit code $rc"
+  [ "$rc" -ne 0 ] && tests_rc=$rc
+done
 echo "tests exit code $tests_rc"
-# One JSON line per test for the summary (a crash leaves no gtest JSON: the log has it).
-python3 - "$OUT/gpu_tests.json" "$RES" <<'PY' || true
+# One JSON line per test for the summary (a group that crashed or hung leaves no gtest JSON:
+# the log has its output, and the summary names the group).
+python3 - "$RES" "$W"/gpu_tests_*.json <<'PY' || true
 import json, sys
-try:
-    doc = json.load(open(sys.argv[1]))
-except Exception as e:
-    print(f"no gtest JSON ({e})"); raise SystemExit(0)
-with open(sys.argv[2], "a") as out:
-    for suite in doc.get("testsuites", []):
-        for t in suite.get("testsuite", []):
-            skipped = t.get("result") == "SKIPPED" or t.get("status") == "NOTRUN"
-            status = "skipped" if skipped else ("failed" if t.get("failures") else "passed")
-            out.write(json.dumps({"bench": "gpu", "metric": "test", "test": f"{suite['name']}.{t['name']}",
-                                  "status": status}) + "\n")
+with open(sys.argv[1], "a") as out:
+    for path in sys.argv[2:]:
+        try:
+            doc = json.load(open(path))
+        except Exception as e:
+            print(f"{path}: no gtest JSON ({e})"); continue
+        for suite in doc.get("testsuites", []):
+            for t in suite.get("testsuite", []):
+                skipped = t.get("result") == "SKIPPED" or t.get("status") == "NOTRUN"
+                status = "skipped" if skipped else ("failed" if t.get("failures") else "passed")
+                out.write(json.dumps({"bench": "gpu", "metric": "test", "status": status,
+                                      "test": f"{suite['name']}.{t['name']}"}) + "\n")
 PY
 
 step "loom benchmark"
@@ -97,8 +115,8 @@ bench_rc=$?
 
 step "PyTorch eager, same model and batch"
 for flag in "" --tf32; do
-  timeout 60 python3 bench/gpu/torch_mlp_gpu.py $flag | tee "$OUT/torch.out"
-  grep '^{' "$OUT/torch.out" >>"$RES" || true
+  timeout 60 python3 bench/gpu/torch_mlp_gpu.py $flag | tee "$W/torch.out"
+  grep '^{' "$W/torch.out" >>"$RES" || true
 done
 
 step "loom train on the nccl transport (1 GPU, 1 worker: NCCL needs a GPU per rank)"
@@ -106,10 +124,10 @@ train_rc=1
 if [ -n "${LOOM_FASHION_MNIST_DIR:-}" ] && [ -x "$BIN/loom" ]; then
   timeout 60 "$BIN/loom" train --set transport='"nccl"' --set backend='"cuda"' \
     --set data.dir="\"$LOOM_FASHION_MNIST_DIR\"" --set batch=1024 --set epochs=4 \
-    --set progress='"none"' --set output.dir="\"$OUT/train\"" --set mlp.hidden='[1024, 1024]' \
-    2>&1 | tee "$OUT/train.out"
+    --set progress='"none"' --set output.dir="\"$W/train\"" --set mlp.hidden='[1024, 1024]' \
+    2>&1 | tee "$W/train.out"
   train_rc=${PIPESTATUS[0]}
-  python3 - "$OUT/train.out" "$RES" <<'PY' || true
+  python3 - "$W/train.out" "$RES" <<'PY' || true
 import json, re, sys
 sps = [float(m.group(1)) for m in re.finditer(r"epoch \d+/\d+:.*?([0-9.]+) samples/s", open(sys.argv[1]).read())]
 if sps:  # the last epoch's (the first includes start-up)
