@@ -36,6 +36,16 @@ target_link_libraries(loom_tensor_cuda PUBLIC loom_core CUDA::cudart CUDA::cubla
 target_link_libraries(loom_tensor PUBLIC loom_tensor_cuda)
 target_link_libraries(loom_tensor_cuda PUBLIC loom_tensor)
 
+# The codecs' device side (compress/cuda/: DeviceCodec over the kernels above); the registry
+# in loom_compress (device_codec_registry.cc) names it, so they link both ways.
+file(GLOB LOOM_COMPRESS_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/loom/compress/cuda/*.cc)
+if(LOOM_COMPRESS_CUDA_SOURCES)
+  add_library(loom_compress_cuda STATIC ${LOOM_COMPRESS_CUDA_SOURCES})
+  loom_cuda_host_options(loom_compress_cuda)
+  target_link_libraries(loom_compress_cuda PUBLIC loom_compress loom_tensor_cuda)
+  target_link_libraries(loom_compress PUBLIC loom_compress_cuda)
+endif()
+
 # The NCCL communicator and world (the nccl transport), when CMakeLists.txt found NCCL
 # (LOOM_HAVE_NCCL). The transport registry in loom_comm names them: linked both ways, as MPI.
 if(LOOM_HAVE_NCCL)

@@ -1,5 +1,6 @@
 #include "loom/sync/allreduce_strategy.h"
 
+#include <cstring>
 #include <span>
 
 #include "loom/core/error.h"
@@ -37,11 +38,21 @@ AllreduceStrategy::AllreduceStrategy(comm::Communicator& comm, nn::Model& model,
   LOOM_CHECK(model.backend().device() == Device::kCpu || comm.device_backend() == &model.backend(),
              "the allreduce strategy over {} needs the model in {} memory", comm.name(),
              comm.device_backend() ? "its device's" : "host");
-  LOOM_CHECK(model.backend().device() == Device::kCpu || options_.codec == nullptr,
-             "codec {} on device memory: the compressed allreduce encodes host memory",
-             options_.codec ? options_.codec->name() : "");
+  const bool on_device = model.backend().device() != Device::kCpu;
+  if (on_device && compressed()) {
+    device_codec_ = compress::make_device_codec(*options_.codec, model.backend());
+    if (!device_codec_)
+      throw ConfigError(
+          fmt::format("codec {} has no device kernels: gradients in device memory "
+                      "take fp16, bf16, int8, onebit or topk",
+                      options_.codec->name()));
+  }
   if (options_.overlap && comm_.size() > 1) queue_ = std::make_unique<BackgroundQueue>();
   if (options_.momentum_correction != 0.0f) {
+    if (on_device)
+      throw ConfigError(
+          "sync.momentum_correction keeps its velocities in host memory: not available with "
+          "gradients in device memory (backend = \"cuda\")");
     LOOM_CHECK(options_.codec && options_.codec->aggregation() == compress::Aggregation::kGather,
                "momentum correction needs a sparsifying codec (topk)");
     plain_sgd_ = std::make_unique<optim::Sgd>(model.backend(), model.num_params(), 0.0f,
@@ -51,7 +62,11 @@ AllreduceStrategy::AllreduceStrategy(comm::Communicator& comm, nn::Model& model,
   const int world = comm_.size();
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const size_t n = size_t(buckets_[b].count);
-    if (compressed()) {
+    if (device_codec_) {
+      device_states_.push_back(compress::make_device_allreduce_state(
+          *device_codec_, model.backend(), n, world, comm_.rank(), fmt::format("bucket {}", b)));
+      bytes_per_step_ += int64_t(device_states_.back().wire_bytes);
+    } else if (compressed()) {
       codec_states_.push_back(compress::make_compressed_allreduce_state(
           *options_.codec, n, world, comm_.rank(), fmt::format("bucket {}", b),
           bucket_matrices(model, buckets_[b])));
@@ -107,6 +122,13 @@ void AllreduceStrategy::combine(int b) {
   if (world == 1) {
     phase.next("optimizer", "optim");
     optimizer_.update(params, grads, bucket.offset, bucket.count, lr_);
+  } else if (device_codec_) {
+    compress::DeviceAllreduceState& st = device_states_[size_t(b)];
+    phase.next("compressed allreduce", "comm");
+    compress::device_compressed_allreduce(comm_, *device_codec_, model_.backend(), grads, st);
+    phase.next("optimizer", "optim");
+    optimizer_.update(params, grads, bucket.offset, bucket.count, lr_);
+    comm_bytes_ += int64_t(st.wire_bytes);
   } else if (compressed()) {
     // The decoded sum is the same bits on every rank, so full updates keep replicas equal.
     compress::CompressedAllreduceState& st = codec_states_[size_t(b)];
@@ -188,6 +210,15 @@ void AllreduceStrategy::save_state(StrategyState& out) const {
     save_codec_states(codec_states_[b], fmt::format("bucket{}", b), out);
   for (size_t b = 0; b < local_velocity_.size(); ++b)
     out.floats[fmt::format("bucket{}.local_velocity", b)] = local_velocity_[b];
+  for (size_t b = 0; b < device_states_.size(); ++b) {
+    const compress::DeviceAllreduceState& st = device_states_[b];
+    std::vector<float>& r = out.floats[fmt::format("bucket{}.device.residual", b)];
+    r.resize(st.n);
+    model_.backend().copy_to_host(r.data(), st.residual.data(), st.n * sizeof(float));
+    std::vector<uint8_t>& steps = out.bytes[fmt::format("bucket{}.device.steps", b)];
+    steps.resize(sizeof(uint64_t));
+    std::memcpy(steps.data(), &st.steps, sizeof(uint64_t));
+  }
 }
 
 void AllreduceStrategy::restore_state(const StrategyState& in) {
@@ -196,6 +227,14 @@ void AllreduceStrategy::restore_state(const StrategyState& in) {
   for (size_t b = 0; b < local_velocity_.size(); ++b)
     local_velocity_[b] =
         in.need_floats(fmt::format("bucket{}.local_velocity", b), local_velocity_[b].size());
+  for (size_t b = 0; b < device_states_.size(); ++b) {
+    compress::DeviceAllreduceState& st = device_states_[b];
+    const auto& r = in.need_floats(fmt::format("bucket{}.device.residual", b), st.n);
+    model_.backend().copy_to_device(st.residual.data(), r.data(), st.n * sizeof(float));
+    std::memcpy(&st.steps,
+                in.need_bytes(fmt::format("bucket{}.device.steps", b), sizeof(uint64_t)).data(),
+                sizeof(uint64_t));
+  }
 }
 
 }  // namespace loom::sync

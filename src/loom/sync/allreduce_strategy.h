@@ -14,7 +14,9 @@
 // optimizer is then not sharded: the decoded sum is the same bits on every rank, so every
 // rank updates the whole bucket from it and the replicas stay identical. (Sharding would
 // need the updated parameters all-gathered in fp32, which is the very traffic the codec
-// removes.) A world of one sends nothing, so it skips the codec.
+// removes.) A world of one sends nothing, so it skips the codec. With gradients in device
+// memory (the nccl transport) the codec runs as device kernels and the encodings are
+// all-gathered (device_compressed_allreduce.h); PowerSGD has no device kernels.
 //
 // The loss gradient is scaled by 1/(global batch), so the sum over ranks is the mean.
 #pragma once
@@ -23,6 +25,7 @@
 
 #include "loom/compress/codec.h"
 #include "loom/compress/compressed_allreduce.h"
+#include "loom/compress/device_compressed_allreduce.h"
 #include "loom/sync/background_queue.h"
 #include "loom/sync/buckets.h"
 #include "loom/sync/strategy.h"
@@ -77,10 +80,14 @@ class AllreduceStrategy final : public Strategy {
   AllreduceOptions options_;
   std::vector<Bucket> buckets_;
   BucketTracker tracker_;
-  std::vector<compress::CompressedAllreduceState> codec_states_;  // one per bucket
   // Momentum correction: each bucket's local velocity, and the momentum-free update.
   std::vector<std::vector<float>> local_velocity_;
   std::unique_ptr<optim::Optimizer> plain_sgd_;
+  std::vector<compress::CompressedAllreduceState> codec_states_;  // one per bucket (host)
+  // Gradients in device memory (nccl): the codec's device kernels and per-bucket device state
+  // (compress/device_compressed_allreduce.h) instead of codec_states_.
+  std::unique_ptr<compress::DeviceCodec> device_codec_;
+  std::vector<compress::DeviceAllreduceState> device_states_;
   std::unique_ptr<BackgroundQueue> queue_;
   int64_t bytes_per_step_ = 0;
   float lr_ = 0;

@@ -119,9 +119,8 @@ std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& c
                                         nn::Model& model, optim::Optimizer& optimizer);
 
 // What a communicator that carries device buffers (nccl) supports: sync = "allreduce" over
-// data parallelism, without a codec (the codecs' GPU kernels exist, tensor/cuda/
-// codec_kernels.h, but the compressed allreduce still encodes host memory). ConfigError
-// naming the key otherwise; make_strategy checks it too.
+// data parallelism, with fp32 or a codec that has device kernels (all but PowerSGD:
+// compress/device_codec.h). ConfigError naming the key otherwise; make_strategy checks it too.
 void check_device_sync(const Config& cfg);
 
 }  // namespace loom::sync

@@ -1,3 +1,4 @@
+#include "loom/compress/device_codec.h"
 #include "loom/compress/registry.h"
 #include "loom/core/error.h"
 #include "loom/sync/allreduce_strategy.h"
@@ -59,11 +60,14 @@ void check_device_sync(const Config& cfg) {
         fmt::format("{}: the nccl transport (device buffers) runs data parallelism only "
                     "(parallel = \"data\")",
                     cfg.where(cfg.has("parallel.mode") ? "parallel.mode" : "parallel")));
-  if (codec_from_config(cfg) != nullptr)
+  const std::string codec = compress::codec_name(cfg);
+  if (codec != "fp32" && !compress::device_codec_built(codec)) {
+    const char* key = cfg.has("codec") ? "codec" : "codec.name";
     throw ConfigError(
-        fmt::format("{}: key 'codec': the compressed allreduce encodes host memory, so the nccl "
-                    "transport takes codec = \"fp32\" only (for now)",
-                    cfg.where("codec")));
+        fmt::format("{}: key '{}': codec {} has no device kernels; the nccl transport takes "
+                    "fp32, fp16, bf16, int8, onebit or topk",
+                    cfg.where(key), key, codec));
+  }
 }
 
 std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& comm,
