@@ -3,7 +3,8 @@
 # and codec test (and the NCCL transport's), then benchmark MLP training (loom vs PyTorch
 # eager, same GPU, batch 1024), fp32/TF32 GEMM, device copy bandwidth and the codec kernels,
 # and time `loom train` on the nccl transport. Finishes in a few minutes; the per-part limits
-# below add to under 8, and a part that fails or times out loses only its own figures.
+# below add to about 7 (415 s, plus unpacking), and a part that fails or times out loses only
+# its own figures.
 # Results go under $OUT (default ./out), three files: check.log (everything printed),
 # results.jsonl (one JSON object per test and per figure, then a summary object), summary.txt.
 #
@@ -77,8 +78,8 @@ step "GPU tests (every op and codec against the CPU reference, NCCL, training)"
 # In groups, each with its own time limit and gtest JSON, so a hang or crash in one (NCCL, say)
 # loses only that group's results.
 tests_rc=0
-for group in "ops:CudaOps.*:CudaModel.*:CudaCheck.*:CudaPool.*:CudaBackendSetup.*:60" \
-             "codecs:CudaCodecs.*:60" "nccl:Nccl.*:45" "training:NcclTraining.*:60"; do
+for group in "ops:CudaOps.*:CudaModel.*:CudaCheck.*:CudaPool.*:CudaBackendSetup.*:45" \
+             "codecs:CudaCodecs.*:45" "nccl:Nccl.*:30" "training:NcclTraining.*:45"; do
   name=${group%%:*}
   rest=${group#*:}
   limit=${rest##*:}
@@ -110,19 +111,19 @@ with open(sys.argv[1], "a") as out:
 PY
 
 step "loom benchmark"
-timeout 120 "$BIN/loom_gpu_bench" --tf32 --json "$RES"
+timeout 100 "$BIN/loom_gpu_bench" --tf32 --json "$RES"
 bench_rc=$?
 
 step "PyTorch eager, same model and batch"
 for flag in "" --tf32; do
-  timeout 60 python3 bench/gpu/torch_mlp_gpu.py $flag | tee "$W/torch.out"
+  timeout 50 python3 bench/gpu/torch_mlp_gpu.py $flag | tee "$W/torch.out"
   grep '^{' "$W/torch.out" >>"$RES" || true
 done
 
 step "loom train on the nccl transport (1 GPU, 1 worker: NCCL needs a GPU per rank)"
 train_rc=1
 if [ -n "${LOOM_FASHION_MNIST_DIR:-}" ] && [ -x "$BIN/loom" ]; then
-  timeout 60 "$BIN/loom" train --set transport='"nccl"' --set backend='"cuda"' \
+  timeout 50 "$BIN/loom" train --set transport='"nccl"' --set backend='"cuda"' \
     --set data.dir="\"$LOOM_FASHION_MNIST_DIR\"" --set batch=1024 --set epochs=4 \
     --set progress='"none"' --set output.dir="\"$W/train\"" --set mlp.hidden='[1024, 1024]' \
     2>&1 | tee "$W/train.out"
