@@ -5,6 +5,8 @@
 
 #include "loom/core/config.h"
 #include "loom/core/error.h"
+#include "loom/perf/calibration.h"
+#include "loom/perf/machine_probe.h"
 
 namespace loom::perf {
 namespace {
@@ -103,6 +105,118 @@ TEST(Advisor, ABudgetThatBuysNothingSaysSo) {
   r.budget_usd = 1e6;
   r.inter_links = {"100gb"};
   EXPECT_THROW(advise(Catalog::builtin(), r), InputError);
+}
+
+
+// A calibration file as `loom bench calibrate` writes it, with round figures: 2 cores; GEMM
+// `gflops` for one worker, 90 per worker with two; a += b 6 / 10 GB/s; elementwise 10 / 16
+// GB/s; thread allreduce alpha 10 us, 4 GB/s; loader 50,000 samples/s.
+std::string calibration_lines(double gflops) {
+  const std::vector<int64_t> mlp = {784, 1024, 1024, 10};
+  std::string s;
+  for (const nlohmann::json& j :
+       {host_line(2), gemm_line(1, 1, mlp, 128, gflops, "x"), gemm_line(2, 1, mlp, 128, 90, "x"),
+        membw_line("add", 1, 64 << 20, 6), membw_line("add", 2, 64 << 20, 10),
+        elementwise_line(1, mlp, 128, 10), elementwise_line(2, mlp, 128, 16),
+        allreduce_line("thread", "native", 2, 1 << 20, 20 + 1048.576 / 4),
+        allreduce_line("thread", "native", 2, 16 << 20, 20 + 16777.216 / 4),
+        loader_line(50000, 785)})
+    s += j.dump() + "\n";
+  return s;
+}
+
+TEST(Advisor, CalibrationFileMakesThisMachineACandidatePredictedFromItsFigures) {
+  auto advise_here = [](double gflops) {
+    Catalog cat = Catalog::builtin();
+    AdviseRequest r;
+    r.workload = workload_from_config(Config{});  // the default MLP, batch 128
+    r.train.batch = 128;
+    r.budget_usd = 5000;
+    r.max_gpus = 4;
+    r.gpus = {"this-machine"};
+    use_calibration(parse_calibration(calibration_lines(gflops), "cal.jsonl"), cat, r, 1500);
+    return advise(cat, r);
+  };
+  const Advice a = advise_here(100);
+  // 1 and 2 workers in one $1,500 machine (2 cores), 4 workers in two machines ($3,000).
+  const AdviseOption* one = nullptr;
+  for (const auto& o : a.ranked) {
+    EXPECT_EQ(o.gpu, "this-machine");
+    EXPECT_EQ(o.cost_usd, 1500.0 * o.nodes);
+    EXPECT_EQ(o.nodes, o.gpus <= 2 ? 1 : 2);
+    if (o.gpus == 2) {
+      EXPECT_EQ(o.intra, "this-machine-thread");
+    }
+    if (o.gpus == 1) one = &o;
+  }
+  ASSERT_NE(one, nullptr);
+  // One worker by hand from the file: GEMMs at 100 GFLOP/s, the layer ops at 10 GB/s, the
+  // momentum update (5 passes of 4 bytes) at 6 GB/s (the same figures as the model's test).
+  const double gemm = 128 * 9564160.0 / 100e9, ew = 128 * 102600.0 / 10e9,
+               upd = 1863690 * 20.0 / 6e9;
+  EXPECT_NEAR(one->est.step_s, gemm + ew + upd, 1e-9);
+  EXPECT_EQ(one->sync.codec, "fp32");
+  // A GEMM twice as fast in the file: only the GEMM part of the prediction halves.
+  int seen = 0;
+  for (const auto& o : advise_here(200).ranked) {
+    if (o.gpus != 1) continue;
+    EXPECT_NEAR(o.est.step_s, gemm / 2 + ew + upd, 1e-9);
+    ++seen;
+  }
+  EXPECT_EQ(seen, 1);
+}
+
+TEST(Advisor, CalibrationWithoutHostRatesIsRefused) {
+  Catalog cat = Catalog::builtin();
+  AdviseRequest r;
+  try {
+    use_calibration(parse_calibration(
+                        "{\"bench\":\"codec\",\"codec\":\"onebit\",\"encode_gbs\":1,"
+                        "\"decode_gbs\":2}\n",
+                        "only_codecs.jsonl"),
+                    cat, r);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("only_codecs.jsonl: no gemm and membw lines"));
+  }
+}
+
+TEST(Advisor, UnknownGpuOrLinkNamesListCloseMatches) {
+  AdviseRequest r;
+  r.workload = reference_workload("resnet50");
+  r.budget_usd = 50000;
+  r.gpus = {"a100-80gb-pci"};
+  try {
+    advise(Catalog::builtin(), r);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("unknown GPU 'a100-80gb-pci'; close matches:"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("a100-80gb-pcie"));
+  }
+  r.gpus = {};
+  r.inter_links = {"100gb"};
+  try {
+    advise(Catalog::builtin(), r);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("unknown link '100gb'; close matches:"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("100gbe"));
+  }
+}
+
+TEST(Advisor, NothingThatFitsSaysWhatDoesNot) {
+  AdviseRequest r;
+  r.workload = reference_workload("bert-large");
+  r.train.batch = 8;
+  r.budget_usd = 20000;
+  r.gpus = {"small"};  // 8 GB: bert-large at batch 8 needs more
+  try {
+    advise(two_gpus(), r);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("nothing the budget of $20000 buys fits"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("small (8 GB): needs"));
+  }
 }
 
 }  // namespace

@@ -17,6 +17,8 @@ struct AdviseArgs {
   int64_t batch = 0;
   std::string precision = "fp32", optimizer = "momentum";
   int top = 10;
+  std::string calibration;
+  double machine_usd = 0;
 };
 
 void setup(CLI::App& app) {
@@ -37,6 +39,12 @@ void setup(CLI::App& app) {
   cmd->add_option("--optimizer", a->optimizer, "sgd, momentum or adam");
   cmd->add_option("--catalog", a->catalogs, "extra catalog file(s) with your own rows");
   cmd->add_option("--top", a->top, "rows to show");
+  cmd->add_option("--calibration", a->calibration,
+                  "file written by `loom bench calibrate`: this machine joins the candidates as "
+                  "'this-machine', predicted from its measured rates");
+  cmd->add_option("--machine-usd", a->machine_usd,
+                  "with --calibration: price of one more machine like this one (default: "
+                  "--node-usd)");
   cmd->callback([a] {
     perf::Catalog cat = perf::Catalog::builtin();
     for (const auto& f : a->catalogs) cat.load_file(f);
@@ -47,6 +55,8 @@ void setup(CLI::App& app) {
     r.gpus_per_node = a->gpus_per_node;
     r.node_usd = a->node_usd;
     if (!a->links.empty()) r.inter_links = a->links;
+    if (!a->calibration.empty())
+      perf::use_calibration(perf::read_calibration(a->calibration), cat, r, a->machine_usd);
     r.gpus = a->gpus;
     r.train.batch = a->batch > 0 ? a->batch : r.workload.default_batch;
     r.train.precision = a->precision;

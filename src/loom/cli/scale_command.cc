@@ -34,6 +34,10 @@ struct ScaleArgs {
   double tolerance = 15;
   std::string cases = "1:fp32,2:fp32,1:onebit,2:onebit", transports = "thread";
   std::string mpirun = perf::kDefaultMpirun;
+  // The shaped link (bench/netns/validate.sh): MPI cases launched by `shaped_mpirun` with the
+  // ranks in two network namespaces joined by a link shaped to `shaped_gbps`.
+  std::string shaped_mpirun, shaped_cases = "2:fp32,2:onebit", mpi_cases;
+  double shaped_gbps = 1;
   std::vector<std::string> catalogs;
   std::string calibration, svg = "scale.svg";
   // --parallelism: data vs model vs hybrid (perf/parallelism_model.h)
@@ -98,15 +102,32 @@ void run_validate(const ScaleArgs& a) {
   }
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   std::vector<perf::ValidationRow> rows;
-  for (const auto& transport : split(a.transports)) {
-    for (const auto& spec : split(a.cases)) {
-      perf::ValidationCase c;
-      const size_t colon = spec.find(':');
-      if (colon == std::string::npos)
-        throw InputError(fmt::format("--cases '{}': write WORKERS:CODEC, e.g. 2:onebit", spec));
-      c.workers = std::stoi(spec.substr(0, colon));
-      c.codec = spec.substr(colon + 1);
-      c.transport = transport;
+  struct Planned {
+    perf::ValidationCase c;
+    std::string mpirun;
+  };
+  std::vector<Planned> plan;
+  auto parse_case = [](const std::string& spec, const std::string& transport) {
+    perf::ValidationCase c;
+    const size_t colon = spec.find(':');
+    if (colon == std::string::npos)
+      throw InputError(fmt::format("--cases '{}': write WORKERS:CODEC, e.g. 2:onebit", spec));
+    c.workers = std::stoi(spec.substr(0, colon));
+    c.codec = spec.substr(colon + 1);
+    c.transport = transport;
+    return c;
+  };
+  for (const auto& transport : split(a.transports))
+    for (const auto& spec : split(transport == "mpi" && !a.mpi_cases.empty() ? a.mpi_cases : a.cases))
+      plan.push_back({parse_case(spec, transport), a.mpirun});
+  if (!a.shaped_mpirun.empty())
+    for (const auto& spec : split(a.shaped_cases)) {
+      Planned p{parse_case(spec, "mpi"), a.shaped_mpirun};
+      p.c.link_gbps = a.shaped_gbps;
+      plan.push_back(p);
+    }
+  {
+    for (const auto& [c, mpirun] : plan) {
       for (int rep = 0; rep < a.repeats; ++rep) {
         fmt::print("# running {} ({} steps) ...\n", c.label(), a.steps);
         std::fflush(stdout);
@@ -117,13 +138,14 @@ void run_validate(const ScaleArgs& a) {
         po.widths.push_back(10);
         po.batch = cfg.get_int("batch", 128, 1, 1 << 20);
         po.dropout = cfg.get_double("mlp.dropout", 0.5, 0.0, 0.99);
+        po.bucket_bytes = cfg.get_int("sync.bucket_kib", 4096, 0, int64_t(1) << 30) * 1024;
         const int threads = int(cfg.get_int("threads", 1, 1, 256));
         const bool paired = !a.no_paired;
         const perf::HostRates before =
             paired ? perf::probe_run_rates(po, c.workers, threads, c.codec) : perf::HostRates{};
         perf::ValidationRow r;
         r.c = c;
-        r.measured = perf::measure_case(cfg, c, a.steps, self, a.mpirun);
+        r.measured = perf::measure_case(cfg, c, a.steps, self, mpirun);
         if (paired) {
           const perf::HostRates after = perf::probe_run_rates(po, c.workers, threads, c.codec);
           perf::merge_paired_rates(now.host, before, after);
@@ -138,6 +160,8 @@ void run_validate(const ScaleArgs& a) {
       "{})\n\n{}\n{}",
       toml ? a.workload : "default MLP config", cal.file,
       perf::validation_table(rows, a.tolerance / 100), perf::validation_json(rows));
+  // One command prints both tables (the "done when").
+  if (a.anchors) fmt::print("\n{}", perf::anchors_report());
 }
 
 void run_scale(const ScaleArgs& a) {
@@ -269,6 +293,14 @@ void setup(CLI::App& app) {
   cmd->add_flag("--no-paired", a->no_paired,
                 "predict from the calibration alone (default: GEMM, a += b and elementwise "
                 "rates re-measured right before and after each run, averaged)");
+  cmd->add_option("--shaped-mpirun", a->shaped_mpirun,
+                  "launcher line for MPI ranks on a shaped link (bench/netns/validate.sh "
+                  "passes one): adds the --shaped-cases, predicted for a --shaped-gbps link");
+  cmd->add_option("--mpi-cases", a->mpi_cases,
+                  "runs for the mpi transport, WORKERS:CODEC (default: --cases)");
+  cmd->add_option("--shaped-cases", a->shaped_cases, "shaped-link runs, WORKERS:CODEC");
+  cmd->add_option("--shaped-gbps", a->shaped_gbps, "the shaped link's rate, Gbit/s")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--mpirun", a->mpirun,
                   "launcher line for mpi cases (a script running ranks in network namespaces "
                   "passes its own)");

@@ -44,13 +44,14 @@ Advice advise(const Catalog& cat, const AdviseRequest& req) {
   for (const auto& c : req.codecs) codec_model(c);
   Advice adv;
   std::vector<const GpuSpec*> gpus;
+  auto measured = [&](const GpuSpec& g) { return req.measured.count(g.name) != 0; };
   if (req.gpus.empty()) {
     for (const auto& [n, g] : cat.gpus())
-      if (g.has_price()) gpus.push_back(&g);
+      if (g.has_price() || measured(g)) gpus.push_back(&g);
   } else {
     for (const auto& n : req.gpus) {
       const GpuSpec& g = cat.gpu(n);
-      if (!g.has_price())
+      if (!g.has_price() && !measured(g))
         throw InputError(fmt::format(
             "GPU '{}' has no price in the catalog; add price_usd in a --catalog file", n));
       gpus.push_back(&g);
@@ -58,24 +59,34 @@ Advice advise(const Catalog& cat, const AdviseRequest& req) {
   }
   double cheapest = std::numeric_limits<double>::infinity();
   std::string cheapest_name;
+  double cheapest_host = 0;
+  // One machine with `g`: its price and how many workers it holds.
+  auto node_usd = [&](const GpuSpec& g) {
+    return measured(g) && req.measured_node_usd > 0 ? req.measured_node_usd : req.node_usd;
+  };
+  auto per_node = [&](const GpuSpec& g) {
+    if (!measured(g)) return req.gpus_per_node;
+    const HostRates& h = req.measured.at(g.name).host;
+    return h.valid() ? std::max(1, std::min(req.gpus_per_node, h.cores)) : req.gpus_per_node;
+  };
   for (const GpuSpec* g : gpus) {
-    double one = g->price_usd + req.node_usd;
-    if (one < cheapest) cheapest = one, cheapest_name = g->name;
+    double one = g->price_usd + node_usd(*g);
+    if (one < cheapest) cheapest = one, cheapest_name = g->name, cheapest_host = node_usd(*g);
   }
   if (gpus.empty()) throw InputError("no GPU in the catalog has a price");
   if (cheapest > req.budget_usd)
     throw InputError(
         fmt::format("a budget of ${:.0f} buys nothing: the cheapest machine is one {} (${:.0f}) in "
                     "a ${:.0f} host",
-                    req.budget_usd, cheapest_name, cheapest - req.node_usd, req.node_usd));
+                    req.budget_usd, cheapest_name, cheapest - cheapest_host, cheapest_host));
 
   for (const GpuSpec* g : gpus) {
     bool fits_once = false;
     double need_gb = 0;
     for (int n = 1; n <= req.max_gpus; n *= 2) {
-      int k = std::min(n, req.gpus_per_node);
+      int k = std::min(n, per_node(*g));
       int nodes = (n + k - 1) / k;
-      double cost = n * g->price_usd + nodes * req.node_usd;
+      double cost = n * g->price_usd + nodes * node_usd(*g);
       if (cost > req.budget_usd) break;
       std::vector<std::string> inters = nodes > 1 ? req.inter_links : std::vector<std::string>{"-"};
       for (const auto& inter : inters) {
@@ -89,7 +100,8 @@ Advice advise(const Catalog& cat, const AdviseRequest& req) {
         AdviseOption best;
         bool have = false;
         for (const SyncSpec& s : candidate_syncs(nodes, req.codecs)) {
-          CostModel m(req.workload, c, s, req.train);
+          CostModel m(req.workload, c, s, req.train,
+                      measured(*g) ? req.measured.at(g->name) : Derating{});
           StepEstimate e = m.estimate();
           if (!e.fits) {
             need_gb = e.memory.total() / 1e9;
@@ -123,6 +135,21 @@ Advice advise(const Catalog& cat, const AdviseRequest& req) {
   const AdviseOption& top = adv.ranked.front();
   adv.host_ram_gb_per_node = cat.gpu(top.gpu).memory_gb * std::min(top.gpus, req.gpus_per_node);
   return adv;
+}
+
+void use_calibration(const Calibration& cal, Catalog& cat, AdviseRequest& req,
+                     double machine_usd) {
+  Derating d;
+  cal.apply(cat, d);
+  if (!cat.gpus().count("this-machine"))
+    throw InputError(fmt::format(
+        "{}: no gemm and membw lines, so no device 'this-machine' to advise on (write the file "
+        "with `loom bench calibrate`)",
+        cal.file));
+  if (machine_usd < 0)
+    throw InputError(fmt::format("--machine-usd must be >= 0, got {}", machine_usd));
+  req.measured["this-machine"] = d;
+  req.measured_node_usd = machine_usd;
 }
 
 std::string advice_report(const Advice& a, const AdviseRequest& req, size_t n) {

@@ -4,9 +4,11 @@
 // recommended; a budget that buys nothing is an InputError saying so.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
+#include "loom/perf/calibration.h"
 #include "loom/perf/catalog.h"
 #include "loom/perf/cost_model.h"
 
@@ -24,6 +26,12 @@ struct AdviseRequest {
                                      "onebit"};  // simplest first
   TrainSpec train;
   std::string storage = "nvme4";
+  // Devices measured here (`loom advise --calibration FILE`, use_calibration below): their
+  // measured rates replace the default deratings. Such a device is a CPU host: its workers
+  // cost nothing beyond the machine (`measured_node_usd`, or node_usd when 0), and a machine
+  // runs at most as many workers as it has cores.
+  std::map<std::string, Derating> measured;
+  double measured_node_usd = 0;
 };
 
 struct AdviseOption {
@@ -45,6 +53,11 @@ struct Advice {
 };
 
 Advice advise(const Catalog& cat, const AdviseRequest& req);
+// Adds the calibration's device "this-machine" (and its links) to `cat` and makes the
+// advisor predict it from the measured figures (calibration.h); `machine_usd` (> 0) is the
+// price of one more machine like this one.
+void use_calibration(const Calibration& cal, Catalog& cat, AdviseRequest& req,
+                     double machine_usd = 0);
 // Plain lines: a table of the top `n`, then why for the top three.
 std::string advice_report(const Advice& a, const AdviseRequest& req, size_t n = 10);
 

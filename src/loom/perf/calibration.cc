@@ -64,6 +64,8 @@ Calibration parse_calibration(const std::string& text, const std::string& name) 
   std::string line;
   int lineno = 0;
   std::map<std::string, std::pair<double, double>> codec;  // encode, decode GB/s
+  std::map<std::string, std::vector<AllreducePoint>> busy_points;
+  std::map<std::string, std::vector<double>> steals;
   bool any = false;
   while (std::getline(in, line)) {
     ++lineno;
@@ -101,6 +103,23 @@ Calibration parse_calibration(const std::string& text, const std::string& name) 
     } else if (kind == "allreduce") {
       const std::string transport = j.value("transport", std::string("default"));
       if (!training_algo(transport, j.value("algo", std::string()))) continue;
+      if (j.value("busy", false)) {  // beside busy compute threads (host_model.h BusyLink)
+        AllreducePoint pt;
+        pt.bytes = positive(j, "bytes", where);
+        pt.ranks = count(j, "ranks", 2, where);
+        pt.seconds = positive(j, "time_us", where) * 1e-6;
+        if (pt.ranks < 2) continue;
+        busy_points[transport].push_back(pt);
+        if (j.contains("compute_steal")) {
+          const auto& v = j.at("compute_steal");
+          if (!v.is_number() || v.get<double>() < 0 || v.get<double>() > 1)
+            throw InputError(
+                fmt::format("{}: field 'compute_steal' must be a number in [0, 1]", where));
+          steals[transport].push_back(v.get<double>());
+        }
+        any = true;
+        continue;
+      }
       AllreducePoint pt;
       pt.bytes = positive(j, "bytes", where);
       pt.ranks = count(j, "ranks", 2, where);
@@ -130,6 +149,14 @@ Calibration parse_calibration(const std::string& text, const std::string& name) 
     throw InputError(
         fmt::format("{}: no calibration lines (gemm, membw, allreduce, codec, loader)", name));
   for (auto& [k, v] : codec) c.codec_gbs[k] = 1.0 / (1.0 / v.first + 1.0 / v.second);
+  for (const auto& [transport, pts] : busy_points) {
+    const LinkFit f = Calibration::fit_ring(pts);
+    HostRates::BusyLink& b = c.host.busy[transport];
+    b.alpha_s = f.alpha_s;
+    b.bytes_per_s = f.bytes_per_s;
+    const auto& st = steals[transport];
+    for (double x : st) b.steal += x / double(st.size());
+  }
   c.codec_enc_dec_gbs = codec;
   return c;
 }
@@ -173,9 +200,11 @@ void Calibration::apply(Catalog& cat, Derating& d) const {
         mem_bytes_per_s / 1e9, file);
     rows += fmt::format(
         "[[gpu]]\nname = \"this-machine\"\nfp32_tflops = {}\ntensor_tflops = 0\nmemory_gb = {}\n"
-        "mem_bw_gbs = {}\nhost_link = \"this-machine-memory\"\npeer_link = \"none\"\ntdp_w = 1\n"
+        "mem_bw_gbs = {}\nhost_link = \"this-machine-memory\"\npeer_link = \"{}\"\ntdp_w = 1\n"
         "source = \"{} (measured)\"\n\n",
-        gemm_flops / 1e12, memory_gb, mem_bytes_per_s / 1e9, file);
+        gemm_flops / 1e12, memory_gb, mem_bytes_per_s / 1e9,
+        // Workers on this machine exchange through the thread transport when it was measured.
+        allreduce.count("thread") ? "this-machine-thread" : "none", file);
     // On the measured device, measured figures are the achievable ones.
     d.compute = 1.0;
     d.memory = 1.0;

@@ -173,7 +173,16 @@ StepEstimate CostModel::raw(const Topology& topo) const {
   // rank, at most 1); the rest adds to the step.
   const double hide =
       on_host ? std::clamp(double(host.cores - e.ranks * threads) / e.ranks, 0.0, 1.0) : 1.0;
-  exposed = std::max(exposed, (e.comm_s + e.codec_s) * (1 - hide));
+  if (on_host && host.link_steal >= 0 && e.ranks > 1) {
+    // A busy link (host_model.h): its times are elapsed beside the compute threads, so the
+    // bucket walk's overlap stands; the compute loses `steal` of the link's time in backward.
+    const double inside = std::max(0.0, e.comm_s + e.codec_s - exposed);
+    const double stolen = host.link_steal * std::min(inside, e.bwd_s);
+    e.bwd_s += stolen;
+    compute += stolen;
+  } else {
+    exposed = std::max(exposed, (e.comm_s + e.codec_s) * (1 - hide));
+  }
   e.comm_exposed_s = exposed;
 
   // Input: the node's storage reads for all its GPUs; prefetch hides it behind the step.

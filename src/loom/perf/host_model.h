@@ -28,10 +28,21 @@ struct HostRates {
   // Bytes/s of traffic per thread group, by total threads busy at once (aggregate).
   std::map<int, double> stream_bytes;       // a += b on buffers far beyond the caches
   std::map<int, double> elementwise_bytes;  // the layer ops at the step's activation sizes
-  // Seconds one small allreduce among the workers' communication threads takes while their
-  // compute threads run (0: not measured). On an oversubscribed machine each hand-off waits
-  // for the peer thread to be scheduled; this is the ring's alpha under the run's conditions.
-  double handoff_s = 0;
+  // The transport's allreduce as a training step meets it when the compute threads fill the
+  // cores: timed among the workers' communication threads while their compute threads run
+  // the step's GEMMs (elapsed, so it holds the waits for a core and for the peer's thread:
+  // on 2 cores a 4 MiB thread allreduce takes ~10x its quiet time), fitted to the ring's
+  // alpha-beta; and `steal`, the fraction of the compute threads' GEMM rate lost while it
+  // runs. By transport (thread, mpi); empty: not measured.
+  struct BusyLink {
+    double alpha_s = 0, bytes_per_s = 0, steal = 0;
+  };
+  std::map<std::string, BusyLink> busy;
+  // Set by whoever picks the link (validate.h) when it is a busy link: the exchange's
+  // elapsed time then already holds its contention for cores, so overlap with backward is
+  // modelled as on a GPU, and `link_steal` x the link's busy time inside backward is added
+  // to the compute. < 0: a quiet link (the idle-core rule of cost_model.cc applies).
+  double link_steal = -1;
   // Codec encode/decode GB/s (fp32 in) timed beside the workers' busy compute threads, as the
   // communication thread meets them (empty: not measured; the quiet `bench codec` figures).
   std::map<std::string, std::pair<double, double>> busy_codec_gbs;

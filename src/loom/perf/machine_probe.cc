@@ -16,6 +16,7 @@
 #include "loom/core/timer.h"
 #include "loom/data/dataset.h"
 #include "loom/data/loader.h"
+#include "loom/perf/calibration.h"
 #include "loom/perf/workload.h"
 #include "loom/tensor/backend_registry.h"
 #include "loom/tensor/cpu/gemm_probe.h"
@@ -194,6 +195,14 @@ nlohmann::json allreduce_line(const std::string& transport, const std::string& a
           {"ranks", ranks},       {"bytes", bytes},         {"time_us", time_us}};
 }
 
+nlohmann::json busy_allreduce_line(const std::string& transport, const std::string& algo,
+                                   int ranks, size_t bytes, double time_us, double steal) {
+  nlohmann::json j = allreduce_line(transport, algo, ranks, bytes, time_us);
+  j["busy"] = true;
+  j["compute_steal"] = steal;
+  return j;
+}
+
 nlohmann::json codec_line(const std::string& codec, size_t n, double encode_gbs,
                           double decode_gbs) {
   return {{"bench", "codec"},
@@ -231,21 +240,87 @@ void beside_busy_compute(const ProbeOptions& o, int workers, F&& fn) {
   for (auto& t : compute) t.join();
 }
 
-// Seconds per small allreduce among `workers` thread-transport ranks while `workers` other
-// threads run the step's GEMMs: a training step's hand-offs as they happen.
-double handoff_latency(const ProbeOptions& o, int workers, int iters) {
-  double seconds = 0;
-  beside_busy_compute(o, workers, [&] {
+// Runs fn() while `workers` threads run the step's GEMMs shape by shape, and returns the
+// fraction of their GEMM rate fn took away (the rate is first measured for 0.3 s without fn).
+template <class F>
+double steal_beside_compute(const ProbeOptions& o, int workers, F&& fn) {
+  const auto shapes = cpu::mlp_step_gemms(o.widths, o.batch);
+  std::atomic<int> phase{0};  // 0: alone, 1: beside fn, 2: stop
+  std::vector<double> alone(size_t(workers), 0), beside(size_t(workers), 0);
+  std::vector<std::thread> compute;
+  for (int w = 0; w < workers; ++w)
+    compute.emplace_back([&, w] {
+      cpu_backend().set_intra_op_threads(1);
+      for (;;)
+        for (const auto& sh : shapes) {
+          const int p = phase.load();
+          if (p == 2) return;
+          cpu::probe_gemm({sh}, cpu::gemm_library(), 1);  // a warm-up pass and one timed
+          (p == 0 ? alone : beside)[size_t(w)] += 2 * sh.flops();
+        }
+    });
+  auto stop = [&] {
+    phase = 2;
+    for (auto& t : compute) t.join();
+  };
+  double alone_s = 0, beside_s = 0;
+  try {
+    Stopwatch w0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    alone_s = w0.seconds();
+    phase = 1;
+    Stopwatch w1;
+    fn();
+    beside_s = w1.seconds();
+  } catch (...) {
+    stop();
+    throw;
+  }
+  stop();
+  double a = 0, b = 0;
+  for (int w = 0; w < workers; ++w) a += alone[size_t(w)], b += beside[size_t(w)];
+  if (!(a > 0) || !(alone_s > 0) || !(beside_s > 0)) return 0;
+  return std::clamp(1.0 - (b / beside_s) / (a / alone_s), 0.0, 1.0);
+}
+
+// Median seconds of `reps` allreduces of `bytes` on `c` (after one warm-up).
+double time_allreduce(comm::Communicator& c, size_t bytes, int reps) {
+  std::vector<float> v(bytes / sizeof(float), 1.0f);
+  c.allreduce(std::span<float>(v));
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    Stopwatch w;
+    c.allreduce(std::span<float>(v));
+    t.push_back(w.seconds());
+  }
+  return median(t);
+}
+
+// The thread transport's allreduce among `workers` ranks (the workers' communication
+// threads) at `sizes`, while `workers` other threads run the step's GEMMs; one busy line per
+// size, each with the GEMM rate share the exchange took.
+std::vector<nlohmann::json> busy_thread_exchange(const ProbeOptions& o, int workers,
+                                                 const std::vector<size_t>& sizes) {
+  std::vector<double> seconds(sizes.size());
+  const double steal = steal_beside_compute(o, workers, [&] {
     comm::ThreadWorld world(workers);
     world.run([&](comm::Communicator& c) {
-      std::vector<float> v(1024, 1.0f);
-      c.allreduce(std::span<float>(v));  // warm
-      Stopwatch w;
-      for (int i = 0; i < iters; ++i) c.allreduce(std::span<float>(v));
-      if (c.rank() == 0) seconds = w.seconds() / iters;
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        const double t = time_allreduce(c, sizes[i], o.quick ? 5 : 25);
+        if (c.rank() == 0) seconds[i] = t;
+      }
     });
   });
-  return seconds;
+  std::vector<nlohmann::json> out;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    out.push_back(busy_allreduce_line("thread", "native", workers, sizes[i], seconds[i] * 1e6,
+                                      steal));
+  return out;
+}
+
+// The sizes the busy exchange is timed at: a small message (its alpha) and the run's bucket.
+std::vector<size_t> busy_sizes(const ProbeOptions& o) {
+  return {size_t(64) << 10, size_t(std::max<int64_t>(o.bucket_bytes, 256 << 10))};
 }
 
 HostRates probe_run_rates(const ProbeOptions& o, int workers, int threads,
@@ -257,7 +332,11 @@ HostRates probe_run_rates(const ProbeOptions& o, int workers, int threads,
       gemm_rate(cpu::mlp_step_gemms(o.widths, o.batch), workers, threads, 5) * 1e9;
   r.stream_bytes[busy] = stream_rate("add", 32 << 20, busy, 3);
   r.elementwise_bytes[busy] = elementwise_rate(o, busy, 10);
-  if (workers > 1) r.handoff_s = handoff_latency(o, workers, 40);
+  if (workers > 1) {
+    std::string lines;
+    for (const auto& j : busy_thread_exchange(o, workers, busy_sizes(o))) lines += j.dump() + "\n";
+    r.busy = parse_calibration(lines, "busy exchange").host.busy;
+  }
   if (workers > 1 && codec != "fp32") {
     compress::CodecBenchOptions cb;
     cb.n = 0;
@@ -294,7 +373,20 @@ void probe_machine(const ProbeOptions& o, comm::World* mpi,
     if (r.transport == "thread" ? r.algo != "native" : r.algo != "ring") return;
     emit(allreduce_line(r.transport, r.algo, r.ranks, r.bytes, r.lat_us));
   });
+  if (mpi != nullptr) {
+    // The same beside busy compute: every rank runs one compute thread next to its exchange.
+    comm::Communicator& c = mpi->local(0);
+    std::vector<double> seconds;
+    const auto sizes = busy_sizes(o);
+    const double steal = steal_beside_compute(o, 1, [&] {
+      for (size_t bytes : sizes) seconds.push_back(time_allreduce(c, bytes, o.quick ? 5 : 25));
+    });
+    if (lead)
+      for (size_t i = 0; i < sizes.size(); ++i)
+        emit(busy_allreduce_line("mpi", "ring", c.size(), sizes[i], seconds[i] * 1e6, steal));
+  }
   if (!lead) return;
+  for (const auto& j : busy_thread_exchange(o, 2, busy_sizes(o))) emit(j);
 
   emit(host_line(int(std::max(1u, std::thread::hardware_concurrency()))));
   const auto shapes = cpu::mlp_step_gemms(o.widths, o.batch);

@@ -18,7 +18,8 @@
 namespace loom::perf {
 
 std::string ValidationCase::label() const {
-  return fmt::format("{} worker{} {} {}", workers, workers == 1 ? "" : "s", codec, transport);
+  return fmt::format("{} worker{} {} {}{}", workers, workers == 1 ? "" : "s", codec, transport,
+                     link_gbps > 0 ? fmt::format(" {:g}Gbit/s", link_gbps) : "");
 }
 
 double prediction_error(double predicted, double measured) {
@@ -58,11 +59,30 @@ StepEstimate predict_case(const Config& cfg, const Calibration& cal, const Valid
   cl.topo.intra = cat.has_link(link) ? cat.link(link) : cat.link("this-machine-memory");
   // The codec as the communication thread runs it: beside busy compute threads.
   for (const auto& [k, v] : d.host.busy_codec_gbs) d.codec_enc_dec_gbs[k] = v;
-  if (c.transport == "thread" && c.workers > 1 && d.host.handoff_s > 0) {
-    // The hand-off measured next to the run replaces the quiet machine's alpha: one small
-    // ring allreduce is 2(n-1) alpha.
-    cl.topo.intra.latency_us =
-        std::max(cl.topo.intra.latency_us, d.host.handoff_s * 1e6 / (2.0 * (c.workers - 1)));
+  // With every core taken by a compute thread, the exchange is the one measured beside busy
+  // compute (host_model.h BusyLink): its own alpha-beta, and the compute it slows.
+  const int threads = int(cfg.get_int("threads", 1, 1, 256));
+  const auto busy = d.host.busy.find(c.transport);
+  if (c.workers > 1 && c.workers * threads >= d.host.cores && busy != d.host.busy.end() &&
+      busy->second.bytes_per_s > 0) {
+    cl.topo.intra.latency_us = busy->second.alpha_s * 1e6;
+    cl.topo.intra.gbs = busy->second.bytes_per_s / 1e9;
+    cl.topo.intra.efficiency = 1;
+    d.host.link_steal = busy->second.steal;
+  }
+  if (c.link_gbps > 0) {
+    // A link shaped to `link_gbps` (tbf): TCP over Ethernet frames carries 1448 payload bytes
+    // in 1514 on the wire (MTU 1500, TCP timestamps), so at most 95.6% of the rate is data.
+    // The host's own exchange (its alpha, its CPU speed) stays; the bandwidth is the lesser.
+    const double shaped = c.link_gbps * 1e9 / 8 * (1448.0 / 1514.0);
+    const double host_bw = cl.topo.intra.bytes_per_s();
+    if (shaped < host_bw) {
+      // The exchange's CPU work is the same; spread over a longer time it steals less.
+      if (d.host.link_steal > 0) d.host.link_steal *= shaped / host_bw;
+      cl.topo.intra.gbs = shaped / 1e9;
+      cl.topo.intra.efficiency = 1;
+      cl.topo.intra.name = fmt::format("{} Gbit/s shaped", c.link_gbps);
+    }
   }
   cl.topo.inter = cl.topo.intra;
   if (cal.loader_bytes_per_s > 0) cl.storage = cat.storage("this-machine-loader");
@@ -74,7 +94,7 @@ StepEstimate predict_case(const Config& cfg, const Calibration& cal, const Valid
   s.shard_optimizer = cfg.get_bool("sync.shard_optimizer", true);
   TrainSpec t;
   t.batch = cfg.get_int("batch", 128, 1, 1 << 20);
-  t.threads = int(cfg.get_int("threads", 1, 1, 256));
+  t.threads = threads;
   const bool adam = cfg.get_string("optim.name", "sgd") == "adam";
   t.optimizer = adam ? "adam" : cfg.get_double("optim.momentum", 0.9) > 0 ? "momentum" : "sgd";
   CostModel m(w, cl, s, t, d);
@@ -175,8 +195,11 @@ void merge_paired_rates(HostRates& host, const HostRates& before, const HostRate
     if (auto it = after.busy_codec_gbs.find(k); it != after.busy_codec_gbs.end())
       host.busy_codec_gbs[k] = {(v.first + it->second.first) / 2,
                                 (v.second + it->second.second) / 2};
-  if (before.handoff_s > 0 && after.handoff_s > 0)
-    host.handoff_s = (before.handoff_s + after.handoff_s) / 2;
+  for (const auto& [k, v] : before.busy)
+    if (auto it = after.busy.find(k); it != after.busy.end())
+      host.busy[k] = {(v.alpha_s + it->second.alpha_s) / 2,
+                      (v.bytes_per_s + it->second.bytes_per_s) / 2,
+                      (v.steal + it->second.steal) / 2};
 }
 
 std::string validation_table(const std::vector<ValidationRow>& rows, double tolerance) {

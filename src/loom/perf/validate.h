@@ -19,6 +19,7 @@ struct ValidationCase {
   int workers = 1;
   std::string codec = "fp32";        // the allreduce strategy's `codec` key
   std::string transport = "thread";  // thread or mpi
+  double link_gbps = 0;              // > 0: mpi ranks on a link shaped to this rate
   std::string label() const;
 };
 
