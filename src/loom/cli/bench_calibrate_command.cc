@@ -36,6 +36,12 @@ std::string describe(const nlohmann::json& j) {
   if (b == "elementwise")
     return fmt::format("elementwise {} thread(s): {:.2f} GB/s read+written", int(j["threads"]),
                        double(j["gbs"]));
+  if (b == "allreduce" && j.value("busy", false))
+    return fmt::format(
+        "allreduce   {} {} ranks, {} B beside busy compute: {:.1f} us (takes {:.0f}% of the "
+        "GEMM rate)",
+        std::string(j["transport"]), int(j["ranks"]), size_t(j["bytes"]), double(j["time_us"]),
+        100 * double(j["compute_steal"]));
   if (b == "allreduce")
     return fmt::format("allreduce   {} {} ranks, {} B: {:.1f} us", std::string(j["transport"]),
                        int(j["ranks"]), size_t(j["bytes"]), double(j["time_us"]));
@@ -63,6 +69,7 @@ void run(const Args& a) {
     o.widths.push_back(10);
     o.batch = cfg.get_int("batch", 128, 1, 1 << 20);
     o.dropout = cfg.get_double("mlp.dropout", 0.5, 0.0, 0.99);
+    o.bucket_bytes = cfg.get_int("sync.bucket_kib", 4096, 0, int64_t(1) << 30) * 1024;
   }
   std::unique_ptr<comm::World> mpi;
   if (comm::launched_by_mpi()) mpi = comm::create_world("mpi", 0, comm::CommOptions{});

@@ -245,19 +245,23 @@ void beside_busy_compute(const ProbeOptions& o, int workers, F&& fn) {
 template <class F>
 double steal_beside_compute(const ProbeOptions& o, int workers, F&& fn) {
   const auto shapes = cpu::mlp_step_gemms(o.widths, o.batch);
-  std::atomic<int> phase{0};  // 0: alone, 1: beside fn, 2: stop
+  // -1: warming up (the first pass builds the library's kernels), 0: alone, 1: beside fn,
+  // 2: stop.
+  std::atomic<int> phase{-1}, warm{0};
   std::vector<double> alone(size_t(workers), 0), beside(size_t(workers), 0);
   std::vector<std::thread> compute;
   for (int w = 0; w < workers; ++w)
     compute.emplace_back([&, w] {
       cpu_backend().set_intra_op_threads(1);
-      for (;;)
+      for (bool first = true;; first = false) {
         for (const auto& sh : shapes) {
           const int p = phase.load();
           if (p == 2) return;
           cpu::probe_gemm({sh}, cpu::gemm_library(), 1);  // a warm-up pass and one timed
-          (p == 0 ? alone : beside)[size_t(w)] += 2 * sh.flops();
+          if (p >= 0) (p == 0 ? alone : beside)[size_t(w)] += 2 * sh.flops();
         }
+        if (first) warm.fetch_add(1);
+      }
     });
   auto stop = [&] {
     phase = 2;
@@ -265,6 +269,8 @@ double steal_beside_compute(const ProbeOptions& o, int workers, F&& fn) {
   };
   double alone_s = 0, beside_s = 0;
   try {
+    while (warm.load() < workers) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    phase = 0;
     Stopwatch w0;
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     alone_s = w0.seconds();
