@@ -107,7 +107,6 @@ TEST(Advisor, ABudgetThatBuysNothingSaysSo) {
   EXPECT_THROW(advise(Catalog::builtin(), r), InputError);
 }
 
-
 // A calibration file as `loom bench calibrate` writes it, with round figures: 2 cores; GEMM
 // `gflops` for one worker, 90 per worker with two; a += b 6 / 10 GB/s; elementwise 10 / 16
 // GB/s; thread allreduce alpha 10 us, 4 GB/s; loader 50,000 samples/s.
@@ -170,10 +169,9 @@ TEST(Advisor, CalibrationWithoutHostRatesIsRefused) {
   Catalog cat = Catalog::builtin();
   AdviseRequest r;
   try {
-    use_calibration(parse_calibration(
-                        "{\"bench\":\"codec\",\"codec\":\"onebit\",\"encode_gbs\":1,"
-                        "\"decode_gbs\":2}\n",
-                        "only_codecs.jsonl"),
+    use_calibration(parse_calibration("{\"bench\":\"codec\",\"codec\":\"onebit\",\"encode_gbs\":1,"
+                                      "\"decode_gbs\":2}\n",
+                                      "only_codecs.jsonl"),
                     cat, r);
     FAIL();
   } catch (const InputError& e) {

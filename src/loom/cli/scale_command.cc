@@ -118,7 +118,8 @@ void run_validate(const ScaleArgs& a) {
     return c;
   };
   for (const auto& transport : split(a.transports))
-    for (const auto& spec : split(transport == "mpi" && !a.mpi_cases.empty() ? a.mpi_cases : a.cases))
+    for (const auto& spec :
+         split(transport == "mpi" && !a.mpi_cases.empty() ? a.mpi_cases : a.cases))
       plan.push_back({parse_case(spec, transport), a.mpirun});
   if (!a.shaped_mpirun.empty())
     for (const auto& spec : split(a.shaped_cases)) {

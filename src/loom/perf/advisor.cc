@@ -137,8 +137,7 @@ Advice advise(const Catalog& cat, const AdviseRequest& req) {
   return adv;
 }
 
-void use_calibration(const Calibration& cal, Catalog& cat, AdviseRequest& req,
-                     double machine_usd) {
+void use_calibration(const Calibration& cal, Catalog& cat, AdviseRequest& req, double machine_usd) {
   Derating d;
   cal.apply(cat, d);
   if (!cat.gpus().count("this-machine"))

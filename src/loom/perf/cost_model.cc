@@ -135,6 +135,7 @@ StepEstimate CostModel::raw(const Topology& topo) const {
     return t;
   };
   double exposed = 0;
+  double first_ready = e.bwd_s;  // when the first bucket goes to the communication thread
   if (e.ranks > 1) {
     if (s_.bmuf) {
       // One allreduce of the whole model delta per block of tau local steps, after the
@@ -150,6 +151,7 @@ StepEstimate CostModel::raw(const Topology& topo) const {
       const double total_flops = std::max(w_.fwd_flops(), 1.0);
       double clock = 0, link_free = 0, pending = 0;
       auto send = [&](double bytes, double ready) {
+        first_ready = std::min(first_ready, ready);
         double c = codec_seconds(bytes), x = comm_seconds(bytes);
         e.codec_s += c;
         e.comm_s += x;
@@ -173,15 +175,14 @@ StepEstimate CostModel::raw(const Topology& topo) const {
   // rank, at most 1); the rest adds to the step.
   const double hide =
       on_host ? std::clamp(double(host.cores - e.ranks * threads) / e.ranks, 0.0, 1.0) : 1.0;
-  if (on_host && host.link_steal >= 0 && e.ranks > 1) {
-    // A busy link (host_model.h): its times are elapsed beside the compute threads, so the
-    // bucket walk's overlap stands; the compute loses `steal` of the link's time in backward.
-    const double inside = std::max(0.0, e.comm_s + e.codec_s - exposed);
-    const double stolen = host.link_steal * std::min(inside, e.bwd_s);
+  exposed = std::max(exposed, (e.comm_s + e.codec_s) * (1 - hide));
+  if (on_host && host.link_steal > 0 && e.ranks > 1 && !s_.bmuf) {
+    // The communication thread beside the compute threads (host_model.h BusyLink): from the
+    // first bucket on, it runs (or polls for its peer) until the exchange is done, taking
+    // `steal` of the compute threads' rate for the rest of backward.
+    const double stolen = host.link_steal * std::max(0.0, e.bwd_s - first_ready);
     e.bwd_s += stolen;
     compute += stolen;
-  } else {
-    exposed = std::max(exposed, (e.comm_s + e.codec_s) * (1 - hide));
   }
   e.comm_exposed_s = exposed;
 

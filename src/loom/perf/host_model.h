@@ -30,18 +30,16 @@ struct HostRates {
   std::map<int, double> elementwise_bytes;  // the layer ops at the step's activation sizes
   // The transport's allreduce as a training step meets it when the compute threads fill the
   // cores: timed among the workers' communication threads while their compute threads run
-  // the step's GEMMs (elapsed, so it holds the waits for a core and for the peer's thread:
-  // on 2 cores a 4 MiB thread allreduce takes ~10x its quiet time), fitted to the ring's
-  // alpha-beta; and `steal`, the fraction of the compute threads' GEMM rate lost while it
-  // runs. By transport (thread, mpi); empty: not measured.
+  // the step's GEMMs (alpha-beta fitted to two sizes; shown by `bench calibrate`), and
+  // `steal`, the fraction of the compute threads' GEMM rate lost while it runs. By transport
+  // (thread, mpi); empty: not measured.
   struct BusyLink {
     double alpha_s = 0, bytes_per_s = 0, steal = 0;
   };
   std::map<std::string, BusyLink> busy;
-  // Set by whoever picks the link (validate.h) when it is a busy link: the exchange's
-  // elapsed time then already holds its contention for cores, so overlap with backward is
-  // modelled as on a GPU, and `link_steal` x the link's busy time inside backward is added
-  // to the compute. < 0: a quiet link (the idle-core rule of cost_model.cc applies).
+  // Set by whoever picks the link (validate.h) when the compute threads fill the cores:
+  // from the first bucket to the end of backward the compute runs `link_steal` slower
+  // (the communication thread runs, or polls for its peer, beside it). <= 0: not applied.
   double link_steal = -1;
   // Codec encode/decode GB/s (fp32 in) timed beside the workers' busy compute threads, as the
   // communication thread meets them (empty: not measured; the quiet `bench codec` figures).

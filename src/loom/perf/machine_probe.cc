@@ -195,8 +195,8 @@ nlohmann::json allreduce_line(const std::string& transport, const std::string& a
           {"ranks", ranks},       {"bytes", bytes},         {"time_us", time_us}};
 }
 
-nlohmann::json busy_allreduce_line(const std::string& transport, const std::string& algo,
-                                   int ranks, size_t bytes, double time_us, double steal) {
+nlohmann::json busy_allreduce_line(const std::string& transport, const std::string& algo, int ranks,
+                                   size_t bytes, double time_us, double steal) {
   nlohmann::json j = allreduce_line(transport, algo, ranks, bytes, time_us);
   j["busy"] = true;
   j["compute_steal"] = steal;
@@ -319,8 +319,8 @@ std::vector<nlohmann::json> busy_thread_exchange(const ProbeOptions& o, int work
   });
   std::vector<nlohmann::json> out;
   for (size_t i = 0; i < sizes.size(); ++i)
-    out.push_back(busy_allreduce_line("thread", "native", workers, sizes[i], seconds[i] * 1e6,
-                                      steal));
+    out.push_back(
+        busy_allreduce_line("thread", "native", workers, sizes[i], seconds[i] * 1e6, steal));
   return out;
 }
 

@@ -29,8 +29,8 @@ struct ProbeOptions {
   int64_t batch = 128;                                  // per worker
   double dropout = 0.5;
   std::vector<std::string> codecs = {"fp16", "int8", "onebit"};
-  std::string data_dir;  // Fashion-MNIST for the loader rate ("" = loom's default)
-  bool quick = false;    // fewer repetitions (tests, a first look)
+  std::string data_dir;            // Fashion-MNIST for the loader rate ("" = loom's default)
+  bool quick = false;              // fewer repetitions (tests, a first look)
   int64_t bucket_bytes = 4 << 20;  // the run's gradient bucket (sync.bucket_kib)
 };
 
@@ -45,8 +45,8 @@ nlohmann::json allreduce_line(const std::string& transport, const std::string& a
                               size_t bytes, double time_us);
 // An allreduce timed beside busy compute threads (host_model.h BusyLink): "busy": true and
 // the fraction of the GEMM rate it took, "compute_steal".
-nlohmann::json busy_allreduce_line(const std::string& transport, const std::string& algo,
-                                   int ranks, size_t bytes, double time_us, double steal);
+nlohmann::json busy_allreduce_line(const std::string& transport, const std::string& algo, int ranks,
+                                   size_t bytes, double time_us, double steal);
 nlohmann::json codec_line(const std::string& codec, size_t n, double encode_gbs, double decode_gbs);
 nlohmann::json loader_line(double samples_per_s, double bytes_per_sample);
 

@@ -59,17 +59,12 @@ StepEstimate predict_case(const Config& cfg, const Calibration& cal, const Valid
   cl.topo.intra = cat.has_link(link) ? cat.link(link) : cat.link("this-machine-memory");
   // The codec as the communication thread runs it: beside busy compute threads.
   for (const auto& [k, v] : d.host.busy_codec_gbs) d.codec_enc_dec_gbs[k] = v;
-  // With every core taken by a compute thread, the exchange is the one measured beside busy
-  // compute (host_model.h BusyLink): its own alpha-beta, and the compute it slows.
+  // With every core taken by a compute thread, the exchange slows the compute by the share
+  // measured beside busy compute (host_model.h BusyLink).
   const int threads = int(cfg.get_int("threads", 1, 1, 256));
   const auto busy = d.host.busy.find(c.transport);
-  if (c.workers > 1 && c.workers * threads >= d.host.cores && busy != d.host.busy.end() &&
-      busy->second.bytes_per_s > 0) {
-    cl.topo.intra.latency_us = busy->second.alpha_s * 1e6;
-    cl.topo.intra.gbs = busy->second.bytes_per_s / 1e9;
-    cl.topo.intra.efficiency = 1;
+  if (c.workers > 1 && c.workers * threads >= d.host.cores && busy != d.host.busy.end())
     d.host.link_steal = busy->second.steal;
-  }
   if (c.link_gbps > 0) {
     // A link shaped to `link_gbps` (tbf): TCP over Ethernet frames carries 1448 payload bytes
     // in 1514 on the wire (MTU 1500, TCP timestamps), so at most 95.6% of the rate is data.
@@ -77,8 +72,6 @@ StepEstimate predict_case(const Config& cfg, const Calibration& cal, const Valid
     const double shaped = c.link_gbps * 1e9 / 8 * (1448.0 / 1514.0);
     const double host_bw = cl.topo.intra.bytes_per_s();
     if (shaped < host_bw) {
-      // The exchange's CPU work is the same; spread over a longer time it steals less.
-      if (d.host.link_steal > 0) d.host.link_steal *= shaped / host_bw;
       cl.topo.intra.gbs = shaped / 1e9;
       cl.topo.intra.efficiency = 1;
       cl.topo.intra.name = fmt::format("{} Gbit/s shaped", c.link_gbps);
