@@ -26,6 +26,7 @@ Config traced_run(const fs::path& trace, int64_t steps, int64_t trace_steps) {
   cfg.set("output.dir", std::string(""));
   cfg.set_override("mlp.hidden=[256, 64]");
   cfg.set("sync.bucket_kib", int64_t(1));  // one bucket per layer: three buckets
+  cfg.set("sync.overlap", true);  // the default may turn it off when the workers fill the cores
   cfg.set("trace.file", trace.string());
   cfg.set("trace.steps", trace_steps);
   return cfg;

@@ -48,6 +48,7 @@ TEST(Trainer, NWorkersOfBatchBEqualOneWorkerOfBatchNB) {
 
 TEST(Trainer, UnshardedAndSequentialPathsAgree) {
   Config base = tiny_run(2, 32, 10);
+  base.set("sync.overlap", true);
   TrainResult sharded = run_training(base);
   Config plain = base;
   plain.set("sync.shard_optimizer", false);

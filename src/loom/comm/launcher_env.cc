@@ -25,6 +25,9 @@ LauncherEnv detect_launcher() {
   } else if (env_int("SLURM_PROCID") >= 0 && env_int("SLURM_NTASKS") > 1) {
     e = {"slurm", env_int("SLURM_PROCID"), env_int("SLURM_NTASKS")};
   }
+  for (const char* name :
+       {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"})
+    if (e.local_size < 0) e.local_size = env_int(name);
   return e;
 }
 

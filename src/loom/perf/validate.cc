@@ -13,6 +13,7 @@
 
 #include "loom/core/error.h"
 #include "loom/perf/workload.h"
+#include "loom/sync/overlap_policy.h"
 #include "loom/train/trainer.h"
 
 namespace loom::perf {
@@ -83,7 +84,9 @@ StepEstimate predict_case(const Config& cfg, const Calibration& cal, const Valid
   s.codec = c.codec;
   s.bucket_mb = double(cfg.get_int("sync.bucket_kib", 4096, 0, int64_t(1) << 30)) * 1024 / 1e6;
   if (s.bucket_mb <= 0) s.bucket_mb = 4 * w.params() / 1e6 + 1;  // 0 = one bucket
-  s.overlap = cfg.get_bool("sync.overlap", true);
+  s.overlap = cfg.has("sync.overlap")
+                  ? cfg.get_bool("sync.overlap", true)
+                  : sync::default_overlap(c.workers, threads, d.host.cores, false);
   s.shard_optimizer = cfg.get_bool("sync.shard_optimizer", true);
   TrainSpec t;
   t.batch = cfg.get_int("batch", 128, 1, 1 << 20);

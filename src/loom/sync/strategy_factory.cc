@@ -5,6 +5,7 @@
 #include "loom/sync/bmuf_strategy.h"
 #include "loom/sync/model_parallel_model.h"
 #include "loom/sync/model_parallel_strategy.h"
+#include "loom/sync/overlap_policy.h"
 #include "loom/sync/ps_options.h"
 #include "loom/sync/ps_placement.h"
 #include "loom/sync/strategy.h"
@@ -28,7 +29,9 @@ std::vector<ConfigKeySpec> sync_config_keys() {
        "how replicas agree: \"allreduce\", \"bmuf\" (block momentum) or \"ps\" (parameter "
        "server)"},
       {"sync.bucket_kib", ConfigType::kInt, "4096", "gradient bucket size in KiB (0 = one bucket)"},
-      {"sync.overlap", ConfigType::kBool, "true", "combine buckets while backward goes on"},
+      {"sync.overlap", ConfigType::kBool, "auto",
+       "combine buckets while backward goes on (auto: when each worker on the host has a "
+       "spare core for it, see sync/overlap_policy.h)"},
       {"sync.shard_optimizer", ConfigType::kBool, "true",
        "reduce-scatter, update own block, all-gather (else allreduce + full update; off with "
        "a codec)"},
@@ -106,7 +109,7 @@ std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& c
   }
   AllreduceOptions opts;
   opts.bucket_bytes = bucket_bytes;
-  opts.overlap = cfg.get_bool("sync.overlap", true);
+  opts.overlap = overlap_from_config(cfg, comm);
   opts.shard_optimizer = cfg.get_bool("sync.shard_optimizer", true);
   opts.codec = codec_from_config(cfg);
   if (cfg.get_bool("sync.momentum_correction", false)) {
