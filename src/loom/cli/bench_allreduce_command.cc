@@ -1,6 +1,7 @@
 // `loom bench allreduce`: parses options, runs loom::comm::run_allreduce_bench, prints a table
 // and JSON lines (one object per row) on rank 0.
 #include <fmt/format.h>
+#include <sched.h>
 
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -18,11 +19,15 @@ struct Args {
   comm::AllreduceBenchOptions bench;
   std::string transport = "all";
   double timeout_s = 30;
+  int64_t ring_chunk_kib = -1;  // -1: CommOptions' default
   bool json_only = false;
 };
 
 void run_bench(const Args& a) {
   comm::AllreduceBenchOptions o = a.bench;
+  if (a.ring_chunk_kib == 0 || a.ring_chunk_kib < -1)
+    throw ConfigError(fmt::format("--ring-chunk-kib {}: must be >= 1", a.ring_chunk_kib));
+  if (a.ring_chunk_kib > 0) o.ring_chunk_bytes = size_t(a.ring_chunk_kib) << 10;
   if (a.transport != "all" && a.transport != "thread" && a.transport != "mpi") {
     throw ConfigError(fmt::format("--transport '{}': choose all, thread or mpi", a.transport));
   }
@@ -32,6 +37,7 @@ void run_bench(const Args& a) {
   if (o.mpi && (comm::launched_by_mpi() || a.transport == "mpi")) {
     comm::CommOptions co;
     co.timeout_s = a.timeout_s;
+    if (a.ring_chunk_kib > 0) co.ring_chunk_bytes = size_t(a.ring_chunk_kib) << 10;
     mpi = comm::create_world("mpi", 0, co);  // ConfigError naming LOOM_MPI=ON if not built
   }
   const bool speaker = !mpi || mpi->local(0).rank() == 0;
@@ -43,6 +49,17 @@ void run_bench(const Args& a) {
     fmt::print("# {:>9} {:>17} {:>5} {:>11} {:>11} {:>10} {:>10} {:>7} {:>6} {}\n", "transport",
                "algo", "ranks", "bytes", "lat_us", "algbw_GB/s", "busbw_GB/s", "vs_mpi", "iters",
                "check");
+  }
+  if (o.thread && speaker) {
+    // mpirun binds each rank to one core by default; the thread transport's threads would
+    // then share it and measure the scheduler, not the transport.
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) < o.threads) {
+      fmt::print(
+          "# warning: this process may run on {} CPU(s) but the thread transport has {} "
+          "threads (under mpirun pass --bind-to none)\n",
+          CPU_COUNT(&set), o.threads);
+    }
   }
   std::fflush(stdout);
   comm::run_allreduce_bench(mpi.get(), o, [&](const comm::AllreduceBenchRow& r) {
@@ -83,6 +100,8 @@ CommandRegistrar reg("bench allreduce", [](CLI::App& parent) {
   cmd->add_option("--transport", args->transport, "all, thread or mpi (default all)");
   cmd->add_option("--timeout", args->timeout_s,
                   "comm.timeout_s for the MPI transport (default 30)");
+  cmd->add_option("--ring-chunk-kib", args->ring_chunk_kib,
+                  "pipelining unit of the ring (comm.ring_chunk_kib; default 512)");
   cmd->add_flag("--json", args->json_only, "JSON lines only");
   cmd->callback([args] { run_bench(*args); });
 });

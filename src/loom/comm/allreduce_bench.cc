@@ -125,7 +125,9 @@ void run_allreduce_bench(World* mpi_world, const AllreduceBenchOptions& o,
   if (o.thread) {
     if (o.threads < 1) throw ConfigError("bench allreduce: --threads must be >= 1");
     if (proc_rank == 0) {
-      ThreadWorld world(o.threads);
+      CommOptions co;
+      co.ring_chunk_bytes = o.ring_chunk_bytes;
+      ThreadWorld world(o.threads, co);
       std::vector<std::vector<float>> bufs(static_cast<size_t>(o.threads));
       world.run([&](Communicator& c) {
         auto& buf = bufs[size_t(c.rank())];

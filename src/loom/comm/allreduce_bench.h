@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "loom/comm/communicator.h"
 #include "loom/comm/world.h"
 
 namespace loom::comm {
@@ -20,6 +21,7 @@ struct AllreduceBenchOptions {
   int threads = 2;        // world size of the thread transport
   bool thread = true;     // measure the thread transport
   bool mpi = true;        // measure the MPI transport (only under mpirun)
+  size_t ring_chunk_bytes = CommOptions{}.ring_chunk_bytes;  // the thread world's ring chunk
 };
 
 struct AllreduceBenchRow {

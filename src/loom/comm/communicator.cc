@@ -33,7 +33,7 @@ void check_reducer(const Reducer& r, size_t bytes) {
 }  // namespace
 
 Reducer sum_f32() {
-  return {sizeof(float), &sum_fn<float>};
+  return {sizeof(float), &sum_fn<float>, true};
 }
 Reducer sum_f64() {
   return {sizeof(double), &sum_fn<double>};

@@ -46,9 +46,12 @@ struct CommOptions {
 // How raw-byte collectives combine elements: acc[i] = acc[i] (op) in[i] for `count` elements
 // of `elem_size` bytes. Must be associative and commutative (the order of a ring differs
 // from the order of a tree). Sums of floats differ in the last bits between algorithms.
+// `sum_f32_kind` marks sum_f32(): transports with a faster float-sum kernel of their own (the
+// thread transport's one-pass sum over shared buffers) use it; everything else calls fn.
 struct Reducer {
   size_t elem_size = 1;
   void (*fn)(void* acc, const void* in, size_t count) = nullptr;
+  bool sum_f32_kind = false;
 };
 Reducer sum_f32();
 Reducer sum_f64();

@@ -77,10 +77,14 @@ class MpiCommunicator final : public Communicator {
       if ((polls & 63) == 0) {
         const double t = now_seconds();
         if (t - start > 1e-3) {
-          // After a millisecond of spinning: serve the control channel, and poll every 50 us
-          // so that an idle rank frees its core.
+          // After a millisecond of spinning: serve the control channel, and sleep between
+          // polls so that an idle rank frees its core: 50 us at first, growing to 2% of the
+          // time waited so far (at most 1 ms), so a long wait (a rank idling while another
+          // measures, a straggler) wakes ~1000 times a second rather than 20000, and no wait
+          // overshoots by more than 2%.
           serve_control(req->peer);
-          std::this_thread::sleep_for(std::chrono::microseconds(50));
+          const double nap_us = std::clamp((t - start) * 0.02 * 1e6, 50.0, 1000.0);
+          std::this_thread::sleep_for(std::chrono::microseconds(int64_t(nap_us)));
         }
         if (t > deadline) {
           const int culprit = diagnose(req->peer);

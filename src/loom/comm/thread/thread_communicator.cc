@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <vector>
 
 #include "loom/comm/scratch.h"
+#include "loom/comm/thread/sum_to_all.h"
 #include "loom/core/error.h"
 
 namespace loom::comm {
@@ -137,6 +139,22 @@ void ThreadCommunicator::publish(void* data, size_t bytes, const char* op) {
 
 void ThreadCommunicator::reduce_block(const BlockRange& b, const Reducer& red, bool to_all) {
   const int n = size();
+  if (red.sum_f32_kind) {
+    // The common case (gradients): one pass, sums in registers, no staging copy.
+    std::vector<const float*>& src = src_ptrs_;
+    std::vector<float*>& dst = dst_ptrs_;
+    src.clear();
+    dst.clear();
+    for (int q = 0; q < n; ++q)
+      src.push_back(static_cast<const float*>(world_->slot(q).shared_buf));
+    if (to_all) {
+      for (int q = 0; q < n; ++q) dst.push_back(static_cast<float*>(world_->slot(q).shared_buf));
+    } else {
+      dst.push_back(static_cast<float*>(world_->slot(rank_).shared_buf));
+    }
+    sum_to_all_f32(src.data(), n, dst.data(), int(dst.size()), b.begin, b.end);
+    return;
+  }
   const size_t es = red.elem_size;
   const size_t tile = std::max<size_t>(1, kReduceTileBytes / es);
   std::byte* tmp = static_cast<std::byte*>(scratch(tile * es, 0));

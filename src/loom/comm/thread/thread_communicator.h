@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "loom/comm/communicator.h"
 #include "loom/comm/thread/thread_world_state.h"
@@ -43,6 +44,8 @@ class ThreadCommunicator final : public Communicator {
 
   std::shared_ptr<ThreadWorldState> world_;
   int rank_;
+  std::vector<const float*> src_ptrs_;  // reduce_block's buffer tables, kept to not allocate
+  std::vector<float*> dst_ptrs_;
 };
 
 }  // namespace loom::comm
