@@ -17,6 +17,12 @@
 //          next backward overwrites the gradients) and pulls land in one of k + 1 buffers.
 //          With ps.exact_delay the version is always exactly max(0, t - k): timing-independent
 //          bits, the worst case of the bound.
+//          Stale gradients with momentum train worse than synchronous SGD (asynchrony acts as
+//          extra momentum: Mitliagkas et al., "Asynchrony begets momentum", 2016). Two
+//          corrections, both on by default: the gradient is computed on the stale version
+//          extrapolated along the momentum to the version it will be applied to
+//          (ps.lookahead), and the servers divide the learning rate by k (ps.stale_lr,
+//          Zhang et al., "Staleness-aware async-SGD", IJCAI 2016).
 #pragma once
 
 #include <condition_variable>
@@ -70,9 +76,12 @@ class PsStrategy final : public Strategy {
   void wait(std::vector<comm::Request>& requests, const char* what);
   // k > 0: runs `fn` on the communication thread; an error is kept for the worker's thread.
   void post(std::function<void()> fn);
-  // k > 0: blocks until version `v` has arrived (rethrows a communication error) and puts
-  // the version to compute on into the parameters.
-  void take_version(int64_t needed);
+  // k > 0: blocks until version `needed` has arrived (rethrows a communication error) and
+  // puts the parameters to compute on in place: the version taken, or with ps.lookahead that
+  // version extrapolated to version `applied_at` (the one the next gradient is applied to).
+  void take_version(int64_t needed, int64_t applied_at);
+  // The learning rate the servers apply (staleness-aware: divided by k, ps.stale_lr).
+  double server_lr(float lr) const;
   int server_rank(int s) const { return workers_ + s; }
 
   comm::Communicator& ps_;
@@ -89,6 +98,8 @@ class PsStrategy final : public Strategy {
   std::vector<PsControl> control_;                    // by slot * servers + s (rank 0)
   int64_t step_ = -1;                                 // the step begun last
   int64_t version_ = 0;                               // the version in the parameters (k > 0)
+  std::vector<float> base_, prev_base_;  // lookahead: versions version_ and prev_version_
+  int64_t prev_version_ = -1;
   int buckets_pushed_ = 0;
   // k > 0: the communication thread, and what it tells the worker's thread.
   std::unique_ptr<BackgroundQueue> queue_;
