@@ -14,7 +14,7 @@ std::vector<ConfigKeySpec> ps_config_keys() {
       {"ps.lookahead", ConfigType::kBool, "true",
        "staleness k: compute on the stale version extrapolated along the momentum to the "
        "version the gradient is applied to (off: on the stale version as it is)"},
-      {"ps.stale_lr", ConfigType::kString, "\"divide\"",
+      {"ps.stale_lr", ConfigType::kString, "\"none\"",
        "staleness k: \"divide\" the learning rate by k (staleness-aware) or \"none\""},
   };
 }
@@ -30,7 +30,7 @@ PsOptions read_ps_options(const Config& cfg) {
   o.bucket_bytes = cfg.get_int("sync.bucket_kib", 4096, 0, int64_t(1) << 30) << 10;
   o.overlap = cfg.get_bool("sync.overlap", true);
   o.lookahead = cfg.get_bool("ps.lookahead", true);
-  o.divide_lr = cfg.get_choice("ps.stale_lr", "divide", {"divide", "none"}) == "divide";
+  o.divide_lr = cfg.get_choice("ps.stale_lr", "none", {"divide", "none"}) == "divide";
   if (cfg.get_string("optim.name", "sgd") == "sgd")
     o.momentum = float(cfg.get_double("optim.momentum", 0.9, 0.0, 0.999999));
   return o;

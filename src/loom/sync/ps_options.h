@@ -25,10 +25,10 @@ struct PsOptions {
   PsPlacement placement = PsPlacement::kThreads;
   bool exact_delay = false;
   // Staleness k > 0 (see ps_strategy.h): compute on the parameters extrapolated along the
-  // servers' momentum to the version the gradient will be applied to (ps.lookahead), and
-  // divide the learning rate by k (ps.stale_lr = "divide").
+  // servers' momentum to the version the gradient will be applied to (ps.lookahead, on by
+  // default); optionally divide the learning rate by k (ps.stale_lr = "divide", off).
   bool lookahead = true;
-  bool divide_lr = true;
+  bool divide_lr = false;
   float momentum = 0;  // the servers' optimizer momentum (SGD's optim.momentum; 0 for Adam)
   int64_t bucket_bytes = 4 << 20;
   bool overlap = true;

@@ -18,11 +18,12 @@
 //          With ps.exact_delay the version is always exactly max(0, t - k): timing-independent
 //          bits, the worst case of the bound.
 //          Stale gradients with momentum train worse than synchronous SGD (asynchrony acts as
-//          extra momentum: Mitliagkas et al., "Asynchrony begets momentum", 2016). Two
-//          corrections, both on by default: the gradient is computed on the stale version
-//          extrapolated along the momentum to the version it will be applied to
-//          (ps.lookahead), and the servers divide the learning rate by k (ps.stale_lr,
-//          Zhang et al., "Staleness-aware async-SGD", IJCAI 2016).
+//          extra momentum: Mitliagkas et al., "Asynchrony begets momentum", 2016). By default
+//          the gradient is computed on the stale version extrapolated along the momentum to
+//          the version it will be applied to (ps.lookahead). ps.stale_lr = "divide" also
+//          divides the servers' learning rate by k (Zhang et al., "Staleness-aware
+//          async-SGD", IJCAI 2016): it helps under a constant lr, and costs accuracy under
+//          the default cosine schedule (docs/ps.md), so it is off by default.
 #pragma once
 
 #include <condition_variable>
