@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "loom/core/error.h"
 
 namespace loom {
@@ -74,6 +76,39 @@ TEST(Config, CanonicalTextIsOrderIndependent) {
   EXPECT_EQ(a.canonical_text(), b.canonical_text());
   b.set_override("x=2");
   EXPECT_NE(a.canonical_text(), b.canonical_text());
+}
+
+// canonical_text() is config.toml, the config saved in a checkpoint (parsed again by
+// `loom train --resume`) and the config hash compared across ranks: it must parse back to the
+// same values and types, whatever the strings hold.
+TEST(Config, CanonicalTextParsesBackToTheSameValues) {
+  Config a;
+  a.set("output.dir", std::string("runs/it's \"quoted\" \\ back\\slash\nnew\tline\x01\x7f"));
+  a.set("plain", std::string("runs/latest"));
+  a.set("optim.lr", 1.0);         // integral double: stays a double
+  a.set("optim.momentum", -0.0);  // would read back as the integer 0
+  a.set("optim.eps", 1e-300);
+  a.set("batch", int64_t(-64));
+  a.set("eval", false);
+  a.set_override("mlp.hidden=[32, 16]");
+  a.set_override("names=[\"a\\\"b\", \"c\\\\d\"]");
+  a.set("odd key.with space", std::string("x"));
+  const std::string text = a.canonical_text();
+  Config b = Config::from_string(text, "canonical.toml");
+  EXPECT_EQ(b.canonical_text(), text);
+  ASSERT_EQ(b.values().size(), a.values().size()) << text;
+  for (const auto& [key, v] : a.values()) {
+    ASSERT_TRUE(b.has(key)) << key << " missing from\n" << text;
+    const ConfigValue& w = b.values().at(key);
+    EXPECT_EQ(w.is_array, v.is_array) << key;
+    if (v.is_array)
+      EXPECT_EQ(w.array, v.array) << key;
+    else
+      EXPECT_EQ(w.value, v.value) << key;
+  }
+  EXPECT_TRUE(std::signbit(b.get_double("optim.momentum", 1)));
+  EXPECT_EQ(b.get_string("output.dir", ""), a.get_string("output.dir", ""));
+  EXPECT_NE(text.find("optim.lr = 1.0\n"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "data/temp_dir.h"
@@ -136,6 +137,36 @@ TEST(CheckpointResume, StopSignalWritesACheckpointAndResumeFinishesTheSameBits) 
   ASSERT_FALSE(stopped.checkpoint.empty());
   EXPECT_LT(stopped.steps, 28);
   EXPECT_EQ(resume_from(cfg, dir.path()), full.final_params);
+}
+
+std::vector<std::string> read_lines(const fs::path& p) {
+  std::ifstream in(p);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+// A resumed run writes into the same output.dir: metrics.jsonl keeps the epochs the checkpoint
+// had completed and drops what came after it (here the interrupted run's epoch 2 line and a
+// line cut short by a kill), so it ends with one line per epoch.
+TEST(CheckpointResume, MetricsKeepEarlierEpochsAcrossAResume) {
+  TempDir dir;
+  const Config cfg = run_config(dir.path());
+  run_training(cfg);
+  const fs::path metrics = fs::path(dir.path()) / "metrics.jsonl";
+  const std::vector<std::string> full = read_lines(metrics);
+  ASSERT_EQ(full.size(), 2u);
+  std::ofstream(metrics, std::ios::app) << "{\"epoch\": 3, \"steps\"";  // a kill mid-write
+  // Step 20 is in epoch 2 (14 steps per epoch): epoch 1's line stays, epoch 2 is trained again.
+  resume_from(cfg, (fs::path(dir.path()) / "checkpoints" / checkpoint_name(20)).string());
+  const std::vector<std::string> resumed = read_lines(metrics);
+  ASSERT_EQ(resumed.size(), 2u);
+  EXPECT_EQ(resumed[0], full[0]);
+  EXPECT_NE(resumed[1].find("\"epoch\":2"), std::string::npos) << resumed[1];
+  // A resume that fails (no checkpoint there) leaves the metrics alone.
+  TempDir empty;
+  EXPECT_THROW(resume_from(cfg, empty.path()), InputError);
+  EXPECT_EQ(read_lines(metrics), resumed);
 }
 
 TEST(CheckpointResume, NanAbortNamesStepAndRankSkipRollsBack) {

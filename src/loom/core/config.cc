@@ -67,7 +67,61 @@ void flatten(const toml::table& table, const std::string& prefix, const std::str
   }
 }
 
+bool bare_key_part(const std::string& part) {
+  return !part.empty() && part.find_first_not_of(
+                              "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                              "0123456789_-") == std::string::npos;
+}
+
 }  // namespace
+
+std::string toml_quoted(const std::string& s) {
+  // A TOML basic string: quote, backslash and control characters escaped, so the text parses
+  // back to the same bytes (a path with a quote would otherwise break config.toml, the config
+  // saved in a checkpoint and the config hash compared across ranks).
+  std::string out = "\"";
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        if (c < 0x20 || c == 0x7f)
+          out += fmt::format("\\u{:04X}", unsigned(c));
+        else
+          out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+std::string toml_key(const std::string& dotted) {
+  // Each dot-separated part bare when it may be ("optim.lr"), else quoted ("a.\"b c\"").
+  std::string out;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = dotted.find('.', start);
+    const std::string part = dotted.substr(start, dot == std::string::npos ? dot : dot - start);
+    out += bare_key_part(part) ? part : toml_quoted(part);
+    if (dot == std::string::npos) break;
+    out += '.';
+    start = dot + 1;
+  }
+  return out;
+}
 
 std::string config_scalar_text(const ConfigScalar& v) {
   switch (v.index()) {
@@ -75,10 +129,14 @@ std::string config_scalar_text(const ConfigScalar& v) {
       return std::get<bool>(v) ? "true" : "false";
     case 1:
       return std::to_string(std::get<int64_t>(v));
-    case 2:
-      return fmt::format("{}", std::get<double>(v));
+    case 2: {
+      // Shortest round-trip form; "1" or "-0" would read back as an integer, so keep a ".0".
+      std::string t = fmt::format("{}", std::get<double>(v));
+      if (t.find_first_not_of("-0123456789") == std::string::npos) t += ".0";
+      return t;
+    }
     default:
-      return fmt::format("\"{}\"", std::get<std::string>(v));
+      return toml_quoted(std::get<std::string>(v));
   }
 }
 
@@ -259,7 +317,7 @@ void Config::check_known(const std::vector<ConfigKeySpec>& known) const {
 std::string Config::canonical_text() const {
   std::string out;
   for (const auto& [key, v] : values_) {
-    out += key + " = ";
+    out += toml_key(key) + " = ";
     if (v.is_array) {
       out += "[";
       for (size_t i = 0; i < v.array.size(); ++i)

@@ -62,7 +62,8 @@ class Config {
   // ConfigError naming the key, its line and the closest known key.
   void check_known(const std::vector<ConfigKeySpec>& known) const;
 
-  // Sorted "key = value" lines: the same config gives the same text on every rank.
+  // Sorted "key = value" lines: the same config gives the same text on every rank, and the text
+  // parses back (from_string) to the same keys, values and types.
   std::string canonical_text() const;
 
  private:
@@ -70,7 +71,13 @@ class Config {
   std::map<std::string, ConfigValue> values_;
 };
 
+// A value as TOML text that parses back to the same value and type: strings quoted and escaped,
+// doubles in their shortest round-trip form with a ".0" when integral.
 std::string config_scalar_text(const ConfigScalar& v);
+// A TOML basic string holding `s` (quotes, backslashes and control characters escaped).
+std::string toml_quoted(const std::string& s);
+// A dotted key as TOML: parts that are not bare ([A-Za-z0-9_-]+) quoted.
+std::string toml_key(const std::string& dotted);
 // Levenshtein distance, for "did you mean" hints.
 size_t edit_distance(const std::string& a, const std::string& b);
 

@@ -59,6 +59,7 @@ class StepGuard {
   // rank (parameters, optimizer, position) and returns the global step to continue from (0
   // without resume). After start(), restore_strategy() hands the strategy its sections.
   int64_t resume();
+  bool resumed() const { return !opt_.resume.empty(); }  // train.resume set (resume() succeeded)
   void restore_strategy();
   float lr_scale() const { return float(pos_.lr_scale); }
   void begin_step(int64_t step);

@@ -8,14 +8,42 @@ namespace loom::train {
 
 namespace fs = std::filesystem;
 
-RunWriter::RunWriter(const std::string& dir) : dir_(dir) {
+RunWriter::RunWriter(const std::string& dir, bool resuming) : dir_(dir) {
   if (dir_.empty()) return;
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec)
     throw InputError(fmt::format("{}: cannot create output directory: {}", dir_, ec.message()));
-  metrics_.open(fs::path(dir_) / "metrics.jsonl", std::ios::trunc);
+  metrics_.open(fs::path(dir_) / "metrics.jsonl", resuming ? std::ios::app : std::ios::trunc);
   if (!metrics_) throw InputError(fmt::format("{}/metrics.jsonl: cannot write", dir_));
+}
+
+void RunWriter::keep_epochs_through(int64_t epochs) {
+  if (!enabled()) return;
+  const fs::path path = fs::path(dir_) / "metrics.jsonl";
+  const fs::path tmp = fs::path(dir_) / "metrics.jsonl.tmp";
+  metrics_.close();
+  std::string kept;
+  {
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_object() && j.contains("epoch") && j["epoch"].is_number_integer() &&
+          j["epoch"].get<int64_t>() <= epochs)
+        kept += line + '\n';
+    }
+  }
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << kept;
+    if (!out) throw InputError(fmt::format("{}: cannot write", tmp.string()));
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) throw InputError(fmt::format("{}: cannot replace: {}", path.string(), ec.message()));
+  metrics_.open(path, std::ios::app);
+  if (!metrics_) throw InputError(fmt::format("{}: cannot write", path.string()));
 }
 
 void RunWriter::write_config(const std::string& canonical_text) {

@@ -163,6 +163,8 @@ class Worker {
     StepGuard guard(cfg_, comm_, WorkerParts{backend, *model, *optimizer, *strategy},
                     steps_per_epoch, s_.seed);
     const int64_t first_step = guard.resume();  // 0, or where the checkpoint left off
+    // metrics.jsonl keeps the epochs the checkpoint completed; the rest are trained again.
+    if (lead && guard.resumed()) writer_.keep_epochs_through(first_step / steps_per_epoch);
     strategy->start();
     guard.restore_strategy();
     Progress progress(lead ? s_.progress : ProgressMode::kNone, s_.epochs, steps_per_epoch,
@@ -364,7 +366,8 @@ TrainResult run_training(const Config& cfg) {
                  : "");
 
   trace::Session timeline(trace::options_from_config(cfg), world->local(0).rank());
-  RunWriter writer(lead ? cfg.get_string("output.dir", "runs/latest") : "");
+  RunWriter writer(lead ? cfg.get_string("output.dir", "runs/latest") : "",
+                   !cfg.get_string("train.resume", "").empty());
   writer.write_config(cfg.canonical_text());
   TrainResult result;
   world->run([&](comm::Communicator& c) {
