@@ -111,5 +111,18 @@ TEST(Config, CanonicalTextParsesBackToTheSameValues) {
   EXPECT_NE(text.find("optim.lr = 1.0\n"), std::string::npos) << text;
 }
 
+// Found by fuzz.config (tests/fuzz/corpus/config/regression-empty-key-part.toml): the quoted
+// key ".dkey" was written back as "".dkey, which read back as "dkey".
+TEST(Config, EmptyKeyPartsSurviveTheRoundTrip) {
+  const Config a = Config::from_string("\".dkey\" = true\n[\"\"]\nx = 1\n[\"a.b\".\"\"]\ny = 2\n");
+  EXPECT_TRUE(a.has(".dkey"));
+  EXPECT_TRUE(a.has(".x"));
+  EXPECT_TRUE(a.has("a.b..y"));
+  const Config b = Config::from_string(a.canonical_text());
+  EXPECT_EQ(b.canonical_text(), a.canonical_text());
+  EXPECT_TRUE(b.has(".dkey")) << a.canonical_text();
+  EXPECT_EQ(b.values().size(), 3u);
+}
+
 }  // namespace
 }  // namespace loom

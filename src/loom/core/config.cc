@@ -37,12 +37,15 @@ std::string location(const std::string& name, const toml::node& node) {
   return fmt::format("{}:{}", name, node.source().begin.line);
 }
 
-void flatten(const toml::table& table, const std::string& prefix, const std::string& name,
+// `prefix` is the dotted path of `table`, nullptr at the top: an empty key part ("" = 1, or
+// the table [""]) is a part like any other, so the flat key "" + ".k" = ".k" written back by
+// canonical_text() ("".k) reads back as the same key.
+void flatten(const toml::table& table, const std::string* prefix, const std::string& name,
              std::map<std::string, ConfigValue>& out) {
   for (const auto& [k, node] : table) {
-    std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    std::string key = prefix ? *prefix + "." + std::string(k.str()) : std::string(k.str());
     if (const auto* sub = node.as_table()) {
-      flatten(*sub, key, name, out);
+      flatten(*sub, &key, name, out);
       continue;
     }
     ConfigValue value;
@@ -144,7 +147,7 @@ Config Config::from_string(const std::string& text, const std::string& name) {
   Config cfg;
   try {
     toml::table table = toml::parse(text, name);
-    flatten(table, "", name, cfg.values_);
+    flatten(table, nullptr, name, cfg.values_);
   } catch (const toml::parse_error& e) {
     throw ConfigError(fmt::format("{}:{}: {}", name, e.source().begin.line, e.description()));
   }
@@ -182,7 +185,7 @@ void Config::set_override(const std::string& assignment) {
   try {
     toml::table t = toml::parse("v = " + text);
     std::map<std::string, ConfigValue> flat;
-    flatten(t, "", where, flat);
+    flatten(t, nullptr, where, flat);
     ConfigValue v = flat.at("v");
     v.where = where;
     values_[key] = std::move(v);
