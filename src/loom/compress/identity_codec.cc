@@ -20,7 +20,8 @@ bool identity_encode_ref(const float* g, float* r, size_t n, float* out) {
 
 void identity_decode_ref(const float* in, size_t n, float* out, DecodeMode mode) {
   if (mode == DecodeMode::kWrite) {
-    std::memcpy(out, in, n * sizeof(float));
+    // An empty bucket may come with null pointers, which memcpy must not get even for 0 bytes.
+    if (n > 0) std::memcpy(out, in, n * sizeof(float));
   } else {
     for (size_t i = 0; i < n; ++i) out[i] += in[i];
   }
