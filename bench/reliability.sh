@@ -14,6 +14,7 @@ KILLS=${LOOM_KILLS:-20}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 now() { date +%s.%N; }
+began=$(now)
 hash_of() { grep -o '"params_fnv1a64": *"[0-9a-f]*"' "$1/summary.json" 2>/dev/null | grep -o '[0-9a-f]\{16\}'; }
 
 # ---------------------------------------------------------------- A: kills during checkpoints
@@ -108,5 +109,6 @@ echo "B: resume exited $rrc; params_fnv1a64 resumed $got, uninterrupted $bref:" 
 bok=0
 if [ "$brc" -ne 0 ] && awk -v s="$secs" 'BEGIN{exit !(s <= 30)}' && [ -n "$msg" ] &&
    [ "$rrc" -eq 0 ] && [ "$got" = "$bref" ]; then bok=1; fi
-echo "== summary: A $ok/$KILLS resumed exactly ($inside inside a write); B $([ $bok = 1 ] && echo ok || echo FAIL)"
+echo "== summary: A $ok/$KILLS resumed exactly ($inside inside a write); B $([ $bok = 1 ] && echo ok || echo FAIL);" \
+     "$(awk -v a="$began" -v b="$(now)" 'BEGIN{printf "%.0f", b - a}') s in all"
 [ "$ok" -eq "$KILLS" ] && [ "$bok" = 1 ]
