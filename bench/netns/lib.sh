@@ -7,6 +7,7 @@
 #   netns_up            create $NB_NS0 and $NB_NS1 (10.231.0.1 <-> 10.231.0.2)
 #   netns_shape RATE    tbf on the egress of both veth ends; RATE like 1gbit, 10gbit, or off
 #   netns_down          delete both namespaces (the veth goes with them)
+#   netns_mpirun_cmd F  the mpirun command putting one rank in each namespace (hostfile F)
 #
 # Names carry the caller's pid so two runs (or the peers' dlbench* bed) never collide.
 
@@ -17,6 +18,18 @@ NB_NS1=${NB_TAG}b
 NB_NET=10.231.0.0/24  # used by compare.sh (mpirun --mca *_if_include)
 NB_IP0=10.231.0.1
 NB_IP1=10.231.0.2
+NB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# netns_mpirun_cmd HOSTFILE: writes a hostfile naming the two namespaces as nodes and prints
+# the mpirun command (add -np and the program) that starts one rank in each through
+# rsh_agent.sh, over Open MPI's TCP transport on the veth. --bind-to none: both "nodes" are
+# this machine, and each would bind its rank to core 0.
+netns_mpirun_cmd() {
+  printf '%s slots=1\n%s slots=1\n' "$NB_NS0" "$NB_NS1" >"$1"
+  echo "ip netns exec $NB_NS0 mpirun --allow-run-as-root --hostfile $1 --bind-to none" \
+    "--mca plm_rsh_agent $NB_DIR/rsh_agent.sh --mca plm_rsh_no_tree_spawn 1" \
+    "--mca oob_tcp_if_include $NB_NET --mca btl tcp,self --mca btl_tcp_if_include $NB_NET"
+}
 
 netns_down() {
   local ns

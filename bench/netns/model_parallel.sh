@@ -64,18 +64,14 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 netns_up
-printf '%s slots=1\n%s slots=1\n' "$NB_NS0" "$NB_NS1" >"$work/hosts"
+read -ra MPIRUN <<<"$(netns_mpirun_cmd "$work/hosts")"
 
 run_one() {  # rate config -> prints "samples_per_s bytes_per_step comm_s_per_step"
   local rate=$1 cfg=$2 out="$work/$1-$2" sets=() a
   for a in $(config_args "$cfg"); do sets+=(--set "$a"); done
   mkdir -p "$out"
-  if ! timeout "$TIMEOUT" ip netns exec "$NB_NS0" mpirun --allow-run-as-root -np 2 \
-      --hostfile "$work/hosts" --bind-to none \
-      --mca plm_rsh_agent "$here/rsh_agent.sh" --mca plm_rsh_no_tree_spawn 1 \
-      --mca oob_tcp_if_include "$NB_NET" --mca btl tcp,self --mca btl_tcp_if_include "$NB_NET" \
-      "$LOOM" train --set "mlp.hidden=[$HIDDEN]" --set batch="$BATCH" \
-      --set max_steps="$STEPS" --set epochs=1 --set eval=false --set progress=none \
+  if ! timeout "$TIMEOUT" "${MPIRUN[@]}" -np 2 "$LOOM" train --set "mlp.hidden=[$HIDDEN]" \
+      --set batch="$BATCH" --set max_steps="$STEPS" --set epochs=1 --set eval=false --set progress=none \
       --set threads=1 --set log.level=warn --set output.dir="$out" "${sets[@]}" \
       >"$out/log" 2>&1; then
     echo "model_parallel.sh: $cfg at $rate failed; last lines of its log:" >&2

@@ -54,10 +54,7 @@ grep -E '"bench":"(allreduce|gemm)"' "$work/cal.jsonl" | grep -E 'busy|"workers"
 
 netns_up
 netns_shape 1gbit
-printf '%s slots=1\n%s slots=1\n' "$NB_NS0" "$NB_NS1" >"$work/hosts"
-shaped="ip netns exec $NB_NS0 mpirun --allow-run-as-root --hostfile $work/hosts --bind-to none \
---mca plm_rsh_agent $here/rsh_agent.sh --mca plm_rsh_no_tree_spawn 1 \
---mca oob_tcp_if_include $NB_NET --mca btl tcp,self --mca btl_tcp_if_include $NB_NET"
+shaped=$(netns_mpirun_cmd "$work/hosts")
 "$LOOM" scale --validate --anchors --calibration "$work/cal.jsonl" --steps "$STEPS" \
   --repeats "$REPEATS" --transports thread,mpi --cases 1:fp32,2:fp32,1:onebit,2:onebit \
   --mpi-cases 2:fp32,2:onebit --shaped-mpirun "$shaped" --shaped-cases 2:fp32,2:onebit \
