@@ -31,10 +31,9 @@ while [ $# -gt 0 ]; do
     *) echo "compare.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-[ "$(id -u)" = 0 ] || { echo "compare.sh: needs root (network namespaces, tc)" >&2; exit 2; }
-[ -x "$LOOM" ] || { echo "compare.sh: no loom binary at $LOOM (--loom PATH)" >&2; exit 2; }
-"$LOOM" --version | grep -q "mpi=yes" || { echo "compare.sh: $LOOM built without MPI" >&2; exit 2; }
-command -v mpirun >/dev/null || { echo "compare.sh: mpirun not found (openmpi-bin)" >&2; exit 2; }
+# shellcheck source=bench/netns/lib.sh
+. "$here/lib.sh"
+netns_preflight compare.sh "$LOOM"
 
 # name -> loom --set arguments
 config_args() {
@@ -53,15 +52,8 @@ config_args() {
 }
 for c in $CONFIGS; do config_args "$c" >/dev/null; done
 
-# shellcheck source=bench/netns/lib.sh
-. "$here/lib.sh"
-work=$(mktemp -d /tmp/loom_netns.XXXXXX)
-cleanup() {
-  netns_down
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+netns_begin loom_netns
+work=$NB_WORK
 netns_up
 read -ra MPIRUN <<<"$(netns_mpirun_cmd "$work/hosts")"
 

@@ -8,6 +8,8 @@
 #   netns_shape RATE    tbf on the egress of both veth ends; RATE like 1gbit, 10gbit, or off
 #   netns_down          delete both namespaces (the veth goes with them)
 #   netns_mpirun_cmd F  the mpirun command putting one rank in each namespace (hostfile F)
+#   netns_preflight S L what every test-bed script checks first (root, loom L with MPI, mpirun)
+#   netns_begin PREFIX  a scratch folder $NB_WORK; it and the namespaces go on any exit
 #
 # Names carry the caller's pid so two runs (or the peers' dlbench* bed) never collide.
 
@@ -19,6 +21,24 @@ NB_NET=10.231.0.0/24  # used by compare.sh (mpirun --mca *_if_include)
 NB_IP0=10.231.0.1
 NB_IP1=10.231.0.2
 NB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# netns_preflight SCRIPT LOOM: exits 2, naming SCRIPT and what is missing, unless this runs as
+# root (namespaces, tc) with a loom binary built with MPI and Open MPI's mpirun on the PATH.
+netns_preflight() {
+  local me=$1 loom=$2
+  [ "$(id -u)" = 0 ] || { echo "$me: needs root (network namespaces, tc)" >&2; exit 2; }
+  [ -x "$loom" ] || { echo "$me: no loom binary at $loom (--loom PATH)" >&2; exit 2; }
+  "$loom" --version | grep -q "mpi=yes" || { echo "$me: $loom built without MPI" >&2; exit 2; }
+  command -v mpirun >/dev/null || { echo "$me: mpirun not found (openmpi-bin)" >&2; exit 2; }
+}
+
+# netns_begin PREFIX: makes the scratch folder NB_WORK (/tmp/PREFIX.XXXXXX) and arranges that
+# it and both namespaces are deleted on exit, whatever happens (an interrupt exits 130).
+netns_begin() {
+  NB_WORK=$(mktemp -d "/tmp/$1.XXXXXX")
+  trap 'netns_down; rm -rf "$NB_WORK"' EXIT
+  trap 'exit 130' INT TERM
+}
 
 # netns_mpirun_cmd HOSTFILE: writes a hostfile naming the two namespaces as nodes and prints
 # the mpirun command (add -np and the program) that starts one rank in each through

@@ -39,11 +39,9 @@ while [ $# -gt 0 ]; do
     *) echo "model_parallel.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-[ "$(id -u)" = 0 ] || { echo "model_parallel.sh: needs root (network namespaces, tc)" >&2; exit 2; }
-[ -x "$LOOM" ] || { echo "model_parallel.sh: no loom binary at $LOOM (--loom PATH)" >&2; exit 2; }
-"$LOOM" --version | grep -q "mpi=yes" ||
-  { echo "model_parallel.sh: $LOOM built without MPI" >&2; exit 2; }
-command -v mpirun >/dev/null || { echo "model_parallel.sh: mpirun not found" >&2; exit 2; }
+# shellcheck source=bench/netns/lib.sh
+. "$here/lib.sh"
+netns_preflight model_parallel.sh "$LOOM"
 
 config_args() {
   case $1 in
@@ -54,15 +52,8 @@ config_args() {
   esac
 }
 
-# shellcheck source=bench/netns/lib.sh
-. "$here/lib.sh"
-work=$(mktemp -d /tmp/loom_netns_mp.XXXXXX)
-cleanup() {
-  netns_down
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+netns_begin loom_netns_mp
+work=$NB_WORK
 netns_up
 read -ra MPIRUN <<<"$(netns_mpirun_cmd "$work/hosts")"
 

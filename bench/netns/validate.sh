@@ -28,20 +28,12 @@ while [ $# -gt 0 ]; do
     *) echo "validate.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-[ "$(id -u)" = 0 ] || { echo "validate.sh: needs root (network namespaces, tc)" >&2; exit 2; }
-[ -x "$LOOM" ] || { echo "validate.sh: no loom binary at $LOOM (--loom PATH)" >&2; exit 2; }
-"$LOOM" --version | grep -q "mpi=yes" || { echo "validate.sh: $LOOM built without MPI" >&2; exit 2; }
-command -v mpirun >/dev/null || { echo "validate.sh: mpirun not found (openmpi-bin)" >&2; exit 2; }
-
 # shellcheck source=bench/netns/lib.sh
 . "$here/lib.sh"
-work=$(mktemp -d /tmp/loom_validate.XXXXXX)
-cleanup() {
-  netns_down
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+netns_preflight validate.sh "$LOOM"
+
+netns_begin loom_validate
+work=$NB_WORK
 
 echo "# $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg): calibrating"
 "$LOOM" bench calibrate -o "$work/cal.jsonl" >/dev/null

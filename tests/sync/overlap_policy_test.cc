@@ -22,6 +22,17 @@ TEST(OverlapPolicy, OverlapsOnlyWithASpareCorePerWorker) {
   EXPECT_TRUE(default_overlap(2, 1, 0, false));  // cores unknown: keep overlap
 }
 
+TEST(OverlapPolicy, ConfigThreadsCountAndTheKeyWins) {
+  Config cfg;
+  cfg.set("threads", int64_t(2));
+  EXPECT_FALSE(overlap_from_config(cfg, 2, 4, false));  // 2 x (2 + 1) > 4
+  EXPECT_TRUE(overlap_from_config(cfg, 2, 6, false));
+  cfg.set("sync.overlap", true);
+  EXPECT_TRUE(overlap_from_config(cfg, 2, 4, false));
+  cfg.set("sync.overlap", false);
+  EXPECT_FALSE(overlap_from_config(cfg, 2, 6, true));
+}
+
 // On this host, with the thread transport: the world's size is the workers on the host.
 bool overlap_for(const Config& cfg, int workers) {
   auto world = comm::create_world("thread", workers, comm::CommOptions{});

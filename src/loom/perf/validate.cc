@@ -84,9 +84,7 @@ StepEstimate predict_case(const Config& cfg, const Calibration& cal, const Valid
   s.codec = c.codec;
   s.bucket_mb = double(cfg.get_int("sync.bucket_kib", 4096, 0, int64_t(1) << 30)) * 1024 / 1e6;
   if (s.bucket_mb <= 0) s.bucket_mb = 4 * w.params() / 1e6 + 1;  // 0 = one bucket
-  s.overlap = cfg.has("sync.overlap")
-                  ? cfg.get_bool("sync.overlap", true)
-                  : sync::default_overlap(c.workers, threads, d.host.cores, false);
+  s.overlap = sync::overlap_from_config(cfg, c.workers, d.host.cores, false);
   s.shard_optimizer = cfg.get_bool("sync.shard_optimizer", true);
   TrainSpec t;
   t.batch = cfg.get_int("batch", 128, 1, 1 << 20);

@@ -17,8 +17,12 @@ namespace loom::sync {
 bool default_overlap(int workers_on_host, int threads_per_worker, int host_cores,
                      bool device_transport);
 
-// sync.overlap if the config sets it, else default_overlap() for this process: the workers on
-// this host are the thread transport's world, or the launcher's local ranks under MPI.
+// sync.overlap if the config sets it, else default_overlap() with the config's `threads`.
+bool overlap_from_config(const Config& cfg, int workers_on_host, int host_cores,
+                         bool device_transport);
+
+// The same for this process: the workers on this host are the thread transport's world, or the
+// launcher's local ranks under MPI; the cores are this machine's.
 bool overlap_from_config(const Config& cfg, const comm::Communicator& comm);
 
 }  // namespace loom::sync
