@@ -1,6 +1,6 @@
-// GEMM libraries on the MLP's training shapes, one thread: oneDNN (loom's choice), OpenBLAS as
-// the loader picks its kernels (set OPENBLAS_CORETYPE to force others), and Eigen compiled
-// for AVX2/FMA. docs/gemm.md records the figures and the choice.
+// GEMM libraries on the MLP's training shapes, one thread: oneDNN's matmul primitive (loom's
+// choice) and its dnnl_sgemm, OpenBLAS as the loader picks its kernels (set OPENBLAS_CORETYPE
+// to force others), and Eigen compiled for AVX2/FMA. docs/gemm.md records the figures and the choice.
 //   build/gemm_bench --benchmark_counters_tabular=true
 //   OPENBLAS_CORETYPE=Prescott build/gemm_bench --benchmark_filter=OpenBLAS
 #include <benchmark/benchmark.h>
@@ -17,12 +17,17 @@ struct Shape {
   bool ta, tb;
   int64_t m, n, k;
 };
-// Forward, weight-gradient and input-gradient GEMMs of 784-1024-1024-10 at batch 128.
+// The eight GEMMs of one training step of 784-1024-1024-10 at batch 128: forward,
+// weight-gradient and input-gradient products of each layer (the first layer needs no input
+// gradient).
 const Shape kShapes[] = {{false, true, 128, 1024, 784},
                          {true, false, 1024, 784, 128},
                          {false, true, 128, 1024, 1024},
                          {true, false, 1024, 1024, 128},
-                         {false, false, 128, 1024, 1024}};
+                         {false, false, 128, 1024, 1024},
+                         {false, true, 128, 10, 1024},
+                         {true, false, 10, 1024, 128},
+                         {false, false, 128, 1024, 10}};
 
 void run_loom(benchmark::State& state, loom::cpu::GemmLibrary lib) {
   loom::cpu::set_gemm_threads(1);
@@ -39,6 +44,9 @@ void run_loom(benchmark::State& state, loom::cpu::GemmLibrary lib) {
 
 void BM_OneDnn(benchmark::State& state) {
   run_loom(state, loom::cpu::GemmLibrary::kOneDnn);
+}
+void BM_OneDnnSgemm(benchmark::State& state) {
+  run_loom(state, loom::cpu::GemmLibrary::kOneDnnSgemm);
 }
 void BM_OpenBlas(benchmark::State& state) {
   run_loom(state, loom::cpu::GemmLibrary::kOpenBlas);
@@ -66,7 +74,8 @@ void BM_Eigen(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(BM_OneDnn)->DenseRange(0, 4);
-BENCHMARK(BM_OpenBlas)->DenseRange(0, 4);
-BENCHMARK(BM_Eigen)->DenseRange(0, 4);
+BENCHMARK(BM_OneDnn)->DenseRange(0, 7);
+BENCHMARK(BM_OneDnnSgemm)->DenseRange(0, 7);
+BENCHMARK(BM_OpenBlas)->DenseRange(0, 7);
+BENCHMARK(BM_Eigen)->DenseRange(0, 7);
 BENCHMARK_MAIN();

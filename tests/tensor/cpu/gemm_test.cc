@@ -7,11 +7,13 @@
 
 #include <cmath>
 #include <limits>
+#include <thread>
 #include <vector>
 
 #include "loom/config.h"
 #include "loom/core/rng.h"
 #include "loom/tensor/backend_registry.h"
+#include "loom/tensor/cpu/onednn_matmul.h"
 
 namespace loom::cpu {
 namespace {
@@ -20,7 +22,7 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kSentinel = 12345.0f;
 
 std::vector<GemmLibrary> built_libraries() {
-  std::vector<GemmLibrary> libs = {GemmLibrary::kOneDnn};
+  std::vector<GemmLibrary> libs = {GemmLibrary::kOneDnn, GemmLibrary::kOneDnnSgemm};
   if (LOOM_HAVE_OPENBLAS) libs.push_back(GemmLibrary::kOpenBlas);
   return libs;
 }
@@ -187,9 +189,39 @@ TEST_F(GemmTest, EmptyDimensions) {
   }
 }
 
+TEST_F(GemmTest, MatmulPrimitivesAreCachedPerShapeAndThread) {
+  set_gemm_library(GemmLibrary::kOneDnn);
+  std::vector<float> a(64 * 64, 1.0f), b(64 * 64, 2.0f), c(64 * 64);
+  const int64_t before = onednn_matmul_cached_primitives();
+  sgemm(false, false, 8, 16, 32, 1.0f, a.data(), 32, b.data(), 16, 0.0f, c.data(), 16);
+  EXPECT_EQ(onednn_matmul_cached_primitives(), before + 1);
+  EXPECT_EQ(c[0], 64.0f);
+  // Same shape, other buffers: the cached primitive runs on the new pointers.
+  std::vector<float> a2(64 * 64, 3.0f), c2(64 * 64);
+  sgemm(false, false, 8, 16, 32, 1.0f, a2.data(), 32, b.data(), 16, 0.0f, c2.data(), 16);
+  EXPECT_EQ(onednn_matmul_cached_primitives(), before + 1);
+  EXPECT_EQ(c2[0], 192.0f);
+  EXPECT_EQ(c[0], 64.0f);
+  // Another beta is another primitive.
+  sgemm(false, false, 8, 16, 32, 1.0f, a.data(), 32, b.data(), 16, 1.0f, c.data(), 16);
+  EXPECT_EQ(onednn_matmul_cached_primitives(), before + 2);
+  EXPECT_EQ(c[0], 128.0f);
+  // A fresh thread starts with its own, empty cache.
+  int64_t in_thread = -1;
+  std::thread t([&] {
+    in_thread = onednn_matmul_cached_primitives();
+    std::vector<float> c3(64 * 64);
+    sgemm(false, false, 8, 16, 32, 1.0f, a.data(), 32, b.data(), 16, 0.0f, c3.data(), 16);
+    EXPECT_EQ(c3[0], 64.0f);
+  });
+  t.join();
+  EXPECT_EQ(in_thread, 0);
+}
+
 TEST_F(GemmTest, BackendNameNamesTheLibrary) {
   EXPECT_EQ(gemm_library_name(GemmLibrary::kOneDnn), "oneDNN");
   EXPECT_EQ(gemm_library_name(GemmLibrary::kOpenBlas), "OpenBLAS");
+  EXPECT_EQ(gemm_library_name(GemmLibrary::kOneDnnSgemm), "oneDNN sgemm");
   set_gemm_library(GemmLibrary::kOneDnn);
   EXPECT_EQ(make_backend("cpu")->name(), "cpu (oneDNN)");
 }

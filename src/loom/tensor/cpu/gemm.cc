@@ -8,6 +8,7 @@
 
 #include "loom/config.h"
 #include "loom/core/error.h"
+#include "loom/tensor/cpu/onednn_matmul.h"
 
 #if LOOM_HAVE_OPENBLAS
 extern "C" {
@@ -27,12 +28,14 @@ GemmLibrary library_from_env() {
   const char* env = std::getenv("LOOM_GEMM");
   std::string name = env ? env : "onednn";
   if (name == "onednn") return GemmLibrary::kOneDnn;
+  if (name == "onednn-sgemm") return GemmLibrary::kOneDnnSgemm;
   if (name == "openblas") {
     if (!LOOM_HAVE_OPENBLAS)
       throw ConfigError("LOOM_GEMM=openblas: OpenBLAS was not found at build time");
     return GemmLibrary::kOpenBlas;
   }
-  throw ConfigError(fmt::format("LOOM_GEMM='{}': unknown GEMM library (onednn, openblas)", name));
+  throw ConfigError(
+      fmt::format("LOOM_GEMM='{}': unknown GEMM library (onednn, onednn-sgemm, openblas)", name));
 }
 
 std::atomic<int> g_library{-1};
@@ -61,7 +64,15 @@ void set_gemm_threads(int threads) {
 }
 
 std::string gemm_library_name(GemmLibrary lib) {
-  return lib == GemmLibrary::kOneDnn ? "oneDNN" : "OpenBLAS";
+  switch (lib) {
+    case GemmLibrary::kOneDnn:
+      return "oneDNN";
+    case GemmLibrary::kOneDnnSgemm:
+      return "oneDNN sgemm";
+    case GemmLibrary::kOpenBlas:
+      return "OpenBLAS";
+  }
+  return "?";
 }
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
@@ -74,7 +85,12 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
     return;
   }
-  if (gemm_library() == GemmLibrary::kOneDnn) {
+  const GemmLibrary lib = gemm_library();
+  if (lib == GemmLibrary::kOneDnn) {
+    onednn_matmul(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  if (lib == GemmLibrary::kOneDnnSgemm) {
     dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda,
                                   b, ldb, beta, c, ldc);
     LOOM_CHECK(st == dnnl_success, "dnnl_sgemm failed with status {}", int(st));

@@ -1,6 +1,7 @@
 // CPU GEMM dispatch. oneDNN is the default: it picks AVX-512/AMX/AVX2 kernels at run time from
 // CPUID features, so it is fast on CPUs newer than the BLAS build (docs/gemm.md has the
-// comparison). OpenBLAS is kept for comparison and as a second opinion in tests.
+// comparison). Its matmul primitive (onednn_matmul.h) is the default path; dnnl_sgemm and
+// OpenBLAS are kept for comparison and as second opinions in tests.
 #pragma once
 
 #include <cstdint>
@@ -8,10 +9,10 @@
 
 namespace loom::cpu {
 
-enum class GemmLibrary { kOneDnn, kOpenBlas };
+enum class GemmLibrary { kOneDnn, kOpenBlas, kOneDnnSgemm };
 
-// Chosen once from LOOM_GEMM ("onednn" default, "openblas"); an unknown value or a library not
-// built throws ConfigError.
+// Chosen once from LOOM_GEMM ("onednn" default: the matmul primitive; "onednn-sgemm":
+// dnnl_sgemm; "openblas"); an unknown value or a library not built throws ConfigError.
 GemmLibrary gemm_library();
 void set_gemm_library(GemmLibrary lib);
 std::string gemm_library_name(GemmLibrary lib);
