@@ -236,5 +236,57 @@ TEST(Model, LossSumsOverTheBatchAndCountsCorrect) {
   EXPECT_EQ(res.correct, 3);
 }
 
+// Wraps a layer and records how backward was called.
+class Recording : public Layer {
+ public:
+  explicit Recording(std::unique_ptr<Layer> inner) : inner_(std::move(inner)) {}
+  std::string kind() const override { return inner_->kind(); }
+  Shape build(const Shape& input) override { return inner_->build(input); }
+  int64_t num_params() const override { return inner_->num_params(); }
+  void bind(float* params, float* grads) override { inner_->bind(params, grads); }
+  void init_params(Rng& rng, Backend& backend) override { inner_->init_params(rng, backend); }
+  void forward(const Context& ctx, const float* x, float* y, int64_t batch) override {
+    inner_->forward(ctx, x, y, batch);
+  }
+  void backward(const Context& ctx, const float* x, const float* y, const float* dy, float* dx,
+                int64_t batch) override {
+    ++calls;
+    dx_was_null = dx == nullptr;
+    inner_->backward(ctx, x, y, dy, dx, batch);
+  }
+  int calls = 0;
+  bool dx_was_null = false;
+
+ private:
+  std::unique_ptr<Layer> inner_;
+};
+
+TEST(Model, BackwardStopsBelowTheFirstLayerWithParameters) {
+  // Flatten -> Linear -> ReLU -> Linear: the first Linear needs no input gradient (the MLP's
+  // [batch, 784] x [784, 1024] product) and the Flatten under it is not run backward.
+  std::vector<std::unique_ptr<Layer>> layers;
+  layers.push_back(std::make_unique<Recording>(std::make_unique<Flatten>()));
+  layers.push_back(std::make_unique<Recording>(std::make_unique<Linear>(12, 8)));
+  layers.push_back(std::make_unique<ReLU>());
+  layers.push_back(std::make_unique<Recording>(std::make_unique<Linear>(8, 5)));
+  auto* flatten = static_cast<Recording*>(layers[0].get());
+  auto* first = static_cast<Recording*>(layers[1].get());
+  auto* last = static_cast<Recording*>(layers[3].get());
+  Model m(cpu_backend(), Shape{3, 4}, 5, std::move(layers));
+  m.init_params(7);
+  const std::vector<float> x = random_vector(2 * 12, 8, -1.0f, 1.0f);
+  const std::vector<int32_t> y = {1, 4};
+  m.forward(x.data(), 2, StepInfo{});
+  m.loss(y.data(), 0.5f);
+  int ready = 0;
+  m.backward([&](const ParamRange&) { ++ready; });
+  EXPECT_EQ(flatten->calls, 0);
+  EXPECT_EQ(first->calls, 1);
+  EXPECT_TRUE(first->dx_was_null);
+  EXPECT_EQ(last->calls, 1);
+  EXPECT_FALSE(last->dx_was_null);
+  EXPECT_EQ(ready, 2);  // both layers' gradients still reported
+}
+
 }  // namespace
 }  // namespace loom::nn

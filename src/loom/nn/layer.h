@@ -47,8 +47,8 @@ class Layer {
   virtual int64_t flops_per_sample() const { return 0; }
 
   virtual void forward(const Context& ctx, const float* x, float* y, int64_t batch) = 0;
-  // dx may be null (the first layer needs no input gradient). Parameter gradients are
-  // overwritten, not accumulated.
+  // dx may be null (no layer below has parameters, so no input gradient is needed). Parameter
+  // gradients are overwritten, not accumulated.
   virtual void backward(const Context& ctx, const float* x, const float* y, const float* dy,
                         float* dx, int64_t batch) = 0;
 };

@@ -111,9 +111,16 @@ void Model::backward(const std::function<void(const ParamRange&)>& on_ready) {
   const float* dy = dlogits_.data();
   float* spare[2] = {grad_a_.data(), grad_b_.data()};
   int next = 0;
-  for (int i = int(layers_.size()) - 1; i >= 0; --i) {
+  // Below the first layer with parameters nothing needs a gradient: the input takes none, so
+  // that layer computes no input gradient (for the MLP, whose first layer is a Flatten, this
+  // spares a [batch, 784] x [784, 1024] product, 17% of the step's FLOPs) and the layers under
+  // it are not run backward at all.
+  int first_trained = 0;
+  while (first_trained < int(layers_.size()) && layers_[first_trained]->num_params() == 0)
+    ++first_trained;
+  for (int i = int(layers_.size()) - 1; i >= first_trained; --i) {
     const float* x = i == 0 ? last_input_ : activations_[i - 1].data();
-    float* dx = i == 0 ? nullptr : spare[next];
+    float* dx = i == first_trained ? nullptr : spare[next];
     ctx.layer_index = i;
     trace::Span span;
     if (trace::enabled()) span.begin(fmt::format("bwd {} {}", i, layers_[i]->kind()), "backward");
