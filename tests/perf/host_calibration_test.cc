@@ -131,7 +131,7 @@ TEST(HostCalibration, OneBitPaysCodecTimeAndSendsLess) {
   EXPECT_NEAR(o.update_s, 2 * f.update_s, 1e-9);
 }
 
-TEST(HostCalibration, BusyExchangeSlowsTheComputeFromTheFirstBucketOn) {
+TEST(HostCalibration, BusyExchangeSlowsTheOverlappedComputeFromTheFirstBucketOn) {
   // The thread allreduce beside busy compute: alpha 500 us, 2 GB/s; it takes 30% of the
   // GEMM rate while it runs. As `loom bench calibrate` writes it (two sizes, one fit).
   std::string lines = hand_lines();
@@ -143,15 +143,27 @@ TEST(HostCalibration, BusyExchangeSlowsTheComputeFromTheFirstBucketOn) {
   EXPECT_NEAR(c.host.busy.at("thread").alpha_s, 500e-6, 1e-9);
   EXPECT_NEAR(c.host.busy.at("thread").bytes_per_s, 2e9, 1);
   EXPECT_DOUBLE_EQ(c.host.busy.at("thread").steal, 0.3);
+  // Overlapped: the communication thread runs beside backward.
+  Config overlap;
+  overlap.set("sync.overlap", true);
   const StepEstimate q =
-      predict_case(Config{}, parse_calibration(hand_lines(), "q"), {2, "fp32", "thread"});
-  const StepEstimate e = predict_case(Config{}, c, {2, "fp32", "thread"});
+      predict_case(overlap, parse_calibration(hand_lines(), "q"), {2, "fp32", "thread"});
+  const StepEstimate e = predict_case(overlap, c, {2, "fp32", "thread"});
   // The first bucket (out + fc2, 4 MiB) is ready when fc2's gradient is: 1 - fc1's share of
   // the FLOPs into backward. From then on the compute runs 30% slower.
   const double ready1 = q.bwd_s * (1 - 784.0 * 1024 / (784 * 1024 + 1024 * 1024 + 1024 * 10));
   EXPECT_NEAR(e.bwd_s - q.bwd_s, 0.3 * (q.bwd_s - ready1), 1e-9);
   EXPECT_NEAR(e.comm_s, q.comm_s, 1e-12);  // the link stays the quiet fit
   EXPECT_NEAR(e.step_s - q.step_s, 0.3 * (q.bwd_s - ready1), 1e-9);
+  // Not overlapped (on these 2 cores, 2 workers' default): the exchange starts after
+  // backward, so nothing runs beside the compute and nothing is stolen.
+  Config serial;
+  serial.set("sync.overlap", false);
+  EXPECT_DOUBLE_EQ(
+      predict_case(serial, c, {2, "fp32", "thread"}).bwd_s,
+      predict_case(serial, parse_calibration(hand_lines(), "q"), {2, "fp32", "thread"}).bwd_s);
+  EXPECT_DOUBLE_EQ(predict_case(Config{}, c, {2, "fp32", "thread"}).bwd_s,
+                   predict_case(serial, c, {2, "fp32", "thread"}).bwd_s);
   // One worker: nothing to exchange, nothing stolen.
   EXPECT_DOUBLE_EQ(
       predict_case(Config{}, c, {1, "fp32", "thread"}).step_s,

@@ -176,10 +176,11 @@ StepEstimate CostModel::raw(const Topology& topo) const {
   const double hide =
       on_host ? std::clamp(double(host.cores - e.ranks * threads) / e.ranks, 0.0, 1.0) : 1.0;
   exposed = std::max(exposed, (e.comm_s + e.codec_s) * (1 - hide));
-  if (on_host && host.link_steal > 0 && e.ranks > 1 && !s_.bmuf) {
+  if (on_host && s_.overlap && host.link_steal > 0 && e.ranks > 1 && !s_.bmuf) {
     // The communication thread beside the compute threads (host_model.h BusyLink): from the
     // first bucket on, it runs (or polls for its peer) until the exchange is done, taking
-    // `steal` of the compute threads' rate for the rest of backward.
+    // `steal` of the compute threads' rate for the rest of backward. Without overlap the
+    // exchange starts after backward and nothing runs beside the compute.
     const double stolen = host.link_steal * std::max(0.0, e.bwd_s - first_ready);
     e.bwd_s += stolen;
     compute += stolen;

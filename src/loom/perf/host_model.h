@@ -38,8 +38,9 @@ struct HostRates {
   };
   std::map<std::string, BusyLink> busy;
   // Set by whoever picks the link (validate.h) when the compute threads fill the cores:
-  // from the first bucket to the end of backward the compute runs `link_steal` slower
-  // (the communication thread runs, or polls for its peer, beside it). <= 0: not applied.
+  // with overlap, from the first bucket to the end of backward the compute runs `link_steal`
+  // slower (the communication thread runs, or polls for its peer, beside it). <= 0: not
+  // applied.
   double link_steal = -1;
   // Codec encode/decode GB/s (fp32 in) timed beside the workers' busy compute threads, as the
   // communication thread meets them (empty: not measured; the quiet `bench codec` figures).
