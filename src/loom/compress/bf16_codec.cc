@@ -33,13 +33,22 @@ void bf16_decode_ref(const Bf16* in, size_t n, float* out, DecodeMode mode) {
 }
 
 #if LOOM_COMPRESS_AVX2
-bool bf16_encode(const float* g, float* r, size_t n, Bf16* out) {
+namespace {
+
+template <bool kStream>
+bool bf16_encode_vec(const float* g, float* r, size_t n, Bf16* out) {
   const __m256 hi = _mm256_set1_ps(kBf16Max), lo = _mm256_set1_ps(-kBf16Max);
   const __m256i exp_mask = _mm256_set1_epi32(0x7f800000);
   const __m256i round = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
   const __m256i top = _mm256_set1_epi32(int32_t(0xffff0000u));
   __m256i bad = _mm256_setzero_si256();
   size_t i = 0;
+  bool ok = true;
+  if constexpr (kStream) {  // scalar head up to a 32-byte aligned out + i (out is 2-aligned)
+    size_t head = std::min(n, ((32 - reinterpret_cast<uintptr_t>(out) % 32) % 32) / 2);
+    ok = bf16_encode_ref(g, r, head, out);
+    i = head;
+  }
   for (; i + 16 <= n; i += 16) {
     __m256i q[2];
     for (int h = 0; h < 2; ++h) {
@@ -57,10 +66,25 @@ bool bf16_encode(const float* g, float* r, size_t n, Bf16* out) {
     }
     // packus interleaves 128-bit lanes: [a0-3 b0-3 | a4-7 b4-7]; permute back to a0-7 b0-7.
     __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(q[0], q[1]), 0xd8);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), p);
+    if constexpr (kStream) {
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(out + i), p);
+    } else {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), p);
+    }
   }
-  bool ok = _mm256_testz_si256(bad, bad);
+  if constexpr (kStream) _mm_sfence();  // order the streaming stores before the caller's sends
+  ok &= bool(_mm256_testz_si256(bad, bad));
   return bf16_encode_ref(g + i, r + i, n - i, out + i) && ok;
+}
+
+}  // namespace
+
+bool bf16_encode(const float* g, float* r, size_t n, Bf16* out, bool stream) {
+  return stream ? bf16_encode_vec<true>(g, r, n, out) : bf16_encode_vec<false>(g, r, n, out);
+}
+
+bool bf16_encode(const float* g, float* r, size_t n, Bf16* out) {
+  return bf16_encode(g, r, n, out, n * sizeof(Bf16) >= kStreamMinBytes);
 }
 
 void bf16_decode(const Bf16* in, size_t n, float* out, DecodeMode mode) {
@@ -74,6 +98,9 @@ void bf16_decode(const Bf16* in, size_t n, float* out, DecodeMode mode) {
   bf16_decode_ref(in + i, n - i, out + i, mode);
 }
 #else
+bool bf16_encode(const float* g, float* r, size_t n, Bf16* out, bool) {
+  return bf16_encode_ref(g, r, n, out);
+}
 bool bf16_encode(const float* g, float* r, size_t n, Bf16* out) {
   return bf16_encode_ref(g, r, n, out);
 }

@@ -15,6 +15,9 @@ static_assert(sizeof(Bf16) == 2);
 // Kernels as fp16's: _ref is plain scalar, the other AVX2, bit-identical.
 bool bf16_encode_ref(const float* g, float* r, size_t n, Bf16* out);
 bool bf16_encode(const float* g, float* r, size_t n, Bf16* out);
+// stream: non-temporal stores for `out` (bit-identical bytes; see kStreamMinBytes). The
+// overload without it streams when out is at least kStreamMinBytes.
+bool bf16_encode(const float* g, float* r, size_t n, Bf16* out, bool stream);
 void bf16_decode_ref(const Bf16* in, size_t n, float* out, DecodeMode mode);
 void bf16_decode(const Bf16* in, size_t n, float* out, DecodeMode mode);
 

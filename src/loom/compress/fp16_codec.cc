@@ -33,21 +33,51 @@ void fp16_decode_ref(const Half* in, size_t n, float* out, DecodeMode mode) {
 }
 
 #if LOOM_COMPRESS_F16C
-bool fp16_encode(const float* g, float* r, size_t n, Half* out) {
+namespace {
+
+template <bool kStream>
+bool fp16_encode_vec(const float* g, float* r, size_t n, Half* out) {
   const __m256 hi = _mm256_set1_ps(kHalfMax), lo = _mm256_set1_ps(-kHalfMax);
   const __m256i exp_mask = _mm256_set1_epi32(0x7f800000);
   __m256i bad = _mm256_setzero_si256();
   size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256 s = _mm256_add_ps(_mm256_loadu_ps(g + i), _mm256_loadu_ps(r + i));
-    __m256i e = _mm256_and_si256(_mm256_castps_si256(s), exp_mask);
-    bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(e, exp_mask));
-    __m128i h = _mm256_cvtps_ph(_mm256_min_ps(_mm256_max_ps(s, lo), hi), _MM_FROUND_TO_NEAREST_INT);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
-    _mm256_storeu_ps(r + i, _mm256_sub_ps(s, _mm256_cvtph_ps(h)));
+  bool ok = true;
+  if constexpr (kStream) {  // scalar head up to a 32-byte aligned out + i (out is 2-aligned)
+    size_t head = std::min(n, ((32 - reinterpret_cast<uintptr_t>(out) % 32) % 32) / 2);
+    ok = fp16_encode_ref(g, r, head, out);
+    i = head;
   }
-  bool ok = _mm256_testz_si256(bad, bad);
+  // 16 elements a step: one whole 32-byte store of halves (streaming stores fill their
+  // write-combining buffer in fewer, larger pieces).
+  for (; i + 16 <= n; i += 16) {
+    __m128i h[2];
+    for (int k = 0; k < 2; ++k) {
+      __m256 s = _mm256_add_ps(_mm256_loadu_ps(g + i + 8 * k), _mm256_loadu_ps(r + i + 8 * k));
+      __m256i e = _mm256_and_si256(_mm256_castps_si256(s), exp_mask);
+      bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(e, exp_mask));
+      h[k] = _mm256_cvtps_ph(_mm256_min_ps(_mm256_max_ps(s, lo), hi), _MM_FROUND_TO_NEAREST_INT);
+      _mm256_storeu_ps(r + i + 8 * k, _mm256_sub_ps(s, _mm256_cvtph_ps(h[k])));
+    }
+    __m256i p = _mm256_set_m128i(h[1], h[0]);
+    if constexpr (kStream) {
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(out + i), p);
+    } else {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), p);
+    }
+  }
+  if constexpr (kStream) _mm_sfence();  // order the streaming stores before the caller's sends
+  ok &= bool(_mm256_testz_si256(bad, bad));
   return fp16_encode_ref(g + i, r + i, n - i, out + i) && ok;
+}
+
+}  // namespace
+
+bool fp16_encode(const float* g, float* r, size_t n, Half* out, bool stream) {
+  return stream ? fp16_encode_vec<true>(g, r, n, out) : fp16_encode_vec<false>(g, r, n, out);
+}
+
+bool fp16_encode(const float* g, float* r, size_t n, Half* out) {
+  return fp16_encode(g, r, n, out, n * sizeof(Half) >= kStreamMinBytes);
 }
 
 void fp16_decode(const Half* in, size_t n, float* out, DecodeMode mode) {
@@ -66,6 +96,9 @@ void fp16_decode(const Half* in, size_t n, float* out, DecodeMode mode) {
   fp16_decode_ref(in + i, n - i, out + i, mode);
 }
 #else
+bool fp16_encode(const float* g, float* r, size_t n, Half* out, bool) {
+  return fp16_encode_ref(g, r, n, out);
+}
 bool fp16_encode(const float* g, float* r, size_t n, Half* out) {
   return fp16_encode_ref(g, r, n, out);
 }

@@ -16,6 +16,9 @@ static_assert(sizeof(Half) == 2);
 // Inf. _ref is plain scalar; the other is F16C/AVX2 and matches it bit for bit.
 bool fp16_encode_ref(const float* g, float* r, size_t n, Half* out);
 bool fp16_encode(const float* g, float* r, size_t n, Half* out);
+// stream: non-temporal stores for `out` (bit-identical bytes; see kStreamMinBytes). The
+// overload without it streams when out is at least kStreamMinBytes.
+bool fp16_encode(const float* g, float* r, size_t n, Half* out, bool stream);
 void fp16_decode_ref(const Half* in, size_t n, float* out, DecodeMode mode);
 void fp16_decode(const Half* in, size_t n, float* out, DecodeMode mode);
 
