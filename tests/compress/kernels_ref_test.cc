@@ -89,7 +89,10 @@ TEST(KernelsRef, Bf16EncodeAndDecodeMatchReference) {
 }
 
 TEST(KernelsRef, Int8EncodeAndDecodeMatchReference) {
-  for (size_t block : {8, 64, 512})
+  // int8_decode takes the AVX-512 VBMI path for block >= 64 where the CPU has it (64, 512);
+  // int8_decode_avx2 is compared on its own as well.
+  SCOPED_TRACE(int8_have_avx512_vbmi() ? "with AVX-512 VBMI" : "without AVX-512 VBMI");
+  for (size_t block : {8, 64, 128, 512})
     for (size_t n : kLengths)
       for (float s : kScales) {
         size_t blocks = (n + block - 1) / block;
@@ -105,10 +108,12 @@ TEST(KernelsRef, Int8EncodeAndDecodeMatchReference) {
         std::vector<uint8_t> codes(n);
         int8_encode(g.data(), r.data(), n, block, absmax.data(), codes.data());
         for (auto mode : {DecodeMode::kWrite, DecodeMode::kAccumulate}) {
-          std::vector<float> a(n, 0.25f), b(n, 0.25f);
+          std::vector<float> a(n, 0.25f), b(n, 0.25f), c(n, 0.25f);
           int8_decode(absmax.data(), codes.data(), n, block, a.data(), mode);
           int8_decode_ref(absmax.data(), codes.data(), n, block, b.data(), mode);
-          ASSERT_EQ(0, bytes_cmp(a.data(), b.data(), n * sizeof(float)));
+          int8_decode_avx2(absmax.data(), codes.data(), n, block, c.data(), mode);
+          ASSERT_EQ(0, bytes_cmp(a.data(), b.data(), n * sizeof(float))) << n << " " << block;
+          ASSERT_EQ(0, bytes_cmp(c.data(), b.data(), n * sizeof(float))) << n << " " << block;
         }
       }
 }
@@ -116,15 +121,18 @@ TEST(KernelsRef, Int8EncodeAndDecodeMatchReference) {
 TEST(KernelsRef, Int8DecodesEveryCodeLikeTheTable) {
   // The fast decoder computes table[c] * absmax arithmetically: all 256 codes, both modes,
   // block maxima including 0 and extreme ones.
+  // Both the dispatched decoder (AVX-512 VBMI byte tables where present) and the AVX2 one.
   const size_t block = 256, n = 4 * block + 8;
   std::vector<uint8_t> codes(n);
   for (size_t i = 0; i < n; ++i) codes[i] = uint8_t(i * 37 + i / block);
   const std::vector<float> absmax = {0.0f, 1.0f, 3.7e-30f, 1.7e30f, 0.3f};
   for (auto mode : {DecodeMode::kWrite, DecodeMode::kAccumulate}) {
-    std::vector<float> a(n, 0.25f), b(n, 0.25f);
+    std::vector<float> a(n, 0.25f), b(n, 0.25f), c(n, 0.25f);
     int8_decode(absmax.data(), codes.data(), n, block, a.data(), mode);
     int8_decode_ref(absmax.data(), codes.data(), n, block, b.data(), mode);
+    int8_decode_avx2(absmax.data(), codes.data(), n, block, c.data(), mode);
     ASSERT_EQ(0, std::memcmp(a.data(), b.data(), n * sizeof(float)));
+    ASSERT_EQ(0, std::memcmp(c.data(), b.data(), n * sizeof(float)));
   }
 }
 

@@ -224,8 +224,8 @@ bool int8_encode(const float* g, float* r, size_t n, size_t block, float* absmax
   return ok && _mm256_testz_si256(bad, bad);
 }
 
-void int8_decode(const float* absmax, const uint8_t* codes, size_t n, size_t block, float* out,
-                 DecodeMode mode) {
+void int8_decode_avx2(const float* absmax, const uint8_t* codes, size_t n, size_t block, float* out,
+                      DecodeMode mode) {
   const float* table = int8_dynamic_tree_table().data();
   for (size_t b0 = 0, bi = 0; b0 < n; b0 += block, ++bi) {
     size_t len = std::min(n - b0, block);
@@ -244,9 +244,110 @@ void int8_decode(const float* absmax, const uint8_t* codes, size_t n, size_t blo
     }
   }
 }
+
+namespace {
+
+// AVX-512 VBMI decode, 64 codes a step: vpermi2b looks up 64 bytes at once in a 128-entry byte
+// table, so the 128 magnitudes table[0..127] are split into 4 byte planes (byte k of each
+// float), looked up once each, and interleaved back into floats; the code's sign bit goes
+// straight into the top byte (table[c | 0x80] = -table[c], bit for bit, 0x80 is -0). Then
+// * absmax as the reference does. The unpacks interleave within 128-bit lanes, so the codes
+// are first permuted so that the 4 outputs come out in element order.
+struct VbmiPlanes {
+  alignas(64) uint8_t plane[4][128];
+  alignas(64) uint8_t perm[64];
+};
+
+const VbmiPlanes& vbmi_planes() {
+  static const VbmiPlanes p = [] {
+    VbmiPlanes v{};
+    const auto& t = int8_dynamic_tree_table();
+    for (int j = 0; j < 128; ++j) {
+      uint32_t bits = std::bit_cast<uint32_t>(t[j]);
+      for (int k = 0; k < 4; ++k) v.plane[k][j] = uint8_t(bits >> (8 * k));
+    }
+    // After the unpacks, output vector k, 128-bit lane L, float m holds input byte
+    // 16 L + 4 k + m; it must be element 16 k + 4 L + m.
+    for (int L = 0; L < 4; ++L)
+      for (int k = 0; k < 4; ++k)
+        for (int m = 0; m < 4; ++m) v.perm[16 * L + 4 * k + m] = uint8_t(16 * k + 4 * L + m);
+    return v;
+  }();
+  return p;
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) void int8_decode_vbmi(const float* absmax,
+                                                                             const uint8_t* codes,
+                                                                             size_t n, size_t block,
+                                                                             float* out,
+                                                                             DecodeMode mode) {
+  const VbmiPlanes& vp = vbmi_planes();
+  __m512i lo[4], hi[4];
+  for (int k = 0; k < 4; ++k) {
+    lo[k] = _mm512_load_si512(vp.plane[k]);
+    hi[k] = _mm512_load_si512(vp.plane[k] + 64);
+  }
+  const __m512i perm = _mm512_load_si512(vp.perm);
+  const __m512i sign = _mm512_set1_epi8(char(0x80));
+  for (size_t b0 = 0, bi = 0; b0 < n; b0 += block, ++bi) {
+    const size_t len = std::min(n - b0, block);
+    const size_t vec = len & ~size_t(63);
+    const __m512 amax = _mm512_set1_ps(absmax[bi]);
+    for (size_t i = 0; i < vec; i += 64) {
+      __m512i c = _mm512_permutexvar_epi8(
+          perm, _mm512_loadu_si512(reinterpret_cast<const void*>(codes + b0 + i)));
+      __m512i p0 = _mm512_permutex2var_epi8(lo[0], c, hi[0]);
+      __m512i p1 = _mm512_permutex2var_epi8(lo[1], c, hi[1]);
+      __m512i p2 = _mm512_permutex2var_epi8(lo[2], c, hi[2]);
+      __m512i p3 =
+          _mm512_or_si512(_mm512_permutex2var_epi8(lo[3], c, hi[3]), _mm512_and_si512(c, sign));
+      __m512i l01 = _mm512_unpacklo_epi8(p0, p1), h01 = _mm512_unpackhi_epi8(p0, p1);
+      __m512i l23 = _mm512_unpacklo_epi8(p2, p3), h23 = _mm512_unpackhi_epi8(p2, p3);
+      __m512i w[4] = {_mm512_unpacklo_epi16(l01, l23), _mm512_unpackhi_epi16(l01, l23),
+                      _mm512_unpacklo_epi16(h01, h23), _mm512_unpackhi_epi16(h01, h23)};
+      float* o = out + b0 + i;
+      for (int k = 0; k < 4; ++k) {
+        __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(w[k]), amax);
+        if (mode == DecodeMode::kAccumulate) v = _mm512_add_ps(_mm512_loadu_ps(o + 16 * k), v);
+        _mm512_storeu_ps(o + 16 * k, v);
+      }
+    }
+    if (vec < len) {  // the block's last < 64 codes (only a short last block or block < 64)
+      int8_decode_avx2(absmax + bi, codes + b0 + vec, len - vec, len - vec, out + b0 + vec, mode);
+    }
+  }
+}
+
+bool have_vbmi() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vbmi");
+  return yes;
+}
+
+}  // namespace
+
+bool int8_have_avx512_vbmi() {
+  return have_vbmi();
+}
+
+void int8_decode(const float* absmax, const uint8_t* codes, size_t n, size_t block, float* out,
+                 DecodeMode mode) {
+  if (block >= 64 && have_vbmi()) {
+    int8_decode_vbmi(absmax, codes, n, block, out, mode);
+  } else {
+    int8_decode_avx2(absmax, codes, n, block, out, mode);
+  }
+}
 #else
+bool int8_have_avx512_vbmi() {
+  return false;
+}
 bool int8_encode(const float* g, float* r, size_t n, size_t block, float* absmax, uint8_t* codes) {
   return int8_encode_ref(g, r, n, block, absmax, codes);
+}
+void int8_decode_avx2(const float* absmax, const uint8_t* codes, size_t n, size_t block, float* out,
+                      DecodeMode mode) {
+  int8_decode_ref(absmax, codes, n, block, out, mode);
 }
 void int8_decode(const float* absmax, const uint8_t* codes, size_t n, size_t block, float* out,
                  DecodeMode mode) {

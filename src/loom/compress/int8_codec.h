@@ -42,8 +42,14 @@ bool int8_encode_ref(const float* g, float* r, size_t n, size_t block, float* ab
 bool int8_encode(const float* g, float* r, size_t n, size_t block, float* absmax, uint8_t* codes);
 void int8_decode_ref(const float* absmax, const uint8_t* codes, size_t n, size_t block, float* out,
                      DecodeMode mode);
+// Dispatches at run time: AVX-512 VBMI (byte-table lookups, 64 codes a step) where the CPU
+// has it and block >= 64, else the AVX2 kernel below. Both match _ref bit for bit.
 void int8_decode(const float* absmax, const uint8_t* codes, size_t n, size_t block, float* out,
                  DecodeMode mode);
+void int8_decode_avx2(const float* absmax, const uint8_t* codes, size_t n, size_t block, float* out,
+                      DecodeMode mode);
+// Whether this CPU runs the AVX-512 VBMI paths (tests say which path they compared).
+bool int8_have_avx512_vbmi();
 
 class Int8Codec : public Codec {
  public:
