@@ -2,7 +2,11 @@
 // identical residuals, over lengths that hit every tail, several scales, several steps.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "compress/codec_test_util.h"
@@ -103,6 +107,10 @@ TEST(KernelsRef, Int8EncodeAndDecodeMatchReference) {
           return int8_encode_ref(g, r, n, block, reinterpret_cast<float*>(out), out + 4 * blocks);
         };
         expect_same_encoding<uint8_t>(n, s, 4 * blocks + n, fast, ref);
+        auto avx2 = [&](const float* g, float* r, size_t n, uint8_t* out) {
+          return int8_encode_avx2(g, r, n, block, reinterpret_cast<float*>(out), out + 4 * blocks);
+        };
+        expect_same_encoding<uint8_t>(n, s, 4 * blocks + n, avx2, ref);
         auto g = random_normal(n, 3 * n + 1, s);
         std::vector<float> r(n, 0.0f), absmax(blocks);
         std::vector<uint8_t> codes(n);
@@ -116,6 +124,66 @@ TEST(KernelsRef, Int8EncodeAndDecodeMatchReference) {
           ASSERT_EQ(0, bytes_cmp(c.data(), b.data(), n * sizeof(float))) << n << " " << block;
         }
       }
+}
+
+// Every fast encoder (streaming or not, AVX-512 or AVX2) on all-zero and all-negative input
+// gives the reference's bytes, and a NaN or Inf anywhere (head, body, tail) is reported.
+TEST(KernelsRef, FastEncodersOnZerosNegativesAndNonFinite) {
+  using Enc = std::function<bool(const float*, float*, size_t, std::vector<uint8_t>&)>;
+  struct Kernel {
+    const char* name;
+    Enc fast, ref;
+  };
+  auto half = [](auto fn) {
+    return [fn](const float* g, float* r, size_t n, std::vector<uint8_t>& o) {
+      o.assign(2 * n + 64, 0);
+      return fn(g, r, n, reinterpret_cast<uint16_t*>(o.data() + 2));  // 2 bytes off alignment
+    };
+  };
+  auto int8 = [](auto fn, size_t block) {
+    return [fn, block](const float* g, float* r, size_t n, std::vector<uint8_t>& o) {
+      size_t blocks = (n + block - 1) / block;
+      o.assign(4 * blocks + n + 4, 0);
+      return fn(g, r, n, block, reinterpret_cast<float*>(o.data()), o.data() + 4 * blocks);
+    };
+  };
+  const std::vector<Kernel> kernels = {
+      {"fp16 stream", half([](const float* g, float* r, size_t n, Half* o) {
+         return fp16_encode(g, r, n, o, true);
+       }),
+       half(fp16_encode_ref)},
+      {"fp16", half([](const float* g, float* r, size_t n, Half* o) {
+         return fp16_encode(g, r, n, o, false);
+       }),
+       half(fp16_encode_ref)},
+      {"bf16 stream", half([](const float* g, float* r, size_t n, Bf16* o) {
+         return bf16_encode(g, r, n, o, true);
+       }),
+       half(bf16_encode_ref)},
+      {"int8 block 64", int8(int8_encode, 64), int8(int8_encode_ref, 64)},
+      {"int8 avx2 block 64", int8(int8_encode_avx2, 64), int8(int8_encode_ref, 64)},
+      {"int8 block 512", int8(int8_encode, 512), int8(int8_encode_ref, 512)},
+  };
+  for (const auto& k : kernels)
+    for (size_t n : {1, 15, 16, 17, 100, 1027}) {
+      SCOPED_TRACE(std::string(k.name) + " n=" + std::to_string(n));
+      for (float fill : {0.0f, -0.0f, -3.0f, -1e-30f}) {
+        std::vector<float> g(n, fill), r1(n, 0.0f), r2(n, 0.0f);
+        for (size_t i = 0; fill < -1.0f && i < n; ++i) g[i] = fill * float(1 + i % 5);
+        std::vector<uint8_t> o1, o2;
+        ASSERT_TRUE(k.fast(g.data(), r1.data(), n, o1));
+        ASSERT_TRUE(k.ref(g.data(), r2.data(), n, o2));
+        ASSERT_EQ(o1, o2) << "fill " << fill;
+        ASSERT_EQ(0, bytes_cmp(r1.data(), r2.data(), n * sizeof(float)));
+      }
+      for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity()})
+        for (size_t at : {size_t(0), n / 2, n - 1}) {
+          std::vector<float> g(n, -1.0f), r(n, 0.0f);
+          g[at] = bad;
+          std::vector<uint8_t> o;
+          EXPECT_FALSE(k.fast(g.data(), r.data(), n, o)) << "non-finite at " << at;
+        }
+    }
 }
 
 TEST(KernelsRef, Int8DecodesEveryCodeLikeTheTable) {

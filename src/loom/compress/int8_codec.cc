@@ -169,7 +169,8 @@ inline __m256i encode8(__m256 s, __m256 inv, __m256 amax, __m256* resid) {
 
 }  // namespace
 
-bool int8_encode(const float* g, float* r, size_t n, size_t block, float* absmax, uint8_t* codes) {
+bool int8_encode_avx2(const float* g, float* r, size_t n, size_t block, float* absmax,
+                      uint8_t* codes) {
   const float* table = int8_dynamic_tree_table().data();
   const __m256i exp_mask = _mm256_set1_epi32(0x7f800000);
   const __m256 sign_mask = _mm256_set1_ps(-0.0f);
@@ -330,6 +331,111 @@ bool int8_have_avx512_vbmi() {
   return have_vbmi();
 }
 
+namespace {
+
+// The per-level constants padded to 16 lanes for vpermps zmm (levels 0..6 are used).
+alignas(64) constexpr float kScale16[16] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f, 1e6f, 1e6f};
+alignas(64) constexpr float kInvScale16[16] = {1e0f,  1e-1f, 1e-2f, 1e-3f,
+                                               1e-4f, 1e-5f, 1e-6f, 0.0f};
+alignas(64) constexpr float kInvScaleBelow16[16] = {1e-1f, 1e-2f, 1e-3f, 1e-4f,
+                                                    1e-5f, 1e-6f, 0.0f,  0.0f};
+alignas(64) constexpr float kCount16[16] = {64, 32, 16, 8, 4, 2, 1, 1};
+alignas(64) const float kStep16[16] = {0.9f / 64, 0.9f / 32, 0.9f / 16, 0.9f / 8,
+                                       0.9f / 4,  0.9f / 2,  0.9f / 1,  0.9f / 1};
+
+// encode8's arithmetic on 16 lanes, operation for operation (so bit for bit), with mask
+// registers for the compares and the q = 0 select.
+__attribute__((target("avx512f"))) inline __m512i encode16(__m512 s, __m512 inv, __m512 amax,
+                                                           __m512* resid) {
+  const __m512i sign_bit = _mm512_set1_epi32(int32_t(0x80000000u));
+  __m512 a = _mm512_min_ps(_mm512_mul_ps(_mm512_abs_ps(s), inv), _mm512_set1_ps(1.0f));
+  __m512i e = _mm512_setzero_si512();
+  const __m512i one = _mm512_set1_epi32(1);
+  for (float th : kThreshold) {
+    __mmask16 le = _mm512_cmp_ps_mask(a, _mm512_set1_ps(th), _CMP_LE_OQ);
+    e = _mm512_mask_add_epi32(e, le, e, one);
+  }
+  __m512 scale = _mm512_permutexvar_ps(e, _mm512_load_ps(kScale16));
+  __m512 cnt = _mm512_permutexvar_ps(e, _mm512_load_ps(kCount16));
+  __m512 t = _mm512_mul_ps(a, scale);
+  __m512 u = _mm512_mul_ps(
+      _mm512_mul_ps(_mm512_sub_ps(t, _mm512_set1_ps(0.1f)), _mm512_set1_ps(kInvStep)), cnt);
+  __m512 q = _mm512_roundscale_ps(u, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  q = _mm512_min_ps(_mm512_max_ps(q, _mm512_setzero_ps()), cnt);
+  __m512i mi = _mm512_cvttps_epi32(_mm512_add_ps(q, _mm512_sub_ps(cnt, _mm512_set1_ps(1.0f))));
+  __m512i s_sign = _mm512_and_si512(_mm512_castps_si512(s), sign_bit);
+  __m512 step = _mm512_permutexvar_ps(e, _mm512_load_ps(kStep16));
+  __m512 inv_scale = _mm512_permutexvar_ps(e, _mm512_load_ps(kInvScale16));
+  __m512 below = _mm512_permutexvar_ps(e, _mm512_load_ps(kInvScaleBelow16));
+  __m512 lvl =
+      _mm512_mul_ps(_mm512_add_ps(_mm512_set1_ps(0.1f), _mm512_mul_ps(q, step)), inv_scale);
+  __m512 mag =
+      _mm512_mask_blend_ps(_mm512_cmp_ps_mask(q, _mm512_setzero_ps(), _CMP_EQ_OQ), lvl, below);
+  __m512 d =
+      _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_mul_ps(mag, amax)), s_sign));
+  *resid = _mm512_sub_ps(s, d);
+  return _mm512_or_si512(mi, _mm512_srli_epi32(s_sign, 24));
+}
+
+// As int8_encode (AVX2) but 16 lanes; the first pass only finds the maximum and the NaN/Inf,
+// the second recomputes g + r (bit for bit the same) rather than storing and reloading it.
+__attribute__((target("avx512f"))) bool int8_encode_avx512(const float* g, float* r, size_t n,
+                                                           size_t block, float* absmax,
+                                                           uint8_t* codes) {
+  const float* table = int8_dynamic_tree_table().data();
+  const __m512i exp_mask = _mm512_set1_epi32(0x7f800000);
+  __mmask16 bad = 0;
+  bool ok = true;
+  for (size_t b0 = 0, bi = 0; b0 < n; b0 += block, ++bi) {
+    size_t len = std::min(n - b0, block);
+    size_t vec = len & ~size_t(15);
+    float* rb = r + b0;
+    const float* gb = g + b0;
+    __m512 vmax = _mm512_setzero_ps();
+    for (size_t i = 0; i < vec; i += 16) {
+      __m512 s = _mm512_add_ps(_mm512_loadu_ps(gb + i), _mm512_loadu_ps(rb + i));
+      __m512i e = _mm512_and_si512(_mm512_castps_si512(s), exp_mask);
+      bad |= _mm512_cmpeq_epi32_mask(e, exp_mask);
+      vmax = _mm512_max_ps(vmax, _mm512_abs_ps(s));
+    }
+    float amax = _mm512_reduce_max_ps(vmax);  // max is exact in any order
+    for (size_t i = vec; i < len; ++i) {
+      float s = gb[i] + rb[i];
+      ok &= is_finite_bits(s);
+      rb[i] = s;
+      amax = std::max(amax, std::fabs(s));
+    }
+    absmax[bi] = amax;
+    float inv_s = inverse(amax);
+    __m512 inv = _mm512_set1_ps(inv_s), vamax = _mm512_set1_ps(amax);
+    for (size_t i = 0; i < vec; i += 16) {
+      __m512 s = _mm512_add_ps(_mm512_loadu_ps(gb + i), _mm512_loadu_ps(rb + i));
+      __m512 resid;
+      __m512i c = encode16(s, inv, vamax, &resid);
+      _mm512_storeu_ps(rb + i, resid);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + b0 + i), _mm512_cvtepi32_epi8(c));
+    }
+    for (size_t i = vec; i < len; ++i) {
+      uint8_t c = encode_one_ref(rb[i], inv_s);
+      codes[b0 + i] = c;
+      rb[i] = rb[i] - table[c] * amax;
+    }
+  }
+  return ok && bad == 0;
+}
+
+bool have_avx512f() {
+  static const bool yes = __builtin_cpu_supports("avx512f");
+  return yes;
+}
+
+}  // namespace
+
+bool int8_encode(const float* g, float* r, size_t n, size_t block, float* absmax, uint8_t* codes) {
+  if (block >= 16 && have_avx512f()) return int8_encode_avx512(g, r, n, block, absmax, codes);
+  return int8_encode_avx2(g, r, n, block, absmax, codes);
+}
+
 void int8_decode(const float* absmax, const uint8_t* codes, size_t n, size_t block, float* out,
                  DecodeMode mode) {
   if (block >= 64 && have_vbmi()) {
@@ -343,6 +449,10 @@ bool int8_have_avx512_vbmi() {
   return false;
 }
 bool int8_encode(const float* g, float* r, size_t n, size_t block, float* absmax, uint8_t* codes) {
+  return int8_encode_ref(g, r, n, block, absmax, codes);
+}
+bool int8_encode_avx2(const float* g, float* r, size_t n, size_t block, float* absmax,
+                      uint8_t* codes) {
   return int8_encode_ref(g, r, n, block, absmax, codes);
 }
 void int8_decode_avx2(const float* absmax, const uint8_t* codes, size_t n, size_t block, float* out,
