@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <string>
 
 #include "comm/comm_test_util.h"
@@ -245,6 +246,42 @@ TEST_P(PathTest, RawByteCollectivesWithIntegerReducers) {
 INSTANTIATE_TEST_SUITE_P(Paths, PathTest,
                          ::testing::Values(Path::kNative, Path::kGeneric, Path::kRing),
                          [](const auto& info) { return path_name(info.param); });
+
+// The fused ring allreduce must give, on every rank, exactly the bits of ring reduce-scatter
+// followed by ring allgather: inputs whose float sums depend on the order of addition (unlike
+// the integer-valued sweeps above), so a changed reduction chain or a chunk landing in the wrong
+// place shows up as a bit difference.
+TEST(RingAllreduceTest, BitwiseSameAsReduceScatterThenAllgatherOnEveryRank) {
+  auto value = [](int r, size_t i) {
+    return 1.0f / float(3 + r) + float(i % 97) * 1.1e-3f + float(r) * 7.7e7f * float(i % 3 == 0);
+  };
+  for (int n = 1; n <= 5; ++n) {
+    for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(1001), size_t(4099)}) {
+      for (const CommOptions& o : {small_chunks(), CommOptions{}}) {
+        std::vector<std::vector<float>> fused(static_cast<size_t>(n));
+        std::vector<std::vector<float>> split(static_cast<size_t>(n));
+        run_world(n, Path::kGeneric, o, [&](Communicator& c) {
+          std::vector<float> a(count), b(count);
+          for (size_t i = 0; i < count; ++i) a[i] = b[i] = value(c.rank(), i);
+          algo::ring_allreduce(c, a.data(), count, sum_f32());
+          algo::ring_reduce_scatter(c, b.data(), count, sum_f32());
+          algo::ring_allgather(c, b.data(), count, sizeof(float));
+          fused[size_t(c.rank())] = std::move(a);
+          split[size_t(c.rank())] = std::move(b);
+        });
+        for (int r = 0; r < n; ++r) {
+          ASSERT_EQ(fused[size_t(r)].size(), count);
+          for (size_t i = 0; i < count; ++i) {
+            ASSERT_EQ(std::memcmp(&fused[size_t(r)][i], &split[0][i], sizeof(float)), 0)
+                << "n=" << n << " count=" << count << " rank=" << r << " i=" << i << ": "
+                << fused[size_t(r)][i] << " vs " << split[0][i];
+            ASSERT_EQ(std::memcmp(&split[size_t(r)][i], &split[0][i], sizeof(float)), 0);
+          }
+        }
+      }
+    }
+  }
+}
 
 TEST(BlockRangeTest, SplitsCountWithRemainderOnFirstRanks) {
   EXPECT_EQ(block_range(10, 3, 0).begin, 0u);
