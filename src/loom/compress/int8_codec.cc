@@ -333,106 +333,176 @@ bool int8_have_avx512_vbmi() {
 
 namespace {
 
-// The per-level constants padded to 16 lanes for vpermps zmm (levels 0..6 are used).
-alignas(64) constexpr float kScale16[16] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f, 1e6f, 1e6f};
-alignas(64) constexpr float kInvScale16[16] = {1e0f,  1e-1f, 1e-2f, 1e-3f,
-                                               1e-4f, 1e-5f, 1e-6f, 0.0f};
-alignas(64) constexpr float kInvScaleBelow16[16] = {1e-1f, 1e-2f, 1e-3f, 1e-4f,
-                                                    1e-5f, 1e-6f, 0.0f,  0.0f};
-alignas(64) constexpr float kCount16[16] = {64, 32, 16, 8, 4, 2, 1, 1};
-alignas(64) const float kStep16[16] = {0.9f / 64, 0.9f / 32, 0.9f / 16, 0.9f / 8,
-                                       0.9f / 4,  0.9f / 2,  0.9f / 1,  0.9f / 1};
+// AVX-512 encode (F for the arithmetic, VBMI for the residual), three passes over a block while
+// it sits in L1 (2 KB of g, 2 KB of r at B = 512):
+//  1. s = g + r, stored into r; the block maximum as the unsigned maximum of |s|'s bits, which
+//     is the float maximum for finite values and >= 0x7f800000 exactly when some s is NaN/Inf
+//     (one integer max per 16 values instead of a max, a compare and an or).
+//  2. The codes, in the reference's float operations (so bit for bit), minus its work that is
+//     provably idle on finite input (the min(a, 1) and the q clamps: u lies in [-1/9, m_e] to
+//     within rounding, so round(u) is already in [0, m_e]) and with the level found from the
+//     float's exponent: a binade [2^k, 2^(k+1)) holds at most one decade threshold (they are
+//     10x apart), so e = e_lo[k] + (a <= th[k]), two 32-entry vpermi2 lookups and one compare
+//     instead of six compares and six adds.
+//  3. r = s - table[code] * absmax with the VBMI decoder's byte-table lookups (64 codes a
+//     step): the decoded value bit for bit the decoder's, and much cheaper than rebuilding it
+//     from (e, q) with five per-level constants.
+struct Avx512Levels {
+  // Indexed by the biased exponent of a mod 32; a is clamped to >= 2^-31 (biased 96), and
+  // a <= 1 + 2 ulp (biased <= 127), so 96..127 are distinct. (Inf, biased 255, aliases 127.)
+  alignas(64) int32_t e_lo[32];
+  alignas(64) float th[32];
+  alignas(64) float scale[16];
+  alignas(64) float k[16];      // kInvStep * m_e: (t - 0.1) * kInvStep * m_e as the reference
+  alignas(64) int32_t cm1[16];  // m_e - 1
+};
 
-// encode8's arithmetic on 16 lanes, operation for operation (so bit for bit), with mask
-// registers for the compares and the q = 0 select.
-__attribute__((target("avx512f"))) inline __m512i encode16(__m512 s, __m512 inv, __m512 amax,
-                                                           __m512* resid) {
-  const __m512i sign_bit = _mm512_set1_epi32(int32_t(0x80000000u));
-  __m512 a = _mm512_min_ps(_mm512_mul_ps(_mm512_abs_ps(s), inv), _mm512_set1_ps(1.0f));
-  __m512i e = _mm512_setzero_si512();
-  const __m512i one = _mm512_set1_epi32(1);
-  for (float th : kThreshold) {
-    __mmask16 le = _mm512_cmp_ps_mask(a, _mm512_set1_ps(th), _CMP_LE_OQ);
-    e = _mm512_mask_add_epi32(e, le, e, one);
-  }
-  __m512 scale = _mm512_permutexvar_ps(e, _mm512_load_ps(kScale16));
-  __m512 cnt = _mm512_permutexvar_ps(e, _mm512_load_ps(kCount16));
-  __m512 t = _mm512_mul_ps(a, scale);
-  __m512 u = _mm512_mul_ps(
-      _mm512_mul_ps(_mm512_sub_ps(t, _mm512_set1_ps(0.1f)), _mm512_set1_ps(kInvStep)), cnt);
-  __m512 q = _mm512_roundscale_ps(u, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  q = _mm512_min_ps(_mm512_max_ps(q, _mm512_setzero_ps()), cnt);
-  __m512i mi = _mm512_cvttps_epi32(_mm512_add_ps(q, _mm512_sub_ps(cnt, _mm512_set1_ps(1.0f))));
-  __m512i s_sign = _mm512_and_si512(_mm512_castps_si512(s), sign_bit);
-  __m512 step = _mm512_permutexvar_ps(e, _mm512_load_ps(kStep16));
-  __m512 inv_scale = _mm512_permutexvar_ps(e, _mm512_load_ps(kInvScale16));
-  __m512 below = _mm512_permutexvar_ps(e, _mm512_load_ps(kInvScaleBelow16));
-  __m512 lvl =
-      _mm512_mul_ps(_mm512_add_ps(_mm512_set1_ps(0.1f), _mm512_mul_ps(q, step)), inv_scale);
-  __m512 mag =
-      _mm512_mask_blend_ps(_mm512_cmp_ps_mask(q, _mm512_setzero_ps(), _CMP_EQ_OQ), lvl, below);
-  __m512 d =
-      _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_mul_ps(mag, amax)), s_sign));
-  *resid = _mm512_sub_ps(s, d);
-  return _mm512_or_si512(mi, _mm512_srli_epi32(s_sign, 24));
+// Below this a is clamped for the exponent lookup; such values are code 0 either way (e = 6,
+// u = (a * 1e6 - 0.1) / 0.9 rounds to 0 for any a < 0.55e-6).
+constexpr float kMinA = 0x1p-31f;
+
+const Avx512Levels& avx512_levels() {
+  static const Avx512Levels L = [] {
+    Avx512Levels v{};
+    for (int b = 96; b < 128; ++b) {
+      const float lo = std::ldexp(1.0f, b - 127), hi = std::ldexp(1.0f, b - 126);
+      int e = 0;
+      float th = 0.0f;  // a <= 0 never holds (a >= kMinA)
+      for (float t : kThreshold) {
+        if (t >= hi) ++e;
+        if (t >= lo && t < hi) th = t;
+      }
+      v.e_lo[b & 31] = e;
+      v.th[b & 31] = th;
+    }
+    for (int e = 0; e < 8; ++e) {
+      v.scale[e] = kScale[e];
+      // kCount is a power of two, so RN(RN(x * kInvStep) * m_e) == RN(x * (kInvStep * m_e)).
+      v.k[e] = kInvStep * kCount[e];
+      v.cm1[e] = int32_t(kCount[e]) - 1;
+    }
+    return v;
+  }();
+  return L;
 }
 
-// As int8_encode (AVX2) but 16 lanes; the first pass only finds the maximum and the NaN/Inf,
-// the second recomputes g + r (bit for bit the same) rather than storing and reloading it.
-__attribute__((target("avx512f"))) bool int8_encode_avx512(const float* g, float* r, size_t n,
-                                                           size_t block, float* absmax,
-                                                           uint8_t* codes) {
+// GCC 12's _mm512_max_epu32 / _mm512_reduce_max_epu32 pass _mm512_undefined_epi32() as the
+// unused merge source, which -Wmaybe-uninitialized reports; nothing uninitialised is read.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#define LOOM_AVX512_ENCODE __attribute__((target("avx512f,avx512bw,avx512vbmi")))
+
+// 16 codes (int32 lanes, the byte in bits 0..7) of s = r (already g + r).
+LOOM_AVX512_ENCODE inline __m512i encode16(__m512 s, __m512 inv, const __m512i& elo0,
+                                           const __m512i& elo1, const __m512& th0,
+                                           const __m512& th1, const __m512& scale, const __m512& k,
+                                           const __m512i& cm1) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  // |s| * inv == |s * inv| (inv >= 0): one and instead of two.
+  __m512 a =
+      _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(_mm512_mul_ps(s, inv)), abs_mask));
+  a = _mm512_max_ps(a, _mm512_set1_ps(kMinA));
+  __m512i b = _mm512_srli_epi32(_mm512_castps_si512(a), 23);
+  __m512i e = _mm512_permutex2var_epi32(elo0, b, elo1);
+  __m512 th = _mm512_permutex2var_ps(th0, b, th1);
+  e = _mm512_mask_add_epi32(e, _mm512_cmp_ps_mask(a, th, _CMP_LE_OQ), e, _mm512_set1_epi32(1));
+  __m512 t = _mm512_mul_ps(a, _mm512_permutexvar_ps(e, scale));
+  __m512 u = _mm512_mul_ps(_mm512_sub_ps(t, _mm512_set1_ps(0.1f)), _mm512_permutexvar_ps(e, k));
+  // cvtps2dq rounds to nearest even (MXCSR default), as nearbyint in the reference.
+  __m512i mi = _mm512_add_epi32(_mm512_cvtps_epi32(u), _mm512_permutexvar_epi32(e, cm1));
+  // (mi & 0x7f) | (sign << 7): a bitwise select on (s >> 24).
+  return _mm512_ternarylogic_epi32(mi, _mm512_srli_epi32(_mm512_castps_si512(s), 24),
+                                   _mm512_set1_epi32(0x7f), 0xE4);
+}
+
+LOOM_AVX512_ENCODE bool int8_encode_avx512(const float* g, float* r, size_t n, size_t block,
+                                           float* absmax, uint8_t* codes) {
   const float* table = int8_dynamic_tree_table().data();
-  const __m512i exp_mask = _mm512_set1_epi32(0x7f800000);
-  __mmask16 bad = 0;
-  bool ok = true;
+  const Avx512Levels& L = avx512_levels();
+  const __m512i elo0 = _mm512_load_si512(L.e_lo), elo1 = _mm512_load_si512(L.e_lo + 16);
+  const __m512 th0 = _mm512_load_ps(L.th), th1 = _mm512_load_ps(L.th + 16);
+  const __m512 scale = _mm512_load_ps(L.scale), k = _mm512_load_ps(L.k);
+  const __m512i cm1 = _mm512_load_si512(L.cm1);
+  const VbmiPlanes& vp = vbmi_planes();
+  __m512i lo[4], hi[4];
+  for (int j = 0; j < 4; ++j) {
+    lo[j] = _mm512_load_si512(vp.plane[j]);
+    hi[j] = _mm512_load_si512(vp.plane[j] + 64);
+  }
+  const __m512i perm = _mm512_load_si512(vp.perm);
+  const __m512i sign = _mm512_set1_epi8(char(0x80));
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  uint32_t max_bits_all = 0;
   for (size_t b0 = 0, bi = 0; b0 < n; b0 += block, ++bi) {
-    size_t len = std::min(n - b0, block);
-    size_t vec = len & ~size_t(15);
+    const size_t len = std::min(n - b0, block);
+    const size_t vec = len & ~size_t(15), vec64 = len & ~size_t(63);
     float* rb = r + b0;
     const float* gb = g + b0;
-    __m512 vmax = _mm512_setzero_ps();
-    for (size_t i = 0; i < vec; i += 16) {
-      __m512 s = _mm512_add_ps(_mm512_loadu_ps(gb + i), _mm512_loadu_ps(rb + i));
-      __m512i e = _mm512_and_si512(_mm512_castps_si512(s), exp_mask);
-      bad |= _mm512_cmpeq_epi32_mask(e, exp_mask);
-      vmax = _mm512_max_ps(vmax, _mm512_abs_ps(s));
+    uint8_t* cb = codes + b0;
+    // 1. s = g + r into r; maximum of |s|'s bits.
+    __m512i vmax0 = _mm512_setzero_si512(), vmax1 = _mm512_setzero_si512();
+    size_t i = 0;
+    for (; i + 32 <= vec; i += 32) {
+      __m512 s0 = _mm512_add_ps(_mm512_loadu_ps(gb + i), _mm512_loadu_ps(rb + i));
+      __m512 s1 = _mm512_add_ps(_mm512_loadu_ps(gb + i + 16), _mm512_loadu_ps(rb + i + 16));
+      _mm512_storeu_ps(rb + i, s0);
+      _mm512_storeu_ps(rb + i + 16, s1);
+      vmax0 = _mm512_max_epu32(vmax0, _mm512_and_si512(_mm512_castps_si512(s0), abs_mask));
+      vmax1 = _mm512_max_epu32(vmax1, _mm512_and_si512(_mm512_castps_si512(s1), abs_mask));
     }
-    float amax = _mm512_reduce_max_ps(vmax);  // max is exact in any order
-    for (size_t i = vec; i < len; ++i) {
+    for (; i < vec; i += 16) {
+      __m512 s0 = _mm512_add_ps(_mm512_loadu_ps(gb + i), _mm512_loadu_ps(rb + i));
+      _mm512_storeu_ps(rb + i, s0);
+      vmax0 = _mm512_max_epu32(vmax0, _mm512_and_si512(_mm512_castps_si512(s0), abs_mask));
+    }
+    uint32_t max_bits = _mm512_reduce_max_epu32(_mm512_max_epu32(vmax0, vmax1));
+    for (; i < len; ++i) {
       float s = gb[i] + rb[i];
-      ok &= is_finite_bits(s);
       rb[i] = s;
-      amax = std::max(amax, std::fabs(s));
+      max_bits = std::max(max_bits, std::bit_cast<uint32_t>(s) & 0x7fffffffu);
     }
+    max_bits_all = std::max(max_bits_all, max_bits);
+    const float amax = std::bit_cast<float>(max_bits);  // the float maximum when all finite
     absmax[bi] = amax;
-    float inv_s = inverse(amax);
-    __m512 inv = _mm512_set1_ps(inv_s), vamax = _mm512_set1_ps(amax);
-    for (size_t i = 0; i < vec; i += 16) {
-      __m512 s = _mm512_add_ps(_mm512_loadu_ps(gb + i), _mm512_loadu_ps(rb + i));
-      __m512 resid;
-      __m512i c = encode16(s, inv, vamax, &resid);
-      _mm512_storeu_ps(rb + i, resid);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + b0 + i), _mm512_cvtepi32_epi8(c));
+    const float inv_s = inverse(amax);
+    const __m512 inv = _mm512_set1_ps(inv_s), vamax = _mm512_set1_ps(amax);
+    // 2. Codes.
+    for (i = 0; i < vec; i += 16) {
+      __m512i c = encode16(_mm512_loadu_ps(rb + i), inv, elo0, elo1, th0, th1, scale, k, cm1);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(cb + i), _mm512_cvtepi32_epi8(c));
     }
-    for (size_t i = vec; i < len; ++i) {
-      uint8_t c = encode_one_ref(rb[i], inv_s);
-      codes[b0 + i] = c;
-      rb[i] = rb[i] - table[c] * amax;
+    for (; i < len; ++i) cb[i] = encode_one_ref(rb[i], inv_s);
+    // 3. r = s - table[code] * absmax, as int8_decode_vbmi computes table[code].
+    for (i = 0; i < vec64; i += 64) {
+      __m512i c = _mm512_loadu_si512(reinterpret_cast<const void*>(cb + i));
+      __m512i cp = _mm512_permutexvar_epi8(perm, c);
+      __m512i p0 = _mm512_permutex2var_epi8(lo[0], cp, hi[0]);
+      __m512i p1 = _mm512_permutex2var_epi8(lo[1], cp, hi[1]);
+      __m512i p2 = _mm512_permutex2var_epi8(lo[2], cp, hi[2]);
+      __m512i p3 =
+          _mm512_or_si512(_mm512_permutex2var_epi8(lo[3], cp, hi[3]), _mm512_and_si512(cp, sign));
+      __m512i l01 = _mm512_unpacklo_epi8(p0, p1), h01 = _mm512_unpackhi_epi8(p0, p1);
+      __m512i l23 = _mm512_unpacklo_epi8(p2, p3), h23 = _mm512_unpackhi_epi8(p2, p3);
+      __m512i w[4] = {_mm512_unpacklo_epi16(l01, l23), _mm512_unpackhi_epi16(l01, l23),
+                      _mm512_unpacklo_epi16(h01, h23), _mm512_unpackhi_epi16(h01, h23)};
+      for (int j = 0; j < 4; ++j) {
+        float* o = rb + i + 16 * j;
+        __m512 d = _mm512_mul_ps(_mm512_castsi512_ps(w[j]), vamax);
+        _mm512_storeu_ps(o, _mm512_sub_ps(_mm512_loadu_ps(o), d));
+      }
     }
+    for (; i < len; ++i) rb[i] = rb[i] - table[cb[i]] * amax;
   }
-  return ok && bad == 0;
+  return max_bits_all < 0x7f800000u;
 }
 
-bool have_avx512f() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
-}
+#pragma GCC diagnostic pop
 
 }  // namespace
 
 bool int8_encode(const float* g, float* r, size_t n, size_t block, float* absmax, uint8_t* codes) {
-  if (block >= 16 && have_avx512f()) return int8_encode_avx512(g, r, n, block, absmax, codes);
+  if (block >= 64 && have_vbmi()) return int8_encode_avx512(g, r, n, block, absmax, codes);
   return int8_encode_avx2(g, r, n, block, absmax, codes);
 }
 
