@@ -2,6 +2,7 @@
 // identical residuals, over lengths that hit every tail, several scales, several steps.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -183,6 +184,57 @@ TEST(KernelsRef, FastEncodersOnZerosNegativesAndNonFinite) {
           std::vector<uint8_t> o;
           EXPECT_FALSE(k.fast(g.data(), r.data(), n, o)) << "non-finite at " << at;
         }
+    }
+}
+
+// The int8 encoders where the level and the rounding decide: every decade threshold (0.1 ...
+// 1e-6 of the block maximum) and its neighbours ulp by ulp, every power of two from 1 down to
+// 2^-40 (the AVX-512 kernel finds the level from the exponent, one threshold per binade) with
+// its neighbours, values near the midpoints between codes (round to nearest even in the
+// reference), and magnitudes far below 1e-7 of the maximum; several block maxima, both signs,
+// odd lengths. The dispatched (AVX-512 where present) and the AVX2 encoders against the
+// reference, codes and residuals.
+TEST(KernelsRef, Int8EncodersAtLevelBoundariesAndTies) {
+  std::vector<float> rel;
+  auto around = [&](float x, int ulps) {
+    for (int k = -ulps; k <= ulps; ++k) {
+      int32_t bits = std::bit_cast<int32_t>(x) + k;
+      if (bits > 0) rel.push_back(std::bit_cast<float>(bits));
+    }
+  };
+  for (float th : {1e-1f, 1e-2f, 1e-3f, 1e-4f, 1e-5f, 1e-6f, 1e-7f, 0.55e-6f}) around(th, 4);
+  for (int k = 0; k <= 40; ++k) around(std::ldexp(1.0f, -k), 2);
+  const auto& table = int8_dynamic_tree_table();
+  for (int c = 1; c < 127; ++c) around(0.5f * (table[c] + table[c + 1]), 2);  // near ties
+  for (float tiny : {1e-9f, 1e-12f, 1e-20f, 1e-30f, 1e-38f, 1e-44f}) rel.push_back(tiny);
+  const size_t block = 64;
+  for (float amax : {1.0f, 3.7f, 0.3f, 1e-20f, 6e20f})
+    for (size_t n : {rel.size(), rel.size() + 13}) {
+      // Each block starts with +-amax (its maximum); the rest are rel * amax, alternating sign.
+      std::vector<float> g(n);
+      for (size_t i = 0; i < n; ++i) {
+        float sign = (i / 3) % 2 ? -1.0f : 1.0f;
+        g[i] = i % block == 0 ? sign * amax : sign * rel[i % rel.size()] * amax;
+      }
+      const size_t blocks = (n + block - 1) / block;
+      using Fn = bool (*)(const float*, float*, size_t, size_t, float*, uint8_t*);
+      std::vector<uint8_t> want(4 * blocks + n);
+      std::vector<float> r_want(n, 0.0f);
+      ASSERT_TRUE(int8_encode_ref(g.data(), r_want.data(), n, block,
+                                  reinterpret_cast<float*>(want.data()), want.data() + 4 * blocks));
+      for (Fn fn : {Fn(int8_encode), Fn(int8_encode_avx2)}) {
+        std::vector<uint8_t> got(4 * blocks + n);
+        std::vector<float> r(n, 0.0f);
+        ASSERT_TRUE(fn(g.data(), r.data(), n, block, reinterpret_cast<float*>(got.data()),
+                       got.data() + 4 * blocks));
+        for (size_t i = 0; i < n; ++i) {
+          ASSERT_EQ(got[4 * blocks + i], want[4 * blocks + i])
+              << "amax " << amax << " i " << i << " value " << g[i]
+              << (fn == Fn(int8_encode) ? " (dispatched)" : " (avx2)");
+        }
+        ASSERT_EQ(got, want);
+        ASSERT_EQ(0, bytes_cmp(r.data(), r_want.data(), n * sizeof(float)));
+      }
     }
 }
 

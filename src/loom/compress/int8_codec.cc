@@ -350,10 +350,11 @@ namespace {
 struct Avx512Levels {
   // Indexed by the biased exponent of a mod 32; a is clamped to >= 2^-31 (biased 96), and
   // a <= 1 + 2 ulp (biased <= 127), so 96..127 are distinct. (Inf, biased 255, aliases 127.)
+  // e_lo holds e + ((6 - e) << 23): the low bits index the per-level permutes, the high bits
+  // are the exponent of m_e = 2^(6 - e), added to a float's exponent field to scale it by m_e.
   alignas(64) int32_t e_lo[32];
   alignas(64) float th[32];
   alignas(64) float scale[16];
-  alignas(64) float k[16];      // kInvStep * m_e: (t - 0.1) * kInvStep * m_e as the reference
   alignas(64) int32_t cm1[16];  // m_e - 1
 };
 
@@ -372,13 +373,11 @@ const Avx512Levels& avx512_levels() {
         if (t >= hi) ++e;
         if (t >= lo && t < hi) th = t;
       }
-      v.e_lo[b & 31] = e;
+      v.e_lo[b & 31] = e + ((6 - e) << 23);
       v.th[b & 31] = th;
     }
     for (int e = 0; e < 8; ++e) {
       v.scale[e] = kScale[e];
-      // kCount is a power of two, so RN(RN(x * kInvStep) * m_e) == RN(x * (kInvStep * m_e)).
-      v.k[e] = kInvStep * kCount[e];
       v.cm1[e] = int32_t(kCount[e]) - 1;
     }
     return v;
@@ -393,22 +392,42 @@ const Avx512Levels& avx512_levels() {
 
 #define LOOM_AVX512_ENCODE __attribute__((target("avx512f,avx512bw,avx512vbmi")))
 
-// 16 codes (int32 lanes, the byte in bits 0..7) of s = r (already g + r).
-LOOM_AVX512_ENCODE inline __m512i encode16(__m512 s, __m512 inv, const __m512i& elo0,
-                                           const __m512i& elo1, const __m512& th0,
-                                           const __m512& th1, const __m512& scale, const __m512& k,
-                                           const __m512i& cm1) {
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
-  // |s| * inv == |s * inv| (inv >= 0): one and instead of two.
-  __m512 a =
-      _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(_mm512_mul_ps(s, inv)), abs_mask));
-  a = _mm512_max_ps(a, _mm512_set1_ps(kMinA));
-  __m512i b = _mm512_srli_epi32(_mm512_castps_si512(a), 23);
+// The codes in two halves, each a pass over up to kChunk values: level_16() finds a (clamped)
+// and the level e, code_16() the rest. One chain per 16 values is ~45 cycles of latency, more
+// than the scheduler can cover, so the split (through 2 KB of L1 scratch) lets each half run at
+// the pipes' rate. Zen 4 runs 512-bit permutes, shifts, conversions and float ops at about one
+// a cycle between them, integer add/and/max at two, so the level constants that are powers of
+// two are made with integer adds.
+constexpr size_t kChunk = 256;
+
+// a = max(|s| * inv, kMinA) and e (as Avx512Levels::e_lo: e + ((6 - e) << 23)).
+LOOM_AVX512_ENCODE inline void level16(__m512 s, __m512 inv, const __m512i& elo0,
+                                       const __m512i& elo1, const __m512& th0, const __m512& th1,
+                                       __m512* a_out, __m512i* e_out) {
+  // |s| * inv == |s * inv| (inv >= 0), clamped below by an integer max (a >= 0).
+  __m512i ab =
+      _mm512_and_si512(_mm512_castps_si512(_mm512_mul_ps(s, inv)), _mm512_set1_epi32(0x7fffffff));
+  ab = _mm512_max_epu32(ab, _mm512_set1_epi32(std::bit_cast<int32_t>(kMinA)));
+  const __m512 a = _mm512_castsi512_ps(ab);
+  __m512i b = _mm512_srli_epi32(ab, 23);
   __m512i e = _mm512_permutex2var_epi32(elo0, b, elo1);
   __m512 th = _mm512_permutex2var_ps(th0, b, th1);
-  e = _mm512_mask_add_epi32(e, _mm512_cmp_ps_mask(a, th, _CMP_LE_OQ), e, _mm512_set1_epi32(1));
+  // a <= th: one level down, e + 1 and m_e / 2.
+  *e_out = _mm512_mask_add_epi32(e, _mm512_cmp_ps_mask(a, th, _CMP_LE_OQ), e,
+                                 _mm512_set1_epi32(1 - (1 << 23)));
+  *a_out = a;
+}
+
+// 16 codes (int32 lanes, the byte in bits 0..7) from s, a and e.
+LOOM_AVX512_ENCODE inline __m512i code16(__m512 s, __m512 a, __m512i e, const __m512& scale,
+                                         const __m512i& cm1) {
   __m512 t = _mm512_mul_ps(a, _mm512_permutexvar_ps(e, scale));
-  __m512 u = _mm512_mul_ps(_mm512_sub_ps(t, _mm512_set1_ps(0.1f)), _mm512_permutexvar_ps(e, k));
+  // (t - 0.1) * kInvStep, then * m_e exactly by adding 6 - e to the exponent field (the value
+  // is 0 or at least ~1e-9 in magnitude, never subnormal; a zero becomes 2^-127 * 2^(6-e),
+  // which rounds to 0 as well).
+  __m512 y = _mm512_mul_ps(_mm512_sub_ps(t, _mm512_set1_ps(0.1f)), _mm512_set1_ps(kInvStep));
+  __m512 u = _mm512_castsi512_ps(
+      _mm512_add_epi32(_mm512_castps_si512(y), _mm512_and_si512(e, _mm512_set1_epi32(0x7f800000))));
   // cvtps2dq rounds to nearest even (MXCSR default), as nearbyint in the reference.
   __m512i mi = _mm512_add_epi32(_mm512_cvtps_epi32(u), _mm512_permutexvar_epi32(e, cm1));
   // (mi & 0x7f) | (sign << 7): a bitwise select on (s >> 24).
@@ -422,7 +441,7 @@ LOOM_AVX512_ENCODE bool int8_encode_avx512(const float* g, float* r, size_t n, s
   const Avx512Levels& L = avx512_levels();
   const __m512i elo0 = _mm512_load_si512(L.e_lo), elo1 = _mm512_load_si512(L.e_lo + 16);
   const __m512 th0 = _mm512_load_ps(L.th), th1 = _mm512_load_ps(L.th + 16);
-  const __m512 scale = _mm512_load_ps(L.scale), k = _mm512_load_ps(L.k);
+  const __m512 scale = _mm512_load_ps(L.scale);
   const __m512i cm1 = _mm512_load_si512(L.cm1);
   const VbmiPlanes& vp = vbmi_planes();
   __m512i lo[4], hi[4];
@@ -433,6 +452,8 @@ LOOM_AVX512_ENCODE bool int8_encode_avx512(const float* g, float* r, size_t n, s
   const __m512i perm = _mm512_load_si512(vp.perm);
   const __m512i sign = _mm512_set1_epi8(char(0x80));
   const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  alignas(64) float a_tmp[kChunk];
+  alignas(64) int32_t e_tmp[kChunk];
   uint32_t max_bits_all = 0;
   for (size_t b0 = 0, bi = 0; b0 < n; b0 += block, ++bi) {
     const size_t len = std::min(n - b0, block);
@@ -467,11 +488,23 @@ LOOM_AVX512_ENCODE bool int8_encode_avx512(const float* g, float* r, size_t n, s
     absmax[bi] = amax;
     const float inv_s = inverse(amax);
     const __m512 inv = _mm512_set1_ps(inv_s), vamax = _mm512_set1_ps(amax);
-    // 2. Codes.
-    for (i = 0; i < vec; i += 16) {
-      __m512i c = encode16(_mm512_loadu_ps(rb + i), inv, elo0, elo1, th0, th1, scale, k, cm1);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(cb + i), _mm512_cvtepi32_epi8(c));
+    // 2. Codes, in chunks of kChunk: levels into L1 scratch, then the codes.
+    for (size_t c0 = 0; c0 < vec; c0 += kChunk) {
+      const size_t c1 = std::min(vec, c0 + kChunk);
+      for (i = c0; i < c1; i += 16) {
+        __m512 a;
+        __m512i e;
+        level16(_mm512_loadu_ps(rb + i), inv, elo0, elo1, th0, th1, &a, &e);
+        _mm512_store_ps(a_tmp + (i - c0), a);
+        _mm512_store_si512(e_tmp + (i - c0), e);
+      }
+      for (i = c0; i < c1; i += 16) {
+        __m512i c = code16(_mm512_loadu_ps(rb + i), _mm512_load_ps(a_tmp + (i - c0)),
+                           _mm512_load_si512(e_tmp + (i - c0)), scale, cm1);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(cb + i), _mm512_cvtepi32_epi8(c));
+      }
     }
+    i = vec;
     for (; i < len; ++i) cb[i] = encode_one_ref(rb[i], inv_s);
     // 3. r = s - table[code] * absmax, as int8_decode_vbmi computes table[code].
     for (i = 0; i < vec64; i += 64) {
