@@ -39,8 +39,9 @@ const std::array<float, 256>& int8_dynamic_tree_table();
 // _ref is plain scalar; the other is AVX2 and matches it bit for bit.
 bool int8_encode_ref(const float* g, float* r, size_t n, size_t block, float* absmax,
                      uint8_t* codes);
-// Dispatches at run time: AVX-512F (the AVX2 arithmetic on 16 lanes) where the CPU has it and
-// block >= 16, else the AVX2 kernel.
+// Dispatches at run time: AVX-512 (F, BW, VBMI; level from the float's exponent, residual via
+// the VBMI decoder's byte tables, three passes over each block in L1) where the CPU has it and
+// block >= 64, else the AVX2 kernel. Both match _ref bit for bit.
 bool int8_encode(const float* g, float* r, size_t n, size_t block, float* absmax, uint8_t* codes);
 bool int8_encode_avx2(const float* g, float* r, size_t n, size_t block, float* absmax,
                       uint8_t* codes);
