@@ -248,6 +248,12 @@ void int8_decode_avx2(const float* absmax, const uint8_t* codes, size_t n, size_
 
 namespace {
 
+// GCC 12's AVX-512 intrinsics (_mm512_max_epu32, _mm512_permutexvar_epi8, ...) pass
+// _mm512_undefined_epi32() as the unused merge source, which -Wmaybe-uninitialized reports; nothing
+// uninitialised is read.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 // AVX-512 VBMI decode, 64 codes a step: vpermi2b looks up 64 bytes at once in a 128-entry byte
 // table, so the 128 magnitudes table[0..127] are split into 4 byte planes (byte k of each
 // float), looked up once each, and interleaved back into floats; the code's sign bit goes
@@ -384,11 +390,6 @@ const Avx512Levels& avx512_levels() {
   }();
   return L;
 }
-
-// GCC 12's _mm512_max_epu32 / _mm512_reduce_max_epu32 pass _mm512_undefined_epi32() as the
-// unused merge source, which -Wmaybe-uninitialized reports; nothing uninitialised is read.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #define LOOM_AVX512_ENCODE __attribute__((target("avx512f,avx512bw,avx512vbmi")))
 
