@@ -1,6 +1,7 @@
 // GEMM libraries on the MLP's training shapes, one thread: oneDNN's matmul primitive (loom's
 // choice) and its dnnl_sgemm, OpenBLAS as the loader picks its kernels (set OPENBLAS_CORETYPE
-// to force others), and Eigen compiled for AVX2/FMA. docs/gemm.md records the figures and the choice.
+// to force others), and Eigen compiled for AVX2/FMA. docs/gemm.md records the figures and the
+// choice.
 //   build/gemm_bench --benchmark_counters_tabular=true
 //   OPENBLAS_CORETYPE=Prescott build/gemm_bench --benchmark_filter=OpenBLAS
 #include <benchmark/benchmark.h>
@@ -20,14 +21,10 @@ struct Shape {
 // The eight GEMMs of one training step of 784-1024-1024-10 at batch 128: forward,
 // weight-gradient and input-gradient products of each layer (the first layer needs no input
 // gradient).
-const Shape kShapes[] = {{false, true, 128, 1024, 784},
-                         {true, false, 1024, 784, 128},
-                         {false, true, 128, 1024, 1024},
-                         {true, false, 1024, 1024, 128},
-                         {false, false, 128, 1024, 1024},
-                         {false, true, 128, 10, 1024},
-                         {true, false, 10, 1024, 128},
-                         {false, false, 128, 1024, 10}};
+const Shape kShapes[] = {{false, true, 128, 1024, 784},   {true, false, 1024, 784, 128},
+                         {false, true, 128, 1024, 1024},  {true, false, 1024, 1024, 128},
+                         {false, false, 128, 1024, 1024}, {false, true, 128, 10, 1024},
+                         {true, false, 10, 1024, 128},    {false, false, 128, 1024, 10}};
 
 void run_loom(benchmark::State& state, loom::cpu::GemmLibrary lib) {
   loom::cpu::set_gemm_threads(1);

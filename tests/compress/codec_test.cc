@@ -141,7 +141,9 @@ TEST_P(EveryCodec, EncodedSizeIsAMultipleOfFourAndNeverAboveFp32) {
   auto codec = codec_named(GetParam());
   for (size_t n : {1, 2, 3, 31, 1000, 1863690}) {
     EXPECT_EQ(codec->encoded_bytes(n) % 4, 0u) << n;
-    if (n >= 64) EXPECT_LE(codec->encoded_bytes(n), 4 * n) << n;
+    if (n >= 64) {
+      EXPECT_LE(codec->encoded_bytes(n), 4 * n) << n;
+    }
   }
 }
 

@@ -283,35 +283,52 @@ const VbmiPlanes& vbmi_planes() {
   return p;
 }
 
+#define LOOM_VBMI __attribute__((target("avx512f,avx512bw,avx512vbmi"), always_inline)) inline
+
+// table[code] for 64 codes at once, the bits of each float looked up byte by byte in the four
+// 128-entry planes; shared by the decoder and the encoder's residual, so both compute the
+// decoded value the same way.
+struct VbmiTableLookup {
+  __m512i lo[4], hi[4], perm, sign;
+  LOOM_VBMI VbmiTableLookup() {
+    const VbmiPlanes& vp = vbmi_planes();
+    for (int k = 0; k < 4; ++k) {
+      lo[k] = _mm512_load_si512(vp.plane[k]);
+      hi[k] = _mm512_load_si512(vp.plane[k] + 64);
+    }
+    perm = _mm512_load_si512(vp.perm);
+    sign = _mm512_set1_epi8(char(0x80));
+  }
+  // w[k] = the bits of table[codes[16 k .. 16 k + 15]] (absmax = 1), in code order.
+  LOOM_VBMI void bits(__m512i codes, __m512i w[4]) const {
+    const __m512i c = _mm512_permutexvar_epi8(perm, codes);
+    const __m512i p0 = _mm512_permutex2var_epi8(lo[0], c, hi[0]);
+    const __m512i p1 = _mm512_permutex2var_epi8(lo[1], c, hi[1]);
+    const __m512i p2 = _mm512_permutex2var_epi8(lo[2], c, hi[2]);
+    const __m512i p3 =
+        _mm512_or_si512(_mm512_permutex2var_epi8(lo[3], c, hi[3]), _mm512_and_si512(c, sign));
+    const __m512i l01 = _mm512_unpacklo_epi8(p0, p1), h01 = _mm512_unpackhi_epi8(p0, p1);
+    const __m512i l23 = _mm512_unpacklo_epi8(p2, p3), h23 = _mm512_unpackhi_epi8(p2, p3);
+    w[0] = _mm512_unpacklo_epi16(l01, l23);
+    w[1] = _mm512_unpackhi_epi16(l01, l23);
+    w[2] = _mm512_unpacklo_epi16(h01, h23);
+    w[3] = _mm512_unpackhi_epi16(h01, h23);
+  }
+};
+
 __attribute__((target("avx512f,avx512bw,avx512vbmi"))) void int8_decode_vbmi(const float* absmax,
                                                                              const uint8_t* codes,
                                                                              size_t n, size_t block,
                                                                              float* out,
                                                                              DecodeMode mode) {
-  const VbmiPlanes& vp = vbmi_planes();
-  __m512i lo[4], hi[4];
-  for (int k = 0; k < 4; ++k) {
-    lo[k] = _mm512_load_si512(vp.plane[k]);
-    hi[k] = _mm512_load_si512(vp.plane[k] + 64);
-  }
-  const __m512i perm = _mm512_load_si512(vp.perm);
-  const __m512i sign = _mm512_set1_epi8(char(0x80));
+  const VbmiTableLookup lookup;
   for (size_t b0 = 0, bi = 0; b0 < n; b0 += block, ++bi) {
     const size_t len = std::min(n - b0, block);
     const size_t vec = len & ~size_t(63);
     const __m512 amax = _mm512_set1_ps(absmax[bi]);
     for (size_t i = 0; i < vec; i += 64) {
-      __m512i c = _mm512_permutexvar_epi8(
-          perm, _mm512_loadu_si512(reinterpret_cast<const void*>(codes + b0 + i)));
-      __m512i p0 = _mm512_permutex2var_epi8(lo[0], c, hi[0]);
-      __m512i p1 = _mm512_permutex2var_epi8(lo[1], c, hi[1]);
-      __m512i p2 = _mm512_permutex2var_epi8(lo[2], c, hi[2]);
-      __m512i p3 =
-          _mm512_or_si512(_mm512_permutex2var_epi8(lo[3], c, hi[3]), _mm512_and_si512(c, sign));
-      __m512i l01 = _mm512_unpacklo_epi8(p0, p1), h01 = _mm512_unpackhi_epi8(p0, p1);
-      __m512i l23 = _mm512_unpacklo_epi8(p2, p3), h23 = _mm512_unpackhi_epi8(p2, p3);
-      __m512i w[4] = {_mm512_unpacklo_epi16(l01, l23), _mm512_unpackhi_epi16(l01, l23),
-                      _mm512_unpacklo_epi16(h01, h23), _mm512_unpackhi_epi16(h01, h23)};
+      __m512i w[4];
+      lookup.bits(_mm512_loadu_si512(reinterpret_cast<const void*>(codes + b0 + i)), w);
       float* o = out + b0 + i;
       for (int k = 0; k < 4; ++k) {
         __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(w[k]), amax);
@@ -444,14 +461,7 @@ LOOM_AVX512_ENCODE bool int8_encode_avx512(const float* g, float* r, size_t n, s
   const __m512 th0 = _mm512_load_ps(L.th), th1 = _mm512_load_ps(L.th + 16);
   const __m512 scale = _mm512_load_ps(L.scale);
   const __m512i cm1 = _mm512_load_si512(L.cm1);
-  const VbmiPlanes& vp = vbmi_planes();
-  __m512i lo[4], hi[4];
-  for (int j = 0; j < 4; ++j) {
-    lo[j] = _mm512_load_si512(vp.plane[j]);
-    hi[j] = _mm512_load_si512(vp.plane[j] + 64);
-  }
-  const __m512i perm = _mm512_load_si512(vp.perm);
-  const __m512i sign = _mm512_set1_epi8(char(0x80));
+  const VbmiTableLookup lookup;
   const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
   alignas(64) float a_tmp[kChunk];
   alignas(64) int32_t e_tmp[kChunk];
@@ -509,17 +519,8 @@ LOOM_AVX512_ENCODE bool int8_encode_avx512(const float* g, float* r, size_t n, s
     for (; i < len; ++i) cb[i] = encode_one_ref(rb[i], inv_s);
     // 3. r = s - table[code] * absmax, as int8_decode_vbmi computes table[code].
     for (i = 0; i < vec64; i += 64) {
-      __m512i c = _mm512_loadu_si512(reinterpret_cast<const void*>(cb + i));
-      __m512i cp = _mm512_permutexvar_epi8(perm, c);
-      __m512i p0 = _mm512_permutex2var_epi8(lo[0], cp, hi[0]);
-      __m512i p1 = _mm512_permutex2var_epi8(lo[1], cp, hi[1]);
-      __m512i p2 = _mm512_permutex2var_epi8(lo[2], cp, hi[2]);
-      __m512i p3 =
-          _mm512_or_si512(_mm512_permutex2var_epi8(lo[3], cp, hi[3]), _mm512_and_si512(cp, sign));
-      __m512i l01 = _mm512_unpacklo_epi8(p0, p1), h01 = _mm512_unpackhi_epi8(p0, p1);
-      __m512i l23 = _mm512_unpacklo_epi8(p2, p3), h23 = _mm512_unpackhi_epi8(p2, p3);
-      __m512i w[4] = {_mm512_unpacklo_epi16(l01, l23), _mm512_unpackhi_epi16(l01, l23),
-                      _mm512_unpacklo_epi16(h01, h23), _mm512_unpackhi_epi16(h01, h23)};
+      __m512i w[4];
+      lookup.bits(_mm512_loadu_si512(reinterpret_cast<const void*>(cb + i)), w);
       for (int j = 0; j < 4; ++j) {
         float* o = rb + i + 16 * j;
         __m512 d = _mm512_mul_ps(_mm512_castsi512_ps(w[j]), vamax);

@@ -60,8 +60,8 @@ Entry make_entry(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
     ops.append_sum(beta);
     attr.set_post_ops(ops);
   }
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, cpu_engine());
-  auto& engine = cpu_engine();
+  dnnl::engine& engine = cpu_engine();
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
   return Entry{dnnl::matmul(pd), dnnl::memory(a_md, engine, DNNL_MEMORY_NONE),
                dnnl::memory(b_md, engine, DNNL_MEMORY_NONE),
                dnnl::memory(c_md, engine, DNNL_MEMORY_NONE)};
