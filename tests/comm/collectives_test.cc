@@ -243,6 +243,74 @@ TEST_P(PathTest, RawByteCollectivesWithIntegerReducers) {
   }
 }
 
+TEST_P(PathTest, ShardedUpdateSumsUpdatesItsBlockAndGathers) {
+  const Path path = GetParam();
+  if (path == Path::kRing) GTEST_SKIP() << "no ring-only variant";
+  auto updated = [](float sum, size_t i) { return sum * 0.5f + float(i % 5); };
+  for (int n = 1; n <= kMaxWorld; ++n) {
+    for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(4099), size_t(20011)}) {
+      std::vector<std::vector<float>> grads(static_cast<size_t>(n)), params(grads.size());
+      std::vector<std::vector<std::pair<size_t, size_t>>> calls(grads.size());
+      run_world(n, path, small_chunks(), [&](Communicator& c) {
+        const size_t r = size_t(c.rank());
+        std::vector<float> g = make_input(c.rank(), count), p(count, -1.0f);
+        c.sharded_update(std::span<float>(g), std::span<float>(p), [&](size_t b, size_t e) {
+          calls[r].push_back({b, e});
+          for (size_t i = b; i < e; ++i) p[i] = updated(g[i], i);
+        });
+        grads[r] = std::move(g);
+        params[r] = std::move(p);
+      });
+      for (int r = 0; r < n; ++r) {
+        const BlockRange b = block_range(count, n, r);
+        // The calls tile this rank's block exactly, in order.
+        size_t next = b.begin;
+        for (auto [begin, end] : calls[size_t(r)]) {
+          ASSERT_EQ(begin, next) << "n=" << n << " count=" << count << " rank=" << r;
+          ASSERT_LT(begin, end);
+          next = end;
+        }
+        ASSERT_EQ(next, b.end) << "n=" << n << " count=" << count << " rank=" << r;
+        for (size_t i = b.begin; i < b.end; ++i)
+          ASSERT_EQ(grads[size_t(r)][i], expected_sum(n, i)) << "rank " << r << " i " << i;
+        for (size_t i = 0; i < count; ++i)
+          ASSERT_EQ(params[size_t(r)][i], updated(expected_sum(n, i), i))
+              << path_name(path) << " n=" << n << " count=" << count << " rank=" << r << " i=" << i;
+      }
+    }
+  }
+}
+
+// The thread transport's fused sharded update must give exactly the bits of its own
+// reduce-scatter, one update over the block, and allgather (the base class's definition), with
+// sums that depend on the order of addition.
+TEST(ShardedUpdateTest, FusedIsBitwiseTheThreeCollectives) {
+  auto value = [](int r, size_t i) {
+    return 1.0f / float(3 + r) + float(i % 97) * 1.1e-3f + float(r) * 7.7e7f * float(i % 3 == 0);
+  };
+  for (int n = 1; n <= 5; ++n) {
+    for (size_t count : {size_t(1), size_t(1001), size_t(10007)}) {
+      std::vector<std::vector<float>> fused(static_cast<size_t>(n)), split(fused.size());
+      run_world(n, Path::kNative, CommOptions{}, [&](Communicator& c) {
+        std::vector<float> g(count), p(count), g2(count), p2(count);
+        for (size_t i = 0; i < count; ++i) g[i] = g2[i] = value(c.rank(), i);
+        auto step = [](std::vector<float>& gs, std::vector<float>& ps) {
+          return [&](size_t b, size_t e) {
+            for (size_t i = b; i < e; ++i) ps[i] = gs[i] * 0.3f - 1.0f / float(i + 1);
+          };
+        };
+        c.sharded_update(std::span<float>(g), std::span<float>(p), step(g, p));
+        c.Communicator::sharded_update(std::span<float>(g2), std::span<float>(p2), step(g2, p2));
+        fused[size_t(c.rank())] = std::move(p);
+        split[size_t(c.rank())] = std::move(p2);
+      });
+      for (int r = 0; r < n; ++r)
+        ASSERT_EQ(std::memcmp(fused[size_t(r)].data(), split[0].data(), count * sizeof(float)), 0)
+            << "n=" << n << " count=" << count << " rank=" << r;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Paths, PathTest,
                          ::testing::Values(Path::kNative, Path::kGeneric, Path::kRing),
                          [](const auto& info) { return path_name(info.param); });

@@ -120,4 +120,14 @@ void Communicator::barrier() {
   algo::dissemination_barrier(*this);
 }
 
+void Communicator::sharded_update(std::span<float> grads, std::span<float> params,
+                                  const BlockUpdate& update) {
+  LOOM_CHECK(grads.size() == params.size(), "sharded_update: {} gradients but {} parameters",
+             grads.size(), params.size());
+  reduce_scatter(grads);
+  const BlockRange mine = block_range(grads.size(), size(), rank());
+  if (mine.size() > 0) update(mine.begin, mine.end);
+  allgather(params);
+}
+
 }  // namespace loom::comm

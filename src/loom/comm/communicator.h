@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -136,6 +137,21 @@ class Communicator {
   virtual void allgather(void* data, size_t bytes, size_t elem_size = 1);
   virtual void broadcast(void* data, size_t bytes, int root);
   virtual void barrier();
+
+  // ---- sharded update (ZeRO stage 1) ----
+  // Called with ranges [begin, end) that together cover exactly this rank's block of the
+  // buffers; when called, grads[begin, end) holds the sum over ranks, and it must write
+  // params[begin, end) from that sum and its own state, element by element (so one call over
+  // the block and several over tiles of it give the same bits).
+  using BlockUpdate = std::function<void(size_t begin, size_t end)>;
+  // One step of a sharded optimizer: reduce-scatter `grads`, `update` this rank's block,
+  // allgather `params` (the same sizes on every rank). Afterwards params holds every rank's
+  // updated block and grads' own block the sum. The default is exactly those three calls; the
+  // thread transport fuses them into one pass over the shared buffers (sum, update and copy to
+  // every replica a tile at a time while the tile is in L1) between two rendezvous instead of
+  // four.
+  virtual void sharded_update(std::span<float> grads, std::span<float> params,
+                              const BlockUpdate& update);
 
   const CommOptions& options() const { return options_; }
   void set_timeout(double seconds) { options_.timeout_s = seconds; }

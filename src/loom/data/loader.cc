@@ -226,6 +226,30 @@ void Loader::work() {
   }
 }
 
+int Loader::fill_here(std::unique_lock<std::mutex>& lock) {
+  int slot = -1;
+  for (size_t i = 0; i < slots_.size() && slot < 0; ++i)
+    if (slots_[i].state == SlotState::kFree) slot = int(i);
+  if (slot < 0) return -1;
+  const int64_t step = next_claim_++;
+  slots_[size_t(slot)].state = SlotState::kFilling;
+  hint_windows(rank_range(step).first);
+  lock.unlock();
+  try {
+    fill(step, slots_[size_t(slot)]);
+  } catch (...) {
+    lock.lock();
+    if (!error_ || step < error_step_) {
+      error_ = std::current_exception();
+      error_step_ = step;
+    }
+    cv_.notify_all();
+    throw;
+  }
+  lock.lock();
+  return slot;
+}
+
 bool Loader::next(Batch& out) {
   if (!started_) start_epoch(0);
   Stopwatch wait;
@@ -248,7 +272,10 @@ bool Loader::next(Batch& out) {
         if (slots_[i].state == SlotState::kReady && slots_[i].step == expected_) return int(i);
       return -1;
     };
-    cv_.wait(lock, [&] { return (slot = ready()) >= 0 || (error_ && expected_ >= error_step_); });
+    slot = ready();
+    if (slot < 0 && next_claim_ == expected_ && !error_) slot = fill_here(lock);
+    if (slot < 0)
+      cv_.wait(lock, [&] { return (slot = ready()) >= 0 || (error_ && expected_ >= error_step_); });
     if (slot < 0) std::rethrow_exception(error_);
     slots_[size_t(slot)].state = SlotState::kHeld;
     held_ = slot;

@@ -88,6 +88,11 @@ class Loader {
   void build_order(int64_t epoch);
   void fill(int64_t step, Slot& slot) const;
   void hint_windows(int64_t position);  // under mu_
+  // The consumer's batch is not claimed by any loader thread (they had no core to run on:
+  // every core is busy with a worker): claim it and fill it on the calling thread, with mu_
+  // released meanwhile, instead of sleeping until a loader thread is scheduled. Returns the
+  // slot, or -1 when none is free. Called under mu_ (`lock`).
+  int fill_here(std::unique_lock<std::mutex>& lock);
   void work();
   void stop_workers();
 

@@ -152,15 +152,16 @@ void AllreduceStrategy::combine(int b) {
     }
     comm_bytes_ += int64_t(st.wire_bytes);
   } else if (options_.shard_optimizer) {
-    phase.next("reduce-scatter", "comm");
-    comm_.reduce_scatter(std::span<float>(grads, n));
-    const comm::BlockRange mine = comm::block_range(n, world, comm_.rank());
-    phase.next("optimizer", "optim");
-    optimizer_.update(params + mine.begin, grads + mine.begin, bucket.offset + int64_t(mine.begin),
-                      int64_t(mine.size()), lr_);
-    phase.next("allgather", "comm");
-    comm_.allgather(std::span<float>(params, n));
+    // Reduce-scatter, this rank's block of the update, allgather: fused into one pass over
+    // shared buffers by the thread transport.
+    phase.next("sharded update", "comm");
+    comm_.sharded_update(
+        std::span<float>(grads, n), std::span<float>(params, n), [&](size_t begin, size_t end) {
+          optimizer_.update(params + begin, grads + begin, bucket.offset + int64_t(begin),
+                            int64_t(end - begin), lr_);
+        });
     // Reduce-scatter moves (n-1)/n of the bucket out, allgather the same again.
+    const comm::BlockRange mine = comm::block_range(n, world, comm_.rank());
     comm_bytes_ += int64_t(2 * (n - mine.size()) * sizeof(float));
   } else {
     phase.next("allreduce", "comm");

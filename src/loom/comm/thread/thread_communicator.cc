@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -216,6 +217,37 @@ void ThreadCommunicator::broadcast(void* data, size_t bytes, int root) {
   publish(data, bytes, "broadcast");
   if (rank_ != root && bytes > 0) std::memcpy(data, world_->slot(root).shared_buf, bytes);
   world_->barrier(rank_, options_.timeout_s);
+}
+
+void ThreadCommunicator::sharded_update(std::span<float> grads, std::span<float> params,
+                                        const BlockUpdate& update) {
+  LOOM_CHECK(grads.size() == params.size(), "sharded_update: {} gradients but {} parameters",
+             grads.size(), params.size());
+  const BlockRange mine = block_range(grads.size(), size(), rank_);
+  if (size() == 1) {
+    if (mine.size() > 0) update(mine.begin, mine.end);
+    return;
+  }
+  world_->slot(rank_).shared_params = params.data();
+  publish(grads.data(), grads.size_bytes(), "sharded_update");
+  // Tiles small enough that the sum, the update's reads and writes and the copies out find the
+  // tile in L1: each byte of the block crosses the memory hierarchy once, where reduce-scatter,
+  // update and allgather as three passes moved the summed gradient and the parameters twice.
+  constexpr size_t kTile = 2048;
+  std::vector<const float*>& src = src_ptrs_;
+  src.clear();
+  for (int q = 0; q < size(); ++q)
+    src.push_back(static_cast<const float*>(world_->slot(q).shared_buf));
+  float* own = grads.data();
+  for (size_t t = mine.begin; t < mine.end; t += kTile) {
+    const size_t e = std::min(t + kTile, mine.end);
+    sum_to_all_f32(src.data(), size(), &own, 1, t, e);  // the same sum as reduce_scatter's
+    update(t, e);
+    for (int q = 0; q < size(); ++q)
+      if (q != rank_)
+        std::memcpy(world_->slot(q).shared_params + t, params.data() + t, (e - t) * sizeof(float));
+  }
+  world_->barrier(rank_, options_.timeout_s);  // every block written before anyone reads on
 }
 
 void ThreadCommunicator::barrier() {

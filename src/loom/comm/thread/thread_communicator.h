@@ -32,6 +32,8 @@ class ThreadCommunicator final : public Communicator {
   void allgather(void* data, size_t bytes, size_t elem_size) override;
   void broadcast(void* data, size_t bytes, int root) override;
   void barrier() override;
+  void sharded_update(std::span<float> grads, std::span<float> params,
+                      const BlockUpdate& update) override;
 
  private:
   std::shared_ptr<ThreadRequest> make_request(int peer, size_t bytes, int tag, bool is_send);

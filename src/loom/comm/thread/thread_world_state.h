@@ -44,6 +44,7 @@ struct alignas(64) RankSlot {
   // Shared-buffer collectives: the buffer this rank published.
   void* shared_buf = nullptr;
   size_t shared_bytes = 0;
+  float* shared_params = nullptr;  // sharded_update's second buffer
 };
 
 class ThreadWorldState {
