@@ -13,6 +13,7 @@
 #include "compress/codec_test_util.h"
 #include "loom/compress/bf16_codec.h"
 #include "loom/compress/fp16_codec.h"
+#include "loom/compress/half.h"
 #include "loom/compress/int8_codec.h"
 #include "loom/compress/onebit_codec.h"
 #include "loom/compress/topk_codec.h"
@@ -93,6 +94,194 @@ TEST(KernelsRef, Bf16EncodeAndDecodeMatchReference) {
     }
 }
 
+// The fp16 / bf16 encoders where the bits decide, every one of them (AVX-512 where the CPU has
+// it, and the AVX2 one; streaming or not) against the scalar reference: values at and around
+// rounding ties, fp16 subnormals and the underflow to zero, float denormals (which vcvtneps2bf16
+// or DAZ would flush), magnitudes past the clamp, zeros of both signs; at lengths that leave
+// every head and tail, with g, r and the output at every relative alignment.
+struct HalfEncoder {
+  const char* name;
+  std::function<bool(const float*, float*, size_t, uint16_t*)> fast, ref;
+  bool exact_on_nan;  // the packed code of a NaN element matches too (not the AVX2 kernels)
+};
+
+std::vector<HalfEncoder> half_encoders() {
+  std::vector<HalfEncoder> v;
+  for (bool stream : {false, true}) {
+    const bool avx512 = fp16_have_avx512();
+    v.push_back({stream ? "fp16 stream" : "fp16",
+                 [stream](const float* g, float* r, size_t n, uint16_t* o) {
+                   return fp16_encode(g, r, n, o, stream);
+                 },
+                 fp16_encode_ref, avx512});
+    v.push_back({stream ? "fp16 avx2 stream" : "fp16 avx2",
+                 [stream](const float* g, float* r, size_t n, uint16_t* o) {
+                   return fp16_encode_avx2(g, r, n, o, stream);
+                 },
+                 fp16_encode_ref, false});
+    v.push_back({stream ? "bf16 stream" : "bf16",
+                 [stream](const float* g, float* r, size_t n, uint16_t* o) {
+                   return bf16_encode(g, r, n, o, stream);
+                 },
+                 bf16_encode_ref, bf16_have_avx512()});
+    v.push_back({stream ? "bf16 avx2 stream" : "bf16 avx2",
+                 [stream](const float* g, float* r, size_t n, uint16_t* o) {
+                   return bf16_encode_avx2(g, r, n, o, stream);
+                 },
+                 bf16_encode_ref, false});
+  }
+  return v;
+}
+
+std::vector<float> half_edge_values() {
+  std::vector<float> v;
+  auto around = [&](float x, int ulps) {
+    for (int k = -ulps; k <= ulps; ++k) {
+      float y = std::bit_cast<float>(std::bit_cast<int32_t>(x) + k);
+      if (!std::isfinite(y)) continue;  // one ulp above the float maximum
+      v.push_back(y);
+      v.push_back(-y);
+    }
+  };
+  // fp16: ties between neighbours, the subnormal range and its rounding up into the normals,
+  // the underflow tie at 2^-25, the largest finite half and what lies past it.
+  for (float x : {1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, 1000.0f + 0x1p-2f, 0x1p-24f, 0x1p-25f,
+                  1.5f * 0x1p-25f, 3 * 0x1p-25f, 0x1p-14f - 0x1p-26f, 0x1p-14f, 0x1p-20f + 0x1p-25f,
+                  65504.0f, 65519.0f, 65520.0f, 65536.0f})
+    around(x, 2);
+  // bf16: ties, the largest finite bfloat16 and the float maximum past it.
+  for (float x : {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 0x1p-100f * (1.0f + 0x1p-8f), kBf16Max,
+                  std::bit_cast<float>(0x7f7f8000u), std::numeric_limits<float>::max()})
+    around(x, 2);
+  // Float denormals: the smallest, the largest (bf16 rounds it up to the smallest normal), a
+  // bf16 tie among them.
+  for (uint32_t b :
+       {0x00000001u, 0x00008000u, 0x00018000u, 0x0000ffffu, 0x00400000u, 0x007fffffu, 0x00800000u})
+    around(std::bit_cast<float>(b), 1);
+  for (float x : {0.0f, 1e6f, 3e38f, 0.1f, 2.0f}) {
+    v.push_back(x);
+    v.push_back(-x);
+  }
+  return v;
+}
+
+TEST(KernelsRef, HalfEncodersOnEdgeValuesAtEveryAlignment) {
+  const std::vector<float> edges = half_edge_values();
+  const auto encoders = half_encoders();
+  for (size_t n : {0, 1, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 1000, 4099})
+    for (size_t go : {0, 1, 6, 13})
+      for (size_t ro : {0, 3, 8, 15})
+        for (size_t oo : {0, 1, 10, 31}) {
+          // g: the edge values in a rotating order, with a gradient-like value every third
+          // element; r: small values at every fourth element, zero elsewhere (so most s are
+          // exactly the edge values).
+          // The second step encodes -g: the residual then carries over without overflowing
+          // (a residual near the float maximum, from a clamp, plus g again would be Inf).
+          auto normal = random_normal(n, n + 31 * go + ro, 1e-3f);
+          std::vector<float> gb(2 * (n + go)), rb(n + ro);
+          float* g[2] = {gb.data() + go, gb.data() + n + 2 * go};
+          for (size_t i = 0; i < n; ++i) {
+            g[0][i] = i % 3 == 2 ? normal[i] : edges[(i * 7 + go + ro) % edges.size()];
+            g[1][i] = -g[0][i];
+          }
+          for (size_t i = 0; i < n; ++i) rb[ro + i] = i % 4 != 3 ? 0.0f : 1e-4f * normal[n - 1 - i];
+          for (const auto& k : encoders) {
+            SCOPED_TRACE(std::string(k.name) + " n=" + std::to_string(n) + " offsets g " +
+                         std::to_string(go) + " r " + std::to_string(ro) + " out " +
+                         std::to_string(oo));
+            std::vector<float> r1 = rb, r2 = rb;
+            for (int step = 0; step < 2; ++step) {
+              std::vector<uint16_t> o1(n + oo + 1, 0x5a5a), o2 = o1;
+              ASSERT_TRUE(k.fast(g[step], r1.data() + ro, n, o1.data() + oo)) << "step " << step;
+              ASSERT_TRUE(k.ref(g[step], r2.data() + ro, n, o2.data() + oo)) << "step " << step;
+              ASSERT_EQ(o1, o2) << "step " << step;
+              ASSERT_EQ(0, bytes_cmp(r1.data(), r2.data(), r1.size() * sizeof(float)))
+                  << "step " << step;
+            }
+          }
+        }
+}
+
+// NaN and Inf in g + r at every position (head, both halves of the loop's 32, tail), and as an
+// overflow of a finite g + r:
+// every encoder reports it; the AVX-512 ones also pack the reference's bytes and residuals (NaN
+// payloads, signs and signalling NaNs included).
+TEST(KernelsRef, HalfEncodersOnNanAndInf) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> bad = {std::nanf(""),
+                                  -std::nanf(""),
+                                  inf,
+                                  -inf,
+                                  std::bit_cast<float>(0x7f800001u),
+                                  std::bit_cast<float>(0xffbfffffu),
+                                  std::bit_cast<float>(0x7fc12345u),
+                                  std::bit_cast<float>(0x7fffe000u),
+                                  std::bit_cast<float>(0xffffffffu)};
+  const auto encoders = half_encoders();
+  for (size_t n : {1, 17, 100, 1000})
+    for (size_t at = 0; at < n; at += n < 200 ? 1 : 37)  // every lane of head, body and tail
+      for (size_t b = 0; b <= bad.size(); ++b)
+        for (const auto& k : encoders) {
+          SCOPED_TRACE(std::string(k.name) + " n=" + std::to_string(n) + " at " +
+                       std::to_string(at) + " kind " + std::to_string(b));
+          std::vector<float> g = random_normal(n, 5 * n + at, 1.0f);
+          std::vector<float> r1(n + 1, 0.0f);
+          if (b < bad.size()) {
+            g[at] = bad[b];
+          } else {  // finite g and r whose sum overflows
+            g[at] = 3e38f;
+            r1[1 + at] = 3e38f;
+          }
+          std::vector<float> r2 = r1;
+          std::vector<uint16_t> o1(n + 2, 0), o2(n + 2, 0);
+          EXPECT_FALSE(k.fast(g.data(), r1.data() + 1, n, o1.data() + 1));
+          EXPECT_FALSE(k.ref(g.data(), r2.data() + 1, n, o2.data() + 1));
+          if (k.exact_on_nan) {
+            ASSERT_EQ(o1, o2);
+            ASSERT_EQ(0, bytes_cmp(r1.data(), r2.data(), r1.size() * sizeof(float)));
+          }
+        }
+}
+
+// Decoders (the dispatched and the AVX2 one) on every code, write and accumulate, output at
+// every alignment, against the reference. fp16 signalling-NaN codes are left out: the encoders
+// never produce them (a NaN packs as the quiet 0x7e00) and vcvtph2ps quiets them.
+TEST(KernelsRef, HalfDecodersOnEveryCode) {
+  using Dec = void (*)(const uint16_t*, size_t, float*, DecodeMode);
+  struct D {
+    const char* name;
+    Dec fast, ref;
+    bool fp16;
+  };
+  const D decoders[] = {{"fp16", fp16_decode, fp16_decode_ref, true},
+                        {"fp16 avx2", fp16_decode_avx2, fp16_decode_ref, true},
+                        {"bf16", bf16_decode, bf16_decode_ref, false},
+                        {"bf16 avx2", bf16_decode_avx2, bf16_decode_ref, false}};
+  for (const auto& k : decoders) {
+    std::vector<uint16_t> codes;
+    for (uint32_t c = 0; c < 0x10000; ++c) {
+      const uint16_t code = uint16_t(c * 40503u);  // every code, scattered
+      const bool snan = (code & 0x7c00) == 0x7c00 && (code & 0x3ff) != 0 && (code & 0x200) == 0;
+      if (!(k.fp16 && snan)) codes.push_back(code);
+    }
+    for (size_t n : {size_t(0), size_t(1), size_t(15), size_t(17), size_t(31), size_t(33),
+                     size_t(1000), codes.size()})
+      for (size_t oo : {0, 1, 5, 14})
+        for (auto mode : {DecodeMode::kWrite, DecodeMode::kAccumulate}) {
+          SCOPED_TRACE(std::string(k.name) + " n=" + std::to_string(n) + " offset " +
+                       std::to_string(oo) +
+                       (mode == DecodeMode::kWrite ? " write" : " accumulate"));
+          const uint16_t* in = codes.data() + (codes.size() - n) / 2;
+          std::vector<float> base = random_normal(n + oo, n + oo, 1.0f);
+          for (size_t i = 0; i < base.size(); i += 5) base[i] = 1e-40f;  // a denormal
+          std::vector<float> a = base, b = base;
+          k.fast(in, n, a.data() + oo, mode);
+          k.ref(in, n, b.data() + oo, mode);
+          ASSERT_EQ(0, bytes_cmp(a.data(), b.data(), a.size() * sizeof(float)));
+        }
+  }
+}
+
 TEST(KernelsRef, Int8EncodeAndDecodeMatchReference) {
   // int8_decode takes the AVX-512 VBMI path for block >= 64 where the CPU has it (64, 512);
   // int8_decode_avx2 is compared on its own as well.
@@ -159,6 +348,18 @@ TEST(KernelsRef, FastEncodersOnZerosNegativesAndNonFinite) {
        half(fp16_encode_ref)},
       {"bf16 stream", half([](const float* g, float* r, size_t n, Bf16* o) {
          return bf16_encode(g, r, n, o, true);
+       }),
+       half(bf16_encode_ref)},
+      {"bf16", half([](const float* g, float* r, size_t n, Bf16* o) {
+         return bf16_encode(g, r, n, o, false);
+       }),
+       half(bf16_encode_ref)},
+      {"fp16 avx2 stream", half([](const float* g, float* r, size_t n, Half* o) {
+         return fp16_encode_avx2(g, r, n, o, true);
+       }),
+       half(fp16_encode_ref)},
+      {"bf16 avx2", half([](const float* g, float* r, size_t n, Bf16* o) {
+         return bf16_encode_avx2(g, r, n, o, false);
        }),
        half(bf16_encode_ref)},
       {"int8 block 64", int8(int8_encode, 64), int8(int8_encode_ref, 64)},

@@ -7,6 +7,8 @@
 
 #if defined(__AVX2__)
 #include <immintrin.h>
+
+#include "loom/compress/half_avx512.h"
 #define LOOM_COMPRESS_AVX2 1
 #endif
 
@@ -77,17 +79,85 @@ bool bf16_encode_vec(const float* g, float* r, size_t n, Bf16* out) {
   return bf16_encode_ref(g + i, r + i, n - i, out + i) && ok;
 }
 
+#pragma GCC diagnostic push  // see half_avx512.h
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// AVX-512: the AVX2 loop's integer rounding on 16 lanes. (vcvtneps2bf16 is no faster here and
+// treats denormal inputs as zero, which the reference does not.)
+struct Bf16Avx512 {
+  __m512 hi, lo;
+  __m512i round, one, top, odd;
+  LOOM_HALF_AVX512_INLINE Bf16Avx512()
+      : hi(_mm512_set1_ps(kBf16Max)),
+        lo(_mm512_set1_ps(-kBf16Max)),
+        round(_mm512_set1_epi32(0x7fff)),
+        one(_mm512_set1_epi32(1)),
+        top(_mm512_set1_epi32(int32_t(0xffff0000u))),
+        // the upper 16-bit halves of two vectors of 32-bit lanes, in order
+        odd(_mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29,
+                             27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1)) {}
+  // bits: the rounded value's float bits (code in the upper half of each lane).
+  LOOM_HALF_AVX512_INLINE __m512 step(__m512 s, __m512i* bits, __mmask16* bad) const {
+    *bad |= _mm512_fpclass_ps_mask(s, half_avx512::kNonFinite);
+    // max(lo, s) and min(hi, .) return s when s is NaN (the second operand), as the reference's
+    // std::max(s, lo) and std::min(., hi) do; the integer rounding below is then the
+    // reference's for NaN bits too.
+    __m512i x = _mm512_castps_si512(_mm512_min_ps(hi, _mm512_max_ps(lo, s)));
+    // round to nearest even: x += 0x7fff + bit 16 of x
+    x = _mm512_add_epi32(x,
+                         _mm512_add_epi32(round, _mm512_and_si512(_mm512_srli_epi32(x, 16), one)));
+    x = _mm512_and_si512(x, top);
+    *bits = x;
+    return _mm512_sub_ps(s, _mm512_castsi512_ps(x));
+  }
+  LOOM_HALF_AVX512_INLINE __m512i join(__m512i b0, __m512i b1) const {
+    return _mm512_permutex2var_epi16(b0, odd, b1);
+  }
+  LOOM_HALF_AVX512_INLINE __m256i codes16(__m512i b) const {
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(b, 16));
+  }
+  LOOM_HALF_AVX512_INLINE static __m512 decode16(__m256i b) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
+  }
+};
+
+LOOM_HALF_AVX512 bool bf16_encode_avx512(const float* g, float* r, size_t n, Bf16* out,
+                                         bool stream) {
+  const Bf16Avx512 p;
+  return stream ? half_avx512::encode<Bf16Avx512, true>(p, g, r, n, out)
+                : half_avx512::encode<Bf16Avx512, false>(p, g, r, n, out);
+}
+
+LOOM_HALF_AVX512 void bf16_decode_avx512(const Bf16* in, size_t n, float* out, DecodeMode mode) {
+  if (mode == DecodeMode::kWrite) {
+    half_avx512::decode<Bf16Avx512, false>(in, n, out);
+  } else {
+    half_avx512::decode<Bf16Avx512, true>(in, n, out);
+  }
+}
+
+#pragma GCC diagnostic pop
+
 }  // namespace
 
-bool bf16_encode(const float* g, float* r, size_t n, Bf16* out, bool stream) {
+bool bf16_have_avx512() {
+  return half_avx512::cpu_has();
+}
+
+bool bf16_encode_avx2(const float* g, float* r, size_t n, Bf16* out, bool stream) {
   return stream ? bf16_encode_vec<true>(g, r, n, out) : bf16_encode_vec<false>(g, r, n, out);
+}
+
+bool bf16_encode(const float* g, float* r, size_t n, Bf16* out, bool stream) {
+  if (half_avx512::cpu_has()) return bf16_encode_avx512(g, r, n, out, stream);
+  return bf16_encode_avx2(g, r, n, out, stream);
 }
 
 bool bf16_encode(const float* g, float* r, size_t n, Bf16* out) {
   return bf16_encode(g, r, n, out, n * sizeof(Bf16) >= kStreamMinBytes);
 }
 
-void bf16_decode(const Bf16* in, size_t n, float* out, DecodeMode mode) {
+void bf16_decode_avx2(const Bf16* in, size_t n, float* out, DecodeMode mode) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
@@ -97,7 +167,24 @@ void bf16_decode(const Bf16* in, size_t n, float* out, DecodeMode mode) {
   }
   bf16_decode_ref(in + i, n - i, out + i, mode);
 }
+
+void bf16_decode(const Bf16* in, size_t n, float* out, DecodeMode mode) {
+  if (half_avx512::cpu_has()) {
+    bf16_decode_avx512(in, n, out, mode);
+  } else {
+    bf16_decode_avx2(in, n, out, mode);
+  }
+}
 #else
+bool bf16_have_avx512() {
+  return false;
+}
+bool bf16_encode_avx2(const float* g, float* r, size_t n, Bf16* out, bool) {
+  return bf16_encode_ref(g, r, n, out);
+}
+void bf16_decode_avx2(const Bf16* in, size_t n, float* out, DecodeMode mode) {
+  bf16_decode_ref(in, n, out, mode);
+}
 bool bf16_encode(const float* g, float* r, size_t n, Bf16* out, bool) {
   return bf16_encode_ref(g, r, n, out);
 }

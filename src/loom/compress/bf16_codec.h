@@ -12,14 +12,19 @@ namespace loom::compress {
 using Bf16 = uint16_t;
 static_assert(sizeof(Bf16) == 2);
 
-// Kernels as fp16's: _ref is plain scalar, the other AVX2, bit-identical.
+// Kernels as fp16's: _ref is plain scalar; bf16_encode / bf16_decode run AVX-512 where the CPU
+// has it (bf16_have_avx512()), otherwise the AVX2 kernels, bit-identical to the reference (the
+// AVX2 encoder for finite g + r only: on NaN it returns false too, with a different code).
 bool bf16_encode_ref(const float* g, float* r, size_t n, Bf16* out);
 bool bf16_encode(const float* g, float* r, size_t n, Bf16* out);
 // stream: non-temporal stores for `out` (bit-identical bytes; see kStreamMinBytes). The
 // overload without it streams when out is at least kStreamMinBytes.
 bool bf16_encode(const float* g, float* r, size_t n, Bf16* out, bool stream);
+bool bf16_encode_avx2(const float* g, float* r, size_t n, Bf16* out, bool stream);
 void bf16_decode_ref(const Bf16* in, size_t n, float* out, DecodeMode mode);
 void bf16_decode(const Bf16* in, size_t n, float* out, DecodeMode mode);
+void bf16_decode_avx2(const Bf16* in, size_t n, float* out, DecodeMode mode);
+bool bf16_have_avx512();
 
 class Bf16Codec : public Codec {
  public:

@@ -7,6 +7,8 @@
 
 #if defined(__AVX2__) && defined(__F16C__)
 #include <immintrin.h>
+
+#include "loom/compress/half_avx512.h"
 #define LOOM_COMPRESS_F16C 1
 #endif
 
@@ -70,17 +72,77 @@ bool fp16_encode_vec(const float* g, float* r, size_t n, Half* out) {
   return fp16_encode_ref(g + i, r + i, n - i, out + i) && ok;
 }
 
+#pragma GCC diagnostic push  // see half_avx512.h
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// AVX-512: vcvtps2ph on 16 lanes, otherwise the AVX2 loop's operations.
+struct Fp16Avx512 {
+  __m512 hi, lo;
+  LOOM_HALF_AVX512_INLINE Fp16Avx512()
+      : hi(_mm512_set1_ps(kHalfMax)), lo(_mm512_set1_ps(-kHalfMax)) {}
+  LOOM_HALF_AVX512_INLINE __m512 step(__m512 s, __m512i* bits, __mmask16* bad) const {
+    // max(lo, s) and min(hi, .) return s when s is NaN (the second operand), as the reference's
+    // std::max(s, lo) and std::min(., hi) do.
+    __m512 c = _mm512_min_ps(hi, _mm512_max_ps(lo, s));
+    __mmask16 nf = _mm512_fpclass_ps_mask(s, half_avx512::kNonFinite);
+    if (__builtin_expect(nf != 0, 0)) {
+      *bad |= nf;
+      // vcvtps2ph keeps a NaN's top payload bits, the reference returns the plain quiet NaN:
+      // convert that one (sign | 0x7fc00000 -> sign | 0x7e00) instead.
+      __m512i q = _mm512_or_si512(
+          _mm512_and_si512(_mm512_castps_si512(s), _mm512_set1_epi32(int32_t(0x80000000u))),
+          _mm512_set1_epi32(0x7fc00000));
+      c = _mm512_mask_mov_ps(c, _mm512_fpclass_ps_mask(s, half_avx512::kNaN),
+                             _mm512_castsi512_ps(q));
+    }
+    __m256i h = _mm512_cvtps_ph(c, _MM_FROUND_TO_NEAREST_INT);
+    *bits = _mm512_castsi256_si512(h);
+    return _mm512_sub_ps(s, _mm512_cvtph_ps(h));
+  }
+  LOOM_HALF_AVX512_INLINE __m512i join(__m512i b0, __m512i b1) const {
+    return _mm512_inserti64x4(b0, _mm512_castsi512_si256(b1), 1);
+  }
+  LOOM_HALF_AVX512_INLINE __m256i codes16(__m512i b) const { return _mm512_castsi512_si256(b); }
+  LOOM_HALF_AVX512_INLINE static __m512 decode16(__m256i h) { return _mm512_cvtph_ps(h); }
+};
+
+LOOM_HALF_AVX512 bool fp16_encode_avx512(const float* g, float* r, size_t n, Half* out,
+                                         bool stream) {
+  const Fp16Avx512 p;
+  return stream ? half_avx512::encode<Fp16Avx512, true>(p, g, r, n, out)
+                : half_avx512::encode<Fp16Avx512, false>(p, g, r, n, out);
+}
+
+LOOM_HALF_AVX512 void fp16_decode_avx512(const Half* in, size_t n, float* out, DecodeMode mode) {
+  if (mode == DecodeMode::kWrite) {
+    half_avx512::decode<Fp16Avx512, false>(in, n, out);
+  } else {
+    half_avx512::decode<Fp16Avx512, true>(in, n, out);
+  }
+}
+
+#pragma GCC diagnostic pop
+
 }  // namespace
 
-bool fp16_encode(const float* g, float* r, size_t n, Half* out, bool stream) {
+bool fp16_have_avx512() {
+  return half_avx512::cpu_has();
+}
+
+bool fp16_encode_avx2(const float* g, float* r, size_t n, Half* out, bool stream) {
   return stream ? fp16_encode_vec<true>(g, r, n, out) : fp16_encode_vec<false>(g, r, n, out);
+}
+
+bool fp16_encode(const float* g, float* r, size_t n, Half* out, bool stream) {
+  if (half_avx512::cpu_has()) return fp16_encode_avx512(g, r, n, out, stream);
+  return fp16_encode_avx2(g, r, n, out, stream);
 }
 
 bool fp16_encode(const float* g, float* r, size_t n, Half* out) {
   return fp16_encode(g, r, n, out, n * sizeof(Half) >= kStreamMinBytes);
 }
 
-void fp16_decode(const Half* in, size_t n, float* out, DecodeMode mode) {
+void fp16_decode_avx2(const Half* in, size_t n, float* out, DecodeMode mode) {
   size_t i = 0;
   if (mode == DecodeMode::kWrite) {
     for (; i + 8 <= n; i += 8) {
@@ -95,7 +157,24 @@ void fp16_decode(const Half* in, size_t n, float* out, DecodeMode mode) {
   }
   fp16_decode_ref(in + i, n - i, out + i, mode);
 }
+
+void fp16_decode(const Half* in, size_t n, float* out, DecodeMode mode) {
+  if (half_avx512::cpu_has()) {
+    fp16_decode_avx512(in, n, out, mode);
+  } else {
+    fp16_decode_avx2(in, n, out, mode);
+  }
+}
 #else
+bool fp16_have_avx512() {
+  return false;
+}
+bool fp16_encode_avx2(const float* g, float* r, size_t n, Half* out, bool) {
+  return fp16_encode_ref(g, r, n, out);
+}
+void fp16_decode_avx2(const Half* in, size_t n, float* out, DecodeMode mode) {
+  fp16_decode_ref(in, n, out, mode);
+}
 bool fp16_encode(const float* g, float* r, size_t n, Half* out, bool) {
   return fp16_encode_ref(g, r, n, out);
 }
