@@ -453,6 +453,32 @@ LOOM_AVX512_ENCODE inline __m512i code16(__m512 s, __m512 a, __m512i e, const __
                                    _mm512_set1_epi32(0x7f), 0xE4);
 }
 
+// s = g + r into r for 16 values, the maximum of |s|'s bits folded into vmax (step 1).
+LOOM_AVX512_ENCODE inline void sum16(const float* g, float* r, __m512i& vmax) {
+  const __m512 s = _mm512_add_ps(_mm512_loadu_ps(g), _mm512_loadu_ps(r));
+  _mm512_storeu_ps(r, s);
+  vmax = _mm512_max_epu32(vmax, _mm512_and_si512(_mm512_castps_si512(s), _mm512_set1_epi32(0x7fffffff)));
+}
+
+// Step 1 for the values from i on of a block of len values (the scalar tail included): the
+// maximum of |s|'s bits, given vmax for the values before i.
+LOOM_AVX512_ENCODE inline uint32_t sum_tail(const float* g, float* r, size_t i, size_t len,
+                                            __m512i vmax) {
+  __m512i vmax1 = _mm512_setzero_si512();
+  for (; i + 32 <= len; i += 32) {
+    sum16(g + i, r + i, vmax);
+    sum16(g + i + 16, r + i + 16, vmax1);
+  }
+  for (; i + 16 <= len; i += 16) sum16(g + i, r + i, vmax);
+  uint32_t max_bits = _mm512_reduce_max_epu32(_mm512_max_epu32(vmax, vmax1));
+  for (; i < len; ++i) {
+    const float s = g[i] + r[i];
+    r[i] = s;
+    max_bits = std::max(max_bits, std::bit_cast<uint32_t>(s) & 0x7fffffffu);
+  }
+  return max_bits;
+}
+
 LOOM_AVX512_ENCODE bool int8_encode_avx512(const float* g, float* r, size_t n, size_t block,
                                            float* absmax, uint8_t* codes) {
   const float* table = int8_dynamic_tree_table().data();
@@ -462,9 +488,11 @@ LOOM_AVX512_ENCODE bool int8_encode_avx512(const float* g, float* r, size_t n, s
   const __m512 scale = _mm512_load_ps(L.scale);
   const __m512i cm1 = _mm512_load_si512(L.cm1);
   const VbmiTableLookup lookup;
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
   alignas(64) float a_tmp[kChunk];
   alignas(64) int32_t e_tmp[kChunk];
+  if (n == 0) return true;
+  // Step 1 of block 0 on its own; that of block b + 1 runs inside block b's level loop.
+  uint32_t max_bits = sum_tail(g, r, 0, std::min(n, block), _mm512_setzero_si512());
   uint32_t max_bits_all = 0;
   for (size_t b0 = 0, bi = 0; b0 < n; b0 += block, ++bi) {
     const size_t len = std::min(n - b0, block);
@@ -472,51 +500,45 @@ LOOM_AVX512_ENCODE bool int8_encode_avx512(const float* g, float* r, size_t n, s
     float* rb = r + b0;
     const float* gb = g + b0;
     uint8_t* cb = codes + b0;
-    // 1. s = g + r into r; maximum of |s|'s bits.
-    __m512i vmax0 = _mm512_setzero_si512(), vmax1 = _mm512_setzero_si512();
-    size_t i = 0;
-    for (; i + 32 <= vec; i += 32) {
-      __m512 s0 = _mm512_add_ps(_mm512_loadu_ps(gb + i), _mm512_loadu_ps(rb + i));
-      __m512 s1 = _mm512_add_ps(_mm512_loadu_ps(gb + i + 16), _mm512_loadu_ps(rb + i + 16));
-      _mm512_storeu_ps(rb + i, s0);
-      _mm512_storeu_ps(rb + i + 16, s1);
-      vmax0 = _mm512_max_epu32(vmax0, _mm512_and_si512(_mm512_castps_si512(s0), abs_mask));
-      vmax1 = _mm512_max_epu32(vmax1, _mm512_and_si512(_mm512_castps_si512(s1), abs_mask));
-    }
-    for (; i < vec; i += 16) {
-      __m512 s0 = _mm512_add_ps(_mm512_loadu_ps(gb + i), _mm512_loadu_ps(rb + i));
-      _mm512_storeu_ps(rb + i, s0);
-      vmax0 = _mm512_max_epu32(vmax0, _mm512_and_si512(_mm512_castps_si512(s0), abs_mask));
-    }
-    uint32_t max_bits = _mm512_reduce_max_epu32(_mm512_max_epu32(vmax0, vmax1));
-    for (; i < len; ++i) {
-      float s = gb[i] + rb[i];
-      rb[i] = s;
-      max_bits = std::max(max_bits, std::bit_cast<uint32_t>(s) & 0x7fffffffu);
-    }
+    // The next block (empty after the last), whose step 1 shares this block's level loop.
+    const size_t len_next = b0 + len < n ? std::min(n - b0 - len, block) : 0;
+    const size_t vec_next = len_next & ~size_t(15);
+    float* rn = rb + len;
+    const float* gn = gb + len;
+    __m512i vmax_next = _mm512_setzero_si512();
     max_bits_all = std::max(max_bits_all, max_bits);
     const float amax = std::bit_cast<float>(max_bits);  // the float maximum when all finite
     absmax[bi] = amax;
     const float inv_s = inverse(amax);
     const __m512 inv = _mm512_set1_ps(inv_s), vamax = _mm512_set1_ps(amax);
-    // 2. Codes, in chunks of kChunk: levels into L1 scratch, then the codes.
+    // 2. Codes, in chunks of kChunk: levels into L1 scratch (with the next block's step 1),
+    // then the codes.
+    size_t i;
     for (size_t c0 = 0; c0 < vec; c0 += kChunk) {
       const size_t c1 = std::min(vec, c0 + kChunk);
-      for (i = c0; i < c1; i += 16) {
+      auto level = [&](size_t j) LOOM_AVX512_ENCODE {
         __m512 a;
         __m512i e;
-        level16(_mm512_loadu_ps(rb + i), inv, elo0, elo1, th0, th1, &a, &e);
-        _mm512_store_ps(a_tmp + (i - c0), a);
-        _mm512_store_si512(e_tmp + (i - c0), e);
+        level16(_mm512_loadu_ps(rb + j), inv, elo0, elo1, th0, th1, &a, &e);
+        _mm512_store_ps(a_tmp + (j - c0), a);
+        _mm512_store_si512(e_tmp + (j - c0), e);
+      };
+      const size_t both = std::clamp(vec_next, c0, c1);
+      for (i = c0; i < both; i += 16) {
+        sum16(gn + i, rn + i, vmax_next);
+        level(i);
       }
+      for (; i < c1; i += 16) level(i);
       for (i = c0; i < c1; i += 16) {
         __m512i c = code16(_mm512_loadu_ps(rb + i), _mm512_load_ps(a_tmp + (i - c0)),
                            _mm512_load_si512(e_tmp + (i - c0)), scale, cm1);
         _mm_storeu_si128(reinterpret_cast<__m128i*>(cb + i), _mm512_cvtepi32_epi8(c));
       }
     }
-    i = vec;
-    for (; i < len; ++i) cb[i] = encode_one_ref(rb[i], inv_s);
+    // Whatever of the next block's step 1 the level loop did not cover (all of it when this
+    // block is shorter than 16, the scalar tail otherwise).
+    if (len_next > 0) max_bits = sum_tail(gn, rn, std::min(vec, vec_next), len_next, vmax_next);
+    for (i = vec; i < len; ++i) cb[i] = encode_one_ref(rb[i], inv_s);
     // 3. r = s - table[code] * absmax, as int8_decode_vbmi computes table[code].
     for (i = 0; i < vec64; i += 64) {
       __m512i w[4];
