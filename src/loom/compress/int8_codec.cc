@@ -370,14 +370,14 @@ namespace {
 //  3. r = s - table[code] * absmax with the VBMI decoder's byte-table lookups (64 codes a
 //     step): the decoded value bit for bit the decoder's, and much cheaper than rebuilding it
 //     from (e, q) with five per-level constants.
-// Step 1 of block b + 1 runs inside block b's level loop (step 2's first half). That loop is
-// held up by its chain's latency, not by the pipes, and step 1 is loads, a store and cheap
-// integer work that fills the gaps; it also overlaps step 1's misses with step 2's arithmetic
-// (step 1 of a block that is not in cache was ~4 cycles per 16 values on its own). Zen 5,
-// block 512, a standalone copy of the kernel: ~11.3 -> ~10.2 cycles per 16 values in L1,
-// ~13.6 -> ~10.6 from L3. Putting it beside the code loop instead gains as much; pairing
-// steps 2 and 3 of neighbouring blocks, prefetching ahead, or aligning the vectors to r
-// (masked ends) did not help.
+// Step 1 of block b + 1 runs inside block b's level loop (step 2's first half), for arrays up
+// to kOverlapMaxValues. That loop is held up by its chain's latency, not by the pipes, and
+// step 1 is loads, a store and cheap integer work that fills the gaps; it also overlaps step
+// 1's L3 misses with step 2's arithmetic (step 1 of a block not in L1/L2 took ~4 cycles per 16
+// values on its own). Zen 5, block 512, a standalone copy of the kernel: ~11.3 -> ~10.2
+// cycles per 16 values in L1, ~13.6 -> ~10.6 from L3. Putting it beside the code loop instead
+// gains as much; pairing steps 2 and 3 of neighbouring blocks, prefetching ahead, or aligning
+// the vectors to r (masked ends) did not help.
 struct Avx512Levels {
   // Indexed by the biased exponent of a mod 32; a is clamped to >= 2^-31 (biased 96), and
   // a <= 1 + 2 ulp (biased <= 127), so 96..127 are distinct. (Inf, biased 255, aliases 127.)
@@ -425,6 +425,12 @@ const Avx512Levels& avx512_levels() {
 // a cycle between them, integer add/and/max at two, so the level constants that are powers of
 // two are made with integer adds.
 constexpr size_t kChunk = 256;
+// Above this many values (16 MB per array; g, r and the codes then far exceed a core's share
+// of L3) step 1 runs on its own at the start of each block, as one dense stream: from memory
+// that kept more misses in flight (n = 8M, block 512: 15.7-16.5 GB/s against 11.6-13.1 for the
+// overlapped order, 14.2-14.5 with software prefetch 4 blocks ahead). The training loop's
+// buckets (sync.bucket_kib, 4 MB by default) stay far below it.
+constexpr size_t kOverlapMaxValues = size_t(4) << 20;
 
 // a = max(|s| * inv, kMinA) and e (as Avx512Levels::e_lo: e + ((6 - e) << 23)).
 LOOM_AVX512_ENCODE inline void level16(__m512 s, __m512 inv, const __m512i& elo0,
@@ -488,6 +494,7 @@ LOOM_AVX512_ENCODE inline uint32_t sum_tail(const float* g, float* r, size_t i, 
   return max_bits;
 }
 
+template <bool kOverlap>
 LOOM_AVX512_ENCODE bool int8_encode_avx512(const float* g, float* r, size_t n, size_t block,
                                            float* absmax, uint8_t* codes) {
   const float* table = int8_dynamic_tree_table().data();
@@ -500,7 +507,8 @@ LOOM_AVX512_ENCODE bool int8_encode_avx512(const float* g, float* r, size_t n, s
   alignas(64) float a_tmp[kChunk];
   alignas(64) int32_t e_tmp[kChunk];
   if (n == 0) return true;
-  // Step 1 of block 0 on its own; that of block b + 1 inside block b's level loop.
+  // Step 1 of block 0 on its own; that of block b + 1 inside block b's level loop (kOverlap)
+  // or at the start of block b + 1.
   uint32_t max_bits = sum_tail(g, r, 0, std::min(n, block), _mm512_setzero_si512());
   uint32_t max_bits_all = 0;
   for (size_t b0 = 0, bi = 0; b0 < n; b0 += block, ++bi) {
@@ -511,7 +519,8 @@ LOOM_AVX512_ENCODE bool int8_encode_avx512(const float* g, float* r, size_t n, s
     uint8_t* cb = codes + b0;
     // The next block (len_next = 0 after the last one); only the last block is shorter.
     const size_t len_next = b0 + len < n ? std::min(n - b0 - len, block) : 0;
-    const size_t vec_next = len_next & ~size_t(15);
+    if (!kOverlap && b0 > 0) max_bits = sum_tail(gb, rb, 0, len, _mm512_setzero_si512());
+    const size_t vec_next = kOverlap ? len_next & ~size_t(15) : 0;
     float* rn = rb + len;
     const float* gn = gb + len;
     __m512i vmax_next = _mm512_setzero_si512();
@@ -546,7 +555,9 @@ LOOM_AVX512_ENCODE bool int8_encode_avx512(const float* g, float* r, size_t n, s
     }
     // The rest of the next block's step 1: its scalar tail (all of it if this block had no
     // full vector, which the dispatch's block >= 64 rules out before the last block).
-    if (len_next > 0) max_bits = sum_tail(gn, rn, std::min(vec, vec_next), len_next, vmax_next);
+    if (kOverlap && len_next > 0) {
+      max_bits = sum_tail(gn, rn, std::min(vec, vec_next), len_next, vmax_next);
+    }
     for (i = vec; i < len; ++i) cb[i] = encode_one_ref(rb[i], inv_s);
     // 3. r = s - table[code] * absmax, as int8_decode_vbmi computes table[code].
     for (i = 0; i < vec64; i += 64) {
@@ -568,7 +579,12 @@ LOOM_AVX512_ENCODE bool int8_encode_avx512(const float* g, float* r, size_t n, s
 }  // namespace
 
 bool int8_encode(const float* g, float* r, size_t n, size_t block, float* absmax, uint8_t* codes) {
-  if (block >= 64 && have_vbmi()) return int8_encode_avx512(g, r, n, block, absmax, codes);
+  if (block >= 64 && have_vbmi()) {
+    // Two instantiations: with a run-time switch the compiler's code for the other order ran
+    // the separate step 1 at 13 instead of 15-16 GB/s (n = 8M).
+    return n <= kOverlapMaxValues ? int8_encode_avx512<true>(g, r, n, block, absmax, codes)
+                                  : int8_encode_avx512<false>(g, r, n, block, absmax, codes);
+  }
   return int8_encode_avx2(g, r, n, block, absmax, codes);
 }
 
