@@ -241,8 +241,8 @@ TEST(KernelsRef, Int8EncodersAtLevelBoundariesAndTies) {
 // The AVX-512 encoder forms block b + 1's s = g + r and maximum inside block b's level loop.
 // Blocks whose maxima differ by decades (pairing a block with another's maximum changes its
 // codes), lengths that end a block early or one value into the next, block sizes 64 ... 4096,
-// three steps of error feedback, and one array large enough for the other order of step 1;
-// and a NaN or Inf at either end of any block is reported.
+// three steps of error feedback, arrays large enough for the other schedules of step 1; and a
+// NaN or Inf at either end of any block is reported.
 TEST(KernelsRef, Int8EncoderAcrossBlocks) {
   SCOPED_TRACE(int8_have_avx512_vbmi() ? "with AVX-512 VBMI" : "without AVX-512 VBMI");
   for (size_t block : {64, 128, 256, 1024, 4096})
@@ -264,13 +264,13 @@ TEST(KernelsRef, Int8EncoderAcrossBlocks) {
               << "residual, block " << block << " n " << n << " step " << step;
         }
       }
-  {
-    // Above 4 Mi values the AVX-512 encoder forms s block by block instead (arrays that size
-    // come from memory, where one dense stream is faster).
-    const size_t n = (size_t(4) << 20) + 777, block = 512, blocks = (n + block - 1) / block;
-    std::vector<float> r1 = random_normal(n, 11, 0.01f), r2 = r1;
+  // The AVX-512 encoder schedules step 1 by array size: overlapped up to 1 Mi values, with
+  // software prefetch up to 4 Mi, block by block beyond.
+  for (size_t n : {(size_t(1) << 20) + 333, (size_t(4) << 20) + 777}) {
+    const size_t block = 512, blocks = (n + block - 1) / block;
+    std::vector<float> r1 = random_normal(n, n + 11, 0.01f), r2 = r1;
     for (uint64_t step = 0; step < 2; ++step) {
-      auto g = random_normal(n, 12 + step);
+      auto g = random_normal(n, n + 12 + step);
       for (size_t i = 0; i < n; ++i) g[i] *= std::pow(10.0f, float(int(i / block % 7) - 3));
       std::vector<uint8_t> o1(4 * blocks + n), o2(4 * blocks + n);
       ASSERT_TRUE(int8_encode(g.data(), r1.data(), n, block, reinterpret_cast<float*>(o1.data()),

@@ -425,12 +425,21 @@ const Avx512Levels& avx512_levels() {
 // a cycle between them, integer add/and/max at two, so the level constants that are powers of
 // two are made with integer adds.
 constexpr size_t kChunk = 256;
-// Above this many values (16 MB per array; g, r and the codes then far exceed a core's share
-// of L3) step 1 runs on its own at the start of each block, as one dense stream: from memory
-// that kept more misses in flight (n = 8M, block 512: 15.7-16.5 GB/s against 11.6-13.1 for the
-// overlapped order, 14.2-14.5 with software prefetch 4 blocks ahead). The training loop's
-// buckets (sync.bucket_kib, 4 MB by default) stay far below it.
+// How step 1 is scheduled depends on where g and r come from, which the array size tells
+// roughly (Zen 5: 1 MB of L2 per core, 32 MB of L3 shared with other tenants; block 512,
+// standalone copy of the kernel, GB/s):
+//   n           old three steps   overlapped   overlapped + prefetch
+//   0.5-1 M     18-19             22-24        22-22.5
+//   1.9 M       17.5-19           21.7-22.7    21.3-21.8   (codec bench: 19-19.5, 18-21, 21)
+//   3 M         18.2-18.3         17.6-18.6    20.6-21.4
+//   8 M         15.4-16.3         11.6-13.1    14.2-14.5
+// so up to kPrefetchMinValues overlapped, up to kOverlapMaxValues overlapped with software
+// prefetch kPrefetchAhead values (at least two blocks) ahead, beyond that step 1 on its own as
+// one dense stream, which keeps more misses in flight. The training loop's buckets
+// (sync.bucket_kib, 4 MB by default) take the first.
+constexpr size_t kPrefetchMinValues = size_t(1) << 20;
 constexpr size_t kOverlapMaxValues = size_t(4) << 20;
+constexpr size_t kPrefetchAhead = 2048;
 
 // a = max(|s| * inv, kMinA) and e (as Avx512Levels::e_lo: e + ((6 - e) << 23)).
 LOOM_AVX512_ENCODE inline void level16(__m512 s, __m512 inv, const __m512i& elo0,
@@ -494,7 +503,7 @@ LOOM_AVX512_ENCODE inline uint32_t sum_tail(const float* g, float* r, size_t i, 
   return max_bits;
 }
 
-template <bool kOverlap>
+template <bool kOverlap, bool kPrefetch>
 LOOM_AVX512_ENCODE bool int8_encode_avx512(const float* g, float* r, size_t n, size_t block,
                                            float* absmax, uint8_t* codes) {
   const float* table = int8_dynamic_tree_table().data();
@@ -508,7 +517,9 @@ LOOM_AVX512_ENCODE bool int8_encode_avx512(const float* g, float* r, size_t n, s
   alignas(64) int32_t e_tmp[kChunk];
   if (n == 0) return true;
   // Step 1 of block 0 on its own; that of block b + 1 inside block b's level loop (kOverlap)
-  // or at the start of block b + 1.
+  // or at the start of block b + 1. The code loop prefetches g and r `ahead` values on
+  // (kPrefetch), for a step 1 a few blocks later.
+  const size_t ahead = std::max(kPrefetchAhead, 2 * block);
   uint32_t max_bits = sum_tail(g, r, 0, std::min(n, block), _mm512_setzero_si512());
   uint32_t max_bits_all = 0;
   for (size_t b0 = 0, bi = 0; b0 < n; b0 += block, ++bi) {
@@ -524,6 +535,7 @@ LOOM_AVX512_ENCODE bool int8_encode_avx512(const float* g, float* r, size_t n, s
     float* rn = rb + len;
     const float* gn = gb + len;
     __m512i vmax_next = _mm512_setzero_si512();
+    const size_t pf_end = n - b0 > ahead ? std::min(vec, n - b0 - ahead) : 0;
     max_bits_all = std::max(max_bits_all, max_bits);
     const float amax = std::bit_cast<float>(max_bits);  // the float maximum when all finite
     absmax[bi] = amax;
@@ -548,6 +560,10 @@ LOOM_AVX512_ENCODE bool int8_encode_avx512(const float* g, float* r, size_t n, s
       }
       for (; i < c1; i += 16) level(i);
       for (i = c0; i < c1; i += 16) {
+        if (kPrefetch && i < pf_end) {  // one line of g and one of r per 16 values
+          _mm_prefetch(reinterpret_cast<const char*>(gb + ahead + i), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(rb + ahead + i), _MM_HINT_T0);
+        }
         __m512i c = code16(_mm512_loadu_ps(rb + i), _mm512_load_ps(a_tmp + (i - c0)),
                            _mm512_load_si512(e_tmp + (i - c0)), scale, cm1);
         _mm_storeu_si128(reinterpret_cast<__m128i*>(cb + i), _mm512_cvtepi32_epi8(c));
@@ -580,10 +596,13 @@ LOOM_AVX512_ENCODE bool int8_encode_avx512(const float* g, float* r, size_t n, s
 
 bool int8_encode(const float* g, float* r, size_t n, size_t block, float* absmax, uint8_t* codes) {
   if (block >= 64 && have_vbmi()) {
-    // Two instantiations: with a run-time switch the compiler's code for the other order ran
-    // the separate step 1 at 13 instead of 15-16 GB/s (n = 8M).
-    return n <= kOverlapMaxValues ? int8_encode_avx512<true>(g, r, n, block, absmax, codes)
-                                  : int8_encode_avx512<false>(g, r, n, block, absmax, codes);
+    // Separate instantiations: with run-time switches the compiler's code for the separate
+    // step 1 ran at 13 instead of 15-16 GB/s (n = 8M).
+    if (n <= kPrefetchMinValues)
+      return int8_encode_avx512<true, false>(g, r, n, block, absmax, codes);
+    if (n <= kOverlapMaxValues)
+      return int8_encode_avx512<true, true>(g, r, n, block, absmax, codes);
+    return int8_encode_avx512<false, false>(g, r, n, block, absmax, codes);
   }
   return int8_encode_avx2(g, r, n, block, absmax, codes);
 }
