@@ -376,8 +376,8 @@ namespace {
 // 1's L3 misses with step 2's arithmetic (step 1 of a block not in L1/L2 took ~4 cycles per 16
 // values on its own). Zen 5, block 512, a standalone copy of the kernel: ~11.3 -> ~10.2
 // cycles per 16 values in L1, ~13.6 -> ~10.6 from L3. Putting it beside the code loop instead
-// gains as much; pairing steps 2 and 3 of neighbouring blocks, prefetching ahead, or aligning
-// the vectors to r (masked ends) did not help.
+// gains as much; pairing steps 2 and 3 of neighbouring blocks or aligning the vectors to r
+// (masked ends) did not help; prefetching helps only larger arrays (kPrefetchMinValues).
 struct Avx512Levels {
   // Indexed by the biased exponent of a mod 32; a is clamped to >= 2^-31 (biased 96), and
   // a <= 1 + 2 ulp (biased <= 127), so 96..127 are distinct. (Inf, biased 255, aliases 127.)
