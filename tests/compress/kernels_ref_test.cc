@@ -439,6 +439,61 @@ TEST(KernelsRef, Int8EncodersAtLevelBoundariesAndTies) {
     }
 }
 
+// The AVX-512 encoder forms block b + 1's s = g + r and maximum inside block b's level loop.
+// Blocks whose maxima differ by decades (pairing a block with another's maximum changes its
+// codes), lengths that end a block early or one value into the next, block sizes 64 ... 4096,
+// three steps of error feedback, arrays large enough for the other schedules of step 1; and a
+// NaN or Inf at either end of any block is reported.
+TEST(KernelsRef, Int8EncoderAcrossBlocks) {
+  SCOPED_TRACE(int8_have_avx512_vbmi() ? "with AVX-512 VBMI" : "without AVX-512 VBMI");
+  for (size_t block : {64, 128, 256, 1024, 4096})
+    for (size_t whole : {1, 2, 3, 5})
+      for (int extra : {-17, -1, 0, 1, 15, 16}) {
+        const size_t n = size_t(int(whole * block) + extra);
+        const size_t blocks = (n + block - 1) / block;
+        std::vector<float> r1 = random_normal(n, n + 5, 0.01f), r2 = r1;
+        for (uint64_t step = 0; step < 3; ++step) {
+          auto g = random_normal(n, 31 * n + step);
+          for (size_t i = 0; i < n; ++i) g[i] *= std::pow(10.0f, float(int(i / block % 7) - 3));
+          std::vector<uint8_t> o1(4 * blocks + n), o2(4 * blocks + n);
+          ASSERT_TRUE(int8_encode(g.data(), r1.data(), n, block,
+                                  reinterpret_cast<float*>(o1.data()), o1.data() + 4 * blocks));
+          ASSERT_TRUE(int8_encode_ref(g.data(), r2.data(), n, block,
+                                      reinterpret_cast<float*>(o2.data()), o2.data() + 4 * blocks));
+          ASSERT_EQ(o1, o2) << "block " << block << " n " << n << " step " << step;
+          ASSERT_EQ(0, bytes_cmp(r1.data(), r2.data(), n * sizeof(float)))
+              << "residual, block " << block << " n " << n << " step " << step;
+        }
+      }
+  // The AVX-512 encoder schedules step 1 by array size: overlapped up to 1 Mi values, with
+  // software prefetch up to 4 Mi, block by block beyond.
+  for (size_t n : {(size_t(1) << 20) + 333, (size_t(4) << 20) + 777}) {
+    const size_t block = 512, blocks = (n + block - 1) / block;
+    std::vector<float> r1 = random_normal(n, n + 11, 0.01f), r2 = r1;
+    for (uint64_t step = 0; step < 2; ++step) {
+      auto g = random_normal(n, n + 12 + step);
+      for (size_t i = 0; i < n; ++i) g[i] *= std::pow(10.0f, float(int(i / block % 7) - 3));
+      std::vector<uint8_t> o1(4 * blocks + n), o2(4 * blocks + n);
+      ASSERT_TRUE(int8_encode(g.data(), r1.data(), n, block, reinterpret_cast<float*>(o1.data()),
+                              o1.data() + 4 * blocks));
+      ASSERT_TRUE(int8_encode_ref(g.data(), r2.data(), n, block,
+                                  reinterpret_cast<float*>(o2.data()), o2.data() + 4 * blocks));
+      ASSERT_EQ(o1, o2) << "n " << n << " step " << step;
+      ASSERT_EQ(0, bytes_cmp(r1.data(), r2.data(), n * sizeof(float))) << "n " << n;
+    }
+  }
+  for (size_t block : {64, 512})
+    for (size_t n : {3 * block, 3 * block + 7})
+      for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity()})
+        for (size_t at : {size_t(0), block - 1, block, 2 * block + 5, n - 1}) {
+          std::vector<float> g(n, -1.0f), r(n, 0.0f), absmax((n + block - 1) / block);
+          std::vector<uint8_t> codes(n);
+          g[at] = bad;
+          EXPECT_FALSE(int8_encode(g.data(), r.data(), n, block, absmax.data(), codes.data()))
+              << "block " << block << " n " << n << " at " << at;
+        }
+}
+
 TEST(KernelsRef, Int8DecodesEveryCodeLikeTheTable) {
   // The fast decoder computes table[c] * absmax arithmetically: all 256 codes, both modes,
   // block maxima including 0 and extreme ones.
