@@ -540,6 +540,176 @@ TEST(KernelsRef, OnebitEncodeAndDecodeMatchReference) {
       }
 }
 
+// The onebit encoders (dispatched, which is AVX-512 where the CPU has it, and AVX2) against the
+// reference: levels, every sign word (with the bits past n), residuals and the returned flag.
+struct OnebitRun {
+  bool ok = false;
+  std::vector<OnebitLevels> levels;
+  std::vector<uint32_t> words;
+  std::vector<float> r;
+};
+using OnebitEncodeFn = bool (*)(const float*, float*, size_t, size_t, OnebitLevels*, uint32_t*);
+
+// A pointer `offset` floats past a 64-byte boundary inside buf (which has 16 floats of slack).
+float* at_offset(std::vector<float>& buf, size_t offset) {
+  auto addr = reinterpret_cast<uintptr_t>(buf.data());
+  return buf.data() + ((64 - addr % 64) % 64) / sizeof(float) + offset;
+}
+
+OnebitRun onebit_run(OnebitEncodeFn fn, const std::vector<float>& g, const std::vector<float>& r,
+                     size_t column, size_t g_offset, size_t r_offset) {
+  const size_t n = g.size(), cols = (n + column - 1) / column;
+  std::vector<float> gbuf(n + 32), rbuf(n + 32);
+  float* gp = at_offset(gbuf, g_offset);
+  float* rp = at_offset(rbuf, r_offset);
+  std::copy(g.begin(), g.end(), gp);
+  std::copy(r.begin(), r.end(), rp);
+  OnebitRun run;
+  run.levels.assign(cols, OnebitLevels{-7.0f, 7.0f});  // stale bytes the kernel must overwrite
+  run.words.assign((n + 31) / 32, 0xa5a5a5a5u);
+  run.ok = fn(gp, rp, n, column, run.levels.data(), run.words.data());
+  run.r.assign(rp, rp + n);
+  return run;
+}
+
+// Returns the reference's run (the next step's residual).
+OnebitRun expect_onebit_like_reference(const std::vector<float>& g, const std::vector<float>& r,
+                                       size_t column, size_t g_offset = 0, size_t r_offset = 0) {
+  OnebitRun want = onebit_run(onebit_encode_ref, g, r, column, g_offset, r_offset);
+  const std::pair<const char*, OnebitEncodeFn> fast[] = {{"dispatched", onebit_encode},
+                                                         {"avx2", onebit_encode_avx2}};
+  for (const auto& [name, fn] : fast) {
+    SCOPED_TRACE(std::string(name) + " n=" + std::to_string(g.size()) +
+                 " column=" + std::to_string(column) + " offsets " + std::to_string(g_offset) +
+                 "," + std::to_string(r_offset));
+    const OnebitRun got = onebit_run(fn, g, r, column, g_offset, r_offset);
+    EXPECT_EQ(got.ok, want.ok);
+    EXPECT_EQ(0, bytes_cmp(got.levels.data(), want.levels.data(),
+                           want.levels.size() * sizeof(OnebitLevels)));
+    EXPECT_EQ(got.words, want.words);
+    EXPECT_EQ(0, bytes_cmp(got.r.data(), want.r.data(), want.r.size() * sizeof(float)));
+  }
+  return want;
+}
+
+// Columns of 32 and 96 (not multiples of 64) up to 1024; lengths that end on, before and after
+// column and word boundaries (the AVX-512 kernel interleaves whole columns and handles a short
+// last column apart); g and r off 64-byte alignment by different amounts; three steps of error
+// feedback.
+TEST(KernelsRef, OnebitEncodersMatchReference) {
+  SCOPED_TRACE(onebit_have_avx512() ? "with AVX-512" : "without AVX-512");
+  const size_t lengths[] = {0,   1,   15,  16,   17,   31,   32,   33,  100,
+                            511, 512, 513, 1000, 1023, 1024, 1025, 4099};
+  for (size_t column : {32, 64, 96, 160, 512, 1024})
+    for (size_t n : lengths)
+      for (float scale : {1e-6f, 1.0f, 1e5f})
+        for (auto [go, ro] : {std::pair<size_t, size_t>{0, 0}, {5, 3}, {8, 8}, {0, 13}}) {
+          std::vector<float> r = random_normal(n, 11 + n, 0.1f * scale);
+          for (uint64_t step = 0; step < 3; ++step) {
+            const auto g = random_normal(n, 1000 * n + column + step, scale);
+            r = expect_onebit_like_reference(g, r, column, go, ro).r;
+            ASSERT_FALSE(::testing::Test::HasFailure());
+          }
+        }
+}
+
+// Zeros of both signs (s = -0 goes to the non-negative side, unlike its sign bit), all
+// negative, all positive, subnormals, and magnitudes whose sums overflow to Inf while every s
+// is finite (the encoders must still return true and the reference's bytes).
+TEST(KernelsRef, OnebitEncodersOnZerosSignsAndOverflow) {
+  const float big = 3e38f, tiny = 1e-40f;
+  for (size_t column : {32, 96, 512})
+    for (size_t n : {1, 31, 32, 33, 1000, 4099}) {
+      auto fill = [n](auto f) {
+        std::vector<float> v(n);
+        for (size_t i = 0; i < n; ++i) v[i] = f(i);
+        return v;
+      };
+      const std::vector<float> zeros(n, 0.0f), neg_zeros(n, -0.0f);
+      const std::vector<std::pair<std::vector<float>, std::vector<float>>> cases = {
+          {zeros, zeros},
+          {neg_zeros, neg_zeros},  // s = -0
+          {neg_zeros, zeros},      // s = +0
+          {fill([](size_t i) { return -3.0f * float(1 + i % 5); }), zeros},
+          {fill([](size_t i) { return 0.5f * float(1 + i % 7); }), zeros},
+          {fill([](size_t i) { return i % 3 == 0 ? -0.0f : (i % 3 == 1 ? 0.0f : -1.0f); }),
+           fill([](size_t i) { return i % 4 == 0 ? -0.0f : 0.0f; })},
+          {fill([=](size_t i) { return i % 2 ? tiny : -tiny * float(i % 5); }), zeros},
+          {fill([=](size_t) { return big; }), zeros},
+          {fill([=](size_t) { return -big; }), zeros},
+          {fill([=](size_t i) { return i % 3 ? big : -big; }), zeros},
+      };
+      for (size_t k = 0; k < cases.size(); ++k) {
+        SCOPED_TRACE("case " + std::to_string(k));
+        const OnebitRun want =
+            expect_onebit_like_reference(cases[k].first, cases[k].second, column, 3, 8);
+        EXPECT_TRUE(want.ok);
+        ASSERT_FALSE(::testing::Test::HasFailure());
+      }
+    }
+}
+
+// A NaN (either sign) or Inf in g or r, in the first column, a middle one or the short last
+// one: every encoder returns false and the reference's bytes. A -NaN among non-negatives is a
+// column whose negatives' count is 0 while its sign bit is set.
+TEST(KernelsRef, OnebitEncodersOnNonFinite) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(),
+              inf = std::numeric_limits<float>::infinity();
+  for (size_t column : {32, 96, 512})
+    for (size_t n : {1, 33, 1000, 4099}) {
+      const std::vector<std::vector<float>> bases = {
+          std::vector<float>(n, 0.25f), std::vector<float>(n, -2.0f), random_normal(n, n + 5)};
+      for (const auto& base : bases)
+        for (float bad : {nan, -nan, inf, -inf})
+          for (size_t at : {size_t(0), n / 2, n - 1})
+            for (bool in_r : {false, true}) {
+              SCOPED_TRACE("bad " + std::to_string(bad) + " at " + std::to_string(at) +
+                           (in_r ? " in r" : " in g"));
+              std::vector<float> g = base, r(n, 0.0f);
+              (in_r ? r : g)[at] = bad;
+              const OnebitRun want = expect_onebit_like_reference(g, r, column, 1, 0);
+              EXPECT_FALSE(want.ok);
+              ASSERT_FALSE(::testing::Test::HasFailure());
+            }
+    }
+}
+
+// The decoders (dispatched and AVX2) against the reference: every bit pattern's level, both
+// modes, short last columns and words, out off 64-byte alignment; bits past n are ignored.
+TEST(KernelsRef, OnebitDecodersMatchReference) {
+  SCOPED_TRACE(onebit_have_avx512() ? "with AVX-512" : "without AVX-512");
+  for (size_t column : {32, 96, 512})
+    for (size_t n : {0, 1, 15, 16, 17, 31, 32, 33, 100, 512, 513, 1000, 4099}) {
+      const size_t cols = (n + column - 1) / column, nwords = (n + 31) / 32;
+      std::vector<OnebitLevels> levels(cols);
+      const auto v = random_normal(2 * cols, n + column);
+      for (size_t c = 0; c < cols; ++c) levels[c] = {-std::fabs(v[2 * c]), std::fabs(v[2 * c + 1])};
+      if (cols > 0) levels[0] = {-0.0f, 0.0f};
+      std::vector<uint32_t> words(nwords);
+      for (size_t w = 0; w < nwords; ++w) words[w] = uint32_t(w * 2654435761u) ^ 0x5bd1e995u;
+      const auto init = random_normal(n, 3 * n + 1);
+      for (auto mode : {DecodeMode::kWrite, DecodeMode::kAccumulate})
+        for (size_t offset : {0, 3, 8}) {
+          SCOPED_TRACE("n=" + std::to_string(n) + " column=" + std::to_string(column) +
+                       " offset=" + std::to_string(offset));
+          std::vector<float> a(n + 32), b(n + 32), c(n + 32);
+          float* pa = at_offset(a, offset);
+          float* pb = at_offset(b, offset);
+          float* pc = at_offset(c, offset);
+          std::copy(init.begin(), init.end(), pa);
+          std::copy(init.begin(), init.end(), pb);
+          std::copy(init.begin(), init.end(), pc);
+          onebit_decode(levels.data(), words.data(), n, column, pa, mode);
+          onebit_decode_avx2(levels.data(), words.data(), n, column, pb, mode);
+          onebit_decode_ref(levels.data(), words.data(), n, column, pc, mode);
+          ASSERT_EQ(0, bytes_cmp(pa, pc, n * sizeof(float)));
+          ASSERT_EQ(0, bytes_cmp(pb, pc, n * sizeof(float)));
+          // Nothing written past n (at_offset leaves at least 9 floats of slack).
+          for (float* p : {pa, pb}) ASSERT_EQ(0, bytes_cmp(p + n, pc + n, 8 * sizeof(float)));
+        }
+    }
+}
+
 TEST(KernelsRef, TopkMatchesFullSortReference) {
   for (size_t n : kLengths)
     for (double f : {0.01, 0.1, 0.5, 1.0}) {

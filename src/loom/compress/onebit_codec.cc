@@ -77,8 +77,8 @@ void onebit_decode_ref(const OnebitLevels* levels, const uint32_t* words, size_t
 }
 
 #if LOOM_COMPRESS_AVX2
-bool onebit_encode(const float* g, float* r, size_t n, size_t column, OnebitLevels* levels,
-                   uint32_t* words) {
+bool onebit_encode_avx2(const float* g, float* r, size_t n, size_t column, OnebitLevels* levels,
+                        uint32_t* words) {
   const __m256i exp_mask = _mm256_set1_epi32(0x7f800000);
   const __m256 zero = _mm256_setzero_ps();
   __m256i bad = _mm256_setzero_si256();
@@ -127,7 +127,7 @@ bool onebit_encode(const float* g, float* r, size_t n, size_t column, OnebitLeve
       uint32_t word = 0;
       for (int k = 0; k < 4; ++k) {
         __m256 s = _mm256_loadu_ps(rc + i + 8 * k);
-        __m256 m = _mm256_cmp_ps(s, zero, _CMP_GE_OQ);
+        __m256 m = _mm256_cmp_ps(s, zero, _CMP_NLT_UQ);  // !(s < 0): a NaN gets bit 1
         word |= uint32_t(_mm256_movemask_ps(m)) << (8 * k);
         _mm256_storeu_ps(rc + i + 8 * k, _mm256_sub_ps(s, _mm256_blendv_ps(lneg, lpos, m)));
       }
@@ -146,8 +146,8 @@ bool onebit_encode(const float* g, float* r, size_t n, size_t column, OnebitLeve
   return ok && _mm256_testz_si256(bad, bad);
 }
 
-void onebit_decode(const OnebitLevels* levels, const uint32_t* words, size_t n, size_t column,
-                   float* out, DecodeMode mode) {
+void onebit_decode_avx2(const OnebitLevels* levels, const uint32_t* words, size_t n, size_t column,
+                        float* out, DecodeMode mode) {
   const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
   for (size_t c0 = 0, ci = 0; c0 < n; c0 += column, ++ci) {
     size_t len = std::min(n - c0, column);
@@ -172,7 +172,261 @@ void onebit_decode(const OnebitLevels* levels, const uint32_t* words, size_t n, 
     }
   }
 }
+
+// AVX-512 (F, BW, DQ, VL) encode. The partial sums are a chain of one add per 8 elements per
+// sign that no reordering may shorten (their order decides the levels' bits), so the kernel keeps
+// the reference's two passes per column and runs pass 1 of the next column in the same loop as
+// pass 2 of this one: pass 2's work fills the chain's latency. Pass 1 stores s into r as the
+// reference does; against recomputing s from g and r in pass 2, or two columns side by side
+// (two chains), that one stream through memory measured fastest on buffers beyond L2 and with
+// pointers off 64-byte alignment.
+//
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused merge source, which
+// -Wmaybe-uninitialized reports; nothing uninitialised is read.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#define LOOM_ONEBIT512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,popcnt")))
+
+namespace {
+
+bool have_avx512() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  return yes;
+}
+
+// One column's pass-1 state: lanes 0..7 of sums are the negatives' 8 partial sums, lanes 8..15
+// the others'; neg counts the entries < 0.
+struct ColumnSums {
+  __m512 sums;
+  size_t neg;
+};
+
+// x in lanes 0..7 where its sign bit is set and in lanes 8..15 where it is clear, +0 elsewhere.
+// The sign bit differs from the reference's s < 0 only for -0 and NaNs: adding -0 or +0 changes
+// no partial sum (neither side's sum is ever -0), and a NaN leaves its side's sum NaN, which
+// sends the column to the reference's sums (column_levels).
+LOOM_ONEBIT512 inline __m512 split_by_sign(__m512 x) {
+  const __m512i upper = _mm512_set_epi32(-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i xi = _mm512_castps_si512(x);
+  // (sign ^ upper) & x, sign = x >> 31 (arithmetic): bit select in one ternary-logic op.
+  return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_srai_epi32(xi, 31), upper, xi, 0x28));
+}
+
+// Elements 0..7 of s go into the partial sums first, then 8..15, as in the reference.
+LOOM_ONEBIT512 inline void add_to_sums(__m512 s, ColumnSums& a) {
+  a.neg += _mm_popcnt_u32(_cvtmask16_u32(_mm512_cmp_ps_mask(s, _mm512_setzero_ps(), _CMP_LT_OQ)));
+  a.sums = _mm512_add_ps(a.sums, split_by_sign(_mm512_shuffle_f32x4(s, s, 0x44)));
+  a.sums = _mm512_add_ps(a.sums, split_by_sign(_mm512_shuffle_f32x4(s, s, 0xee)));
+}
+
+// Pass 1 over 16 elements: r = s = g + r, and s into the sums.
+LOOM_ONEBIT512 inline void pass1_16(const float* g, float* r, ColumnSums& a) {
+  const __m512 s = _mm512_add_ps(_mm512_loadu_ps(g), _mm512_loadu_ps(r));
+  _mm512_storeu_ps(r, s);
+  add_to_sums(s, a);
+}
+
+// combine8 of lanes 0..7 into lane 0 and of lanes 8..15 into lane 8: the same additions, each
+// with the same two operands, as combine8.
+LOOM_ONEBIT512 inline __m512 combine8x2(__m512 l) {
+  const __m512 a = _mm512_add_ps(l, _mm512_permute_ps(l, 0xb1));  // 2j: l[2j] + l[2j+1]
+  const __m512 b = _mm512_add_ps(a, _mm512_permute_ps(a, 0x4e));  // 4j: a[4j] + a[4j+2]
+  return _mm512_add_ps(b, _mm512_shuffle_f32x4(b, b, 0xb1));      // 8j: b[8j] + b[8j+4]
+}
+
+// The reference's levels of a column whose s (now in r) holds a NaN or Inf.
+OnebitLevels reference_levels(const float* s, size_t len) {
+  float sum_neg[8] = {}, sum_pos[8] = {};
+  size_t cnt_neg = 0;
+  for (size_t i = 0; i < len; ++i) {
+    if (s[i] < 0.0f) {
+      sum_neg[i % 8] += s[i];
+      ++cnt_neg;
+    } else {
+      sum_pos[i % 8] += s[i];
+    }
+  }
+  return levels_from(sum_neg, sum_pos, cnt_neg, len - cnt_neg);
+}
+
+// The levels after pass 1 over a column of len elements (s in r). A NaN or Inf in s leaves a
+// sum non-finite (+Inf and NaNs stay in theirs, -Inf in the negatives'); a non-finite sum of
+// finite s is an overflow, which the reference's sums share.
+LOOM_ONEBIT512 inline OnebitLevels column_levels(const ColumnSums& a, const float* s, size_t len,
+                                                 bool& ok) {
+  const __m512 t = combine8x2(a.sums);
+  const float neg = _mm512_cvtss_f32(t), pos = _mm_cvtss_f32(_mm512_extractf32x4_ps(t, 2));
+  if (!is_finite_bits(neg) || !is_finite_bits(pos)) {
+    bool finite = true;
+    for (size_t i = 0; i < len; ++i) finite &= is_finite_bits(s[i]);
+    if (!finite) {
+      ok = false;
+      return reference_levels(s, len);
+    }
+  }
+  return {a.neg ? neg / float(a.neg) : 0.0f, a.neg < len ? pos / float(len - a.neg) : 0.0f};
+}
+
+// Pass 1 over a whole column of len elements, any len.
+LOOM_ONEBIT512 OnebitLevels column_pass1(const float* g, float* r, size_t len, bool& ok) {
+  ColumnSums a = {_mm512_setzero_ps(), 0};
+  size_t i = 0;
+  for (; i + 16 <= len; i += 16) pass1_16(g + i, r + i, a);
+  if (i < len) {  // the short last column's last elements: +0 past its end adds nothing
+    const __mmask16 m = __mmask16((1u << (len - i)) - 1);
+    const __m512 s =
+        _mm512_add_ps(_mm512_maskz_loadu_ps(m, g + i), _mm512_maskz_loadu_ps(m, r + i));
+    _mm512_mask_storeu_ps(r + i, m, s);
+    add_to_sums(s, a);
+  }
+  return column_levels(a, r, len, ok);
+}
+
+// Pass 2 over 16 elements (those of mask m): r = s - level; returns the sign bits (1 = s >= 0).
+LOOM_ONEBIT512 inline __mmask16 pass2_16(float* r, __mmask16 m, __m512 lneg, __m512 lpos) {
+  const __m512 s = _mm512_maskz_loadu_ps(m, r);
+  const __mmask16 p = _mm512_mask_cmp_ps_mask(m, s, _mm512_setzero_ps(), _CMP_NLT_UQ);
+  _mm512_mask_storeu_ps(r, m, _mm512_sub_ps(s, _mm512_mask_blend_ps(p, lneg, lpos)));
+  return p;
+}
+
+// Pass 2 over 32 elements of a whole word.
+LOOM_ONEBIT512 inline void pass2_32(float* r, __m512 lneg, __m512 lpos, uint32_t* w) {
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512 s0 = _mm512_loadu_ps(r), s1 = _mm512_loadu_ps(r + 16);
+  const __mmask16 p0 = _mm512_cmp_ps_mask(s0, zero, _CMP_NLT_UQ);  // !(s < 0), NaN included
+  const __mmask16 p1 = _mm512_cmp_ps_mask(s1, zero, _CMP_NLT_UQ);
+  _mm512_storeu_ps(r, _mm512_sub_ps(s0, _mm512_mask_blend_ps(p0, lneg, lpos)));
+  _mm512_storeu_ps(r + 16, _mm512_sub_ps(s1, _mm512_mask_blend_ps(p1, lneg, lpos)));
+  _store_mask32(reinterpret_cast<__mmask32*>(w), _mm512_kunpackw(p1, p0));
+}
+
+// The masks of the first n (< 32) of 32 elements, 16 each.
+inline void tail_masks(size_t n, __mmask16& m0, __mmask16& m1) {
+  m0 = n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
+  m1 = n > 16 ? __mmask16((1u << (n - 16)) - 1) : __mmask16(0);
+}
+
+LOOM_ONEBIT512 void column_pass2(float* r, size_t len, __m512 lneg, __m512 lpos, uint32_t* w) {
+  size_t i = 0;
+  for (; i + 32 <= len; i += 32) pass2_32(r + i, lneg, lpos, w + i / 32);
+  if (i < len) {  // the last word: bits past n stay 0
+    __mmask16 m0, m1;
+    tail_masks(len - i, m0, m1);
+    const uint32_t lo = _cvtmask16_u32(pass2_16(r + i, m0, lneg, lpos));
+    const uint32_t hi = _cvtmask16_u32(pass2_16(r + i + 16, m1, lneg, lpos));
+    w[i / 32] = lo | hi << 16;
+  }
+}
+
+LOOM_ONEBIT512 bool onebit_encode_avx512(const float* g, float* r, size_t n, size_t column,
+                                         OnebitLevels* levels, uint32_t* words) {
+  if (n == 0) return true;
+  bool ok = true;
+  OnebitLevels lv = column_pass1(g, r, std::min(n, column), ok);
+  for (size_t c0 = 0, ci = 0; c0 < n; c0 += column, ++ci) {
+    const size_t len = std::min(n - c0, column), c1 = c0 + column;
+    levels[ci] = lv;
+    const __m512 lneg = _mm512_set1_ps(lv.neg), lpos = _mm512_set1_ps(lv.pos);
+    uint32_t* wc = words + c0 / 32;    // column is a multiple of 32: columns start on a word
+    if (c1 < n && n - c1 >= column) {  // the next column is whole, and so is this one
+      ColumnSums a = {_mm512_setzero_ps(), 0};
+      for (size_t i = 0; i < column; i += 32) {
+        pass1_16(g + c1 + i, r + c1 + i, a);
+        pass1_16(g + c1 + i + 16, r + c1 + i + 16, a);
+        pass2_32(r + c0 + i, lneg, lpos, wc + i / 32);
+      }
+      lv = column_levels(a, r + c1, column, ok);
+    } else {
+      column_pass2(r + c0, len, lneg, lpos, wc);
+      if (c1 < n) lv = column_pass1(g + c1, r + c1, n - c1, ok);  // the short last column
+    }
+  }
+  return ok;
+}
+
+// Decode: each 16 sign bits become a mask (a broadcast word tested against one bit per lane)
+// that picks a level per element.
+template <DecodeMode kMode>
+LOOM_ONEBIT512 inline void decode_16(float* o, __mmask16 bits, __mmask16 m, __m512 lneg,
+                                     __m512 lpos) {
+  __m512 v = _mm512_mask_blend_ps(bits, lneg, lpos);
+  if (kMode == DecodeMode::kAccumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, o), v);
+  _mm512_mask_storeu_ps(o, m, v);
+}
+
+template <DecodeMode kMode>
+LOOM_ONEBIT512 void onebit_decode_avx512(const OnebitLevels* levels, const uint32_t* words,
+                                         size_t n, size_t column, float* out) {
+  const __m512i bit_lo =
+      _mm512_setr_epi32(1 << 0, 1 << 1, 1 << 2, 1 << 3, 1 << 4, 1 << 5, 1 << 6, 1 << 7, 1 << 8,
+                        1 << 9, 1 << 10, 1 << 11, 1 << 12, 1 << 13, 1 << 14, 1 << 15);
+  const __m512i bit_hi = _mm512_slli_epi32(bit_lo, 16);
+  for (size_t c0 = 0, ci = 0; c0 < n; c0 += column, ++ci) {
+    const size_t len = std::min(n - c0, column);
+    const __m512 lneg = _mm512_set1_ps(levels[ci].neg), lpos = _mm512_set1_ps(levels[ci].pos);
+    const uint32_t* wc = words + c0 / 32;
+    float* oc = out + c0;
+    size_t i = 0;
+    for (; i + 32 <= len; i += 32) {
+      const __m512i w = _mm512_set1_epi32(int32_t(wc[i / 32]));
+      __m512 v0 = _mm512_mask_blend_ps(_mm512_test_epi32_mask(w, bit_lo), lneg, lpos);
+      __m512 v1 = _mm512_mask_blend_ps(_mm512_test_epi32_mask(w, bit_hi), lneg, lpos);
+      if (kMode == DecodeMode::kAccumulate) {
+        v0 = _mm512_add_ps(_mm512_loadu_ps(oc + i), v0);
+        v1 = _mm512_add_ps(_mm512_loadu_ps(oc + i + 16), v1);
+      }
+      _mm512_storeu_ps(oc + i, v0);
+      _mm512_storeu_ps(oc + i + 16, v1);
+    }
+    if (i < len) {
+      __mmask16 m0, m1;
+      tail_masks(len - i, m0, m1);
+      const __m512i w = _mm512_set1_epi32(int32_t(wc[i / 32]));
+      decode_16<kMode>(oc + i, _mm512_test_epi32_mask(w, bit_lo), m0, lneg, lpos);
+      decode_16<kMode>(oc + i + 16, _mm512_test_epi32_mask(w, bit_hi), m1, lneg, lpos);
+    }
+  }
+}
+
+}  // namespace
+
+#pragma GCC diagnostic pop
+
+bool onebit_have_avx512() {
+  return have_avx512();
+}
+
+bool onebit_encode(const float* g, float* r, size_t n, size_t column, OnebitLevels* levels,
+                   uint32_t* words) {
+  if (have_avx512()) return onebit_encode_avx512(g, r, n, column, levels, words);
+  return onebit_encode_avx2(g, r, n, column, levels, words);
+}
+
+void onebit_decode(const OnebitLevels* levels, const uint32_t* words, size_t n, size_t column,
+                   float* out, DecodeMode mode) {
+  if (!have_avx512()) {
+    onebit_decode_avx2(levels, words, n, column, out, mode);
+  } else if (mode == DecodeMode::kAccumulate) {
+    onebit_decode_avx512<DecodeMode::kAccumulate>(levels, words, n, column, out);
+  } else {
+    onebit_decode_avx512<DecodeMode::kWrite>(levels, words, n, column, out);
+  }
+}
 #else
+bool onebit_have_avx512() {
+  return false;
+}
+bool onebit_encode_avx2(const float* g, float* r, size_t n, size_t column, OnebitLevels* levels,
+                        uint32_t* words) {
+  return onebit_encode_ref(g, r, n, column, levels, words);
+}
+void onebit_decode_avx2(const OnebitLevels* levels, const uint32_t* words, size_t n, size_t column,
+                        float* out, DecodeMode mode) {
+  onebit_decode_ref(levels, words, n, column, out, mode);
+}
 bool onebit_encode(const float* g, float* r, size_t n, size_t column, OnebitLevels* levels,
                    uint32_t* words) {
   return onebit_encode_ref(g, r, n, column, levels, words);

@@ -12,7 +12,7 @@
 //
 // The sums behind the means are accumulated in 8 interleaved partial sums (element i of a
 // column goes to lane i % 8) combined as ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)): the scalar
-// reference and the AVX2 kernel add in that same order, so their bytes are identical.
+// reference and the vector kernels add in that same order, so their bytes are identical.
 //
 // Packed layout for n elements:
 //     OnebitLevels levels[ceil(n / C)];  uint32_t sign_words[ceil(n / 32)];
@@ -34,15 +34,23 @@ struct OnebitLevels {
 static_assert(sizeof(OnebitLevels) == 8);
 static_assert(sizeof(uint32_t) == 4);
 
-// Kernels: false if any s is NaN or Inf. _ref plain scalar; the other AVX2, bit-identical.
+// Kernels: false if any s is NaN or Inf; column is a multiple of 32. _ref plain scalar; the
+// others bit-identical to it: onebit_encode/decode dispatch at run time to AVX-512 (F, BW, DQ,
+// VL) where the CPU has it, else to the AVX2 kernels, which the tests also call directly.
 bool onebit_encode_ref(const float* g, float* r, size_t n, size_t column, OnebitLevels* levels,
                        uint32_t* words);
 bool onebit_encode(const float* g, float* r, size_t n, size_t column, OnebitLevels* levels,
                    uint32_t* words);
+bool onebit_encode_avx2(const float* g, float* r, size_t n, size_t column, OnebitLevels* levels,
+                        uint32_t* words);
 void onebit_decode_ref(const OnebitLevels* levels, const uint32_t* words, size_t n, size_t column,
                        float* out, DecodeMode mode);
 void onebit_decode(const OnebitLevels* levels, const uint32_t* words, size_t n, size_t column,
                    float* out, DecodeMode mode);
+void onebit_decode_avx2(const OnebitLevels* levels, const uint32_t* words, size_t n, size_t column,
+                        float* out, DecodeMode mode);
+// Whether onebit_encode/decode take the AVX-512 path on this CPU (tests say which they compared).
+bool onebit_have_avx512();
 
 class OnebitCodec : public Codec {
  public:
