@@ -87,9 +87,11 @@ void check_codec(Kind kind, int64_t n, int64_t column, float scale, bool ties = 
   const int64_t bytes = gpu_bytes(kind, n, column);
   ASSERT_EQ(size_t(bytes), codec->encoded_bytes(static_cast<size_t>(n)));
   auto state = codec->make_state(size_t(n), "bucket 0");
-  state.residual = random_floats(size_t(n), 40, -0.01f * scale, 0.01f * scale);
+  const std::vector<float> r0 = random_floats(size_t(n), 40, -0.01f * scale, 0.01f * scale);
+  state.residual.assign(r0.begin(), r0.end());
   if (ties) std::fill(state.residual.begin(), state.residual.end(), 0.0f);  // sums stay on the grid
-  DeviceBuffer<float> dr = upload(be, state.residual);
+  DeviceBuffer<float> dr =
+      upload(be, std::vector<float>(state.residual.begin(), state.residual.end()));
   DeviceBuffer<uint8_t> dout(be, bytes);
   DeviceBuffer<int> dbad(be, 1);
   std::vector<std::byte> out(static_cast<size_t>(bytes));
@@ -104,7 +106,8 @@ void check_codec(Kind kind, int64_t n, int64_t column, float scale, bool ties = 
     std::vector<uint8_t> want(static_cast<size_t>(bytes));
     std::memcpy(want.data(), out.data(), out.size());
     EXPECT_BITS_EQ(got, want);
-    EXPECT_BITS_EQ(download(be, dr), state.residual);
+    EXPECT_BITS_EQ(download(be, dr),
+                   std::vector<float>(state.residual.begin(), state.residual.end()));
     EXPECT_EQ(download(be, dbad)[0], 0);
   }
   for (bool acc : {false, true}) {

@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <span>
 #include <string>
 #include <vector>
@@ -47,11 +48,32 @@ struct MatrixDims {
   size_t rows = 0, cols = 0;
 };
 
+// Storage on 64-byte (cache-line) boundaries. The encoders stream the gradient and the
+// residual side by side; the model's gradient buffers are 64-byte aligned, and a residual in a
+// std::vector (16-byte aligned) left one of the two straddling cache lines on every 64-byte
+// load: fp16 encode 27 GB/s against 42 with both aligned (Zen 5, `loom bench codec`).
+template <typename T>
+struct CacheLineAllocator {
+  using value_type = T;
+  CacheLineAllocator() = default;
+  template <typename U>
+  CacheLineAllocator(const CacheLineAllocator<U>&) {}
+  T* allocate(size_t n) {
+    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(64)));
+  }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
+  template <typename U>
+  bool operator==(const CacheLineAllocator<U>&) const {
+    return true;
+  }
+};
+using AlignedFloats = std::vector<float, CacheLineAllocator<float>>;
+
 // Per-bucket state. Created by Codec::make_state(n, bucket); not shared between buckets.
 struct CodecState {
-  std::string bucket;           // named in error messages ("bucket 3", "bucket 3 owner stripe")
-  size_t n = 0;                 // elements this state encodes
-  std::vector<float> residual;  // error feedback, n floats, zero at the start
+  std::string bucket;      // named in error messages ("bucket 3", "bucket 3 owner stripe")
+  size_t n = 0;            // elements this state encodes
+  AlignedFloats residual;  // error feedback, n floats, zero at the start
   // Codec-specific: PowerSGD's warm-started Q (cols x rank); top-k's scratch magnitudes.
   std::vector<float> aux;
   // PowerSGD: the bucket as matrices (empty: the codec's default view of a flat bucket).

@@ -55,7 +55,9 @@ void run_codec_bench(const CodecBenchOptions& o,
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   // memcpy copies the gradient into the buffer decode writes: the same bytes moved, and no
   // extra buffer to push the codecs' own data out of the last-level cache between rounds.
-  std::vector<float> grad(n), out(n);
+  // 64-byte aligned, as the model's flat gradient buffer (CpuBackend::allocate) and the codec
+  // residuals are, so the codecs see the alignment training hands them.
+  AlignedFloats grad(n), out(n);
   Rng rng(1, 0, RngPurpose::kTest);
   for (auto& x : grad) x = 1e-3f * rng.normal();  // gradient-like magnitudes
   const double gb = double(n) * sizeof(float) / 1e9;

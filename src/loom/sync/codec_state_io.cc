@@ -6,7 +6,7 @@ namespace loom::sync {
 namespace {
 
 void save_one(const compress::CodecState& st, const std::string& prefix, StrategyState& out) {
-  out.floats[prefix + ".residual"] = st.residual;
+  out.floats[prefix + ".residual"].assign(st.residual.begin(), st.residual.end());
   out.floats[prefix + ".aux"] = st.aux;
   std::vector<uint8_t> steps(sizeof(uint64_t));
   std::memcpy(steps.data(), &st.steps, sizeof(uint64_t));
@@ -14,7 +14,8 @@ void save_one(const compress::CodecState& st, const std::string& prefix, Strateg
 }
 
 void restore_one(compress::CodecState& st, const std::string& prefix, const StrategyState& in) {
-  st.residual = in.need_floats(prefix + ".residual", st.residual.size());
+  const auto& residual = in.need_floats(prefix + ".residual", st.residual.size());
+  st.residual.assign(residual.begin(), residual.end());
   st.aux = in.need_floats(prefix + ".aux", st.aux.size());
   std::memcpy(&st.steps, in.need_bytes(prefix + ".steps", sizeof(uint64_t)).data(),
               sizeof(uint64_t));
