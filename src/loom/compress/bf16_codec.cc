@@ -121,27 +121,12 @@ struct Bf16Avx512 {
   }
 };
 
-LOOM_HALF_AVX512 bool bf16_encode_avx512(const float* g, float* r, size_t n, Bf16* out,
-                                         bool stream) {
-  const Bf16Avx512 p;
-  return stream ? half_avx512::encode<Bf16Avx512, true>(p, g, r, n, out)
-                : half_avx512::encode<Bf16Avx512, false>(p, g, r, n, out);
-}
-
-LOOM_HALF_AVX512 void bf16_decode_avx512(const Bf16* in, size_t n, float* out, DecodeMode mode) {
-  if (mode == DecodeMode::kWrite) {
-    half_avx512::decode<Bf16Avx512, false>(in, n, out);
-  } else {
-    half_avx512::decode<Bf16Avx512, true>(in, n, out);
-  }
-}
-
 #pragma GCC diagnostic pop
 
 }  // namespace
 
 bool bf16_have_avx512() {
-  return half_avx512::cpu_has();
+  return cpu_has_avx512();
 }
 
 bool bf16_encode_avx2(const float* g, float* r, size_t n, Bf16* out, bool stream) {
@@ -149,7 +134,7 @@ bool bf16_encode_avx2(const float* g, float* r, size_t n, Bf16* out, bool stream
 }
 
 bool bf16_encode(const float* g, float* r, size_t n, Bf16* out, bool stream) {
-  if (half_avx512::cpu_has()) return bf16_encode_avx512(g, r, n, out, stream);
+  if (cpu_has_avx512()) return half_avx512::encode_any<Bf16Avx512>(g, r, n, out, stream);
   return bf16_encode_avx2(g, r, n, out, stream);
 }
 
@@ -169,8 +154,8 @@ void bf16_decode_avx2(const Bf16* in, size_t n, float* out, DecodeMode mode) {
 }
 
 void bf16_decode(const Bf16* in, size_t n, float* out, DecodeMode mode) {
-  if (half_avx512::cpu_has()) {
-    bf16_decode_avx512(in, n, out, mode);
+  if (cpu_has_avx512()) {
+    half_avx512::decode_any<Bf16Avx512>(in, n, out, mode == DecodeMode::kAccumulate);
   } else {
     bf16_decode_avx2(in, n, out, mode);
   }

@@ -106,27 +106,12 @@ struct Fp16Avx512 {
   LOOM_HALF_AVX512_INLINE static __m512 decode16(__m256i h) { return _mm512_cvtph_ps(h); }
 };
 
-LOOM_HALF_AVX512 bool fp16_encode_avx512(const float* g, float* r, size_t n, Half* out,
-                                         bool stream) {
-  const Fp16Avx512 p;
-  return stream ? half_avx512::encode<Fp16Avx512, true>(p, g, r, n, out)
-                : half_avx512::encode<Fp16Avx512, false>(p, g, r, n, out);
-}
-
-LOOM_HALF_AVX512 void fp16_decode_avx512(const Half* in, size_t n, float* out, DecodeMode mode) {
-  if (mode == DecodeMode::kWrite) {
-    half_avx512::decode<Fp16Avx512, false>(in, n, out);
-  } else {
-    half_avx512::decode<Fp16Avx512, true>(in, n, out);
-  }
-}
-
 #pragma GCC diagnostic pop
 
 }  // namespace
 
 bool fp16_have_avx512() {
-  return half_avx512::cpu_has();
+  return cpu_has_avx512();
 }
 
 bool fp16_encode_avx2(const float* g, float* r, size_t n, Half* out, bool stream) {
@@ -134,7 +119,7 @@ bool fp16_encode_avx2(const float* g, float* r, size_t n, Half* out, bool stream
 }
 
 bool fp16_encode(const float* g, float* r, size_t n, Half* out, bool stream) {
-  if (half_avx512::cpu_has()) return fp16_encode_avx512(g, r, n, out, stream);
+  if (cpu_has_avx512()) return half_avx512::encode_any<Fp16Avx512>(g, r, n, out, stream);
   return fp16_encode_avx2(g, r, n, out, stream);
 }
 
@@ -159,8 +144,8 @@ void fp16_decode_avx2(const Half* in, size_t n, float* out, DecodeMode mode) {
 }
 
 void fp16_decode(const Half* in, size_t n, float* out, DecodeMode mode) {
-  if (half_avx512::cpu_has()) {
-    fp16_decode_avx512(in, n, out, mode);
+  if (cpu_has_avx512()) {
+    half_avx512::decode_any<Fp16Avx512>(in, n, out, mode == DecodeMode::kAccumulate);
   } else {
     fp16_decode_avx2(in, n, out, mode);
   }

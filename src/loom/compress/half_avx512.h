@@ -17,6 +17,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "loom/compress/cpu_features.h"
+
 #define LOOM_HALF_AVX512_TARGET "avx512f,avx512bw,avx512vl,avx512dq"
 #define LOOM_HALF_AVX512 __attribute__((target(LOOM_HALF_AVX512_TARGET)))
 #define LOOM_HALF_AVX512_INLINE \
@@ -29,12 +31,6 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace loom::compress::half_avx512 {
-
-inline bool cpu_has() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  return yes;
-}
 
 // fpclass categories: QNaN | +Inf | -Inf | SNaN.
 constexpr int kNonFinite = 0x01 | 0x08 | 0x10 | 0x80;
@@ -143,6 +139,23 @@ LOOM_HALF_AVX512 void decode(const uint16_t* in, size_t n, float* out) {
   }
   for (; i + 16 <= n; i += 16) decode16<P, kAccumulate>(in + i, out + i, __mmask16(0xffff));
   if (i < n) decode16<P, kAccumulate>(in + i, out + i, __mmask16((1u << (n - i)) - 1));
+}
+
+// The codecs' entry points (call after cpu_has_avx512()): P's encode, streaming or not, and
+// decode, writing or accumulating.
+template <class P>
+LOOM_HALF_AVX512 bool encode_any(const float* g, float* r, size_t n, uint16_t* out, bool stream) {
+  const P p;
+  return stream ? encode<P, true>(p, g, r, n, out) : encode<P, false>(p, g, r, n, out);
+}
+
+template <class P>
+LOOM_HALF_AVX512 void decode_any(const uint16_t* in, size_t n, float* out, bool accumulate) {
+  if (accumulate) {
+    decode<P, true>(in, n, out);
+  } else {
+    decode<P, false>(in, n, out);
+  }
 }
 
 }  // namespace loom::compress::half_avx512

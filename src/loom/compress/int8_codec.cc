@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "loom/compress/cpu_features.h"
 #include "loom/compress/half.h"
 #include "loom/core/error.h"
 
@@ -283,7 +284,9 @@ const VbmiPlanes& vbmi_planes() {
   return p;
 }
 
-#define LOOM_VBMI __attribute__((target("avx512f,avx512bw,avx512vbmi"), always_inline)) inline
+// The AVX-512 kernels' target (cpu_has_avx512_vbmi() says whether the CPU runs it).
+#define LOOM_INT8_VBMI_TARGET "avx512f,avx512bw,avx512vbmi"
+#define LOOM_VBMI __attribute__((target(LOOM_INT8_VBMI_TARGET), always_inline)) inline
 
 // table[code] for 64 codes at once, the bits of each float looked up byte by byte in the four
 // 128-entry planes; shared by the decoder and the encoder's residual, so both compute the
@@ -316,11 +319,10 @@ struct VbmiTableLookup {
   }
 };
 
-__attribute__((target("avx512f,avx512bw,avx512vbmi"))) void int8_decode_vbmi(const float* absmax,
-                                                                             const uint8_t* codes,
-                                                                             size_t n, size_t block,
-                                                                             float* out,
-                                                                             DecodeMode mode) {
+__attribute__((target(LOOM_INT8_VBMI_TARGET))) void int8_decode_vbmi(const float* absmax,
+                                                                     const uint8_t* codes, size_t n,
+                                                                     size_t block, float* out,
+                                                                     DecodeMode mode) {
   const VbmiTableLookup lookup;
   for (size_t b0 = 0, bi = 0; b0 < n; b0 += block, ++bi) {
     const size_t len = std::min(n - b0, block);
@@ -342,16 +344,10 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"))) void int8_decode_vbmi(con
   }
 }
 
-bool have_vbmi() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vbmi");
-  return yes;
-}
-
 }  // namespace
 
 bool int8_have_avx512_vbmi() {
-  return have_vbmi();
+  return cpu_has_avx512_vbmi();
 }
 
 namespace {
@@ -416,7 +412,7 @@ const Avx512Levels& avx512_levels() {
   return L;
 }
 
-#define LOOM_AVX512_ENCODE __attribute__((target("avx512f,avx512bw,avx512vbmi")))
+#define LOOM_AVX512_ENCODE __attribute__((target(LOOM_INT8_VBMI_TARGET)))
 
 // The codes in two halves, each a pass over up to kChunk values: level_16() finds a (clamped)
 // and the level e, code_16() the rest. One chain per 16 values is ~45 cycles of latency, more
@@ -595,7 +591,7 @@ LOOM_AVX512_ENCODE bool int8_encode_avx512(const float* g, float* r, size_t n, s
 }  // namespace
 
 bool int8_encode(const float* g, float* r, size_t n, size_t block, float* absmax, uint8_t* codes) {
-  if (block >= 64 && have_vbmi()) {
+  if (block >= 64 && cpu_has_avx512_vbmi()) {
     // Separate instantiations: with run-time switches the compiler's code for the separate
     // step 1 ran at 13 instead of 15-16 GB/s (n = 8M).
     if (n <= kPrefetchMinValues)
@@ -609,7 +605,7 @@ bool int8_encode(const float* g, float* r, size_t n, size_t block, float* absmax
 
 void int8_decode(const float* absmax, const uint8_t* codes, size_t n, size_t block, float* out,
                  DecodeMode mode) {
-  if (block >= 64 && have_vbmi()) {
+  if (block >= 64 && cpu_has_avx512_vbmi()) {
     int8_decode_vbmi(absmax, codes, n, block, out, mode);
   } else {
     int8_decode_avx2(absmax, codes, n, block, out, mode);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "loom/compress/cpu_features.h"
 #include "loom/compress/half.h"
 #include "loom/core/error.h"
 
@@ -27,6 +28,22 @@ inline OnebitLevels levels_from(const float* sum_neg, const float* sum_pos, size
   return lv;
 }
 
+// The levels of one column whose sums s are in place: element i goes to partial sum i % 8 of its
+// sign. The reference encoder, and the AVX-512 one for a column holding a NaN or Inf.
+OnebitLevels column_levels_ref(const float* s, size_t len) {
+  float sum_neg[8] = {}, sum_pos[8] = {};
+  size_t cnt_neg = 0;
+  for (size_t i = 0; i < len; ++i) {
+    if (s[i] < 0.0f) {
+      sum_neg[i % 8] += s[i];
+      ++cnt_neg;
+    } else {
+      sum_pos[i % 8] += s[i];
+    }
+  }
+  return levels_from(sum_neg, sum_pos, cnt_neg, len - cnt_neg);
+}
+
 size_t words_for(size_t n) {
   return (n + 31) / 32;
 }
@@ -42,21 +59,12 @@ bool onebit_encode_ref(const float* g, float* r, size_t n, size_t column, Onebit
   std::fill(words, words + words_for(n), 0u);
   for (size_t c0 = 0, ci = 0; c0 < n; c0 += column, ++ci) {
     size_t c1 = std::min(n, c0 + column);
-    float sum_neg[8] = {}, sum_pos[8] = {};
-    size_t cnt_neg = 0, cnt_pos = 0;
     for (size_t i = c0; i < c1; ++i) {
       float s = g[i] + r[i];
       ok &= is_finite_bits(s);
       r[i] = s;
-      if (s < 0.0f) {
-        sum_neg[(i - c0) % 8] += s;
-        ++cnt_neg;
-      } else {
-        sum_pos[(i - c0) % 8] += s;
-        ++cnt_pos;
-      }
     }
-    OnebitLevels lv = levels_from(sum_neg, sum_pos, cnt_neg, cnt_pos);
+    OnebitLevels lv = column_levels_ref(r + c0, c1 - c0);
     levels[ci] = lv;
     for (size_t i = c0; i < c1; ++i) {
       bool bit = !(r[i] < 0.0f);
@@ -190,12 +198,6 @@ void onebit_decode_avx2(const OnebitLevels* levels, const uint32_t* words, size_
 
 namespace {
 
-bool have_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-  return yes;
-}
-
 // One column's pass-1 state: lanes 0..7 of sums are the negatives' 8 partial sums, lanes 8..15
 // the others'; neg counts the entries < 0.
 struct ColumnSums {
@@ -236,21 +238,6 @@ LOOM_ONEBIT512 inline __m512 combine8x2(__m512 l) {
   return _mm512_add_ps(b, _mm512_shuffle_f32x4(b, b, 0xb1));      // 8j: b[8j] + b[8j+4]
 }
 
-// The reference's levels of a column whose s (now in r) holds a NaN or Inf.
-OnebitLevels reference_levels(const float* s, size_t len) {
-  float sum_neg[8] = {}, sum_pos[8] = {};
-  size_t cnt_neg = 0;
-  for (size_t i = 0; i < len; ++i) {
-    if (s[i] < 0.0f) {
-      sum_neg[i % 8] += s[i];
-      ++cnt_neg;
-    } else {
-      sum_pos[i % 8] += s[i];
-    }
-  }
-  return levels_from(sum_neg, sum_pos, cnt_neg, len - cnt_neg);
-}
-
 // The levels after pass 1 over a column of len elements (s in r). A NaN or Inf in s leaves a
 // sum non-finite (+Inf and NaNs stay in theirs, -Inf in the negatives'); a non-finite sum of
 // finite s is an overflow, which the reference's sums share.
@@ -263,7 +250,7 @@ LOOM_ONEBIT512 inline OnebitLevels column_levels(const ColumnSums& a, const floa
     for (size_t i = 0; i < len; ++i) finite &= is_finite_bits(s[i]);
     if (!finite) {
       ok = false;
-      return reference_levels(s, len);
+      return column_levels_ref(s, len);
     }
   }
   return {a.neg ? neg / float(a.neg) : 0.0f, a.neg < len ? pos / float(len - a.neg) : 0.0f};
@@ -396,18 +383,18 @@ LOOM_ONEBIT512 void onebit_decode_avx512(const OnebitLevels* levels, const uint3
 #pragma GCC diagnostic pop
 
 bool onebit_have_avx512() {
-  return have_avx512();
+  return cpu_has_avx512();
 }
 
 bool onebit_encode(const float* g, float* r, size_t n, size_t column, OnebitLevels* levels,
                    uint32_t* words) {
-  if (have_avx512()) return onebit_encode_avx512(g, r, n, column, levels, words);
+  if (cpu_has_avx512()) return onebit_encode_avx512(g, r, n, column, levels, words);
   return onebit_encode_avx2(g, r, n, column, levels, words);
 }
 
 void onebit_decode(const OnebitLevels* levels, const uint32_t* words, size_t n, size_t column,
                    float* out, DecodeMode mode) {
-  if (!have_avx512()) {
+  if (!cpu_has_avx512()) {
     onebit_decode_avx2(levels, words, n, column, out, mode);
   } else if (mode == DecodeMode::kAccumulate) {
     onebit_decode_avx512<DecodeMode::kAccumulate>(levels, words, n, column, out);

@@ -1,0 +1,22 @@
+// Run-time checks for the codecs' AVX-512 kernels. Those are compiled with target attributes
+// beside the project's x86-64-v3 code, so a dispatcher must ask before it calls one. Each
+// answer is computed once.
+#pragma once
+
+namespace loom::compress {
+
+// F, BW, DQ, VL: what the fp16, bf16 and onebit kernels use.
+inline bool cpu_has_avx512() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  return yes;
+}
+
+// F, BW, VBMI: what the int8 kernels use (byte permutes over 128-entry tables).
+inline bool cpu_has_avx512_vbmi() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vbmi");
+  return yes;
+}
+
+}  // namespace loom::compress
