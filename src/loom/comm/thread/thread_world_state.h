@@ -75,9 +75,12 @@ class ThreadWorldState {
   std::string diagnose(int me, int peer, double waited, const RequestState* req) const;
   int follow_chain(int start) const;
   void wake(int r);
+  // How long a waiting rank spins (yielding) before it sleeps: see the definition.
+  static double rendezvous_spin_seconds(int ranks);
 
   int n_;
   CommOptions options_;
+  double spin_seconds_;
   std::vector<std::unique_ptr<RankSlot>> slots_;
   std::atomic<bool> aborted_{false};
   mutable std::mutex abort_mu_;
