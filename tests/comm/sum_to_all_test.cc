@@ -1,7 +1,7 @@
 // The thread transport's one-pass float sum (sum_to_all_f32) and the native collectives built
 // on it: sums in rank order, so every rank gets the same bits as a scalar left-to-right sum,
 // whatever the alignment of the buffers and the length of the range (vector body, head, tail).
-#include "loom/comm/thread/sum_to_all.h"
+#include "loom/comm/sum_to_all.h"
 
 #include <gtest/gtest.h>
 

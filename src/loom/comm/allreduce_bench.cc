@@ -98,6 +98,9 @@ void run_allreduce_bench(World* mpi_world, const AllreduceBenchOptions& o,
       std::vector<float> buf(max_count, 0.0f);
       const std::vector<std::pair<std::string, Op>> variants = {
           {"MPI_Allreduce", [](Communicator& cc, std::span<float> d) { vendor_allreduce(cc, d); }},
+          // What training gets: the node's shared memory when every rank is on this machine
+          // (up to 16 MiB), else the ring.
+          {"native", [](Communicator& cc, std::span<float> d) { cc.allreduce(d); }},
           {"ring",
            [](Communicator& cc, std::span<float> d) {
              algo::ring_allreduce(cc, d.data(), d.size(), sum_f32());

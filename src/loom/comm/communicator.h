@@ -42,6 +42,9 @@ struct CommOptions {
   double timeout_s = 30.0;                // comm.timeout_s: how long wait() waits for a peer
   size_t ring_chunk_bytes = 512 << 10;    // comm.ring_chunk_kib: pipelining unit of the ring
   size_t small_message_bytes = 64 << 10;  // comm.small_kib: below this, halving-doubling
+  // comm.node_shm: MPI ranks that all run on one machine meet in a shared window for float
+  // allreduce, reduce-scatter, allgather and barrier (mpi/node_shared_memory.h).
+  bool node_shared_memory = true;
 };
 
 // How raw-byte collectives combine elements: acc[i] = acc[i] (op) in[i] for `count` elements

@@ -120,7 +120,17 @@ CommOptions comm_options_from_config(const Config& config) {
   o.small_message_bytes =
       size_t(config.get_int("comm.small_kib", int64_t(o.small_message_bytes >> 10), 0, 1 << 20))
       << 10;
+  o.node_shared_memory = config.get_bool("comm.node_shm", o.node_shared_memory);
   return o;
+}
+
+bool mpi_node_shared_memory(const Communicator& c) {
+#if LOOM_HAVE_MPI
+  return mpi_uses_node_shared_memory(c);
+#else
+  (void)c;
+  return false;
+#endif
 }
 
 bool vendor_allreduce(Communicator& c, std::span<float> data) {

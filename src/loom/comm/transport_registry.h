@@ -39,11 +39,15 @@ std::unique_ptr<World> create_world(const std::string& transport, int workers,
                                     const CommOptions& options);
 
 // comm.timeout_s (default 30, > 0), comm.ring_chunk_kib (default 512), comm.small_kib
-// (default 64): ConfigError naming the key when out of range.
+// (default 64): ConfigError naming the key when out of range; comm.node_shm (default true).
 CommOptions comm_options_from_config(const Config& config);
 
 // The transport vendor's own float-sum allreduce on `c` (MPI_Allreduce for "mpi"), for the
 // benchmark's peer. False if the transport has none.
 bool vendor_allreduce(Communicator& c, std::span<float> data);
+
+// True when `c` is an MPI communicator whose collectives meet in the node's shared memory
+// (every rank on this machine, comm.node_shm on); false for any other communicator.
+bool mpi_node_shared_memory(const Communicator& c);
 
 }  // namespace loom::comm

@@ -41,6 +41,8 @@ std::vector<ConfigKeySpec> own_keys() {
        "seconds before a silent peer is declared lost"},
       {"comm.ring_chunk_kib", ConfigType::kInt, "512", "pipelining unit of ring collectives"},
       {"comm.small_kib", ConfigType::kInt, "64", "below this, halving-doubling allreduce"},
+      {"comm.node_shm", ConfigType::kBool, "true",
+       "MPI ranks all on one machine: float collectives <= 16 MiB through shared memory"},
   };
 }
 

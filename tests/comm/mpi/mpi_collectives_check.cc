@@ -3,6 +3,8 @@
 //                          against closed-form sums; exit 0 when all hold.
 //   silent <rank> <timeout_s>: <rank> sleeps; the others must fail naming it (stderr; exit 3).
 //   loop <seconds> <pid_dir>: allreduce in a loop (for the kill -9 test); writes rank<R>.pid.
+//   mismatch: rank r passes 1000 + r floats to allreduce; every rank must fail naming the
+//             counts (stderr; exit 3).
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -57,17 +59,27 @@ void check_collectives(Communicator& c) {
       for (size_t i = b.begin; i < b.end; ++i) ok = ok && v[i] == expected_sum(n, i);
       expect(ok, fmt::format("reduce_scatter n={} count={} rank={}", n, count, r));
     }
-    {
+    {  // the point-to-point ring (c.reduce_scatter above may meet in shared memory)
+      std::vector<float> v = make_input(r, count);
+      algo::ring_reduce_scatter(c, v.data(), count, sum_f32());
+      const BlockRange b = block_range(count, n, r);
+      bool ok = true;
+      for (size_t i = b.begin; i < b.end; ++i) ok = ok && v[i] == expected_sum(n, i);
+      expect(ok, fmt::format("ring reduce_scatter n={} count={} rank={}", n, count, r));
+    }
+    for (int path = 0; path < 2; ++path) {
       std::vector<float> v(count, -1.0f);
       const BlockRange b = block_range(count, n, r);
       for (size_t i = b.begin; i < b.end; ++i) v[i] = input_value(r, i);
-      c.allgather(std::span<float>(v));
+      if (path == 0) c.allgather(std::span<float>(v));
+      if (path == 1) algo::ring_allgather(c, v.data(), count, sizeof(float));
       bool ok = true;
       for (int q = 0; q < n; ++q) {
         const BlockRange bq = block_range(count, n, q);
         for (size_t i = bq.begin; i < bq.end; ++i) ok = ok && v[i] == input_value(q, i);
       }
-      expect(ok, fmt::format("allgather n={} count={} rank={}", n, count, r));
+      expect(ok,
+             fmt::format("{}allgather n={} count={} rank={}", path ? "ring " : "", n, count, r));
     }
     for (int root = 0; root < n; ++root) {
       std::vector<float> v = make_input(r, count);
@@ -81,6 +93,9 @@ void check_collectives(Communicator& c) {
   std::vector<int64_t> x = {int64_t(r), -int64_t(r)};
   c.allreduce(x.data(), x.size() * sizeof(int64_t), max_i64());
   expect(x[0] == n - 1 && x[1] == 0, "max_i64");
+  // Every rank of these runs is on this machine: with more than one, the shared-memory
+  // collectives must be the ones tested above.
+  expect(n == 1 || mpi_node_shared_memory(c), "the ranks meet in the node's shared memory");
 }
 
 }  // namespace
@@ -113,6 +128,11 @@ int main(int argc, char** argv) {
         std::vector<float> v(100000, 1.0f);
         cc.allreduce(std::span<float>(v));
       });
+      return 0;
+    }
+    if (mode == "mismatch") {
+      std::vector<float> v(size_t(1000 + c.rank()), 1.0f);
+      world->run([&](Communicator& cc) { cc.allreduce(std::span<float>(v)); });
       return 0;
     }
     if (mode == "loop") {

@@ -2,16 +2,21 @@
 // briefly between polls so an idle rank leaves the core to others) until its deadline, then
 // names the peer. A failed communicator stays failed; the world skips MPI_Finalize then.
 #include <fmt/format.h>
+#include <immintrin.h>
 #include <mpi.h>
 
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstring>
 #include <deque>
 #include <thread>
 #include <vector>
 
 #include "loom/comm/mpi/mpi_world.h"
+#include "loom/comm/mpi/node_shared_memory.h"
+#include "loom/comm/scratch.h"
+#include "loom/comm/sum_to_all.h"
 #include "loom/core/error.h"
 #include "loom/core/timer.h"
 
@@ -21,6 +26,12 @@ namespace {
 
 // MPI counts are int: larger messages go as several pieces with the same tag (in order).
 constexpr size_t kMaxPiece = size_t(1) << 30;
+
+// Largest collective that goes through the node's shared memory (per half of each rank's
+// region; the window is 2 x this per rank, its pages touched only as used). Training's
+// buckets are 4 MiB; above 16 MiB the pipelined ring over point-to-point already beats
+// MPI_Allreduce 1.1-2.6x (docs/comm.md).
+constexpr size_t kNodeShmBytes = size_t(16) << 20;
 
 struct MpiRequest : RequestState {
   std::vector<MPI_Request> reqs;
@@ -35,12 +46,16 @@ class MpiCommunicator final : public Communicator {
     MPI_Comm_set_errhandler(ctrl_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    if (o.node_shared_memory) shm_ = NodeSharedMemory::create(comm_, kNodeShmBytes);
   }
   ~MpiCommunicator() override {
-    if (!failed_) {
-      MPI_Comm_free(&comm_);
-      MPI_Comm_free(&ctrl_);
+    if (failed_) {
+      if (shm_) shm_->abandon();
+      return;
     }
+    shm_.reset();
+    MPI_Comm_free(&comm_);
+    MPI_Comm_free(&ctrl_);
   }
 
   int rank() const override { return rank_; }
@@ -104,6 +119,61 @@ class MpiCommunicator final : public Communicator {
     request.reset();
   }
 
+  // ---- collectives through the node's shared memory (node_shared_memory.h) ----
+  // Float (and any reducer's) allreduce, reduce-scatter, allgather and barrier when every rank
+  // runs on this machine and the message fits a region; otherwise loom's point-to-point
+  // algorithms. Sums run in rank order 0..n-1 (sum_to_all_f32), so every rank gets the same
+  // bits, and the same bits as the thread transport's native collectives.
+  using Communicator::allgather;
+  using Communicator::allreduce;
+  using Communicator::reduce_scatter;
+  bool shared_memory() const { return shm_ != nullptr; }
+
+  void allreduce(void* data, size_t bytes, const Reducer& red) override {
+    if (!use_shm(bytes)) return Communicator::allreduce(data, bytes, red);
+    LOOM_CHECK(red.fn != nullptr && red.elem_size > 0 && bytes % red.elem_size == 0,
+               "{} bytes in {}-byte elements", bytes, red.elem_size);
+    shm_->next_collective();
+    const size_t count = bytes / red.elem_size;
+    const BlockRange mine = block_range(count, size_, rank_);
+    copy_in_except(data, count, red.elem_size, mine);
+    meet(bytes, "allreduce");
+    reduce_block(data, mine, red, true);
+    meet(bytes, "allreduce");
+    copy_out_others(data, count, red.elem_size);
+  }
+
+  void reduce_scatter(void* data, size_t bytes, const Reducer& red) override {
+    if (!use_shm(bytes)) return Communicator::reduce_scatter(data, bytes, red);
+    LOOM_CHECK(red.fn != nullptr && red.elem_size > 0 && bytes % red.elem_size == 0,
+               "{} bytes in {}-byte elements", bytes, red.elem_size);
+    shm_->next_collective();
+    const size_t count = bytes / red.elem_size;
+    const BlockRange mine = block_range(count, size_, rank_);
+    copy_in_except(data, count, red.elem_size, mine);
+    meet(bytes, "reduce_scatter");
+    reduce_block(data, mine, red, false);
+  }
+
+  void allgather(void* data, size_t bytes, size_t es) override {
+    if (!use_shm(bytes)) return Communicator::allgather(data, bytes, es);
+    LOOM_CHECK(es > 0 && bytes % es == 0, "{} bytes in {}-byte elements", bytes, es);
+    shm_->next_collective();
+    const size_t count = bytes / es;
+    const BlockRange mine = block_range(count, size_, rank_);
+    if (mine.size() > 0)
+      std::memcpy(shm_->region(rank_) + mine.begin * es,
+                  static_cast<const std::byte*>(data) + mine.begin * es, mine.size() * es);
+    meet(bytes, "allgather");
+    copy_out_others(data, count, es);
+  }
+
+  void barrier() override {
+    if (!shm_) return Communicator::barrier();
+    shm_->next_collective();
+    meet(0, "barrier");
+  }
+
   void abort(const std::string& reason) override {
     if (!failed_) {
       const std::string msg = fmt::format("rank {} failed: {}", rank_, reason);
@@ -114,6 +184,99 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  bool use_shm(size_t bytes) const { return shm_ && bytes <= shm_->capacity(); }
+
+  // This rank's elements outside `mine` into its region, for the others to reduce from.
+  void copy_in_except(const void* data, size_t count, size_t es, const BlockRange& mine) {
+    const std::byte* d = static_cast<const std::byte*>(data);
+    std::byte* reg = shm_->region(rank_);
+    if (mine.begin > 0) std::memcpy(reg, d, mine.begin * es);
+    if (count > mine.end)
+      std::memcpy(reg + mine.end * es, d + mine.end * es, (count - mine.end) * es);
+  }
+
+  // Every other rank's block from its region into `data`.
+  void copy_out_others(void* data, size_t count, size_t es) {
+    std::byte* d = static_cast<std::byte*>(data);
+    for (int q = 0; q < size_; ++q) {
+      const BlockRange b = block_range(count, size_, q);
+      if (q != rank_ && b.size() > 0)
+        std::memcpy(d + b.begin * es, shm_->region(q) + b.begin * es, b.size() * es);
+    }
+  }
+
+  // Block `b` summed over every rank (this rank's from `data`, the others' from their regions),
+  // in rank order, into `data` and, when `to_region`, into this rank's region for the others.
+  void reduce_block(void* data, const BlockRange& b, const Reducer& red, bool to_region) {
+    if (b.size() == 0) return;
+    const int m = to_region ? 2 : 1;
+    if (red.sum_f32_kind) {
+      std::vector<const float*>& src = shm_float_src_;
+      src.clear();
+      for (int q = 0; q < size_; ++q)
+        src.push_back(q == rank_ ? static_cast<const float*>(data)
+                                 : reinterpret_cast<const float*>(shm_->region(q)));
+      float* dst[2] = {static_cast<float*>(data), reinterpret_cast<float*>(shm_->region(rank_))};
+      sum_to_all_f32(src.data(), size_, dst, m, b.begin, b.end);
+      return;
+    }
+    const size_t es = red.elem_size;
+    std::vector<const std::byte*>& src = shm_src_;
+    src.clear();
+    for (int q = 0; q < size_; ++q)
+      src.push_back(q == rank_ ? static_cast<const std::byte*>(data) : shm_->region(q));
+    std::byte* dst[2] = {static_cast<std::byte*>(data), shm_->region(rank_)};
+    // Any other reducer: a tile at a time, acc = src[0], then acc (op)= src[1], src[2], ...
+    const size_t tile = std::max<size_t>(1, (size_t(8) << 10) / es);
+    std::byte* acc = static_cast<std::byte*>(scratch(tile * es, 0));
+    for (size_t i = b.begin; i < b.end; i += tile) {
+      const size_t cnt = std::min(tile, b.end - i);
+      std::memcpy(acc, src[0] + i * es, cnt * es);
+      for (int q = 1; q < size_; ++q) red.fn(acc, src[size_t(q)] + i * es, cnt);
+      for (int k = 0; k < m; ++k) std::memcpy(dst[k] + i * es, acc, cnt * es);
+    }
+  }
+
+  // A barrier over the node's shared memory, with the point-to-point wait's timeout and
+  // diagnosis; then checks every rank passed the same byte count.
+  void meet(size_t bytes, const char* op) {
+    if (failed_) throw CommError(reason_);
+    const uint64_t target = shm_->arrive(bytes);
+    const double start = now_seconds();
+    const double deadline = start + options_.timeout_s;
+    for (uint64_t polls = 0;; ++polls) {
+      const int behind = shm_->first_behind(target);
+      if (behind < 0) break;
+      if ((polls & 63) == 0) {
+        const double t = now_seconds();
+        if (t - start > 1e-3) {  // as wait(): serve the control channel, then nap
+          serve_control(behind);
+          const double nap_us = std::clamp((t - start) * 0.02 * 1e6, 50.0, 1000.0);
+          std::this_thread::sleep_for(std::chrono::microseconds(int64_t(nap_us)));
+        }
+        if (t > deadline) {
+          const int culprit = diagnose(behind);
+          const std::string who = culprit >= 0
+                                      ? fmt::format("rank {} stopped answering", culprit)
+                                      : std::string("ranks wait for each other (deadlock)");
+          const std::string msg = fmt::format(
+              "{} (mpi transport, shared memory): rank {} waited {:.1f} s in {} of {} bytes for "
+              "rank {} (comm.timeout_s = {})",
+              who, rank_, t - start, op, bytes, behind, options_.timeout_s);
+          tell_everyone(msg);
+          fail(msg);
+        }
+      }
+      _mm_pause();
+    }
+    for (int q = 0; q < size_; ++q) {
+      const size_t theirs = shm_->bytes_of(q);
+      if (theirs != bytes)
+        fail(fmt::format("{}: rank {} passed {} bytes but rank {} passed {}", op, rank_, bytes, q,
+                         theirs));
+    }
+  }
+
   // The control channel (a second communicator, so it never mixes with data): a rank that
   // times out asks its peer whom that peer waits for, following the chain to the rank that
   // does not answer; a rank that fails tells everyone why, so they fail at once with the
@@ -233,6 +396,10 @@ class MpiCommunicator final : public Communicator {
   }
 
   MPI_Comm comm_, ctrl_;
+  std::unique_ptr<NodeSharedMemory> shm_;  // null: ranks on several machines, or switched off
+  // reduce_block's source tables, kept to not allocate per call.
+  std::vector<const float*> shm_float_src_;
+  std::vector<const std::byte*> shm_src_;
   std::deque<int> replies_;  // buffers of replies in flight (stable addresses)
   int rank_ = 0, size_ = 1;
   bool failed_ = false;
@@ -295,6 +462,11 @@ bool mpi_vendor_allreduce(Communicator& c, std::span<float> data) {
       MPI_Allreduce(MPI_IN_PLACE, data.data(), int(data.size()), MPI_FLOAT, MPI_SUM, m->mpi_comm());
   if (rc != MPI_SUCCESS) throw CommError(fmt::format("MPI_Allreduce failed with error {}", rc));
   return true;
+}
+
+bool mpi_uses_node_shared_memory(const Communicator& c) {
+  const auto* m = dynamic_cast<const MpiCommunicator*>(&c);
+  return m != nullptr && m->shared_memory();
 }
 
 }  // namespace loom::comm

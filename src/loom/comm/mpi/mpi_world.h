@@ -20,4 +20,7 @@ std::unique_ptr<World> make_mpi_world(const CommOptions& options);
 // allreduce, measured beside loom's as the benchmark's peer. False if `c` is not MPI.
 bool mpi_vendor_allreduce(Communicator& c, std::span<float> data);
 
+// Whether the MPI communicator `c` uses the node's shared memory; false if `c` is not MPI.
+bool mpi_uses_node_shared_memory(const Communicator& c);
+
 }  // namespace loom::comm

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "loom/comm/scratch.h"
-#include "loom/comm/thread/sum_to_all.h"
+#include "loom/comm/sum_to_all.h"
 #include "loom/core/error.h"
 
 namespace loom::comm {

@@ -1,4 +1,4 @@
-#include "loom/comm/thread/sum_to_all.h"
+#include "loom/comm/sum_to_all.h"
 
 #include <cstdint>
 

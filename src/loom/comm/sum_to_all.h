@@ -1,4 +1,5 @@
-// The one-pass kernel of the thread transport's float collectives: for every element of a
+// The one-pass kernel of the float collectives over shared memory (the thread transport's
+// buffers, the MPI transport's node window): for every element of a
 // range, the sum over n source buffers in rank order (((s0 + s1) + s2) + ...), stored to m
 // destination buffers, all in registers: each source is read once and each destination
 // written once, with no staging copy. That is the least memory traffic an in-place allreduce
