@@ -375,8 +375,9 @@ void probe_machine(const ProbeOptions& o, comm::World* mpi,
   ab.threads = 2;
   ab.mpi = mpi != nullptr;
   comm::run_allreduce_bench(mpi, ab, [&](const comm::AllreduceBenchRow& r) {
-    // The collectives the training loop calls: the thread transport's own, loom's ring on MPI.
-    if (r.transport == "thread" ? r.algo != "native" : r.algo != "ring") return;
+    // The collectives the training loop calls: each transport's own ("native": on MPI the
+    // node's shared memory when every rank is on this machine, else the ring).
+    if (r.algo != "native") return;
     emit(allreduce_line(r.transport, r.algo, r.ranks, r.bytes, r.lat_us));
   });
   if (mpi != nullptr) {
@@ -389,7 +390,7 @@ void probe_machine(const ProbeOptions& o, comm::World* mpi,
     });
     if (lead)
       for (size_t i = 0; i < sizes.size(); ++i)
-        emit(busy_allreduce_line("mpi", "ring", c.size(), sizes[i], seconds[i] * 1e6, steal));
+        emit(busy_allreduce_line("mpi", "native", c.size(), sizes[i], seconds[i] * 1e6, steal));
   }
   if (!lead) return;
   for (const auto& j : busy_thread_exchange(o, 2, busy_sizes(o))) emit(j);
