@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "loom/compress/cpu_features.h"
+#include "loom/core/cpu_features.h"
 
 #define LOOM_HALF_AVX512_TARGET "avx512f,avx512bw,avx512vl,avx512dq"
 #define LOOM_HALF_AVX512 __attribute__((target(LOOM_HALF_AVX512_TARGET)))

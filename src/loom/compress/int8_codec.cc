@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "loom/compress/cpu_features.h"
+#include "loom/core/cpu_features.h"
 #include "loom/compress/half.h"
 #include "loom/core/error.h"
 

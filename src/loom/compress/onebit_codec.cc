@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "loom/compress/cpu_features.h"
+#include "loom/core/cpu_features.h"
 #include "loom/compress/half.h"
 #include "loom/core/error.h"
 

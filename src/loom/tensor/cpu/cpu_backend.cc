@@ -13,6 +13,7 @@
 #include "loom/core/error.h"
 #include "loom/core/rng.h"
 #include "loom/tensor/cpu/gemm.h"
+#include "loom/tensor/cpu/philox_blocks.h"
 
 namespace loom {
 
@@ -109,78 +110,6 @@ void CpuBackend::relu_backward(const float* __restrict y, const float* __restric
   for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
-namespace {
-
-// Philox4x32-10 over kLanes consecutive blocks at once, written in element order: out[4 * l + w]
-// is word w of block first_block + l. The same arithmetic as loom::philox4x32 (the tests
-// compare bitwise).
-constexpr int kLanes = 16;
-#ifdef __AVX2__
-// AVX2: eight blocks per vector, two vectors in flight to hide the multiply latency. AVX2 has
-// only a 32x32->64 multiply of the even 32-bit lanes, so odd lanes are shifted down, multiplied
-// separately, and the high and low halves blended back into place.
-inline void mulhilo8(__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
-  const __m256i even = _mm256_mul_epu32(a, m);
-  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
-  hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
-  lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
-}
-// Four vectors of word w (lanes = blocks) -> four vectors of whole blocks, two per vector.
-inline void store_blocks8(__m256i w0, __m256i w1, __m256i w2, __m256i w3, uint32_t* out) {
-  const __m256i t0 = _mm256_unpacklo_epi32(w0, w1), t1 = _mm256_unpackhi_epi32(w0, w1);
-  const __m256i t2 = _mm256_unpacklo_epi32(w2, w3), t3 = _mm256_unpackhi_epi32(w2, w3);
-  const __m256i b04 = _mm256_unpacklo_epi64(t0, t2), b15 = _mm256_unpackhi_epi64(t0, t2);
-  const __m256i b26 = _mm256_unpacklo_epi64(t1, t3), b37 = _mm256_unpackhi_epi64(t1, t3);
-  auto* o = reinterpret_cast<__m256i*>(out);
-  _mm256_storeu_si256(o + 0, _mm256_permute2x128_si256(b04, b15, 0x20));
-  _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(b26, b37, 0x20));
-  _mm256_storeu_si256(o + 2, _mm256_permute2x128_si256(b04, b15, 0x31));
-  _mm256_storeu_si256(o + 3, _mm256_permute2x128_si256(b26, b37, 0x31));
-}
-void philox_blocks(uint64_t first_block, uint64_t key, uint32_t out[4 * kLanes]) {
-  alignas(32) uint32_t lo32[kLanes], hi32[kLanes];
-  for (int l = 0; l < kLanes; ++l) {
-    const uint64_t b = first_block + uint64_t(l);
-    lo32[l] = uint32_t(b);
-    hi32[l] = uint32_t(b >> 32);
-  }
-  __m256i c0[2], c1[2], c2[2], c3[2];
-  for (int v = 0; v < 2; ++v) {
-    c0[v] = _mm256_load_si256(reinterpret_cast<const __m256i*>(lo32 + 8 * v));
-    c1[v] = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi32 + 8 * v));
-    c2[v] = _mm256_setzero_si256();
-    c3[v] = _mm256_setzero_si256();
-  }
-  const __m256i m0 = _mm256_set1_epi32(int(0xD2511F53u)), m1 = _mm256_set1_epi32(int(0xCD9E8D57u));
-  uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
-  for (int round = 0; round < 10; ++round) {
-    const __m256i vk0 = _mm256_set1_epi32(int(k0)), vk1 = _mm256_set1_epi32(int(k1));
-    for (int v = 0; v < 2; ++v) {
-      __m256i hi0, lo0, hi1, lo1;
-      mulhilo8(c0[v], m0, hi0, lo0);
-      mulhilo8(c2[v], m1, hi1, lo1);
-      c0[v] = _mm256_xor_si256(_mm256_xor_si256(hi1, c1[v]), vk0);
-      c2[v] = _mm256_xor_si256(_mm256_xor_si256(hi0, c3[v]), vk1);
-      c1[v] = lo1;
-      c3[v] = lo0;
-    }
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  for (int v = 0; v < 2; ++v) store_blocks8(c0[v], c1[v], c2[v], c3[v], out + 32 * v);
-}
-#else
-void philox_blocks(uint64_t first_block, uint64_t key, uint32_t out[4 * kLanes]) {
-  for (int l = 0; l < kLanes; ++l) {
-    const uint64_t b = first_block + uint64_t(l);
-    const auto block = philox4x32({uint32_t(b), uint32_t(b >> 32), 0, 0}, key);
-    for (int w = 0; w < 4; ++w) out[4 * l + w] = block[w];
-  }
-}
-#endif
-
-}  // namespace
-
 void CpuBackend::dropout_forward(const float* __restrict x, float* __restrict y,
                                  uint8_t* __restrict mask, int64_t n, float p, uint64_t key,
                                  uint64_t first_index) {
@@ -203,13 +132,19 @@ void CpuBackend::dropout_forward(const float* __restrict x, float* __restrict y,
     }
   };
   scalar_until(std::min(total, (4 - (first_index & 3)) & 3));
-  constexpr uint64_t kChunk = 4 * kLanes;
-  alignas(32) uint32_t words[kChunk];
-  while (total - i >= kChunk) {
-    philox_blocks((first_index + i) >> 2, key, words);
-    for (uint64_t e = 0; e < kChunk; ++e) mask[i + e] = (words[e] >> 8) >= threshold;
-    for (uint64_t e = 0; e < kChunk; ++e) y[i + e] = x[i + e] * (float(mask[i + e]) * keep_scale);
-    i += kChunk;
+  // The draws come kPhiloxBlocks at a time: twice as many per call on AVX-512 (16 lanes).
+  const bool wide = cpu::philox_avx512_available();
+  const uint64_t chunk = 4 * uint64_t(wide ? cpu::kPhiloxWideBlocks : cpu::kPhiloxBlocks);
+  alignas(64) uint32_t words[4 * cpu::kPhiloxWideBlocks];
+  while (total - i >= chunk) {
+    if (wide) {
+      cpu::philox_blocks_wide((first_index + i) >> 2, key, words);
+    } else {
+      cpu::philox_blocks((first_index + i) >> 2, key, words);
+    }
+    for (uint64_t e = 0; e < chunk; ++e) mask[i + e] = (words[e] >> 8) >= threshold;
+    for (uint64_t e = 0; e < chunk; ++e) y[i + e] = x[i + e] * (float(mask[i + e]) * keep_scale);
+    i += chunk;
   }
   scalar_until(total);
 }

@@ -1,11 +1,11 @@
-// Run-time checks for the codecs' AVX-512 kernels. Those are compiled with target attributes
-// beside the project's x86-64-v3 code, so a dispatcher must ask before it calls one. Each
-// answer is computed once.
+// Run-time checks for the AVX-512 kernels (the codecs', the CPU backend's Philox). Those are
+// compiled with target attributes beside the project's x86-64-v3 code, so a dispatcher must ask
+// before it calls one. Each answer is computed once.
 #pragma once
 
-namespace loom::compress {
+namespace loom {
 
-// F, BW, DQ, VL: what the fp16, bf16 and onebit kernels use.
+// F, BW, DQ, VL: what the fp16, bf16 and onebit kernels and the Philox generator use.
 inline bool cpu_has_avx512() {
   static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
@@ -19,4 +19,4 @@ inline bool cpu_has_avx512_vbmi() {
   return yes;
 }
 
-}  // namespace loom::compress
+}  // namespace loom
