@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <thread>
 
 #include "loom/comm/transport_registry.h"
 #include "loom/comm/world.h"
+#include "loom/core/error.h"
 
 namespace loom::sync {
 namespace {
@@ -53,6 +55,29 @@ TEST(OverlapPolicy, TheKeyWinsElseTheHostDecides) {
   EXPECT_TRUE(overlap_for(cfg, 2));
   cfg.set("sync.overlap", false);
   EXPECT_FALSE(overlap_for(cfg, 1));
+}
+
+// Without the thread: inline unless the config asks for after-backward; "inline" is a setting of
+// its own; any other string names the key.
+TEST(OverlapPolicy, InlineUnlessAfterBackwardIsAskedFor) {
+  Config cfg;
+  EXPECT_TRUE(inline_combine_from_config(cfg, false));  // auto, no spare core
+  EXPECT_FALSE(inline_combine_from_config(cfg, true));  // auto, the thread
+  cfg.set("sync.overlap", false);
+  EXPECT_FALSE(inline_combine_from_config(cfg, false));
+  cfg.set("sync.overlap", true);
+  EXPECT_FALSE(inline_combine_from_config(cfg, true));
+  cfg.set("sync.overlap", std::string("inline"));
+  EXPECT_FALSE(overlap_from_config(cfg, 1, 64, false));  // no thread, whatever the cores
+  EXPECT_TRUE(inline_combine_from_config(cfg, false));
+  cfg.set("sync.overlap", std::string("sometimes"));
+  try {
+    overlap_from_config(cfg, 1, 64, false);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("sync.overlap"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("sometimes"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -54,8 +54,20 @@ TEST(Trainer, UnshardedAndSequentialPathsAgree) {
   plain.set("sync.shard_optimizer", false);
   Config serial = base;
   serial.set("sync.overlap", false);
+  Config in_backward = base;
+  in_backward.set("sync.overlap", std::string("inline"));
   EXPECT_LT(max_abs_diff(sharded.final_params, run_training(plain).final_params), 1e-5);
   EXPECT_EQ(sharded.final_params, run_training(serial).final_params);
+  const TrainResult inl = run_training(in_backward);
+  EXPECT_EQ(sharded.final_params, inl.final_params);
+  // Combined inside backward, all of the exchange is exposed, and it is counted once: as
+  // communication, not also as compute (the two are disjoint parts of the loop's time).
+  ASSERT_FALSE(inl.epochs.empty());
+  const EpochMetrics& m = inl.epochs.back();
+  EXPECT_GT(m.comm_s, 0.0);
+  EXPECT_GE(m.exposed_comm_s, m.comm_s);
+  EXPECT_GT(m.compute_s, 0.0);
+  EXPECT_LE(m.compute_s + m.exposed_comm_s, m.seconds * 1.001);
 }
 
 TEST(Trainer, BadConfigIsRejectedWithTheKey) {

@@ -83,7 +83,9 @@ std::string AllreduceStrategy::describe() const {
   const bool sharded = options_.shard_optimizer && !options_.codec;
   return fmt::format("allreduce over {} ({} workers), {} buckets of <= {} KiB, {}{}{}; {}",
                      comm_.name(), comm_.size(), buckets_.size(), options_.bucket_bytes >> 10,
-                     options_.overlap ? "overlapped with backward" : "after backward",
+                     options_.overlap          ? "overlapped with backward"
+                     : options_.inline_combine ? "during backward, on the compute thread"
+                                               : "after backward",
                      sharded                    ? ", optimizer sharded"
                      : options_.shard_optimizer ? ", optimizer not sharded (codec)"
                                                 : "",
@@ -180,11 +182,9 @@ void AllreduceStrategy::on_gradients_ready(const nn::ParamRange& range) {
     trace::instant(fmt::format("bucket {} ready", b), "bucket", {{"bucket", b}});
   if (queue_) {
     queue_->post([this, b] { combine(b); });
-  } else if (!options_.overlap) {
-    return;  // combined in end_step, after the whole backward
-  } else {
-    combine(b);
-  }
+  } else if (options_.overlap || options_.inline_combine) {
+    combine(b);  // here, while the bucket's gradients are still in cache
+  }              // else combined in end_step, after the whole backward
 }
 
 void AllreduceStrategy::end_step() {
@@ -192,10 +192,16 @@ void AllreduceStrategy::end_step() {
   trace::Span wait("wait for comm", "comm");  // timeline: the exposed part of communication
   if (queue_) {
     queue_->wait_idle();
-  } else if (!options_.overlap) {
+  } else if (!options_.overlap && !options_.inline_combine) {
     for (size_t b = 0; b < buckets_.size(); ++b) combine(int(b));
   }
   stats_.exposed_seconds += waited.seconds();
+  if (options_.inline_combine && !options_.overlap && comm_.size() > 1) {
+    // Combined inside backward: all of it was on the step's path, and the loop's compute
+    // clock, which spans backward, counted it too.
+    stats_.exposed_seconds += comm_seconds_;
+    stats_.exposed_in_compute += comm_seconds_;
+  }
   stats_.comm_seconds += comm_seconds_;
   stats_.bytes_sent += comm_bytes_;
   comm_seconds_ = 0;

@@ -1,11 +1,33 @@
 #include "loom/sync/overlap_policy.h"
 
+#include <fmt/format.h>
+
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <thread>
+#include <variant>
 
 #include "loom/comm/launcher_env.h"
+#include "loom/core/error.h"
 
 namespace loom::sync {
+
+namespace {
+// What sync.overlap says: nothing (unset: auto), "true", "false" or "inline".
+std::optional<std::string> overlap_setting(const Config& cfg) {
+  if (!cfg.has("sync.overlap")) return std::nullopt;
+  const ConfigValue& v = cfg.values().at("sync.overlap");
+  if (!v.is_array && std::holds_alternative<std::string>(v.value)) {
+    const std::string s = std::get<std::string>(v.value);
+    if (s != "inline")
+      throw ConfigError(fmt::format(
+          "{}: key 'sync.overlap': expected true, false or \"inline\", got \"{}\"", v.where, s));
+    return s;
+  }
+  return cfg.get_bool("sync.overlap", true) ? "true" : "false";  // ConfigError if not a bool
+}
+}  // namespace
 
 bool default_overlap(int workers_on_host, int threads_per_worker, int host_cores,
                      bool device_transport) {
@@ -16,9 +38,14 @@ bool default_overlap(int workers_on_host, int threads_per_worker, int host_cores
 
 bool overlap_from_config(const Config& cfg, int workers_on_host, int host_cores,
                          bool device_transport) {
-  if (cfg.has("sync.overlap")) return cfg.get_bool("sync.overlap", true);
+  if (const auto s = overlap_setting(cfg)) return *s == "true";
   return default_overlap(workers_on_host, int(cfg.get_int("threads", 1, 1, 256)), host_cores,
                          device_transport);
+}
+
+bool inline_combine_from_config(const Config& cfg, bool overlap) {
+  if (const auto s = overlap_setting(cfg)) return *s == "inline";
+  return !overlap;
 }
 
 bool overlap_from_config(const Config& cfg, const comm::Communicator& comm) {

@@ -21,11 +21,15 @@ namespace loom::sync {
 struct SyncStats {
   double comm_seconds = 0;     // time spent communicating (and updating, where fused)
   double exposed_seconds = 0;  // time the training loop waited for it
+  // The part of exposed_seconds spent inside backward (buckets combined on the compute thread
+  // as they became ready), which the loop's compute time also holds.
+  double exposed_in_compute = 0;
   int64_t bytes_sent = 0;      // payload bytes this rank handed to the transport
   int64_t bytes_received = 0;  // payload bytes it received (the parameter server's pulls)
   void add(const SyncStats& o) {
     comm_seconds += o.comm_seconds;
     exposed_seconds += o.exposed_seconds;
+    exposed_in_compute += o.exposed_in_compute;
     bytes_sent += o.bytes_sent;
     bytes_received += o.bytes_received;
   }

@@ -30,8 +30,10 @@ std::vector<ConfigKeySpec> sync_config_keys() {
        "server)"},
       {"sync.bucket_kib", ConfigType::kInt, "4096", "gradient bucket size in KiB (0 = one bucket)"},
       {"sync.overlap", ConfigType::kBool, "auto",
-       "combine buckets while backward goes on (auto: when each worker on the host has a "
-       "spare core for it, see sync/overlap_policy.h)"},
+       "combine buckets on a communication thread while backward goes on (true), on the "
+       "compute thread as each is ready (\"inline\"), or after backward (false); auto: the "
+       "thread when each worker on the host has a spare core for it, else inline "
+       "(sync/overlap_policy.h)"},
       {"sync.shard_optimizer", ConfigType::kBool, "true",
        "reduce-scatter, update own block, all-gather (else allreduce + full update; off with "
        "a codec)"},
@@ -110,6 +112,7 @@ std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& c
   AllreduceOptions opts;
   opts.bucket_bytes = bucket_bytes;
   opts.overlap = overlap_from_config(cfg, comm);
+  opts.inline_combine = inline_combine_from_config(cfg, opts.overlap);
   opts.shard_optimizer = cfg.get_bool("sync.shard_optimizer", true);
   opts.codec = codec_from_config(cfg);
   if (cfg.get_bool("sync.momentum_correction", false)) {

@@ -238,6 +238,7 @@ class Worker {
       const sync::SyncStats st = strategy->take_stats();
       m.comm_s = st.comm_seconds;
       m.exposed_comm_s = st.exposed_seconds;
+      m.compute_s -= st.exposed_in_compute;  // counted once, as communication
       m.bytes_sent = st.bytes_sent;
       double sums[3] = {loss_sum, correct, seen};
       allreduce_sum(comm_, sums);
