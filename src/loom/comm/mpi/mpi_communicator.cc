@@ -1,6 +1,8 @@
-// MPI point-to-point with timeouts. wait() polls MPI_Testall (spinning first, then sleeping
-// briefly between polls so an idle rank leaves the core to others) until its deadline, then
-// names the peer. A failed communicator stays failed; the world skips MPI_Finalize then.
+// MPI point-to-point with timeouts, and collectives through the node's shared memory when every
+// rank runs on one machine. wait() and the shared-memory barrier poll (spinning first, then
+// sleeping briefly between polls so an idle rank leaves the core to others) until their
+// deadline, then name the rank that stopped answering. A failed communicator stays failed; the
+// world skips MPI_Finalize then.
 #include <fmt/format.h>
 #include <immintrin.h>
 #include <mpi.h>
@@ -75,47 +77,28 @@ class MpiCommunicator final : public Communicator {
     if (!request.pending()) return;
     if (failed_) throw CommError(reason_);
     auto* req = static_cast<MpiRequest*>(request.state());
-    const double start = now_seconds();
-    const double deadline = start + options_.timeout_s;
-    for (uint64_t polls = 0;; ++polls) {
-      int done = 0;
-      const int rc =
-          MPI_Testall(int(req->reqs.size()), req->reqs.data(), &done, MPI_STATUSES_IGNORE);
-      if (rc != MPI_SUCCESS) {
-        fail(
-            fmt::format("rank {} lost (mpi transport): MPI error {} while rank {} waited to {} "
-                        "{} bytes (tag {}) {} it",
-                        req->peer, rc, rank_, req->is_send ? "send" : "receive", req->bytes,
-                        req->tag, req->is_send ? "to" : "from"));
-      }
-      if (done) break;
-      if ((polls & 63) == 0) {
-        const double t = now_seconds();
-        if (t - start > 1e-3) {
-          // After a millisecond of spinning: serve the control channel, and sleep between
-          // polls so that an idle rank frees its core: 50 us at first, growing to 2% of the
-          // time waited so far (at most 1 ms), so a long wait (a rank idling while another
-          // measures, a straggler) wakes ~1000 times a second rather than 20000, and no wait
-          // overshoots by more than 2%.
-          serve_control(req->peer);
-          const double nap_us = std::clamp((t - start) * 0.02 * 1e6, 50.0, 1000.0);
-          std::this_thread::sleep_for(std::chrono::microseconds(int64_t(nap_us)));
-        }
-        if (t > deadline) {
-          const int culprit = diagnose(req->peer);
-          const std::string who = culprit >= 0
-                                      ? fmt::format("rank {} stopped answering", culprit)
-                                      : std::string("ranks wait for each other (deadlock)");
-          const std::string msg = fmt::format(
-              "{} (mpi transport): rank {} waited {:.1f} s to {} {} bytes (tag {}) {} rank {} "
+    poll_until(
+        [&] {
+          int done = 0;
+          const int rc =
+              MPI_Testall(int(req->reqs.size()), req->reqs.data(), &done, MPI_STATUSES_IGNORE);
+          if (rc != MPI_SUCCESS) {
+            fail(
+                fmt::format("rank {} lost (mpi transport): MPI error {} while rank {} waited to {} "
+                            "{} bytes (tag {}) {} it",
+                            req->peer, rc, rank_, req->is_send ? "send" : "receive", req->bytes,
+                            req->tag, req->is_send ? "to" : "from"));
+          }
+          return done != 0;
+        },
+        [&] { return req->peer; },
+        [&](double waited) {
+          return fmt::format(
+              "(mpi transport): rank {} waited {:.1f} s to {} {} bytes (tag {}) {} rank {} "
               "(comm.timeout_s = {})",
-              who, rank_, t - start, req->is_send ? "send" : "receive", req->bytes, req->tag,
+              rank_, waited, req->is_send ? "send" : "receive", req->bytes, req->tag,
               req->is_send ? "to" : "from", req->peer, options_.timeout_s);
-          tell_everyone(msg);
-          fail(msg);
-        }
-      }
-    }
+        });
     request.reset();
   }
 
@@ -131,28 +114,15 @@ class MpiCommunicator final : public Communicator {
 
   void allreduce(void* data, size_t bytes, const Reducer& red) override {
     if (!use_shm(bytes)) return Communicator::allreduce(data, bytes, red);
-    LOOM_CHECK(red.fn != nullptr && red.elem_size > 0 && bytes % red.elem_size == 0,
-               "{} bytes in {}-byte elements", bytes, red.elem_size);
-    shm_->next_collective();
-    const size_t count = bytes / red.elem_size;
-    const BlockRange mine = block_range(count, size_, rank_);
-    copy_in_except(data, count, red.elem_size, mine);
-    meet(bytes, "allreduce");
+    const BlockRange mine = share_for_reduction(data, bytes, red, "allreduce");
     reduce_block(data, mine, red, true);
     meet(bytes, "allreduce");
-    copy_out_others(data, count, red.elem_size);
+    copy_out_others(data, bytes / red.elem_size, red.elem_size);
   }
 
   void reduce_scatter(void* data, size_t bytes, const Reducer& red) override {
     if (!use_shm(bytes)) return Communicator::reduce_scatter(data, bytes, red);
-    LOOM_CHECK(red.fn != nullptr && red.elem_size > 0 && bytes % red.elem_size == 0,
-               "{} bytes in {}-byte elements", bytes, red.elem_size);
-    shm_->next_collective();
-    const size_t count = bytes / red.elem_size;
-    const BlockRange mine = block_range(count, size_, rank_);
-    copy_in_except(data, count, red.elem_size, mine);
-    meet(bytes, "reduce_scatter");
-    reduce_block(data, mine, red, false);
+    reduce_block(data, share_for_reduction(data, bytes, red, "reduce_scatter"), red, false);
   }
 
   void allgather(void* data, size_t bytes, size_t es) override {
@@ -185,6 +155,54 @@ class MpiCommunicator final : public Communicator {
 
  private:
   bool use_shm(size_t bytes) const { return shm_ && bytes <= shm_->capacity(); }
+
+  // Polls done() until it holds, for wait() and meet(). The first millisecond spins; after that
+  // it serves the control channel and sleeps between polls so that an idle rank frees its
+  // core: 50 us at first, growing to 2% of the time waited so far (at most 1 ms), so a long
+  // wait (a rank idling while another measures, a straggler) wakes ~1000 times a second rather
+  // than 20000, and no wait overshoots by more than 2%. Past comm.timeout_s it asks
+  // waiting_on() (the rank it waits for) whom that one waits for, follows the chain to the rank
+  // that does not answer, tells everyone, and fails with "<culprit> " + describe(seconds).
+  template <class Done, class WaitingOn, class Describe>
+  void poll_until(Done&& done, WaitingOn&& waiting_on, Describe&& describe) {
+    const double start = now_seconds();
+    const double deadline = start + options_.timeout_s;
+    for (uint64_t polls = 0;; ++polls) {
+      if (done()) return;
+      if ((polls & 63) == 0) {
+        const double t = now_seconds();
+        if (t - start > 1e-3) {
+          serve_control(waiting_on());
+          const double nap_us = std::clamp((t - start) * 0.02 * 1e6, 50.0, 1000.0);
+          std::this_thread::sleep_for(std::chrono::microseconds(int64_t(nap_us)));
+        }
+        if (t > deadline) {
+          const int culprit = diagnose(waiting_on());
+          const std::string who = culprit >= 0
+                                      ? fmt::format("rank {} stopped answering", culprit)
+                                      : std::string("ranks wait for each other (deadlock)");
+          const std::string msg = who + " " + describe(t - start);
+          tell_everyone(msg);
+          fail(msg);
+        }
+      }
+      _mm_pause();
+    }
+  }
+
+  // The first half of a shared-memory reduction: this rank's elements outside its block go
+  // into its region, and all ranks meet; returns this rank's block, now ready to be reduced.
+  BlockRange share_for_reduction(const void* data, size_t bytes, const Reducer& red,
+                                 const char* op) {
+    LOOM_CHECK(red.fn != nullptr && red.elem_size > 0 && bytes % red.elem_size == 0,
+               "{} bytes in {}-byte elements", bytes, red.elem_size);
+    shm_->next_collective();
+    const size_t count = bytes / red.elem_size;
+    const BlockRange mine = block_range(count, size_, rank_);
+    copy_in_except(data, count, red.elem_size, mine);
+    meet(bytes, op);
+    return mine;
+  }
 
   // This rank's elements outside `mine` into its region, for the others to reduce from.
   void copy_in_except(const void* data, size_t count, size_t es, const BlockRange& mine) {
@@ -242,33 +260,14 @@ class MpiCommunicator final : public Communicator {
   void meet(size_t bytes, const char* op) {
     if (failed_) throw CommError(reason_);
     const uint64_t target = shm_->arrive(bytes);
-    const double start = now_seconds();
-    const double deadline = start + options_.timeout_s;
-    for (uint64_t polls = 0;; ++polls) {
-      const int behind = shm_->first_behind(target);
-      if (behind < 0) break;
-      if ((polls & 63) == 0) {
-        const double t = now_seconds();
-        if (t - start > 1e-3) {  // as wait(): serve the control channel, then nap
-          serve_control(behind);
-          const double nap_us = std::clamp((t - start) * 0.02 * 1e6, 50.0, 1000.0);
-          std::this_thread::sleep_for(std::chrono::microseconds(int64_t(nap_us)));
-        }
-        if (t > deadline) {
-          const int culprit = diagnose(behind);
-          const std::string who = culprit >= 0
-                                      ? fmt::format("rank {} stopped answering", culprit)
-                                      : std::string("ranks wait for each other (deadlock)");
-          const std::string msg = fmt::format(
-              "{} (mpi transport, shared memory): rank {} waited {:.1f} s in {} of {} bytes for "
-              "rank {} (comm.timeout_s = {})",
-              who, rank_, t - start, op, bytes, behind, options_.timeout_s);
-          tell_everyone(msg);
-          fail(msg);
-        }
-      }
-      _mm_pause();
-    }
+    int behind = -1;
+    poll_until([&] { return (behind = shm_->first_behind(target)) < 0; }, [&] { return behind; },
+               [&](double waited) {
+                 return fmt::format(
+                     "(mpi transport, shared memory): rank {} waited {:.1f} s in {} of {} bytes "
+                     "for rank {} (comm.timeout_s = {})",
+                     rank_, waited, op, bytes, behind, options_.timeout_s);
+               });
     for (int q = 0; q < size_; ++q) {
       const size_t theirs = shm_->bytes_of(q);
       if (theirs != bytes)
