@@ -70,6 +70,9 @@ TEST(OverlapPolicy, InlineUnlessAfterBackwardIsAskedFor) {
   cfg.set("sync.overlap", std::string("inline"));
   EXPECT_FALSE(overlap_from_config(cfg, 1, 64, false));  // no thread, whatever the cores
   EXPECT_TRUE(inline_combine_from_config(cfg, false));
+  EXPECT_TRUE(push_during_backward_from_config(cfg));  // the parameter server's reading
+  cfg.set("sync.overlap", false);
+  EXPECT_FALSE(push_during_backward_from_config(cfg));
   cfg.set("sync.overlap", std::string("sometimes"));
   try {
     overlap_from_config(cfg, 1, 64, false);

@@ -97,8 +97,9 @@ TEST(CheckpointResume, ModelParallelSlicesResumeExactly) {
     ASSERT_TRUE(r0.has("params.local"));
     ASSERT_TRUE(r1.has("params.local"));
     EXPECT_NE(r0.f32("params.local").size(), r1.f32("params.local").size());
-    if (std::string(mode) == "hybrid")
+    if (std::string(mode) == "hybrid") {
       EXPECT_TRUE(r1.has("strategy.f.data_parallel.owner.residual"));
+    }
   }
 }
 

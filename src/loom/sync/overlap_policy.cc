@@ -43,6 +43,11 @@ bool overlap_from_config(const Config& cfg, int workers_on_host, int host_cores,
                          device_transport);
 }
 
+bool push_during_backward_from_config(const Config& cfg) {
+  const auto s = overlap_setting(cfg);
+  return !s || *s != "false";
+}
+
 bool inline_combine_from_config(const Config& cfg, bool overlap) {
   if (const auto s = overlap_setting(cfg)) return *s == "inline";
   return !overlap;

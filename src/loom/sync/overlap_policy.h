@@ -24,6 +24,10 @@ bool default_overlap(int workers_on_host, int threads_per_worker, int host_cores
 // samples/s over after-backward in seven alternated pairs.
 bool inline_combine_from_config(const Config& cfg, bool overlap);
 
+// The parameter server's reading of the same key: its workers push each bucket from the compute
+// thread as backward produces it (true or "inline", and when unset) or after backward (false).
+bool push_during_backward_from_config(const Config& cfg);
+
 // sync.overlap = true / false / "inline" (false) if the config sets it, else default_overlap()
 // with the config's `threads`. ConfigError naming the key for any other value.
 bool overlap_from_config(const Config& cfg, int workers_on_host, int host_cores,

@@ -1,5 +1,7 @@
 #include "loom/sync/ps_options.h"
 
+#include "loom/sync/overlap_policy.h"
+
 namespace loom::sync {
 
 std::vector<ConfigKeySpec> ps_config_keys() {
@@ -28,7 +30,7 @@ PsOptions read_ps_options(const Config& cfg) {
                     : PsPlacement::kThreads;
   o.exact_delay = cfg.get_bool("ps.exact_delay", false);
   o.bucket_bytes = cfg.get_int("sync.bucket_kib", 4096, 0, int64_t(1) << 30) << 10;
-  o.overlap = cfg.get_bool("sync.overlap", true);
+  o.overlap = push_during_backward_from_config(cfg);
   o.lookahead = cfg.get_bool("ps.lookahead", true);
   o.divide_lr = cfg.get_choice("ps.stale_lr", "none", {"divide", "none"}) == "divide";
   if (cfg.get_string("optim.name", "sgd") == "sgd")
