@@ -1,6 +1,8 @@
 // The MPI transport's checks, run under mpirun for 1..4 ranks (registered in cmake/comm.cmake):
 //   collectives (default): every collective and algorithm, counts including 0, 1 and odd sizes,
 //                          against closed-form sums; exit 0 when all hold.
+//   collectives-no-room: the same where the shared window's backing directory is too small
+//                        (mpi_small_shm_test.sh): every collective must go point to point.
 //   silent <rank> <timeout_s>: <rank> sleeps; the others must fail naming it (stderr; exit 3).
 //   loop <seconds> <pid_dir>: allreduce in a loop (for the kill -9 test); writes rank<R>.pid.
 //   mismatch: rank r passes 1000 + r floats to allreduce; every rank must fail naming the
@@ -36,7 +38,7 @@ void expect(bool ok, const std::string& what) {
   }
 }
 
-void check_collectives(Communicator& c) {
+void check_collectives(Communicator& c, bool want_shared_memory) {
   const int n = c.size(), r = c.rank();
   const size_t counts[] = {0, 1, 2, 3, 7, 13, 100, 1001, 4099, 300001};
   for (size_t count : counts) {
@@ -94,8 +96,10 @@ void check_collectives(Communicator& c) {
   c.allreduce(x.data(), x.size() * sizeof(int64_t), max_i64());
   expect(x[0] == n - 1 && x[1] == 0, "max_i64");
   // Every rank of these runs is on this machine: with more than one, the shared-memory
-  // collectives must be the ones tested above.
-  expect(n == 1 || mpi_node_shared_memory(c), "the ranks meet in the node's shared memory");
+  // collectives must be the ones tested above, unless the run took the room away.
+  expect(mpi_node_shared_memory(c) == (n > 1 && want_shared_memory),
+         want_shared_memory ? "the ranks meet in the node's shared memory"
+                            : "no shared window without room for one");
 }
 
 }  // namespace
@@ -109,8 +113,8 @@ int main(int argc, char** argv) {
   try {
     auto world = create_world("mpi", 0, o);
     Communicator& c = world->local(0);
-    if (mode == "collectives") {
-      check_collectives(c);
+    if (mode == "collectives" || mode == "collectives-no-room") {
+      check_collectives(c, mode == "collectives");
       std::vector<int64_t> f = {failures};
       c.allreduce(f.data(), sizeof(int64_t), sum_i64());
       if (c.rank() == 0)

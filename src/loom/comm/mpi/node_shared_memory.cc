@@ -1,8 +1,47 @@
 #include "loom/comm/mpi/node_shared_memory.h"
 
+#include <sys/statvfs.h>
+
+#include <cstdlib>
 #include <new>
+#include <string>
+
+#include "loom/core/log.h"
 
 namespace loom::comm {
+
+namespace {
+
+// Open MPI backs a shared window with one file in osc_sm_backing_directory (/dev/shm unless the
+// environment says otherwise). A window larger than the room there does not fail cleanly: Open
+// MPI warns and the job hangs (seen with an 8 MiB tmpfs), and a container's default 64 MiB
+// /dev/shm is of that order. So node rank 0 picks the largest half-region, from `wanted` down
+// by fours to 1 MiB, whose window fits twice over (Open MPI's own shared-memory transport lives
+// there too); 0 when none does.
+size_t fitting_half_bytes(int ranks, size_t wanted) {
+  const char* env = std::getenv("OMPI_MCA_osc_sm_backing_directory");
+  const std::string dir = env && *env ? env : "/dev/shm";
+  struct statvfs st;
+  if (::statvfs(dir.c_str(), &st) != 0) {
+    log_info(
+        "mpi transport: cannot stat {} (the shared window's backing directory): "
+        "collectives go point to point",
+        dir);
+    return 0;
+  }
+  const double room = double(st.f_bavail) * double(st.f_frsize);
+  for (size_t half = wanted; half >= (size_t(1) << 20); half /= 4) {
+    const double window = double(ranks) * double(128 + 2 * half);
+    if (2 * window <= room) return half;
+  }
+  log_info(
+      "mpi transport: {} has {:.0f} bytes free, less than twice the smallest shared window "
+      "({:.0f} bytes): collectives go point to point",
+      dir, room, double(ranks) * double(128 + 2 * (size_t(1) << 20)));
+  return 0;
+}
+
+}  // namespace
 
 std::unique_ptr<NodeSharedMemory> NodeSharedMemory::create(MPI_Comm comm, size_t half_bytes) {
   int world = 1, rank = 0;
@@ -20,10 +59,16 @@ std::unique_ptr<NodeSharedMemory> NodeSharedMemory::create(MPI_Comm comm, size_t
     return nullptr;
   }
   MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN);
+  uint64_t half = rank == 0 ? uint64_t(fitting_half_bytes(world, half_bytes)) : 0;
+  MPI_Bcast(&half, 1, MPI_UINT64_T, 0, node);  // one decision for all
+  if (half == 0) {
+    MPI_Comm_free(&node);
+    return nullptr;
+  }
   std::unique_ptr<NodeSharedMemory> m(new NodeSharedMemory());
   m->node_ = node;
   m->rank_ = rank;
-  m->half_bytes_ = (half_bytes + 63) / 64 * 64;
+  m->half_bytes_ = (size_t(half) + 63) / 64 * 64;
   // + 64: Open MPI places segments at no particular alignment (seen: 8 bytes past a line), and
   // the control line and the regions want cache lines of their own.
   const size_t segment = 64 + sizeof(Control) + 2 * m->half_bytes_;

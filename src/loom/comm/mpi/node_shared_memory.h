@@ -26,6 +26,8 @@ class NodeSharedMemory {
  public:
   // Collective over `comm`. Null when the ranks span more than one machine, when there is one
   // rank, or when the window cannot be had (the transport then keeps to point-to-point).
+  // `half_bytes` is what one collective may move; less when the backing directory (/dev/shm)
+  // has too little room for it (see fitting_half_bytes), nothing below 1 MiB.
   static std::unique_ptr<NodeSharedMemory> create(MPI_Comm comm, size_t half_bytes);
   ~NodeSharedMemory();
   NodeSharedMemory(const NodeSharedMemory&) = delete;
