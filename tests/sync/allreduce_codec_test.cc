@@ -21,7 +21,7 @@ testing::StrategyMaker with_codec(std::shared_ptr<const compress::Codec> codec, 
   return [=](comm::Communicator& c, nn::Model& m, optim::Optimizer& o) {
     AllreduceOptions opts;
     opts.codec = codec;
-    opts.overlap = overlap;
+    opts.combine = overlap ? CombineWhere::kThread : CombineWhere::kAfterBackward;
     opts.bucket_bytes = bucket_bytes;
     return std::make_unique<AllreduceStrategy>(c, m, o, opts);
   };

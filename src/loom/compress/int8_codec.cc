@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "loom/core/cpu_features.h"
 #include "loom/compress/half.h"
+#include "loom/core/cpu_features.h"
 #include "loom/core/error.h"
 
 #if defined(__AVX2__)

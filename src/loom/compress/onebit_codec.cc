@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "loom/core/cpu_features.h"
 #include "loom/compress/half.h"
+#include "loom/core/cpu_features.h"
 #include "loom/core/error.h"
 
 #if defined(__AVX2__)

@@ -47,7 +47,8 @@ AllreduceStrategy::AllreduceStrategy(comm::Communicator& comm, nn::Model& model,
                       "take fp16, bf16, int8, onebit or topk",
                       options_.codec->name()));
   }
-  if (options_.overlap && comm_.size() > 1) queue_ = std::make_unique<BackgroundQueue>();
+  if (options_.combine == CombineWhere::kThread && comm_.size() > 1)
+    queue_ = std::make_unique<BackgroundQueue>();
   if (options_.momentum_correction != 0.0f) {
     if (on_device)
       throw ConfigError(
@@ -83,9 +84,10 @@ std::string AllreduceStrategy::describe() const {
   const bool sharded = options_.shard_optimizer && !options_.codec;
   return fmt::format("allreduce over {} ({} workers), {} buckets of <= {} KiB, {}{}{}; {}",
                      comm_.name(), comm_.size(), buckets_.size(), options_.bucket_bytes >> 10,
-                     options_.overlap          ? "overlapped with backward"
-                     : options_.inline_combine ? "during backward, on the compute thread"
-                                               : "after backward",
+                     options_.combine == CombineWhere::kThread ? "overlapped with backward"
+                     : options_.combine == CombineWhere::kInline
+                         ? "during backward, on the compute thread"
+                         : "after backward",
                      sharded                    ? ", optimizer sharded"
                      : options_.shard_optimizer ? ", optimizer not sharded (codec)"
                                                 : "",
@@ -182,7 +184,7 @@ void AllreduceStrategy::on_gradients_ready(const nn::ParamRange& range) {
     trace::instant(fmt::format("bucket {} ready", b), "bucket", {{"bucket", b}});
   if (queue_) {
     queue_->post([this, b] { combine(b); });
-  } else if (options_.overlap || options_.inline_combine) {
+  } else if (options_.combine != CombineWhere::kAfterBackward) {
     combine(b);  // here, while the bucket's gradients are still in cache
   }              // else combined in end_step, after the whole backward
 }
@@ -192,11 +194,11 @@ void AllreduceStrategy::end_step() {
   trace::Span wait("wait for comm", "comm");  // timeline: the exposed part of communication
   if (queue_) {
     queue_->wait_idle();
-  } else if (!options_.overlap && !options_.inline_combine) {
+  } else if (options_.combine == CombineWhere::kAfterBackward) {
     for (size_t b = 0; b < buckets_.size(); ++b) combine(int(b));
   }
   stats_.exposed_seconds += waited.seconds();
-  if (options_.inline_combine && !options_.overlap && comm_.size() > 1) {
+  if (options_.combine == CombineWhere::kInline && comm_.size() > 1) {
     // Combined inside backward: all of it was on the step's path, and the loop's compute
     // clock, which spans backward, counted it too.
     stats_.exposed_seconds += comm_seconds_;

@@ -32,14 +32,17 @@
 
 namespace loom::sync {
 
+// Where a worker combines its gradient buckets (sync.overlap; the default in overlap_policy.h).
+enum class CombineWhere {
+  kThread,         // true: on a background thread while backward goes on
+  kInline,         // "inline": on the compute thread as soon as backward has produced each
+  kAfterBackward,  // false: all of them once backward is done
+};
+
 struct AllreduceOptions {
-  int64_t bucket_bytes = 4 << 20;  // sync.bucket_kib
-  bool overlap = true;             // sync.overlap: combine buckets on a background thread
-  // Without that thread (overlap false): combine each bucket on the compute thread as soon as
-  // backward has produced it (true), or all of them after backward (false). See
-  // overlap_policy.h for why the default, with no spare core, is inline.
-  bool inline_combine = false;
-  bool shard_optimizer = true;  // sync.shard_optimizer (ignored with a codec)
+  int64_t bucket_bytes = 4 << 20;                // sync.bucket_kib
+  CombineWhere combine = CombineWhere::kThread;  // sync.overlap
+  bool shard_optimizer = true;                   // sync.shard_optimizer (ignored with a codec)
   // nullptr: plain fp32 collectives. Otherwise every bucket goes through the compressed
   // allreduce with this codec (the identity codec included, which tests use).
   std::shared_ptr<const compress::Codec> codec;

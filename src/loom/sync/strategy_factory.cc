@@ -111,8 +111,9 @@ std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& c
   }
   AllreduceOptions opts;
   opts.bucket_bytes = bucket_bytes;
-  opts.overlap = overlap_from_config(cfg, comm);
-  opts.inline_combine = inline_combine_from_config(cfg, opts.overlap);
+  opts.combine = overlap_from_config(cfg, comm)           ? CombineWhere::kThread
+                 : inline_combine_from_config(cfg, false) ? CombineWhere::kInline
+                                                          : CombineWhere::kAfterBackward;
   opts.shard_optimizer = cfg.get_bool("sync.shard_optimizer", true);
   opts.codec = codec_from_config(cfg);
   if (cfg.get_bool("sync.momentum_correction", false)) {

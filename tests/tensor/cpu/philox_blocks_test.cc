@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "loom/core/cpu_features.h"
 #include "loom/core/rng.h"
 
 namespace loom::cpu {
@@ -45,7 +46,7 @@ TEST(PhiloxBlocks, MatchesScalarPhilox) {
 }
 
 TEST(PhiloxBlocks, WideMatchesScalarPhilox) {
-  if (!philox_avx512_available()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  if (!cpu_has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
   std::vector<uint32_t> out(4 * kPhiloxWideBlocks);
   for (uint64_t key : kKeys)
     for (uint64_t first : kFirstBlocks) {

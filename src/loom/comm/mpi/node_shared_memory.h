@@ -33,7 +33,6 @@ class NodeSharedMemory {
   NodeSharedMemory(const NodeSharedMemory&) = delete;
   NodeSharedMemory& operator=(const NodeSharedMemory&) = delete;
 
-  int size() const { return int(control_.size()); }
   // Bytes one collective may move through a region (one half).
   size_t capacity() const { return half_bytes_; }
   // Rank q's half for the collective now under way.

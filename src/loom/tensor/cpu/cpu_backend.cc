@@ -10,6 +10,7 @@
 #include <limits>
 #include <new>
 
+#include "loom/core/cpu_features.h"
 #include "loom/core/error.h"
 #include "loom/core/rng.h"
 #include "loom/tensor/cpu/gemm.h"
@@ -133,7 +134,7 @@ void CpuBackend::dropout_forward(const float* __restrict x, float* __restrict y,
   };
   scalar_until(std::min(total, (4 - (first_index & 3)) & 3));
   // The draws come kPhiloxBlocks at a time: twice as many per call on AVX-512 (16 lanes).
-  const bool wide = cpu::philox_avx512_available();
+  const bool wide = cpu_has_avx512();
   const uint64_t chunk = 4 * uint64_t(wide ? cpu::kPhiloxWideBlocks : cpu::kPhiloxBlocks);
   alignas(64) uint32_t words[4 * cpu::kPhiloxWideBlocks];
   while (total - i >= chunk) {

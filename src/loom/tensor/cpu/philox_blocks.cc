@@ -2,7 +2,6 @@
 
 #include <immintrin.h>
 
-#include "loom/core/cpu_features.h"
 #include "loom/core/rng.h"
 
 namespace loom::cpu {
@@ -154,9 +153,5 @@ LOOM_PHILOX_AVX512 void philox_blocks_wide(uint64_t first_block, uint64_t key, u
 }
 
 #pragma GCC diagnostic pop
-
-bool philox_avx512_available() {
-  return cpu_has_avx512();
-}
 
 }  // namespace loom::cpu

@@ -13,8 +13,7 @@ inline constexpr int kPhiloxWideBlocks = 32;  // per philox_blocks_wide call (AV
 
 // out: 4 * kPhiloxBlocks words. AVX2 when built for it, else scalar.
 void philox_blocks(uint64_t first_block, uint64_t key, uint32_t* out);
-// out: 4 * kPhiloxWideBlocks words. Only when philox_avx512_available().
+// out: 4 * kPhiloxWideBlocks words. Only when cpu_has_avx512() (core/cpu_features.h).
 void philox_blocks_wide(uint64_t first_block, uint64_t key, uint32_t* out);
-bool philox_avx512_available();
 
 }  // namespace loom::cpu
