@@ -33,24 +33,36 @@ std::vector<float> roundtrip(const Codec& codec, CodecState& state, const std::v
   return out;
 }
 
-class EveryCodec : public ::testing::TestWithParam<std::string> {};
+// A codec name, or "fp16_residual_fp32" / "bf16_residual_fp32": that codec with an fp32
+// residual instead of its default bf16 one. (No spaces, '-' or ':' in a parameter: ctest runs
+// each test by a gtest filter, where those mean something.)
+class EveryCodec : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::string codec_name() const { return GetParam().substr(0, GetParam().find('_')); }
+  std::unique_ptr<Codec> codec() const {
+    const bool fp32 = GetParam().find("_residual_fp32") != std::string::npos;
+    return codec_named(codec_name(), fp32 ? "codec.residual = \"fp32\"" : "");
+  }
+};
 
 INSTANTIATE_TEST_SUITE_P(Codecs, EveryCodec,
-                         ::testing::Values("fp32", "fp16", "bf16", "int8", "onebit", "topk",
+                         ::testing::Values("fp32", "fp16", "fp16_residual_fp32", "bf16",
+                                           "bf16_residual_fp32", "int8", "onebit", "topk",
                                            "powersgd"));
 
 // decoded + new residual == input + old residual (to float rounding), every step, every length.
 TEST_P(EveryCodec, ResidualKeepsExactlyWhatWasNotSent) {
-  auto codec = codec_named(GetParam());
+  auto codec = this->codec();
   for (size_t n : {1, 2, 7, 33, 1000, 4097}) {
     CodecState st = codec->make_state(n, "bucket 0");
     for (int step = 0; step < 4; ++step) {
       auto g = random_normal(n, 31 * n + step);
-      std::vector<float> before(st.residual.begin(), st.residual.end());
+      std::vector<float> before = st.residual_values();
       auto out = roundtrip(*codec, st, g);
       for (size_t i = 0; i < n; ++i) {
         float want = g[i] + before[i];
-        ASSERT_NEAR(out[i] + st.residual[i], want, 1e-5f * (1 + std::fabs(want)))
+        // A bf16 residual of fp16 / bf16 rounding is within 2^-17 of the value.
+        ASSERT_NEAR(out[i] + st.residual_value(i), want, 1e-5f * (1 + std::fabs(want)))
             << GetParam() << " n=" << n << " i=" << i;
       }
     }
@@ -60,7 +72,7 @@ TEST_P(EveryCodec, ResidualKeepsExactlyWhatWasNotSent) {
 // Error feedback: over many steps the sum of what was decoded tracks the sum of inputs; the
 // gap is the final residual, which stays bounded instead of growing with the steps.
 TEST_P(EveryCodec, ErrorFeedbackSumOfDecodedTracksSumOfInputs) {
-  auto codec = codec_named(GetParam());
+  auto codec = this->codec();
   const size_t n = 777;
   const int steps = 200;
   CodecState st = codec->make_state(n, "bucket 1");
@@ -73,25 +85,27 @@ TEST_P(EveryCodec, ErrorFeedbackSumOfDecodedTracksSumOfInputs) {
   }
   double max_gap = 0, max_resid = 0;
   for (size_t i = 0; i < n; ++i) {
-    max_gap = std::max(max_gap, std::fabs(sum_in[i] - sum_out[i] - st.residual[i]));
-    max_resid = std::max(max_resid, double(std::fabs(st.residual[i])));
+    max_gap = std::max(max_gap, std::fabs(sum_in[i] - sum_out[i] - st.residual_value(i)));
+    max_resid = std::max(max_resid, double(std::fabs(st.residual_value(i))));
   }
-  EXPECT_LT(max_gap, 1e-3) << GetParam();  // telescoping: only float rounding remains
+  // Telescoping: only float rounding remains (and a bf16 residual's rounding, at most 2^-17 of
+  // each step's ~0.3).
+  EXPECT_LT(max_gap, 1e-3) << GetParam();
   // Bounded: far below the 60 a codec that dropped the 0.3 bias would accumulate.
-  EXPECT_LT(max_resid, GetParam() == "topk" ? 40.0 : 5.0) << GetParam();
-  if (GetParam() != "topk") {  // top-k 1% sends each entry only every ~100 steps
+  EXPECT_LT(max_resid, codec_name() == "topk" ? 40.0 : 5.0) << GetParam();
+  if (codec_name() != "topk") {  // top-k 1% sends each entry only every ~100 steps
     for (size_t i = 0; i < n; ++i) ASSERT_NEAR(sum_out[i] / steps, 0.3, 0.05) << i;
   }
 }
 
 TEST_P(EveryCodec, AllZeroInputDecodesToZero) {
-  auto codec = codec_named(GetParam());
+  auto codec = this->codec();
   for (size_t n : {1, 5, 64, 1001}) {
     CodecState st = codec->make_state(n, "b");
     auto out = roundtrip(*codec, st, std::vector<float>(n, 0.0f));
     for (size_t i = 0; i < n; ++i) {
       EXPECT_EQ(out[i], 0.0f);
-      EXPECT_EQ(st.residual[i], 0.0f);
+      EXPECT_EQ(st.residual_value(i), 0.0f);
     }
   }
 }
@@ -99,22 +113,26 @@ TEST_P(EveryCodec, AllZeroInputDecodesToZero) {
 // The encoders stream the residual beside the (64-byte aligned) gradient; a residual off a
 // cache line made every load of one of the two straddle lines.
 TEST_P(EveryCodec, ResidualStartsOnACacheLine) {
-  auto codec = codec_named(GetParam());
+  auto codec = this->codec();
   for (size_t n : {1, 7, 1000, 4097}) {
     CodecState st = codec->make_state(n, "bucket 0");
-    ASSERT_EQ(st.residual.size(), n);
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(st.residual.data()) % 64, 0u) << "n=" << n;
+    ASSERT_EQ(st.residual_format, codec->residual_format());
+    ASSERT_EQ(st.residual_size(), n);
+    const void* data = st.residual_format == ResidualFormat::kF32
+                           ? static_cast<const void*>(st.residual.data())
+                           : static_cast<const void*>(st.residual_bf16.data());
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(data) % 64, 0u) << "n=" << n;
   }
 }
 
 TEST_P(EveryCodec, EmptyBucketIsFine) {
-  auto codec = codec_named(GetParam());
+  auto codec = this->codec();
   CodecState st = codec->make_state(0, "b");
   EXPECT_TRUE(roundtrip(*codec, st, {}).empty());
 }
 
 TEST_P(EveryCodec, DecodeAccumulatesIntoTheOutput) {
-  auto codec = codec_named(GetParam());
+  auto codec = this->codec();
   const size_t n = 300;
   CodecState st = codec->make_state(n, "b");
   auto g = random_normal(n, 5);
@@ -129,7 +147,7 @@ TEST_P(EveryCodec, DecodeAccumulatesIntoTheOutput) {
 }
 
 TEST_P(EveryCodec, NanOrInfIsReportedWithTheBucket) {
-  auto codec = codec_named(GetParam());
+  auto codec = this->codec();
   for (float bad :
        {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
     CodecState st = codec->make_state(100, "bucket 7");
@@ -143,13 +161,13 @@ TEST_P(EveryCodec, NanOrInfIsReportedWithTheBucket) {
       std::string what = e.what();
       EXPECT_NE(what.find("bucket 7"), std::string::npos) << what;
       EXPECT_NE(what.find("element 42"), std::string::npos) << what;
-      EXPECT_NE(what.find(GetParam()), std::string::npos) << what;
+      EXPECT_NE(what.find(codec_name()), std::string::npos) << what;
     }
   }
 }
 
 TEST_P(EveryCodec, EncodedSizeIsAMultipleOfFourAndNeverAboveFp32) {
-  auto codec = codec_named(GetParam());
+  auto codec = this->codec();
   for (size_t n : {1, 2, 3, 31, 1000, 1863690}) {
     EXPECT_EQ(codec->encoded_bytes(n) % 4, 0u) << n;
     if (n >= 64) {
@@ -165,13 +183,13 @@ std::vector<float> once(const std::string& name, std::vector<float> g,
   auto codec = codec_named(name, cfg);
   CodecState st = codec->make_state(g.size(), "b");
   auto out = roundtrip(*codec, st, g);
-  if (residual) residual->assign(st.residual.begin(), st.residual.end());
+  if (residual) *residual = st.residual_values();
   return out;
 }
 
 TEST(HandComputed, Fp16) {
   std::vector<float> r;
-  auto out = once("fp16", {1.0f, -2.0f, 0.1f, 1e6f, 1e-9f}, &r);
+  auto out = once("fp16", {1.0f, -2.0f, 0.1f, 1e6f, 1e-9f}, &r, "codec.residual = \"fp32\"");
   EXPECT_EQ(out[0], 1.0f);
   EXPECT_EQ(out[1], -2.0f);
   EXPECT_EQ(out[2], 0.0999755859375f);  // 0x2e66
@@ -180,6 +198,26 @@ TEST(HandComputed, Fp16) {
   EXPECT_EQ(r[3], 1e6f - 65504.0f);
   EXPECT_EQ(out[4], 0.0f);  // below half the smallest subnormal
   EXPECT_EQ(r[4], 1e-9f);
+}
+
+// The default bf16 residual: the same codes, the residuals rounded to 8 significant bits.
+TEST(HandComputed, Fp16WithBf16Residual) {
+  std::vector<float> r;
+  auto out = once("fp16", {1.0f, -2.0f, 0.1f, 1e6f, 1e-9f, -1e-39f}, &r);
+  EXPECT_EQ(out[2], 0.0999755859375f);
+  EXPECT_EQ(r[0], 0.0f);
+  // 0.1f - 0x2e66 = 2.44155e-5 = 1.600087 * 2^-16; 1.600087 * 128 = 204.81 -> 205 / 128.
+  EXPECT_EQ(r[2], 0x1.9ap-16f);
+  // 1e6 - 65504 = 934496 = 1.78241 * 2^19; * 128 = 228.15 -> 228 / 128: 933888.
+  EXPECT_EQ(out[3], 65504.0f);
+  EXPECT_EQ(r[3], 933888.0f);
+  // 1e-9f = 1.0737418 * 2^-30 (bits 0x3089705f): the low half 0x705f < 0x8000 rounds down.
+  EXPECT_EQ(out[4], 0.0f);
+  EXPECT_EQ(r[4], 0x1.12p-30f);
+  // A float denormal residual becomes a zero of its sign (as vcvtne2ps2bf16 rounds).
+  EXPECT_EQ(out[5], 0.0f);
+  EXPECT_EQ(r[5], 0.0f);
+  EXPECT_TRUE(std::signbit(r[5]));
 }
 
 TEST(HandComputed, Bf16) {

@@ -33,8 +33,8 @@ int bytes_cmp(const void* a, const void* b, size_t bytes) {
   return bytes == 0 ? 0 : std::memcmp(a, b, bytes);
 }
 
-// offset: the output starts that many elements into its buffer (the streaming kernels align
-// their stores with a scalar head, which an offset exercises).
+// offset: the output starts that many elements into its buffer (the kernels align to the
+// residual with a masked head, so the output's own alignment varies with it).
 // Every byte 0x5a: a sentinel for output elements neither encoder should write, for plain
 // integers and for aggregates (TopkEntry) alike.
 template <typename T>
@@ -60,15 +60,80 @@ void expect_same_encoding(size_t n, float scale, size_t out_elems, Fast fast, Re
   }
 }
 
+// The fp16 / bf16 kernels by residual format, all with the float-residual signature the
+// harnesses here use. A bf16-residual kernel gets r truncated to its top 16 bits and gives it
+// back widened, which is exact both ways: comparing the float residuals compares the bits. The
+// bf16 copy sits as far off a 64-byte line as r does (in elements), so the kernels' alignment
+// heads see every case.
+using FloatResidualEncoder = std::function<bool(const float*, float*, size_t, uint16_t*)>;
+
+FloatResidualEncoder through_bf16_residual(
+    std::function<bool(const float*, uint16_t*, size_t, uint16_t*)> fn) {
+  return [fn](const float* g, float* r, size_t n, uint16_t* out) {
+    const size_t skew = (reinterpret_cast<uintptr_t>(r) / sizeof(float)) % 32;
+    std::vector<uint16_t, CacheLineAllocator<uint16_t>> buf(n + skew);
+    uint16_t* rb = buf.data() + skew;
+    for (size_t i = 0; i < n; ++i) rb[i] = uint16_t(std::bit_cast<uint32_t>(r[i]) >> 16);
+    const bool ok = fn(g, rb, n, out);
+    for (size_t i = 0; i < n; ++i) r[i] = std::bit_cast<float>(uint32_t(rb[i]) << 16);
+    return ok;
+  };
+}
+
+struct HalfKernels {
+  FloatResidualEncoder fast, fast_avx2, ref;
+};
+
+HalfKernels fp16_kernels(ResidualFormat f) {
+  if (f == ResidualFormat::kF32)
+    return {[](const float* g, float* r, size_t n, uint16_t* o) { return fp16_encode(g, r, n, o); },
+            [](const float* g, float* r, size_t n, uint16_t* o) {
+              return fp16_encode_avx2(g, r, n, o);
+            },
+            [](const float* g, float* r, size_t n, uint16_t* o) {
+              return fp16_encode_ref(g, r, n, o);
+            }};
+  return {through_bf16_residual([](const float* g, uint16_t* r, size_t n, uint16_t* o) {
+            return fp16_encode(g, r, n, o);
+          }),
+          through_bf16_residual([](const float* g, uint16_t* r, size_t n, uint16_t* o) {
+            return fp16_encode_avx2(g, r, n, o);
+          }),
+          through_bf16_residual([](const float* g, uint16_t* r, size_t n, uint16_t* o) {
+            return fp16_encode_ref(g, r, n, o);
+          })};
+}
+
+HalfKernels bf16_kernels(ResidualFormat f) {
+  if (f == ResidualFormat::kF32)
+    return {[](const float* g, float* r, size_t n, uint16_t* o) { return bf16_encode(g, r, n, o); },
+            [](const float* g, float* r, size_t n, uint16_t* o) {
+              return bf16_encode_avx2(g, r, n, o);
+            },
+            [](const float* g, float* r, size_t n, uint16_t* o) {
+              return bf16_encode_ref(g, r, n, o);
+            }};
+  return {through_bf16_residual([](const float* g, uint16_t* r, size_t n, uint16_t* o) {
+            return bf16_encode(g, r, n, o);
+          }),
+          through_bf16_residual([](const float* g, uint16_t* r, size_t n, uint16_t* o) {
+            return bf16_encode_avx2(g, r, n, o);
+          }),
+          through_bf16_residual([](const float* g, uint16_t* r, size_t n, uint16_t* o) {
+            return bf16_encode_ref(g, r, n, o);
+          })};
+}
+
+const ResidualFormat kResidualFormats[] = {ResidualFormat::kF32, ResidualFormat::kBf16};
+
 TEST(KernelsRef, Fp16EncodeAndDecodeMatchReference) {
   for (size_t n : kLengths)
     for (float s : kScales) {
-      for (bool stream : {false, true})
+      for (ResidualFormat f : kResidualFormats)
         for (size_t offset : {0, 1, 2, 15}) {
-          auto fast = [&](const float* g, float* r, size_t n, Half* out) {
-            return fp16_encode(g, r, n, out, stream);
-          };
-          expect_same_encoding<Half>(n, s, n, fast, fp16_encode_ref, offset);
+          const HalfKernels k = fp16_kernels(f);
+          expect_same_encoding<Half>(n, s, n, k.fast, k.ref, offset);
+          expect_same_encoding<Half>(n, s, n, k.fast_avx2, k.ref, offset);
         }
       std::vector<Half> in(n);
       for (size_t i = 0; i < n; ++i)
@@ -85,12 +150,11 @@ TEST(KernelsRef, Fp16EncodeAndDecodeMatchReference) {
 TEST(KernelsRef, Bf16EncodeAndDecodeMatchReference) {
   for (size_t n : kLengths)
     for (float s : kScales) {
-      for (bool stream : {false, true})
+      for (ResidualFormat f : kResidualFormats)
         for (size_t offset : {0, 1, 2, 15}) {
-          auto fast = [&](const float* g, float* r, size_t n, Bf16* out) {
-            return bf16_encode(g, r, n, out, stream);
-          };
-          expect_same_encoding<Bf16>(n, s, n, fast, bf16_encode_ref, offset);
+          const HalfKernels k = bf16_kernels(f);
+          expect_same_encoding<Bf16>(n, s, n, k.fast, k.ref, offset);
+          expect_same_encoding<Bf16>(n, s, n, k.fast_avx2, k.ref, offset);
         }
       std::vector<Bf16> in(n);
       for (size_t i = 0; i < n; ++i) in[i] = Bf16((i * 2654435761u) & 0xff7f);
@@ -104,40 +168,25 @@ TEST(KernelsRef, Bf16EncodeAndDecodeMatchReference) {
 }
 
 // The fp16 / bf16 encoders where the bits decide, every one of them (AVX-512 where the CPU has
-// it, and the AVX2 one; streaming or not) against the scalar reference: values at and around
-// rounding ties, fp16 subnormals and the underflow to zero, float denormals (which vcvtneps2bf16
-// or DAZ would flush), magnitudes past the clamp, zeros of both signs; at lengths that leave
-// every head and tail, with g, r and the output at every relative alignment.
+// it, and the AVX2 one; fp32 and bf16 residual) against the scalar reference: values at and
+// around rounding ties, fp16 subnormals and the underflow to zero, float denormals (which
+// vcvtneps2bf16 or DAZ would flush), magnitudes past the clamp, zeros of both signs; at lengths
+// that leave every head and tail, with g, r and the output at every relative alignment.
 struct HalfEncoder {
-  const char* name;
-  std::function<bool(const float*, float*, size_t, uint16_t*)> fast, ref;
+  std::string name;
+  FloatResidualEncoder fast, ref;
   bool exact_on_nan;  // the packed code of a NaN element matches too (not the AVX2 kernels)
 };
 
 std::vector<HalfEncoder> half_encoders() {
   std::vector<HalfEncoder> v;
-  for (bool stream : {false, true}) {
-    const bool avx512 = fp16_have_avx512();
-    v.push_back({stream ? "fp16 stream" : "fp16",
-                 [stream](const float* g, float* r, size_t n, uint16_t* o) {
-                   return fp16_encode(g, r, n, o, stream);
-                 },
-                 fp16_encode_ref, avx512});
-    v.push_back({stream ? "fp16 avx2 stream" : "fp16 avx2",
-                 [stream](const float* g, float* r, size_t n, uint16_t* o) {
-                   return fp16_encode_avx2(g, r, n, o, stream);
-                 },
-                 fp16_encode_ref, false});
-    v.push_back({stream ? "bf16 stream" : "bf16",
-                 [stream](const float* g, float* r, size_t n, uint16_t* o) {
-                   return bf16_encode(g, r, n, o, stream);
-                 },
-                 bf16_encode_ref, bf16_have_avx512()});
-    v.push_back({stream ? "bf16 avx2 stream" : "bf16 avx2",
-                 [stream](const float* g, float* r, size_t n, uint16_t* o) {
-                   return bf16_encode_avx2(g, r, n, o, stream);
-                 },
-                 bf16_encode_ref, false});
+  for (ResidualFormat f : kResidualFormats) {
+    const std::string res = f == ResidualFormat::kF32 ? "" : " bf16 residual";
+    const HalfKernels h = fp16_kernels(f), b = bf16_kernels(f);
+    v.push_back({"fp16" + res, h.fast, h.ref, fp16_have_avx512()});
+    v.push_back({"fp16 avx2" + res, h.fast_avx2, h.ref, false});
+    v.push_back({"bf16" + res, b.fast, b.ref, bf16_have_avx512()});
+    v.push_back({"bf16 avx2" + res, b.fast_avx2, b.ref, false});
   }
   return v;
 }
@@ -347,30 +396,18 @@ TEST(KernelsRef, FastEncodersOnZerosNegativesAndNonFinite) {
     };
   };
   const std::vector<Kernel> kernels = {
-      {"fp16 stream", half([](const float* g, float* r, size_t n, Half* o) {
-         return fp16_encode(g, r, n, o, true);
-       }),
-       half(fp16_encode_ref)},
-      {"fp16", half([](const float* g, float* r, size_t n, Half* o) {
-         return fp16_encode(g, r, n, o, false);
-       }),
-       half(fp16_encode_ref)},
-      {"bf16 stream", half([](const float* g, float* r, size_t n, Bf16* o) {
-         return bf16_encode(g, r, n, o, true);
-       }),
-       half(bf16_encode_ref)},
-      {"bf16", half([](const float* g, float* r, size_t n, Bf16* o) {
-         return bf16_encode(g, r, n, o, false);
-       }),
-       half(bf16_encode_ref)},
-      {"fp16 avx2 stream", half([](const float* g, float* r, size_t n, Half* o) {
-         return fp16_encode_avx2(g, r, n, o, true);
-       }),
-       half(fp16_encode_ref)},
-      {"bf16 avx2", half([](const float* g, float* r, size_t n, Bf16* o) {
-         return bf16_encode_avx2(g, r, n, o, false);
-       }),
-       half(bf16_encode_ref)},
+      {"fp16", half(fp16_kernels(ResidualFormat::kF32).fast),
+       half(fp16_kernels(ResidualFormat::kF32).ref)},
+      {"fp16 bf16 residual", half(fp16_kernels(ResidualFormat::kBf16).fast),
+       half(fp16_kernels(ResidualFormat::kBf16).ref)},
+      {"fp16 avx2 bf16 residual", half(fp16_kernels(ResidualFormat::kBf16).fast_avx2),
+       half(fp16_kernels(ResidualFormat::kBf16).ref)},
+      {"bf16", half(bf16_kernels(ResidualFormat::kF32).fast),
+       half(bf16_kernels(ResidualFormat::kF32).ref)},
+      {"bf16 bf16 residual", half(bf16_kernels(ResidualFormat::kBf16).fast),
+       half(bf16_kernels(ResidualFormat::kBf16).ref)},
+      {"bf16 avx2", half(bf16_kernels(ResidualFormat::kF32).fast_avx2),
+       half(bf16_kernels(ResidualFormat::kF32).ref)},
       {"int8 block 64", int8(int8_encode, 64), int8(int8_encode_ref, 64)},
       {"int8 avx2 block 64", int8(int8_encode_avx2, 64), int8(int8_encode_ref, 64)},
       {"int8 block 512", int8(int8_encode, 512), int8(int8_encode_ref, 512)},

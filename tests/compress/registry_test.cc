@@ -62,6 +62,28 @@ TEST(Registry, BadInputNamesTheKey) {
   }
 }
 
+// fp16 and bf16 keep a bf16 residual unless told fp32; the others keep fp32 and refuse bf16,
+// naming the key.
+TEST(Registry, ResidualFormat) {
+  for (const auto& name : codec_names()) {
+    auto c = make_codec(Config::from_string("codec = \"" + name + "\""));
+    const bool half = name == "fp16" || name == "bf16";
+    EXPECT_EQ(c->residual_format(), half ? ResidualFormat::kBf16 : ResidualFormat::kF32) << name;
+    EXPECT_EQ(c->make_state(10, "b").residual_format, c->residual_format()) << name;
+    c = make_codec(Config::from_string("codec.name = \"" + name + "\"\ncodec.residual = \"fp32\""));
+    EXPECT_EQ(c->residual_format(), ResidualFormat::kF32) << name;
+    const std::string err = error_of("codec.name = \"" + name + "\"\ncodec.residual = \"bf16\"");
+    if (half) {
+      EXPECT_EQ(err, "") << name;
+    } else {
+      EXPECT_NE(err.find("codec.residual"), std::string::npos) << err;
+      EXPECT_NE(err.find("fp32 only"), std::string::npos) << err;
+    }
+  }
+  const std::string err = error_of("codec.name = \"fp16\"\ncodec.residual = \"fp8\"");
+  EXPECT_NE(err.find("codec.residual"), std::string::npos) << err;
+}
+
 TEST(Registry, BareCodecKeyAndCodecNameTogetherIsAnError) {
   Config cfg;
   cfg.set("codec", std::string("fp16"), "--set");

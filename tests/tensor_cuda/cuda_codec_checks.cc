@@ -32,12 +32,16 @@ enum class Kind { kFp16, kBf16, kOnebit, kInt8, kTopk };
 // `param`: 1-bit's column, int8's block; top-k's fraction is kTopkFraction.
 constexpr double kTopkFraction = 0.01;
 
+// With an fp32 residual, as the device kernels keep.
 std::unique_ptr<Codec> cpu_codec(Kind k, size_t param) {
-  if (k == Kind::kFp16) return std::make_unique<compress::Fp16Codec>();
-  if (k == Kind::kBf16) return std::make_unique<compress::Bf16Codec>();
-  if (k == Kind::kInt8) return std::make_unique<compress::Int8Codec>(param);
-  if (k == Kind::kTopk) return std::make_unique<compress::TopkCodec>(kTopkFraction);
-  return std::make_unique<compress::OnebitCodec>(param);
+  std::unique_ptr<Codec> c;
+  if (k == Kind::kFp16) c = std::make_unique<compress::Fp16Codec>();
+  if (k == Kind::kBf16) c = std::make_unique<compress::Bf16Codec>();
+  if (k == Kind::kInt8) c = std::make_unique<compress::Int8Codec>(param);
+  if (k == Kind::kTopk) c = std::make_unique<compress::TopkCodec>(kTopkFraction);
+  if (k == Kind::kOnebit) c = std::make_unique<compress::OnebitCodec>(param);
+  c->set_residual_format(compress::ResidualFormat::kF32);
+  return c;
 }
 
 int64_t topk_k(int64_t n) {

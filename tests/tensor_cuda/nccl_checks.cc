@@ -113,6 +113,7 @@ TEST(Nccl, DeviceCompressedAllreduceMatchesTheHostCodec) {
     for (const std::string name : {"fp16", "bf16", "int8", "onebit", "topk"}) {
       SCOPED_TRACE(name);
       auto codec = compress::make_codec(name, Config{});
+      codec->set_residual_format(compress::ResidualFormat::kF32);  // as the device keeps it
       auto dev = compress::make_device_codec(*codec, be);
       ASSERT_NE(dev, nullptr);
       const size_t n = 70001;

@@ -12,23 +12,28 @@ namespace loom::compress {
 using Bf16 = uint16_t;
 static_assert(sizeof(Bf16) == 2);
 
-// Kernels as fp16's: _ref is plain scalar; bf16_encode / bf16_decode run AVX-512 where the CPU
-// has it (bf16_have_avx512()), otherwise the AVX2 kernels, bit-identical to the reference (the
-// AVX2 encoder for finite g + r only: on NaN it returns false too, with a different code).
+// Kernels as fp16's (r: floats or bfloat16 bits): _ref is plain scalar; bf16_encode runs
+// AVX-512 (with BF16) where the CPU has it (bf16_have_avx512()), bf16_decode AVX-512 where the
+// CPU has F/BW/DQ/VL, otherwise the AVX2 kernels, bit-identical to the reference (the AVX2
+// encoder for finite g + r only: on NaN it returns false too, with a different code).
 bool bf16_encode_ref(const float* g, float* r, size_t n, Bf16* out);
+bool bf16_encode_ref(const float* g, uint16_t* r, size_t n, Bf16* out);
 bool bf16_encode(const float* g, float* r, size_t n, Bf16* out);
-// stream: non-temporal stores for `out` (bit-identical bytes; see kStreamMinBytes). The
-// overload without it streams when out is at least kStreamMinBytes.
-bool bf16_encode(const float* g, float* r, size_t n, Bf16* out, bool stream);
-bool bf16_encode_avx2(const float* g, float* r, size_t n, Bf16* out, bool stream);
+bool bf16_encode(const float* g, uint16_t* r, size_t n, Bf16* out);
+bool bf16_encode_avx2(const float* g, float* r, size_t n, Bf16* out);
+bool bf16_encode_avx2(const float* g, uint16_t* r, size_t n, Bf16* out);
 void bf16_decode_ref(const Bf16* in, size_t n, float* out, DecodeMode mode);
 void bf16_decode(const Bf16* in, size_t n, float* out, DecodeMode mode);
 void bf16_decode_avx2(const Bf16* in, size_t n, float* out, DecodeMode mode);
 bool bf16_have_avx512();
 
+// The residual starts as bfloat16 (ResidualFormat): bf16's rounding error kept to 2^-17 of
+// the value, for 4 fewer bytes read and written per element.
 class Bf16Codec : public Codec {
  public:
+  Bf16Codec() { set_residual_format(ResidualFormat::kBf16); }
   std::string name() const override { return "bf16"; }
+  bool supports_bf16_residual() const override { return true; }
   size_t encoded_bytes(size_t n) const override { return round_up4(n * sizeof(Bf16)); }
 
  protected:

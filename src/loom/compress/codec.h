@@ -7,7 +7,8 @@
 //
 //   encode(g, state, out):  s = g + state.residual        (the residual is added FIRST)
 //                           out = Q(s)                    (the packed bytes)
-//                           state.residual = s - D(Q(s))  (what was not sent stays behind)
+//                           state.residual = s - D(Q(s))  (what was not sent stays behind;
+//                                                          see ResidualFormat for its storage)
 //   decode(in, out, mode):  out = D(in)  or  out += D(in)
 //
 // so over many steps the sum of decoded outputs tracks the sum of inputs: the error does not
@@ -29,6 +30,8 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include "loom/compress/half.h"
 
 namespace loom::compress {
 
@@ -68,17 +71,47 @@ struct CacheLineAllocator {
   }
 };
 using AlignedFloats = std::vector<float, CacheLineAllocator<float>>;
+using AlignedBf16 = std::vector<uint16_t, CacheLineAllocator<uint16_t>>;
+
+// How a state keeps its error-feedback residual.
+//
+// kBf16 stores each residual as bfloat16 (round to nearest even): the encoder then reads and
+// writes 4 bytes less per element, and the residual takes half the memory. For the 16-bit
+// codecs the residual is the rounding error of one value, at most 2^-11 (fp16) or 2^-8 (bf16)
+// of it, so its own rounding loses at most 2^-20 or 2^-17 of the value per step: error feedback
+// still carries nearly all of what was not sent, where without it each step loses up to 2^-11
+// or 2^-8. Their encoders are bound by memory traffic, and the residual was 8 of the 14 bytes
+// they move per element (`loom bench codec`, docs/compress.md). kF32 keeps it exact.
+enum class ResidualFormat { kF32, kBf16 };
+const char* residual_format_name(ResidualFormat f);  // "fp32", "bf16"
 
 // Per-bucket state. Created by Codec::make_state(n, bucket); not shared between buckets.
 struct CodecState {
-  std::string bucket;      // named in error messages ("bucket 3", "bucket 3 owner stripe")
-  size_t n = 0;            // elements this state encodes
-  AlignedFloats residual;  // error feedback, n floats, zero at the start
+  std::string bucket;  // named in error messages ("bucket 3", "bucket 3 owner stripe")
+  size_t n = 0;        // elements this state encodes
+  // Error feedback, zero at the start: n floats in `residual` (kF32) or n bfloat16 bit patterns
+  // in `residual_bf16` (kBf16); the other one is empty.
+  ResidualFormat residual_format = ResidualFormat::kF32;
+  AlignedFloats residual;
+  AlignedBf16 residual_bf16;
   // Codec-specific: PowerSGD's warm-started Q (cols x rank); top-k's scratch magnitudes.
   std::vector<float> aux;
   // PowerSGD: the bucket as matrices (empty: the codec's default view of a flat bucket).
   std::vector<MatrixDims> matrices;
   uint64_t steps = 0;  // encodes so far
+
+  // The residual as floats, whichever the format (checkpoints, tests, invariants).
+  float residual_value(size_t i) const {
+    return residual_format == ResidualFormat::kF32 ? residual[i]
+                                                   : bf16_to_float_ref(residual_bf16[i]);
+  }
+  std::vector<float> residual_values() const;
+  // Sets the residual from n floats; kBf16 rounds them (exact for what residual_values() gave).
+  void set_residual_values(std::span<const float> values);
+  void clear_residual();
+  size_t residual_size() const {
+    return residual_format == ResidualFormat::kF32 ? residual.size() : residual_bf16.size();
+  }
 };
 
 class Codec {
@@ -106,6 +139,13 @@ class Codec {
   bool error_feedback() const { return error_feedback_; }
   void set_error_feedback(bool on) { error_feedback_ = on; }
 
+  // The residual format of the states make_state() creates. Codecs that can encode with a
+  // bf16 residual say so (supports_bf16_residual); they start with kBf16, the others with kF32.
+  virtual bool supports_bf16_residual() const { return false; }
+  ResidualFormat residual_format() const { return residual_format_; }
+  // Requires supports_bf16_residual() for kBf16 (the registry turns that into a ConfigError).
+  void set_residual_format(ResidualFormat f);
+
  protected:
   // s = g + residual is formed by the implementation (residual may serve as scratch for s).
   // Returns false if any element of s is NaN or Inf (the caller throws).
@@ -114,19 +154,13 @@ class Codec {
 
  private:
   bool error_feedback_ = true;
+  ResidualFormat residual_format_ = ResidualFormat::kF32;
 };
 
 // Throws NumericError naming the codec, bucket and the first non-finite element of grad (or,
 // if grad is finite, saying that grad + residual overflowed).
 [[noreturn]] void throw_non_finite(const std::string& codec, const CodecState& state,
                                    std::span<const float> grad);
-
-// Packed outputs of at least this many bytes are written with non-temporal (streaming) stores:
-// they are read next by the transport, at network speed and after other work, so keeping
-// them in cache buys nothing, while normal stores first read every line they fill (a third
-// more memory traffic for fp16's 2 bytes per 4 read). Smaller outputs stay cache-resident.
-// Measured on the benchmark's 7.45 MB gradient: fp16 encode +15-25% (docs/compress.md).
-inline constexpr size_t kStreamMinBytes = size_t(1) << 20;
 
 inline size_t round_up4(size_t bytes) {
   return (bytes + 3) & ~size_t(3);

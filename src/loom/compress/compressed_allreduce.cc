@@ -122,14 +122,14 @@ void powersgd_allreduce(comm::Communicator& c, const PowerSgdCodec& codec, std::
 void CompressedAllreduceState::add_residuals(std::span<double> acc) const {
   LOOM_CHECK_EQ(acc.size(), n);
   if (aggregation != Aggregation::kStripes) {
-    for (size_t i = 0; i < n; ++i) acc[i] += worker[0].residual[i];
+    for (size_t i = 0; i < n; ++i) acc[i] += worker[0].residual_value(i);
     return;
   }
   for (size_t j = 0; j < stripes.size(); ++j)
     for (size_t i = 0; i < stripes[j].size(); ++i)
-      acc[stripes[j].begin + i] += worker[j].residual[i];
-  for (size_t i = 0; i < owner.residual.size(); ++i)
-    acc[stripes[rank].begin + i] += owner.residual[i];
+      acc[stripes[j].begin + i] += worker[j].residual_value(i);
+  for (size_t i = 0; i < owner.residual_size(); ++i)
+    acc[stripes[rank].begin + i] += owner.residual_value(i);
 }
 
 CompressedAllreduceState make_compressed_allreduce_state(const Codec& codec, size_t n, int world,

@@ -13,25 +13,31 @@ using Half = uint16_t;
 static_assert(sizeof(Half) == 2);
 
 // Kernels: s = g + r; out = half(s); r = s - float(out). They return false if any s is NaN or
-// Inf. _ref is plain scalar; the others match its packed bytes and residuals bit for bit.
-// fp16_encode / fp16_decode run AVX-512 where the CPU has it (fp16_have_avx512()), otherwise
-// the F16C/AVX2 kernels, which are also callable directly. The AVX-512 encoder matches the
-// reference for every input; the AVX2 one for finite g + r (on NaN it returns false as well,
-// but the code it packs for that element differs).
+// Inf. r is the residual as floats or as bfloat16 bits (ResidualFormat::kBf16, rounded by
+// residual_to_bf16_ref). _ref is plain scalar; the others match its packed bytes and residuals
+// bit for bit. fp16_encode runs AVX-512 (with BF16) where the CPU has it (fp16_have_avx512()),
+// fp16_decode AVX-512 where the CPU has F/BW/DQ/VL; otherwise the F16C/AVX2 kernels, which are
+// also callable directly. The AVX-512 encoder matches the reference for every input; the AVX2
+// one for finite g + r (on NaN it returns false as well, but the code it packs for that element
+// differs).
 bool fp16_encode_ref(const float* g, float* r, size_t n, Half* out);
+bool fp16_encode_ref(const float* g, uint16_t* r, size_t n, Half* out);
 bool fp16_encode(const float* g, float* r, size_t n, Half* out);
-// stream: non-temporal stores for `out` (bit-identical bytes; see kStreamMinBytes). The
-// overload without it streams when out is at least kStreamMinBytes.
-bool fp16_encode(const float* g, float* r, size_t n, Half* out, bool stream);
-bool fp16_encode_avx2(const float* g, float* r, size_t n, Half* out, bool stream);
+bool fp16_encode(const float* g, uint16_t* r, size_t n, Half* out);
+bool fp16_encode_avx2(const float* g, float* r, size_t n, Half* out);
+bool fp16_encode_avx2(const float* g, uint16_t* r, size_t n, Half* out);
 void fp16_decode_ref(const Half* in, size_t n, float* out, DecodeMode mode);
 void fp16_decode(const Half* in, size_t n, float* out, DecodeMode mode);
 void fp16_decode_avx2(const Half* in, size_t n, float* out, DecodeMode mode);
 bool fp16_have_avx512();
 
+// The residual starts as bfloat16 (ResidualFormat): fp16's rounding error kept to 2^-20 of
+// the value, for 4 fewer bytes read and written per element.
 class Fp16Codec : public Codec {
  public:
+  Fp16Codec() { set_residual_format(ResidualFormat::kBf16); }
   std::string name() const override { return "fp16"; }
+  bool supports_bf16_residual() const override { return true; }
   size_t encoded_bytes(size_t n) const override { return round_up4(n * sizeof(Half)); }
 
  protected:

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 
 namespace loom::compress {
@@ -56,6 +57,30 @@ inline uint16_t float_to_bf16_ref(float f) {
 
 inline float bf16_to_float_ref(uint16_t b) {
   return std::bit_cast<float>(uint32_t(b) << 16);
+}
+
+// A residual kept as bfloat16 (ResidualFormat::kBf16), as vcvtne2ps2bf16 rounds the finite
+// values the AVX-512 encoders give it: a float denormal (below 2^-126) becomes a zero of its
+// sign, anything else rounds to nearest even, after a clamp to the finite range (so a huge
+// residual, from a value fp16 saturated, stays finite).
+inline uint16_t residual_to_bf16_ref(float v) {
+  const uint32_t x = std::bit_cast<uint32_t>(v);
+  if ((x & 0x7f800000u) == 0) return uint16_t((x >> 16) & 0x8000u);
+  return float_to_bf16_ref(v < -kBf16Max ? -kBf16Max : (v > kBf16Max ? kBf16Max : v));
+}
+
+// The scalar encoders' residual access, for either format: float (exact) or bfloat16 bits.
+inline float load_residual(const float* r, size_t i) {
+  return r[i];
+}
+inline float load_residual(const uint16_t* r, size_t i) {
+  return bf16_to_float_ref(r[i]);
+}
+inline void store_residual(float* r, size_t i, float v) {
+  r[i] = v;
+}
+inline void store_residual(uint16_t* r, size_t i, float v) {
+  r[i] = residual_to_bf16_ref(v);
 }
 
 inline bool is_finite_bits(float f) {

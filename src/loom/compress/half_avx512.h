@@ -1,14 +1,22 @@
-// AVX-512 loop shared by the fp16 and bf16 encoders (included by their .cc files only; every
-// function here carries the target attribute, so it is called only after a run-time check).
+// AVX-512 loops shared by the fp16 and bf16 codecs (included by their .cc files only; every
+// function here carries a target attribute, so it is called only after a run-time check).
 //
-// Why the alignment work: beyond L2 the loop is bound by memory traffic, not arithmetic (one
-// that moves the same bytes with no conversion is no faster), and there 64-byte accesses that
-// straddle two cache lines cost a lot. Measured on Zen 5, 1.86 M floats, streaming: r 64-byte
-// aligned 42 GB/s; the output aligned instead (r and g 16 bytes off) 22 GB/s, below the AVX2
-// loop. std::vector gives only 16-byte alignment, so the loop aligns r (read and written, 8 of
-// the 14 bytes per element) by a masked head, and when streaming assembles whole aligned output
-// lines from consecutive results with a permute. Aligning g too (shifted aligned loads) made
-// no measurable difference and was dropped.
+// The encoder's loop is the common case only: 32 values a step whose codes are all finite. A
+// step that holds a NaN, an Inf or a magnitude past the format's clamp, and the unaligned head
+// and the tail, go through the codec's scalar reference, which defines the bits: so the vector
+// loop needs no clamps, no NaN rules and no masks. On 1.86 M floats (Zen 5) the clamp alone cost
+// ~15% of encode time and the per-16 NaN test and branch ~5%: at 22 bytes moved per element the
+// loop is as close to its vector-op budget as to memory bandwidth.
+//
+// Why the alignment head: 64-byte accesses that straddle two cache lines cost a lot beyond L2.
+// Measured on Zen 5, 1.86 M floats, fp32 residual: r 64-byte aligned 42 GB/s; the output aligned
+// instead (r and g 16 bytes off) 22 GB/s. So the loop aligns r (read and written: the most bytes
+// per element). Aligning g too (shifted aligned loads) made no measurable difference.
+//
+// The codes are written with ordinary stores. Streaming (non-temporal) stores made encode alone
+// 15-25% faster on 1.86 M floats but sent the codes to DRAM, where whoever reads them next (the
+// decoder, the transport) then fetched them: encode + decode was as slow or slower at every
+// size, 0.39 against 0.49 of memcpy's time at 262 K floats, 0.43 against 0.49 at 1 M.
 #pragma once
 
 #include <immintrin.h>
@@ -17,12 +25,18 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "loom/compress/half.h"
 #include "loom/core/cpu_features.h"
 
 #define LOOM_HALF_AVX512_TARGET "avx512f,avx512bw,avx512vl,avx512dq"
 #define LOOM_HALF_AVX512 __attribute__((target(LOOM_HALF_AVX512_TARGET)))
 #define LOOM_HALF_AVX512_INLINE \
   __attribute__((target(LOOM_HALF_AVX512_TARGET), always_inline)) inline
+// The encoders also round the residual with vcvtne2ps2bf16 (cpu_has_avx512_bf16()).
+#define LOOM_HALF_AVX512_ENCODE_TARGET LOOM_HALF_AVX512_TARGET ",avx512bf16"
+#define LOOM_HALF_AVX512_ENCODE __attribute__((target(LOOM_HALF_AVX512_ENCODE_TARGET)))
+#define LOOM_HALF_AVX512_ENCODE_INLINE \
+  __attribute__((target(LOOM_HALF_AVX512_ENCODE_TARGET), always_inline)) inline
 
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused merge source, which
 // -Wmaybe-uninitialized reports; nothing uninitialised is read. The codec files that include this
@@ -32,86 +46,86 @@
 
 namespace loom::compress::half_avx512 {
 
-// fpclass categories: QNaN | +Inf | -Inf | SNaN.
+// fpclass categories: QNaN | +Inf | -Inf | SNaN; denormal.
 constexpr int kNonFinite = 0x01 | 0x08 | 0x10 | 0x80;
-constexpr int kNaN = 0x01 | 0x80;
+constexpr int kDenormal = 0x20;
 
-// A codec policy P provides, for 16 values s:
-//   __m512 step(__m512 s, __m512i* bits, __mmask16* bad)  the residual s - decode(code); bits
-//       holds the 16 codes in a policy-specific layout; bad gets the lanes of non-finite s
-//   __m512i join(__m512i bits0, __m512i bits1)  32 codes in order, one 64-byte line
-//   __m256i codes16(__m512i bits)               16 codes in order
-//   static __m512 decode16(__m256i codes)       16 codes to floats
-
-// Up to 16 values under a lane mask (heads and tails): masked-off lanes read as 0 (finite) and
-// are not written.
-template <class P>
-LOOM_HALF_AVX512_INLINE void masked16(const P& p, const float* g, float* r, uint16_t* out,
-                                      __mmask16 m, __mmask16* bad) {
-  __m512 s = _mm512_add_ps(_mm512_maskz_loadu_ps(m, g), _mm512_maskz_loadu_ps(m, r));
-  __m512i bits;
-  _mm512_mask_storeu_ps(r, m, p.step(s, &bits, bad));
-  _mm256_mask_storeu_epi16(out, m, p.codes16(bits));
+// Whether any of 32 16-bit codes has every bit of `exp` set (Inf or NaN in fp16 or bfloat16).
+LOOM_HALF_AVX512_ENCODE_INLINE bool any_exponent_all_ones(__m512i codes, short exp) {
+  const __m512i e = _mm512_set1_epi16(exp);
+  return _mm512_cmpeq_epi16_mask(_mm512_and_si512(codes, e), e) != 0;
 }
 
-// 32 values from g0/g1 (already loaded) and r (64-byte aligned); returns their codes.
-template <class P>
-LOOM_HALF_AVX512_INLINE __m512i body32(const P& p, __m512 g0, __m512 g1, float* r, __mmask16* bad) {
-  __m512i b0, b1;
-  __m512 s0 = _mm512_add_ps(g0, _mm512_load_ps(r));
-  __m512 s1 = _mm512_add_ps(g1, _mm512_load_ps(r + 16));
-  _mm512_store_ps(r, p.step(s0, &b0, bad));
-  _mm512_store_ps(r + 16, p.step(s1, &b1, bad));
-  return p.join(b0, b1);
+// A codec policy P provides:
+//   static bool codes32(__m512 s0, __m512 s1, __m512i* codes, __m512* d0, __m512* d1)
+//       the 32 codes of s0, s1 in order and their decoded values; false if the reference must
+//       encode these 32 (a NaN, an Inf, a magnitude past the clamp), and then the outputs are
+//       unused
+//   static __m512 decode16(__m256i codes)  16 codes to floats
+//
+// A residual policy R (F32Residual, Bf16Residual) says how the residual is stored: R::T its
+// element type; load32 / store32 for 32 values whose first is 64-byte aligned. Bf16Residual
+// rounds as residual_to_bf16_ref, which is vcvtne2ps2bf16's rounding for the finite values the
+// loop sees (nearest even, float denormals to signed zero).
+
+struct F32Residual {
+  using T = float;
+  LOOM_HALF_AVX512_ENCODE_INLINE static void load32(const float* r, __m512* v0, __m512* v1) {
+    *v0 = _mm512_load_ps(r);
+    *v1 = _mm512_load_ps(r + 16);
+  }
+  LOOM_HALF_AVX512_ENCODE_INLINE static void store32(float* r, __m512 v0, __m512 v1) {
+    _mm512_store_ps(r, v0);
+    _mm512_store_ps(r + 16, v1);
+  }
+};
+
+// 32 bfloat16 values to two vectors of 16 floats: word k of b (k < 16) to the upper half of
+// dword k of v0, zeros below; words 16..31 to v1. One permute per 16 instead of a zero-extension
+// and a shift: fp16 encode 53-54 -> 58-60 GB/s on 1.86 M floats (Zen 5, interleaved runs).
+LOOM_HALF_AVX512_ENCODE_INLINE void widen_bf16x32(__m512i b, __m512* v0, __m512* v1) {
+  const __m512i lo = _mm512_set_epi16(15, 0, 14, 0, 13, 0, 12, 0, 11, 0, 10, 0, 9, 0, 8, 0, 7, 0, 6,
+                                      0, 5, 0, 4, 0, 3, 0, 2, 0, 1, 0, 0, 0);
+  const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+  *v0 = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xaaaaaaaau, lo, b));
+  *v1 = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xaaaaaaaau, hi, b));
 }
 
-// Returns false if any g + r is NaN or Inf. kStream: the codes are written as whole aligned
-// 64-byte lines with streaming stores.
-template <class P, bool kStream>
-LOOM_HALF_AVX512 bool encode(const P& p, const float* g, float* r, size_t n, uint16_t* out) {
-  __mmask16 bad = 0;
-  // Head: up to r + i 64-byte aligned (r is a float*, so 4-byte aligned).
-  size_t i = std::min(n, ((64 - reinterpret_cast<uintptr_t>(r) % 64) % 64) / 4);
-  if (i) masked16(p, g, r, out, __mmask16((1u << i) - 1), &bad);
-  if (i + 32 <= n) {
-    // Streaming: the code of element i + j goes to lane d + j of the line at out + i - d, which
-    // holds the last d codes of the previous step and the first 32 - d of this one.
-    const size_t d = kStream ? (reinterpret_cast<uintptr_t>(out + i) % 64) / 2 : 0;
-    const __m512i oidx = _mm512_add_epi16(
-        _mm512_set1_epi16(short(32 - d)),
-        _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13,
-                         12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0));
-    __m512i oprev = _mm512_setzero_si512();
-    uint16_t* oa = out + i - d;
-    bool first = true;
-    for (; i + 32 <= n; i += 32, oa += 32) {
-      __m512i codes = body32(p, _mm512_loadu_ps(g + i), _mm512_loadu_ps(g + i + 16), r + i, &bad);
-      if constexpr (kStream) {
-        __m512i line = _mm512_permutex2var_epi16(oprev, oidx, codes);
-        if (__builtin_expect(first, 0)) {  // lanes below d belong to values before the loop
-          _mm512_mask_storeu_epi16(oa, __mmask32(0xffffffffu << d), line);
-          first = false;
-        } else {
-          _mm512_stream_si512(reinterpret_cast<__m512i*>(oa), line);
-        }
-        oprev = codes;
-      } else {
-        _mm512_storeu_si512(out + i, codes);
-      }
-    }
-    if constexpr (kStream) {
-      // The last d codes; the rest of their line is written below, by ordinary stores.
-      __m512i line = _mm512_permutex2var_epi16(oprev, oidx, _mm512_setzero_si512());
-      _mm512_mask_storeu_epi16(oa, __mmask32((uint64_t(1) << d) - 1), line);
-      _mm_sfence();  // order the streaming stores before the caller's sends
+struct Bf16Residual {
+  using T = uint16_t;
+  LOOM_HALF_AVX512_ENCODE_INLINE static void load32(const uint16_t* r, __m512* v0, __m512* v1) {
+    widen_bf16x32(_mm512_load_si512(r), v0, v1);
+  }
+  LOOM_HALF_AVX512_ENCODE_INLINE static void store32(uint16_t* r, __m512 v0, __m512 v1) {
+    _mm512_store_si512(r, (__m512i)_mm512_cvtne2ps_pbh(v1, v0));
+  }
+};
+
+// Returns false if any g + r is NaN or Inf. ref is the codec's scalar reference for this
+// residual type.
+template <class P, class R>
+LOOM_HALF_AVX512_ENCODE bool encode(const float* g, typename R::T* r, size_t n, uint16_t* out,
+                                    bool (*ref)(const float*, typename R::T*, size_t, uint16_t*)) {
+  // Head: up to r + i 64-byte aligned (r is 2- or 4-byte aligned, so up to 31 or 15 values).
+  const size_t head =
+      std::min(n, ((64 - reinterpret_cast<uintptr_t>(r) % 64) % 64) / sizeof(typename R::T));
+  bool ok = ref(g, r, head, out);
+  size_t i = head;
+  for (; i + 32 <= n; i += 32) {
+    __m512 r0, r1;
+    R::load32(r + i, &r0, &r1);
+    const __m512 s0 = _mm512_add_ps(_mm512_loadu_ps(g + i), r0);
+    const __m512 s1 = _mm512_add_ps(_mm512_loadu_ps(g + i + 16), r1);
+    __m512i codes;
+    __m512 d0, d1;
+    if (__builtin_expect(P::codes32(s0, s1, &codes, &d0, &d1), 1)) {
+      R::store32(r + i, _mm512_sub_ps(s0, d0), _mm512_sub_ps(s1, d1));
+      _mm512_storeu_si512(out + i, codes);
+    } else {
+      ok &= ref(g + i, r + i, 32, out + i);  // r + i is as it was: only loaded so far
     }
   }
-  if (i + 16 <= n) {
-    masked16(p, g + i, r + i, out + i, __mmask16(0xffff), &bad);
-    i += 16;
-  }
-  if (i < n) masked16(p, g + i, r + i, out + i, __mmask16((1u << (n - i)) - 1), &bad);
-  return bad == 0;
+  return ref(g + i, r + i, n - i, out + i) && ok;
 }
 
 // Decode: 16 codes to floats by P::decode16 (a __m256i of codes to __m512), written or added.
@@ -141,13 +155,7 @@ LOOM_HALF_AVX512 void decode(const uint16_t* in, size_t n, float* out) {
   if (i < n) decode16<P, kAccumulate>(in + i, out + i, __mmask16((1u << (n - i)) - 1));
 }
 
-// The codecs' entry points (call after cpu_has_avx512()): P's encode, streaming or not, and
-// decode, writing or accumulating.
-template <class P>
-LOOM_HALF_AVX512 bool encode_any(const float* g, float* r, size_t n, uint16_t* out, bool stream) {
-  const P p;
-  return stream ? encode<P, true>(p, g, r, n, out) : encode<P, false>(p, g, r, n, out);
-}
+// The decoders' entry point (call after cpu_has_avx512()): writing or accumulating.
 
 template <class P>
 LOOM_HALF_AVX512 void decode_any(const uint16_t* in, size_t n, float* out, bool accumulate) {

@@ -71,6 +71,15 @@ std::unique_ptr<Codec> make_codec(const std::string& name, const Config& cfg) {
                                   cfg.has("codec") ? cfg.where("codec") : "codec", name, list));
   }
   codec->set_error_feedback(cfg.get_bool("codec.error_feedback", true));
+  if (cfg.has("codec.residual")) {
+    const std::string f = cfg.get_choice("codec.residual", "fp32", {"fp32", "bf16"});
+    if (f == "bf16" && !codec->supports_bf16_residual())
+      throw ConfigError(fmt::format(
+          "{}: key 'codec.residual': codec {} keeps its residual in fp32 only (bf16 residuals: "
+          "fp16, bf16)",
+          cfg.where("codec.residual"), name));
+    codec->set_residual_format(f == "bf16" ? ResidualFormat::kBf16 : ResidualFormat::kF32);
+  }
   return codec;
 }
 
@@ -82,6 +91,8 @@ std::vector<ConfigKeySpec> codec_config_keys() {
        "the same as `codec`, for files that also set codec.* parameters"},
       {"codec.error_feedback", ConfigType::kBool, "true",
        "keep what a lossy codec did not send and add it to the next step"},
+      {"codec.residual", ConfigType::kString, "\"bf16\" (fp16, bf16) / \"fp32\"",
+       "storage of the error-feedback residual: fp32 | bf16 (fp16 and bf16 codecs only)"},
       {"codec.int8_block", ConfigType::kInt, "512",
        "int8: elements per absmax block (power of two, 8 .. 2^20)"},
       {"codec.onebit_column", ConfigType::kInt, "512",

@@ -8,6 +8,8 @@
 //                          files that set parameters use codec.name; `--set codec=int8` works
 //                          either way. Setting both is an error.
 //   codec.error_feedback   bool, default true (false only to show why it matters)
+//   codec.residual         "fp32" | "bf16": how the residual is stored (ResidualFormat);
+//                          default bf16 for fp16 and bf16, which alone accept it
 //   codec.int8_block       int, power of two in [8, 2^20], default 512
 //   codec.onebit_column    int, multiple of 32 in [32, 2^24], default 512
 //   codec.topk_fraction    float in (0, 1], default 0.01

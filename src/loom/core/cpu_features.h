@@ -12,6 +12,12 @@ inline bool cpu_has_avx512() {
   return yes;
 }
 
+// The above and BF16 (vcvtne2ps2bf16): what the fp16 and bf16 encoders use.
+inline bool cpu_has_avx512_bf16() {
+  static const bool yes = cpu_has_avx512() && __builtin_cpu_supports("avx512bf16");
+  return yes;
+}
+
 // F, BW, VBMI: what the int8 kernels use (byte permutes over 128-entry tables).
 inline bool cpu_has_avx512_vbmi() {
   static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

@@ -147,9 +147,9 @@ void AllreduceStrategy::combine(int b) {
     if (u) {
       // Momentum factor masking: where the codec sent all that was pending (its residual is
       // now zero), that velocity has been applied; keeping it would apply it again.
-      const float* r = st.worker[0].residual.data();
+      const compress::CodecState& r = st.worker[0];
       for (size_t i = 0; i < n; ++i)
-        if (r[i] == 0.0f) u[i] = 0.0f;
+        if (r.residual_value(i) == 0.0f) u[i] = 0.0f;
       plain_sgd_->update(params, grads, bucket.offset, bucket.count, lr_);
     } else {
       optimizer_.update(params, grads, bucket.offset, bucket.count, lr_);

@@ -6,7 +6,8 @@ namespace loom::sync {
 namespace {
 
 void save_one(const compress::CodecState& st, const std::string& prefix, StrategyState& out) {
-  out.floats[prefix + ".residual"].assign(st.residual.begin(), st.residual.end());
+  // As floats whatever the format: a bf16 residual converts exactly both ways.
+  out.floats[prefix + ".residual"] = st.residual_values();
   out.floats[prefix + ".aux"] = st.aux;
   std::vector<uint8_t> steps(sizeof(uint64_t));
   std::memcpy(steps.data(), &st.steps, sizeof(uint64_t));
@@ -14,8 +15,7 @@ void save_one(const compress::CodecState& st, const std::string& prefix, Strateg
 }
 
 void restore_one(compress::CodecState& st, const std::string& prefix, const StrategyState& in) {
-  const auto& residual = in.need_floats(prefix + ".residual", st.residual.size());
-  st.residual.assign(residual.begin(), residual.end());
+  st.set_residual_values(in.need_floats(prefix + ".residual", st.residual_size()));
   st.aux = in.need_floats(prefix + ".aux", st.aux.size());
   std::memcpy(&st.steps, in.need_bytes(prefix + ".steps", sizeof(uint64_t)).data(),
               sizeof(uint64_t));
