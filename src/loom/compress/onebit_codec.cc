@@ -15,30 +15,34 @@
 namespace loom::compress {
 namespace {
 
-// The fixed order in which the 8 partial sums are combined (see the header).
-inline float combine8(const float* l) {
-  return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+constexpr size_t kLanes = 16;  // partial sums per side (see the header)
+
+// The fixed order in which the 16 partial sums are combined (see the header).
+inline float combine16(const float* l) {
+  float m[8];
+  for (size_t j = 0; j < 8; ++j) m[j] = l[j] + l[j + 8];
+  return ((m[0] + m[1]) + (m[2] + m[3])) + ((m[4] + m[5]) + (m[6] + m[7]));
 }
 
 inline OnebitLevels levels_from(const float* sum_neg, const float* sum_pos, size_t cnt_neg,
                                 size_t cnt_pos) {
   OnebitLevels lv;
-  lv.neg = cnt_neg ? combine8(sum_neg) / float(cnt_neg) : 0.0f;
-  lv.pos = cnt_pos ? combine8(sum_pos) / float(cnt_pos) : 0.0f;
+  lv.neg = cnt_neg ? combine16(sum_neg) / float(cnt_neg) : 0.0f;
+  lv.pos = cnt_pos ? combine16(sum_pos) / float(cnt_pos) : 0.0f;
   return lv;
 }
 
-// The levels of one column whose sums s are in place: element i goes to partial sum i % 8 of its
-// sign. The reference encoder, and the AVX-512 one for a column holding a NaN or Inf.
+// The levels of one column whose sums s are in place: element i goes to partial sum i % 16 of
+// its sign. The reference encoder, and the AVX-512 one for a column holding a NaN or Inf.
 OnebitLevels column_levels_ref(const float* s, size_t len) {
-  float sum_neg[8] = {}, sum_pos[8] = {};
+  float sum_neg[kLanes] = {}, sum_pos[kLanes] = {};
   size_t cnt_neg = 0;
   for (size_t i = 0; i < len; ++i) {
     if (s[i] < 0.0f) {
-      sum_neg[i % 8] += s[i];
+      sum_neg[i % kLanes] += s[i];
       ++cnt_neg;
     } else {
-      sum_pos[i % 8] += s[i];
+      sum_pos[i % kLanes] += s[i];
     }
   }
   return levels_from(sum_neg, sum_pos, cnt_neg, len - cnt_neg);
@@ -93,25 +97,31 @@ bool onebit_encode_avx2(const float* g, float* r, size_t n, size_t column, Onebi
   bool ok = true;
   for (size_t c0 = 0, ci = 0; c0 < n; c0 += column, ++ci) {
     size_t len = std::min(n - c0, column);
-    size_t vec = len & ~size_t(7);
+    size_t vec = len & ~size_t(15);
     const float* gc = g + c0;
     float* rc = r + c0;
-    __m256 vneg = zero, vpos = zero;
+    // vneg[h] / vpos[h]: partial sums 8 h .. 8 h + 7 of each side
+    __m256 vneg[2] = {zero, zero}, vpos[2] = {zero, zero};
     __m256i vcnt = _mm256_setzero_si256();
-    for (size_t i = 0; i < vec; i += 8) {
-      __m256 s = _mm256_add_ps(_mm256_loadu_ps(gc + i), _mm256_loadu_ps(rc + i));
-      __m256i e = _mm256_and_si256(_mm256_castps_si256(s), exp_mask);
-      bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(e, exp_mask));
-      _mm256_storeu_ps(rc + i, s);
-      __m256 m = _mm256_cmp_ps(s, zero, _CMP_LT_OQ);
-      vneg = _mm256_add_ps(vneg, _mm256_and_ps(m, s));
-      vpos = _mm256_add_ps(vpos, _mm256_andnot_ps(m, s));
-      vcnt = _mm256_sub_epi32(vcnt, _mm256_castps_si256(m));
+    for (size_t i = 0; i < vec; i += 16) {
+      for (int h = 0; h < 2; ++h) {
+        const size_t j = i + 8 * size_t(h);
+        __m256 s = _mm256_add_ps(_mm256_loadu_ps(gc + j), _mm256_loadu_ps(rc + j));
+        __m256i e = _mm256_and_si256(_mm256_castps_si256(s), exp_mask);
+        bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(e, exp_mask));
+        _mm256_storeu_ps(rc + j, s);
+        __m256 m = _mm256_cmp_ps(s, zero, _CMP_LT_OQ);
+        vneg[h] = _mm256_add_ps(vneg[h], _mm256_and_ps(m, s));
+        vpos[h] = _mm256_add_ps(vpos[h], _mm256_andnot_ps(m, s));
+        vcnt = _mm256_sub_epi32(vcnt, _mm256_castps_si256(m));
+      }
     }
-    alignas(32) float sum_neg[8], sum_pos[8];
+    alignas(32) float sum_neg[kLanes], sum_pos[kLanes];
     alignas(32) int32_t cnt[8];
-    _mm256_store_ps(sum_neg, vneg);
-    _mm256_store_ps(sum_pos, vpos);
+    for (int h = 0; h < 2; ++h) {
+      _mm256_store_ps(sum_neg + 8 * h, vneg[h]);
+      _mm256_store_ps(sum_pos + 8 * h, vpos[h]);
+    }
     _mm256_store_si256(reinterpret_cast<__m256i*>(cnt), vcnt);
     size_t cnt_neg = 0;
     for (int32_t c : cnt) cnt_neg += size_t(c);
@@ -120,10 +130,10 @@ bool onebit_encode_avx2(const float* g, float* r, size_t n, size_t column, Onebi
       ok &= is_finite_bits(s);
       rc[i] = s;
       if (s < 0.0f) {
-        sum_neg[i % 8] += s;
+        sum_neg[i % kLanes] += s;
         ++cnt_neg;
       } else {
-        sum_pos[i % 8] += s;
+        sum_pos[i % kLanes] += s;
       }
     }
     OnebitLevels lv = levels_from(sum_neg, sum_pos, cnt_neg, len - cnt_neg);
@@ -181,8 +191,8 @@ void onebit_decode_avx2(const OnebitLevels* levels, const uint32_t* words, size_
   }
 }
 
-// AVX-512 (F, BW, DQ, VL) encode. The partial sums are a chain of one add per 8 elements per
-// sign that no reordering may shorten (their order decides the levels' bits), so the kernel keeps
+// AVX-512 (F, BW, DQ, VL) encode. The partial sums are a chain of one add per 16 elements per
+// side that no reordering may shorten (their order decides the levels' bits), so the kernel keeps
 // the reference's two passes per column and runs pass 1 of the next column in the same loop as
 // pass 2 of this one: pass 2's work fills the chain's latency. Pass 1 stores s into r as the
 // reference does; against recomputing s from g and r in pass 2, or two columns side by side
@@ -198,29 +208,28 @@ void onebit_decode_avx2(const OnebitLevels* levels, const uint32_t* words, size_
 
 namespace {
 
-// One column's pass-1 state: lanes 0..7 of sums are the negatives' 8 partial sums, lanes 8..15
-// the others'; neg counts the entries < 0.
+// One column's pass-1 state: the 16 partial sums of each side (lane k: elements k, k + 16, ...);
+// neg counts the entries < 0.
 struct ColumnSums {
-  __m512 sums;
+  __m512 neg_sums, pos_sums;
   size_t neg;
 };
 
-// x in lanes 0..7 where its sign bit is set and in lanes 8..15 where it is clear, +0 elsewhere.
-// The sign bit differs from the reference's s < 0 only for -0 and NaNs: adding -0 or +0 changes
-// no partial sum (neither side's sum is ever -0), and a NaN leaves its side's sum NaN, which
-// sends the column to the reference's sums (column_levels).
-LOOM_ONEBIT512 inline __m512 split_by_sign(__m512 x) {
-  const __m512i upper = _mm512_set_epi32(-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __m512i xi = _mm512_castps_si512(x);
-  // (sign ^ upper) & x, sign = x >> 31 (arithmetic): bit select in one ternary-logic op.
-  return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_srai_epi32(xi, 31), upper, xi, 0x28));
+LOOM_ONEBIT512 inline ColumnSums no_sums() {
+  return {_mm512_setzero_ps(), _mm512_setzero_ps(), 0};
 }
 
-// Elements 0..7 of s go into the partial sums first, then 8..15, as in the reference.
+// min(+0, s) is s where s < 0 and a zero elsewhere, max(+0, s) s where s >= 0: what the
+// reference adds to each side's lane, or a zero, which changes no partial sum (a sum that
+// starts at +0 and adds values of one sign is never -0, and +0 + -0 is +0). With +0 as the first
+// operand both return s when s is NaN (vminps/vmaxps return the second operand then, and for
+// two zeros), so a NaN leaves the sums NaN and sends the column to the reference's sums
+// (column_levels), as +Inf and -Inf do on their sides.
 LOOM_ONEBIT512 inline void add_to_sums(__m512 s, ColumnSums& a) {
-  a.neg += _mm_popcnt_u32(_cvtmask16_u32(_mm512_cmp_ps_mask(s, _mm512_setzero_ps(), _CMP_LT_OQ)));
-  a.sums = _mm512_add_ps(a.sums, split_by_sign(_mm512_shuffle_f32x4(s, s, 0x44)));
-  a.sums = _mm512_add_ps(a.sums, split_by_sign(_mm512_shuffle_f32x4(s, s, 0xee)));
+  const __m512 zero = _mm512_setzero_ps();
+  a.neg += _mm_popcnt_u32(_cvtmask16_u32(_mm512_cmp_ps_mask(s, zero, _CMP_LT_OQ)));
+  a.neg_sums = _mm512_add_ps(a.neg_sums, _mm512_min_ps(zero, s));
+  a.pos_sums = _mm512_add_ps(a.pos_sums, _mm512_max_ps(zero, s));
 }
 
 // Pass 1 over 16 elements: r = s = g + r, and s into the sums.
@@ -230,9 +239,12 @@ LOOM_ONEBIT512 inline void pass1_16(const float* g, float* r, ColumnSums& a) {
   add_to_sums(s, a);
 }
 
-// combine8 of lanes 0..7 into lane 0 and of lanes 8..15 into lane 8: the same additions, each
-// with the same two operands, as combine8.
-LOOM_ONEBIT512 inline __m512 combine8x2(__m512 l) {
+// combine16 of the negatives' sums into lane 0 and of the others' into lane 8: the same
+// additions, each with the same two operands, as combine16.
+LOOM_ONEBIT512 inline __m512 combine16x2(__m512 neg, __m512 pos) {
+  // lanes 0..7: neg[j] + neg[j + 8]; lanes 8..15: pos[j] + pos[j + 8]
+  const __m512 l =
+      _mm512_add_ps(_mm512_shuffle_f32x4(neg, pos, 0x44), _mm512_shuffle_f32x4(neg, pos, 0xee));
   const __m512 a = _mm512_add_ps(l, _mm512_permute_ps(l, 0xb1));  // 2j: l[2j] + l[2j+1]
   const __m512 b = _mm512_add_ps(a, _mm512_permute_ps(a, 0x4e));  // 4j: a[4j] + a[4j+2]
   return _mm512_add_ps(b, _mm512_shuffle_f32x4(b, b, 0xb1));      // 8j: b[8j] + b[8j+4]
@@ -243,7 +255,7 @@ LOOM_ONEBIT512 inline __m512 combine8x2(__m512 l) {
 // finite s is an overflow, which the reference's sums share.
 LOOM_ONEBIT512 inline OnebitLevels column_levels(const ColumnSums& a, const float* s, size_t len,
                                                  bool& ok) {
-  const __m512 t = combine8x2(a.sums);
+  const __m512 t = combine16x2(a.neg_sums, a.pos_sums);
   const float neg = _mm512_cvtss_f32(t), pos = _mm_cvtss_f32(_mm512_extractf32x4_ps(t, 2));
   if (!is_finite_bits(neg) || !is_finite_bits(pos)) {
     bool finite = true;
@@ -258,7 +270,7 @@ LOOM_ONEBIT512 inline OnebitLevels column_levels(const ColumnSums& a, const floa
 
 // Pass 1 over a whole column of len elements, any len.
 LOOM_ONEBIT512 OnebitLevels column_pass1(const float* g, float* r, size_t len, bool& ok) {
-  ColumnSums a = {_mm512_setzero_ps(), 0};
+  ColumnSums a = no_sums();
   size_t i = 0;
   for (; i + 16 <= len; i += 16) pass1_16(g + i, r + i, a);
   if (i < len) {  // the short last column's last elements: +0 past its end adds nothing
@@ -319,7 +331,7 @@ LOOM_ONEBIT512 bool onebit_encode_avx512(const float* g, float* r, size_t n, siz
     const __m512 lneg = _mm512_set1_ps(lv.neg), lpos = _mm512_set1_ps(lv.pos);
     uint32_t* wc = words + c0 / 32;    // column is a multiple of 32: columns start on a word
     if (c1 < n && n - c1 >= column) {  // the next column is whole, and so is this one
-      ColumnSums a = {_mm512_setzero_ps(), 0};
+      ColumnSums a = no_sums();
       for (size_t i = 0; i < column; i += 32) {
         pass1_16(g + c1 + i, r + c1 + i, a);
         pass1_16(g + c1 + i + 16, r + c1 + i + 16, a);

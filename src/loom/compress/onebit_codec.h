@@ -10,9 +10,11 @@
 // so sign(0) = +1) and the residual keeps s - level. 32 signs per 32-bit word, bit k of word w
 // is element 32 w + k.
 //
-// The sums behind the means are accumulated in 8 interleaved partial sums (element i of a
-// column goes to lane i % 8) combined as ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)): the scalar
-// reference and the vector kernels add in that same order, so their bytes are identical.
+// The sums behind the means are accumulated in 16 interleaved partial sums per side (element i
+// of a column goes to lane i % 16), combined as combine8(l[j] + l[j + 8]), combine8(m) =
+// ((m0+m1)+(m2+m3))+((m4+m5)+(m6+m7)): the scalar reference, the vector kernels and the CUDA
+// kernel add in that same order, so their bytes are identical. (16 lanes: one AVX-512 add per
+// 16 values and side; with 8, each 16 values needed two dependent adds and a shuffle each.)
 //
 // Packed layout for n elements:
 //     OnebitLevels levels[ceil(n / C)];  uint32_t sign_words[ceil(n / 32)];

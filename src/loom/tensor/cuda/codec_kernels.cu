@@ -77,9 +77,10 @@ void half_decode(cudaStream_t s, const uint16_t* in, int64_t n, float* out, bool
 
 constexpr int kOnebitWarps = 4;
 
-// One warp per column. Pass 1: s = g + r into r, counting negatives. Pass 2: lanes 0-7 sum the
-// negative entries and lanes 8-15 the non-negative ones of partial lane l (elements l, l+8, ...,
-// in order), as the CPU's 8 accumulators do. Pass 3: sign words by ballot, residual s - level.
+// One warp per column. Pass 1: s = g + r into r, counting negatives. Pass 2: lanes 0-15 sum the
+// negative entries and lanes 16-31 the non-negative ones of partial lane l (elements l, l+16,
+// ..., in order), as the CPU's 16 accumulators per side do; combined as the CPU's combine16.
+// Pass 3: sign words by ballot, residual s - level.
 __global__ void onebit_encode_kernel(const float* g, float* r, int64_t n, int64_t column,
                                      OnebitLevels* levels, uint32_t* words, int* bad) {
   const int lane = threadIdx.x & 31;
@@ -99,22 +100,25 @@ __global__ void onebit_encode_kernel(const float* g, float* r, int64_t n, int64_
   for (int o = 16; o > 0; o >>= 1) negatives += __shfl_xor_sync(0xffffffffu, negatives, o);
   __syncwarp();  // r now holds s for the whole column
   float partial = 0.0f;
-  if (lane < 16) {
-    const bool want_negative = lane < 8;
-    for (int64_t i = c0 + (lane & 7); i < c1; i += 8) {
-      const float v = r[i];
-      if ((v < 0.0f) == want_negative) partial += v;
-    }
+  const bool want_negative = lane < 16;
+  for (int64_t i = c0 + (lane & 15); i < c1; i += 16) {
+    const float v = r[i];
+    if ((v < 0.0f) == want_negative) partial += v;
   }
-  float l[16];
+  // m[j] = l[j] + l[j + 8] of each side: lanes 0-7 the negatives', 16-23 the others'
+  const float m = partial + __shfl_down_sync(0xffffffffu, partial, 8);
+  float ln[8], lp[8];
 #pragma unroll
-  for (int k = 0; k < 16; ++k) l[k] = __shfl_sync(0xffffffffu, partial, k);
+  for (int k = 0; k < 8; ++k) {
+    ln[k] = __shfl_sync(0xffffffffu, m, k);
+    lp[k] = __shfl_sync(0xffffffffu, m, 16 + k);
+  }
   const int64_t count_neg = negatives, count_pos = (c1 - c0) - negatives;
   OnebitLevels lv;
-  lv.neg = count_neg ? (((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))) /
+  lv.neg = count_neg ? (((ln[0] + ln[1]) + (ln[2] + ln[3])) + ((ln[4] + ln[5]) + (ln[6] + ln[7]))) /
                            float(count_neg)
                      : 0.0f;
-  lv.pos = count_pos ? (((l[8] + l[9]) + (l[10] + l[11])) + ((l[12] + l[13]) + (l[14] + l[15]))) /
+  lv.pos = count_pos ? (((lp[0] + lp[1]) + (lp[2] + lp[3])) + ((lp[4] + lp[5]) + (lp[6] + lp[7]))) /
                            float(count_pos)
                      : 0.0f;
   if (lane == 0) levels[ci] = lv;
