@@ -284,7 +284,8 @@ const VbmiPlanes& vbmi_planes() {
   return p;
 }
 
-// The AVX-512 kernels' target (cpu_has_avx512_vbmi() says whether the CPU runs it).
+// The AVX-512 kernels' target (int8_have_avx512_vbmi() says whether the CPU runs it; the
+// encoder adds DQ).
 #define LOOM_INT8_VBMI_TARGET "avx512f,avx512bw,avx512vbmi"
 #define LOOM_VBMI __attribute__((target(LOOM_INT8_VBMI_TARGET), always_inline)) inline
 
@@ -347,22 +348,23 @@ __attribute__((target(LOOM_INT8_VBMI_TARGET))) void int8_decode_vbmi(const float
 }  // namespace
 
 bool int8_have_avx512_vbmi() {
-  return cpu_has_avx512_vbmi();
+  return cpu_has_avx512_vbmi() && cpu_has_avx512();
 }
 
 namespace {
 
-// AVX-512 encode (F for the arithmetic, VBMI for the residual), three passes over a block while
-// it sits in L1 (2 KB of g, 2 KB of r at B = 512):
+// AVX-512 encode (F and DQ for the arithmetic, VBMI for the residual), three passes over a block
+// while it sits in L1 (2 KB of g, 2 KB of r at B = 512):
 //  1. s = g + r, stored into r; the block maximum as the unsigned maximum of |s|'s bits, which
 //     is the float maximum for finite values and >= 0x7f800000 exactly when some s is NaN/Inf
-//     (one integer max per 16 values instead of a max, a compare and an or).
+//     (one integer max per 16 values instead of a max, a compare and an or; vrangeps, one
+//     operation instead of two, passes over a quiet NaN).
 //  2. The codes, in the reference's float operations (so bit for bit), minus its work that is
 //     provably idle on finite input (the min(a, 1) and the q clamps: u lies in [-1/9, m_e] to
 //     within rounding, so round(u) is already in [0, m_e]) and with the level found from the
 //     float's exponent: a binade [2^k, 2^(k+1)) holds at most one decade threshold (they are
-//     10x apart), so e = e_lo[k] + (a <= th[k]), two 32-entry vpermi2 lookups and one compare
-//     instead of six compares and six adds.
+//     10x apart), so one 32-entry vpermi2d lookup by the binade and one integer add give k =
+//     6 - e (Avx512Levels::p) instead of six compares and six adds.
 //  3. r = s - table[code] * absmax with the VBMI decoder's byte-table lookups (64 codes a
 //     step): the decoded value bit for bit the decoder's, and much cheaper than rebuilding it
 //     from (e, q) with five per-level constants.
@@ -374,15 +376,32 @@ namespace {
 // cycles per 16 values in L1, ~13.6 -> ~10.6 from L3. Putting it beside the code loop instead
 // gains as much; pairing steps 2 and 3 of neighbouring blocks or aligning the vectors to r
 // (masked ends) did not help; prefetching helps only larger arrays (kPrefetchMinValues).
+// What bounds it (Zen 5, measured with independent instruction streams): about four vector
+// operations a cycle in all, vector loads and stores counted among them (mul on two pipes;
+// add, shift and convert on two others; permutes, vpmovdb and vpermt2b on two of the four;
+// integer add/and/max/blend and unpacks on any), and one 64-byte store a cycle. The kernel
+// issues ~38 such operations per 16 values (step 1: 6, levels: 8, codes: 16, step 3: ~7.75)
+// and runs at ~9 cycles. Fewer operations helped only where the chains stayed short: the
+// level lookup above (one permute and an add instead of two permutes, a compare and a masked
+// add), one product by kInvStep * m_e instead of a product and an exponent add, and vrangeps
+// for the level pass's and + max: ~2.18 -> ~2.04 ns (~9.8 -> ~9.1 cycles) per 16 values at
+// n = 16384 (codec bench, n = 1,863,690: encode 26.6-27.4 -> 27.6-28.5 GB/s). Tried and
+// slower, each with fewer operations: step 3 inside the code loop from the packed codes (12.2
+// cycles: one chain per 64 values is too long for the scheduler), packing 64 codes with
+// vpermt2b instead of vpmovdb (+2%), the sign added in step 3 from s's packed top bytes
+// instead of per 16 values in the code loop (+5%), chunks of 128 or 512 values instead of 256
+// (+8%, +5%).
 struct Avx512Levels {
   // Indexed by the biased exponent of a mod 32; a is clamped to >= 2^-31 (biased 96), and
   // a <= 1 + 2 ulp (biased <= 127), so 96..127 are distinct. (Inf, biased 255, aliases 127.)
-  // e_lo holds e + ((6 - e) << 23): the low bits index the per-level permutes, the high bits
-  // are the exponent of m_e = 2^(6 - e), added to a float's exponent field to scale it by m_e.
-  alignas(64) int32_t e_lo[32];
-  alignas(64) float th[32];
-  alignas(64) float scale[16];
-  alignas(64) int32_t cm1[16];  // m_e - 1
+  // X = bits(a) + p[b] has k = 6 - e in bits 23..30 (m_e = 2^k): the high part of p[b] moves
+  // the binade's exponent to k for the level below its threshold, and the low part,
+  // 0x7fffff - mantissa(threshold), carries into bit 23 (one level up) exactly when
+  // a > threshold; a binade with no threshold carries always (low part 2^23).
+  alignas(64) int32_t p[32];
+  alignas(64) float scale[16];     // 10^e by k
+  alignas(64) float inv_step[16];  // kInvStep * m_e by k
+  alignas(64) int32_t cm1[16];     // m_e - 1 by k
 };
 
 // Below this a is clamped for the exponent lookup; such values are code 0 either way (e = 6,
@@ -394,32 +413,34 @@ const Avx512Levels& avx512_levels() {
     Avx512Levels v{};
     for (int b = 96; b < 128; ++b) {
       const float lo = std::ldexp(1.0f, b - 127), hi = std::ldexp(1.0f, b - 126);
-      int e = 0;
-      float th = 0.0f;  // a <= 0 never holds (a >= kMinA)
+      int e_hi = 0;  // the level of the binade's values above its threshold
+      uint32_t low = 1u << 23;
       for (float t : kThreshold) {
-        if (t >= hi) ++e;
-        if (t >= lo && t < hi) th = t;
+        if (t >= hi) ++e_hi;
+        if (t >= lo && t < hi) low = 0x7fffffu - (std::bit_cast<uint32_t>(t) & 0x7fffffu);
       }
-      v.e_lo[b & 31] = e + ((6 - e) << 23);
-      v.th[b & 31] = th;
+      // k = (5 - e_hi) + carry.
+      v.p[b & 31] = int32_t(uint32_t(5 - e_hi - b) * (1u << 23) + low);
     }
-    for (int e = 0; e < 8; ++e) {
-      v.scale[e] = kScale[e];
-      v.cm1[e] = int32_t(kCount[e]) - 1;
+    for (int k = 0; k < 16; ++k) {
+      v.scale[k] = kScale[k <= 6 ? 6 - k : 7];
+      v.inv_step[k] = std::ldexp(kInvStep, k <= 6 ? k : 0);
+      v.cm1[k] = k <= 6 ? (1 << k) - 1 : 0;
     }
     return v;
   }();
   return L;
 }
 
-#define LOOM_AVX512_ENCODE __attribute__((target(LOOM_INT8_VBMI_TARGET)))
+// vrangeps: the operand of larger magnitude, sign bit cleared (a quiet NaN loses to a number).
+constexpr int kRangeAbsMax = 0b1011;
 
-// The codes in two halves, each a pass over up to kChunk values: level_16() finds a (clamped)
-// and the level e, code_16() the rest. One chain per 16 values is ~45 cycles of latency, more
-// than the scheduler can cover, so the split (through 2 KB of L1 scratch) lets each half run at
-// the pipes' rate. Zen 4 runs 512-bit permutes, shifts, conversions and float ops at about one
-// a cycle between them, integer add/and/max at two, so the level constants that are powers of
-// two are made with integer adds.
+#define LOOM_AVX512_ENCODE __attribute__((target(LOOM_INT8_VBMI_TARGET ",avx512dq")))
+
+// The codes in two halves, each a pass over up to kChunk values: level16() finds a (clamped)
+// and X (k), code16() the rest. One chain per 16 values is ~45 cycles of latency, more than
+// the scheduler can cover, so the split (through 2 KB of L1 scratch) lets each half run at the
+// pipes' rate.
 constexpr size_t kChunk = 256;
 // How step 1 is scheduled depends on where g and r come from, which the array size tells
 // roughly (Zen 5: 1 MB of L2 per core, 32 MB of L3 shared with other tenants; block 512,
@@ -437,36 +458,27 @@ constexpr size_t kPrefetchMinValues = size_t(1) << 20;
 constexpr size_t kOverlapMaxValues = size_t(4) << 20;
 constexpr size_t kPrefetchAhead = 2048;
 
-// a = max(|s| * inv, kMinA) and e (as Avx512Levels::e_lo: e + ((6 - e) << 23)).
-LOOM_AVX512_ENCODE inline void level16(__m512 s, __m512 inv, const __m512i& elo0,
-                                       const __m512i& elo1, const __m512& th0, const __m512& th1,
-                                       __m512* a_out, __m512i* e_out) {
-  // |s| * inv == |s * inv| (inv >= 0), clamped below by an integer max (a >= 0).
-  __m512i ab =
-      _mm512_and_si512(_mm512_castps_si512(_mm512_mul_ps(s, inv)), _mm512_set1_epi32(0x7fffffff));
-  ab = _mm512_max_epu32(ab, _mm512_set1_epi32(std::bit_cast<int32_t>(kMinA)));
-  const __m512 a = _mm512_castsi512_ps(ab);
-  __m512i b = _mm512_srli_epi32(ab, 23);
-  __m512i e = _mm512_permutex2var_epi32(elo0, b, elo1);
-  __m512 th = _mm512_permutex2var_ps(th0, b, th1);
-  // a <= th: one level down, e + 1 and m_e / 2.
-  *e_out = _mm512_mask_add_epi32(e, _mm512_cmp_ps_mask(a, th, _CMP_LE_OQ), e,
-                                 _mm512_set1_epi32(1 - (1 << 23)));
-  *a_out = a;
+// a = max(|s| * inv, kMinA) and X (Avx512Levels::p: k = 6 - e in bits 23..30).
+LOOM_AVX512_ENCODE inline void level16(__m512 s, __m512 inv, const __m512i& p0, const __m512i& p1,
+                                       __m512* a_out, __m512i* x_out) {
+  // |s| * inv == |s * inv| (inv >= 0), clamped below: vrangeps's larger magnitude, sign cleared.
+  const __m512i ab = _mm512_castps_si512(
+      _mm512_range_ps(_mm512_mul_ps(s, inv), _mm512_set1_ps(kMinA), kRangeAbsMax));
+  *x_out = _mm512_add_epi32(ab, _mm512_permutex2var_epi32(p0, _mm512_srli_epi32(ab, 23), p1));
+  *a_out = _mm512_castsi512_ps(ab);
 }
 
-// 16 codes (int32 lanes, the byte in bits 0..7) from s, a and e.
-LOOM_AVX512_ENCODE inline __m512i code16(__m512 s, __m512 a, __m512i e, const __m512& scale,
-                                         const __m512i& cm1) {
-  __m512 t = _mm512_mul_ps(a, _mm512_permutexvar_ps(e, scale));
-  // (t - 0.1) * kInvStep, then * m_e exactly by adding 6 - e to the exponent field (the value
-  // is 0 or at least ~1e-9 in magnitude, never subnormal; a zero becomes 2^-127 * 2^(6-e),
-  // which rounds to 0 as well).
-  __m512 y = _mm512_mul_ps(_mm512_sub_ps(t, _mm512_set1_ps(0.1f)), _mm512_set1_ps(kInvStep));
-  __m512 u = _mm512_castsi512_ps(
-      _mm512_add_epi32(_mm512_castps_si512(y), _mm512_and_si512(e, _mm512_set1_epi32(0x7f800000))));
+// 16 codes (int32 lanes, the byte in bits 0..7) from s, a and X.
+LOOM_AVX512_ENCODE inline __m512i code16(__m512 s, __m512 a, __m512i x, const __m512& scale,
+                                         const __m512& inv_step, const __m512i& cm1) {
+  const __m512i k = _mm512_srli_epi32(x, 23);
+  __m512 t = _mm512_mul_ps(a, _mm512_permutexvar_ps(k, scale));
+  // ((t - 0.1) * kInvStep) * m_e as one product with kInvStep * m_e: scaling by a power of two
+  // commutes with rounding (the value is 0 or at least ~1e-9 in magnitude, never subnormal).
+  __m512 u =
+      _mm512_mul_ps(_mm512_sub_ps(t, _mm512_set1_ps(0.1f)), _mm512_permutexvar_ps(k, inv_step));
   // cvtps2dq rounds to nearest even (MXCSR default), as nearbyint in the reference.
-  __m512i mi = _mm512_add_epi32(_mm512_cvtps_epi32(u), _mm512_permutexvar_epi32(e, cm1));
+  __m512i mi = _mm512_add_epi32(_mm512_cvtps_epi32(u), _mm512_permutexvar_epi32(k, cm1));
   // (mi & 0x7f) | (sign << 7): a bitwise select on (s >> 24).
   return _mm512_ternarylogic_epi32(mi, _mm512_srli_epi32(_mm512_castps_si512(s), 24),
                                    _mm512_set1_epi32(0x7f), 0xE4);
@@ -504,13 +516,12 @@ LOOM_AVX512_ENCODE bool int8_encode_avx512(const float* g, float* r, size_t n, s
                                            float* absmax, uint8_t* codes) {
   const float* table = int8_dynamic_tree_table().data();
   const Avx512Levels& L = avx512_levels();
-  const __m512i elo0 = _mm512_load_si512(L.e_lo), elo1 = _mm512_load_si512(L.e_lo + 16);
-  const __m512 th0 = _mm512_load_ps(L.th), th1 = _mm512_load_ps(L.th + 16);
-  const __m512 scale = _mm512_load_ps(L.scale);
+  const __m512i p0 = _mm512_load_si512(L.p), p1 = _mm512_load_si512(L.p + 16);
+  const __m512 scale = _mm512_load_ps(L.scale), inv_step = _mm512_load_ps(L.inv_step);
   const __m512i cm1 = _mm512_load_si512(L.cm1);
   const VbmiTableLookup lookup;
   alignas(64) float a_tmp[kChunk];
-  alignas(64) int32_t e_tmp[kChunk];
+  alignas(64) int32_t x_tmp[kChunk];
   if (n == 0) return true;
   // Step 1 of block 0 on its own; that of block b + 1 inside block b's level loop (kOverlap)
   // or at the start of block b + 1. The code loop prefetches g and r `ahead` values on
@@ -544,10 +555,10 @@ LOOM_AVX512_ENCODE bool int8_encode_avx512(const float* g, float* r, size_t n, s
       const size_t c1 = std::min(vec, c0 + kChunk);
       auto level = [&](size_t j) LOOM_AVX512_ENCODE {
         __m512 a;
-        __m512i e;
-        level16(_mm512_loadu_ps(rb + j), inv, elo0, elo1, th0, th1, &a, &e);
+        __m512i x;
+        level16(_mm512_loadu_ps(rb + j), inv, p0, p1, &a, &x);
         _mm512_store_ps(a_tmp + (j - c0), a);
-        _mm512_store_si512(e_tmp + (j - c0), e);
+        _mm512_store_si512(x_tmp + (j - c0), x);
       };
       const size_t both = std::clamp(vec_next, c0, c1);
       for (i = c0; i < both; i += 16) {
@@ -561,7 +572,7 @@ LOOM_AVX512_ENCODE bool int8_encode_avx512(const float* g, float* r, size_t n, s
           _mm_prefetch(reinterpret_cast<const char*>(rb + ahead + i), _MM_HINT_T0);
         }
         __m512i c = code16(_mm512_loadu_ps(rb + i), _mm512_load_ps(a_tmp + (i - c0)),
-                           _mm512_load_si512(e_tmp + (i - c0)), scale, cm1);
+                           _mm512_load_si512(x_tmp + (i - c0)), scale, inv_step, cm1);
         _mm_storeu_si128(reinterpret_cast<__m128i*>(cb + i), _mm512_cvtepi32_epi8(c));
       }
     }
@@ -591,7 +602,7 @@ LOOM_AVX512_ENCODE bool int8_encode_avx512(const float* g, float* r, size_t n, s
 }  // namespace
 
 bool int8_encode(const float* g, float* r, size_t n, size_t block, float* absmax, uint8_t* codes) {
-  if (block >= 64 && cpu_has_avx512_vbmi()) {
+  if (block >= 64 && int8_have_avx512_vbmi()) {
     // Separate instantiations: with run-time switches the compiler's code for the separate
     // step 1 ran at 13 instead of 15-16 GB/s (n = 8M).
     if (n <= kPrefetchMinValues)
@@ -605,7 +616,7 @@ bool int8_encode(const float* g, float* r, size_t n, size_t block, float* absmax
 
 void int8_decode(const float* absmax, const uint8_t* codes, size_t n, size_t block, float* out,
                  DecodeMode mode) {
-  if (block >= 64 && cpu_has_avx512_vbmi()) {
+  if (block >= 64 && int8_have_avx512_vbmi()) {
     int8_decode_vbmi(absmax, codes, n, block, out, mode);
   } else {
     int8_decode_avx2(absmax, codes, n, block, out, mode);

@@ -39,7 +39,7 @@ const std::array<float, 256>& int8_dynamic_tree_table();
 // _ref is plain scalar; the other is AVX2 and matches it bit for bit.
 bool int8_encode_ref(const float* g, float* r, size_t n, size_t block, float* absmax,
                      uint8_t* codes);
-// Dispatches at run time: AVX-512 (F, BW, VBMI; level from the float's exponent, residual via
+// Dispatches at run time: AVX-512 (F, BW, DQ, VBMI; level from the float's exponent, residual via
 // the VBMI decoder's byte tables, three passes over each block in L1) where the CPU has it and
 // block >= 64, else the AVX2 kernel. Both match _ref bit for bit.
 bool int8_encode(const float* g, float* r, size_t n, size_t block, float* absmax, uint8_t* codes);
@@ -53,7 +53,7 @@ void int8_decode(const float* absmax, const uint8_t* codes, size_t n, size_t blo
                  DecodeMode mode);
 void int8_decode_avx2(const float* absmax, const uint8_t* codes, size_t n, size_t block, float* out,
                       DecodeMode mode);
-// Whether this CPU runs the AVX-512 VBMI paths (tests say which path they compared).
+// Whether this CPU runs the AVX-512 paths (F, BW, DQ, VBMI; tests say which path they compared).
 bool int8_have_avx512_vbmi();
 
 class Int8Codec : public Codec {
