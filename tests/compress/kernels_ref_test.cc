@@ -84,44 +84,36 @@ struct HalfKernels {
   FloatResidualEncoder fast, fast_avx2, ref;
 };
 
-HalfKernels fp16_kernels(ResidualFormat f) {
+// fast, avx2, ref: generic lambdas that call the overloaded kernel for either residual type.
+template <class Fast, class Avx2, class Ref>
+HalfKernels half_kernels(ResidualFormat f, Fast fast, Avx2 avx2, Ref ref) {
   if (f == ResidualFormat::kF32)
-    return {[](const float* g, float* r, size_t n, uint16_t* o) { return fp16_encode(g, r, n, o); },
-            [](const float* g, float* r, size_t n, uint16_t* o) {
-              return fp16_encode_avx2(g, r, n, o);
-            },
-            [](const float* g, float* r, size_t n, uint16_t* o) {
-              return fp16_encode_ref(g, r, n, o);
-            }};
-  return {through_bf16_residual([](const float* g, uint16_t* r, size_t n, uint16_t* o) {
-            return fp16_encode(g, r, n, o);
+    return {[fast](const float* g, float* r, size_t n, uint16_t* o) { return fast(g, r, n, o); },
+            [avx2](const float* g, float* r, size_t n, uint16_t* o) { return avx2(g, r, n, o); },
+            [ref](const float* g, float* r, size_t n, uint16_t* o) { return ref(g, r, n, o); }};
+  return {through_bf16_residual([fast](const float* g, uint16_t* r, size_t n, uint16_t* o) {
+            return fast(g, r, n, o);
           }),
-          through_bf16_residual([](const float* g, uint16_t* r, size_t n, uint16_t* o) {
-            return fp16_encode_avx2(g, r, n, o);
+          through_bf16_residual([avx2](const float* g, uint16_t* r, size_t n, uint16_t* o) {
+            return avx2(g, r, n, o);
           }),
-          through_bf16_residual([](const float* g, uint16_t* r, size_t n, uint16_t* o) {
-            return fp16_encode_ref(g, r, n, o);
+          through_bf16_residual([ref](const float* g, uint16_t* r, size_t n, uint16_t* o) {
+            return ref(g, r, n, o);
           })};
 }
 
+HalfKernels fp16_kernels(ResidualFormat f) {
+  return half_kernels(
+      f, [](const float* g, auto* r, size_t n, uint16_t* o) { return fp16_encode(g, r, n, o); },
+      [](const float* g, auto* r, size_t n, uint16_t* o) { return fp16_encode_avx2(g, r, n, o); },
+      [](const float* g, auto* r, size_t n, uint16_t* o) { return fp16_encode_ref(g, r, n, o); });
+}
+
 HalfKernels bf16_kernels(ResidualFormat f) {
-  if (f == ResidualFormat::kF32)
-    return {[](const float* g, float* r, size_t n, uint16_t* o) { return bf16_encode(g, r, n, o); },
-            [](const float* g, float* r, size_t n, uint16_t* o) {
-              return bf16_encode_avx2(g, r, n, o);
-            },
-            [](const float* g, float* r, size_t n, uint16_t* o) {
-              return bf16_encode_ref(g, r, n, o);
-            }};
-  return {through_bf16_residual([](const float* g, uint16_t* r, size_t n, uint16_t* o) {
-            return bf16_encode(g, r, n, o);
-          }),
-          through_bf16_residual([](const float* g, uint16_t* r, size_t n, uint16_t* o) {
-            return bf16_encode_avx2(g, r, n, o);
-          }),
-          through_bf16_residual([](const float* g, uint16_t* r, size_t n, uint16_t* o) {
-            return bf16_encode_ref(g, r, n, o);
-          })};
+  return half_kernels(
+      f, [](const float* g, auto* r, size_t n, uint16_t* o) { return bf16_encode(g, r, n, o); },
+      [](const float* g, auto* r, size_t n, uint16_t* o) { return bf16_encode_avx2(g, r, n, o); },
+      [](const float* g, auto* r, size_t n, uint16_t* o) { return bf16_encode_ref(g, r, n, o); });
 }
 
 const ResidualFormat kResidualFormats[] = {ResidualFormat::kF32, ResidualFormat::kBf16};

@@ -1,6 +1,7 @@
 // Codec kernels (see codec_kernels.h). Each reproduces its CPU reference's arithmetic exactly:
 // the same single-rounding sum s = g + r, the same clamps and round-to-nearest-even
-// conversions, and for 1-bit the same 8 interleaved partial sums combined in the same order.
+// conversions, and for 1-bit the same 16 interleaved partial sums per side combined in the same
+// order.
 #include <cuda_fp16.h>
 
 #include "loom/tensor/cuda/codec_kernels.h"
