@@ -1,6 +1,7 @@
 // Exact resume over the thread transport, the NaN policies, stop signals and a full disk.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -69,6 +70,26 @@ TEST(CheckpointResume, CodecResidualsAdamAndDropoutResumeExactly) {
   fs::path rank0 = fs::path(from) / "rank-00000.ckpt";
   CheckpointFile f = CheckpointFile::read(rank0.string());
   ASSERT_TRUE(f.has("strategy.f.bucket0.worker0.residual"));
+}
+
+// fp16 keeps its residual in bf16 (ResidualFormat::kBf16): the checkpoint holds it as floats
+// (every one a bfloat16 value) and the resumed run reaches the same bits.
+TEST(CheckpointResume, Bf16ResidualsResumeExactly) {
+  TempDir dir;
+  Config cfg = run_config(dir.path());
+  cfg.set("epochs", int64_t(1));
+  cfg.set("codec", std::string("fp16"));
+  const TrainResult full = run_training(cfg);
+  const std::string from = (fs::path(dir.path()) / "checkpoints" / checkpoint_name(5)).string();
+  EXPECT_EQ(resume_from(cfg, from), full.final_params);
+  CheckpointFile f = CheckpointFile::read((fs::path(from) / "rank-00000.ckpt").string());
+  const std::vector<float> r = f.f32("strategy.f.bucket0.worker0.residual");
+  size_t nonzero = 0;
+  for (float x : r) {
+    ASSERT_EQ(std::bit_cast<uint32_t>(x) & 0xffffu, 0u) << x;  // a bfloat16 value
+    nonzero += x != 0.0f;
+  }
+  EXPECT_GT(nonzero, r.size() / 2);  // fp16 leaves a rounding error in nearly every element
 }
 
 // Model parallelism: each rank's slices of the split layers differ, and with an odd width
