@@ -70,6 +70,9 @@ TEST(AllreduceCodec, BytesSentPerStepMatchTheCodec) {
         << name;
     EXPECT_NE(r.describe.find(std::string("codec ") + name), std::string::npos) << r.describe;
     EXPECT_NE(r.describe.find("MB/step"), std::string::npos) << r.describe;
+    // The log says how the residual is kept.
+    const std::string residual = std::string(name) == "fp16" ? "bf16 residual" : "fp32 residual";
+    EXPECT_NE(r.describe.find(residual), std::string::npos) << r.describe;
   }
   // fp16 sends half of fp32's bytes (the ring allreduce of the same bucket).
   cfg.set("codec", std::string("fp16"));

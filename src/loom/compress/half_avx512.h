@@ -4,9 +4,11 @@
 // The encoder's loop is the common case only: 32 values a step whose codes are all finite. A
 // step that holds a NaN, an Inf or a magnitude past the format's clamp, and the unaligned head
 // and the tail, go through the codec's scalar reference, which defines the bits: so the vector
-// loop needs no clamps, no NaN rules and no masks. On 1.86 M floats (Zen 5) the clamp alone cost
-// ~15% of encode time and the per-16 NaN test and branch ~5%: at 22 bytes moved per element the
-// loop is as close to its vector-op budget as to memory bandwidth.
+// loop needs no clamps, no NaN rules and no masks. In a standalone copy of the fp16 loop with a
+// bf16 residual (1.86 M floats, Zen 5), the fast path alone took 136 us, clamping s 161, the
+// residual's integer rounding and packing instead of vcvtne2ps2bf16 159, the old loop with all
+// of it 235: at 22 bytes moved per element the loop is as close to its vector-op budget as to
+// memory bandwidth.
 //
 // Why the alignment head: 64-byte accesses that straddle two cache lines cost a lot beyond L2.
 // Measured on Zen 5, 1.86 M floats, fp32 residual: r 64-byte aligned 42 GB/s; the output aligned

@@ -13,10 +13,15 @@ namespace loom::sync {
 
 std::string describe_wire(const compress::Codec* codec, int64_t bytes_per_step,
                           int64_t fp32_bytes_per_step) {
-  const std::string what = codec == nullptr
-                               ? std::string("fp32")
-                               : fmt::format("codec {} (error feedback {})", codec->name(),
-                                             codec->error_feedback() ? "on" : "off");
+  const std::string what =
+      codec == nullptr
+          ? std::string("fp32")
+          : fmt::format("codec {} (error feedback {}{})", codec->name(),
+                        codec->error_feedback() ? "on" : "off",
+                        codec->error_feedback()
+                            ? fmt::format(", {} residual",
+                                          compress::residual_format_name(codec->residual_format()))
+                            : "");
   if (fp32_bytes_per_step == 0) return what + ", nothing sent (one worker)";
   return fmt::format(
       "{}, {:.3f} MB/step sent per rank (1/{:.1f} of fp32's {:.3f} MB)", what,
