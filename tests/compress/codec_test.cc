@@ -214,10 +214,10 @@ TEST(HandComputed, Fp16WithBf16Residual) {
   // 1e-9f = 1.0737418 * 2^-30 (bits 0x3089705f): the low half 0x705f < 0x8000 rounds down.
   EXPECT_EQ(out[4], 0.0f);
   EXPECT_EQ(r[4], 0x1.12p-30f);
-  // A float denormal residual becomes a zero of its sign (as vcvtne2ps2bf16 rounds).
+  // A float denormal residual rounds as a bit pattern: -1e-39f is 0x800ae398, whose low half
+  // 0xe398 > 0x8000 rounds up to 0x800b: -11 * 2^-133 = -0x1.6p-130.
   EXPECT_EQ(out[5], 0.0f);
-  EXPECT_EQ(r[5], 0.0f);
-  EXPECT_TRUE(std::signbit(r[5]));
+  EXPECT_EQ(r[5], -0x1.6p-130f);
 }
 
 TEST(HandComputed, Bf16) {

@@ -14,8 +14,8 @@ static_assert(sizeof(Bf16) == 2);
 
 // Kernels as fp16's (r: floats or bfloat16 bits): _ref is plain scalar; bf16_encode runs
 // AVX-512 (with BF16) where the CPU has it (bf16_have_avx512()), bf16_decode AVX-512 where the
-// CPU has F/BW/DQ/VL, otherwise the AVX2 kernels, bit-identical to the reference (the AVX2
-// encoder for finite g + r only: on NaN it returns false too, with a different code).
+// CPU has F/BW/DQ/VL, otherwise the AVX2 kernels, bit-identical to the reference for every
+// input.
 bool bf16_encode_ref(const float* g, float* r, size_t n, Bf16* out);
 bool bf16_encode_ref(const float* g, uint16_t* r, size_t n, Bf16* out);
 bool bf16_encode(const float* g, float* r, size_t n, Bf16* out);

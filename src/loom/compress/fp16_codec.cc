@@ -51,25 +51,31 @@ void fp16_decode_ref(const Half* in, size_t n, float* out, DecodeMode mode) {
 #if LOOM_COMPRESS_F16C
 namespace {
 
+// 16 values a step. A NaN, an Inf or |s| >= 65520 (past 65504, where the reference clamps)
+// converts to a code with all exponent bits set; such a step goes through the reference, so
+// the loop needs no clamp and matches the reference on every input. Below 65520 vcvtps2ph
+// gives the clamped value's code.
 template <class R>
 bool fp16_encode_vec(const float* g, R* r, size_t n, Half* out) {
-  const __m256 hi = _mm256_set1_ps(kHalfMax), lo = _mm256_set1_ps(-kHalfMax);
-  const __m256i exp_mask = _mm256_set1_epi32(0x7f800000);
-  __m256i bad = _mm256_setzero_si256();
+  const __m128i exp = _mm_set1_epi16(0x7c00);
+  bool ok = true;
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    __m128i h[2];
-    for (int k = 0; k < 2; ++k) {
-      __m256 s =
-          _mm256_add_ps(_mm256_loadu_ps(g + i + 8 * k), half_avx2::load_residual8(r + i + 8 * k));
-      __m256i e = _mm256_and_si256(_mm256_castps_si256(s), exp_mask);
-      bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(e, exp_mask));
-      h[k] = _mm256_cvtps_ph(_mm256_min_ps(_mm256_max_ps(s, lo), hi), _MM_FROUND_TO_NEAREST_INT);
-      half_avx2::store_residual8(r + i + 8 * k, _mm256_sub_ps(s, _mm256_cvtph_ps(h[k])));
+    const __m256 s0 = _mm256_add_ps(_mm256_loadu_ps(g + i), half_avx2::load_residual8(r + i));
+    const __m256 s1 =
+        _mm256_add_ps(_mm256_loadu_ps(g + i + 8), half_avx2::load_residual8(r + i + 8));
+    const __m128i h0 = _mm256_cvtps_ph(s0, _MM_FROUND_TO_NEAREST_INT);
+    const __m128i h1 = _mm256_cvtps_ph(s1, _MM_FROUND_TO_NEAREST_INT);
+    const __m128i odd = _mm_or_si128(_mm_cmpeq_epi16(_mm_and_si128(h0, exp), exp),
+                                     _mm_cmpeq_epi16(_mm_and_si128(h1, exp), exp));
+    if (__builtin_expect(!_mm_testz_si128(odd, odd), 0)) {
+      ok &= fp16_encode_ref(g + i, r + i, 16, out + i);
+      continue;
     }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_set_m128i(h[1], h[0]));
+    half_avx2::store_residual8(r + i, _mm256_sub_ps(s0, _mm256_cvtph_ps(h0)));
+    half_avx2::store_residual8(r + i + 8, _mm256_sub_ps(s1, _mm256_cvtph_ps(h1)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_set_m128i(h1, h0));
   }
-  const bool ok = _mm256_testz_si256(bad, bad);
   return fp16_encode_ref(g + i, r + i, n - i, out + i) && ok;
 }
 
@@ -79,10 +85,15 @@ bool fp16_encode_vec(const float* g, R* r, size_t n, Half* out) {
 // AVX-512: vcvtps2ph on 16 lanes. A NaN or Inf in s, or |s| >= 65520 (which would round past
 // 65504, where the reference clamps), converts to a code with all exponent bits set; any such
 // code sends the 32 values to the reference. Below 65520 vcvtps2ph gives the clamped value's
-// code: 65504 < |s| < 65520 rounds to 65504.
+// code: 65504 < |s| < 65520 rounds to 65504. The residual s - half(s) is a float denormal only
+// when s is one (then the code is 0; otherwise |s| >= 2^-25 and the residual is a multiple of
+// 2^-48), so a denormal s goes to the reference too.
 struct Fp16Avx512 {
   LOOM_HALF_AVX512_ENCODE_INLINE static bool codes32(__m512 s0, __m512 s1, __m512i* codes,
                                                      __m512* d0, __m512* d1) {
+    constexpr int kDenormal = half_avx512::kDenormal;
+    if ((_mm512_fpclass_ps_mask(s0, kDenormal) | _mm512_fpclass_ps_mask(s1, kDenormal)) != 0)
+      return false;
     const __m256i h0 = _mm512_cvtps_ph(s0, _MM_FROUND_TO_NEAREST_INT);
     const __m256i h1 = _mm512_cvtps_ph(s1, _MM_FROUND_TO_NEAREST_INT);
     *codes = _mm512_inserti64x4(_mm512_castsi256_si512(h0), h1, 1);

@@ -17,9 +17,8 @@ static_assert(sizeof(Half) == 2);
 // residual_to_bf16_ref). _ref is plain scalar; the others match its packed bytes and residuals
 // bit for bit. fp16_encode runs AVX-512 (with BF16) where the CPU has it (fp16_have_avx512()),
 // fp16_decode AVX-512 where the CPU has F/BW/DQ/VL; otherwise the F16C/AVX2 kernels, which are
-// also callable directly. The AVX-512 encoder matches the reference for every input; the AVX2
-// one for finite g + r (on NaN it returns false as well, but the code it packs for that element
-// differs).
+// also callable directly. Both encoders match the reference for every input (a step holding a
+// NaN, an Inf or a value past the clamp goes through it).
 bool fp16_encode_ref(const float* g, float* r, size_t n, Half* out);
 bool fp16_encode_ref(const float* g, uint16_t* r, size_t n, Half* out);
 bool fp16_encode(const float* g, float* r, size_t n, Half* out);

@@ -59,13 +59,11 @@ inline float bf16_to_float_ref(uint16_t b) {
   return std::bit_cast<float>(uint32_t(b) << 16);
 }
 
-// A residual kept as bfloat16 (ResidualFormat::kBf16), as vcvtne2ps2bf16 rounds the finite
-// values the AVX-512 encoders give it: a float denormal (below 2^-126) becomes a zero of its
-// sign, anything else rounds to nearest even, after a clamp to the finite range (so a huge
-// residual, from a value fp16 saturated, stays finite).
+// A residual kept as bfloat16 (ResidualFormat::kBf16): nearest even, after a clamp to the
+// finite range (so a huge residual, from a value fp16 saturated, stays finite). Float denormals
+// round as bit patterns too (vcvtne2ps2bf16 would flush them, so the AVX-512 loop leaves steps
+// that hold one to the reference).
 inline uint16_t residual_to_bf16_ref(float v) {
-  const uint32_t x = std::bit_cast<uint32_t>(v);
-  if ((x & 0x7f800000u) == 0) return uint16_t((x >> 16) & 0x8000u);
   return float_to_bf16_ref(v < -kBf16Max ? -kBf16Max : (v > kBf16Max ? kBf16Max : v));
 }
 

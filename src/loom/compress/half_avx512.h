@@ -61,14 +61,16 @@ LOOM_HALF_AVX512_ENCODE_INLINE bool any_exponent_all_ones(__m512i codes, short e
 // A codec policy P provides:
 //   static bool codes32(__m512 s0, __m512 s1, __m512i* codes, __m512* d0, __m512* d1)
 //       the 32 codes of s0, s1 in order and their decoded values; false if the reference must
-//       encode these 32 (a NaN, an Inf, a magnitude past the clamp), and then the outputs are
-//       unused
+//       encode these 32 (a NaN, an Inf, a magnitude past the clamp, or a residual s - d that
+//       would be a float denormal), and then the outputs are unused
 //   static __m512 decode16(__m256i codes)  16 codes to floats
 //
 // A residual policy R (F32Residual, Bf16Residual) says how the residual is stored: R::T its
 // element type; load32 / store32 for 32 values whose first is 64-byte aligned. Bf16Residual
-// rounds as residual_to_bf16_ref, which is vcvtne2ps2bf16's rounding for the finite values the
-// loop sees (nearest even, float denormals to signed zero).
+// rounds with vcvtne2ps2bf16, which is residual_to_bf16_ref's nearest even for finite values
+// within range but flushes float denormals: hence codes32's last condition. (Testing the
+// residuals themselves for denormals, at the end of the chain, cost fp16 encode 55-60 -> 48-49
+// GB/s; the test on s, which P can make, is off the chain.)
 
 struct F32Residual {
   using T = float;
