@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -47,6 +48,37 @@ TEST(ThreadWorldTest, PointToPointMatchesInOrderPerPeerAndTag) {
       EXPECT_EQ(x, 1);
       EXPECT_EQ(y, 2);
       EXPECT_EQ(w, 10);
+    }
+  });
+}
+
+// A request dropped before wait() (its owner unwinding from an error frees the buffer next)
+// is withdrawn: no peer matches it later, and the message after it arrives instead. Before
+// this, rank 1 received the dropped send's bytes from a buffer that was gone (ASan:
+// heap-use-after-free in CompressedAllreduceErrors.NanOnOneRankNamesTheBucket).
+TEST(ThreadWorldTest, DroppedRequestsAreWithdrawn) {
+  ThreadWorld world(2);
+  world.run([](Communicator& c) {
+    if (c.rank() == 0) {
+      {
+        auto gone = std::make_unique<int>(111);
+        Request dropped = c.isend(1, gone.get(), sizeof(int), 7);
+        int late = 0;
+        Request dropped_recv = c.irecv(1, &late, sizeof late, 8);
+      }  // both dropped unmatched: withdrawn, the buffers freed
+      c.barrier();
+      int b = 222;
+      c.send(1, &b, sizeof b, 7);
+      int v = 0;
+      c.recv(1, &v, sizeof v, 8);
+      EXPECT_EQ(v, 444);
+    } else {
+      c.barrier();
+      int v = 0;
+      c.recv(0, &v, sizeof v, 7);
+      EXPECT_EQ(v, 222);
+      int d = 444;
+      c.send(0, &d, sizeof d, 8);
     }
   });
 }

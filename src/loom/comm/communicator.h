@@ -75,22 +75,44 @@ BlockRange block_range(size_t count, int n, int r);
 // State of one outstanding isend/irecv; transports derive from it.
 struct RequestState {
   virtual ~RequestState() = default;
+  // Called when its Request is dropped before wait() completed it, typically while its owner
+  // unwinds from an error: on return the transport must no longer touch the request's buffer,
+  // which the unwinding is about to free. The thread transport withdraws a send or receive
+  // that no peer has matched, or waits out a copy under way.
+  virtual void cancel() {}
   int peer = -1;
   int tag = 0;
   size_t bytes = 0;
   bool is_send = false;
 };
 
-// Handle to an isend/irecv. Movable, cheap; empty after wait().
+// Handle to an isend/irecv. Move-only, cheap; empty after wait(). Dropping a pending one
+// cancels it (RequestState::cancel).
 class Request {
  public:
   Request() = default;
   explicit Request(std::shared_ptr<RequestState> s) : state_(std::move(s)) {}
+  Request(Request&&) noexcept = default;
+  Request& operator=(Request&& other) noexcept {
+    if (this != &other) {
+      cancel_pending();
+      state_ = std::move(other.state_);
+    }
+    return *this;
+  }
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+  ~Request() { cancel_pending(); }
+
   bool pending() const { return state_ != nullptr; }
   RequestState* state() const { return state_.get(); }
   void reset() { state_.reset(); }
 
  private:
+  void cancel_pending() noexcept {
+    if (state_) state_->cancel();
+    state_.reset();
+  }
   std::shared_ptr<RequestState> state_;
 };
 

@@ -66,6 +66,7 @@ void ThreadCommunicator::check_peer(int peer, int tag, const char* op) const {
 std::shared_ptr<ThreadRequest> ThreadCommunicator::make_request(int peer, size_t bytes, int tag,
                                                                 bool is_send) {
   auto req = std::make_shared<ThreadRequest>();
+  req->world = world_.get();
   req->peer = peer;
   req->tag = tag;
   req->bytes = bytes;

@@ -36,6 +36,24 @@ void ThreadWorldState::wake(int r) {
   }
 }
 
+void ThreadRequest::cancel() {
+  if (done.load()) return;
+  // A send waits in the destination's mailbox, a receive in the owner's.
+  RankSlot& box = world->slot(is_send ? peer : owner);
+  {
+    std::lock_guard<std::mutex> lk(box.box_mu);
+    std::deque<PendingOp>& q = is_send ? box.sends : box.recvs;
+    for (auto it = q.begin(); it != q.end(); ++it) {
+      if (it->req.get() == this) {
+        q.erase(it);
+        return;
+      }
+    }
+  }
+  // A peer took it from the mailbox and is copying now; its deliver() sets done right after.
+  while (!done.load()) std::this_thread::yield();
+}
+
 void ThreadWorldState::complete(ThreadRequest& req) {
   const int owner = req.owner;
   req.done.store(true);  // seq_cst: pairs with the sleeper count in block_until

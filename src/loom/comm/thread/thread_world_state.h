@@ -16,7 +16,13 @@
 
 namespace loom::comm {
 
+class ThreadWorldState;
+
 struct ThreadRequest : RequestState {
+  // Withdraws the op from its mailbox if no peer has taken it, else waits until the peer's
+  // copy has finished (deliver() completes both sides right after the memcpy).
+  void cancel() override;
+  ThreadWorldState* world = nullptr;
   int owner = -1;  // the rank that waits on this request
   std::atomic<bool> done{false};
   std::string error;  // set before done when the match failed (size mismatch)
