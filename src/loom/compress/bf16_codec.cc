@@ -63,10 +63,10 @@ bool bf16_encode_vec(const float* g, R* r, size_t n, Bf16* out) {
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     __m256 s[2];
+    half_avx2::load_residual16(r + i, &s[0], &s[1]);
     __m256i big = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
-      s[h] =
-          _mm256_add_ps(_mm256_loadu_ps(g + i + 8 * h), half_avx2::load_residual8(r + i + 8 * h));
+      s[h] = _mm256_add_ps(_mm256_loadu_ps(g + i + 8 * h), s[h]);
       // both sides non-negative as int32, so the signed compare is the unsigned one
       big = _mm256_or_si256(
           big, _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(s[h]), abs), below));
@@ -76,15 +76,17 @@ bool bf16_encode_vec(const float* g, R* r, size_t n, Bf16* out) {
       continue;
     }
     __m256i q[2];
+    __m256 e[2];
     for (int h = 0; h < 2; ++h) {
       // round to nearest even: x += 0x7fff + bit 16 of x
       __m256i x = _mm256_castps_si256(s[h]);
       x = _mm256_add_epi32(
           x, _mm256_add_epi32(round, _mm256_and_si256(_mm256_srli_epi32(x, 16), one)));
       x = _mm256_and_si256(x, top);
-      half_avx2::store_residual8(r + i + 8 * h, _mm256_sub_ps(s[h], _mm256_castsi256_ps(x)));
+      e[h] = _mm256_sub_ps(s[h], _mm256_castsi256_ps(x));
       q[h] = _mm256_srli_epi32(x, 16);
     }
+    half_avx2::store_residual16(r + i, e[0], e[1]);
     // packus interleaves 128-bit lanes: [a0-3 b0-3 | a4-7 b4-7]; permute back to a0-7 b0-7.
     __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(q[0], q[1]), 0xd8);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), p);

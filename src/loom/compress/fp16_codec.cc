@@ -61,9 +61,10 @@ bool fp16_encode_vec(const float* g, R* r, size_t n, Half* out) {
   bool ok = true;
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m256 s0 = _mm256_add_ps(_mm256_loadu_ps(g + i), half_avx2::load_residual8(r + i));
-    const __m256 s1 =
-        _mm256_add_ps(_mm256_loadu_ps(g + i + 8), half_avx2::load_residual8(r + i + 8));
+    __m256 r0, r1;
+    half_avx2::load_residual16(r + i, &r0, &r1);
+    const __m256 s0 = _mm256_add_ps(_mm256_loadu_ps(g + i), r0);
+    const __m256 s1 = _mm256_add_ps(_mm256_loadu_ps(g + i + 8), r1);
     const __m128i h0 = _mm256_cvtps_ph(s0, _MM_FROUND_TO_NEAREST_INT);
     const __m128i h1 = _mm256_cvtps_ph(s1, _MM_FROUND_TO_NEAREST_INT);
     const __m128i odd = _mm_or_si128(_mm_cmpeq_epi16(_mm_and_si128(h0, exp), exp),
@@ -72,8 +73,8 @@ bool fp16_encode_vec(const float* g, R* r, size_t n, Half* out) {
       ok &= fp16_encode_ref(g + i, r + i, 16, out + i);
       continue;
     }
-    half_avx2::store_residual8(r + i, _mm256_sub_ps(s0, _mm256_cvtph_ps(h0)));
-    half_avx2::store_residual8(r + i + 8, _mm256_sub_ps(s1, _mm256_cvtph_ps(h1)));
+    half_avx2::store_residual16(r + i, _mm256_sub_ps(s0, _mm256_cvtph_ps(h0)),
+                                _mm256_sub_ps(s1, _mm256_cvtph_ps(h1)));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_set_m128i(h1, h0));
   }
   return fp16_encode_ref(g + i, r + i, n - i, out + i) && ok;
