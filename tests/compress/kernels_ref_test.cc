@@ -81,31 +81,33 @@ FloatResidualEncoder through_bf16_residual(
 }
 
 struct HalfKernels {
-  FloatResidualEncoder fast, fast_avx2, ref;
+  FloatResidualEncoder fast, fast_avx2, fast_no_bf16, ref;
 };
 
-// fast, avx2, ref: generic lambdas that call the overloaded kernel for either residual type.
-template <class Fast, class Avx2, class Ref>
-HalfKernels half_kernels(ResidualFormat f, Fast fast, Avx2 avx2, Ref ref) {
+// fast, avx2, no_bf16 (the AVX-512 loop without AVX512_BF16), ref: generic lambdas that call
+// the overloaded kernel for either residual type.
+template <class Fast, class Avx2, class NoBf16, class Ref>
+HalfKernels half_kernels(ResidualFormat f, Fast fast, Avx2 avx2, NoBf16 no_bf16, Ref ref) {
+  auto as_float = [](auto k) {
+    return FloatResidualEncoder(
+        [k](const float* g, float* r, size_t n, uint16_t* o) { return k(g, r, n, o); });
+  };
+  auto as_bf16 = [](auto k) {
+    return through_bf16_residual(
+        [k](const float* g, uint16_t* r, size_t n, uint16_t* o) { return k(g, r, n, o); });
+  };
   if (f == ResidualFormat::kF32)
-    return {[fast](const float* g, float* r, size_t n, uint16_t* o) { return fast(g, r, n, o); },
-            [avx2](const float* g, float* r, size_t n, uint16_t* o) { return avx2(g, r, n, o); },
-            [ref](const float* g, float* r, size_t n, uint16_t* o) { return ref(g, r, n, o); }};
-  return {through_bf16_residual([fast](const float* g, uint16_t* r, size_t n, uint16_t* o) {
-            return fast(g, r, n, o);
-          }),
-          through_bf16_residual([avx2](const float* g, uint16_t* r, size_t n, uint16_t* o) {
-            return avx2(g, r, n, o);
-          }),
-          through_bf16_residual([ref](const float* g, uint16_t* r, size_t n, uint16_t* o) {
-            return ref(g, r, n, o);
-          })};
+    return {as_float(fast), as_float(avx2), as_float(no_bf16), as_float(ref)};
+  return {as_bf16(fast), as_bf16(avx2), as_bf16(no_bf16), as_bf16(ref)};
 }
 
 HalfKernels fp16_kernels(ResidualFormat f) {
   return half_kernels(
       f, [](const float* g, auto* r, size_t n, uint16_t* o) { return fp16_encode(g, r, n, o); },
       [](const float* g, auto* r, size_t n, uint16_t* o) { return fp16_encode_avx2(g, r, n, o); },
+      [](const float* g, auto* r, size_t n, uint16_t* o) {
+        return fp16_encode_avx512_no_bf16(g, r, n, o);
+      },
       [](const float* g, auto* r, size_t n, uint16_t* o) { return fp16_encode_ref(g, r, n, o); });
 }
 
@@ -113,6 +115,9 @@ HalfKernels bf16_kernels(ResidualFormat f) {
   return half_kernels(
       f, [](const float* g, auto* r, size_t n, uint16_t* o) { return bf16_encode(g, r, n, o); },
       [](const float* g, auto* r, size_t n, uint16_t* o) { return bf16_encode_avx2(g, r, n, o); },
+      [](const float* g, auto* r, size_t n, uint16_t* o) {
+        return bf16_encode_avx512_no_bf16(g, r, n, o);
+      },
       [](const float* g, auto* r, size_t n, uint16_t* o) { return bf16_encode_ref(g, r, n, o); });
 }
 
@@ -126,6 +131,7 @@ TEST(KernelsRef, Fp16EncodeAndDecodeMatchReference) {
           const HalfKernels k = fp16_kernels(f);
           expect_same_encoding<Half>(n, s, n, k.fast, k.ref, offset);
           expect_same_encoding<Half>(n, s, n, k.fast_avx2, k.ref, offset);
+          expect_same_encoding<Half>(n, s, n, k.fast_no_bf16, k.ref, offset);
         }
       std::vector<Half> in(n);
       for (size_t i = 0; i < n; ++i)
@@ -147,6 +153,7 @@ TEST(KernelsRef, Bf16EncodeAndDecodeMatchReference) {
           const HalfKernels k = bf16_kernels(f);
           expect_same_encoding<Bf16>(n, s, n, k.fast, k.ref, offset);
           expect_same_encoding<Bf16>(n, s, n, k.fast_avx2, k.ref, offset);
+          expect_same_encoding<Bf16>(n, s, n, k.fast_no_bf16, k.ref, offset);
         }
       std::vector<Bf16> in(n);
       for (size_t i = 0; i < n; ++i) in[i] = Bf16((i * 2654435761u) & 0xff7f);
@@ -177,8 +184,10 @@ std::vector<HalfEncoder> half_encoders() {
     const HalfKernels h = fp16_kernels(f), b = bf16_kernels(f);
     v.push_back({"fp16" + res, h.fast, h.ref});
     v.push_back({"fp16 avx2" + res, h.fast_avx2, h.ref});
+    v.push_back({"fp16 avx512 without bf16" + res, h.fast_no_bf16, h.ref});
     v.push_back({"bf16" + res, b.fast, b.ref});
     v.push_back({"bf16 avx2" + res, b.fast_avx2, b.ref});
+    v.push_back({"bf16 avx512 without bf16" + res, b.fast_no_bf16, b.ref});
   }
   return v;
 }

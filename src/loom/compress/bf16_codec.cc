@@ -106,7 +106,7 @@ bool bf16_encode_vec(const float* g, R* r, size_t n, Bf16* out) {
 // Against the AVX2 loop's integer rounding on 16 lanes: bf16 encode 52-56 -> 58-59 GB/s on
 // 1.86 M floats (Zen 5; measured before the 2^-103 guard, which costs a few percent).
 struct Bf16Avx512 {
-  LOOM_HALF_AVX512_ENCODE_INLINE static __mmask16 odd16(__m512 s) {
+  LOOM_HALF_AVX512_INLINE static __mmask16 odd16(__m512 s) {
     const __m512i a = _mm512_and_si512(_mm512_castps_si512(s), _mm512_set1_epi32(0x7fffffff));
     const __mmask16 big = _mm512_cmpge_epu32_mask(a, _mm512_set1_epi32(0x7f7f8000));
     const __mmask16 small = _mm512_mask_cmplt_epu32_mask(_mm512_test_epi32_mask(a, a), a,
@@ -125,12 +125,27 @@ struct Bf16Avx512 {
   }
 };
 
+// Without AVX512_BF16: the codes rounded in integer operations (which the reference's rounding
+// is), under the same conditions.
+struct Bf16Avx512Int {
+  LOOM_HALF_AVX512_INLINE static bool codes32(__m512 s0, __m512 s1, __m512i* codes, __m512* d0,
+                                              __m512* d1) {
+    if ((Bf16Avx512::odd16(s0) | Bf16Avx512::odd16(s1)) != 0) return false;
+    const __m512i top = _mm512_set1_epi32(int32_t(0xffff0000u));
+    const __m512i x0 = half_avx512::bf16_round_upper(s0), x1 = half_avx512::bf16_round_upper(s1);
+    *codes = half_avx512::upper_halves(x0, x1);
+    *d0 = _mm512_castsi512_ps(_mm512_and_si512(x0, top));
+    *d1 = _mm512_castsi512_ps(_mm512_and_si512(x1, top));
+    return true;
+  }
+};
+
 #pragma GCC diagnostic pop
 
 }  // namespace
 
 bool bf16_have_avx512() {
-  return cpu_has_avx512_bf16();
+  return cpu_has_avx512();
 }
 
 bool bf16_encode_avx2(const float* g, float* r, size_t n, Bf16* out) {
@@ -141,16 +156,28 @@ bool bf16_encode_avx2(const float* g, uint16_t* r, size_t n, Bf16* out) {
   return bf16_encode_vec(g, r, n, out);
 }
 
+bool bf16_encode_avx512_no_bf16(const float* g, float* r, size_t n, Bf16* out) {
+  if (!cpu_has_avx512()) return bf16_encode_avx2(g, r, n, out);
+  return half_avx512::encode_no_bf16<Bf16Avx512Int, half_avx512::F32Residual>(g, r, n, out,
+                                                                              encode_ref);
+}
+
+bool bf16_encode_avx512_no_bf16(const float* g, uint16_t* r, size_t n, Bf16* out) {
+  if (!cpu_has_avx512()) return bf16_encode_avx2(g, r, n, out);
+  return half_avx512::encode_no_bf16<Bf16Avx512Int, half_avx512::Bf16ResidualInt>(g, r, n, out,
+                                                                                  encode_ref);
+}
+
 bool bf16_encode(const float* g, float* r, size_t n, Bf16* out) {
   if (cpu_has_avx512_bf16())
     return half_avx512::encode<Bf16Avx512, half_avx512::F32Residual>(g, r, n, out, encode_ref);
-  return bf16_encode_avx2(g, r, n, out);
+  return bf16_encode_avx512_no_bf16(g, r, n, out);
 }
 
 bool bf16_encode(const float* g, uint16_t* r, size_t n, Bf16* out) {
   if (cpu_has_avx512_bf16())
     return half_avx512::encode<Bf16Avx512, half_avx512::Bf16Residual>(g, r, n, out, encode_ref);
-  return bf16_encode_avx2(g, r, n, out);
+  return bf16_encode_avx512_no_bf16(g, r, n, out);
 }
 
 void bf16_decode_avx2(const Bf16* in, size_t n, float* out, DecodeMode mode) {
@@ -188,6 +215,12 @@ bool bf16_encode(const float* g, float* r, size_t n, Bf16* out) {
   return bf16_encode_ref(g, r, n, out);
 }
 bool bf16_encode(const float* g, uint16_t* r, size_t n, Bf16* out) {
+  return bf16_encode_ref(g, r, n, out);
+}
+bool bf16_encode_avx512_no_bf16(const float* g, float* r, size_t n, Bf16* out) {
+  return bf16_encode_ref(g, r, n, out);
+}
+bool bf16_encode_avx512_no_bf16(const float* g, uint16_t* r, size_t n, Bf16* out) {
   return bf16_encode_ref(g, r, n, out);
 }
 void bf16_decode(const Bf16* in, size_t n, float* out, DecodeMode mode) {

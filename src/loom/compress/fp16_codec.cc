@@ -90,8 +90,8 @@ bool fp16_encode_vec(const float* g, R* r, size_t n, Half* out) {
 // when s is one (then the code is 0; otherwise |s| >= 2^-25 and the residual is a multiple of
 // 2^-48), so a denormal s goes to the reference too.
 struct Fp16Avx512 {
-  LOOM_HALF_AVX512_ENCODE_INLINE static bool codes32(__m512 s0, __m512 s1, __m512i* codes,
-                                                     __m512* d0, __m512* d1) {
+  LOOM_HALF_AVX512_INLINE static bool codes32(__m512 s0, __m512 s1, __m512i* codes, __m512* d0,
+                                              __m512* d1) {
     constexpr int kDenormal = half_avx512::kDenormal;
     if ((_mm512_fpclass_ps_mask(s0, kDenormal) | _mm512_fpclass_ps_mask(s1, kDenormal)) != 0)
       return false;
@@ -111,7 +111,7 @@ struct Fp16Avx512 {
 }  // namespace
 
 bool fp16_have_avx512() {
-  return cpu_has_avx512_bf16();
+  return cpu_has_avx512();
 }
 
 bool fp16_encode_avx2(const float* g, float* r, size_t n, Half* out) {
@@ -122,16 +122,27 @@ bool fp16_encode_avx2(const float* g, uint16_t* r, size_t n, Half* out) {
   return fp16_encode_vec(g, r, n, out);
 }
 
+bool fp16_encode_avx512_no_bf16(const float* g, uint16_t* r, size_t n, Half* out) {
+  if (!cpu_has_avx512()) return fp16_encode_avx2(g, r, n, out);
+  return half_avx512::encode_no_bf16<Fp16Avx512, half_avx512::Bf16ResidualInt>(g, r, n, out,
+                                                                               encode_ref);
+}
+
+bool fp16_encode_avx512_no_bf16(const float* g, float* r, size_t n, Half* out) {
+  if (!cpu_has_avx512()) return fp16_encode_avx2(g, r, n, out);
+  return half_avx512::encode_no_bf16<Fp16Avx512, half_avx512::F32Residual>(g, r, n, out,
+                                                                           encode_ref);
+}
+
+// An fp32 residual needs no BF16: every AVX-512 CPU runs the one loop.
 bool fp16_encode(const float* g, float* r, size_t n, Half* out) {
-  if (cpu_has_avx512_bf16())
-    return half_avx512::encode<Fp16Avx512, half_avx512::F32Residual>(g, r, n, out, encode_ref);
-  return fp16_encode_avx2(g, r, n, out);
+  return fp16_encode_avx512_no_bf16(g, r, n, out);
 }
 
 bool fp16_encode(const float* g, uint16_t* r, size_t n, Half* out) {
   if (cpu_has_avx512_bf16())
     return half_avx512::encode<Fp16Avx512, half_avx512::Bf16Residual>(g, r, n, out, encode_ref);
-  return fp16_encode_avx2(g, r, n, out);
+  return fp16_encode_avx512_no_bf16(g, r, n, out);
 }
 
 void fp16_decode_avx2(const Half* in, size_t n, float* out, DecodeMode mode) {
@@ -174,6 +185,12 @@ bool fp16_encode(const float* g, float* r, size_t n, Half* out) {
   return fp16_encode_ref(g, r, n, out);
 }
 bool fp16_encode(const float* g, uint16_t* r, size_t n, Half* out) {
+  return fp16_encode_ref(g, r, n, out);
+}
+bool fp16_encode_avx512_no_bf16(const float* g, float* r, size_t n, Half* out) {
+  return fp16_encode_ref(g, r, n, out);
+}
+bool fp16_encode_avx512_no_bf16(const float* g, uint16_t* r, size_t n, Half* out) {
   return fp16_encode_ref(g, r, n, out);
 }
 void fp16_decode(const Half* in, size_t n, float* out, DecodeMode mode) {

@@ -15,16 +15,22 @@ static_assert(sizeof(Half) == 2);
 // Kernels: s = g + r; out = half(s); r = s - float(out). They return false if any s is NaN or
 // Inf. r is the residual as floats or as bfloat16 bits (ResidualFormat::kBf16, rounded by
 // residual_to_bf16_ref). _ref is plain scalar; the others match its packed bytes and residuals
-// bit for bit. fp16_encode runs AVX-512 (with BF16) where the CPU has it (fp16_have_avx512()),
-// fp16_decode AVX-512 where the CPU has F/BW/DQ/VL; otherwise the F16C/AVX2 kernels, which are
-// also callable directly. Both encoders match the reference for every input (a step holding a
-// NaN, an Inf or a value past the clamp goes through it).
+// bit for bit. fp16_encode and fp16_decode run AVX-512 where the CPU has it
+// (fp16_have_avx512(); a bf16 residual is rounded with BF16's vcvtne2ps2bf16 where present, in
+// integer operations elsewhere), otherwise the F16C/AVX2 kernels, which are also callable
+// directly. Every encoder matches the reference for every input (a step holding a NaN, an Inf or
+// a value past the clamp goes through it).
 bool fp16_encode_ref(const float* g, float* r, size_t n, Half* out);
 bool fp16_encode_ref(const float* g, uint16_t* r, size_t n, Half* out);
 bool fp16_encode(const float* g, float* r, size_t n, Half* out);
 bool fp16_encode(const float* g, uint16_t* r, size_t n, Half* out);
 bool fp16_encode_avx2(const float* g, float* r, size_t n, Half* out);
 bool fp16_encode_avx2(const float* g, uint16_t* r, size_t n, Half* out);
+// The AVX-512 loop a CPU without AVX512_BF16 runs (a bf16 residual rounded in integer
+// operations); the AVX2 kernel where the CPU has no AVX-512. For the tests, which run it on any
+// CPU.
+bool fp16_encode_avx512_no_bf16(const float* g, float* r, size_t n, Half* out);
+bool fp16_encode_avx512_no_bf16(const float* g, uint16_t* r, size_t n, Half* out);
 void fp16_decode_ref(const Half* in, size_t n, float* out, DecodeMode mode);
 void fp16_decode(const Half* in, size_t n, float* out, DecodeMode mode);
 void fp16_decode_avx2(const Half* in, size_t n, float* out, DecodeMode mode);

@@ -53,7 +53,7 @@ constexpr int kNonFinite = 0x01 | 0x08 | 0x10 | 0x80;
 constexpr int kDenormal = 0x20;
 
 // Whether any of 32 16-bit codes has every bit of `exp` set (Inf or NaN in fp16 or bfloat16).
-LOOM_HALF_AVX512_ENCODE_INLINE bool any_exponent_all_ones(__m512i codes, short exp) {
+LOOM_HALF_AVX512_INLINE bool any_exponent_all_ones(__m512i codes, short exp) {
   const __m512i e = _mm512_set1_epi16(exp);
   return _mm512_cmpeq_epi16_mask(_mm512_and_si512(codes, e), e) != 0;
 }
@@ -65,20 +65,21 @@ LOOM_HALF_AVX512_ENCODE_INLINE bool any_exponent_all_ones(__m512i codes, short e
 //       would be a float denormal), and then the outputs are unused
 //   static __m512 decode16(__m256i codes)  16 codes to floats
 //
-// A residual policy R (F32Residual, Bf16Residual) says how the residual is stored: R::T its
-// element type; load32 / store32 for 32 values whose first is 64-byte aligned. Bf16Residual
-// rounds with vcvtne2ps2bf16, which is residual_to_bf16_ref's nearest even for finite values
-// within range but flushes float denormals: hence codes32's last condition. (Testing the
-// residuals themselves for denormals, at the end of the chain, cost fp16 encode 55-60 -> 48-49
-// GB/s; the test on s, which P can make, is off the chain.)
+// A residual policy R (F32Residual, Bf16Residual, Bf16ResidualInt) says how the residual is
+// stored: R::T its element type; load32 / store32 for 32 values whose first is 64-byte aligned.
+// Bf16Residual rounds with vcvtne2ps2bf16 (AVX512_BF16), which is residual_to_bf16_ref's nearest
+// even for finite values within range but flushes float denormals: hence codes32's last
+// condition. (Testing the residuals themselves for denormals, at the end of the chain, cost
+// fp16 encode 55-60 -> 48-49 GB/s; the test on s, which P can make, is off the chain.)
+// Bf16ResidualInt rounds in integer operations, for CPUs without AVX512_BF16.
 
 struct F32Residual {
   using T = float;
-  LOOM_HALF_AVX512_ENCODE_INLINE static void load32(const float* r, __m512* v0, __m512* v1) {
+  LOOM_HALF_AVX512_INLINE static void load32(const float* r, __m512* v0, __m512* v1) {
     *v0 = _mm512_load_ps(r);
     *v1 = _mm512_load_ps(r + 16);
   }
-  LOOM_HALF_AVX512_ENCODE_INLINE static void store32(float* r, __m512 v0, __m512 v1) {
+  LOOM_HALF_AVX512_INLINE static void store32(float* r, __m512 v0, __m512 v1) {
     _mm512_store_ps(r, v0);
     _mm512_store_ps(r + 16, v1);
   }
@@ -87,7 +88,7 @@ struct F32Residual {
 // 32 bfloat16 values to two vectors of 16 floats: word k of b (k < 16) to the upper half of
 // dword k of v0, zeros below; words 16..31 to v1. One permute per 16 instead of a zero-extension
 // and a shift: fp16 encode 53-54 -> 58-60 GB/s on 1.86 M floats (Zen 5, interleaved runs).
-LOOM_HALF_AVX512_ENCODE_INLINE void widen_bf16x32(__m512i b, __m512* v0, __m512* v1) {
+LOOM_HALF_AVX512_INLINE void widen_bf16x32(__m512i b, __m512* v0, __m512* v1) {
   const __m512i lo = _mm512_set_epi16(15, 0, 14, 0, 13, 0, 12, 0, 11, 0, 10, 0, 9, 0, 8, 0, 7, 0, 6,
                                       0, 5, 0, 4, 0, 3, 0, 2, 0, 1, 0, 0, 0);
   const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
@@ -95,9 +96,25 @@ LOOM_HALF_AVX512_ENCODE_INLINE void widen_bf16x32(__m512i b, __m512* v0, __m512*
   *v1 = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xaaaaaaaau, hi, b));
 }
 
+// Nearest even in integer operations: x + 0x7fff + bit 16 of x, the bfloat16 in the upper half
+// of each 32-bit lane (garbage below).
+LOOM_HALF_AVX512_INLINE __m512i bf16_round_upper(__m512 v) {
+  const __m512i x = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+  return _mm512_add_epi32(x, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
+}
+
+// The upper 16-bit halves of the 32-bit lanes of a, then of b: 32 values in order.
+LOOM_HALF_AVX512_INLINE __m512i upper_halves(__m512i a, __m512i b) {
+  const __m512i odd =
+      _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
+                       25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  return _mm512_permutex2var_epi16(a, odd, b);
+}
+
 struct Bf16Residual {
   using T = uint16_t;
-  LOOM_HALF_AVX512_ENCODE_INLINE static void load32(const uint16_t* r, __m512* v0, __m512* v1) {
+  LOOM_HALF_AVX512_INLINE static void load32(const uint16_t* r, __m512* v0, __m512* v1) {
     widen_bf16x32(_mm512_load_si512(r), v0, v1);
   }
   LOOM_HALF_AVX512_ENCODE_INLINE static void store32(uint16_t* r, __m512 v0, __m512 v1) {
@@ -105,32 +122,52 @@ struct Bf16Residual {
   }
 };
 
+struct Bf16ResidualInt {
+  using T = uint16_t;
+  LOOM_HALF_AVX512_INLINE static void load32(const uint16_t* r, __m512* v0, __m512* v1) {
+    widen_bf16x32(_mm512_load_si512(r), v0, v1);
+  }
+  LOOM_HALF_AVX512_INLINE static void store32(uint16_t* r, __m512 v0, __m512 v1) {
+    _mm512_store_si512(r, upper_halves(bf16_round_upper(v0), bf16_round_upper(v1)));
+  }
+};
+
+// The encode loop, defined twice by this macro: `encode` with the BF16 target (for the policies
+// that use vcvtne2ps2bf16) and `encode_no_bf16` without it. A GCC target attribute cannot
+// depend on a template parameter, and a policy can be inlined only into a function whose target
+// includes its own.
+//
 // Returns false if any g + r is NaN or Inf. ref is the codec's scalar reference for this
 // residual type.
-template <class P, class R>
-LOOM_HALF_AVX512_ENCODE bool encode(const float* g, typename R::T* r, size_t n, uint16_t* out,
-                                    bool (*ref)(const float*, typename R::T*, size_t, uint16_t*)) {
-  // Head: up to r + i 64-byte aligned (r is 2- or 4-byte aligned, so up to 31 or 15 values).
-  const size_t head =
-      std::min(n, ((64 - reinterpret_cast<uintptr_t>(r) % 64) % 64) / sizeof(typename R::T));
-  bool ok = ref(g, r, head, out);
-  size_t i = head;
-  for (; i + 32 <= n; i += 32) {
-    __m512 r0, r1;
-    R::load32(r + i, &r0, &r1);
-    const __m512 s0 = _mm512_add_ps(_mm512_loadu_ps(g + i), r0);
-    const __m512 s1 = _mm512_add_ps(_mm512_loadu_ps(g + i + 16), r1);
-    __m512i codes;
-    __m512 d0, d1;
-    if (__builtin_expect(P::codes32(s0, s1, &codes, &d0, &d1), 1)) {
-      R::store32(r + i, _mm512_sub_ps(s0, d0), _mm512_sub_ps(s1, d1));
-      _mm512_storeu_si512(out + i, codes);
-    } else {
-      ok &= ref(g + i, r + i, 32, out + i);  // r + i is as it was: only loaded so far
-    }
+#define LOOM_HALF_AVX512_ENCODE_LOOP(NAME, TARGET_ATTR)                                         \
+  template <class P, class R>                                                                   \
+  TARGET_ATTR bool NAME(const float* g, typename R::T* r, size_t n, uint16_t* out,              \
+                        bool (*ref)(const float*, typename R::T*, size_t, uint16_t*)) {         \
+    /* Head: up to r + i 64-byte aligned (r is 2- or 4-byte aligned: up to 31 or 15 values). */ \
+    const size_t head =                                                                         \
+        std::min(n, ((64 - reinterpret_cast<uintptr_t>(r) % 64) % 64) / sizeof(typename R::T)); \
+    bool ok = ref(g, r, head, out);                                                             \
+    size_t i = head;                                                                            \
+    for (; i + 32 <= n; i += 32) {                                                              \
+      __m512 r0, r1;                                                                            \
+      R::load32(r + i, &r0, &r1);                                                               \
+      const __m512 s0 = _mm512_add_ps(_mm512_loadu_ps(g + i), r0);                              \
+      const __m512 s1 = _mm512_add_ps(_mm512_loadu_ps(g + i + 16), r1);                         \
+      __m512i codes;                                                                            \
+      __m512 d0, d1;                                                                            \
+      if (__builtin_expect(P::codes32(s0, s1, &codes, &d0, &d1), 1)) {                          \
+        R::store32(r + i, _mm512_sub_ps(s0, d0), _mm512_sub_ps(s1, d1));                        \
+        _mm512_storeu_si512(out + i, codes);                                                    \
+      } else {                                                                                  \
+        ok &= ref(g + i, r + i, 32, out + i); /* r + i is as it was: only loaded so far */      \
+      }                                                                                         \
+    }                                                                                           \
+    return ref(g + i, r + i, n - i, out + i) && ok;                                             \
   }
-  return ref(g + i, r + i, n - i, out + i) && ok;
-}
+
+LOOM_HALF_AVX512_ENCODE_LOOP(encode, LOOM_HALF_AVX512_ENCODE)
+LOOM_HALF_AVX512_ENCODE_LOOP(encode_no_bf16, LOOM_HALF_AVX512)
+#undef LOOM_HALF_AVX512_ENCODE_LOOP
 
 // Decode: 16 codes to floats by P::decode16 (a __m256i of codes to __m512), written or added.
 template <class P, bool kAccumulate>
