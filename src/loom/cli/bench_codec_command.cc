@@ -28,9 +28,9 @@ void run_bench(Args& a) {
         "allreduce_wire = bytes per rank per step of the compressed allreduce over {} ranks / "
         "fp32 ring allreduce's\n",
         a.bench.n, 4e-6 * double(a.bench.n), a.bench.world);
-    fmt::print("# {:>8} {:>10} {:>8} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>14} {:>9}\n", "codec",
-               "bytes", "wire", "1/wire", "memcpy", "encode", "decode", "enc+dec", "vs_memcpy",
-               "allreduce_wire", "nmse");
+    fmt::print("# {:>8} {:>10} {:>8} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>14} {:>9} {:>8}\n",
+               "codec", "bytes", "wire", "1/wire", "memcpy", "encode", "decode", "enc+dec",
+               "vs_memcpy", "allreduce_wire", "nmse", "residual");
   }
   std::fflush(stdout);
   compress::run_codec_bench(a.bench, [&](const compress::CodecBenchRow& r) {
@@ -38,12 +38,13 @@ void run_bench(Args& a) {
     if (!a.json_only) {
       fmt::print(
           "  {:>8} {:>10} {:>8.4f} {:>9.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>9.2f} "
-          "{:>14.4f} {:>9.2g}\n",
+          "{:>14.4f} {:>9.2g} {:>8}\n",
           r.codec, r.encoded_bytes, r.wire_ratio, 1.0 / r.wire_ratio, r.memcpy_gbs, r.encode_gbs,
-          r.decode_gbs, r.roundtrip_gbs, r.vs_memcpy, ar, r.decode_error_nmse);
+          r.decode_gbs, r.roundtrip_gbs, r.vs_memcpy, ar, r.decode_error_nmse, r.residual);
     }
     nlohmann::json j = {{"bench", "codec"},
                         {"codec", r.codec},
+                        {"residual", r.residual},
                         {"n", r.n},
                         {"threads", 1},
                         {"encoded_bytes", r.encoded_bytes},

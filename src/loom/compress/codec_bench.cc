@@ -66,6 +66,7 @@ void run_codec_bench(const CodecBenchOptions& o,
     auto codec = make_codec(name, o.params);  // ConfigError for unknown names / bad params
     CodecBenchRow r;
     r.codec = name;
+    r.residual = residual_format_name(codec->residual_format());
     r.n = n;
     r.encoded_bytes = codec->encoded_bytes(n);
     r.wire_ratio = codec->wire_ratio(n);

@@ -27,6 +27,7 @@ struct CodecBenchOptions {
 
 struct CodecBenchRow {
   std::string codec;
+  std::string residual;  // how the error-feedback residual is stored: "fp32" or "bf16"
   size_t n = 0;
   size_t encoded_bytes = 0;
   double wire_ratio = 0;            // encoded bytes / fp32 bytes, one bucket
