@@ -1,10 +1,14 @@
 #include "loom/comm/sum_to_all.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #if defined(__AVX__)
 #include <immintrin.h>
 #endif
+
+#include "loom/comm/scratch.h"
 
 namespace loom::comm {
 
@@ -63,6 +67,19 @@ void sum_to_all_f32(const float* const* src, int n, float* const* dst, int m, si
 #else
   sum_scalar(src, n, dst, m, begin, end);
 #endif
+}
+
+void reduce_to_all(const std::byte* const* src, int n, std::byte* const* dst, int m, size_t begin,
+                   size_t end, const Reducer& red) {
+  const size_t es = red.elem_size;
+  const size_t tile = std::max<size_t>(1, (size_t(8) << 10) / es);
+  std::byte* acc = static_cast<std::byte*>(scratch(tile * es, 0));
+  for (size_t i = begin; i < end; i += tile) {
+    const size_t cnt = std::min(tile, end - i);
+    std::memcpy(acc, src[0] + i * es, cnt * es);
+    for (int q = 1; q < n; ++q) red.fn(acc, src[q] + i * es, cnt);
+    for (int d = 0; d < m; ++d) std::memcpy(dst[d] + i * es, acc, cnt * es);
+  }
 }
 
 }  // namespace loom::comm

@@ -17,7 +17,6 @@
 
 #include "loom/comm/mpi/mpi_world.h"
 #include "loom/comm/mpi/node_shared_memory.h"
-#include "loom/comm/scratch.h"
 #include "loom/comm/sum_to_all.h"
 #include "loom/core/error.h"
 #include "loom/core/timer.h"
@@ -238,21 +237,12 @@ class MpiCommunicator final : public Communicator {
       sum_to_all_f32(src.data(), size_, dst, m, b.begin, b.end);
       return;
     }
-    const size_t es = red.elem_size;
     std::vector<const std::byte*>& src = shm_src_;
     src.clear();
     for (int q = 0; q < size_; ++q)
       src.push_back(q == rank_ ? static_cast<const std::byte*>(data) : shm_->region(q));
     std::byte* dst[2] = {static_cast<std::byte*>(data), shm_->region(rank_)};
-    // Any other reducer: a tile at a time, acc = src[0], then acc (op)= src[1], src[2], ...
-    const size_t tile = std::max<size_t>(1, (size_t(8) << 10) / es);
-    std::byte* acc = static_cast<std::byte*>(scratch(tile * es, 0));
-    for (size_t i = b.begin; i < b.end; i += tile) {
-      const size_t cnt = std::min(tile, b.end - i);
-      std::memcpy(acc, src[0] + i * es, cnt * es);
-      for (int q = 1; q < size_; ++q) red.fn(acc, src[size_t(q)] + i * es, cnt);
-      for (int k = 0; k < m; ++k) std::memcpy(dst[k] + i * es, acc, cnt * es);
-    }
+    reduce_to_all(src.data(), size_, dst, m, b.begin, b.end, red);
   }
 
   // A barrier over the node's shared memory, with the point-to-point wait's timeout and

@@ -6,7 +6,6 @@
 #include <cstring>
 #include <vector>
 
-#include "loom/comm/scratch.h"
 #include "loom/comm/sum_to_all.h"
 #include "loom/core/error.h"
 
@@ -40,9 +39,6 @@ bool take(std::deque<PendingOp>& q, int peer, int tag, PendingOp& out) {
   }
   return false;
 }
-
-// Elements per step of the shared-buffer reductions: 8 KiB of floats stay in L1.
-constexpr size_t kReduceTileBytes = 8 << 10;
 
 }  // namespace
 
@@ -141,6 +137,7 @@ void ThreadCommunicator::publish(void* data, size_t bytes, const char* op) {
 
 void ThreadCommunicator::reduce_block(const BlockRange& b, const Reducer& red, bool to_all) {
   const int n = size();
+  // Sums in rank order 0..n-1, so every rank's copy of every element has the same bits.
   if (red.sum_f32_kind) {
     // The common case (gradients): one pass, sums in registers, no staging copy.
     std::vector<const float*>& src = src_ptrs_;
@@ -157,25 +154,16 @@ void ThreadCommunicator::reduce_block(const BlockRange& b, const Reducer& red, b
     sum_to_all_f32(src.data(), n, dst.data(), int(dst.size()), b.begin, b.end);
     return;
   }
-  const size_t es = red.elem_size;
-  const size_t tile = std::max<size_t>(1, kReduceTileBytes / es);
-  std::byte* tmp = static_cast<std::byte*>(scratch(tile * es, 0));
-  std::byte* mine = static_cast<std::byte*>(world_->slot(rank_).shared_buf);
-  // Sum in rank order 0..n-1, so every rank's copy of every element has the same bits.
-  for (size_t i = b.begin; i < b.end; i += tile) {
-    const size_t cnt = std::min(tile, b.end - i);
-    std::memcpy(tmp, static_cast<std::byte*>(world_->slot(0).shared_buf) + i * es, cnt * es);
-    for (int q = 1; q < n; ++q) {
-      red.fn(tmp, static_cast<std::byte*>(world_->slot(q).shared_buf) + i * es, cnt);
-    }
-    if (to_all) {
-      for (int q = 0; q < n; ++q) {
-        std::memcpy(static_cast<std::byte*>(world_->slot(q).shared_buf) + i * es, tmp, cnt * es);
-      }
-    } else {
-      std::memcpy(mine + i * es, tmp, cnt * es);
-    }
+  std::vector<const std::byte*>& src = src_bytes_;
+  std::vector<std::byte*>& dst = dst_bytes_;
+  src.clear();
+  dst.clear();
+  for (int q = 0; q < n; ++q) {
+    auto* buf = static_cast<std::byte*>(world_->slot(q).shared_buf);
+    src.push_back(buf);
+    if (to_all || q == rank_) dst.push_back(buf);
   }
+  reduce_to_all(src.data(), n, dst.data(), int(dst.size()), b.begin, b.end, red);
 }
 
 void ThreadCommunicator::allreduce(void* data, size_t bytes, const Reducer& red) {

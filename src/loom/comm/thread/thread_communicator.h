@@ -48,6 +48,8 @@ class ThreadCommunicator final : public Communicator {
   int rank_;
   std::vector<const float*> src_ptrs_;  // reduce_block's buffer tables, kept to not allocate
   std::vector<float*> dst_ptrs_;
+  std::vector<const std::byte*> src_bytes_;  // the same for any other reducer
+  std::vector<std::byte*> dst_bytes_;
 };
 
 }  // namespace loom::comm
