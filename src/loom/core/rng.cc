@@ -19,17 +19,14 @@ uint64_t derive_key(uint64_t seed, uint64_t rank, RngPurpose purpose, uint64_t e
 }
 
 std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> c, uint64_t key) {
-  // Round constants from Salmon et al. 2011, Philox4x32.
-  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
-  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
   uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
   for (int round = 0; round < 10; ++round) {
-    uint64_t p0 = uint64_t(kM0) * c[0];
-    uint64_t p1 = uint64_t(kM1) * c[2];
+    uint64_t p0 = uint64_t(kPhiloxM0) * c[0];
+    uint64_t p1 = uint64_t(kPhiloxM1) * c[2];
     c = {uint32_t(p1 >> 32) ^ c[1] ^ k0, uint32_t(p1), uint32_t(p0 >> 32) ^ c[3] ^ k1,
          uint32_t(p0)};
-    k0 += kW0;
-    k1 += kW1;
+    k0 += kPhiloxW0;
+    k1 += kPhiloxW1;
   }
   return c;
 }

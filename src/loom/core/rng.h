@@ -27,6 +27,11 @@ enum class RngPurpose : uint32_t {
 uint64_t mix64(uint64_t x);
 uint64_t derive_key(uint64_t seed, uint64_t rank, RngPurpose purpose, uint64_t extra = 0);
 
+// Philox4x32's round multipliers and Weyl key increments (Salmon et al. 2011), shared by the
+// scalar generator and the vectorised ones (tensor/cpu/philox_blocks.cc).
+inline constexpr uint32_t kPhiloxM0 = 0xD2511F53u, kPhiloxM1 = 0xCD9E8D57u;
+inline constexpr uint32_t kPhiloxW0 = 0x9E3779B9u, kPhiloxW1 = 0xBB67AE85u;
+
 std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, uint64_t key);
 
 // A sequential stream over Philox blocks: uniform, normal and integer draws.

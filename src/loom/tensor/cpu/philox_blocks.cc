@@ -6,11 +6,6 @@
 
 namespace loom::cpu {
 
-namespace {
-constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;  // Philox4x32 multipliers
-constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;  // Weyl key increments
-}  // namespace
-
 #ifdef __AVX2__
 namespace {
 // AVX2 has only a 32x32->64 multiply of the even 32-bit lanes, so odd lanes are shifted down,
@@ -50,7 +45,7 @@ void philox_blocks(uint64_t first_block, uint64_t key, uint32_t* out) {
     c2[v] = _mm256_setzero_si256();
     c3[v] = _mm256_setzero_si256();
   }
-  const __m256i m0 = _mm256_set1_epi32(int(kM0)), m1 = _mm256_set1_epi32(int(kM1));
+  const __m256i m0 = _mm256_set1_epi32(int(kPhiloxM0)), m1 = _mm256_set1_epi32(int(kPhiloxM1));
   uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
   for (int round = 0; round < 10; ++round) {
     const __m256i vk0 = _mm256_set1_epi32(int(k0)), vk1 = _mm256_set1_epi32(int(k1));
@@ -63,8 +58,8 @@ void philox_blocks(uint64_t first_block, uint64_t key, uint32_t* out) {
       c1[v] = lo1;
       c3[v] = lo0;
     }
-    k0 += kW0;
-    k1 += kW1;
+    k0 += kPhiloxW0;
+    k1 += kPhiloxW1;
   }
   for (int v = 0; v < 2; ++v) store_blocks8(c0[v], c1[v], c2[v], c3[v], out + 32 * v);
 }
@@ -133,7 +128,7 @@ LOOM_PHILOX_AVX512 void philox_blocks_wide(uint64_t first_block, uint64_t key, u
     c2[v] = _mm512_setzero_si512();
     c3[v] = _mm512_setzero_si512();
   }
-  const __m512i m0 = _mm512_set1_epi32(int(kM0)), m1 = _mm512_set1_epi32(int(kM1));
+  const __m512i m0 = _mm512_set1_epi32(int(kPhiloxM0)), m1 = _mm512_set1_epi32(int(kPhiloxM1));
   uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
   for (int round = 0; round < 10; ++round) {
     const __m512i vk0 = _mm512_set1_epi32(int(k0)), vk1 = _mm512_set1_epi32(int(k1));
@@ -146,8 +141,8 @@ LOOM_PHILOX_AVX512 void philox_blocks_wide(uint64_t first_block, uint64_t key, u
       c1[v] = lo1;
       c3[v] = lo0;
     }
-    k0 += kW0;
-    k1 += kW1;
+    k0 += kPhiloxW0;
+    k1 += kPhiloxW1;
   }
   for (int v = 0; v < 2; ++v) store_blocks16(c0[v], c1[v], c2[v], c3[v], out + 64 * v);
 }
