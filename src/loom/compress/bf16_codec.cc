@@ -156,28 +156,30 @@ bool bf16_encode_avx2(const float* g, uint16_t* r, size_t n, Bf16* out) {
   return bf16_encode_vec(g, r, n, out);
 }
 
+namespace {
+
+template <class T>
+bool bf16_encode_dispatch(const float* g, T* r, size_t n, Bf16* out, bool bf16_isa) {
+  if (!cpu_has_avx512()) return bf16_encode_vec(g, r, n, out);
+  return half_avx512::encode_avx512<Bf16Avx512, Bf16Avx512Int>(g, r, n, out, encode_ref, bf16_isa);
+}
+
+}  // namespace
+
 bool bf16_encode_avx512_no_bf16(const float* g, float* r, size_t n, Bf16* out) {
-  if (!cpu_has_avx512()) return bf16_encode_avx2(g, r, n, out);
-  return half_avx512::encode_no_bf16<Bf16Avx512Int, half_avx512::F32Residual>(g, r, n, out,
-                                                                              encode_ref);
+  return bf16_encode_dispatch(g, r, n, out, false);
 }
 
 bool bf16_encode_avx512_no_bf16(const float* g, uint16_t* r, size_t n, Bf16* out) {
-  if (!cpu_has_avx512()) return bf16_encode_avx2(g, r, n, out);
-  return half_avx512::encode_no_bf16<Bf16Avx512Int, half_avx512::Bf16ResidualInt>(g, r, n, out,
-                                                                                  encode_ref);
+  return bf16_encode_dispatch(g, r, n, out, false);
 }
 
 bool bf16_encode(const float* g, float* r, size_t n, Bf16* out) {
-  if (cpu_has_avx512_bf16())
-    return half_avx512::encode<Bf16Avx512, half_avx512::F32Residual>(g, r, n, out, encode_ref);
-  return bf16_encode_avx512_no_bf16(g, r, n, out);
+  return bf16_encode_dispatch(g, r, n, out, true);
 }
 
 bool bf16_encode(const float* g, uint16_t* r, size_t n, Bf16* out) {
-  if (cpu_has_avx512_bf16())
-    return half_avx512::encode<Bf16Avx512, half_avx512::Bf16Residual>(g, r, n, out, encode_ref);
-  return bf16_encode_avx512_no_bf16(g, r, n, out);
+  return bf16_encode_dispatch(g, r, n, out, true);
 }
 
 void bf16_decode_avx2(const Bf16* in, size_t n, float* out, DecodeMode mode) {

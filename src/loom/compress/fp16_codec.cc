@@ -122,27 +122,30 @@ bool fp16_encode_avx2(const float* g, uint16_t* r, size_t n, Half* out) {
   return fp16_encode_vec(g, r, n, out);
 }
 
-bool fp16_encode_avx512_no_bf16(const float* g, uint16_t* r, size_t n, Half* out) {
-  if (!cpu_has_avx512()) return fp16_encode_avx2(g, r, n, out);
-  return half_avx512::encode_no_bf16<Fp16Avx512, half_avx512::Bf16ResidualInt>(g, r, n, out,
-                                                                               encode_ref);
+namespace {
+
+template <class T>
+bool fp16_encode_dispatch(const float* g, T* r, size_t n, Half* out, bool bf16_isa) {
+  if (!cpu_has_avx512()) return fp16_encode_vec(g, r, n, out);
+  return half_avx512::encode_avx512<Fp16Avx512, Fp16Avx512>(g, r, n, out, encode_ref, bf16_isa);
 }
+
+}  // namespace
 
 bool fp16_encode_avx512_no_bf16(const float* g, float* r, size_t n, Half* out) {
-  if (!cpu_has_avx512()) return fp16_encode_avx2(g, r, n, out);
-  return half_avx512::encode_no_bf16<Fp16Avx512, half_avx512::F32Residual>(g, r, n, out,
-                                                                           encode_ref);
+  return fp16_encode_dispatch(g, r, n, out, false);
 }
 
-// An fp32 residual needs no BF16: every AVX-512 CPU runs the one loop.
+bool fp16_encode_avx512_no_bf16(const float* g, uint16_t* r, size_t n, Half* out) {
+  return fp16_encode_dispatch(g, r, n, out, false);
+}
+
 bool fp16_encode(const float* g, float* r, size_t n, Half* out) {
-  return fp16_encode_avx512_no_bf16(g, r, n, out);
+  return fp16_encode_dispatch(g, r, n, out, true);
 }
 
 bool fp16_encode(const float* g, uint16_t* r, size_t n, Half* out) {
-  if (cpu_has_avx512_bf16())
-    return half_avx512::encode<Fp16Avx512, half_avx512::Bf16Residual>(g, r, n, out, encode_ref);
-  return fp16_encode_avx512_no_bf16(g, r, n, out);
+  return fp16_encode_dispatch(g, r, n, out, true);
 }
 
 void fp16_decode_avx2(const Half* in, size_t n, float* out, DecodeMode mode) {

@@ -169,6 +169,31 @@ LOOM_HALF_AVX512_ENCODE_LOOP(encode, LOOM_HALF_AVX512_ENCODE)
 LOOM_HALF_AVX512_ENCODE_LOOP(encode_no_bf16, LOOM_HALF_AVX512)
 #undef LOOM_HALF_AVX512_ENCODE_LOOP
 
+// The residual policies of a residual element type: with vcvtne2ps2bf16, and without.
+template <class T>
+struct ResidualPolicies;
+template <>
+struct ResidualPolicies<float> {
+  using Bf16Isa = F32Residual;
+  using Int = F32Residual;
+};
+template <>
+struct ResidualPolicies<uint16_t> {
+  using Bf16Isa = Bf16Residual;
+  using Int = Bf16ResidualInt;
+};
+
+// A 16-bit codec's AVX-512 encode (call after cpu_has_avx512()): codes by P, with the BF16
+// residual policy, where the CPU has AVX512_BF16 and `bf16_isa` allows it (the tests turn it
+// off to run the other loop); else codes by PInt and everything in integer operations.
+template <class P, class PInt, class T>
+bool encode_avx512(const float* g, T* r, size_t n, uint16_t* out,
+                   bool (*ref)(const float*, T*, size_t, uint16_t*), bool bf16_isa) {
+  if (bf16_isa && cpu_has_avx512_bf16())
+    return encode<P, typename ResidualPolicies<T>::Bf16Isa>(g, r, n, out, ref);
+  return encode_no_bf16<PInt, typename ResidualPolicies<T>::Int>(g, r, n, out, ref);
+}
+
 // Decode: 16 codes to floats by P::decode16 (a __m256i of codes to __m512), written or added.
 template <class P, bool kAccumulate>
 LOOM_HALF_AVX512_INLINE void decode16(const uint16_t* in, float* out, __mmask16 m) {
