@@ -144,10 +144,6 @@ struct Bf16Avx512Int {
 
 }  // namespace
 
-bool bf16_have_avx512() {
-  return cpu_has_avx512();
-}
-
 bool bf16_encode_avx2(const float* g, float* r, size_t n, Bf16* out) {
   return bf16_encode_vec(g, r, n, out);
 }
@@ -201,9 +197,6 @@ void bf16_decode(const Bf16* in, size_t n, float* out, DecodeMode mode) {
   }
 }
 #else
-bool bf16_have_avx512() {
-  return false;
-}
 bool bf16_encode_avx2(const float* g, float* r, size_t n, Bf16* out) {
   return bf16_encode_ref(g, r, n, out);
 }

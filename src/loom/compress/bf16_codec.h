@@ -13,9 +13,9 @@ using Bf16 = uint16_t;
 static_assert(sizeof(Bf16) == 2);
 
 // Kernels as fp16's (r: floats or bfloat16 bits): _ref is plain scalar; bf16_encode and
-// bf16_decode run AVX-512 where the CPU has it (bf16_have_avx512(); the encoder rounds with
-// BF16's vcvtne2ps2bf16 where present, in integer operations elsewhere), otherwise the AVX2
-// kernels; all bit-identical to the reference for every input.
+// bf16_decode run AVX-512 where the CPU has it (the encoder rounds with BF16's vcvtne2ps2bf16
+// where present, in integer operations elsewhere), otherwise the AVX2 kernels; all
+// bit-identical to the reference for every input.
 bool bf16_encode_ref(const float* g, float* r, size_t n, Bf16* out);
 bool bf16_encode_ref(const float* g, uint16_t* r, size_t n, Bf16* out);
 bool bf16_encode(const float* g, float* r, size_t n, Bf16* out);
@@ -29,7 +29,6 @@ bool bf16_encode_avx512_no_bf16(const float* g, uint16_t* r, size_t n, Bf16* out
 void bf16_decode_ref(const Bf16* in, size_t n, float* out, DecodeMode mode);
 void bf16_decode(const Bf16* in, size_t n, float* out, DecodeMode mode);
 void bf16_decode_avx2(const Bf16* in, size_t n, float* out, DecodeMode mode);
-bool bf16_have_avx512();
 
 // The residual starts as bfloat16 (ResidualFormat): bf16's rounding error kept to 2^-17 of
 // the value, for 4 fewer bytes read and written per element.

@@ -110,10 +110,6 @@ struct Fp16Avx512 {
 
 }  // namespace
 
-bool fp16_have_avx512() {
-  return cpu_has_avx512();
-}
-
 bool fp16_encode_avx2(const float* g, float* r, size_t n, Half* out) {
   return fp16_encode_vec(g, r, n, out);
 }
@@ -172,9 +168,6 @@ void fp16_decode(const Half* in, size_t n, float* out, DecodeMode mode) {
   }
 }
 #else
-bool fp16_have_avx512() {
-  return false;
-}
 bool fp16_encode_avx2(const float* g, float* r, size_t n, Half* out) {
   return fp16_encode_ref(g, r, n, out);
 }

@@ -15,11 +15,10 @@ static_assert(sizeof(Half) == 2);
 // Kernels: s = g + r; out = half(s); r = s - float(out). They return false if any s is NaN or
 // Inf. r is the residual as floats or as bfloat16 bits (ResidualFormat::kBf16, rounded by
 // residual_to_bf16_ref). _ref is plain scalar; the others match its packed bytes and residuals
-// bit for bit. fp16_encode and fp16_decode run AVX-512 where the CPU has it
-// (fp16_have_avx512(); a bf16 residual is rounded with BF16's vcvtne2ps2bf16 where present, in
-// integer operations elsewhere), otherwise the F16C/AVX2 kernels, which are also callable
-// directly. Every encoder matches the reference for every input (a step holding a NaN, an Inf or
-// a value past the clamp goes through it).
+// bit for bit. fp16_encode and fp16_decode run AVX-512 where the CPU has it (a bf16 residual is
+// rounded with BF16's vcvtne2ps2bf16 where present, in integer operations elsewhere), otherwise
+// the F16C/AVX2 kernels, which are also callable directly. Every encoder matches the reference
+// for every input (a step holding a NaN, an Inf or a value past the clamp goes through it).
 bool fp16_encode_ref(const float* g, float* r, size_t n, Half* out);
 bool fp16_encode_ref(const float* g, uint16_t* r, size_t n, Half* out);
 bool fp16_encode(const float* g, float* r, size_t n, Half* out);
@@ -34,7 +33,6 @@ bool fp16_encode_avx512_no_bf16(const float* g, uint16_t* r, size_t n, Half* out
 void fp16_decode_ref(const Half* in, size_t n, float* out, DecodeMode mode);
 void fp16_decode(const Half* in, size_t n, float* out, DecodeMode mode);
 void fp16_decode_avx2(const Half* in, size_t n, float* out, DecodeMode mode);
-bool fp16_have_avx512();
 
 // The residual starts as bfloat16 (ResidualFormat): fp16's rounding error kept to 2^-20 of
 // the value, for 4 fewer bytes read and written per element.

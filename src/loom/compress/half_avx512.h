@@ -48,8 +48,7 @@
 
 namespace loom::compress::half_avx512 {
 
-// fpclass categories: QNaN | +Inf | -Inf | SNaN; denormal.
-constexpr int kNonFinite = 0x01 | 0x08 | 0x10 | 0x80;
+// fpclass category: denormal.
 constexpr int kDenormal = 0x20;
 
 // Whether any of 32 16-bit codes has every bit of `exp` set (Inf or NaN in fp16 or bfloat16).
