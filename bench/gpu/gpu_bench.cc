@@ -27,7 +27,7 @@
 #include "loom/optim/optimizer.h"
 #include "loom/tensor/backend_registry.h"
 #include "loom/tensor/buffer.h"
-#include "loom/tensor/cuda/codec_kernels.h"
+#include "loom/compress/cuda/codec_kernels.h"
 #include "loom/tensor/cuda/cuda_backend.h"
 
 namespace {

@@ -6,7 +6,7 @@
 #include "loom/core/config.h"
 #include "loom/core/error.h"
 #include "loom/perf/calibration.h"
-#include "loom/perf/machine_probe.h"
+#include "loom/measure/machine_probe.h"
 
 namespace loom::perf {
 namespace {

@@ -3,10 +3,10 @@
 // per step are what the codec promises.
 #include <gtest/gtest.h>
 
-#include "loom/compress/compressed_allreduce.h"
+#include "loom/sync/allreduce/compressed_allreduce.h"
 #include "loom/compress/identity_codec.h"
 #include "loom/compress/registry.h"
-#include "loom/sync/allreduce_strategy.h"
+#include "loom/sync/allreduce/allreduce_strategy.h"
 #include "tiny_training.h"
 
 namespace loom::sync {
@@ -66,7 +66,7 @@ TEST(AllreduceCodec, BytesSentPerStepMatchTheCodec) {
     const auto codec = compress::make_codec(cfg);
     const size_t n = r.final_params.size();
     EXPECT_EQ(r.stats.bytes_sent,
-              5 * int64_t(compress::compressed_allreduce_wire_bytes(*codec, n, 2)))
+              5 * int64_t(sync::compressed_allreduce_wire_bytes(*codec, n, 2)))
         << name;
     EXPECT_NE(r.describe.find(std::string("codec ") + name), std::string::npos) << r.describe;
     EXPECT_NE(r.describe.find("MB/step"), std::string::npos) << r.describe;
@@ -79,7 +79,7 @@ TEST(AllreduceCodec, BytesSentPerStepMatchTheCodec) {
   const testing::TinyRun half = run_tiny(cfg, 2, 4, 16);
   // (each stripe's encoding is padded to 4 bytes: 501 halves take 1004 bytes).
   const double fp32_bytes =
-      4.0 * double(compress::fp32_allreduce_wire_bytes(half.final_params.size(), 2));
+      4.0 * double(sync::fp32_allreduce_wire_bytes(half.final_params.size(), 2));
   EXPECT_NEAR(double(half.stats.bytes_sent) / fp32_bytes, 0.5, 0.005);
 }
 

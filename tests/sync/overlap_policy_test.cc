@@ -1,6 +1,6 @@
 // The default of sync.overlap: overlap only when every worker on the host has a spare core for
 // its communication thread; the key, when set, always wins.
-#include "loom/sync/overlap_policy.h"
+#include "loom/sync/allreduce/overlap_policy.h"
 
 #include <gtest/gtest.h>
 

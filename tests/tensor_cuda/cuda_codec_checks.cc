@@ -16,7 +16,7 @@
 #include "loom/compress/int8_codec.h"
 #include "loom/compress/onebit_codec.h"
 #include "loom/compress/topk_codec.h"
-#include "loom/tensor/cuda/codec_kernels.h"
+#include "loom/compress/cuda/codec_kernels.h"
 #include "loom/tensor/cuda/cuda_backend.h"
 #include "loom/tensor/cuda/cuda_check.h"
 #include "tensor_cuda/gpu_compare.h"

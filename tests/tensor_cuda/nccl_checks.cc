@@ -8,7 +8,7 @@
 #include "loom/comm/nccl/nccl_world.h"
 #include "loom/comm/thread/thread_world.h"
 #include "loom/comm/transport_registry.h"
-#include "loom/compress/device_compressed_allreduce.h"
+#include "loom/sync/allreduce/device_compressed_allreduce.h"
 #include "loom/compress/registry.h"
 #include "tensor_cuda/gpu_compare.h"
 
@@ -81,7 +81,7 @@ TEST(Nccl, RegistryWorldGivesDeviceCommunicators) {
   for (int k = 0; k < 2; ++k) {  // the second run reuses the first's communicator
     world->run([&](comm::Communicator& c) {
       EXPECT_EQ(c.name(), "nccl");
-      Backend* be = c.device_backend();
+      Backend* be = comm::device_backend(c);
       ASSERT_NE(be, nullptr);
       EXPECT_EQ(be->device(), Device::kCuda);
       const auto host = random_floats(4097, 72);
@@ -117,7 +117,7 @@ TEST(Nccl, DeviceCompressedAllreduceMatchesTheHostCodec) {
       auto dev = compress::make_device_codec(*codec, be);
       ASSERT_NE(dev, nullptr);
       const size_t n = 70001;
-      auto st = compress::make_device_allreduce_state(*dev, be, n, 1, 0, "bucket 0");
+      auto st = sync::make_device_allreduce_state(*dev, be, n, 1, 0, "bucket 0");
       auto host_state = codec->make_state(n, "bucket 0");
       std::vector<std::byte> packed(codec->encoded_bytes(n));
       for (int step = 0; step < 2; ++step) {
@@ -126,7 +126,7 @@ TEST(Nccl, DeviceCompressedAllreduceMatchesTheHostCodec) {
         codec->encode(g, host_state, packed);
         codec->decode(packed, want, compress::DecodeMode::kWrite);
         auto d = upload(be, g);
-        compress::device_compressed_allreduce(nccl, *dev, be, d.data(), st);
+        sync::device_compressed_allreduce(nccl, *dev, be, d.data(), st);
         EXPECT_BITS_EQ(download(be, d), want);
         EXPECT_BITS_EQ(download(be, st.residual),
                        std::vector<float>(host_state.residual.begin(), host_state.residual.end()));

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "loom/cli/commands.h"
-#include "loom/comm/allreduce_bench.h"
+#include "loom/measure/allreduce_bench.h"
 #include "loom/comm/launcher_env.h"
 #include "loom/comm/transport_registry.h"
 #include "loom/core/error.h"

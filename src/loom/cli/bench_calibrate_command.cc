@@ -12,7 +12,7 @@
 #include "loom/comm/transport_registry.h"
 #include "loom/core/config.h"
 #include "loom/core/error.h"
-#include "loom/perf/machine_probe.h"
+#include "loom/measure/machine_probe.h"
 
 namespace loom::cli {
 namespace {

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "loom/cli/commands.h"
-#include "loom/compress/codec_bench.h"
+#include "loom/measure/codec_bench.h"
 
 namespace loom::cli {
 namespace {

@@ -12,7 +12,7 @@
 #include "loom/core/config.h"
 #include "loom/tensor/backend_registry.h"
 #include "loom/tensor/cpu/gemm_probe.h"
-#include "loom/train/torch_peer.h"
+#include "loom/experiments/torch_peer.h"
 #include "loom/train/trainer.h"
 
 namespace loom::cli {

@@ -5,7 +5,7 @@
 #include <ctime>
 
 #include "loom/cli/commands.h"
-#include "loom/train/report_html.h"
+#include "loom/experiments/report_html.h"
 
 namespace loom::cli {
 namespace {

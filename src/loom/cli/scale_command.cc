@@ -11,11 +11,11 @@
 #include "loom/core/error.h"
 #include "loom/perf/anchors.h"
 #include "loom/perf/calibration.h"
-#include "loom/perf/machine_probe.h"
+#include "loom/measure/machine_probe.h"
 #include "loom/perf/parallelism_model.h"
 #include "loom/perf/scale.h"
 #include "loom/perf/svg_plot.h"
-#include "loom/perf/validate.h"
+#include "loom/experiments/validate.h"
 
 namespace loom::cli {
 namespace {

@@ -5,9 +5,9 @@
 
 #include "loom/cli/commands.h"
 #include "loom/core/log.h"
-#include "loom/train/sweep_results.h"
-#include "loom/train/sweep_runner.h"
-#include "loom/train/sweep_spec.h"
+#include "loom/experiments/sweep_results.h"
+#include "loom/experiments/sweep_runner.h"
+#include "loom/experiments/sweep_spec.h"
 
 namespace loom::cli {
 namespace {

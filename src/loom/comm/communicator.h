@@ -28,10 +28,6 @@
 #include <span>
 #include <string>
 
-namespace loom {
-class Backend;
-}
-
 namespace loom::comm {
 
 // Tags 0 .. kMaxUserTag are the caller's; collectives use the range above it.
@@ -127,9 +123,9 @@ class Communicator {
   virtual int size() const = 0;
   // The transport's name: "thread", "mpi", "nccl".
   virtual std::string name() const = 0;
-  // The backend whose device memory this communicator carries natively (nccl: its worker's
-  // CUDA backend), so the worker computes on it; nullptr for the host transports.
-  virtual Backend* device_backend() const { return nullptr; }
+  // Whether the collectives take device memory (nccl: its worker's GPU) rather than host
+  // memory. Which device is the registry's business (transport_registry.h device_backend).
+  virtual bool device_memory() const { return false; }
 
   // ---- point-to-point (the whole transport interface) ----
   virtual Request isend(int peer, const void* data, size_t bytes, int tag) = 0;

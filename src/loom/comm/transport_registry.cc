@@ -14,27 +14,11 @@
 #include "loom/comm/mpi/mpi_world.h"
 #endif
 #if LOOM_HAVE_NCCL
+#include "loom/comm/nccl/nccl_communicator.h"
 #include "loom/comm/nccl/nccl_world.h"
 #endif
 
 namespace loom::comm {
-
-namespace {
-
-class ThreadWorldAdapter final : public World {
- public:
-  ThreadWorldAdapter(int n, const CommOptions& o) : world_(n, o) {}
-  std::string transport() const override { return "thread"; }
-  int size() const override { return world_.size(); }
-  int local_size() const override { return world_.size(); }
-  Communicator& local(int i) override { return world_.comm(i); }
-  void run(const std::function<void(Communicator&)>& fn) override { world_.run(fn); }
-
- private:
-  ThreadWorld world_;
-};
-
-}  // namespace
 
 std::vector<std::string> known_transports() {
   return {"thread", "mpi", "nccl"};
@@ -72,7 +56,7 @@ namespace {
 std::unique_ptr<World> host_world(const std::string& t, int workers, const CommOptions& options) {
   if (t == "thread") {
     if (workers < 1) throw ConfigError(fmt::format("workers = {} must be >= 1", workers));
-    return std::make_unique<ThreadWorldAdapter>(workers, options);
+    return make_thread_world(workers, options);
   }
 #if LOOM_HAVE_MPI
   std::unique_ptr<World> w = make_mpi_world(options);
@@ -111,17 +95,13 @@ std::unique_ptr<World> create_world(const std::string& transport, int workers,
 #endif
 }
 
-CommOptions comm_options_from_config(const Config& config) {
-  CommOptions o;
-  o.timeout_s = config.get_double("comm.timeout_s", o.timeout_s, 1e-3, 1e6);
-  o.ring_chunk_bytes =
-      size_t(config.get_int("comm.ring_chunk_kib", int64_t(o.ring_chunk_bytes >> 10), 1, 1 << 20))
-      << 10;
-  o.small_message_bytes =
-      size_t(config.get_int("comm.small_kib", int64_t(o.small_message_bytes >> 10), 0, 1 << 20))
-      << 10;
-  o.node_shared_memory = config.get_bool("comm.node_shm", o.node_shared_memory);
-  return o;
+Backend* device_backend(const Communicator& c) {
+#if LOOM_HAVE_NCCL
+  if (const auto* nccl = dynamic_cast<const NcclCommunicator*>(&c)) return nccl->backend();
+#else
+  (void)c;
+#endif
+  return nullptr;
 }
 
 bool mpi_node_shared_memory(const Communicator& c) {

@@ -9,11 +9,16 @@
 #include <string>
 #include <vector>
 
+#include "loom/comm/comm_options.h"
 #include "loom/comm/communicator.h"
 #include "loom/comm/world.h"
 
 namespace loom {
 class Config;
+}
+
+namespace loom {
+class Backend;
 }
 
 namespace loom::comm {
@@ -29,7 +34,7 @@ std::string resolve_transport(const std::string& name);
 // `workers`: the world size for "thread" (>= 1); for "mpi" the launcher decides, and
 // `workers` must be 0 (take the launcher's) or equal to it. "nccl" (device buffers, one GPU
 // per worker: comm/nccl/nccl_world.h) bootstraps over MPI when a launcher started this process
-// (workers as for "mpi"), else over `workers` threads; its communicators' device_backend() is
+// (workers as for "mpi"), else over `workers` threads; its communicators' device_backend(c) is
 // the worker's CUDA backend. Not built: ConfigError naming LOOM_CUDA=ON; no GPU, or fewer GPUs
 // than local workers: ConfigError.
 // True when `transport`'s world size comes from an MPI launcher ("mpi", and "nccl" under one).
@@ -38,12 +43,13 @@ bool transport_uses_launcher(const std::string& transport);
 std::unique_ptr<World> create_world(const std::string& transport, int workers,
                                     const CommOptions& options);
 
-// comm.timeout_s (default 30, > 0), comm.ring_chunk_kib (default 512), comm.small_kib
-// (default 64): ConfigError naming the key when out of range; comm.node_shm (default true).
-CommOptions comm_options_from_config(const Config& config);
 
 // The transport vendor's own float-sum allreduce on `c` (MPI_Allreduce for "mpi"), for the
 // benchmark's peer. False if the transport has none.
+// The backend whose device memory communicator c carries natively (nccl: its worker's CUDA
+// backend), so the worker computes on it; nullptr for the host transports.
+Backend* device_backend(const Communicator& c);
+
 bool vendor_allreduce(Communicator& c, std::span<float> data);
 
 // True when `c` is an MPI communicator whose collectives meet in the node's shared memory

@@ -6,7 +6,7 @@
 
 #include "loom/core/error.h"
 #include "loom/core/timer.h"
-#include "loom/sync/allreduce_strategy.h"
+#include "loom/sync/allreduce/allreduce_strategy.h"
 #include "loom/sync/codec_state_io.h"
 
 namespace loom::sync {
@@ -30,19 +30,19 @@ BmufStrategy::BmufStrategy(comm::Communicator& comm, nn::Model& model, optim::Op
   for (size_t c = 0; c < chunks_.size(); ++c) {
     const size_t count = size_t(chunks_[c].count);
     if (compressed()) {
-      codec_states_.push_back(compress::make_compressed_allreduce_state(
+      codec_states_.push_back(sync::make_compressed_allreduce_state(
           *options_.codec, count, world, comm_.rank(), fmt::format("block delta chunk {}", c),
           bucket_matrices(model, chunks_[c])));
       bytes_per_block_ += int64_t(codec_states_.back().wire_bytes);
     } else if (world > 1) {
-      bytes_per_block_ += int64_t(compress::fp32_allreduce_wire_bytes(count, world));
+      bytes_per_block_ += int64_t(sync::fp32_allreduce_wire_bytes(count, world));
     }
   }
 }
 
 std::string BmufStrategy::describe() const {
   const int64_t fp32 =
-      int64_t(compress::fp32_allreduce_wire_bytes(size_t(model_.num_params()), comm_.size()));
+      int64_t(sync::fp32_allreduce_wire_bytes(size_t(model_.num_params()), comm_.size()));
   const int64_t tau = options_.tau;
   return fmt::format(
       "bmuf over {} ({} workers): block of tau = {} local steps, block momentum eta = {:.4g}, "
@@ -119,7 +119,7 @@ void BmufStrategy::sync_block() {
     for (size_t c = 0; c < chunks_.size(); ++c) {
       std::span<float> part(delta_.data() + chunks_[c].offset, size_t(chunks_[c].count));
       if (compressed())
-        compress::compressed_allreduce(comm_, *options_.codec, part, codec_states_[c]);
+        sync::compressed_allreduce(comm_, *options_.codec, part, codec_states_[c]);
       else
         comm_.allreduce(part);
     }

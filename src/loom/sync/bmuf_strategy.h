@@ -29,8 +29,8 @@
 #include <vector>
 
 #include "loom/compress/codec.h"
-#include "loom/compress/compressed_allreduce.h"
-#include "loom/sync/buckets.h"
+#include "loom/sync/allreduce/compressed_allreduce.h"
+#include "loom/sync/allreduce/buckets.h"
 #include "loom/sync/strategy.h"
 
 namespace loom::sync {
@@ -76,7 +76,7 @@ class BmufStrategy final : public Strategy {
   BmufOptions options_;
   double eta_;
   std::vector<Bucket> chunks_;
-  std::vector<compress::CompressedAllreduceState> codec_states_;  // one per chunk
+  std::vector<sync::CompressedAllreduceState> codec_states_;  // one per chunk
   std::vector<float> prev_;      // W_prev: where this block started, the same on every rank
   std::vector<float> velocity_;  // V: block momentum
   std::vector<float> delta_;     // scratch: this worker's block delta, then the average

@@ -23,14 +23,14 @@ void restore_one(compress::CodecState& st, const std::string& prefix, const Stra
 
 }  // namespace
 
-void save_codec_states(const compress::CompressedAllreduceState& st, const std::string& prefix,
+void save_codec_states(const sync::CompressedAllreduceState& st, const std::string& prefix,
                        StrategyState& out) {
   for (size_t j = 0; j < st.worker.size(); ++j)
     save_one(st.worker[j], prefix + ".worker" + std::to_string(j), out);
   save_one(st.owner, prefix + ".owner", out);
 }
 
-void restore_codec_states(compress::CompressedAllreduceState& st, const std::string& prefix,
+void restore_codec_states(sync::CompressedAllreduceState& st, const std::string& prefix,
                           const StrategyState& in) {
   for (size_t j = 0; j < st.worker.size(); ++j)
     restore_one(st.worker[j], prefix + ".worker" + std::to_string(j), in);

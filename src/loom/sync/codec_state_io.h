@@ -6,15 +6,15 @@
 
 #include <string>
 
-#include "loom/compress/compressed_allreduce.h"
+#include "loom/sync/allreduce/compressed_allreduce.h"
 #include "loom/sync/strategy.h"
 
 namespace loom::sync {
 
-void save_codec_states(const compress::CompressedAllreduceState& st, const std::string& prefix,
+void save_codec_states(const sync::CompressedAllreduceState& st, const std::string& prefix,
                        StrategyState& out);
 // InputError naming the section if it is missing or sized for another config.
-void restore_codec_states(compress::CompressedAllreduceState& st, const std::string& prefix,
+void restore_codec_states(sync::CompressedAllreduceState& st, const std::string& prefix,
                           const StrategyState& in);
 
 }  // namespace loom::sync

@@ -1,13 +1,13 @@
 #include "loom/compress/device_codec.h"
 #include "loom/compress/registry.h"
 #include "loom/core/error.h"
-#include "loom/sync/allreduce_strategy.h"
+#include "loom/sync/allreduce/allreduce_strategy.h"
 #include "loom/sync/bmuf_strategy.h"
-#include "loom/sync/model_parallel_model.h"
-#include "loom/sync/model_parallel_strategy.h"
-#include "loom/sync/overlap_policy.h"
-#include "loom/sync/ps_options.h"
-#include "loom/sync/ps_placement.h"
+#include "loom/sync/model_parallel/model_parallel_model.h"
+#include "loom/sync/model_parallel/model_parallel_strategy.h"
+#include "loom/sync/allreduce/overlap_policy.h"
+#include "loom/sync/ps/ps_options.h"
+#include "loom/sync/ps/ps_placement.h"
 #include "loom/sync/strategy.h"
 
 namespace loom::sync {
@@ -77,7 +77,7 @@ void check_device_sync(const Config& cfg) {
 
 std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& comm,
                                         nn::Model& model, optim::Optimizer& optimizer) {
-  if (comm.device_backend() != nullptr) check_device_sync(cfg);
+  if (comm.device_memory()) check_device_sync(cfg);
   const std::string kind = cfg.get_choice("sync", "allreduce", {"allreduce", "bmuf", "ps"});
   if (model_parallel_block_index(model) >= 0) {  // parallel = "model" | "hybrid", N > 1
     if (kind != "allreduce")

@@ -13,11 +13,6 @@ const char* device_name(Device d) {
   return d == Device::kCpu ? "cpu" : "cuda";
 }
 
-Backend& cpu_backend() {
-  static CpuBackend backend;
-  return backend;
-}
-
 std::vector<std::string> built_backends() {
   std::vector<std::string> names = {"cpu"};
 #if LOOM_HAVE_CUDA

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "loom/tensor/backend.h"
+#include "loom/tensor/cpu/cpu_backend.h"
 
 namespace loom {
 
@@ -13,7 +14,5 @@ namespace loom {
 // backend that was not built, throws ConfigError naming the build option.
 std::unique_ptr<Backend> make_backend(const std::string& name);
 std::vector<std::string> built_backends();
-// Process-wide CPU backend (stateless apart from per-thread settings).
-Backend& cpu_backend();
 
 }  // namespace loom

@@ -20,8 +20,8 @@
 #include "loom/nn/model_zoo.h"
 #include "loom/optim/lr_schedule.h"
 #include "loom/optim/optimizer.h"
-#include "loom/sync/model_parallel_model.h"
-#include "loom/sync/ps_placement.h"
+#include "loom/sync/model_parallel/model_parallel_model.h"
+#include "loom/sync/ps/ps_placement.h"
 #include "loom/sync/strategy.h"
 #include "loom/tensor/backend_registry.h"
 #include "loom/train/checkpoint_guard.h"
@@ -123,7 +123,7 @@ class Worker {
   void run() {
     check_same_run(comm_, cfg_);
     // The nccl transport's workers compute on their communicator's GPU (nccl_world.h).
-    Backend* device = comm_.device_backend();
+    Backend* device = comm::device_backend(comm_);
     Backend& backend = device ? *device : cpu_backend();
     trace::bind_thread(comm_.rank(), trace::kComputeTid, "compute", true);
     backend.set_intra_op_threads(int(s_.threads));

@@ -51,7 +51,9 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return "nccl"; }
-  Backend* device_backend() const override { return backend_; }
+  bool device_memory() const override { return true; }
+  // The CUDA backend of this worker's GPU, whose memory the collectives take.
+  Backend* backend() const { return backend_; }
 
   Request isend(int peer, const void* data, size_t bytes, int tag) override;
   Request irecv(int peer, void* data, size_t bytes, int tag) override;

@@ -59,4 +59,25 @@ void ThreadWorld::run(const std::function<void(Communicator&)>& fn) {
   }
 }
 
+namespace {
+
+class ThreadWorldAdapter final : public World {
+ public:
+  ThreadWorldAdapter(int n, const CommOptions& o) : world_(n, o) {}
+  std::string transport() const override { return "thread"; }
+  int size() const override { return world_.size(); }
+  int local_size() const override { return world_.size(); }
+  Communicator& local(int i) override { return world_.comm(i); }
+  void run(const std::function<void(Communicator&)>& fn) override { world_.run(fn); }
+
+ private:
+  ThreadWorld world_;
+};
+
+}  // namespace
+
+std::unique_ptr<World> make_thread_world(int workers, const CommOptions& options) {
+  return std::make_unique<ThreadWorldAdapter>(workers, options);
+}
+
 }  // namespace loom::comm

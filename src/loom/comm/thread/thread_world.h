@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "loom/comm/communicator.h"
+#include "loom/comm/world.h"
 
 namespace loom::comm {
 
@@ -42,5 +43,8 @@ class ThreadWorld {
   std::shared_ptr<ThreadWorldState> state_;
   std::vector<std::unique_ptr<Communicator>> comms_;
 };
+
+// The same workers as a World (world.h), for code that runs on any transport.
+std::unique_ptr<World> make_thread_world(int workers, const CommOptions& options);
 
 }  // namespace loom::comm

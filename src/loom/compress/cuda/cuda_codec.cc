@@ -5,7 +5,7 @@
 #include "loom/compress/topk_codec.h"
 #include "loom/core/error.h"
 #include "loom/tensor/buffer.h"
-#include "loom/tensor/cuda/codec_kernels.h"
+#include "loom/compress/cuda/codec_kernels.h"
 #include "loom/tensor/cuda/cuda_backend.h"
 
 namespace loom::compress {

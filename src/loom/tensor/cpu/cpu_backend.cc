@@ -317,4 +317,9 @@ bool CpuBackend::has_non_finite(const float* x, int64_t n) {
   return any != 0;
 }
 
+Backend& cpu_backend() {
+  static CpuBackend backend;
+  return backend;
+}
+
 }  // namespace loom

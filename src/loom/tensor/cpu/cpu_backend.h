@@ -58,4 +58,7 @@ class CpuBackend final : public Backend {
   bool has_non_finite(const float* x, int64_t n) override;
 };
 
+// Process-wide CPU backend (stateless apart from per-thread settings).
+Backend& cpu_backend();
+
 }  // namespace loom

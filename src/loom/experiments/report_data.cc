@@ -1,0 +1,168 @@
+#include "loom/experiments/report_data.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "loom/core/config.h"
+#include "loom/core/error.h"
+
+namespace loom::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Keys that say where things are or how verbose, not what was trained.
+const std::set<std::string> kNotLabels = {"output.dir", "trace.file", "progress", "log.level",
+                                          "data.dir"};
+
+bool is_run_dir(const fs::path& p) {
+  return fs::exists(p / "metrics.jsonl") || fs::exists(p / "summary.json") ||
+         fs::exists(p / "config.toml");
+}
+
+void read_config(RunData& run) {
+  const fs::path path = fs::path(run.dir) / "config.toml";
+  if (!fs::exists(path)) {
+    run.problems.push_back("config.toml is missing: runs cannot be told apart by config");
+    return;
+  }
+  try {
+    const Config cfg = Config::from_file(path.string());
+    for (const auto& [k, v] : cfg.values()) {
+      if (v.is_array) {
+        std::string s = "[";
+        for (size_t i = 0; i < v.array.size(); ++i)
+          s += (i ? ", " : "") + config_scalar_text(v.array[i]);
+        run.config[k] = s + "]";
+      } else {
+        run.config[k] =
+            v.value.index() == 3 ? std::get<std::string>(v.value) : config_scalar_text(v.value);
+      }
+    }
+  } catch (const Error& e) {
+    run.problems.push_back(fmt::format("config.toml is unreadable: {}", e.what()));
+  }
+}
+
+void read_metrics(RunData& run) {
+  const fs::path path = fs::path(run.dir) / "metrics.jsonl";
+  std::ifstream in(path);
+  if (!in) {
+    run.problems.push_back("metrics.jsonl is missing: no curves for this run");
+    return;
+  }
+  std::string line;
+  int64_t n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      nlohmann::json j = nlohmann::json::parse(line);
+      if (!j.is_object() || !j.contains("epoch")) throw std::runtime_error("not an epoch record");
+      run.epochs.push_back(std::move(j));
+    } catch (const std::exception&) {
+      run.problems.push_back(
+          fmt::format("metrics.jsonl line {} is truncated or malformed "
+                      "(skipped)",
+                      n));
+    }
+  }
+  if (n == 0) run.problems.push_back("metrics.jsonl is empty: the run stopped before epoch 1");
+}
+
+void read_summary(RunData& run) {
+  const fs::path path = fs::path(run.dir) / "summary.json";
+  std::ifstream in(path);
+  if (!in) {
+    run.problems.push_back("summary.json is missing: the run did not finish (or is running)");
+    return;
+  }
+  try {
+    run.summary = nlohmann::json::parse(in);
+  } catch (const std::exception&) {
+    run.problems.push_back("summary.json is truncated or malformed");
+  }
+}
+
+}  // namespace
+
+double RunData::last(const std::string& key, double def) const {
+  if (epochs.empty()) return def;
+  const auto& j = epochs.back();
+  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : def;
+}
+
+std::vector<RunData> load_runs(const std::vector<std::string>& dirs) {
+  std::vector<fs::path> found;
+  for (const auto& d : dirs) {
+    const fs::path p(d);
+    if (!fs::is_directory(p)) throw InputError(fmt::format("{}: no such run directory", d));
+    if (is_run_dir(p)) {
+      found.push_back(p);
+      continue;
+    }
+    // A sweep (trials/t000, ...) or a folder of runs: take the run directories below it.
+    std::vector<fs::path> below;
+    for (const auto& sub : {p / "trials", p})
+      if (fs::is_directory(sub))
+        for (const auto& e : fs::directory_iterator(sub))
+          if (e.is_directory() && is_run_dir(e.path())) below.push_back(e.path());
+    if (below.empty())
+      throw InputError(
+          fmt::format("{}: not a run directory (no metrics.jsonl, summary.json or "
+                      "config.toml) and no runs below it",
+                      d));
+    std::sort(below.begin(), below.end());
+    found.insert(found.end(), below.begin(), below.end());
+  }
+  std::vector<RunData> runs;
+  for (const auto& p : found) {
+    RunData r;
+    r.dir = p.string();
+    r.name = p.filename().empty() ? p.parent_path().filename().string() : p.filename().string();
+    read_config(r);
+    read_metrics(r);
+    read_summary(r);
+    runs.push_back(std::move(r));
+  }
+  label_runs(runs);
+  return runs;
+}
+
+void label_runs(std::vector<RunData>& runs) {
+  std::set<std::string> keys;
+  for (const auto& r : runs)
+    for (const auto& [k, v] : r.config) keys.insert(k);
+  std::vector<std::pair<size_t, std::string>> differing;  // (distinct values, key)
+  for (const auto& k : keys) {
+    if (kNotLabels.count(k)) continue;
+    std::set<std::string> values;
+    for (const auto& r : runs) {
+      auto it = r.config.find(k);
+      values.insert(it == r.config.end() ? std::string("(default)") : it->second);
+    }
+    if (values.size() > 1) differing.emplace_back(values.size(), k);
+  }
+  // The key with the most distinct values first (the swept one), so a shortened label still
+  // tells the runs apart.
+  std::stable_sort(differing.begin(), differing.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (auto& r : runs) {
+    r.label.clear();
+    for (const auto& [n, k] : differing) {
+      auto it = r.config.find(k);
+      if (!r.label.empty()) r.label += ' ';
+      r.label += k + "=" + (it == r.config.end() ? std::string("default") : it->second);
+    }
+  }
+  // Same config, several runs (repeats): the names tell them apart.
+  std::set<std::string> seen;
+  bool clash = false;
+  for (const auto& r : runs) clash |= !seen.insert(r.label).second;
+  if (clash)
+    for (auto& r : runs) r.label = r.label.empty() ? r.name : r.name + ": " + r.label;
+}
+
+}  // namespace loom::train

@@ -1,0 +1,290 @@
+#include "loom/experiments/report_html.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "loom/core/error.h"
+#include "loom/experiments/report_svg.h"
+
+namespace loom::train {
+namespace {
+
+using svg::escape;
+
+constexpr const char* kCss = R"(
+:root { --ink:#1f2937; --muted:#6b7280; --line:#e5e7eb; --bg:#f4f5f8; --card:#fff; }
+* { box-sizing: border-box; }
+body { margin:0; background:var(--bg); color:var(--ink);
+  font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif; }
+header { background:linear-gradient(120deg,#243b55,#3f6b9a); color:#fff; padding:26px 36px 22px; }
+header h1 { margin:0; font-size:24px; font-weight:650; letter-spacing:.2px; }
+header .sub { opacity:.8; margin-top:4px; font-size:13px; }
+main { max-width:1240px; margin:0 auto; padding:22px 28px 40px; }
+h2 { font-size:15px; font-weight:650; margin:26px 0 10px; color:#374151;
+  text-transform:uppercase; letter-spacing:.6px; }
+.legend { display:flex; flex-wrap:wrap; gap:8px 18px; margin:4px 0 6px; }
+.chip { display:flex; align-items:center; gap:7px; font-size:13px; }
+.chip i { width:12px; height:12px; border-radius:3px; display:inline-block; }
+.chip small { color:var(--muted); }
+.grid { display:grid; grid-template-columns:repeat(auto-fit,minmax(560px,1fr)); gap:18px; }
+.card { background:var(--card); border-radius:10px; padding:16px 18px 12px;
+  box-shadow:0 1px 2px rgba(0,0,0,.06),0 2px 10px rgba(0,0,0,.04); overflow-x:auto; }
+.card svg { display:block; max-width:100%; height:auto; }
+.note { color:var(--muted); font-size:12px; margin:6px 0 0; }
+table { border-collapse:collapse; width:100%; font-size:13px; }
+th, td { padding:7px 8px; text-align:right; border-bottom:1px solid var(--line); white-space:nowrap; }
+th { color:var(--muted); font-weight:600; font-size:11.5px; white-space:normal; vertical-align:bottom; }
+th:first-child, td:first-child { text-align:left; }
+td.run { display:flex; align-items:center; gap:8px; white-space:normal; text-align:left;
+  max-width:420px; }
+td.run i { width:10px; height:10px; border-radius:2px; flex:none; }
+.badge { display:inline-block; padding:1px 8px; border-radius:9px; font-size:11.5px; font-weight:600; }
+.ok { background:#e7f6ec; color:#217a3c; } .warn { background:#fff4de; color:#9a6200; }
+.problems { background:#fff8e6; border:1px solid #f5d78e; border-radius:10px; padding:12px 16px; }
+.problems h3 { margin:0 0 6px; font-size:14px; color:#8a5a00; }
+.problems li { margin:2px 0; } .problems code { font-size:12.5px; }
+footer { color:var(--muted); font-size:12px; margin-top:28px; }
+)";
+
+std::string color_of(size_t i) {
+  return svg::palette()[i % svg::palette().size()];
+}
+
+double num_or(const nlohmann::json& j, const char* key, double def) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : def;
+}
+
+// Per-epoch series of one metric for every run (points with value < `min_valid` skipped).
+std::vector<svg::Series> curves(const std::vector<RunData>& runs, const char* key,
+                                double min_valid = -1e300) {
+  std::vector<svg::Series> out;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    svg::Series s{runs[i].display(), color_of(i), {}, false};
+    for (const auto& e : runs[i].epochs) {
+      const double v = num_or(e, key, -1e301);
+      if (v >= min_valid && v > -1e300) s.points.emplace_back(num_or(e, "epoch", 0), v);
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+struct StepTimes {
+  double step_ms = 0, compute_ms = 0, exposed_ms = 0, loader_ms = 0, other_ms = 0;
+  double samples_per_s = 0, bytes_per_step = 0;
+  int64_t steps = 0, workers = 0;
+};
+
+StepTimes step_times(const RunData& r) {
+  StepTimes t;
+  double seconds = 0, compute = 0, exposed = 0, loader = 0, bytes = 0, samples = 0;
+  for (const auto& e : r.epochs) {
+    t.steps += int64_t(num_or(e, "steps", 0));
+    seconds += num_or(e, "seconds", 0);
+    compute += num_or(e, "compute_s", 0);
+    exposed += num_or(e, "exposed_comm_s", 0);
+    loader += num_or(e, "loader_wait_s", 0);
+    bytes += num_or(e, "bytes_sent", 0);
+    samples += num_or(e, "samples_per_s", 0) * num_or(e, "seconds", 0);
+    t.workers = int64_t(num_or(e, "workers", double(t.workers)));
+  }
+  if (t.steps > 0) {
+    const double k = 1e3 / double(t.steps);
+    t.step_ms = seconds * k, t.compute_ms = compute * k, t.exposed_ms = exposed * k;
+    t.loader_ms = loader * k;
+    t.other_ms = std::max(0.0, t.step_ms - t.compute_ms - t.exposed_ms - t.loader_ms);
+    t.bytes_per_step = bytes / double(t.steps);
+  }
+  t.samples_per_s = seconds > 0 ? samples / seconds : 0;
+  if (r.summary) t.samples_per_s = num_or(*r.summary, "samples_per_s", t.samples_per_s);
+  return t;
+}
+
+std::string card(const std::string& body, const std::string& note = "") {
+  return "<div class=\"card\">" + body +
+         (note.empty() ? "" : "<p class=\"note\">" + escape(note) + "</p>") + "</div>\n";
+}
+
+std::string fmt_or_dash(double v, const char* f, bool valid) {
+  return valid ? fmt::format(fmt::runtime(f), v) : "&ndash;";
+}
+
+std::string summary_table(const std::vector<RunData>& runs, const std::vector<StepTimes>& st) {
+  std::string h =
+      "<div class=\"card\"><table><thead><tr><th>run</th><th>status</th><th>epochs</th>"
+      "<th>steps</th><th>workers</th><th>train loss</th><th>test acc</th><th>samples/s</th>"
+      "<th>step ms</th><th>compute ms</th><th>exposed comm ms</th><th>loader wait ms</th>"
+      "<th>MB sent / step</th></tr></thead><tbody>\n";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RunData& r = runs[i];
+    const StepTimes& t = st[i];
+    const bool has = !r.epochs.empty();
+    double test_acc = r.last("test_acc", -1);
+    if (r.summary) test_acc = num_or(*r.summary, "test_acc", test_acc);
+    const bool complete = r.summary.has_value() && r.problems.empty();
+    h += fmt::format(
+        "<tr><td class=\"run\"><i style=\"background:{}\"></i><span title=\"{}\">{}</span></td>"
+        "<td><span class=\"badge {}\">{}</span></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+        color_of(i), escape(r.dir), escape(r.display()), complete ? "ok" : "warn",
+        complete    ? "complete"
+        : r.summary ? "see notes"
+                    : "incomplete",
+        r.epochs.size(), t.steps, t.workers > 0 ? std::to_string(t.workers) : "&ndash;",
+        fmt_or_dash(r.last("train_loss"), "{:.4f}", has),
+        fmt_or_dash(test_acc, "{:.4f}", test_acc >= 0),
+        fmt_or_dash(t.samples_per_s, "{:.0f}", t.samples_per_s > 0),
+        fmt_or_dash(t.step_ms, "{:.2f}", t.steps > 0),
+        fmt_or_dash(t.compute_ms, "{:.2f}", t.steps > 0),
+        fmt_or_dash(t.exposed_ms, "{:.2f}", t.steps > 0),
+        fmt_or_dash(t.loader_ms, "{:.2f}", t.steps > 0),
+        fmt_or_dash(t.bytes_per_step / 1e6, "{:.3f}", t.steps > 0));
+  }
+  return h + "</tbody></table></div>\n";
+}
+
+}  // namespace
+
+std::string render_report(const std::vector<RunData>& runs, const ReportOptions& options) {
+  std::vector<StepTimes> st;
+  for (const auto& r : runs) st.push_back(step_times(r));
+
+  std::string body;
+  body += "<h2>Runs</h2><div class=\"legend\">";
+  for (size_t i = 0; i < runs.size(); ++i)
+    body += fmt::format(
+        "<span class=\"chip\"><i style=\"background:{}\"></i>{} <small>{}</small>"
+        "</span>",
+        color_of(i), escape(runs[i].display()), escape(runs[i].dir));
+  body += "</div>\n";
+
+  std::string problems;
+  for (const auto& r : runs)
+    for (const auto& p : r.problems)
+      problems += fmt::format("<li><code>{}</code>: {}</li>", escape(r.dir), escape(p));
+  if (!problems.empty())
+    body +=
+        "<div class=\"problems\"><h3>Missing or damaged files: drawn from what could be "
+        "read</h3><ul>" +
+        problems + "</ul></div>\n";
+  body += summary_table(runs, st);
+
+  body += "<h2>Training</h2><div class=\"grid\">\n";
+  svg::LineChart loss{"Training loss", "epoch", "mean loss", curves(runs, "train_loss")};
+  body += card(svg::line_chart(loss));
+  std::vector<svg::Series> acc = curves(runs, "test_acc", 0.0);
+  for (auto s : curves(runs, "train_acc", 0.0)) {
+    s.name += " (train)";
+    s.dashed = true;
+    acc.push_back(std::move(s));
+  }
+  svg::LineChart accuracy{"Accuracy", "epoch", "accuracy", acc};
+  body += card(svg::line_chart(accuracy),
+               "solid: test accuracy after each epoch; dashed: "
+               "training accuracy during the epoch");
+  svg::LineChart speed{"Throughput", "epoch", "samples/s", curves(runs, "samples_per_s", 0.0)};
+  speed.y_from_zero = true;
+  body += card(svg::line_chart(speed));
+
+  svg::BarChart steps;
+  steps.title = "Where a step's time goes";
+  steps.unit = "ms";
+  steps.segment_names = {"compute", "exposed comm", "loader wait", "other"};
+  steps.segment_colors = {"#4e79a7", "#e15759", "#edc948", "#c7c9cf"};
+  for (size_t i = 0; i < runs.size(); ++i) {
+    steps.rows.push_back(runs[i].display());
+    steps.values.push_back({st[i].compute_ms, st[i].exposed_ms, st[i].loader_ms, st[i].other_ms});
+  }
+  body += card(svg::bar_chart(steps),
+               "per step, averaged over the run: forward + backward, communication the loop "
+               "waited for (the rest overlapped backward), waiting for the next batch");
+  body += "</div>\n";
+
+  if (runs.size() > 1) {
+    body += "<h2>Comparison</h2><div class=\"grid\">\n";
+    svg::BarChart acc_bars;
+    acc_bars.title = "Final test accuracy";
+    acc_bars.segment_names = {""};
+    acc_bars.segment_colors = {color_of(0)};
+    svg::BarChart speed_bars = acc_bars;
+    speed_bars.title = "Throughput";
+    speed_bars.unit = "samples/s";
+    for (size_t i = 0; i < runs.size(); ++i) {
+      double ta = runs[i].last("test_acc", -1);
+      if (runs[i].summary) ta = num_or(*runs[i].summary, "test_acc", ta);
+      acc_bars.rows.push_back(runs[i].display());
+      acc_bars.values.push_back({std::max(0.0, ta)});
+      acc_bars.row_colors.push_back(color_of(i));
+      speed_bars.rows.push_back(runs[i].display());
+      speed_bars.values.push_back({st[i].samples_per_s});
+      speed_bars.row_colors.push_back(color_of(i));
+    }
+    bool any_acc = false;
+    for (const auto& v : acc_bars.values) any_acc |= v[0] > 0;
+    if (any_acc) body += card(svg::bar_chart(acc_bars));  // eval = false runs have none
+    body += card(svg::bar_chart(speed_bars));
+
+    // Scaling: throughput against workers, with the ideal line from the fewest workers.
+    std::set<int64_t> workers;
+    for (const auto& t : st)
+      if (t.workers > 0 && t.samples_per_s > 0) workers.insert(t.workers);
+    if (workers.size() > 1) {
+      svg::LineChart scaling{"Scaling with workers", "workers", "samples/s", {}};
+      scaling.y_from_zero = true;
+      svg::Series measured{"measured (best run per worker count)", "#4e79a7", {}, false};
+      for (int64_t w : workers) {
+        double best = 0;
+        for (const auto& t : st)
+          if (t.workers == w) best = std::max(best, t.samples_per_s);
+        measured.points.emplace_back(double(w), best);
+      }
+      const double w0 = measured.points.front().first, s0 = measured.points.front().second;
+      svg::Series ideal{"ideal (linear from the fewest workers)", "#9ca3af", {}, true};
+      for (const auto& [w, s] : measured.points) ideal.points.emplace_back(w, s0 * w / w0);
+      scaling.series = {ideal, measured};
+      body += card(svg::line_chart(scaling),
+                   "dashed: linear scaling from the run with the "
+                   "fewest workers");
+    }
+    body += "</div>\n";
+  }
+
+  std::string page =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+      "<title>" +
+      escape(options.title) + "</title><style>" + kCss + "</style></head><body>\n";
+  page += "<header><h1>" + escape(options.title) + "</h1><div class=\"sub\">" +
+          fmt::format("{} run{}", runs.size(), runs.size() == 1 ? "" : "s") +
+          (options.generated.empty() ? "" : " &middot; generated " + escape(options.generated)) +
+          "</div></header>\n<main>\n" + body +
+          "<footer>Made by <code>loom report</code>. Hover a point or a bar for its value."
+          "</footer>\n</main></body></html>\n";
+  return page;
+}
+
+ReportOutcome write_report(const std::vector<std::string>& dirs, const std::string& out_path,
+                           const ReportOptions& options) {
+  const std::vector<RunData> runs = load_runs(dirs);
+  ReportOutcome out;
+  out.runs = int64_t(runs.size());
+  for (const auto& r : runs)
+    for (const auto& p : r.problems) out.problems.push_back(r.dir + ": " + p);
+  const std::string html = render_report(runs, options);
+  namespace fs = std::filesystem;
+  const fs::path path(out_path);
+  std::error_code ec;
+  if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << html;
+    if (!f) throw InputError(fmt::format("{}: cannot write the report", tmp.string()));
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) throw InputError(fmt::format("{}: cannot write the report: {}", out_path, ec.message()));
+  return out;
+}
+
+}  // namespace loom::train

@@ -1,0 +1,254 @@
+#include "loom/sync/allreduce/allreduce_strategy.h"
+
+#include <cstring>
+#include <span>
+
+#include "loom/core/error.h"
+#include "loom/core/timer.h"
+#include "loom/core/trace.h"
+#include "loom/optim/optimizer.h"
+#include "loom/sync/codec_state_io.h"
+
+namespace loom::sync {
+
+std::string describe_wire(const compress::Codec* codec, int64_t bytes_per_step,
+                          int64_t fp32_bytes_per_step) {
+  const std::string what =
+      codec == nullptr
+          ? std::string("fp32")
+          : fmt::format("codec {} (error feedback {}{})", codec->name(),
+                        codec->error_feedback() ? "on" : "off",
+                        codec->error_feedback()
+                            ? fmt::format(", {} residual",
+                                          compress::residual_format_name(codec->residual_format()))
+                            : "");
+  if (fp32_bytes_per_step == 0) return what + ", nothing sent (one worker)";
+  return fmt::format(
+      "{}, {:.3f} MB/step sent per rank (1/{:.1f} of fp32's {:.3f} MB)", what,
+      double(bytes_per_step) / 1e6,
+      bytes_per_step > 0 ? double(fp32_bytes_per_step) / double(bytes_per_step) : 0.0,
+      double(fp32_bytes_per_step) / 1e6);
+}
+
+AllreduceStrategy::AllreduceStrategy(comm::Communicator& comm, nn::Model& model,
+                                     optim::Optimizer& optimizer, AllreduceOptions options)
+    : comm_(comm),
+      model_(model),
+      optimizer_(optimizer),
+      options_(std::move(options)),
+      buckets_(plan_buckets(model.param_ranges(), options_.bucket_bytes)),
+      tracker_(model.param_ranges(), buckets_) {
+  // Gradients are handed to the transport as they lie: host memory for the host transports,
+  // the communicator's own device memory for nccl (which has no codec path yet).
+  LOOM_CHECK(model.backend().device() == Device::kCpu || comm.device_memory(),
+             "the allreduce strategy over {} needs the model in {} memory", comm.name(),
+             comm.device_memory() ? "its device's" : "host");
+  const bool on_device = model.backend().device() != Device::kCpu;
+  if (on_device && compressed()) {
+    device_codec_ = compress::make_device_codec(*options_.codec, model.backend());
+    if (!device_codec_)
+      throw ConfigError(
+          fmt::format("codec {} has no device kernels: gradients in device memory "
+                      "take fp16, bf16, int8, onebit or topk",
+                      options_.codec->name()));
+  }
+  if (options_.combine == CombineWhere::kThread && comm_.size() > 1)
+    queue_ = std::make_unique<BackgroundQueue>();
+  if (options_.momentum_correction != 0.0f) {
+    if (on_device)
+      throw ConfigError(
+          "sync.momentum_correction keeps its velocities in host memory: not available with "
+          "gradients in device memory (backend = \"cuda\")");
+    LOOM_CHECK(options_.codec && options_.codec->aggregation() == compress::Aggregation::kGather,
+               "momentum correction needs a sparsifying codec (topk)");
+    plain_sgd_ = std::make_unique<optim::Sgd>(model.backend(), model.num_params(), 0.0f,
+                                              options_.sgd_weight_decay, false);
+    for (const Bucket& b : buckets_) local_velocity_.emplace_back(size_t(b.count), 0.0f);
+  }
+  const int world = comm_.size();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const size_t n = size_t(buckets_[b].count);
+    if (device_codec_) {
+      device_states_.push_back(sync::make_device_allreduce_state(
+          *device_codec_, model.backend(), n, world, comm_.rank(), fmt::format("bucket {}", b)));
+      bytes_per_step_ += int64_t(device_states_.back().wire_bytes);
+    } else if (compressed()) {
+      codec_states_.push_back(sync::make_compressed_allreduce_state(
+          *options_.codec, n, world, comm_.rank(), fmt::format("bucket {}", b),
+          bucket_matrices(model, buckets_[b])));
+      bytes_per_step_ += int64_t(codec_states_.back().wire_bytes);
+    } else if (world > 1) {
+      bytes_per_step_ += int64_t(sync::fp32_allreduce_wire_bytes(n, world));
+    }
+  }
+}
+
+std::string AllreduceStrategy::describe() const {
+  const int64_t fp32 =
+      int64_t(sync::fp32_allreduce_wire_bytes(size_t(model_.num_params()), comm_.size()));
+  const bool sharded = options_.shard_optimizer && !options_.codec;
+  return fmt::format("allreduce over {} ({} workers), {} buckets of <= {} KiB, {}{}{}; {}",
+                     comm_.name(), comm_.size(), buckets_.size(), options_.bucket_bytes >> 10,
+                     options_.combine == CombineWhere::kThread ? "overlapped with backward"
+                     : options_.combine == CombineWhere::kInline
+                         ? "during backward, on the compute thread"
+                         : "after backward",
+                     sharded                    ? ", optimizer sharded"
+                     : options_.shard_optimizer ? ", optimizer not sharded (codec)"
+                                                : "",
+                     plain_sgd_ ? ", momentum correction (DGC)" : "",
+                     describe_wire(options_.codec.get(), bytes_per_step_, fp32));
+}
+
+void AllreduceStrategy::start() {
+  comm_.broadcast(std::span<float>(model_.params(), size_t(model_.num_params())), 0);
+}
+
+float AllreduceStrategy::grad_scale(int64_t local_batch) const {
+  return 1.0f / float(local_batch * comm_.size());
+}
+
+void AllreduceStrategy::begin_step(int64_t step, float lr) {
+  (void)step;
+  lr_ = lr;
+  optimizer_.advance();
+  tracker_.reset();
+}
+
+void AllreduceStrategy::combine(int b) {
+  const Bucket& bucket = buckets_[size_t(b)];
+  Stopwatch watch;
+  // Timeline (trace.h): the combine and its phases, on the comm thread when overlapped.
+  trace::bind_thread(comm_.rank(), trace::kCommTid, "comm");
+  trace::Span span, phase;
+  if (trace::enabled())
+    span.begin(fmt::format("combine bucket {}", b), "comm",
+               {{"bucket", b}, {"floats", bucket.count}});
+  float* grads = model_.grads() + bucket.offset;
+  float* params = model_.params() + bucket.offset;
+  const size_t n = size_t(bucket.count);
+  const int world = comm_.size();
+  if (world == 1) {
+    phase.next("optimizer", "optim");
+    optimizer_.update(params, grads, bucket.offset, bucket.count, lr_);
+  } else if (device_codec_) {
+    sync::DeviceAllreduceState& st = device_states_[size_t(b)];
+    phase.next("compressed allreduce", "comm");
+    sync::device_compressed_allreduce(comm_, *device_codec_, model_.backend(), grads, st);
+    phase.next("optimizer", "optim");
+    optimizer_.update(params, grads, bucket.offset, bucket.count, lr_);
+    comm_bytes_ += int64_t(st.wire_bytes);
+  } else if (compressed()) {
+    // The decoded sum is the same bits on every rank, so full updates keep replicas equal.
+    sync::CompressedAllreduceState& st = codec_states_[size_t(b)];
+    float* u = plain_sgd_ ? local_velocity_[size_t(b)].data() : nullptr;
+    if (u) {  // momentum correction: send the local velocity u = m u + g
+      const float m = options_.momentum_correction;
+      for (size_t i = 0; i < n; ++i) grads[i] = u[i] = m * u[i] + grads[i];
+    }
+    phase.next("compressed allreduce", "comm");
+    sync::compressed_allreduce(comm_, *options_.codec, std::span<float>(grads, n), st);
+    phase.next("optimizer", "optim");
+    if (u) {
+      // Momentum factor masking: where the codec sent all that was pending (its residual is
+      // now zero), that velocity has been applied; keeping it would apply it again.
+      const compress::CodecState& r = st.worker[0];
+      for (size_t i = 0; i < n; ++i)
+        if (r.residual_value(i) == 0.0f) u[i] = 0.0f;
+      plain_sgd_->update(params, grads, bucket.offset, bucket.count, lr_);
+    } else {
+      optimizer_.update(params, grads, bucket.offset, bucket.count, lr_);
+    }
+    comm_bytes_ += int64_t(st.wire_bytes);
+  } else if (options_.shard_optimizer) {
+    // Reduce-scatter, this rank's block of the update, allgather: fused into one pass over
+    // shared buffers by the thread transport.
+    phase.next("sharded update", "comm");
+    comm_.sharded_update(
+        std::span<float>(grads, n), std::span<float>(params, n), [&](size_t begin, size_t end) {
+          optimizer_.update(params + begin, grads + begin, bucket.offset + int64_t(begin),
+                            int64_t(end - begin), lr_);
+        });
+    // Reduce-scatter moves (n-1)/n of the bucket out, allgather the same again.
+    const comm::BlockRange mine = comm::block_range(n, world, comm_.rank());
+    comm_bytes_ += int64_t(2 * (n - mine.size()) * sizeof(float));
+  } else {
+    phase.next("allreduce", "comm");
+    comm_.allreduce(std::span<float>(grads, n));
+    phase.next("optimizer", "optim");
+    optimizer_.update(params, grads, bucket.offset, bucket.count, lr_);
+    comm_bytes_ += int64_t(sync::fp32_allreduce_wire_bytes(n, world));
+  }
+  comm_seconds_ += watch.seconds();
+}
+
+void AllreduceStrategy::on_gradients_ready(const nn::ParamRange& range) {
+  const int b = tracker_.ready(range);
+  if (b < 0) return;
+  if (trace::enabled())
+    trace::instant(fmt::format("bucket {} ready", b), "bucket", {{"bucket", b}});
+  if (queue_) {
+    queue_->post([this, b] { combine(b); });
+  } else if (options_.combine != CombineWhere::kAfterBackward) {
+    combine(b);  // here, while the bucket's gradients are still in cache
+  }              // else combined in end_step, after the whole backward
+}
+
+void AllreduceStrategy::end_step() {
+  Stopwatch waited;
+  trace::Span wait("wait for comm", "comm");  // timeline: the exposed part of communication
+  if (queue_) {
+    queue_->wait_idle();
+  } else if (options_.combine == CombineWhere::kAfterBackward) {
+    for (size_t b = 0; b < buckets_.size(); ++b) combine(int(b));
+  }
+  stats_.exposed_seconds += waited.seconds();
+  if (options_.combine == CombineWhere::kInline && comm_.size() > 1) {
+    // Combined inside backward: all of it was on the step's path, and the loop's compute
+    // clock, which spans backward, counted it too.
+    stats_.exposed_seconds += comm_seconds_;
+    stats_.exposed_in_compute += comm_seconds_;
+  }
+  stats_.comm_seconds += comm_seconds_;
+  stats_.bytes_sent += comm_bytes_;
+  comm_seconds_ = 0;
+  comm_bytes_ = 0;
+}
+
+}  // namespace loom::sync
+
+namespace loom::sync {
+
+void AllreduceStrategy::save_state(StrategyState& out) const {
+  for (size_t b = 0; b < codec_states_.size(); ++b)
+    save_codec_states(codec_states_[b], fmt::format("bucket{}", b), out);
+  for (size_t b = 0; b < local_velocity_.size(); ++b)
+    out.floats[fmt::format("bucket{}.local_velocity", b)] = local_velocity_[b];
+  for (size_t b = 0; b < device_states_.size(); ++b) {
+    const sync::DeviceAllreduceState& st = device_states_[b];
+    std::vector<float>& r = out.floats[fmt::format("bucket{}.device.residual", b)];
+    r.resize(st.n);
+    model_.backend().copy_to_host(r.data(), st.residual.data(), st.n * sizeof(float));
+    std::vector<uint8_t>& steps = out.bytes[fmt::format("bucket{}.device.steps", b)];
+    steps.resize(sizeof(uint64_t));
+    std::memcpy(steps.data(), &st.steps, sizeof(uint64_t));
+  }
+}
+
+void AllreduceStrategy::restore_state(const StrategyState& in) {
+  for (size_t b = 0; b < codec_states_.size(); ++b)
+    restore_codec_states(codec_states_[b], fmt::format("bucket{}", b), in);
+  for (size_t b = 0; b < local_velocity_.size(); ++b)
+    local_velocity_[b] =
+        in.need_floats(fmt::format("bucket{}.local_velocity", b), local_velocity_[b].size());
+  for (size_t b = 0; b < device_states_.size(); ++b) {
+    sync::DeviceAllreduceState& st = device_states_[b];
+    const auto& r = in.need_floats(fmt::format("bucket{}.device.residual", b), st.n);
+    model_.backend().copy_to_device(st.residual.data(), r.data(), st.n * sizeof(float));
+    std::memcpy(&st.steps,
+                in.need_bytes(fmt::format("bucket{}.device.steps", b), sizeof(uint64_t)).data(),
+                sizeof(uint64_t));
+  }
+}
+
+}  // namespace loom::sync

@@ -1,0 +1,109 @@
+// Data parallelism by bucketed allreduce overlapped with backward.
+//
+// Each bucket's gradients are combined on the worker's communication thread as soon as
+// backward has produced them. With the optimizer sharded (sync.shard_optimizer, the default)
+// a bucket is reduce-scattered, each rank updates the block it owns (optimizer state is flat
+// and sliced by offset, so the arithmetic per element is exactly that of a full update), and
+// the updated parameters are all-gathered: every replica ends the step with the same bits,
+// and each rank does 1/N of the optimizer's memory traffic (ZeRO stage 1, Rajbhandari et al.
+// 2020). Without sharding, the bucket is all-reduced and every rank updates all of it.
+//
+// With a codec (options.codec, config key `codec`), each bucket's gradient travels through
+// sync::compressed_allreduce instead, and the strategy owns that bucket's codec state
+// (the worker- and owner-side residuals of error feedback, PowerSGD's warm-started Q). The
+// optimizer is then not sharded: the decoded sum is the same bits on every rank, so every
+// rank updates the whole bucket from it and the replicas stay identical. (Sharding would
+// need the updated parameters all-gathered in fp32, which is the very traffic the codec
+// removes.) A world of one sends nothing, so it skips the codec. With gradients in device
+// memory (the nccl transport) the codec runs as device kernels and the encodings are
+// all-gathered (device_compressed_allreduce.h); PowerSGD has no device kernels.
+//
+// The loss gradient is scaled by 1/(global batch), so the sum over ranks is the mean.
+#pragma once
+
+#include <memory>
+
+#include "loom/compress/codec.h"
+#include "loom/sync/allreduce/compressed_allreduce.h"
+#include "loom/sync/allreduce/device_compressed_allreduce.h"
+#include "loom/sync/background_queue.h"
+#include "loom/sync/allreduce/buckets.h"
+#include "loom/sync/strategy.h"
+
+namespace loom::sync {
+
+// Where a worker combines its gradient buckets (sync.overlap; the default in overlap_policy.h).
+enum class CombineWhere {
+  kThread,         // true: on a background thread while backward goes on
+  kInline,         // "inline": on the compute thread as soon as backward has produced each
+  kAfterBackward,  // false: all of them once backward is done
+};
+
+struct AllreduceOptions {
+  int64_t bucket_bytes = 4 << 20;                // sync.bucket_kib
+  CombineWhere combine = CombineWhere::kThread;  // sync.overlap
+  bool shard_optimizer = true;                   // sync.shard_optimizer (ignored with a codec)
+  // nullptr: plain fp32 collectives. Otherwise every bucket goes through the compressed
+  // allreduce with this codec (the identity codec included, which tests use).
+  std::shared_ptr<const compress::Codec> codec;
+  // Momentum correction with momentum factor masking (Lin et al., ICLR 2018, "Deep Gradient
+  // Compression", sections 3.2 and 3.3), for a sparsifying codec (top-k): each worker keeps
+  // its own velocity u = m u + g and sends u through the codec (whose residual then
+  // accumulates velocity, not gradients); u is zeroed where the codec sent everything that
+  // was pending; the decoded sum is applied as plain SGD (sgd_weight_decay, no momentum), so
+  // momentum is not applied twice. 0 = off; otherwise m (sync.momentum_correction takes
+  // optim.momentum).
+  float momentum_correction = 0.0f;
+  float sgd_weight_decay = 0.0f;
+};
+
+class AllreduceStrategy final : public Strategy {
+ public:
+  AllreduceStrategy(comm::Communicator& comm, nn::Model& model, optim::Optimizer& optimizer,
+                    AllreduceOptions options);
+  std::string describe() const override;
+  void start() override;
+  float grad_scale(int64_t local_batch) const override;
+  void begin_step(int64_t step, float lr) override;
+  void on_gradients_ready(const nn::ParamRange& range) override;
+  void end_step() override;
+  // Codec state per bucket: worker- and owner-side residuals, PowerSGD's Q, encode counts
+  // (sections "bucket<b>.worker<j>.{residual,aux,steps}", "bucket<b>.owner.*"), and with
+  // momentum correction each bucket's local velocity ("bucket<b>.local_velocity").
+  void save_state(StrategyState& out) const override;
+  void restore_state(const StrategyState& in) override;
+
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  // Bytes this rank hands to the transport per step (what SyncStats.bytes_sent adds up).
+  int64_t bytes_per_step() const { return bytes_per_step_; }
+
+ private:
+  void combine(int b);
+  bool compressed() const { return options_.codec != nullptr && comm_.size() > 1; }
+
+  comm::Communicator& comm_;
+  nn::Model& model_;
+  optim::Optimizer& optimizer_;
+  AllreduceOptions options_;
+  std::vector<Bucket> buckets_;
+  BucketTracker tracker_;
+  // Momentum correction: each bucket's local velocity, and the momentum-free update.
+  std::vector<std::vector<float>> local_velocity_;
+  std::unique_ptr<optim::Optimizer> plain_sgd_;
+  std::vector<sync::CompressedAllreduceState> codec_states_;  // one per bucket (host)
+  // Gradients in device memory (nccl): the codec's device kernels and per-bucket device state
+  // (compress/device_compressed_allreduce.h) instead of codec_states_.
+  std::unique_ptr<compress::DeviceCodec> device_codec_;
+  std::vector<sync::DeviceAllreduceState> device_states_;
+  std::unique_ptr<BackgroundQueue> queue_;
+  int64_t bytes_per_step_ = 0;
+  float lr_ = 0;
+  double comm_seconds_ = 0;  // written by the comm thread, read after wait_idle()
+  int64_t comm_bytes_ = 0;   // likewise
+};
+
+// "int8 (error feedback on), 1.86 MB/step sent per rank, 1/3.9 of fp32's 7.45 MB": for logs.
+std::string describe_wire(const compress::Codec* codec, int64_t bytes_per_step,
+                          int64_t fp32_bytes_per_step);
+
+}  // namespace loom::sync

@@ -1,0 +1,70 @@
+// Compressed collectives, written once on a Communicator's point-to-point and its plain
+// collectives, so they run over every transport (threads, MPI, later NCCL).
+//
+// compressed_allreduce() picks the algorithm the codec's aggregation() asks for:
+//
+// * kStripes, two error-compensated stages (Seide et al. 2014 / CNTK's stripe owners; Tang et
+//   al. 2021 / DeepSpeed's compressed allreduce). The bucket is cut into one stripe per rank
+//   (block_range). 1) Every rank encodes each stripe with its own worker-side residual for
+//   that stripe and sends it to the stripe's owner. 2) The owner decodes the N encodings and
+//   sums them in rank order, re-encodes the sum with its owner-side residual, and the owners'
+//   encodings are allgathered; every rank decodes all stripes. Each rank sends about
+//   2 (N-1)/N of the encoded bucket, like a ring allreduce of the compressed data, and every
+//   rank ends with the same bits.
+// * kGather (top-k): every rank encodes the whole bucket, the encodings are allgathered and
+//   each rank sums the N decoded sparse vectors in rank order.
+// * kLinear (PowerSGD, Vogels et al. 2019): P = M_i Q is allreduced, orthonormalised,
+//   Q = M_i^T P allreduced; the result is P Q^T. Plain float allreduce: it is linear.
+//
+// All of them produce the SUM over ranks (as Communicator::allreduce does), in place.
+// Error feedback telescopes: summed over steps, the outputs equal the summed inputs minus the
+// residuals held now (every rank's worker residuals plus the owners' residuals).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "loom/comm/communicator.h"
+#include "loom/compress/codec.h"
+
+namespace loom::sync {
+
+// One bucket's state for compressed_allreduce on one rank; created once, buffers included.
+struct CompressedAllreduceState {
+  size_t n = 0;
+  int world = 1, rank = 0;
+  compress::Aggregation aggregation = compress::Aggregation::kStripes;
+  std::vector<comm::BlockRange> stripes;     // kStripes: stripe j of the bucket, owned by rank j
+  std::vector<compress::CodecState> worker;            // kStripes: one per stripe; otherwise one
+  compress::CodecState owner;                          // kStripes: the owner-side residual of my stripe
+  size_t slot_bytes = 0;                     // bytes per rank slot in the buffers below
+  std::vector<uint32_t> send, recv, gather;  // word-aligned byte buffers, world slots each
+  std::vector<float> scratch;                // owner sum / PowerSGD factors
+  // Bytes this rank puts on the wire per call (ring allgather/allreduce accounting).
+  size_t wire_bytes = 0;
+
+  // Adds this rank's residuals (worker side, and owner side for its stripe) into acc (n).
+  void add_residuals(std::span<double> acc) const;
+};
+
+// `matrices` (optional) are the bucket's matrices end to end (codec.h, compress::MatrixDims); PowerSGD
+// compresses each on its own, the other codecs ignore them.
+CompressedAllreduceState make_compressed_allreduce_state(const compress::Codec& codec, size_t n, int world,
+                                                         int rank, const std::string& bucket,
+                                                         std::span<const compress::MatrixDims> matrices = {});
+
+// In place: data becomes the decoded sum over ranks, the same bits on every rank. Every rank
+// calls with the same codec, bucket size and order. NaN/Inf in data throws NumericError
+// naming the bucket (on the rank that holds it; the others then fail with a CommError).
+void compressed_allreduce(comm::Communicator& c, const compress::Codec& codec, std::span<float> data,
+                          CompressedAllreduceState& state);
+
+// Bytes one rank sends per compressed_allreduce of n elements over `world` ranks, and the
+// same for a plain fp32 ring allreduce (2 (N-1)/N * 4n), for logs and the bench.
+// (For PowerSGD, with the default view; a state with matrices holds its own in wire_bytes.)
+size_t compressed_allreduce_wire_bytes(const compress::Codec& codec, size_t n, int world);
+size_t fp32_allreduce_wire_bytes(size_t n, int world);
+
+}  // namespace loom::sync

@@ -1,0 +1,126 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "loom/core/error.h"
+#include "loom/experiments/report_html.h"
+#include "loom/experiments/report_svg.h"
+
+namespace loom::train {
+namespace {
+namespace fs = std::filesystem;
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d =
+      fs::temp_directory_path() / ("loom_report_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+void write(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+}
+
+std::string epoch_line(int epoch, double loss, double acc, int workers) {
+  return fmt::format(
+      R"({{"epoch":{},"steps":100,"train_loss":{},"train_acc":{},"test_acc":{},"seconds":2.0,)"
+      R"("samples_per_s":{},"compute_s":1.2,"comm_s":0.9,"exposed_comm_s":0.3,)"
+      R"("loader_wait_s":0.1,"bytes_sent":1000000,"workers":{}}})",
+      epoch, loss, acc - 0.02, acc, 6400 * workers, workers);
+}
+
+// Three runs: complete, cut short (no summary, a truncated last line), config only.
+fs::path synthetic_runs() {
+  const fs::path d = fresh_dir("runs");
+  write(d / "fp32/config.toml", "codec = \"fp32\"\nworkers = 1\n");
+  write(d / "fp32/metrics.jsonl", epoch_line(1, 0.6, 0.80, 1) + "\n" +
+                                      epoch_line(2, 0.45, 0.84, 1) + "\n" +
+                                      epoch_line(3, 0.40, 0.86, 1) + "\n");
+  write(d / "fp32/summary.json", R"({"test_acc":0.86,"samples_per_s":6400,"workers":1})");
+  write(d / "int8/config.toml", "codec = \"int8\"\nworkers = 2\n");
+  write(d / "int8/metrics.jsonl", epoch_line(1, 0.62, 0.79, 2) + "\n" +
+                                      epoch_line(2, 0.47, 0.83, 2) + "\n" +
+                                      R"({"epoch":3,"steps":10)");
+  write(d / "crashed/config.toml", "codec = \"onebit\"\nworkers = 2\n");
+  return d;
+}
+
+TEST(ReportSvg, NiceTicks) {
+  const auto unit = svg::nice_ticks(0, 1);
+  ASSERT_EQ(unit.size(), 6u);
+  for (size_t i = 0; i < unit.size(); ++i) EXPECT_NEAR(unit[i], 0.2 * double(i), 1e-12);
+  const auto t = svg::nice_ticks(3, 97);
+  EXPECT_EQ(t.front(), 0);
+  EXPECT_EQ(t.back(), 100);
+  EXPECT_EQ(t[1] - t[0], 20);
+  const auto one = svg::nice_ticks(5, 5);  // one value: a range around it
+  EXPECT_LT(one.front(), 5);
+  EXPECT_GT(one.back(), 5);
+  EXPECT_EQ(svg::tick_label(12000), "12k");
+  EXPECT_EQ(svg::tick_label(0.25), "0.25");
+  EXPECT_EQ(svg::tick_label(3400000), "3.4M");
+  EXPECT_EQ(svg::escape("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
+}
+
+TEST(ReportSvg, LineChartPlacesPointsOnTheAxes) {
+  svg::LineChart c{"t", "epoch", "loss", {{"run", "#000", {{1, 0.0}, {3, 1.0}}, false}}};
+  c.width = 100 + 58 + 14;  // plot area 100 x 100
+  c.height = 100 + 30 + 40;
+  const std::string s = svg::line_chart(c);
+  // x ticks are integers 1..3; y ticks 0..1: the first point sits at the bottom-left corner.
+  EXPECT_NE(s.find("points=\"58.0,130.0 158.0,30.0 \""), std::string::npos) << s;
+}
+
+TEST(Report, SyntheticRunsGiveThePlotsAndNameTheProblems) {
+  const fs::path d = synthetic_runs();
+  const std::vector<RunData> runs =
+      load_runs({(d / "fp32").string(), (d / "int8").string(), (d / "crashed").string()});
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[0].epochs.size(), 3u);
+  EXPECT_EQ(runs[1].epochs.size(), 2u);  // the truncated third line is skipped
+  EXPECT_EQ(runs[0].label, "codec=fp32 workers=1");
+  EXPECT_TRUE(runs[0].problems.empty());
+  ASSERT_EQ(runs[1].problems.size(), 2u);
+  EXPECT_NE(runs[1].problems[0].find("line 3 is truncated"), std::string::npos);
+  EXPECT_NE(runs[1].problems[1].find("summary.json is missing"), std::string::npos);
+  EXPECT_NE(runs[2].problems[0].find("metrics.jsonl is missing"), std::string::npos);
+
+  const std::string html = render_report(runs, {});
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t p = html.find(what); p != std::string::npos; p = html.find(what, p + 1)) ++n;
+    return n;
+  };
+  // Loss, accuracy, throughput, step breakdown; final accuracy, throughput, scaling.
+  EXPECT_EQ(count("<svg"), 7u);
+  EXPECT_GE(count("<polyline class=\"series\""), 2u * 3 + 2);
+  EXPECT_GE(count("<rect class=\"bar\""), 3u);
+  EXPECT_NE(html.find("Where a step's time goes"), std::string::npos);
+  EXPECT_NE(html.find("Scaling with workers"), std::string::npos);
+  EXPECT_NE(html.find("line 3 is truncated"), std::string::npos);
+  EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org/2000/svg"));  // nothing to fetch
+  fs::remove_all(d);
+}
+
+TEST(Report, ASweepDirectoryStandsForItsTrialsAndAMissingDirIsAnError) {
+  const fs::path d = fresh_dir("sweep");
+  write(d / "trials/t000/metrics.jsonl", epoch_line(1, 0.5, 0.8, 1) + "\n");
+  write(d / "trials/t001/metrics.jsonl", epoch_line(1, 0.4, 0.82, 1) + "\n");
+  const auto runs = load_runs({d.string()});
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].name, "t000");
+  EXPECT_THROW(load_runs({(d / "nope").string()}), InputError);
+  fs::create_directories(d / "empty");
+  EXPECT_THROW(load_runs({(d / "empty").string()}), InputError);
+  const fs::path out = d / "r/report.html";
+  const ReportOutcome o = write_report({d.string()}, out.string(), {});
+  EXPECT_EQ(o.runs, 2);
+  EXPECT_TRUE(fs::exists(out));
+  fs::remove_all(d);
+}
+
+}  // namespace
+}  // namespace loom::train

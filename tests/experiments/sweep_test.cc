@@ -1,0 +1,293 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "loom/core/error.h"
+#include "loom/experiments/sweep_results.h"
+#include "loom/experiments/sweep_runner.h"
+#include "loom/experiments/sweep_spec.h"
+#include "loom/experiments/sweep_state.h"
+
+namespace loom::train {
+namespace {
+namespace fs = std::filesystem;
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d =
+      fs::temp_directory_path() / ("loom_sweep_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+SweepSpec spec_of(const std::string& text, const fs::path& dir) {
+  SweepSpec s = parse_sweep(Config::from_string(text, "sweep.toml"), (dir / "sweep.toml").string());
+  s.dir = (dir / "out").string();
+  return s;
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_sweep(Config::from_string(text, "sweep.toml"), "sweep.toml");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+int lines_in(const fs::path& p) {
+  std::ifstream in(p);
+  std::string l;
+  int n = 0;
+  while (std::getline(in, l)) ++n;
+  return n;
+}
+
+TEST(SweepSpec, GridIsTheProductWithTheLastKeyFastest) {
+  const SweepSpec s = spec_of(R"(
+[set]
+epochs = 1
+[grid]
+codec = ["fp32", "int8"]
+"optim.lr" = [0.05, 0.1, 0.2]
+)",
+                              fresh_dir("grid"));
+  ASSERT_EQ(s.fixed.size(), 1u);
+  const auto trials = expand_trials(s);
+  ASSERT_EQ(trials.size(), 6u);
+  EXPECT_EQ(trials[0].name, "t000");
+  EXPECT_EQ(trials[5].name, "t005");
+  EXPECT_EQ(trials[0].key(), "codec=\"fp32\" optim.lr=0.05");
+  EXPECT_EQ(trials[1].key(), "codec=\"fp32\" optim.lr=0.1");
+  EXPECT_EQ(trials[3].key(), "codec=\"int8\" optim.lr=0.05");
+  EXPECT_EQ(trials[5].key(), "codec=\"int8\" optim.lr=0.2");
+}
+
+TEST(SweepSpec, RandomDrawsAreSeededAndInsideTheirRanges) {
+  const std::string text = R"(
+mode = "random"
+trials = 20
+seed = 7
+[grid]
+workers = [1, 2]
+[log_uniform]
+"optim.lr" = [0.001, 0.1]
+[uniform]
+batch = [16, 64]
+)";
+  const fs::path d = fresh_dir("random");
+  const auto a = expand_trials(spec_of(text, d)), b = expand_trials(spec_of(text, d));
+  ASSERT_EQ(a.size(), 20u);
+  std::set<std::string> distinct;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].key(), b[i].key());
+    distinct.insert(a[i].key());
+    ASSERT_EQ(a[i].overrides.size(), 3u);
+    const int64_t w = std::get<int64_t>(a[i].overrides[0].second);
+    EXPECT_TRUE(w == 1 || w == 2);
+    // Grid keys first, then [uniform], then [log_uniform].
+    EXPECT_EQ(a[i].overrides[1].first, "batch");
+    const double lr = std::get<double>(a[i].overrides[2].second);
+    EXPECT_GE(lr, 0.001);
+    EXPECT_LE(lr, 0.1);
+    const int64_t batch = std::get<int64_t>(a[i].overrides[1].second);  // integer range
+    EXPECT_GE(batch, 16);
+    EXPECT_LE(batch, 64);
+  }
+  EXPECT_GT(distinct.size(), 15u);
+}
+
+TEST(SweepSpec, BadInputIsNamed) {
+  // An unknown train key under [grid], with the closest known key.
+  std::string e = error_of("[grid]\n\"optim.lrr\" = [0.1]\n");
+  EXPECT_NE(e.find("optim.lrr"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean 'optim.lr'"), std::string::npos) << e;
+  EXPECT_NE(e.find("sweep.toml:2"), std::string::npos) << e;
+  // An unknown key of the sweep file itself.
+  e = error_of("slotz = 2\n[grid]\nworkers = [1]\n");
+  EXPECT_NE(e.find("slotz"), std::string::npos) << e;
+  // An empty list, and no grid at all.
+  e = error_of("[grid]\nworkers = []\n");
+  EXPECT_NE(e.find("empty list"), std::string::npos) << e;
+  e = error_of("metric = \"test_acc\"\n");
+  EXPECT_NE(e.find("grid is empty"), std::string::npos) << e;
+  // Keys the sweep owns, and ranges in grid mode.
+  e = error_of("[grid]\n\"output.dir\" = [\"a\"]\n");
+  EXPECT_NE(e.find("output.dir"), std::string::npos) << e;
+  e = error_of("[log_uniform]\n\"optim.lr\" = [0.0, 1.0]\n[grid]\nworkers=[1]\n");
+  EXPECT_FALSE(e.empty());
+  e = error_of("mode = \"random\"\ntrials = 0\n[grid]\nworkers=[1]\n");
+  EXPECT_NE(e.find("trials"), std::string::npos) << e;
+}
+
+TEST(SweepSpec, DefaultGoalMinimisesLossesAndTimes) {
+  EXPECT_TRUE(default_maximize("test_acc"));
+  EXPECT_TRUE(default_maximize("samples_per_s"));
+  EXPECT_FALSE(default_maximize("train_loss"));
+  EXPECT_FALSE(default_maximize("seconds"));
+  EXPECT_FALSE(default_maximize("exposed_comm_s"));
+}
+
+// A stand-in for `loom train`: reads optim.lr and output.dir from the --set arguments, logs
+// each run to a counter file, fails like loom does for lr = 0.5, else writes a summary whose
+// test_acc is the lr.
+fs::path fake_trainer(const fs::path& dir) {
+  const fs::path script = dir / "fake_train.sh";
+  std::ofstream f(script);
+  f << "out=''; lr=''\n"
+       "while [ $# -gt 0 ]; do\n"
+       "  if [ \"$1\" = --set ]; then shift; case \"$1\" in\n"
+       "    output.dir=*) out=\"${1#output.dir=}\";; optim.lr=*) lr=\"${1#optim.lr=}\";; esac; fi\n"
+       "  shift\n"
+       "done\n"
+       "out=$(echo \"$out\" | tr -d '\"')\n"
+       "echo \"$lr\" >> \""
+    << (dir / "runs.log").string()
+    << "\"\n"
+       "if [ \"$lr\" = 0.5 ]; then echo 'epoch 1/1 ...' >&2; "
+       "echo \"loom: error: --set optim.lr: 0.5 diverges\" >&2; exit 2; fi\n"
+       "mkdir -p \"$out\"\n"
+       "echo \"{\\\"epoch\\\":1,\\\"train_loss\\\":1.5}\" > \"$out/metrics.jsonl\"\n"
+       "echo \"{\\\"test_acc\\\":$lr,\\\"samples_per_s\\\":100}\" > \"$out/summary.json\"\n";
+  return script;
+}
+
+TEST(SweepRunner, RecordsFailuresRanksAndResumesWithoutRerunning) {
+  const fs::path d = fresh_dir("runner");
+  SweepSpec spec = spec_of("[grid]\n\"optim.lr\" = [0.1, 0.5, 0.3, 0.2]\n", d);
+  spec.slots = 2;
+  SweepRunOptions opts;
+  opts.command = {"/bin/sh", fake_trainer(d).string()};
+  SweepOutcome out = run_sweep(spec, opts);
+  ASSERT_EQ(out.records.size(), 4u);
+  EXPECT_EQ(out.ran, 4);
+  EXPECT_EQ(out.slots, 2);
+  EXPECT_EQ(lines_in(d / "runs.log"), 4);
+
+  const TrialRecord& bad = out.records[1];
+  EXPECT_EQ(bad.status, TrialStatus::kFailed);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.error.find("exit code 2"), std::string::npos) << bad.error;
+  EXPECT_NE(bad.error.find("0.5 diverges"), std::string::npos) << bad.error;
+  EXPECT_EQ(out.records[0].status, TrialStatus::kOk);
+  ASSERT_TRUE(out.records[2].metric.has_value());
+  EXPECT_DOUBLE_EQ(*out.records[2].metric, 0.3);
+
+  // Ranked best first (test_acc is maximised), the failed trial last.
+  const auto ranked = rank_trials(spec, out.records);
+  EXPECT_EQ(ranked[0].trial.name, "t002");
+  EXPECT_EQ(ranked[1].trial.name, "t003");
+  EXPECT_EQ(ranked[2].trial.name, "t000");
+  EXPECT_EQ(ranked[3].trial.name, "t001");
+  const std::string table = results_table(spec, ranked);
+  EXPECT_NE(table.find("t002"), std::string::npos);
+  EXPECT_LT(table.find("t002"), table.find("t003"));
+  write_results_csv(spec, ranked, (d / "results.csv").string());
+  std::ifstream csv(d / "results.csv");
+  std::string header, first;
+  std::getline(csv, header);
+  std::getline(csv, first);
+  EXPECT_EQ(header.rfind("rank,trial,status,optim.lr,test_acc", 0), 0u) << header;
+  EXPECT_EQ(first.rfind("1,t002,ok,0.3,0.3", 0), 0u) << first;
+
+  // Run again: every trial finished, nothing runs.
+  out = run_sweep(spec, opts);
+  EXPECT_EQ(out.ran, 0);
+  EXPECT_EQ(out.skipped, 4);
+  EXPECT_EQ(lines_in(d / "runs.log"), 4);
+
+  // An interruption leaves a trial "running" in the state: only that one runs again.
+  std::vector<TrialRecord> state = load_sweep_state(spec.dir);
+  state[2].status = TrialStatus::kRunning;
+  save_sweep_state(spec.dir, spec.metric, state);
+  out = run_sweep(spec, opts);
+  EXPECT_EQ(out.ran, 1);
+  EXPECT_EQ(lines_in(d / "runs.log"), 5);
+  EXPECT_EQ(out.records[2].status, TrialStatus::kOk);
+
+  // --retry-failed reruns the failed one only.
+  opts.retry_failed = true;
+  out = run_sweep(spec, opts);
+  EXPECT_EQ(out.ran, 1);
+  EXPECT_EQ(lines_in(d / "runs.log"), 6);
+  fs::remove_all(d);
+}
+
+TEST(SweepRunner, CpuSlotsPinDistinctCores) {
+  SweepSpec spec;
+  spec.slots = 2;
+  spec.cores_per_slot = 1;
+  const auto slots = plan_slots(spec, 0);
+  ASSERT_EQ(slots.size(), 2u);
+  ASSERT_EQ(slots[0].cores.size(), 1u);
+  if (std::thread::hardware_concurrency() >= 2) {
+    EXPECT_NE(slots[0].cores[0], slots[1].cores[0]);
+  }
+  spec.gpus = {0, 1, 2};
+  spec.slots = 0;
+  const auto gpu_slots = plan_slots(spec, 0);
+  ASSERT_EQ(gpu_slots.size(), 3u);
+  EXPECT_EQ(gpu_slots[2].gpu, 2);
+  EXPECT_TRUE(gpu_slots[2].cores.empty());
+}
+
+TEST(SweepRunner, TrialArgvCarriesOverridesAndItsOwnOutputDir) {
+  SweepSpec spec;
+  spec.base = "base.toml";
+  spec.fixed = {{"epochs", "1"}, {"mlp.hidden", "[256, 64]"}};
+  Trial t;
+  t.overrides = {{"codec", ConfigScalar(std::string("int8"))}, {"optim.lr", ConfigScalar(0.05)}};
+  const auto argv = trial_argv(spec, t, {"loom", "train"}, "sw/trials/t000");
+  const std::vector<std::string> want = {"loom",
+                                         "train",
+                                         "base.toml",
+                                         "--set",
+                                         "progress=\"lines\"",
+                                         "--set",
+                                         "epochs=1",
+                                         "--set",
+                                         "mlp.hidden=[256, 64]",
+                                         "--set",
+                                         "codec=\"int8\"",
+                                         "--set",
+                                         "optim.lr=0.05",
+                                         "--set",
+                                         "output.dir=\"sw/trials/t000\""};
+  EXPECT_EQ(argv, want);
+}
+
+// The real `loom train` as the trial command, when the executable is built: a bad value fails
+// fast with its message recorded, the other trial trains.
+TEST(SweepRunner, RealLoomTrialWithABadValueIsRecorded) {
+  const fs::path loom = fs::path(LOOM_BINARY_DIR) / "loom";
+  if (!fs::exists(loom)) GTEST_SKIP() << loom << " not built";
+  const fs::path d = fresh_dir("real");
+  SweepSpec spec = spec_of(R"(
+metric = "train_loss"
+[set]
+max_steps = 3
+epochs = 1
+eval = false
+"mlp.hidden" = 16
+[grid]
+batch = [0, 16]
+)",
+                           d);
+  SweepRunOptions opts;
+  opts.command = {loom.string(), "train"};
+  const SweepOutcome out = run_sweep(spec, opts);
+  ASSERT_EQ(out.records.size(), 2u);
+  EXPECT_EQ(out.records[0].status, TrialStatus::kFailed);
+  EXPECT_EQ(out.records[0].exit_code, 2);
+  EXPECT_NE(out.records[0].error.find("batch"), std::string::npos) << out.records[0].error;
+  EXPECT_EQ(out.records[1].status, TrialStatus::kOk) << out.records[1].error;
+  EXPECT_TRUE(out.records[1].metric.has_value());
+  fs::remove_all(d);
+}
+
+}  // namespace
+}  // namespace loom::train

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Checks every #include "loom/..." under src/loom against the layer table of
+docs/architecture.md: a file of unit U may include headers of the units in the transitive
+closure of U's "may use" column, and nothing else. Prints each forbidden edge as
+file:line and exits 1 if there is one; exits 2 if the table itself is malformed.
+
+usage: check_layers.py [SOURCE_ROOT]   (the repository root; default: two folders up)
+"""
+import os
+import re
+import sys
+
+ROW = re.compile(r"^\| `([a-z_]+)` \|([^|]*)\|([^|]*)\|")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"(loom/[^"]+)"')
+
+
+def read_table(doc):
+    units, patterns, deps = [], {}, {}
+    inside = False
+    with open(doc, encoding="utf-8") as f:
+        for line in f:
+            if "<!-- layers:begin -->" in line:
+                inside = True
+            elif "<!-- layers:end -->" in line:
+                inside = False
+            elif inside:
+                m = ROW.match(line)
+                if m:
+                    u = m.group(1)
+                    units.append(u)
+                    patterns[u] = re.findall(r"`([^`]+)`", m.group(2))
+                    deps[u] = re.findall(r"`([a-z_]+)`", m.group(3))
+    if not units:
+        sys.exit(f"{doc}: no layer table between <!-- layers:begin --> and <!-- layers:end -->")
+    for u in units:
+        for d in deps[u]:
+            if d not in patterns:
+                print(f"{doc}: unit '{u}' may use '{d}', which is not in the table", file=sys.stderr)
+                sys.exit(2)
+    return units, patterns, deps
+
+
+def owner(rel, units, patterns):
+    """The unit owning src/loom/<rel>: the most specific matching pattern (a file pattern beats
+    any folder, a longer folder beats a shorter one)."""
+    best, best_len = None, -1
+    for u in units:
+        for p in patterns[u]:
+            if p.endswith("/"):
+                if rel.startswith(p) and len(p) > best_len:
+                    best, best_len = u, len(p)
+            else:
+                rx = "^" + re.escape(p).replace(r"\*", "[^/]*") + "$"
+                if re.match(rx, rel) and 100000 > best_len:
+                    best, best_len = u, 100000
+    return best
+
+
+def closure(u, deps):
+    seen, todo = {u}, [u]
+    while todo:
+        for d in deps[todo.pop()]:
+            if d not in seen:
+                seen.add(d)
+                todo.append(d)
+    return seen
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
+    doc = os.path.join(root, "docs", "architecture.md")
+    src = os.path.join(root, "src", "loom")
+    units, patterns, deps = read_table(doc)
+    allowed = {u: closure(u, deps) for u in units}
+    bad = 0
+    files = 0
+    for dirpath, _, names in os.walk(src):
+        for name in sorted(names):
+            if not re.search(r"\.(h|cc|cu|cuh)$", name):
+                continue
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, src).replace(os.sep, "/")
+            u = owner(rel, units, patterns)
+            shown = os.path.relpath(path, root)
+            if u is None:
+                print(f"{shown}: no unit of the layer table owns this file")
+                bad += 1
+                continue
+            files += 1
+            with open(path, encoding="utf-8", errors="replace") as f:
+                for n, line in enumerate(f, 1):
+                    m = INCLUDE.match(line)
+                    if not m:
+                        continue
+                    target = m.group(1)[len("loom/"):]
+                    if target == "config.h":  # generated from src/loom/config.h.in, core's
+                        t = "core"
+                    else:
+                        t = owner(target, units, patterns)
+                    if t is None:
+                        print(f"{shown}:{n}: includes loom/{target}, which no unit owns")
+                        bad += 1
+                    elif t not in allowed[u]:
+                        print(f"{shown}:{n}: unit '{u}' includes loom/{target} of unit '{t}', "
+                              f"which '{u}' may not use (docs/architecture.md: '{u}' may use "
+                              f"{', '.join(sorted(allowed[u] - {u})) or 'nothing'})")
+                        bad += 1
+    print(f"check_layers: {files} files, {len(units)} units, {bad} forbidden edge(s)")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
