@@ -1,4 +1,4 @@
-// The input pipeline's figures (issue 5) in one run; the same as `loom bench loader`.
+// The input pipeline's figures (docs/data.md) in one run; the same as `loom bench loader`.
 //   build/loader_bench [--quick] [--mem-cap-mb N] [--throttle-mbps R] [--work-dir DIR]
 //                      [--stall-batch B] [--consume-share S] [--data-dir DIR]
 #include "loom/data/loader_bench.h"

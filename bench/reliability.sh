@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The reliability figures of issue 8 (docs/reliability.md), in a few minutes:
+# The reliability figures (docs/reliability.md), in a few minutes:
 #  A. kill -9 at random moments while checkpoints are being written (thread transport, 2
 #     workers, a checkpoint every step of a model whose files take a while to write), N times:
 #     after each kill the newest complete checkpoint loads and `loom train --resume` finishes

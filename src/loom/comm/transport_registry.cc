@@ -1,4 +1,4 @@
-// The only file with #if LOOM_HAVE_MPI / LOOM_HAVE_NCCL (ARCHITECTURE.md: one registry knows
+// The only file with #if LOOM_HAVE_MPI / LOOM_HAVE_NCCL (docs/architecture.md: one registry knows
 // the build).
 #include "loom/comm/transport_registry.h"
 

@@ -1,4 +1,4 @@
-// The codec contract (ARCHITECTURE.md, "Codec contract").
+// The codec contract (docs/architecture.md, "Codec contract").
 //
 // A codec turns n floats into a packed byte buffer of a size known up front and back.
 // Error feedback is part of the contract, not an option of one codec (Seide et al. 2014,

@@ -1,5 +1,5 @@
 // Random streams. Every stream derives from (seed, rank, purpose), so runs with the same seed,
-// world size and config draw the same numbers (ARCHITECTURE.md, "Determinism").
+// world size and config draw the same numbers (docs/architecture.md, "Determinism").
 //
 // Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011) is
 // counter-based: element i of a stream is a pure function of (key, i), so a dropout mask can

@@ -1,6 +1,6 @@
 // The loader: source -> this rank's shard of each global batch -> shuffle by (seed, epoch) ->
 // gather/decode -> a bounded queue of K ready batches filled by a background thread
-// (ARCHITECTURE.md, "Loader"). It records how long the consumer waited for each batch.
+// (docs/architecture.md, "Loader"). It records how long the consumer waited for each batch.
 //
 // Determinism: the permutation depends only on (seed, epoch) and is the same on every rank; a
 // batch's contents depend only on (seed, epoch, step, rank, world), never on K or on timing.
@@ -29,7 +29,8 @@ struct LoaderOptions {
   bool shuffle = true;    // permutation by (seed, epoch) (RngPurpose::kShuffle), same on all ranks
   bool drop_last = true;  // drop the last partial global batch (every rank's shard the same size)
   int prefetch = 2;       // K ready batches on a background thread; 0 = synchronous
-  // Additions for issue 5 (defaults keep the behaviour above):
+  // Loader threads and bounded-memory shuffling (the defaults keep one thread and a full
+  // permutation):
   int workers = 1;  // background threads that gather/decode/augment batches (when prefetch > 0)
   // > 0: bounded-memory shuffle for sets larger than memory: permute the source's chunks, then
   // shuffle records within windows of about this many records (chunks taken in permuted order);

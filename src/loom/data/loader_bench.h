@@ -1,5 +1,5 @@
-// The input-pipeline benchmark behind `loom bench loader` and bench/loader_bench: the figures of
-// issue 5 in one run, printed as a table and as JSON lines.
+// The input-pipeline benchmark behind `loom bench loader` and bench/loader_bench: the loader's
+// figures (docs/data.md) in one run, printed as a table and as JSON lines.
 #pragma once
 
 #include <cstdio>

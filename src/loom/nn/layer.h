@@ -1,5 +1,5 @@
 // A layer of a sequential model. Layers hold views into the model's flat parameter and gradient
-// buffers (ARCHITECTURE.md, "One flat buffer") and compute through the Backend only.
+// buffers (docs/architecture.md, "One flat buffer") and compute through the Backend only.
 #pragma once
 
 #include <array>

@@ -1,5 +1,5 @@
 // A sequential model whose parameters live in one flat buffer and gradients in another; each
-// layer holds views into them (ARCHITECTURE.md, "One flat buffer"). Activations are kept per
+// layer holds views into them (docs/architecture.md, "One flat buffer"). Activations are kept per
 // layer for backward; buffers grow to the largest batch seen and are then reused.
 #pragma once
 

@@ -1,4 +1,4 @@
-// A sync strategy makes the replicas agree (ARCHITECTURE.md, "Strategy"). The training loop
+// A sync strategy makes the replicas agree (docs/architecture.md, "Strategy"). The training loop
 // tells it when a step begins, when each group of gradients is ready during backward, and when
 // backward is done; the strategy owns communication, codec residuals and the parameter
 // update, so the loop does not know which strategy runs.
