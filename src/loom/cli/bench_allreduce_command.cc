@@ -1,4 +1,4 @@
-// `loom bench allreduce`: parses options, runs loom::comm::run_allreduce_bench, prints a table
+// `loom bench allreduce`: parses options, runs loom::measure::run_allreduce_bench, prints a table
 // and JSON lines (one object per row) on rank 0.
 #include <fmt/format.h>
 #include <sched.h>
@@ -16,7 +16,7 @@ namespace loom::cli {
 namespace {
 
 struct Args {
-  comm::AllreduceBenchOptions bench;
+  measure::AllreduceBenchOptions bench;
   std::string transport = "all";
   double timeout_s = 30;
   int64_t ring_chunk_kib = -1;  // -1: CommOptions' default
@@ -24,7 +24,7 @@ struct Args {
 };
 
 void run_bench(const Args& a) {
-  comm::AllreduceBenchOptions o = a.bench;
+  measure::AllreduceBenchOptions o = a.bench;
   if (a.ring_chunk_kib == 0 || a.ring_chunk_kib < -1)
     throw ConfigError(fmt::format("--ring-chunk-kib {}: must be >= 1", a.ring_chunk_kib));
   if (a.ring_chunk_kib > 0) o.ring_chunk_bytes = size_t(a.ring_chunk_kib) << 10;
@@ -62,7 +62,7 @@ void run_bench(const Args& a) {
     }
   }
   std::fflush(stdout);
-  comm::run_allreduce_bench(mpi.get(), o, [&](const comm::AllreduceBenchRow& r) {
+  measure::run_allreduce_bench(mpi.get(), o, [&](const measure::AllreduceBenchRow& r) {
     if (!a.json_only) {
       fmt::print("  {:>9} {:>17} {:>5} {:>11} {:>11.1f} {:>10.3f} {:>10.3f} {:>7} {:>6} {}\n",
                  r.transport, r.algo, r.ranks, r.bytes, r.lat_us, r.algbw_gbs, r.busbw_gbs,

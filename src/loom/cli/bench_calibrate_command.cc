@@ -54,7 +54,7 @@ std::string describe(const nlohmann::json& j) {
 }
 
 void run(const Args& a) {
-  perf::ProbeOptions o;
+  measure::ProbeOptions o;
   o.quick = a.quick;
   o.data_dir = a.data_dir;
   if (!a.model.empty()) {
@@ -82,7 +82,7 @@ void run(const Args& a) {
   if (lead)
     fmt::print("# loom bench calibrate: MLP {} batch {}{}\n", fmt::join(o.widths, "-"), o.batch,
                mpi ? "" : " (run under mpirun -np 2 to measure the MPI transport as well)");
-  perf::probe_machine(o, mpi.get(), [&](const nlohmann::json& j) {
+  measure::probe_machine(o, mpi.get(), [&](const nlohmann::json& j) {
     fmt::print("  {}\n{}\n", describe(j), j.dump());
     std::fflush(stdout);
     if (file) file << j.dump() << '\n' << std::flush;

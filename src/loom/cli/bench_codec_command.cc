@@ -1,4 +1,4 @@
-// `loom bench codec`: parses options, runs loom::compress::run_codec_bench, prints a table and
+// `loom bench codec`: parses options, runs loom::measure::run_codec_bench, prints a table and
 // JSON lines (one object per codec).
 #include <fmt/format.h>
 
@@ -13,7 +13,7 @@ namespace loom::cli {
 namespace {
 
 struct Args {
-  compress::CodecBenchOptions bench;
+  measure::CodecBenchOptions bench;
   std::vector<std::string> sets;
   bool json_only = false;
 };
@@ -33,7 +33,7 @@ void run_bench(Args& a) {
                "vs_memcpy", "allreduce_wire", "nmse", "residual");
   }
   std::fflush(stdout);
-  compress::run_codec_bench(a.bench, [&](const compress::CodecBenchRow& r) {
+  measure::run_codec_bench(a.bench, [&](const measure::CodecBenchRow& r) {
     double ar = double(r.allreduce_wire_bytes) / double(r.fp32_allreduce_wire_bytes);
     if (!a.json_only) {
       fmt::print(

@@ -96,7 +96,7 @@ void run_validate(const ScaleArgs& a) {
   } else {
     fmt::print("# no --calibration FILE: measuring this machine now (loom bench calibrate)\n");
     std::string lines;
-    perf::probe_machine(perf::ProbeOptions{}, nullptr,
+    measure::probe_machine(measure::ProbeOptions{}, nullptr,
                         [&](const nlohmann::json& j) { lines += j.dump() + "\n"; });
     cal = perf::parse_calibration(lines, "calibration measured now");
   }
@@ -133,7 +133,7 @@ void run_validate(const ScaleArgs& a) {
         fmt::print("# running {} ({} steps) ...\n", c.label(), a.steps);
         std::fflush(stdout);
         perf::Calibration now = cal;
-        perf::ProbeOptions po;
+        measure::ProbeOptions po;
         po.widths = {784};
         for (int64_t h : cfg.get_int_list("mlp.hidden", {1024, 1024})) po.widths.push_back(h);
         po.widths.push_back(10);
@@ -143,12 +143,12 @@ void run_validate(const ScaleArgs& a) {
         const int threads = int(cfg.get_int("threads", 1, 1, 256));
         const bool paired = !a.no_paired;
         const perf::HostRates before =
-            paired ? perf::probe_run_rates(po, c.workers, threads, c.codec) : perf::HostRates{};
+            paired ? measure::probe_run_rates(po, c.workers, threads, c.codec) : perf::HostRates{};
         perf::ValidationRow r;
         r.c = c;
         r.measured = perf::measure_case(cfg, c, a.steps, self, mpirun);
         if (paired) {
-          const perf::HostRates after = perf::probe_run_rates(po, c.workers, threads, c.codec);
+          const perf::HostRates after = measure::probe_run_rates(po, c.workers, threads, c.codec);
           perf::merge_paired_rates(now.host, before, after);
         }
         r.predicted = perf::predict_case(cfg, now, c);

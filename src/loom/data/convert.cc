@@ -116,7 +116,7 @@ ShardInfo convert_npy(const std::string& src, const std::string& dst, const Conv
     max_label = std::max<int64_t>(max_label, labels[size_t(i)]);
   }
   std::vector<int64_t> shape(xh.shape.begin() + 1, xh.shape.end());
-  if (shape.empty()) shape = {1};
+  if (shape.empty()) shape.push_back(1);
   const int classes = o.num_classes > 0 ? o.num_classes : int(max_label + 1);
   const bool u8 = xh.dtype == NpyDtype::kUint8;
   ShardWriter w(dst, {u8 ? ShardDtype::kUint8 : ShardDtype::kFloat32, shape, std::max(classes, 1),

@@ -41,7 +41,10 @@ uint32_t be32(const uint8_t* p) {
 
 std::string dims_text(const std::vector<int64_t>& dims) {
   std::string s;
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + std::to_string(dims[i]);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += 'x';
+    s += std::to_string(dims[i]);
+  }
   return s;
 }
 

@@ -47,7 +47,9 @@ constexpr char kMagic[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
 // The value text after 'key': in the header dict, or empty if the key is absent.
 std::string_view dict_value(std::string_view dict, std::string_view key) {
   for (char q : {'\'', '"'}) {
-    std::string k = std::string(1, q) + std::string(key) + q;
+    std::string k(1, q);
+    k.append(key);
+    k.push_back(q);
     size_t p = dict.find(k);
     if (p == std::string_view::npos) continue;
     p = dict.find(':', p + k.size());

@@ -11,7 +11,9 @@
 #include "loom/core/error.h"
 #include "loom/core/timer.h"
 
-namespace loom::comm {
+namespace loom::measure {
+
+using namespace loom::comm;
 
 namespace {
 
@@ -164,4 +166,4 @@ void run_allreduce_bench(World* mpi_world, const AllreduceBenchOptions& o,
   }
 }
 
-}  // namespace loom::comm
+}  // namespace loom::measure

@@ -10,7 +10,7 @@
 #include "loom/comm/communicator.h"
 #include "loom/comm/world.h"
 
-namespace loom::comm {
+namespace loom::measure {
 
 struct AllreduceBenchOptions {
   size_t min_bytes = 4 << 10;
@@ -21,7 +21,7 @@ struct AllreduceBenchOptions {
   int threads = 2;        // world size of the thread transport
   bool thread = true;     // measure the thread transport
   bool mpi = true;        // measure the MPI transport (only under mpirun)
-  size_t ring_chunk_bytes = CommOptions{}.ring_chunk_bytes;  // the thread world's ring chunk
+  size_t ring_chunk_bytes = comm::CommOptions{}.ring_chunk_bytes;  // the thread world's ring chunk
 };
 
 struct AllreduceBenchRow {
@@ -37,7 +37,7 @@ struct AllreduceBenchRow {
 
 // Runs the benchmark; `mpi_world` may be null (not under mpirun). on_row is called on the
 // process's rank 0 (MPI) for each row as soon as it is measured.
-void run_allreduce_bench(World* mpi_world, const AllreduceBenchOptions& options,
+void run_allreduce_bench(comm::World* mpi_world, const AllreduceBenchOptions& options,
                          const std::function<void(const AllreduceBenchRow&)>& on_row);
 
-}  // namespace loom::comm
+}  // namespace loom::measure

@@ -15,7 +15,7 @@
 
 #include "loom/core/config.h"
 
-namespace loom::compress {
+namespace loom::measure {
 
 struct CodecBenchOptions {
   size_t n = 1863690;               // the default MLP's gradient (784-1024-1024-10)
@@ -43,4 +43,4 @@ struct CodecBenchRow {
 void run_codec_bench(const CodecBenchOptions& o,
                      const std::function<void(const CodecBenchRow&)>& row);
 
-}  // namespace loom::compress
+}  // namespace loom::measure

@@ -21,7 +21,9 @@
 #include "loom/tensor/backend_registry.h"
 #include "loom/tensor/cpu/gemm_probe.h"
 
-namespace loom::perf {
+namespace loom::measure {
+
+using namespace loom::perf;
 namespace {
 
 // Runs fn(i) on `n` threads at once (i = 0 on the calling thread) and returns when all end.
@@ -293,14 +295,14 @@ HostRates probe_run_rates(const ProbeOptions& o, int workers, int threads,
     r.busy = parse_calibration(lines, "busy exchange").host.busy;
   }
   if (workers > 1 && codec != "fp32") {
-    compress::CodecBenchOptions cb;
+    measure::CodecBenchOptions cb;
     cb.n = 0;
     for (size_t l = 0; l + 1 < o.widths.size(); ++l)
       cb.n += size_t(o.widths[l] * o.widths[l + 1] + o.widths[l + 1]);
     cb.codecs = {codec};
     cb.min_seconds = 0.05;
     beside_busy_compute(o, workers, [&] {
-      compress::run_codec_bench(cb, [&](const compress::CodecBenchRow& row) {
+      measure::run_codec_bench(cb, [&](const measure::CodecBenchRow& row) {
         r.busy_codec_gbs[row.codec] = {row.encode_gbs, row.decode_gbs};
       });
     });
@@ -316,14 +318,14 @@ void probe_machine(const ProbeOptions& o, comm::World* mpi,
   const bool lead = mpi == nullptr || mpi->local(0).rank() == 0;
 
   // Allreduce first: under MPI every rank takes part, then the others leave.
-  comm::AllreduceBenchOptions ab;
+  measure::AllreduceBenchOptions ab;
   ab.min_bytes = 64 << 10;
   ab.max_bytes = o.quick ? (1 << 20) : (16 << 20);
   ab.factor = 4;
   ab.budget_s = o.quick ? 0.02 : 0.15;
   ab.threads = 2;
   ab.mpi = mpi != nullptr;
-  comm::run_allreduce_bench(mpi, ab, [&](const comm::AllreduceBenchRow& r) {
+  measure::run_allreduce_bench(mpi, ab, [&](const measure::AllreduceBenchRow& r) {
     // The collectives the training loop calls: each transport's own ("native": on MPI the
     // node's shared memory when every rank is on this machine, else the ring).
     if (r.algo != "native") return;
@@ -357,18 +359,18 @@ void probe_machine(const ProbeOptions& o, comm::World* mpi,
     emit(
         elementwise_line(threads, o.widths, o.batch, elementwise_rate(o, threads, reps * 4) / 1e9));
 
-  compress::CodecBenchOptions cb;
+  measure::CodecBenchOptions cb;
   size_t params = 0;
   for (size_t l = 0; l + 1 < o.widths.size(); ++l)
     params += size_t(o.widths[l] * o.widths[l + 1] + o.widths[l + 1]);
   cb.n = params;
   cb.codecs = o.codecs;
   cb.min_seconds = o.quick ? 0.02 : 0.1;
-  compress::run_codec_bench(cb, [&](const compress::CodecBenchRow& r) {
+  measure::run_codec_bench(cb, [&](const measure::CodecBenchRow& r) {
     emit(codec_line(r.codec, r.n, r.encode_gbs, r.decode_gbs));
   });
   const double bytes_per_sample = double(o.widths.front()) + 1;  // uint8 pixels + label
   emit(loader_line(loader_rate(o, o.quick ? 50 : 300), bytes_per_sample));
 }
 
-}  // namespace loom::perf
+}  // namespace loom::measure

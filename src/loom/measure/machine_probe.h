@@ -23,7 +23,7 @@ namespace loom::comm {
 class World;
 }
 
-namespace loom::perf {
+namespace loom::measure {
 
 struct ProbeOptions {
   std::vector<int64_t> widths = {784, 1024, 1024, 10};  // the MLP (input first)
@@ -42,7 +42,7 @@ struct ProbeOptions {
 // rates follow the other tenants' load from one second to the next.
 // With a codec other than fp32 and more than one worker, the codec's speed beside busy
 // compute threads too.
-HostRates probe_run_rates(const ProbeOptions& o, int workers, int threads,
+perf::HostRates probe_run_rates(const ProbeOptions& o, int workers, int threads,
                           const std::string& codec = "fp32");
 
 // Runs every measurement and calls `emit` with each result line as soon as it is known.
@@ -51,4 +51,4 @@ HostRates probe_run_rates(const ProbeOptions& o, int workers, int threads,
 void probe_machine(const ProbeOptions& o, comm::World* mpi,
                    const std::function<void(const nlohmann::json&)>& emit);
 
-}  // namespace loom::perf
+}  // namespace loom::measure

@@ -68,7 +68,9 @@ const std::map<std::string, std::function<Workload()>>& registry() {
        [] {
          // He et al. 2016 (Table 1: 3.8e9 multiply-adds); torchvision model docs: 25,557,032
          // params, 4.09 GMACs at 224x224. Stage split computed from the bottleneck shapes.
-         Workload w{"resnet50", "He et al. CVPR 2016; torchvision docs (25.56M params, 4.09 GMAC)"};
+         Workload w;
+         w.name = "resnet50";
+         w.source = "He et al. CVPR 2016; torchvision docs (25.56M params, 4.09 GMAC)";
          w.layers = {L("conv1", 0.0094 * kM, 0.118 * kG), L("conv2_x", 0.216 * kM, 0.68 * kG),
                      L("conv3_x", 1.22 * kM, 1.03 * kG),  L("conv4_x", 7.10 * kM, 1.46 * kG),
                      L("conv5_x", 14.96 * kM, 0.80 * kG), L("fc", 2.05 * kM, 0.002 * kG)};
@@ -78,8 +80,9 @@ const std::map<std::string, std::function<Workload()>>& registry() {
        }},
       {"resnet101",
        [] {
-         Workload w{"resnet101",
-                    "He et al. CVPR 2016; torchvision docs (44.55M params, 7.80 GMAC)"};
+         Workload w;
+         w.name = "resnet101";
+         w.source = "He et al. CVPR 2016; torchvision docs (44.55M params, 7.80 GMAC)";
          w.layers = {L("conv1", 0.0094 * kM, 0.118 * kG), L("conv2_x", 0.216 * kM, 0.68 * kG),
                      L("conv3_x", 1.22 * kM, 1.03 * kG),  L("conv4_x", 26.09 * kM, 5.17 * kG),
                      L("conv5_x", 14.96 * kM, 0.80 * kG), L("fc", 2.05 * kM, 0.002 * kG)};
@@ -91,7 +94,9 @@ const std::map<std::string, std::function<Workload()>>& registry() {
        [] {
          // Szegedy et al. CVPR 2016 ("~5 billion multiply-adds, <25M parameters"); torchvision
          // docs: 5.71 GMAC at 299x299, 27.16M params with the auxiliary head (23.8M without).
-         Workload w{"inception3", "Szegedy et al. CVPR 2016; torchvision docs (5.71 GMAC)"};
+         Workload w;
+         w.name = "inception3";
+         w.source = "Szegedy et al. CVPR 2016; torchvision docs (5.71 GMAC)";
          w.layers = {L("stem", 0.17 * kM, 1.74 * kG),    L("mixed5", 0.83 * kM, 1.00 * kG),
                      L("mixed6a", 1.15 * kM, 0.35 * kG), L("mixed6b-e", 6.10 * kM, 1.76 * kG),
                      L("mixed7a", 1.70 * kM, 0.15 * kG), L("mixed7b-c", 11.10 * kM, 0.71 * kG),
@@ -104,7 +109,9 @@ const std::map<std::string, std::function<Workload()>>& registry() {
        [] {
          // Simonyan & Zisserman ICLR 2015 (138M params); torchvision docs: 138,357,544 params,
          // 15.47 GMAC. Per-layer figures computed from the layer shapes at 224x224.
-         Workload w{"vgg16", "Simonyan & Zisserman ICLR 2015; torchvision docs (15.47 GMAC)"};
+         Workload w;
+         w.name = "vgg16";
+         w.source = "Simonyan & Zisserman ICLR 2015; torchvision docs (15.47 GMAC)";
          w.layers = {L("conv1", 0.0387 * kM, 1.94 * kG), L("conv2", 0.221 * kM, 2.77 * kG),
                      L("conv3", 1.475 * kM, 4.62 * kG),  L("conv4", 5.90 * kM, 4.62 * kG),
                      L("conv5", 7.08 * kM, 1.39 * kG),   L("fc6", 102.76 * kM, 0.1028 * kG),
@@ -116,7 +123,9 @@ const std::map<std::string, std::function<Workload()>>& registry() {
       {"alexnet",
        [] {
          // Krizhevsky et al. NIPS 2012; torchvision docs: 61.1M params, 0.71 GMAC.
-         Workload w{"alexnet", "Krizhevsky et al. NIPS 2012; torchvision docs (61.1M, 0.71 GMAC)"};
+         Workload w;
+         w.name = "alexnet";
+         w.source = "Krizhevsky et al. NIPS 2012; torchvision docs (61.1M, 0.71 GMAC)";
          w.layers = {L("conv1", 0.023 * kM, 0.070 * kG), L("conv2", 0.307 * kM, 0.224 * kG),
                      L("conv3", 0.664 * kM, 0.112 * kG), L("conv4", 0.885 * kM, 0.150 * kG),
                      L("conv5", 0.590 * kM, 0.100 * kG), L("fc6", 37.75 * kM, 0.0378 * kG),
@@ -131,7 +140,9 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          // Seide et al. Interspeech 2014 (1-bit SGD): a 46M-parameter speech DNN. Shape as in
          // their Switchboard setup: 429 inputs (11 frames x 39), 7 x 2048 sigmoid layers, 9304
          // senones; one sample = one frame.
-         Workload w{"cntk-dnn", "Seide et al. Interspeech 2014 (46M-parameter speech DNN)"};
+         Workload w;
+         w.name = "cntk-dnn";
+         w.source = "Seide et al. Interspeech 2014 (46M-parameter speech DNN)";
          w.layers.push_back(L("fc1", 429.0 * 2048 + 2048, 429.0 * 2048));
          for (int i = 2; i <= 7; ++i)
            w.layers.push_back(L(fmt::format("fc{}", i), 2048.0 * 2048 + 2048, 2048.0 * 2048));

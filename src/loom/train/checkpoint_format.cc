@@ -204,7 +204,7 @@ std::vector<uint8_t> CheckpointFile::serialize() const {
   for (const auto& [name, s] : sections_) total += 16 + name.size() + s.data.size();
   std::vector<uint8_t> out;
   out.reserve(total);
-  out.insert(out.end(), kCheckpointMagic, kCheckpointMagic + 8);
+  for (size_t i = 0; i < 8; ++i) out.push_back(uint8_t(kCheckpointMagic[i]));
   append<uint32_t>(out, kCheckpointVersion);
   append<uint32_t>(out, uint32_t(sections_.size()));
   for (const auto& [name, s] : sections_) {
