@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -135,53 +137,113 @@ TEST(Loader, SameSeedSameBatchesWhateverK) {
   }
 }
 
-// A source whose gathers off the consumer's thread take 100 ms: a loader thread that never gets
-// a core. Counts the gathers the consumer's own thread ran.
-class SlowBackgroundSource final : public SampleSource {
+// Counts the gathers run on the consumer's thread and on any other (a loader thread).
+class CountingSource final : public SampleSource {
  public:
-  SlowBackgroundSource(const Dataset& d, std::thread::id consumer)
-      : inner_(d), consumer_(consumer) {}
+  CountingSource(const Dataset& d, std::thread::id consumer) : inner_(d), consumer_(consumer) {}
   int64_t count() const override { return inner_.count(); }
   std::vector<int64_t> sample_shape() const override { return inner_.sample_shape(); }
   int num_classes() const override { return inner_.num_classes(); }
   void gather(const int64_t* idx, int64_t n, float* x, int32_t* y) const override {
-    if (std::this_thread::get_id() == consumer_) {
-      ++by_consumer;
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+    ++(std::this_thread::get_id() == consumer_ ? by_consumer : by_loader);
     inner_.gather(idx, n, x, y);
   }
-  mutable std::atomic<int> by_consumer{0};
+  mutable std::atomic<int> by_consumer{0}, by_loader{0};
 
  private:
   DatasetSource inner_;
   std::thread::id consumer_;
 };
 
+// Holds the loader threads in LoaderOptions::on_thread_start until open(): loader threads the
+// scheduler has not run yet. A loader that waits for them instead of filling the batch itself
+// would hang; after a generous delay a guard thread opens the gate, so such a loader fails the
+// counts below instead of hanging the test (the delay is never reached when the loader is right,
+// and nothing is measured against it).
+class ThreadStartGate {
+ public:
+  ThreadStartGate()
+      : guard_([this] {
+          std::unique_lock<std::mutex> lock(mu_);
+          cv_.wait_for(lock, std::chrono::seconds(60), [this] { return open_; });
+          open_ = true;
+          cv_.notify_all();
+        }) {}
+  ~ThreadStartGate() {
+    open();
+    guard_.join();
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return open_; });
+  }
+  void open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+  std::thread guard_;
+};
+
+// Two loader threads, K = 2, whose start waits for `gate`.
+LoaderOptions held_threads(ThreadStartGate& gate) {
+  LoaderOptions o;
+  o.global_batch = 32;
+  o.seed = 5;
+  o.prefetch = 2;
+  o.workers = 2;
+  o.on_thread_start = [&gate] { gate.wait(); };
+  return o;
+}
+
 TEST(Loader, ConsumerFillsABatchNoLoaderThreadHasStarted) {
   Dataset d = synthetic(320);
   Loader sync(d, {.global_batch = 32, .seed = 5, .prefetch = 0});
   const Seen want = run_epoch(sync, 0);
-  // 10 batches; the loader thread finishes one every 100 ms, so waiting for it would take about
-  // 1 s. The consumer fills whatever nobody has claimed. Whether the loader thread gets a core
-  // before the consumer asks is the scheduler's call (under ctest -j2 it sometimes does, claims
-  // every step first, and the consumer rightly waits), so a few attempts are allowed; a loader
-  // that never lets the consumer fill fails them all.
-  int fills = 0;
-  double seconds = 0;
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    auto source = std::make_shared<SlowBackgroundSource>(d, std::this_thread::get_id());
-    Loader slow(source, {.global_batch = 32, .seed = 5, .prefetch = 2});
-    const auto t0 = std::chrono::steady_clock::now();
-    const Seen a = run_epoch(slow, 0);
-    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    fills = source->by_consumer.load();
+  // 10 batches, and the loader threads never get past their start: the consumer fills every
+  // batch itself instead of waiting for them.
+  auto source = std::make_shared<CountingSource>(d, std::this_thread::get_id());
+  ThreadStartGate gate;
+  const LoaderOptions o = held_threads(gate);
+  {
+    Loader held(source, o);
+    const Seen a = run_epoch(held, 0);
+    gate.open();                 // before ~Loader joins the threads
     EXPECT_EQ(a.ids, want.ids);  // the same batches whoever filled them
-    if (fills >= 5 && seconds < 0.6) break;
   }
-  EXPECT_GE(fills, 5);  // of the first attempt that met both, else of the last
-  EXPECT_LT(seconds, 0.6);
+  EXPECT_EQ(source->by_consumer.load(), 10);
+  EXPECT_EQ(source->by_loader.load(), 0);
+}
+
+TEST(Loader, LoaderThreadsThatStartMidEpochTakeOverWithoutGapsOrRepeats) {
+  Dataset d = synthetic(320);
+  Loader sync(d, {.global_batch = 32, .seed = 5, .prefetch = 0});
+  const Seen want = run_epoch(sync, 0);
+  auto source = std::make_shared<CountingSource>(d, std::this_thread::get_id());
+  ThreadStartGate gate;
+  const LoaderOptions o = held_threads(gate);
+  Loader l(source, o);
+  l.start_epoch(0);
+  Batch b;
+  std::vector<int64_t> ids;
+  auto take = [&] {
+    EXPECT_EQ(b.step, int64_t(ids.size()) / 32);
+    for (int64_t i = 0; i < b.size; ++i) ids.push_back(int64_t(b.x[i * 3]));
+  };
+  for (int k = 0; k < 3 && l.next(b); ++k) take();  // no ASSERT: the gate must open below
+  EXPECT_EQ(ids.size(), 96u);
+  EXPECT_EQ(source->by_consumer.load(), 3);  // the threads are held: the consumer filled these
+  EXPECT_EQ(source->by_loader.load(), 0);
+  gate.open();  // now the threads claim steps too; who fills which one is the scheduler's call
+  while (l.next(b)) take();
+  EXPECT_EQ(ids, want.ids);
+  // Each batch filled exactly once.
+  EXPECT_EQ(source->by_consumer.load() + source->by_loader.load(), 10);
 }
 
 TEST(Loader, BuffersAreReusedAcrossSteps) {
@@ -205,7 +267,15 @@ TEST(Loader, AbandonedEpochAndDestructionAreClean) {
   l.start_epoch(1);  // the producer of epoch 0 is stopped mid-way
   ASSERT_TRUE(l.next(b));
   EXPECT_EQ(b.step, 0);
-  EXPECT_GE(b.wait_seconds, 0.0);
+  // Epoch 1's first batch, not one left over from epoch 0, and epoch 0's counts are gone.
+  Loader fresh(d, {.global_batch = 10, .prefetch = 0});
+  fresh.start_epoch(1);
+  Batch want;
+  ASSERT_TRUE(fresh.next(want));
+  EXPECT_EQ(b.global_offset, want.global_offset);
+  EXPECT_EQ(std::vector<float>(b.x, b.x + 30), std::vector<float>(want.x, want.x + 30));
+  EXPECT_EQ(l.epoch_batches(), 1);
+  EXPECT_EQ(l.epoch_wait_seconds(), b.wait_seconds);
 }  // the destructor joins a producer blocked on a full queue
 
 TEST(Loader, BadOptionsAreConfigErrors) {

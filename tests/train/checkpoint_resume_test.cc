@@ -5,7 +5,6 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include "data/temp_dir.h"
 #include "loom/core/error.h"
@@ -146,18 +145,30 @@ TEST(CheckpointResume, StopSignalWritesACheckpointAndResumeFinishesTheSameBits) 
   TempDir dir, ref;
   Config cfg = run_config(dir.path());
   const TrainResult full = run_training(run_config(ref.path()));
-  // SIGTERM once the first periodic checkpoint shows the run is under way.
-  std::thread killer([&] {
-    const fs::path first = fs::path(dir.path()) / "checkpoints" / checkpoint_name(5);
-    for (int i = 0; i < 6000 && !(stop_handlers_installed() && fs::exists(first)); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    std::raise(SIGTERM);
-  });
-  const TrainResult stopped = run_training(cfg);
-  killer.join();
+  // SIGTERM reaches rank 0's thread through the real handler at the end of step 7: after the
+  // periodic checkpoint of step 5, before the one of step 10, in the middle of epoch 1.
+  struct Hook {
+    Hook() {
+      set_stop_check_hook([](int rank, int64_t steps_done) {
+        if (rank != 0 || steps_done != 7) return;
+        // Without the handler SIGTERM would kill the test binary.
+        EXPECT_TRUE(stop_handlers_installed());
+        if (stop_handlers_installed()) std::raise(SIGTERM);
+      });
+    }
+    ~Hook() { set_stop_check_hook(nullptr); }
+  };
+  TrainResult stopped;
+  {
+    Hook hook;
+    stopped = run_training(cfg);
+  }
   ASSERT_TRUE(stopped.interrupted);
-  ASSERT_FALSE(stopped.checkpoint.empty());
-  EXPECT_LT(stopped.steps, 28);
+  EXPECT_EQ(stopped.steps, 7);
+  EXPECT_EQ(fs::path(stopped.checkpoint).filename().string(), checkpoint_name(7));
+  const fs::path ck = fs::path(dir.path()) / "checkpoints";
+  EXPECT_FALSE(fs::exists(ck / checkpoint_name(10)));
+  EXPECT_EQ(find_latest_checkpoint(dir.path()), (ck / checkpoint_name(7)).string());
   EXPECT_EQ(resume_from(cfg, dir.path()), full.final_params);
 }
 

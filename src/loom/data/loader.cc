@@ -185,6 +185,7 @@ void Loader::start_epoch(int64_t epoch) {
 }
 
 void Loader::work() {
+  if (opts_.on_thread_start) opts_.on_thread_start();
   while (true) {
     int slot = -1;
     int64_t step;

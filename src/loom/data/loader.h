@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -29,14 +30,18 @@ struct LoaderOptions {
   bool shuffle = true;    // permutation by (seed, epoch) (RngPurpose::kShuffle), same on all ranks
   bool drop_last = true;  // drop the last partial global batch (every rank's shard the same size)
   int prefetch = 2;       // K ready batches on a background thread; 0 = synchronous
-  // Loader threads and bounded-memory shuffling (the defaults keep one thread and a full
-  // permutation):
+  // At their defaults, the options below keep the behaviour above.
   int workers = 1;  // background threads that gather/decode/augment batches (when prefetch > 0)
   // > 0: bounded-memory shuffle for sets larger than memory: permute the source's chunks, then
   // shuffle records within windows of about this many records (chunks taken in permuted order);
   // pages of finished windows are released. 0: a full permutation of all records.
   int64_t shuffle_window = 0;
-  AugmentOptions augment;  // off by default
+  AugmentOptions augment{};  // off by default
+  // Test hook: each loader thread calls it once, before it claims its first batch. A test
+  // blocks in it to stand for a scheduler that has not given the loader threads a core yet.
+  // Called concurrently from every loader thread; must return before the Loader is destroyed
+  // or start_epoch() is called again (both join the threads).
+  std::function<void()> on_thread_start = nullptr;
 };
 
 struct Batch {

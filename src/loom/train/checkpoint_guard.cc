@@ -134,6 +134,7 @@ std::string StepGuard::describe_bad(int64_t code) const {
 StepGuard::Outcome StepGuard::end_step(int64_t steps_done) {
   const bool time_due = opt_.every_minutes > 0 && comm_.rank() == 0 &&
                         since_checkpoint_.seconds() >= 60.0 * opt_.every_minutes;
+  run_stop_check_hook(comm_.rank(), steps_done);
   int64_t flags[3] = {bad_code_, int64_t(stop_signal()), time_due ? 1 : 0};
   if (comm_.size() > 1) comm_.allreduce(flags, sizeof(flags), comm::max_i64());
   pos_.step = steps_done;

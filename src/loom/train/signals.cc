@@ -2,6 +2,7 @@
 
 #include <csignal>
 #include <mutex>
+#include <utility>
 
 namespace loom::train {
 namespace {
@@ -11,6 +12,7 @@ std::mutex g_mu;
 int g_scopes = 0;
 struct sigaction g_old_int {
 }, g_old_term{};
+std::function<void(int, int64_t)> g_stop_check_hook;
 
 extern "C" void on_stop_signal(int sig) {
   if (g_signal == sig) {  // second time: give up waiting for the step to end
@@ -53,6 +55,14 @@ bool stop_handlers_installed() {
 
 void clear_stop_signal() {
   g_signal = 0;
+}
+
+void set_stop_check_hook(std::function<void(int rank, int64_t steps_done)> hook) {
+  g_stop_check_hook = std::move(hook);
+}
+
+void run_stop_check_hook(int rank, int64_t steps_done) {
+  if (g_stop_check_hook) g_stop_check_hook(rank, steps_done);
 }
 
 }  // namespace loom::train

@@ -5,6 +5,9 @@
 // second Ctrl-C still kills a run that is stuck.
 #pragma once
 
+#include <cstdint>
+#include <functional>
+
 namespace loom::train {
 
 // Installs the handlers while alive (nested scopes share one installation: the thread
@@ -22,5 +25,13 @@ int stop_signal();
 bool stop_handlers_installed();
 // Clears the flag (tests; a new run).
 void clear_stop_signal();
+
+// Test hook: the training loop calls it on every rank's thread at the end of each step, with
+// the rank and the steps done, just before the ranks agree on whether a stop signal arrived. A
+// test raises a signal there to stop a run after a known step, through the real handler. An
+// empty function (the default) removes it; set it only while no training runs.
+void set_stop_check_hook(std::function<void(int rank, int64_t steps_done)> hook);
+// The training loop's call of that hook (nothing when none is set).
+void run_stop_check_hook(int rank, int64_t steps_done);
 
 }  // namespace loom::train
