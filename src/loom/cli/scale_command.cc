@@ -8,13 +8,13 @@
 
 #include "loom/cli/commands.h"
 #include "loom/core/config.h"
+#include "loom/core/svg_plot.h"
 #include "loom/core/error.h"
 #include "loom/perf/anchors.h"
 #include "loom/perf/calibration.h"
 #include "loom/perf/machine_probe.h"
 #include "loom/perf/parallelism_model.h"
 #include "loom/perf/scale.h"
-#include "loom/perf/svg_plot.h"
 #include "loom/perf/validate.h"
 
 namespace loom::cli {
@@ -203,7 +203,7 @@ void run_scale(const ScaleArgs& a) {
   t.precision = a.precision;
   t.optimizer = a.optimizer;
   t.prefetch = !a.no_prefetch;
-  std::vector<perf::PlotSeries> plot;
+  std::vector<svg::Series> plot;
   fmt::print(
       "workload {}: {:.1f}M params, {:.2f} GFLOP/sample forward; {} x {} {} (intra {}, inter {}), "
       "batch {}/GPU, {}\n\n",
@@ -222,14 +222,14 @@ void run_scale(const ScaleArgs& a) {
         fmt::format("{} {}{}", a.sync, codec, s.bmuf ? fmt::format(" tau={}", s.tau) : "");
     perf::ScaleSeries series = perf::sweep(m, label);
     fmt::print("{}\n", a.json ? perf::scale_json(series) : perf::scale_table(series));
-    perf::PlotSeries ps{label, {}};
-    for (const auto& p : series.points) ps.xy.emplace_back(p.est.ranks, p.est.speedup);
+    svg::Series ps{label, "", {}};
+    for (const auto& p : series.points) ps.points.emplace_back(p.est.ranks, p.est.speedup);
     plot.push_back(ps);
   }
   if (!a.svg.empty()) {
     std::ofstream out(a.svg);
     if (!out) throw InputError(fmt::format("{}: cannot write the plot", a.svg));
-    out << perf::speedup_svg(
+    out << svg::speedup_chart(
         fmt::format("{} on {} x {} {} ({} / {})", w.name, a.nodes, a.gpus_per_node, c.gpu.name,
                     c.topo.intra.name, c.topo.inter.name),
         plot);
