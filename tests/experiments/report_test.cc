@@ -5,7 +5,6 @@
 
 #include "loom/core/error.h"
 #include "loom/experiments/report_html.h"
-#include "loom/experiments/report_svg.h"
 
 namespace loom::train {
 namespace {
@@ -46,32 +45,6 @@ fs::path synthetic_runs() {
                                       R"({"epoch":3,"steps":10)");
   write(d / "crashed/config.toml", "codec = \"onebit\"\nworkers = 2\n");
   return d;
-}
-
-TEST(ReportSvg, NiceTicks) {
-  const auto unit = svg::nice_ticks(0, 1);
-  ASSERT_EQ(unit.size(), 6u);
-  for (size_t i = 0; i < unit.size(); ++i) EXPECT_NEAR(unit[i], 0.2 * double(i), 1e-12);
-  const auto t = svg::nice_ticks(3, 97);
-  EXPECT_EQ(t.front(), 0);
-  EXPECT_EQ(t.back(), 100);
-  EXPECT_EQ(t[1] - t[0], 20);
-  const auto one = svg::nice_ticks(5, 5);  // one value: a range around it
-  EXPECT_LT(one.front(), 5);
-  EXPECT_GT(one.back(), 5);
-  EXPECT_EQ(svg::tick_label(12000), "12k");
-  EXPECT_EQ(svg::tick_label(0.25), "0.25");
-  EXPECT_EQ(svg::tick_label(3400000), "3.4M");
-  EXPECT_EQ(svg::escape("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
-}
-
-TEST(ReportSvg, LineChartPlacesPointsOnTheAxes) {
-  svg::LineChart c{"t", "epoch", "loss", {{"run", "#000", {{1, 0.0}, {3, 1.0}}, false}}};
-  c.width = 100 + 58 + 14;  // plot area 100 x 100
-  c.height = 100 + 30 + 40;
-  const std::string s = svg::line_chart(c);
-  // x ticks are integers 1..3; y ticks 0..1: the first point sits at the bottom-left corner.
-  EXPECT_NE(s.find("points=\"58.0,130.0 158.0,30.0 \""), std::string::npos) << s;
 }
 
 TEST(Report, SyntheticRunsGiveThePlotsAndNameTheProblems) {

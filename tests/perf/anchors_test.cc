@@ -4,8 +4,6 @@
 
 #include <cmath>
 
-#include "loom/perf/svg_plot.h"
-
 namespace loom::perf {
 namespace {
 
@@ -28,17 +26,6 @@ TEST(Anchors, OneBitWithBlockMomentumBeatsFp32EveryStep) {
   }
   EXPECT_GT(bmuf, 85);
   EXPECT_LT(fp32, 0.5 * bmuf);
-}
-
-TEST(SvgPlot, HasAxesIdealLineAndOneLinePerSeries) {
-  std::string svg = speedup_svg("t", {{"fp32", {{1, 1}, {8, 6}}}, {"onebit", {{1, 1}, {8, 7.5}}}});
-  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
-  EXPECT_NE(svg.find("ideal"), std::string::npos);
-  EXPECT_NE(svg.find("GPUs (log2)"), std::string::npos);
-  size_t lines = 0;
-  for (size_t p = svg.find("<polyline"); p != std::string::npos; p = svg.find("<polyline", p + 1))
-    ++lines;
-  EXPECT_EQ(lines, 2u);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "loom/cli/commands.h"
+#include "loom/cli/perf_options.h"
 #include "loom/perf/advisor.h"
 
 namespace loom::cli {
@@ -13,41 +14,33 @@ struct AdviseArgs {
   double budget = 0;
   int max_gpus = 64, gpus_per_node = 8;
   double node_usd = 2000;
-  std::vector<std::string> links, gpus, catalogs;
-  int64_t batch = 0;
-  std::string precision = "fp32", optimizer = "momentum";
+  std::vector<std::string> links, gpus;
+  TrainingOptions training;
+  CatalogOptions catalog;
   int top = 10;
-  std::string calibration;
   double machine_usd = 0;
 };
 
 void setup(CLI::App& app) {
   auto a = std::make_shared<AdviseArgs>();
   CLI::App* cmd = app.add_subcommand("advise", "rank GPU configurations for a model and a budget");
-  cmd->add_option("--model,-m", a->model, "loom model config (.toml) or a reference workload name")
-      ->required();
+  add_workload_option(*cmd, "--model,-m", a->model)->required();
   cmd->add_option("--budget", a->budget, "USD for GPUs and hosts")->required();
   cmd->add_option("--max-gpus", a->max_gpus, "largest GPU count to consider");
-  cmd->add_option("--gpus-per-node", a->gpus_per_node, "GPUs a machine holds");
+  add_gpus_per_node_option(*cmd, a->gpus_per_node);
   cmd->add_option("--node-usd", a->node_usd,
                   "price of one host machine without GPUs (default 2000, an assumption)");
   cmd->add_option("--link", a->links,
                   "links between machines to consider (default 10gbe, 100gbe, ib-hdr)");
   cmd->add_option("--gpu", a->gpus, "only these GPUs");
-  cmd->add_option("--batch,-b", a->batch, "samples per GPU per step (default: the model's)");
-  cmd->add_option("--precision", a->precision, "fp32 or mixed");
-  cmd->add_option("--optimizer", a->optimizer, "sgd, momentum or adam");
-  cmd->add_option("--catalog", a->catalogs, "extra catalog file(s) with your own rows");
+  add_training_options(*cmd, a->training);
+  add_catalog_options(*cmd, a->catalog);
   cmd->add_option("--top", a->top, "rows to show");
-  cmd->add_option("--calibration", a->calibration,
-                  "file written by `loom bench calibrate`: this machine joins the candidates as "
-                  "'this-machine', predicted from its measured rates");
   cmd->add_option("--machine-usd", a->machine_usd,
                   "with --calibration: price of one more machine like this one (default: "
                   "--node-usd)");
   cmd->callback([a] {
-    perf::Catalog cat = perf::Catalog::builtin();
-    for (const auto& f : a->catalogs) cat.load_file(f);
+    perf::Catalog cat = a->catalog.load();
     perf::AdviseRequest r;
     r.workload = perf::resolve_workload(a->model);
     r.budget_usd = a->budget;
@@ -55,12 +48,10 @@ void setup(CLI::App& app) {
     r.gpus_per_node = a->gpus_per_node;
     r.node_usd = a->node_usd;
     if (!a->links.empty()) r.inter_links = a->links;
-    if (!a->calibration.empty())
-      perf::use_calibration(perf::read_calibration(a->calibration), cat, r, a->machine_usd);
+    if (!a->catalog.calibration.empty())
+      perf::use_calibration(perf::read_calibration(a->catalog.calibration), cat, r, a->machine_usd);
     r.gpus = a->gpus;
-    r.train.batch = a->batch > 0 ? a->batch : r.workload.default_batch;
-    r.train.precision = a->precision;
-    r.train.optimizer = a->optimizer;
+    r.train = a->training.spec(r.workload);
     perf::Advice adv = perf::advise(cat, r);
     fmt::print("{}", perf::advice_report(adv, r, static_cast<size_t>(a->top)));
   });

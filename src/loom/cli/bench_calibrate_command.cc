@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "loom/cli/commands.h"
+#include "loom/cli/perf_options.h"
 #include "loom/comm/launcher_env.h"
 #include "loom/comm/transport_registry.h"
 #include "loom/core/config.h"
@@ -55,8 +56,6 @@ std::string describe(const nlohmann::json& j) {
 
 void run(const Args& a) {
   measure::ProbeOptions o;
-  o.quick = a.quick;
-  o.data_dir = a.data_dir;
   if (!a.model.empty()) {
     const Config cfg = Config::from_file(a.model);
     if (cfg.get_string("model", "mlp") != "mlp")
@@ -64,13 +63,10 @@ void run(const Args& a) {
           fmt::format("{}: bench calibrate measures the MLP's step shapes; "
                       "model '{}' is not supported yet",
                       a.model, cfg.get_string("model", "mlp")));
-    o.widths = {784};
-    for (int64_t h : cfg.get_int_list("mlp.hidden", {1024, 1024})) o.widths.push_back(h);
-    o.widths.push_back(10);
-    o.batch = cfg.get_int("batch", 128, 1, 1 << 20);
-    o.dropout = cfg.get_double("mlp.dropout", 0.5, 0.0, 0.99);
-    o.bucket_bytes = cfg.get_int("sync.bucket_kib", 4096, 0, int64_t(1) << 30) * 1024;
+    o = mlp_probe_options(cfg);
   }
+  o.quick = a.quick;
+  o.data_dir = a.data_dir;
   std::unique_ptr<comm::World> mpi;
   if (comm::launched_by_mpi()) mpi = comm::create_world("mpi", 0, comm::CommOptions{});
   const bool lead = !mpi || mpi->local(0).rank() == 0;

@@ -2,22 +2,21 @@
 #include <fmt/format.h>
 
 #include "loom/cli/commands.h"
-#include "loom/perf/catalog.h"
+#include "loom/cli/perf_options.h"
 
 namespace loom::cli {
 namespace {
 
 void setup(CLI::App& app) {
-  auto catalogs = std::make_shared<std::vector<std::string>>();
+  auto catalog = std::make_shared<CatalogOptions>();
   auto sources = std::make_shared<bool>(false);
   CLI::App* cmd =
       app.add_subcommand("list", "show the hardware catalog (GPUs, links, storage, host memory)");
-  cmd->add_option("--catalog", *catalogs, "extra catalog file(s) with your own rows");
+  add_catalog_options(*cmd, *catalog, /*with_calibration=*/false);
   cmd->add_flag("--sources", *sources,
                 "show each row's source keys (see shared/reference/hardware.md)");
-  cmd->callback([catalogs, sources] {
-    perf::Catalog cat = perf::Catalog::builtin();
-    for (const auto& f : *catalogs) cat.load_file(f);
+  cmd->callback([catalog, sources] {
+    const perf::Catalog cat = catalog->load();
     fmt::print(
         "GPUs (TFLOPS dense; tensor = FP16/BF16 with FP32 accumulate; GB/s per direction)\n");
     fmt::print("{:<16} {:>7} {:>7} {:>6} {:>7} {:<7} {:<15} {:>6} {:>8}{}\n", "name", "fp32",

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "loom/core/error.h"
-#include "loom/experiments/report_svg.h"
+#include "loom/core/svg_plot.h"
 
 namespace loom::train {
 namespace {

@@ -1,7 +1,7 @@
 // `loom report`: one self-contained HTML page over run directories: loss and accuracy curves,
 // throughput, where a step's time goes (compute, exposed communication, loader stall), and a
 // comparison of the runs (final accuracy, throughput, scaling with workers). The plots are
-// inline SVG (report_svg.h); the page needs no network and no scripts.
+// inline SVG (core/svg_plot.h); the page needs no network and no scripts.
 #pragma once
 
 #include <string>

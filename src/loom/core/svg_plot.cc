@@ -1,4 +1,4 @@
-#include "loom/experiments/report_svg.h"
+#include "loom/core/svg_plot.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-namespace loom::train::svg {
+namespace loom::svg {
 namespace {
 
 constexpr const char* kGrid = "#e6e8ec";
@@ -28,6 +28,11 @@ std::string header(int w, int h, const std::string& title) {
       R"(-apple-system, 'Segoe UI', Roboto, sans-serif">)"
       R"(<text x="0" y="16" font-size="14" font-weight="600" fill="{c}">{t}</text>)",
       fmt::arg("w", w), fmt::arg("h", h), fmt::arg("t", escape(title)), fmt::arg("c", kTitle));
+}
+
+// The series' own colour, else the cycle's colour for position i.
+const std::string& color_or(const Series& s, const std::vector<std::string>& cycle, size_t i) {
+  return s.color.empty() ? cycle[i % cycle.size()] : s.color;
 }
 
 }  // namespace
@@ -139,20 +144,22 @@ std::string line_chart(const LineChart& c) {
                      R"x(text-anchor="middle">{}</text>)x",
                      num(top + ph / 2), kAxisText, escape(c.y_label));
 
-  for (const auto& s : c.series) {
+  for (size_t i = 0; i < c.series.size(); ++i) {
+    const Series& s = c.series[i];
     if (s.points.empty()) continue;
+    const std::string& color = color_or(s, palette(), i);
     std::string pts;
     for (const auto& [x, y] : s.points) pts += fmt::format("{},{} ", num(X(x)), num(Y(y)));
     out += fmt::format(
         R"(<polyline class="series" points="{}" fill="none" stroke="{}" stroke-width="2.2" )"
         R"(stroke-linejoin="round" stroke-linecap="round"{}><title>{}</title></polyline>)",
-        pts, s.color, s.dashed ? R"( stroke-dasharray="5 4" opacity="0.7")" : "", escape(s.name));
+        pts, color, s.dashed ? R"( stroke-dasharray="5 4" opacity="0.7")" : "", escape(s.name));
     if (s.dashed) continue;
     for (const auto& [x, y] : s.points)
       out += fmt::format(
           R"(<circle cx="{}" cy="{}" r="3.6" fill="{}" stroke="#fff" stroke-width="1.4">)"
           R"(<title>{}: {} = {}, {} = {}</title></circle>)",
-          num(X(x)), num(Y(y)), s.color, escape(s.name), escape(c.x_label), tick_label(x),
+          num(X(x)), num(Y(y)), color, escape(s.name), escape(c.x_label), tick_label(x),
           escape(c.y_label), fmt::format("{:.5g}", y));
   }
   out += "</svg>";
@@ -227,4 +234,83 @@ std::string bar_chart(const BarChart& c) {
   return out;
 }
 
-}  // namespace loom::train::svg
+std::string speedup_chart(const std::string& title, const std::vector<Series>& series) {
+  const double W = 760, H = 520, left = 80, right = 210, top = 50, bottom = 70;
+  const double pw = W - left - right, ph = H - top - bottom;
+  double xmax = 1;
+  for (const auto& s : series)
+    for (auto [x, y] : s.points) xmax = std::max(xmax, x);
+  const double lmax = std::max(1.0, std::ceil(std::log2(xmax)));
+  auto X = [&](double x) { return left + pw * std::log2(std::max(x, 1.0)) / lmax; };
+  auto Y = [&](double y) {
+    return top + ph - ph * std::log2(std::clamp(y, 1.0, std::exp2(lmax))) / lmax;
+  };
+
+  std::string o = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} "
+      "{1}\" "
+      "font-family=\"DejaVu Sans, Arial, sans-serif\" font-size=\"13\">\n"
+      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
+      W, H);
+  o += fmt::format(
+      "<text x=\"{}\" y=\"28\" text-anchor=\"middle\" font-size=\"15\" "
+      "font-weight=\"bold\">{}</text>\n",
+      left + pw / 2, escape(title));
+  // Grid and ticks at every power of two.
+  for (int i = 0; i <= static_cast<int>(lmax); ++i) {
+    double v = std::exp2(i);
+    o += fmt::format(
+        "<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#e0e0e0\"/>\n", X(v),
+        top, top + ph);
+    o += fmt::format(
+        "<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#e0e0e0\"/>\n", left,
+        Y(v), left + pw);
+    o += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", X(v),
+                     top + ph + 20, static_cast<long>(v));
+    o += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", left - 8,
+                     Y(v) + 4, static_cast<long>(v));
+  }
+  o += fmt::format(
+      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"black\"/>\n", left,
+      top, pw, ph);
+  o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">GPUs (log2)</text>\n",
+                   left + pw / 2, H - 22);
+  o += fmt::format(
+      "<text x=\"20\" y=\"{0}\" text-anchor=\"middle\" transform=\"rotate(-90 20 {0})\">speedup "
+      "over 1 GPU (log2)</text>\n",
+      top + ph / 2);
+  constexpr const char* kDash = "stroke-dasharray=\"6 4\" ";
+  o += fmt::format(
+      "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#888\" {}stroke-width=\"1.5\"/>\n",
+      X(1), Y(1), X(std::exp2(lmax)), Y(std::exp2(lmax)), kDash);
+  static const std::vector<std::string> cycle = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                                                 "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+  double ly = top + 10;
+  o += fmt::format(
+      "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#888\" {}stroke-width=\"1.5\"/>\n",
+      left + pw + 15, ly, left + pw + 45, ly, kDash);
+  o += fmt::format("<text x=\"{}\" y=\"{}\">ideal</text>\n", left + pw + 52, ly + 4);
+  for (size_t i = 0; i < series.size(); ++i) {
+    const Series& s = series[i];
+    const std::string& c = color_or(s, cycle, i);
+    const char* dash = s.dashed ? kDash : "";
+    std::string pts;
+    for (auto [x, y] : s.points) pts += fmt::format("{:.1f},{:.1f} ", X(x), Y(y));
+    o += fmt::format(
+        "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" {}stroke-width=\"2.2\"/>\n", pts, c,
+        dash);
+    if (!s.dashed)
+      for (auto [x, y] : s.points)
+        o += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"{}\"/>\n", X(x),
+                         Y(y), c);
+    ly += 22;
+    o += fmt::format(
+        "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" {}stroke-width=\"2.2\"/>\n",
+        left + pw + 15, ly, left + pw + 45, ly, c, dash);
+    o += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", left + pw + 52, ly + 4, escape(s.name));
+  }
+  o += "</svg>\n";
+  return o;
+}
+
+}  // namespace loom::svg

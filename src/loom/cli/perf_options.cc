@@ -1,0 +1,55 @@
+#include "loom/cli/perf_options.h"
+
+namespace loom::cli {
+
+perf::Catalog CatalogOptions::load() const {
+  perf::Catalog cat = perf::Catalog::builtin();
+  for (const auto& f : files) cat.load_file(f);
+  return cat;
+}
+
+void add_catalog_options(CLI::App& cmd, CatalogOptions& o, bool with_calibration) {
+  cmd.add_option("--catalog", o.files, "extra catalog file(s) with your own rows");
+  if (with_calibration)
+    cmd.add_option("--calibration", o.calibration,
+                   "file written by `loom bench calibrate`: this machine joins the catalog as "
+                   "'this-machine', predicted from its measured rates");
+}
+
+CLI::Option* add_workload_option(CLI::App& cmd, const std::string& names, std::string& workload) {
+  return cmd.add_option(
+      names, workload,
+      "reference workload (resnet50, vgg16, bert-large, ...) or a loom model config .toml");
+}
+
+perf::TrainSpec TrainingOptions::spec(const perf::Workload& w) const {
+  perf::TrainSpec t;
+  t.batch = batch > 0 ? batch : w.default_batch;
+  t.precision = precision;
+  t.optimizer = optimizer;
+  return t;
+}
+
+void add_training_options(CLI::App& cmd, TrainingOptions& o) {
+  cmd.add_option("--batch,-b", o.batch, "samples per GPU per step (default: the workload's)");
+  cmd.add_option("--precision", o.precision, "fp32 or mixed");
+  cmd.add_option("--optimizer", o.optimizer, "sgd, momentum or adam");
+}
+
+void add_gpus_per_node_option(CLI::App& cmd, int& gpus_per_node) {
+  cmd.add_option("--gpus-per-node", gpus_per_node, "GPUs in each machine")
+      ->check(CLI::PositiveNumber);
+}
+
+measure::ProbeOptions mlp_probe_options(const Config& cfg) {
+  measure::ProbeOptions o;
+  o.widths = {784};
+  for (int64_t h : cfg.get_int_list("mlp.hidden", {1024, 1024})) o.widths.push_back(h);
+  o.widths.push_back(10);
+  o.batch = cfg.get_int("batch", 128, 1, 1 << 20);
+  o.dropout = cfg.get_double("mlp.dropout", 0.5, 0.0, 0.99);
+  o.bucket_bytes = cfg.get_int("sync.bucket_kib", 4096, 0, int64_t(1) << 30) * 1024;
+  return o;
+}
+
+}  // namespace loom::cli
