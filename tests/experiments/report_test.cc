@@ -6,7 +6,8 @@
 #include "loom/core/error.h"
 #include "loom/experiments/report_html.h"
 
-namespace loom::train {
+namespace loom::experiments {
+using namespace loom::train;
 namespace {
 namespace fs = std::filesystem;
 
@@ -96,4 +97,4 @@ TEST(Report, ASweepDirectoryStandsForItsTrialsAndAMissingDirIsAnError) {
 }
 
 }  // namespace
-}  // namespace loom::train
+}  // namespace loom::experiments

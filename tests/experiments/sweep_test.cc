@@ -12,7 +12,8 @@
 #include "loom/experiments/sweep_spec.h"
 #include "loom/experiments/sweep_state.h"
 
-namespace loom::train {
+namespace loom::experiments {
+using namespace loom::train;
 namespace {
 namespace fs = std::filesystem;
 
@@ -290,4 +291,4 @@ batch = [0, 16]
 }
 
 }  // namespace
-}  // namespace loom::train
+}  // namespace loom::experiments

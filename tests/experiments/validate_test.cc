@@ -7,7 +7,8 @@
 
 #include "loom/core/error.h"
 
-namespace loom::perf {
+namespace loom::experiments {
+using namespace loom::perf;
 namespace {
 
 TEST(Validate, ErrorIsSignedAndRelativeToTheMeasurement) {
@@ -65,4 +66,4 @@ TEST(Validate, PairedRatesAreTheMeanOfBeforeAndAfter) {
 }
 
 }  // namespace
-}  // namespace loom::perf
+}  // namespace loom::experiments

@@ -94,12 +94,12 @@ void run(const Args& a) {
     }
   }
 
-  std::vector<train::PeerResult> peers;
+  std::vector<experiments::PeerResult> peers;
   if (a.peer != "none") {
-    const std::string script = train::find_torch_peer();
+    const std::string script = experiments::find_torch_peer();
     for (bool tuned : {false, true}) {
       if ((a.peer == "default" && tuned) || (a.peer == "tuned" && !tuned)) continue;
-      train::PeerResult p = train::run_torch_peer(script, int(a.threads), a.peer_epochs, tuned);
+      experiments::PeerResult p = experiments::run_torch_peer(script, int(a.threads), a.peer_epochs, tuned);
       emit(json, {{"bench", "train"},
                   {"what", "peer"},
                   {"label", p.label},

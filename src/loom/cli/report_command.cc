@@ -17,11 +17,11 @@ struct ReportArgs {
 };
 
 void run_report(const ReportArgs& args) {
-  train::ReportOptions opts;
+  experiments::ReportOptions opts;
   opts.title = args.title;
   const std::time_t now = std::time(nullptr);
   opts.generated = fmt::format("{:%Y-%m-%d %H:%M}", fmt::localtime(now));
-  const train::ReportOutcome out = train::write_report(args.dirs, args.out, opts);
+  const experiments::ReportOutcome out = experiments::write_report(args.dirs, args.out, opts);
   for (const auto& p : out.problems) fmt::print(stderr, "loom report: warning: {}\n", p);
   fmt::print("loom report: {} run{} -> {}\n", out.runs, out.runs == 1 ? "" : "s", args.out);
 }

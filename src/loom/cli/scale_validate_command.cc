@@ -17,12 +17,12 @@ namespace {
 
 // One run to make: the case and the launcher line of its MPI ranks.
 struct Planned {
-  perf::ValidationCase c;
+  experiments::ValidationCase c;
   std::string mpirun;
 };
 
-perf::ValidationCase parse_case(const std::string& spec, const std::string& transport) {
-  perf::ValidationCase c;
+experiments::ValidationCase parse_case(const std::string& spec, const std::string& transport) {
+  experiments::ValidationCase c;
   const size_t colon = spec.find(':');
   if (colon == std::string::npos)
     throw InputError(fmt::format("--cases '{}': write WORKERS:CODEC, e.g. 2:onebit", spec));
@@ -90,7 +90,7 @@ void run_validate(const CommonArgs& common, const ValidateArgs& a) {
   const Config cfg = model_config(common.workload);
   const perf::Calibration cal = calibration(common.catalog.calibration);
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  std::vector<perf::ValidationRow> rows;
+  std::vector<experiments::ValidationRow> rows;
   for (const auto& [c, mpirun] : plan_runs(a)) {
     for (int rep = 0; rep < a.repeats; ++rep) {
       fmt::print("# running {} ({} steps) ...\n", c.label(), a.steps);
@@ -103,14 +103,14 @@ void run_validate(const CommonArgs& common, const ValidateArgs& a) {
       const bool paired = !a.no_paired;
       const perf::HostRates before =
           paired ? measure::probe_run_rates(po, c.workers, threads, c.codec) : perf::HostRates{};
-      perf::ValidationRow r;
+      experiments::ValidationRow r;
       r.c = c;
-      r.measured = perf::measure_case(cfg, c, a.steps, self, mpirun);
+      r.measured = experiments::measure_case(cfg, c, a.steps, self, mpirun);
       if (paired) {
         const perf::HostRates after = measure::probe_run_rates(po, c.workers, threads, c.codec);
-        perf::merge_paired_rates(now.host, before, after);
+        experiments::merge_paired_rates(now.host, before, after);
       }
-      r.predicted = perf::predict_case(cfg, now, c);
+      r.predicted = experiments::predict_case(cfg, now, c);
       rows.push_back(r);
     }
   }
@@ -118,7 +118,7 @@ void run_validate(const CommonArgs& common, const ValidateArgs& a) {
       "\nloom scale --validate: predicted against measured step time ({}; calibration: "
       "{})\n\n{}\n{}",
       is_model_config(common.workload) ? common.workload : "default MLP config", cal.file,
-      perf::validation_table(rows, a.tolerance / 100), perf::validation_json(rows));
+      experiments::validation_table(rows, a.tolerance / 100), experiments::validation_json(rows));
   // With --anchors, one command prints both tables.
   if (common.anchors) fmt::print("\n{}", perf::anchors_report());
 }

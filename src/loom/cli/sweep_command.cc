@@ -19,25 +19,25 @@ struct SweepArgs {
 };
 
 void run_sweep_command(const SweepArgs& args) {
-  const train::SweepSpec spec = train::load_sweep(args.path);
+  const experiments::SweepSpec spec = experiments::load_sweep(args.path);
   if (args.list) {
-    for (const auto& t : train::expand_trials(spec)) fmt::print("{}  {}\n", t.name, t.key());
+    for (const auto& t : experiments::expand_trials(spec)) fmt::print("{}  {}\n", t.name, t.key());
     return;
   }
-  train::SweepRunOptions opts;
+  experiments::SweepRunOptions opts;
   opts.slots = args.slots;
   opts.retry_failed = args.retry_failed;
   opts.log = [](const std::string& s) { fmt::print("{}\n", s), std::fflush(stdout); };
-  const train::SweepOutcome out = train::run_sweep(spec, opts);
-  const auto ranked = train::rank_trials(spec, out.records);
+  const experiments::SweepOutcome out = experiments::run_sweep(spec, opts);
+  const auto ranked = experiments::rank_trials(spec, out.records);
   const std::string csv = (std::filesystem::path(spec.dir) / "results.csv").string();
-  train::write_results_csv(spec, ranked, csv);
+  experiments::write_results_csv(spec, ranked, csv);
   int64_t failed = 0;
-  for (const auto& r : out.records) failed += r.status == train::TrialStatus::kFailed;
+  for (const auto& r : out.records) failed += r.status == experiments::TrialStatus::kFailed;
   fmt::print(
       "\n{}\nloom sweep: {} trials ({} run now, {} from an earlier run, {} failed) in "
       "{:.1f} s on {} slots; results in {}\n",
-      train::results_table(spec, ranked), out.records.size(), out.ran, out.skipped, failed,
+      experiments::results_table(spec, ranked), out.records.size(), out.ran, out.skipped, failed,
       out.seconds, out.slots, csv);
   // Failed trials are results of the sweep, not errors of it: the exit code stays 0.
 }

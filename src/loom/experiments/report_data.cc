@@ -8,7 +8,9 @@
 #include "loom/core/config.h"
 #include "loom/core/error.h"
 
-namespace loom::train {
+namespace loom::experiments {
+
+using namespace loom::train;
 namespace fs = std::filesystem;
 
 namespace {
@@ -165,4 +167,4 @@ void label_runs(std::vector<RunData>& runs) {
     for (auto& r : runs) r.label = r.label.empty() ? r.name : r.name + ": " + r.label;
 }
 
-}  // namespace loom::train
+}  // namespace loom::experiments

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace loom::train {
+namespace loom::experiments {
 
 struct RunData {
   std::string dir;
@@ -33,4 +33,4 @@ std::vector<RunData> load_runs(const std::vector<std::string>& dirs);
 // only name places, like output.dir, left out).
 void label_runs(std::vector<RunData>& runs);
 
-}  // namespace loom::train
+}  // namespace loom::experiments

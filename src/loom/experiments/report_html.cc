@@ -7,7 +7,9 @@
 #include "loom/core/error.h"
 #include "loom/core/svg_plot.h"
 
-namespace loom::train {
+namespace loom::experiments {
+
+using namespace loom::train;
 namespace {
 
 using svg::escape;
@@ -287,4 +289,4 @@ ReportOutcome write_report(const std::vector<std::string>& dirs, const std::stri
   return out;
 }
 
-}  // namespace loom::train
+}  // namespace loom::experiments

@@ -9,7 +9,7 @@
 
 #include "loom/experiments/report_data.h"
 
-namespace loom::train {
+namespace loom::experiments {
 
 struct ReportOptions {
   std::string title = "loom report";
@@ -26,4 +26,4 @@ struct ReportOutcome {
 ReportOutcome write_report(const std::vector<std::string>& dirs, const std::string& out_path,
                            const ReportOptions& options);
 
-}  // namespace loom::train
+}  // namespace loom::experiments

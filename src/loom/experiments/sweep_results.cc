@@ -5,7 +5,9 @@
 
 #include "loom/core/error.h"
 
-namespace loom::train {
+namespace loom::experiments {
+
+using namespace loom::train;
 namespace {
 
 std::vector<std::string> swept_keys(const std::vector<TrialRecord>& records) {
@@ -111,4 +113,4 @@ void write_results_csv(const SweepSpec& spec, const std::vector<TrialRecord>& ra
   }
 }
 
-}  // namespace loom::train
+}  // namespace loom::experiments

@@ -7,7 +7,7 @@
 #include "loom/experiments/sweep_spec.h"
 #include "loom/experiments/sweep_state.h"
 
-namespace loom::train {
+namespace loom::experiments {
 
 // Best first by the metric (max or min as the spec says); trials without a metric (failed,
 // pending, or a run that did not write it) follow in trial order.
@@ -20,4 +20,4 @@ std::string results_table(const SweepSpec& spec, const std::vector<TrialRecord>&
 void write_results_csv(const SweepSpec& spec, const std::vector<TrialRecord>& ranked,
                        const std::string& path);
 
-}  // namespace loom::train
+}  // namespace loom::experiments

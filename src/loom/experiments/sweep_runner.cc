@@ -21,7 +21,9 @@
 
 extern char** environ;
 
-namespace loom::train {
+namespace loom::experiments {
+
+using namespace loom::train;
 namespace fs = std::filesystem;
 
 namespace {
@@ -332,4 +334,4 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepRunOptions& options) {
   return out;
 }
 
-}  // namespace loom::train
+}  // namespace loom::experiments

@@ -11,7 +11,7 @@
 #include "loom/experiments/sweep_spec.h"
 #include "loom/experiments/sweep_state.h"
 
-namespace loom::train {
+namespace loom::experiments {
 
 struct SweepRunOptions {
   // argv before the base config and the --set overrides; empty = {this executable, "train"}.
@@ -45,4 +45,4 @@ std::vector<std::string> trial_argv(const SweepSpec& spec, const Trial& trial,
                                     const std::vector<std::string>& command,
                                     const std::string& trial_dir);
 
-}  // namespace loom::train
+}  // namespace loom::experiments

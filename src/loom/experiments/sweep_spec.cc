@@ -9,7 +9,9 @@
 #include "loom/core/rng.h"
 #include "loom/train/train_config.h"
 
-namespace loom::train {
+namespace loom::experiments {
+
+using namespace loom::train;
 namespace fs = std::filesystem;
 
 namespace {
@@ -224,4 +226,4 @@ std::vector<Trial> expand_trials(const SweepSpec& spec) {
   return out;
 }
 
-}  // namespace loom::train
+}  // namespace loom::experiments

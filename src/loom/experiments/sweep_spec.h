@@ -26,7 +26,7 @@
 
 #include "loom/core/config.h"
 
-namespace loom::train {
+namespace loom::experiments {
 
 struct SweepRange {
   std::string key;
@@ -74,4 +74,4 @@ std::vector<Trial> expand_trials(const SweepSpec& spec);
 // The default goal for a metric: minimise losses and times, maximise the rest.
 bool default_maximize(const std::string& metric);
 
-}  // namespace loom::train
+}  // namespace loom::experiments

@@ -7,7 +7,9 @@
 
 #include "loom/core/error.h"
 
-namespace loom::train {
+namespace loom::experiments {
+
+using namespace loom::train;
 namespace fs = std::filesystem;
 
 namespace {
@@ -121,4 +123,4 @@ std::vector<TrialRecord> load_sweep_state(const std::string& dir) {
   return out;
 }
 
-}  // namespace loom::train
+}  // namespace loom::experiments

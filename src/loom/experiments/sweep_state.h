@@ -10,7 +10,7 @@
 
 #include "loom/experiments/sweep_spec.h"
 
-namespace loom::train {
+namespace loom::experiments {
 
 enum class TrialStatus { kPending, kRunning, kOk, kFailed };
 const char* trial_status_name(TrialStatus s);
@@ -34,4 +34,4 @@ void save_sweep_state(const std::string& dir, const std::string& metric,
 // names it (delete it to start over).
 std::vector<TrialRecord> load_sweep_state(const std::string& dir);
 
-}  // namespace loom::train
+}  // namespace loom::experiments

@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <regex>
 
-namespace loom::train {
+namespace loom::experiments {
+
+using namespace loom::train;
 
 namespace fs = std::filesystem;
 
@@ -70,4 +72,4 @@ PeerResult run_torch_peer(const std::string& script, int threads, int epochs, bo
   return r;
 }
 
-}  // namespace loom::train
+}  // namespace loom::experiments

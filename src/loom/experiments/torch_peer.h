@@ -4,7 +4,7 @@
 
 #include <string>
 
-namespace loom::train {
+namespace loom::experiments {
 
 struct PeerResult {
   bool ran = false;
@@ -22,4 +22,4 @@ std::string find_torch_peer();
 PeerResult run_torch_peer(const std::string& script, int threads, int epochs, bool tuned,
                           int timeout_s = 300);
 
-}  // namespace loom::train
+}  // namespace loom::experiments

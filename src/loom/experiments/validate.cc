@@ -16,7 +16,9 @@
 #include "loom/sync/allreduce/overlap_policy.h"
 #include "loom/train/trainer.h"
 
-namespace loom::perf {
+namespace loom::experiments {
+
+using namespace loom::perf;
 
 std::string ValidationCase::label() const {
   return fmt::format("{} worker{} {} {}{}", workers, workers == 1 ? "" : "s", codec, transport,
@@ -247,4 +249,4 @@ std::string load_average() {
   return fmt::format("{:.2f} {:.2f} {:.2f}", a, b, c);
 }
 
-}  // namespace loom::perf
+}  // namespace loom::experiments

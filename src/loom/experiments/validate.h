@@ -13,7 +13,7 @@
 #include "loom/perf/calibration.h"
 #include "loom/perf/cost_model.h"
 
-namespace loom::perf {
+namespace loom::experiments {
 
 struct ValidationCase {
   int workers = 1;
@@ -30,7 +30,7 @@ struct Measured {
 
 struct ValidationRow {
   ValidationCase c;
-  StepEstimate predicted;
+  perf::StepEstimate predicted;
   Measured measured;
   double error() const;  // (predicted - measured) / measured step time
 };
@@ -43,7 +43,7 @@ bool within_tolerance(double error, double tolerance);
 // The model's estimate of one case: `cfg` is the loom config the run uses (model, batch,
 // threads, optimizer, sync.bucket_kib); the calibration must have the host rates and, for
 // more than one worker, allreduce lines of the case's transport.
-StepEstimate predict_case(const Config& cfg, const Calibration& cal, const ValidationCase& c);
+perf::StepEstimate predict_case(const Config& cfg, const perf::Calibration& cal, const ValidationCase& c);
 
 // How MPI cases are launched: `<mpirun> -np N <loom> train FILE`. A script that runs the
 // ranks in network namespaces (a shaped link) passes its own launcher line.
@@ -56,7 +56,7 @@ Measured measure_case(const Config& cfg, const ValidationCase& c, int64_t steps,
 
 // Replaces `host`'s rates for the shapes `before` and `after` measured with their mean
 // (paired calibration: measured next to the run, under the same load).
-void merge_paired_rates(HostRates& host, const HostRates& before, const HostRates& after);
+void merge_paired_rates(perf::HostRates& host, const perf::HostRates& before, const perf::HostRates& after);
 
 // The table printed by `loom scale --validate` (with the load average next to it) and one
 // JSON object per row.
@@ -66,4 +66,4 @@ std::string validation_json(const std::vector<ValidationRow>& rows);
 // "0.52 0.61 0.70" from /proc/loadavg ("?" when unreadable).
 std::string load_average();
 
-}  // namespace loom::perf
+}  // namespace loom::experiments
