@@ -103,8 +103,7 @@ bool bf16_encode_vec(const float* g, R* r, size_t n, Bf16* out) {
 // the reference clamps) or nonzero below 2^-103: then s is a denormal, or its residual (a
 // multiple of 2^(E-23) for |s| in [2^E, 2^(E+1))) may be one, which the bf16 residual's
 // vcvtne2ps2bf16 would flush. Otherwise the unclamped rounding gives the clamped value's code.
-// Against the AVX2 loop's integer rounding on 16 lanes: bf16 encode 52-56 -> 58-59 GB/s on
-// 1.86 M floats (Zen 5; measured before the 2^-103 guard, which costs a few percent).
+// One instruction per 32 codes is faster than the integer rounding (docs/compress.md).
 struct Bf16Avx512 {
   LOOM_HALF_AVX512_INLINE static __mmask16 odd16(__m512 s) {
     const __m512i a = _mm512_and_si512(_mm512_castps_si512(s), _mm512_set1_epi32(0x7fffffff));

@@ -4,21 +4,17 @@
 // The encoder's loop is the common case only: 32 values a step whose codes are all finite. A
 // step that holds a NaN, an Inf or a magnitude past the format's clamp, and the unaligned head
 // and the tail, go through the codec's scalar reference, which defines the bits: so the vector
-// loop needs no clamps, no NaN rules and no masks. In a standalone copy of the fp16 loop with a
-// bf16 residual (1.86 M floats, Zen 5), the fast path alone took 136 us, clamping s 161, the
-// residual's integer rounding and packing instead of vcvtne2ps2bf16 159, the old loop with all
-// of it 235: at 22 bytes moved per element the loop is as close to its vector-op budget as to
-// memory bandwidth.
+// loop needs no clamps, no NaN rules and no masks. The loop is as close to its vector-op budget
+// as to memory bandwidth, so each of those would cost the common case (docs/compress.md has
+// the measurements).
 //
 // Why the alignment head: 64-byte accesses that straddle two cache lines cost a lot beyond L2.
-// Measured on Zen 5, 1.86 M floats, fp32 residual: r 64-byte aligned 42 GB/s; the output aligned
-// instead (r and g 16 bytes off) 22 GB/s. So the loop aligns r (read and written: the most bytes
-// per element). Aligning g too (shifted aligned loads) made no measurable difference.
+// The loop aligns r (read and written: the most bytes per element). Aligning g too (shifted
+// aligned loads) gains nothing measurable.
 //
-// The codes are written with ordinary stores. Streaming (non-temporal) stores made encode alone
-// 15-25% faster on 1.86 M floats but sent the codes to DRAM, where whoever reads them next (the
-// decoder, the transport) then fetched them: encode + decode was as slow or slower at every
-// size, 0.39 against 0.49 of memcpy's time at 262 K floats, 0.43 against 0.49 at 1 M.
+// The codes are written with ordinary stores. Streaming (non-temporal) stores make encode alone
+// faster but send the codes to DRAM, where whoever reads them next (the decoder, the transport)
+// then fetches them: encode + decode is as slow or slower at every size.
 #pragma once
 
 #include <immintrin.h>
@@ -68,8 +64,8 @@ LOOM_HALF_AVX512_INLINE bool any_exponent_all_ones(__m512i codes, short exp) {
 // stored: R::T its element type; load32 / store32 for 32 values whose first is 64-byte aligned.
 // Bf16Residual rounds with vcvtne2ps2bf16 (AVX512_BF16), which is residual_to_bf16_ref's nearest
 // even for finite values within range but flushes float denormals: hence codes32's last
-// condition. (Testing the residuals themselves for denormals, at the end of the chain, cost
-// fp16 encode 55-60 -> 48-49 GB/s; the test on s, which P can make, is off the chain.)
+// condition. (Testing the residuals themselves for denormals would put the test at the end of
+// the dependency chain; the test on s, which P can make, is off the chain.)
 // Bf16ResidualInt rounds in integer operations, for CPUs without AVX512_BF16.
 
 struct F32Residual {
@@ -86,7 +82,7 @@ struct F32Residual {
 
 // 32 bfloat16 values to two vectors of 16 floats: word k of b (k < 16) to the upper half of
 // dword k of v0, zeros below; words 16..31 to v1. One permute per 16 instead of a zero-extension
-// and a shift: fp16 encode 53-54 -> 58-60 GB/s on 1.86 M floats (Zen 5, interleaved runs).
+// and a shift.
 LOOM_HALF_AVX512_INLINE void widen_bf16x32(__m512i b, __m512* v0, __m512* v1) {
   const __m512i lo = _mm512_set_epi16(15, 0, 14, 0, 13, 0, 12, 0, 11, 0, 10, 0, 9, 0, 8, 0, 7, 0, 6,
                                       0, 5, 0, 4, 0, 3, 0, 2, 0, 1, 0, 0, 0);
