@@ -1,5 +1,5 @@
-// AVX-512 loops shared by the fp16 and bf16 codecs (included by their .cc files only; every
-// function here carries a target attribute, so it is called only after a run-time check).
+// AVX-512 loops shared by the 16-bit codecs (half_codec.h; included by half_codec_impl.h only;
+// every function here carries a target attribute, so it is called only after a run-time check).
 //
 // The encoder's loop is the common case only: 32 values a step whose codes are all finite. A
 // step that holds a NaN, an Inf or a magnitude past the format's clamp, and the unaligned head
@@ -53,12 +53,13 @@ LOOM_HALF_AVX512_INLINE bool any_exponent_all_ones(__m512i codes, short exp) {
   return _mm512_cmpeq_epi16_mask(_mm512_and_si512(codes, e), e) != 0;
 }
 
-// A codec policy P provides:
+// A format's AVX-512 kernels P (Format::Avx512, Format::Avx512NoBf16) provide:
 //   static bool codes32(__m512 s0, __m512 s1, __m512i* codes, __m512* d0, __m512* d1)
 //       the 32 codes of s0, s1 in order and their decoded values; false if the reference must
 //       encode these 32 (a NaN, an Inf, a magnitude past the clamp, or a residual s - d that
 //       would be a float denormal), and then the outputs are unused
-//   static __m512 decode16(__m256i codes)  16 codes to floats
+//   static __m512 decode16(__m256i codes)  16 codes to floats (Format::Avx512's only: the
+//       decoders need no AVX512_BF16)
 //
 // A residual policy R (F32Residual, Bf16Residual, Bf16ResidualInt) says how the residual is
 // stored: R::T its element type; load32 / store32 for 32 values whose first is 64-byte aligned.
@@ -133,11 +134,10 @@ struct Bf16ResidualInt {
 // includes its own.
 //
 // Returns false if any g + r is NaN or Inf. ref is the codec's scalar reference for this
-// residual type.
+// residual type, a function object (a direct call, which can be inlined).
 #define LOOM_HALF_AVX512_ENCODE_LOOP(NAME, TARGET_ATTR)                                         \
-  template <class P, class R>                                                                   \
-  TARGET_ATTR bool NAME(const float* g, typename R::T* r, size_t n, uint16_t* out,              \
-                        bool (*ref)(const float*, typename R::T*, size_t, uint16_t*)) {         \
+  template <class P, class R, class Ref>                                                        \
+  TARGET_ATTR bool NAME(const float* g, typename R::T* r, size_t n, uint16_t* out, Ref ref) {   \
     /* Head: up to r + i 64-byte aligned (r is 2- or 4-byte aligned: up to 31 or 15 values). */ \
     const size_t head =                                                                         \
         std::min(n, ((64 - reinterpret_cast<uintptr_t>(r) % 64) % 64) / sizeof(typename R::T)); \
@@ -180,13 +180,12 @@ struct ResidualPolicies<uint16_t> {
 
 // A 16-bit codec's AVX-512 encode (call after cpu_has_avx512()): codes by P, with the BF16
 // residual policy, where the CPU has AVX512_BF16 and `bf16_isa` allows it (the tests turn it
-// off to run the other loop); else codes by PInt and everything in integer operations.
-template <class P, class PInt, class T>
-bool encode_avx512(const float* g, T* r, size_t n, uint16_t* out,
-                   bool (*ref)(const float*, T*, size_t, uint16_t*), bool bf16_isa) {
+// off to run the other loop); else codes by PNoBf16 and everything in integer operations.
+template <class P, class PNoBf16, class T, class Ref>
+bool encode_avx512(const float* g, T* r, size_t n, uint16_t* out, Ref ref, bool bf16_isa) {
   if (bf16_isa && cpu_has_avx512_bf16())
     return encode<P, typename ResidualPolicies<T>::Bf16Isa>(g, r, n, out, ref);
-  return encode_no_bf16<PInt, typename ResidualPolicies<T>::Int>(g, r, n, out, ref);
+  return encode_no_bf16<PNoBf16, typename ResidualPolicies<T>::Int>(g, r, n, out, ref);
 }
 
 // Decode: 16 codes to floats by P::decode16 (a __m256i of codes to __m512), written or added.
