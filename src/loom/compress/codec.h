@@ -53,8 +53,8 @@ struct MatrixDims {
 
 // Storage on 64-byte (cache-line) boundaries. The encoders stream the gradient and the
 // residual side by side; the model's gradient buffers are 64-byte aligned, and a residual in a
-// std::vector (16-byte aligned) left one of the two straddling cache lines on every 64-byte
-// load: fp16 encode 27 GB/s against 42 with both aligned (Zen 5, `loom bench codec`).
+// std::vector (16-byte aligned) would leave one of the two straddling cache lines on every
+// 64-byte load, which costs the encoders much of their speed (docs/compress.md).
 template <typename T>
 struct CacheLineAllocator {
   using value_type = T;

@@ -1,51 +1,59 @@
 // fp16: IEEE binary16 per element, round to nearest even; magnitudes beyond 65504 saturate
-// (the excess stays in the residual) rather than becoming Inf. 2 bytes per element.
-// Packed layout: uint16_t half[n], zero-padded to a multiple of 4 bytes.
+// (the excess stays in the residual) rather than becoming Inf. A 16-bit codec (half_codec.h).
+// The residual kept in bfloat16 (the default) holds fp16's rounding error to 2^-20 of the value.
 #pragma once
 
 #include <cstdint>
 
-#include "loom/compress/codec.h"
+#include "loom/compress/half.h"
+#include "loom/compress/half_codec.h"
 
 namespace loom::compress {
 
 using Half = uint16_t;
-static_assert(sizeof(Half) == 2);
 
-// Kernels: s = g + r; out = half(s); r = s - float(out). They return false if any s is NaN or
-// Inf. r is the residual as floats or as bfloat16 bits (ResidualFormat::kBf16, rounded by
-// residual_to_bf16_ref). _ref is plain scalar; the others match its packed bytes and residuals
-// bit for bit. fp16_encode and fp16_decode run AVX-512 where the CPU has it (a bf16 residual is
-// rounded with BF16's vcvtne2ps2bf16 where present, in integer operations elsewhere), otherwise
-// the F16C/AVX2 kernels, which are also callable directly. Every encoder matches the reference
-// for every input (a step holding a NaN, an Inf or a value past the clamp goes through it).
-bool fp16_encode_ref(const float* g, float* r, size_t n, Half* out);
-bool fp16_encode_ref(const float* g, uint16_t* r, size_t n, Half* out);
-bool fp16_encode(const float* g, float* r, size_t n, Half* out);
-bool fp16_encode(const float* g, uint16_t* r, size_t n, Half* out);
-bool fp16_encode_avx2(const float* g, float* r, size_t n, Half* out);
-bool fp16_encode_avx2(const float* g, uint16_t* r, size_t n, Half* out);
-// The AVX-512 loop a CPU without AVX512_BF16 runs (a bf16 residual rounded in integer
-// operations); the AVX2 kernel where the CPU has no AVX-512. For the tests, which run it on any
-// CPU.
-bool fp16_encode_avx512_no_bf16(const float* g, float* r, size_t n, Half* out);
-bool fp16_encode_avx512_no_bf16(const float* g, uint16_t* r, size_t n, Half* out);
-void fp16_decode_ref(const Half* in, size_t n, float* out, DecodeMode mode);
-void fp16_decode(const Half* in, size_t n, float* out, DecodeMode mode);
-void fp16_decode_avx2(const Half* in, size_t n, float* out, DecodeMode mode);
-
-// The residual starts as bfloat16 (ResidualFormat): fp16's rounding error kept to 2^-20 of
-// the value, for 4 fewer bytes read and written per element.
-class Fp16Codec : public Codec {
- public:
-  Fp16Codec() { set_residual_format(ResidualFormat::kBf16); }
-  std::string name() const override { return "fp16"; }
-  bool supports_bf16_residual() const override { return true; }
-  size_t encoded_bytes(size_t n) const override { return round_up4(n * sizeof(Half)); }
-
- protected:
-  bool encode_impl(const float* grad, CodecState& state, std::byte* out) const override;
-  void decode_impl(const std::byte* in, size_t n, float* out, DecodeMode mode) const override;
+struct Fp16Format {
+  using Code = Half;
+  static constexpr const char* kName = "fp16";
+  static constexpr float kMax = kHalfMax;
+  static Code to_code(float f) { return float_to_half_ref(f); }
+  static float from_code(Code h) { return half_to_float_ref(h); }
+  // The vector kernels (fp16_codec.cc): vcvtps2ph on 8 lanes (F16C) and on 16 (AVX-512, the
+  // same kernel with or without AVX512_BF16).
+  struct Avx2;
+  struct Avx512;
+  using Avx512NoBf16 = Avx512;
 };
+
+extern template struct HalfCodecKernels<Fp16Format>;
+using Fp16Kernels = HalfCodecKernels<Fp16Format>;
+using Fp16Codec = HalfCodec<Fp16Format>;
+
+// The kernels (half_codec.h) by the names the callers use; r: float or bfloat16 bits.
+template <class R>
+bool fp16_encode_ref(const float* g, R* r, size_t n, Half* out) {
+  return Fp16Kernels::encode_ref(g, r, n, out);
+}
+template <class R>
+bool fp16_encode(const float* g, R* r, size_t n, Half* out) {
+  return Fp16Kernels::encode(g, r, n, out);
+}
+template <class R>
+bool fp16_encode_avx2(const float* g, R* r, size_t n, Half* out) {
+  return Fp16Kernels::encode_avx2(g, r, n, out);
+}
+template <class R>
+bool fp16_encode_avx512_no_bf16(const float* g, R* r, size_t n, Half* out) {
+  return Fp16Kernels::encode_avx512_no_bf16(g, r, n, out);
+}
+inline void fp16_decode_ref(const Half* in, size_t n, float* out, DecodeMode mode) {
+  Fp16Kernels::decode_ref(in, n, out, mode);
+}
+inline void fp16_decode(const Half* in, size_t n, float* out, DecodeMode mode) {
+  Fp16Kernels::decode(in, n, out, mode);
+}
+inline void fp16_decode_avx2(const Half* in, size_t n, float* out, DecodeMode mode) {
+  Fp16Kernels::decode_avx2(in, n, out, mode);
+}
 
 }  // namespace loom::compress

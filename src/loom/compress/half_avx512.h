@@ -1,24 +1,20 @@
-// AVX-512 loops shared by the fp16 and bf16 codecs (included by their .cc files only; every
-// function here carries a target attribute, so it is called only after a run-time check).
+// AVX-512 loops shared by the 16-bit codecs (half_codec.h; included by half_codec_impl.h only;
+// every function here carries a target attribute, so it is called only after a run-time check).
 //
 // The encoder's loop is the common case only: 32 values a step whose codes are all finite. A
 // step that holds a NaN, an Inf or a magnitude past the format's clamp, and the unaligned head
 // and the tail, go through the codec's scalar reference, which defines the bits: so the vector
-// loop needs no clamps, no NaN rules and no masks. In a standalone copy of the fp16 loop with a
-// bf16 residual (1.86 M floats, Zen 5), the fast path alone took 136 us, clamping s 161, the
-// residual's integer rounding and packing instead of vcvtne2ps2bf16 159, the old loop with all
-// of it 235: at 22 bytes moved per element the loop is as close to its vector-op budget as to
-// memory bandwidth.
+// loop needs no clamps, no NaN rules and no masks. The loop is as close to its vector-op budget
+// as to memory bandwidth, so each of those would cost the common case (docs/compress.md has
+// the measurements).
 //
 // Why the alignment head: 64-byte accesses that straddle two cache lines cost a lot beyond L2.
-// Measured on Zen 5, 1.86 M floats, fp32 residual: r 64-byte aligned 42 GB/s; the output aligned
-// instead (r and g 16 bytes off) 22 GB/s. So the loop aligns r (read and written: the most bytes
-// per element). Aligning g too (shifted aligned loads) made no measurable difference.
+// The loop aligns r (read and written: the most bytes per element). Aligning g too (shifted
+// aligned loads) gains nothing measurable.
 //
-// The codes are written with ordinary stores. Streaming (non-temporal) stores made encode alone
-// 15-25% faster on 1.86 M floats but sent the codes to DRAM, where whoever reads them next (the
-// decoder, the transport) then fetched them: encode + decode was as slow or slower at every
-// size, 0.39 against 0.49 of memcpy's time at 262 K floats, 0.43 against 0.49 at 1 M.
+// The codes are written with ordinary stores. Streaming (non-temporal) stores make encode alone
+// faster but send the codes to DRAM, where whoever reads them next (the decoder, the transport)
+// then fetches them: encode + decode is as slow or slower at every size.
 #pragma once
 
 #include <immintrin.h>
@@ -57,19 +53,20 @@ LOOM_HALF_AVX512_INLINE bool any_exponent_all_ones(__m512i codes, short exp) {
   return _mm512_cmpeq_epi16_mask(_mm512_and_si512(codes, e), e) != 0;
 }
 
-// A codec policy P provides:
+// A format's AVX-512 kernels P (Format::Avx512, Format::Avx512NoBf16) provide:
 //   static bool codes32(__m512 s0, __m512 s1, __m512i* codes, __m512* d0, __m512* d1)
 //       the 32 codes of s0, s1 in order and their decoded values; false if the reference must
 //       encode these 32 (a NaN, an Inf, a magnitude past the clamp, or a residual s - d that
 //       would be a float denormal), and then the outputs are unused
-//   static __m512 decode16(__m256i codes)  16 codes to floats
+//   static __m512 decode16(__m256i codes)  16 codes to floats (Format::Avx512's only: the
+//       decoders need no AVX512_BF16)
 //
 // A residual policy R (F32Residual, Bf16Residual, Bf16ResidualInt) says how the residual is
 // stored: R::T its element type; load32 / store32 for 32 values whose first is 64-byte aligned.
 // Bf16Residual rounds with vcvtne2ps2bf16 (AVX512_BF16), which is residual_to_bf16_ref's nearest
 // even for finite values within range but flushes float denormals: hence codes32's last
-// condition. (Testing the residuals themselves for denormals, at the end of the chain, cost
-// fp16 encode 55-60 -> 48-49 GB/s; the test on s, which P can make, is off the chain.)
+// condition. (Testing the residuals themselves for denormals would put the test at the end of
+// the dependency chain; the test on s, which P can make, is off the chain.)
 // Bf16ResidualInt rounds in integer operations, for CPUs without AVX512_BF16.
 
 struct F32Residual {
@@ -86,7 +83,7 @@ struct F32Residual {
 
 // 32 bfloat16 values to two vectors of 16 floats: word k of b (k < 16) to the upper half of
 // dword k of v0, zeros below; words 16..31 to v1. One permute per 16 instead of a zero-extension
-// and a shift: fp16 encode 53-54 -> 58-60 GB/s on 1.86 M floats (Zen 5, interleaved runs).
+// and a shift.
 LOOM_HALF_AVX512_INLINE void widen_bf16x32(__m512i b, __m512* v0, __m512* v1) {
   const __m512i lo = _mm512_set_epi16(15, 0, 14, 0, 13, 0, 12, 0, 11, 0, 10, 0, 9, 0, 8, 0, 7, 0, 6,
                                       0, 5, 0, 4, 0, 3, 0, 2, 0, 1, 0, 0, 0);
@@ -137,11 +134,10 @@ struct Bf16ResidualInt {
 // includes its own.
 //
 // Returns false if any g + r is NaN or Inf. ref is the codec's scalar reference for this
-// residual type.
+// residual type, a function object (a direct call, which can be inlined).
 #define LOOM_HALF_AVX512_ENCODE_LOOP(NAME, TARGET_ATTR)                                         \
-  template <class P, class R>                                                                   \
-  TARGET_ATTR bool NAME(const float* g, typename R::T* r, size_t n, uint16_t* out,              \
-                        bool (*ref)(const float*, typename R::T*, size_t, uint16_t*)) {         \
+  template <class P, class R, class Ref>                                                        \
+  TARGET_ATTR bool NAME(const float* g, typename R::T* r, size_t n, uint16_t* out, Ref ref) {   \
     /* Head: up to r + i 64-byte aligned (r is 2- or 4-byte aligned: up to 31 or 15 values). */ \
     const size_t head =                                                                         \
         std::min(n, ((64 - reinterpret_cast<uintptr_t>(r) % 64) % 64) / sizeof(typename R::T)); \
@@ -184,13 +180,12 @@ struct ResidualPolicies<uint16_t> {
 
 // A 16-bit codec's AVX-512 encode (call after cpu_has_avx512()): codes by P, with the BF16
 // residual policy, where the CPU has AVX512_BF16 and `bf16_isa` allows it (the tests turn it
-// off to run the other loop); else codes by PInt and everything in integer operations.
-template <class P, class PInt, class T>
-bool encode_avx512(const float* g, T* r, size_t n, uint16_t* out,
-                   bool (*ref)(const float*, T*, size_t, uint16_t*), bool bf16_isa) {
+// off to run the other loop); else codes by PNoBf16 and everything in integer operations.
+template <class P, class PNoBf16, class T, class Ref>
+bool encode_avx512(const float* g, T* r, size_t n, uint16_t* out, Ref ref, bool bf16_isa) {
   if (bf16_isa && cpu_has_avx512_bf16())
     return encode<P, typename ResidualPolicies<T>::Bf16Isa>(g, r, n, out, ref);
-  return encode_no_bf16<PInt, typename ResidualPolicies<T>::Int>(g, r, n, out, ref);
+  return encode_no_bf16<PNoBf16, typename ResidualPolicies<T>::Int>(g, r, n, out, ref);
 }
 
 // Decode: 16 codes to floats by P::decode16 (a __m256i of codes to __m512), written or added.

@@ -371,26 +371,17 @@ namespace {
 // Step 1 of block b + 1 runs inside block b's level loop (step 2's first half), for arrays up
 // to kOverlapMaxValues. That loop is held up by its chain's latency, not by the pipes, and
 // step 1 is loads, a store and cheap integer work that fills the gaps; it also overlaps step
-// 1's L3 misses with step 2's arithmetic (step 1 of a block not in L1/L2 took ~4 cycles per 16
-// values on its own). Zen 5, block 512, a standalone copy of the kernel: ~11.3 -> ~10.2
-// cycles per 16 values in L1, ~13.6 -> ~10.6 from L3. Putting it beside the code loop instead
-// gains as much; pairing steps 2 and 3 of neighbouring blocks or aligning the vectors to r
-// (masked ends) did not help; prefetching helps only larger arrays (kPrefetchMinValues).
-// What bounds it (Zen 5, measured with independent instruction streams): about four vector
-// operations a cycle in all, vector loads and stores counted among them (mul on two pipes;
-// add, shift and convert on two others; permutes, vpmovdb and vpermt2b on two of the four;
-// integer add/and/max/blend and unpacks on any), and one 64-byte store a cycle. The kernel
-// issues ~38 such operations per 16 values (step 1: 6, levels: 8, codes: 16, step 3: ~7.75)
-// and runs at ~9 cycles. Fewer operations helped only where the chains stayed short: the
+// 1's L3 misses with step 2's arithmetic. Prefetching helps only larger arrays
+// (kPrefetchMinValues).
+// What bounds it (Zen 5): about four vector operations a cycle in all, vector loads and stores
+// counted among them (mul on two pipes; add, shift and convert on two others; permutes, vpmovdb
+// and vpermt2b on two of the four; integer add/and/max/blend and unpacks on any), and one 64-byte
+// store a cycle. The kernel issues ~38 such operations per 16 values (step 1: 6, levels: 8,
+// codes: 16, step 3: ~7.75). Fewer operations help only where the chains stay short: hence the
 // level lookup above (one permute and an add instead of two permutes, a compare and a masked
-// add), one product by kInvStep * m_e instead of a product and an exponent add, and vrangeps
-// for the level pass's and + max: ~2.18 -> ~2.04 ns (~9.8 -> ~9.1 cycles) per 16 values at
-// n = 16384 (codec bench, n = 1,863,690: encode 26.6-27.4 -> 27.6-28.5 GB/s). Tried and
-// slower, each with fewer operations: step 3 inside the code loop from the packed codes (12.2
-// cycles: one chain per 64 values is too long for the scheduler), packing 64 codes with
-// vpermt2b instead of vpmovdb (+2%), the sign added in step 3 from s's packed top bytes
-// instead of per 16 values in the code loop (+5%), chunks of 128 or 512 values instead of 256
-// (+8%, +5%).
+// add), one product by kInvStep * m_e instead of a product and an exponent add, and vrangeps for
+// the level pass's and + max; variants that save operations by lengthening a chain are slower
+// (docs/compress.md, "Figures behind the kernels' choices", lists them with the measurements).
 struct Avx512Levels {
   // Indexed by the biased exponent of a mod 32; a is clamped to >= 2^-31 (biased 96), and
   // a <= 1 + 2 ulp (biased <= 127), so 96..127 are distinct. (Inf, biased 255, aliases 127.)
@@ -443,17 +434,11 @@ constexpr int kRangeAbsMax = 0b1011;
 // pipes' rate.
 constexpr size_t kChunk = 256;
 // How step 1 is scheduled depends on where g and r come from, which the array size tells
-// roughly (Zen 5: 1 MB of L2 per core, 32 MB of L3 shared with other tenants; block 512,
-// standalone copy of the kernel, GB/s):
-//   n           old three steps   overlapped   overlapped + prefetch
-//   0.5-1 M     18-19             22-24        22-22.5
-//   1.9 M       17.5-19           21.7-22.7    21.3-21.8   (codec bench: 19-19.5, 18-21, 21)
-//   3 M         18.2-18.3         17.6-18.6    20.6-21.4
-//   8 M         15.4-16.3         11.6-13.1    14.2-14.5
-// so up to kPrefetchMinValues overlapped, up to kOverlapMaxValues overlapped with software
-// prefetch kPrefetchAhead values (at least two blocks) ahead, beyond that step 1 on its own as
-// one dense stream, which keeps more misses in flight. The training loop's buckets
-// (sync.bucket_kib, 4 MB by default) take the first.
+// roughly (the thresholds suit 1 MB of L2 per core and a 32 MB L3 shared with other tenants;
+// docs/compress.md has the measurements by size): up to kPrefetchMinValues overlapped, up to
+// kOverlapMaxValues overlapped with software prefetch kPrefetchAhead values (at least two
+// blocks) ahead, beyond that step 1 on its own as one dense stream, which keeps more misses in
+// flight. The training loop's buckets (sync.bucket_kib, 4 MB by default) take the first.
 constexpr size_t kPrefetchMinValues = size_t(1) << 20;
 constexpr size_t kOverlapMaxValues = size_t(4) << 20;
 constexpr size_t kPrefetchAhead = 2048;
@@ -604,7 +589,7 @@ LOOM_AVX512_ENCODE bool int8_encode_avx512(const float* g, float* r, size_t n, s
 bool int8_encode(const float* g, float* r, size_t n, size_t block, float* absmax, uint8_t* codes) {
   if (block >= 64 && int8_have_avx512_vbmi()) {
     // Separate instantiations: with run-time switches the compiler's code for the separate
-    // step 1 ran at 13 instead of 15-16 GB/s (n = 8M).
+    // step 1 is slower.
     if (n <= kPrefetchMinValues)
       return int8_encode_avx512<true, false>(g, r, n, block, absmax, codes);
     if (n <= kOverlapMaxValues)
