@@ -9,7 +9,6 @@
 
 namespace loom::experiments {
 
-using namespace loom::train;
 namespace {
 
 using svg::escape;

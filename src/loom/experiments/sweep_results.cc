@@ -7,7 +7,6 @@
 
 namespace loom::experiments {
 
-using namespace loom::train;
 namespace {
 
 std::vector<std::string> swept_keys(const std::vector<TrialRecord>& records) {

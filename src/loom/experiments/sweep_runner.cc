@@ -23,7 +23,6 @@ extern char** environ;
 
 namespace loom::experiments {
 
-using namespace loom::train;
 namespace fs = std::filesystem;
 
 namespace {

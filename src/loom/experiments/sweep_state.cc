@@ -9,7 +9,6 @@
 
 namespace loom::experiments {
 
-using namespace loom::train;
 namespace fs = std::filesystem;
 
 namespace {

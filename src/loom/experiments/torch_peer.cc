@@ -11,7 +11,6 @@
 
 namespace loom::experiments {
 
-using namespace loom::train;
 
 namespace fs = std::filesystem;
 
