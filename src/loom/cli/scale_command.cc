@@ -9,6 +9,7 @@
 #include "loom/cli/commands.h"
 #include "loom/core/config.h"
 #include "loom/core/error.h"
+#include "loom/nn/model_description.h"
 #include "loom/perf/anchors.h"
 #include "loom/perf/calibration.h"
 #include "loom/perf/machine_probe.h"
@@ -47,6 +48,26 @@ struct ScaleArgs {
   double gflops = 0;     // per worker (default: the GPU's fp32 peak x derating)
 };
 
+// The zoo model of `cfg` on Fashion-MNIST's shapes (28x28 images, 10 classes), as the
+// parallelism model takes it.
+perf::ModelShape model_shape(const Config& cfg) {
+  const nn::Shape input = {1, 28, 28};
+  const int classes = 10;
+  perf::ModelShape m;
+  m.input = nn::numel(input);
+  m.classes = classes;
+  for (const nn::LayerDescription& l : nn::describe_layers(cfg, input, classes)) {
+    perf::LayerShape s;
+    s.kind = l.kind == "Linear" ? perf::LayerKind::kDense : perf::LayerKind::kOther;
+    s.in = l.in;
+    s.out = l.out;
+    s.flops = double(l.flops);
+    s.params = double(l.params);
+    m.layers.push_back(s);
+  }
+  return m;
+}
+
 // `--parallelism`: which of data, model and hybrid parallelism is faster for the model of
 // --workload (a loom .toml, else the default MLP with --hidden) on --inter / --link-gbps.
 void run_parallelism(const ScaleArgs& a) {
@@ -68,7 +89,7 @@ void run_parallelism(const ScaleArgs& a) {
   s.flops_per_s = a.gflops > 0
                       ? a.gflops * 1e9
                       : cat.gpu(a.gpu).fp32_tflops * 1e12 * (a.derate > 0 ? a.derate : 0.5);
-  const auto e = perf::compare_parallelism(cfg, s);
+  const auto e = perf::compare_parallelism(model_shape(cfg), s);
   fmt::print("{}", a.json ? perf::parallelism_json(e, s) : perf::parallelism_table(e, s));
 }
 
