@@ -4,9 +4,33 @@
 #include <fmt/format.h>
 
 #include "loom/cli/scale_command.h"
+#include "loom/nn/model_description.h"
 #include "loom/perf/parallelism_model.h"
 
 namespace loom::cli::scale {
+namespace {
+
+// The zoo model of `cfg` on Fashion-MNIST's shapes (28x28 images, 10 classes), as the
+// parallelism model takes it.
+perf::ModelShape model_shape(const Config& cfg) {
+  const nn::Shape input = {1, 28, 28};
+  const int classes = 10;
+  perf::ModelShape m;
+  m.input = nn::numel(input);
+  m.classes = classes;
+  for (const nn::LayerDescription& l : nn::describe_layers(cfg, input, classes)) {
+    perf::LayerShape s;
+    s.kind = l.kind == "Linear" ? perf::LayerKind::kDense : perf::LayerKind::kOther;
+    s.in = l.in;
+    s.out = l.out;
+    s.flops = double(l.flops);
+    s.params = double(l.params);
+    m.layers.push_back(s);
+  }
+  return m;
+}
+
+}  // namespace
 
 void add_parallelism_options(CLI::App& cmd, ParallelismArgs& a) {
   cmd.add_flag("--parallelism", a.chosen,
@@ -34,7 +58,7 @@ void run_parallelism(const CommonArgs& common, const ParallelismArgs& a) {
   s.flops_per_s = a.gflops > 0 ? a.gflops * 1e9
                                : cat.gpu(common.gpu).fp32_tflops * 1e12 *
                                      (common.derate > 0 ? common.derate : 0.5);
-  const auto e = perf::compare_parallelism(cfg, s);
+  const auto e = perf::compare_parallelism(model_shape(cfg), s);
   fmt::print("{}", common.json ? perf::parallelism_json(e, s) : perf::parallelism_table(e, s));
 }
 

@@ -16,36 +16,36 @@ std::string format_seconds(double s) {
 }
 
 CostModel::CostModel(Workload w, Cluster c, SyncSpec s, TrainSpec t, Derating d)
-    : w_(std::move(w)),
-      c_(std::move(c)),
-      s_(std::move(s)),
-      t_(std::move(t)),
-      d_(std::move(d)),
-      codec_(codec_model(s_.codec)),
-      algo_(algorithm_from_name(s_.algorithm)) {
-  if (t_.batch <= 0) throw InputError(fmt::format("batch must be > 0, got {}", t_.batch));
-  if (t_.precision != "fp32" && t_.precision != "mixed")
-    throw InputError(fmt::format("precision must be fp32 or mixed, got '{}'", t_.precision));
-  if (t_.optimizer != "sgd" && t_.optimizer != "momentum" && t_.optimizer != "adam")
+    : workload_(std::move(w)),
+      cluster_(std::move(c)),
+      sync_(std::move(s)),
+      train_(std::move(t)),
+      derating_(std::move(d)),
+      codec_(codec_model(sync_.codec)),
+      algorithm_(algorithm_from_name(sync_.algorithm)) {
+  if (train_.batch <= 0) throw InputError(fmt::format("batch must be > 0, got {}", train_.batch));
+  if (train_.precision != "fp32" && train_.precision != "mixed")
+    throw InputError(fmt::format("precision must be fp32 or mixed, got '{}'", train_.precision));
+  if (train_.optimizer != "sgd" && train_.optimizer != "momentum" && train_.optimizer != "adam")
     throw InputError(
-        fmt::format("optimizer must be sgd, momentum or adam, got '{}'", t_.optimizer));
-  if (s_.tau < 1) throw InputError(fmt::format("tau must be >= 1, got {}", s_.tau));
-  if (s_.bucket_mb <= 0)
-    throw InputError(fmt::format("bucket size must be > 0 MB, got {}", s_.bucket_mb));
-  if (c_.topo.nodes < 1 || c_.topo.gpus_per_node < 1)
+        fmt::format("optimizer must be sgd, momentum or adam, got '{}'", train_.optimizer));
+  if (sync_.tau < 1) throw InputError(fmt::format("tau must be >= 1, got {}", sync_.tau));
+  if (sync_.bucket_mb <= 0)
+    throw InputError(fmt::format("bucket size must be > 0 MB, got {}", sync_.bucket_mb));
+  if (cluster_.topo.nodes < 1 || cluster_.topo.gpus_per_node < 1)
     throw InputError(fmt::format("need at least one node and one GPU per node, got {} x {}",
-                                 c_.topo.nodes, c_.topo.gpus_per_node));
+                                 cluster_.topo.nodes, cluster_.topo.gpus_per_node));
 }
 
 StepEstimate CostModel::estimate() const {
-  return estimate_at(c_.topo.nodes, c_.topo.gpus_per_node);
+  return estimate_at(cluster_.topo.nodes, cluster_.topo.gpus_per_node);
 }
 
 StepEstimate CostModel::estimate_at(int nodes, int gpus_per_node) const {
-  Topology one = c_.topo;
+  Topology one = cluster_.topo;
   one.nodes = 1;
   one.gpus_per_node = 1;
-  Topology t = c_.topo;
+  Topology t = cluster_.topo;
   t.nodes = nodes;
   t.gpus_per_node = gpus_per_node;
   StepEstimate base = raw(one);
@@ -55,160 +55,235 @@ StepEstimate CostModel::estimate_at(int nodes, int gpus_per_node) const {
   return e;
 }
 
-StepEstimate CostModel::raw(const Topology& topo) const {
-  StepEstimate e;
-  e.ranks = topo.ranks();
-  const GpuSpec& g = c_.gpu;
-  const bool mixed = t_.precision == "mixed";
-  const double b = static_cast<double>(t_.batch);
-  const double P = w_.params();
-  const double peak = (mixed && g.tensor_tflops > 0 ? g.tensor_tflops : g.fp32_tflops) * 1e12;
-  const double flops_rate = peak * d_.compute;
-  const double mem_rate = g.mem_bw_gbs * 1e9 * d_.memory;
-  const double act_bytes = w_.activation_bytes * (mixed ? 0.5 : 1.0);
-  const double weight_bytes = P * (mixed ? 2.0 : 4.0);
-
+struct CostModel::StepContext {
+  const Topology& topo;
+  int ranks = 1;
+  bool mixed = false;  // fp16/bf16 tensor cores with fp32 master weights
+  double batch = 0;    // samples per GPU
+  double params = 0;
+  double flops_rate = 0;  // achievable FLOP/s (roofline)
+  double mem_rate = 0;    // achievable memory bytes/s (roofline)
+  double act_bytes = 0;   // activations stored per sample, at the step's precision
+  double weight_bytes = 0;
   // Optimizer update, memory-bound: bytes touched per parameter (read w, g, state; write w,
   // state).
-  const double upd_bytes = t_.optimizer == "sgd" ? 12 : t_.optimizer == "momentum" ? 20 : 28;
-  const HostRates& host = d_.host;
-  const bool on_host = host.valid();
-  const int threads = std::max(1, t_.threads);
-  double compute = 0;
-  if (on_host) {
+  double update_bytes = 0;
+  bool on_host = false;  // this machine's CPU, measured part by part (Derating::host)
+  int threads = 1;       // intra-op threads per worker
+};
+
+struct CostModel::Exchange {
+  double codec_s = 0, comm_s = 0;
+  double exposed_s = 0;      // not hidden behind backward
+  double first_ready_s = 0;  // when the first bucket goes to the communication thread
+};
+
+CostModel::StepContext CostModel::context(const Topology& topo) const {
+  const GpuSpec& g = cluster_.gpu;
+  StepContext x{topo};
+  x.ranks = topo.ranks();
+  x.mixed = train_.precision == "mixed";
+  x.batch = static_cast<double>(train_.batch);
+  x.params = workload_.params();
+  const double peak = (x.mixed && g.tensor_tflops > 0 ? g.tensor_tflops : g.fp32_tflops) * 1e12;
+  x.flops_rate = peak * derating_.compute;
+  x.mem_rate = g.mem_bw_gbs * 1e9 * derating_.memory;
+  x.act_bytes = workload_.activation_bytes * (x.mixed ? 0.5 : 1.0);
+  x.weight_bytes = x.params * (x.mixed ? 2.0 : 4.0);
+  x.update_bytes = train_.optimizer == "sgd" ? 12 : train_.optimizer == "momentum" ? 20 : 28;
+  x.on_host = derating_.host.valid();
+  x.threads = std::max(1, train_.threads);
+  return x;
+}
+
+double CostModel::compute_time(const StepContext& x, bool& memory_bound) const {
+  const HostRates& host = derating_.host;
+  if (x.on_host) {
     // This CPU, part by part at measured rates (host_model.h): the step's GEMMs at the GEMM
     // rate of its own shapes, the layers between them at the elementwise rate.
-    const double gemm_s = b * w_.step_flops() / host.gemm_rate(e.ranks, threads);
+    const double gemm_s = x.batch * workload_.step_flops() / host.gemm_rate(x.ranks, x.threads);
     const auto& ew = host.elementwise_bytes.empty() ? host.stream_bytes : host.elementwise_bytes;
-    const double ew_s = b * w_.elementwise_bytes / host.share(ew, e.ranks, threads);
-    compute = gemm_s + ew_s;
-    e.compute_memory_bound = ew_s > gemm_s;
-    e.update_s = P * upd_bytes / host.share(host.stream_bytes, e.ranks, threads);
-    if (s_.shard_optimizer && codec_.name == "fp32" && e.ranks > 1) e.update_s /= e.ranks;
-  } else {
-    // Compute: roofline of the whole step. Traffic: activations written in forward and read
-    // twice in backward; weights read in forward and backward, gradients written.
-    double t_flops = b * w_.train_flops() / flops_rate;
-    double t_mem = (3 * b * act_bytes + 3 * weight_bytes) / mem_rate;
-    compute = std::max(t_flops, t_mem);
-    e.compute_memory_bound = t_mem > t_flops;
-    e.update_s = P * upd_bytes / mem_rate;
+    const double ew_s = x.batch * workload_.elementwise_bytes / host.share(ew, x.ranks, x.threads);
+    memory_bound = ew_s > gemm_s;
+    return gemm_s + ew_s;
   }
+  // Roofline of the whole step. Traffic: activations written in forward and read twice in
+  // backward; weights read in forward and backward, gradients written.
+  const double t_flops = x.batch * workload_.train_flops() / x.flops_rate;
+  const double t_mem = (3 * x.batch * x.act_bytes + 3 * x.weight_bytes) / x.mem_rate;
+  memory_bound = t_mem > t_flops;
+  return std::max(t_flops, t_mem);
+}
+
+double CostModel::update_time(const StepContext& x) const {
+  if (!x.on_host) return x.params * x.update_bytes / x.mem_rate;
+  const HostRates& host = derating_.host;
+  double update_s = x.params * x.update_bytes / host.share(host.stream_bytes, x.ranks, x.threads);
+  if (sync_.shard_optimizer && codec_.name == "fp32" && x.ranks > 1) update_s /= x.ranks;
+  return update_s;
+}
+
+MemoryBreakdown CostModel::memory_per_gpu(const StepContext& x) const {
+  const double P = x.params;
+  MemoryBreakdown m;
+  m.weights = x.mixed ? 6 * P : 4 * P;  // fp16 copy + fp32 master
+  m.grads = x.mixed ? 2 * P : 4 * P;
+  m.optimizer = train_.optimizer == "sgd" ? 0 : train_.optimizer == "momentum" ? 4 * P : 8 * P;
+  m.activations = x.batch * x.act_bytes;
+  if (x.ranks > 1 || sync_.bmuf) {
+    m.codec = P * 4 * codec_.ratio() + (codec_.error_feedback ? 4 * P : 0);
+    if (sync_.bmuf) m.codec += 8 * P;  // block start weights and block momentum
+  }
+  m.reserve = 0.5e9;  // CUDA context, library workspaces (estimate)
+  return m;
+}
+
+double CostModel::codec_time(const StepContext& x, double fp32_bytes) const {
+  if (auto it = derating_.codec_enc_dec_gbs.find(codec_.name);
+      it != derating_.codec_enc_dec_gbs.end()) {
+    // Stripe exchange per rank: encode the gradient, re-encode its own 1/n stripe of the
+    // sum; decode n stripes of 1/n as owner and the n gathered stripes (compressed
+    // allreduce, compress/compressed_allreduce.h). Summable codecs: encode + decode once.
+    const double n = x.ranks;
+    const bool stripes = codec_.aggregation == Aggregation::kStripeExchange;
+    const double enc = stripes ? 1 + 1 / n : 1, dec = stripes ? 2 : 1;
+    return fp32_bytes * (enc / (it->second.first * 1e9) + dec / (it->second.second * 1e9));
+  }
+  if (auto it = derating_.codec_gbs.find(codec_.name); it != derating_.codec_gbs.end())
+    return fp32_bytes / (it->second * 1e9);
+  return codec_.memory_passes * fp32_bytes / x.mem_rate +
+         codec_.extra_flops_per_element * (fp32_bytes / 4) / x.flops_rate;
+}
+
+double CostModel::link_time(const StepContext& x, double fp32_bytes) const {
+  const double wire = fp32_bytes * codec_.ratio();
+  if (codec_.aggregation == Aggregation::kAllgather) return allgather_seconds(x.topo, wire);
+  double t = 0;
+  for (int i = 0; i < codec_.collectives; ++i)
+    t += allreduce_seconds(algorithm_, x.topo, wire / codec_.collectives);
+  return t;
+}
+
+CostModel::Exchange CostModel::gradient_exchange(const StepContext& x, double bwd_s) const {
+  if (x.ranks <= 1) {
+    Exchange none;
+    none.first_ready_s = bwd_s;
+    return none;
+  }
+  return sync_.bmuf ? bmuf_exchange(x, bwd_s) : bucketed_exchange(x, bwd_s);
+}
+
+// One allreduce of the whole model delta per block of tau local steps, after the block:
+// nothing overlaps, but it is shared by tau steps.
+CostModel::Exchange CostModel::bmuf_exchange(const StepContext& x, double bwd_s) const {
+  const double bytes = 4 * x.params;
+  Exchange ex;
+  ex.first_ready_s = bwd_s;
+  ex.codec_s = codec_time(x, bytes) / sync_.tau;
+  ex.comm_s = link_time(x, bytes) / sync_.tau;
+  ex.exposed_s = ex.codec_s + ex.comm_s;
+  return ex;
+}
+
+// Buckets: walk the layers backward; a bucket is sent once bucket_mb of gradients are ready;
+// big layers split into several buckets ready at the same time. Buckets go on the link one
+// after another, each when it is ready (with overlap) or after backward (without).
+CostModel::Exchange CostModel::bucketed_exchange(const StepContext& x, double bwd_s) const {
+  const double bucket = sync_.bucket_mb * 1e6;
+  const double total_flops = std::max(workload_.fwd_flops(), 1.0);
+  Exchange ex;
+  ex.first_ready_s = bwd_s;
+  double clock = 0, link_free = 0, pending = 0;
+  auto send = [&](double bytes, double ready) {
+    ex.first_ready_s = std::min(ex.first_ready_s, ready);
+    const double codec_s = codec_time(x, bytes), comm_s = link_time(x, bytes);
+    ex.codec_s += codec_s;
+    ex.comm_s += comm_s;
+    const double start = sync_.overlap ? std::max(ready, link_free) : std::max(bwd_s, link_free);
+    link_free = start + codec_s + comm_s;
+  };
+  for (auto it = workload_.layers.rbegin(); it != workload_.layers.rend(); ++it) {
+    clock += bwd_s * it->fwd_flops / total_flops;
+    pending += 4 * it->params;
+    while (pending >= bucket) {
+      send(bucket, clock);
+      pending -= bucket;
+    }
+  }
+  if (pending > 0) send(pending, bwd_s);
+  ex.exposed_s = std::max(0.0, link_free - bwd_s);
+  return ex;
+}
+
+// On a CPU host the communication thread and the loader need cores too: overlap hides their
+// work only on cores the workers' compute threads leave idle (idle cores per rank, at most 1);
+// the rest adds to the step.
+double CostModel::idle_core_share(const StepContext& x) const {
+  if (!x.on_host) return 1.0;
+  return std::clamp(double(derating_.host.cores - x.ranks * x.threads) / x.ranks, 0.0, 1.0);
+}
+
+// The communication thread beside the compute threads (host_model.h BusyLink): from the first
+// bucket on, it runs (or polls for its peer) until the exchange is done, taking `link_steal`
+// of the compute threads' rate for the rest of backward. Without overlap the exchange starts
+// after backward and nothing runs beside the compute.
+bool CostModel::link_steals_compute(const StepContext& x) const {
+  return x.on_host && sync_.overlap && derating_.host.link_steal > 0 && x.ranks > 1 && !sync_.bmuf;
+}
+
+// The node's storage reads a step's input for all its GPUs.
+double CostModel::input_time(const StepContext& x) const {
+  return x.topo.gpus_per_node * x.batch * workload_.input_bytes / (cluster_.storage.read_mbs * 1e6);
+}
+
+// Prefetch hides the read behind the rest of the step; on a host each worker's loader thread
+// also does its own share of that work on the cores left to it.
+double CostModel::exposed_input_time(const StepContext& x, double input_s, double busy_s,
+                                     double idle_core_share) const {
+  double exposed = train_.prefetch ? std::max(0.0, input_s - busy_s) : input_s;
+  if (x.on_host)
+    exposed = std::max(exposed, input_s / x.topo.gpus_per_node * (1 - idle_core_share));
+  return exposed;
+}
+
+std::string CostModel::limiter(const StepEstimate& e, double compute_s) {
+  if (!e.fits) return "memory";
+  const double link = e.comm_exposed_s, input = e.input_exposed_s;
+  if (link >= compute_s && link >= input) return "link";
+  if (input >= compute_s) return "input";
+  return e.compute_memory_bound ? "memory bandwidth" : "compute";
+}
+
+StepEstimate CostModel::raw(const Topology& topo) const {
+  const StepContext x = context(topo);
+  StepEstimate e;
+  e.ranks = x.ranks;
+  double compute = compute_time(x, e.compute_memory_bound);
+  e.update_s = update_time(x);
   e.fwd_s = compute / 3;
   e.bwd_s = compute - e.fwd_s;
 
-  // Memory on one GPU.
-  MemoryBreakdown& m = e.memory;
-  m.weights = mixed ? 6 * P : 4 * P;  // fp16 copy + fp32 master
-  m.grads = mixed ? 2 * P : 4 * P;
-  m.optimizer = t_.optimizer == "sgd" ? 0 : t_.optimizer == "momentum" ? 4 * P : 8 * P;
-  m.activations = b * act_bytes;
-  if (e.ranks > 1 || s_.bmuf) {
-    m.codec = P * 4 * codec_.ratio() + (codec_.error_feedback ? 4 * P : 0);
-    if (s_.bmuf) m.codec += 8 * P;  // block start weights and block momentum
-  }
-  m.reserve = 0.5e9;  // CUDA context, library workspaces (estimate)
-  e.fits = m.total() <= g.memory_gb * 1e9;
+  e.memory = memory_per_gpu(x);
+  e.fits = e.memory.total() <= cluster_.gpu.memory_gb * 1e9;
 
-  // Communication.
-  auto codec_seconds = [&](double fp32_bytes) {
-    if (auto it = d_.codec_enc_dec_gbs.find(codec_.name); it != d_.codec_enc_dec_gbs.end()) {
-      // Stripe exchange per rank: encode the gradient, re-encode its own 1/n stripe of the
-      // sum; decode n stripes of 1/n as owner and the n gathered stripes (compressed
-      // allreduce, compress/compressed_allreduce.h). Summable codecs: encode + decode once.
-      const double n = e.ranks;
-      const bool stripes = codec_.aggregation == Aggregation::kStripeExchange;
-      const double enc = stripes ? 1 + 1 / n : 1, dec = stripes ? 2 : 1;
-      return fp32_bytes * (enc / (it->second.first * 1e9) + dec / (it->second.second * 1e9));
-    }
-    if (auto it = d_.codec_gbs.find(codec_.name); it != d_.codec_gbs.end())
-      return fp32_bytes / (it->second * 1e9);
-    return codec_.memory_passes * fp32_bytes / mem_rate +
-           codec_.extra_flops_per_element * (fp32_bytes / 4) / flops_rate;
-  };
-  auto comm_seconds = [&](double fp32_bytes) {
-    double wire = fp32_bytes * codec_.ratio();
-    if (codec_.aggregation == Aggregation::kAllgather) return allgather_seconds(topo, wire);
-    double t = 0;
-    for (int i = 0; i < codec_.collectives; ++i)
-      t += allreduce_seconds(algo_, topo, wire / codec_.collectives);
-    return t;
-  };
-  double exposed = 0;
-  double first_ready = e.bwd_s;  // when the first bucket goes to the communication thread
-  if (e.ranks > 1) {
-    if (s_.bmuf) {
-      // One allreduce of the whole model delta per block of tau local steps, after the
-      // block: nothing overlaps, but it is shared by tau steps.
-      double bytes = 4 * P;
-      e.codec_s = codec_seconds(bytes) / s_.tau;
-      e.comm_s = comm_seconds(bytes) / s_.tau;
-      exposed = e.codec_s + e.comm_s;
-    } else {
-      // Buckets: walk the layers backward; a bucket is sent once bucket_mb of gradients are
-      // ready; big layers split into several buckets ready at the same time.
-      const double bucket = s_.bucket_mb * 1e6;
-      const double total_flops = std::max(w_.fwd_flops(), 1.0);
-      double clock = 0, link_free = 0, pending = 0;
-      auto send = [&](double bytes, double ready) {
-        first_ready = std::min(first_ready, ready);
-        double c = codec_seconds(bytes), x = comm_seconds(bytes);
-        e.codec_s += c;
-        e.comm_s += x;
-        double start = s_.overlap ? std::max(ready, link_free) : std::max(e.bwd_s, link_free);
-        link_free = start + c + x;
-      };
-      for (auto it = w_.layers.rbegin(); it != w_.layers.rend(); ++it) {
-        clock += e.bwd_s * it->fwd_flops / total_flops;
-        pending += 4 * it->params;
-        while (pending >= bucket) {
-          send(bucket, clock);
-          pending -= bucket;
-        }
-      }
-      if (pending > 0) send(pending, e.bwd_s);
-      exposed = std::max(0.0, link_free - e.bwd_s);
-    }
-  }
-  // On a CPU host the communication thread and the loader need cores too: overlap hides
-  // their work only on cores the workers' compute threads leave idle (hide = idle cores per
-  // rank, at most 1); the rest adds to the step.
-  const double hide =
-      on_host ? std::clamp(double(host.cores - e.ranks * threads) / e.ranks, 0.0, 1.0) : 1.0;
-  exposed = std::max(exposed, (e.comm_s + e.codec_s) * (1 - hide));
-  if (on_host && s_.overlap && host.link_steal > 0 && e.ranks > 1 && !s_.bmuf) {
-    // The communication thread beside the compute threads (host_model.h BusyLink): from the
-    // first bucket on, it runs (or polls for its peer) until the exchange is done, taking
-    // `steal` of the compute threads' rate for the rest of backward. Without overlap the
-    // exchange starts after backward and nothing runs beside the compute.
-    const double stolen = host.link_steal * std::max(0.0, e.bwd_s - first_ready);
+  const Exchange ex = gradient_exchange(x, e.bwd_s);
+  e.codec_s = ex.codec_s;
+  e.comm_s = ex.comm_s;
+  const double idle = idle_core_share(x);
+  e.comm_exposed_s = std::max(ex.exposed_s, (e.comm_s + e.codec_s) * (1 - idle));
+  if (link_steals_compute(x)) {
+    const double stolen = derating_.host.link_steal * std::max(0.0, e.bwd_s - ex.first_ready_s);
     e.bwd_s += stolen;
     compute += stolen;
   }
-  e.comm_exposed_s = exposed;
 
-  // Input: the node's storage reads for all its GPUs; prefetch hides it behind the step.
-  double busy = compute + exposed + e.update_s;
-  e.input_s = topo.gpus_per_node * b * w_.input_bytes / (c_.storage.read_mbs * 1e6);
-  e.input_exposed_s = t_.prefetch ? std::max(0.0, e.input_s - busy) : e.input_s;
-  // On a host each worker's loader thread does its own share of that work.
-  if (on_host)
-    e.input_exposed_s = std::max(e.input_exposed_s, e.input_s / topo.gpus_per_node * (1 - hide));
+  const double busy = compute + e.comm_exposed_s + e.update_s;
+  e.input_s = input_time(x);
+  e.input_exposed_s = exposed_input_time(x, e.input_s, busy, idle);
 
   e.step_s = busy + e.input_exposed_s;
-  e.samples_per_s = e.ranks * b / e.step_s;
-
-  if (!e.fits) {
-    e.limiter = "memory";
-  } else {
-    double link = exposed, input = e.input_exposed_s;
-    if (link >= compute && link >= input)
-      e.limiter = "link";
-    else if (input >= compute)
-      e.limiter = "input";
-    else
-      e.limiter = e.compute_memory_bound ? "memory bandwidth" : "compute";
-  }
+  e.samples_per_s = e.ranks * x.batch / e.step_s;
+  e.limiter = limiter(e, compute);
   return e;
 }
 

@@ -91,18 +91,39 @@ class CostModel {
   // The same, on `nodes` x `gpus_per_node` (a sweep point).
   StepEstimate estimate_at(int nodes, int gpus_per_node) const;
 
-  const Workload& workload() const { return w_; }
-  const Cluster& cluster() const { return c_; }
+  const Workload& workload() const { return workload_; }
+  const Cluster& cluster() const { return cluster_; }
 
  private:
+  struct StepContext;  // the sizes and rates one estimate works from (cost_model.cc)
+  struct Exchange;     // one step's gradient exchange
+
   StepEstimate raw(const Topology& topo) const;
-  Workload w_;
-  Cluster c_;
-  SyncSpec s_;
-  TrainSpec t_;
-  Derating d_;
+  StepContext context(const Topology& topo) const;
+  // Forward + backward seconds; `memory_bound` says whether memory traffic set them.
+  double compute_time(const StepContext& x, bool& memory_bound) const;
+  double update_time(const StepContext& x) const;
+  MemoryBreakdown memory_per_gpu(const StepContext& x) const;
+  // Encoding and decoding `fp32_bytes` of gradients, and sending their encoded form.
+  double codec_time(const StepContext& x, double fp32_bytes) const;
+  double link_time(const StepContext& x, double fp32_bytes) const;
+  Exchange gradient_exchange(const StepContext& x, double bwd_s) const;
+  Exchange bmuf_exchange(const StepContext& x, double bwd_s) const;
+  Exchange bucketed_exchange(const StepContext& x, double bwd_s) const;
+  double idle_core_share(const StepContext& x) const;
+  bool link_steals_compute(const StepContext& x) const;
+  double input_time(const StepContext& x) const;
+  double exposed_input_time(const StepContext& x, double input_s, double busy_s,
+                            double idle_core_share) const;
+  static std::string limiter(const StepEstimate& e, double compute_s);
+
+  Workload workload_;
+  Cluster cluster_;
+  SyncSpec sync_;
+  TrainSpec train_;
+  Derating derating_;
   CodecModel codec_;
-  Algorithm algo_;
+  Algorithm algorithm_;
 };
 
 std::string format_seconds(double s);

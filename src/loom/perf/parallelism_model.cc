@@ -5,17 +5,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "loom/nn/linear.h"
-#include "loom/nn/model_zoo.h"
-
 namespace loom::perf {
 namespace {
-
-struct LayerInfo {
-  double flops = 0, params = 0;
-  bool dense = false;
-  int64_t in = 0, out = 0;
-};
 
 constexpr double kInt8Wire = (1.0 + 4.0 / 512.0) / 4.0;  // int8 codec, block 512
 
@@ -24,9 +15,13 @@ double link_seconds(const LinkSpec& l, double bytes, int n) {
   return bytes / l.bytes_per_s() + 2.0 * (n - 1) * l.alpha_s();
 }
 
-ParallelismEstimate estimate(const std::vector<LayerInfo>& L, int64_t input, int64_t classes,
-                             const std::string& mode, const std::string& act,
-                             const ParallelismSetup& s) {
+bool is_dense(const LayerShape& l) {
+  return l.kind == LayerKind::kDense;
+}
+
+ParallelismEstimate estimate(const ModelShape& model, const std::string& mode,
+                             const std::string& act, const ParallelismSetup& s) {
+  const std::vector<LayerShape>& L = model.layers;
   const int n = s.workers;
   const double b = double(s.batch), G = b * n, wire = act == "int8" ? kInt8Wire : 1.0;
   const double ring = 2.0 * (n - 1) / n;
@@ -46,21 +41,21 @@ ParallelismEstimate estimate(const std::vector<LayerInfo>& L, int64_t input, int
   } else {
     size_t start = 0;  // the block's first layer
     if (mode == "hybrid")
-      while (start < L.size() && !L[start].dense) ++start;
+      while (start < L.size() && !is_dense(L[start])) ++start;
     double dp_params = 0;
     for (size_t i = 0; i < start; ++i) flops += 3 * L[i].flops * b, dp_params += L[i].params;
-    int64_t w_in = input;
+    int64_t w_in = model.input;
     for (size_t i = 0; i < start; ++i)
       if (L[i].out > 0) w_in = L[i].out;
-    if (start > 0 && L[start].dense) w_in = L[start].in;
+    if (start > 0 && start < L.size()) w_in = L[start].in;  // the first dense layer
     // Dense roles: pairs column -> row, a last unpaired one replicated.
     std::vector<size_t> dense;
     for (size_t i = start; i < L.size(); ++i)
-      if (L[i].dense) dense.push_back(i);
+      if (is_dense(L[i])) dense.push_back(i);
     bool params_seen = false;
     for (size_t i = start; i < L.size(); ++i) {
       const auto& l = L[i];
-      if (!l.dense) {
+      if (!is_dense(l)) {
         flops += 3 * l.flops * G;  // replicated on the gathered batch
         params_seen = params_seen || l.params > 0;
         continue;
@@ -80,7 +75,7 @@ ParallelismEstimate estimate(const std::vector<LayerInfo>& L, int64_t input, int
       }
       params_seen = true;
     }
-    bytes += (n - 1) * b * w_in * 4 * wire + (n - 1) * b * classes * 4;  // gathers
+    bytes += (n - 1) * b * w_in * 4 * wire + (n - 1) * b * model.classes * 4;  // gathers
     act_fp32 += G * w_in * 4;
     collectives += 2;
     if (dp_params > 0) {  // hybrid: reduce-scatter at the block, allreduce of conv gradients
@@ -103,35 +98,17 @@ ParallelismEstimate estimate(const std::vector<LayerInfo>& L, int64_t input, int
 
 }  // namespace
 
-std::vector<ParallelismEstimate> compare_parallelism(const Config& cfg, const ParallelismSetup& s) {
-  const nn::Shape input = {1, 28, 28};
-  const int classes = 10;
-  std::vector<LayerInfo> L;
-  nn::Shape shape = input;
-  bool params_before_dense = false, dense_seen = false;
-  for (auto& layer : nn::build_layers(cfg, input, classes)) {
-    LayerInfo li;
-    const nn::Shape in = shape;
-    shape = layer->build(shape);
-    li.flops = double(layer->flops_per_sample());
-    li.params = double(layer->num_params());
-    if (auto* lin = dynamic_cast<nn::Linear*>(layer.get())) {
-      li.dense = true;
-      li.in = lin->in_features();
-      dense_seen = true;
-    } else if (!dense_seen && li.params > 0) {
-      params_before_dense = true;
-    }
-    li.out = nn::numel(shape);
-    (void)in;
-    L.push_back(li);
-  }
+std::vector<ParallelismEstimate> compare_parallelism(const ModelShape& model,
+                                                     const ParallelismSetup& s) {
+  const auto& L = model.layers;
+  const auto first_dense = std::find_if(L.begin(), L.end(), is_dense);
+  const bool params_before_dense =
+      std::any_of(L.begin(), first_dense, [](const LayerShape& l) { return l.params > 0; });
   std::vector<ParallelismEstimate> out;
-  out.push_back(estimate(L, nn::numel(input), classes, "data", "fp32", s));
+  out.push_back(estimate(model, "data", "fp32", s));
   for (const char* act : {"fp32", "int8"}) {
-    out.push_back(estimate(L, nn::numel(input), classes, "model", act, s));
-    if (params_before_dense)
-      out.push_back(estimate(L, nn::numel(input), classes, "hybrid", act, s));
+    out.push_back(estimate(model, "model", act, s));
+    if (params_before_dense) out.push_back(estimate(model, "hybrid", act, s));
   }
   std::stable_sort(out.begin(), out.end(),
                    [](const auto& a, const auto& b) { return a.samples_per_s > b.samples_per_s; });

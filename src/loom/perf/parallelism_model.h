@@ -1,4 +1,4 @@
-// Data, model or hybrid parallelism for one loom model on one link (docs/model_parallel.md):
+// Data, model or hybrid parallelism for one sequential model on one link (docs/model_parallel.md):
 // which is faster per step, and why (bytes on the link against FLOPs per worker).
 //
 // Per step, N workers, b samples each (global batch G = N b), P parameters:
@@ -19,13 +19,33 @@
 // last unpaired dense layer replicated).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
-#include "loom/core/config.h"
 #include "loom/perf/catalog.h"
 
 namespace loom::perf {
+
+enum class LayerKind {
+  kDense,  // fully connected: split across the workers by the model-parallel block
+  kOther,  // convolutions, pooling, activations, reshapes: replicated in the block
+};
+
+// One layer of a sequential model, per sample.
+struct LayerShape {
+  LayerKind kind = LayerKind::kOther;
+  int64_t in = 0, out = 0;  // input and output widths (elements)
+  double flops = 0;         // forward
+  double params = 0;
+};
+
+// The workload: a sequential model's layers in forward order, with its input and output widths.
+struct ModelShape {
+  int64_t input = 0;    // elements per sample
+  int64_t classes = 0;  // width of the logits
+  std::vector<LayerShape> layers;
+};
 
 struct ParallelismSetup {
   int workers = 2;
@@ -43,9 +63,10 @@ struct ParallelismEstimate {
   double samples_per_s = 0;
 };
 
-// Every mode that applies to the model of `cfg` (hybrid only for models with layers with
-// parameters before the first dense layer), fastest first.
-std::vector<ParallelismEstimate> compare_parallelism(const Config& cfg, const ParallelismSetup& s);
+// Every mode that applies to `model` (hybrid only for models with layers with parameters
+// before the first dense layer), fastest first.
+std::vector<ParallelismEstimate> compare_parallelism(const ModelShape& model,
+                                                     const ParallelismSetup& s);
 
 std::string parallelism_table(const std::vector<ParallelismEstimate>& e, const ParallelismSetup& s);
 std::string parallelism_json(const std::vector<ParallelismEstimate>& e, const ParallelismSetup& s);

@@ -106,6 +106,7 @@ data::Dataset materialise(const data::SampleSource& src) {
   return ds;
 }
 
+// One rank's training run: set up, start (or resume), the epochs, and rank 0's result.
 class Worker {
  public:
   Worker(const Config& cfg, const Settings& s, comm::Communicator& c,
@@ -122,17 +123,47 @@ class Worker {
 
   void run() {
     check_same_run(comm_, cfg_);
+    set_up();
+    start_or_resume();
+    for (int64_t epoch = step_ / steps_per_epoch_;
+         epoch < s_.epochs && step_ < total_steps_ && !guard_->interrupted(); ++epoch)
+      run_epoch(epoch);
+    if (lead_) finish();
+  }
+
+ private:
+  // What this rank's kept steps of one epoch add up to.
+  struct EpochTotals {
+    double loss_sum = 0, correct = 0, seen = 0;
+  };
+
+  // The backend, model, optimizer, sync strategy, loader and learning-rate schedule.
+  void set_up() {
     // The nccl transport's workers compute on their communicator's GPU (nccl_world.h).
     Backend* device = comm::device_backend(comm_);
-    Backend& backend = device ? *device : cpu_backend();
+    backend_ = device ? device : &cpu_backend();
     trace::bind_thread(comm_.rank(), trace::kComputeTid, "compute", true);
-    backend.set_intra_op_threads(int(s_.threads));
-    auto model = sync::build_model(cfg_, comm_, backend, train_->sample_shape(),
-                                   train_->num_classes());  // parallel.* (model_parallel_model.h)
-    model->init_params(s_.seed);
-    auto optimizer = optim::make_optimizer(cfg_, backend, model->num_params());
-    auto strategy = sync::make_strategy(cfg_, comm_, *model, *optimizer);
+    backend_->set_intra_op_threads(int(s_.threads));
+    model_ = sync::build_model(cfg_, comm_, *backend_, train_->sample_shape(),
+                               train_->num_classes());  // parallel.* (model_parallel_model.h)
+    model_->init_params(s_.seed);
+    optimizer_ = optim::make_optimizer(cfg_, *backend_, model_->num_params());
+    strategy_ = sync::make_strategy(cfg_, comm_, *model_, *optimizer_);
+    set_up_loader();
+    schedule_ = optim::make_lr_schedule(cfg_, steps_per_epoch_, total_steps_);
+    lead_ = comm_.rank() == 0;
+    if (lead_) {
+      result_.describe =
+          fmt::format("model:\n{}\noptimizer: {}, {}\nsync: {}", model_->summary(),
+                      optimizer_->describe(), schedule_.describe(), strategy_->describe());
+      log_info("{}", result_.describe);
+    }
+    progress_.emplace(lead_ ? s_.progress : ProgressMode::kNone, s_.epochs, steps_per_epoch_,
+                      global_batch_);
+  }
 
+  // This rank's share of each global batch, and how many steps the run takes.
+  void set_up_loader() {
     data::LoaderOptions lo;
     lo.global_batch = s_.batch * comm_.size();
     lo.rank = comm_.rank();
@@ -141,131 +172,142 @@ class Worker {
     lo.shuffle = s_.shuffle;
     lo.prefetch = int(s_.prefetch);
     data::apply_pipeline(pipeline_, lo);
-    data::Loader loader(train_, lo);
-    const int64_t steps_per_epoch = loader.steps_per_epoch();
-    if (steps_per_epoch == 0)
+    loader_.emplace(train_, lo);
+    global_batch_ = lo.global_batch;
+    steps_per_epoch_ = loader_->steps_per_epoch();
+    if (steps_per_epoch_ == 0)
       throw ConfigError(
           fmt::format("a global batch of {} ({} workers x batch {}) is larger than "
                       "the {} training samples",
                       lo.global_batch, comm_.size(), s_.batch, train_->count()));
-    int64_t total_steps = steps_per_epoch * s_.epochs;
-    if (s_.max_steps > 0) total_steps = std::min(total_steps, s_.max_steps);
-    const optim::LrSchedule schedule = optim::make_lr_schedule(cfg_, steps_per_epoch, total_steps);
+    total_steps_ = steps_per_epoch_ * s_.epochs;
+    if (s_.max_steps > 0) total_steps_ = std::min(total_steps_, s_.max_steps);
+  }
 
-    const bool lead = comm_.rank() == 0;
-    if (lead) {
-      result_.describe =
-          fmt::format("model:\n{}\noptimizer: {}, {}\nsync: {}", model->summary(),
-                      optimizer->describe(), schedule.describe(), strategy->describe());
-      log_info("{}", result_.describe);
-    }
-    // Checkpoints, resume, the NaN policy and stop signals (checkpoint_guard.h).
-    StepGuard guard(cfg_, comm_, WorkerParts{backend, *model, *optimizer, *strategy},
-                    steps_per_epoch, s_.seed);
-    const int64_t first_step = guard.resume();  // 0, or where the checkpoint left off
+  // Checkpoints, resume, the NaN policy and stop signals (checkpoint_guard.h); then the
+  // strategy starts from step 0 or from where the checkpoint left off.
+  void start_or_resume() {
+    guard_.emplace(cfg_, comm_, WorkerParts{*backend_, *model_, *optimizer_, *strategy_},
+                   steps_per_epoch_, s_.seed);
+    step_ = guard_->resume();  // 0, or where the checkpoint left off
     // metrics.jsonl keeps the epochs the checkpoint completed; the rest are trained again.
-    if (lead && guard.resumed()) writer_.keep_epochs_through(first_step / steps_per_epoch);
-    strategy->start();
-    guard.restore_strategy();
-    Progress progress(lead ? s_.progress : ProgressMode::kNone, s_.epochs, steps_per_epoch,
-                      lo.global_batch);
+    if (lead_ && guard_->resumed()) writer_.keep_epochs_through(step_ / steps_per_epoch_);
+    strategy_->start();
+    guard_->restore_strategy();
+  }
 
-    int64_t step = first_step;
-    double total_seconds = 0;
-    int64_t total_samples = 0;
-    for (int64_t epoch = first_step / steps_per_epoch;
-         epoch < s_.epochs && step < total_steps && !guard.interrupted(); ++epoch) {
-      EpochMetrics m;
-      m.epoch = epoch + 1;
-      double loss_sum = 0, correct = 0, seen = 0;
-      loader.start_epoch(epoch);
-      data::Batch batch;
-      DeviceBatch on_device(backend);
-      const int64_t numel = train_->sample_numel();
-      // A resumed epoch: the shuffle is a function of (seed, epoch), so skipping the batches
-      // already trained on puts the loader where the checkpoint left it.
-      for (int64_t k = step - epoch * steps_per_epoch; k > 0 && loader.next(batch); --k) {
+  // The epoch's steps from where step_ stands, then its figures, evaluation and report.
+  void run_epoch(int64_t epoch) {
+    EpochMetrics m;
+    m.epoch = epoch + 1;
+    EpochTotals totals;
+    loader_->start_epoch(epoch);
+    data::Batch batch;
+    DeviceBatch on_device(*backend_);
+    skip_trained_batches(epoch, batch);
+    Stopwatch epoch_watch;
+    while (step_ < total_steps_ && loader_->next(batch)) {
+      m.loader_wait_s += batch.wait_seconds;
+      trace::Span step_span;  // timeline (trace.file): the step and the loader wait before it
+      trace_step(batch, step_span);
+      const std::optional<nn::LossResult> r = train_step(batch, on_device, m.compute_s);
+      ++step_;
+      ++m.steps;
+      if (!r) continue;  // rolled back: left out of the epoch's loss and accuracy
+      totals.loss_sum += r->loss_sum;
+      totals.correct += double(r->correct);
+      totals.seen += double(batch.size);
+      if (lead_) {
+        const double el = epoch_watch.seconds();
+        progress_->step(epoch, batch.step, r->loss_sum / double(batch.size),
+                        el > 0 ? double(m.steps * global_batch_) / el : 0);
       }
-      Stopwatch epoch_watch;
-      while (step < total_steps && loader.next(batch)) {
-        m.loader_wait_s += batch.wait_seconds;
-        trace::begin_step(comm_.rank(), step);
-        trace::Span step_span;  // timeline (trace.file): the step and the loader wait before it
-        if (trace::enabled()) {
-          trace::complete("loader wait", "loader", trace::now_us() - 1e6 * batch.wait_seconds,
-                          1e6 * batch.wait_seconds);
-          step_span.begin(fmt::format("step {}", step), "step");
-        }
-        nn::StepInfo info;
-        info.training = true;
-        info.dropout_key = derive_key(s_.seed, 0, RngPurpose::kDropout, uint64_t(step));
-        info.sample_offset = batch.global_offset;
-        guard.begin_step(step);
-        const float lr = float(schedule.at(step)) * guard.lr_scale();
-        strategy->begin_step(step, lr);
-        Stopwatch compute;
-        const DeviceBatch::View in = on_device.put(batch.x, batch.y, batch.size, numel);
-        model->forward(in.x, batch.size, info);
-        const nn::LossResult r = model->loss(in.y, strategy->grad_scale(batch.size));
-        guard.check_loss(r.loss_sum, step);
-        model->backward([&](const nn::ParamRange& range) {
-          guard.check_grads(range);
-          strategy->on_gradients_ready(range);
-        });
-        m.compute_s += compute.seconds();
-        strategy->end_step();
-        if (guard.end_step(step + 1) == StepGuard::Outcome::kSkipped) {  // rolled back
-          ++step;
-          ++m.steps;
-          continue;
-        }
-        loss_sum += r.loss_sum;
-        correct += double(r.correct);
-        seen += double(batch.size);
-        ++step;
-        ++m.steps;
-        if (lead) {
-          const double el = epoch_watch.seconds();
-          progress.step(epoch, batch.step, r.loss_sum / double(batch.size),
-                        el > 0 ? double(m.steps * lo.global_batch) / el : 0);
-        }
-        if (guard.interrupted()) break;  // a stop signal: checkpoint written, leave
-      }
-      // After the last step, before the last evaluation: block momentum folds in its last
-      // partial block here, so the final test accuracy is that of the global model.
-      if (step >= total_steps || epoch + 1 == s_.epochs) strategy->finish();
-      m.seconds = epoch_watch.seconds();
-      const sync::SyncStats st = strategy->take_stats();
-      m.comm_s = st.comm_seconds;
-      m.exposed_comm_s = st.exposed_seconds;
-      m.compute_s -= st.exposed_in_compute;  // counted once, as communication
-      m.bytes_sent = st.bytes_sent;
-      double sums[3] = {loss_sum, correct, seen};
-      allreduce_sum(comm_, sums);
-      m.train_loss = sums[2] > 0 ? sums[0] / sums[2] : 0;
-      m.train_acc = sums[2] > 0 ? sums[1] / sums[2] : 0;
-      m.samples_per_s = m.seconds > 0 ? sums[2] / m.seconds : 0;
-      total_seconds += m.seconds;
-      total_samples += int64_t(sums[2]);
-      if (s_.eval) m.test_acc = evaluate(comm_, *model, test_);
-      if (lead) report_epoch(progress, m);
+      if (guard_->interrupted()) break;  // a stop signal: checkpoint written, leave
     }
-    if (lead) {
-      result_.world = comm_.size();
-      result_.interrupted = guard.interrupted();
-      result_.checkpoint = guard.last_checkpoint();
-      result_.steps = step;
-      result_.samples_per_s = total_seconds > 0 ? double(total_samples) / total_seconds : 0;
-      result_.test_acc = result_.epochs.empty() ? -1 : result_.epochs.back().test_acc;
-      result_.final_params.resize(size_t(model->num_params()));
-      backend.copy_to_host(result_.final_params.data(), model->params(),
-                           result_.final_params.size() * sizeof(float));
+    // After the last step, before the last evaluation: block momentum folds in its last
+    // partial block here, so the final test accuracy is that of the global model.
+    if (step_ >= total_steps_ || epoch + 1 == s_.epochs) strategy_->finish();
+    m.seconds = epoch_watch.seconds();
+    close_epoch(m, totals);
+    if (s_.eval) m.test_acc = evaluate(comm_, *model_, test_);
+    if (lead_) report_epoch(m);
+  }
+
+  // A resumed epoch: the shuffle is a function of (seed, epoch), so skipping the batches
+  // already trained on puts the loader where the checkpoint left it.
+  void skip_trained_batches(int64_t epoch, data::Batch& batch) {
+    for (int64_t k = step_ - epoch * steps_per_epoch_; k > 0 && loader_->next(batch); --k) {
     }
   }
 
- private:
-  void report_epoch(Progress& progress, const EpochMetrics& m) {
-    progress.end_epoch();
+  // The timeline (trace.file): the step about to run, and the loader's wait before it.
+  void trace_step(const data::Batch& batch, trace::Span& step_span) const {
+    trace::begin_step(comm_.rank(), step_);
+    if (!trace::enabled()) return;
+    trace::complete("loader wait", "loader", trace::now_us() - 1e6 * batch.wait_seconds,
+                    1e6 * batch.wait_seconds);
+    step_span.begin(fmt::format("step {}", step_), "step");
+  }
+
+  // Step step_ on `batch`: forward, loss, backward handing gradients to the strategy, its
+  // exchange and update. nullopt when the guard rolled the step back.
+  std::optional<nn::LossResult> train_step(const data::Batch& batch, DeviceBatch& on_device,
+                                           double& compute_s) {
+    nn::StepInfo info;
+    info.training = true;
+    info.dropout_key = derive_key(s_.seed, 0, RngPurpose::kDropout, uint64_t(step_));
+    info.sample_offset = batch.global_offset;
+    guard_->begin_step(step_);
+    const float lr = float(schedule_.at(step_)) * guard_->lr_scale();
+    strategy_->begin_step(step_, lr);
+    const int64_t numel = train_->sample_numel();
+    Stopwatch compute;
+    const DeviceBatch::View in = on_device.put(batch.x, batch.y, batch.size, numel);
+    model_->forward(in.x, batch.size, info);
+    const nn::LossResult r = model_->loss(in.y, strategy_->grad_scale(batch.size));
+    guard_->check_loss(r.loss_sum, step_);
+    model_->backward([&](const nn::ParamRange& range) {
+      guard_->check_grads(range);
+      strategy_->on_gradients_ready(range);
+    });
+    compute_s += compute.seconds();
+    strategy_->end_step();
+    if (guard_->end_step(step_ + 1) == StepGuard::Outcome::kSkipped) return std::nullopt;
+    return r;
+  }
+
+  // The strategy's communication figures for the epoch; loss, accuracy and throughput summed
+  // over the ranks.
+  void close_epoch(EpochMetrics& m, const EpochTotals& t) {
+    const sync::SyncStats st = strategy_->take_stats();
+    m.comm_s = st.comm_seconds;
+    m.exposed_comm_s = st.exposed_seconds;
+    m.compute_s -= st.exposed_in_compute;  // counted once, as communication
+    m.bytes_sent = st.bytes_sent;
+    double sums[3] = {t.loss_sum, t.correct, t.seen};
+    allreduce_sum(comm_, sums);
+    m.train_loss = sums[2] > 0 ? sums[0] / sums[2] : 0;
+    m.train_acc = sums[2] > 0 ? sums[1] / sums[2] : 0;
+    m.samples_per_s = m.seconds > 0 ? sums[2] / m.seconds : 0;
+    total_seconds_ += m.seconds;
+    total_samples_ += int64_t(sums[2]);
+  }
+
+  // Rank 0: the run's figures and its final parameters for the caller.
+  void finish() {
+    result_.world = comm_.size();
+    result_.interrupted = guard_->interrupted();
+    result_.checkpoint = guard_->last_checkpoint();
+    result_.steps = step_;
+    result_.samples_per_s = total_seconds_ > 0 ? double(total_samples_) / total_seconds_ : 0;
+    result_.test_acc = result_.epochs.empty() ? -1 : result_.epochs.back().test_acc;
+    result_.final_params.resize(size_t(model_->num_params()));
+    backend_->copy_to_host(result_.final_params.data(), model_->params(),
+                           result_.final_params.size() * sizeof(float));
+  }
+
+  void report_epoch(const EpochMetrics& m) {
+    progress_->end_epoch();
     const double step_ms = m.steps ? 1e3 * m.seconds / double(m.steps) : 0;
     log_info(
         "epoch {}/{}: loss {:.4f}  train acc {:.4f}  test acc {}  {:.0f} samples/s  "
@@ -303,6 +345,22 @@ class Worker {
   const data::PipelineConfig& pipeline_;
   TrainResult& result_;
   RunWriter& writer_;
+
+  // Built by set_up() and start_or_resume() in this order, destroyed in reverse.
+  Backend* backend_ = nullptr;
+  std::unique_ptr<nn::Model> model_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<sync::Strategy> strategy_;
+  std::optional<data::Loader> loader_;
+  int64_t global_batch_ = 0, steps_per_epoch_ = 0, total_steps_ = 0;
+  optim::LrSchedule schedule_;
+  bool lead_ = false;
+  std::optional<Progress> progress_;
+  std::optional<StepGuard> guard_;
+
+  int64_t step_ = 0;          // global steps done
+  double total_seconds_ = 0;  // all epochs' training loops
+  int64_t total_samples_ = 0;
 };
 
 }  // namespace

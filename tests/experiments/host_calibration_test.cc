@@ -14,6 +14,7 @@
 #include "loom/perf/workload.h"
 
 namespace loom::perf {
+using experiments::predict_case;
 namespace {
 
 const std::vector<int64_t> kMlp = {784, 1024, 1024, 10};
