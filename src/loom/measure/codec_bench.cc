@@ -70,8 +70,8 @@ void run_codec_bench(const CodecBenchOptions& o,
     r.n = n;
     r.encoded_bytes = codec->encoded_bytes(n);
     r.wire_ratio = codec->wire_ratio(n);
-    r.allreduce_wire_bytes = compressed_allreduce_wire_bytes(*codec, n, o.world);
-    r.fp32_allreduce_wire_bytes = fp32_allreduce_wire_bytes(n, o.world);
+    r.allreduce_wire_bytes = sync::compressed_allreduce_wire_bytes(*codec, n, o.world);
+    r.fp32_allreduce_wire_bytes = sync::fp32_allreduce_wire_bytes(n, o.world);
 
     std::vector<uint32_t> packed((r.encoded_bytes + 3) / 4 + 1);
     std::span<std::byte> buf(reinterpret_cast<std::byte*>(packed.data()), r.encoded_bytes);
