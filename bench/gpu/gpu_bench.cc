@@ -6,19 +6,30 @@
 //   - device-to-device copy bandwidth and ReLU bandwidth (bytes read + written);
 //   - the GPU codecs' encode and decode (fp16, bf16, 1-bit, int8, top-k), as bytes moved per second
 //   and as a
-//     fraction of the copy bandwidth, and as fp32 gradient bytes per second.
-// Prints a table and one JSON object per line. Without a GPU it says so and exits 0.
+//     fraction of the copy bandwidth, and as fp32 gradient bytes per second;
+//   - info: the driver and runtime versions and the device; nccl: how long the NCCL
+//     transport takes to start (world of one: communicator set-up and a first allreduce).
+// --parts picks which run (bench/gpu/check.sh runs info,nccl first, then a trimmed rest).
+// Prints a table and one JSON object per line; with --json each line is appended to the file
+// as soon as it is measured, so a part that hangs or crashes loses only its own figures.
+// Without a GPU it says so and exits 0, or 3 under LOOM_GPU_REQUIRED=1 (a check that must
+// not pass on a machine whose CUDA did not start).
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
+#include <set>
+#include <span>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <tuple>
 #include <vector>
 
+#include "loom/comm/transport_registry.h"
 #include "loom/core/config.h"
 #include "loom/core/error.h"
 #include "loom/core/rng.h"
@@ -37,7 +48,8 @@ using loom::DeviceBuffer;
 using nlohmann::json;
 
 std::vector<json> g_results;
-double g_copy_gbps = 0;  // measured by bench_bandwidth, the codecs' yardstick
+std::FILE* g_json = nullptr;  // --json: appended to as each figure is measured
+double g_copy_gbps = 0;       // measured by bench_bandwidth, the codecs' yardstick
 
 void report(const std::string& what, double value, const std::string& unit, json extra) {
   fmt::print("  {:<44} {:>12.2f} {}\n", what, value, unit);
@@ -46,6 +58,67 @@ void report(const std::string& what, double value, const std::string& unit, json
   extra["value"] = value;
   extra["unit"] = unit;
   g_results.push_back(extra);
+  if (g_json) {
+    fmt::print(g_json, "{}\n", extra.dump());
+    std::fflush(g_json);
+  }
+}
+
+bool gpu_required() {
+  const char* v = std::getenv("LOOM_GPU_REQUIRED");
+  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+}
+
+std::string version_text(int v) {  // CUDA's 13000 -> "13.0"
+  return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
+}
+
+void bench_info(Backend& be) {
+  int driver = 0, runtime = 0;
+  (void)cudaDriverGetVersion(&driver);
+  (void)cudaRuntimeGetVersion(&runtime);
+  (void)cudaGetLastError();
+  auto* cuda_be = dynamic_cast<loom::CudaBackend*>(&be);
+  fmt::print("  device            {}\n", be.name());
+  fmt::print("  CUDA driver API   {}\n", version_text(driver));
+  fmt::print("  CUDA runtime      {}\n", version_text(runtime));
+  if (cuda_be) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, cuda_be->device_index()) == cudaSuccess) {
+      fmt::print("  memory            {:.1f} GiB, {} SMs\n", double(prop.totalGlobalMem) / (1 << 30),
+                 prop.multiProcessorCount);
+    }
+    (void)cudaGetLastError();
+  }
+  json j = {{"bench", "gpu"}, {"metric", "info"}, {"device", be.name()},
+            {"cuda_driver", version_text(driver)}, {"cuda_runtime", version_text(runtime)}};
+  fmt::print("{}\n", j.dump());
+  if (g_json) {
+    fmt::print(g_json, "{}\n", j.dump());
+    std::fflush(g_json);
+  }
+}
+
+// The NCCL transport's start-up: create_world (the unique id, ncclCommInitRank) and the first
+// collective (NCCL connects lazily), for one worker on this GPU.
+void bench_nccl_startup() {
+  if (!loom::comm::transport_built("nccl")) {
+    fmt::print("  nccl: not built (LOOM_CUDA=ON with NCCL found)\n");
+    return;
+  }
+  loom::Stopwatch sw;
+  auto world = loom::comm::create_world("nccl", 1, loom::comm::CommOptions{});
+  double init_s = 0, first_s = 0;
+  world->run([&](loom::comm::Communicator& c) {
+    init_s = sw.seconds();
+    Backend* be = loom::comm::device_backend(c);
+    DeviceBuffer<float> x(*be, 1 << 20);
+    loom::Stopwatch first;
+    c.allreduce(std::span<float>(x.data(), size_t(x.size())));
+    first_s = first.seconds();
+  });
+  report("nccl start-up s (1 rank: init + first allreduce)", init_s + first_s, "s",
+         {{"op", "nccl_startup"}, {"init_s", init_s}, {"first_allreduce_s", first_s}});
 }
 
 std::vector<float> random_floats(size_t n, uint64_t seed) {
@@ -228,7 +301,7 @@ int main(int argc, char** argv) {
   CLI::App app{"loom GPU benchmark: MLP training, GEMM, copy bandwidth"};
   int64_t batch = 1024, gemm_size = 8192, copy_mib = 1024;
   int warmup = 20, steps = 200, gemm_reps = 10, copy_reps = 20;
-  std::string json_path;
+  std::string json_path, parts_text = "info,mlp,gemm,bandwidth,codecs";
   bool tf32 = false;
   app.add_option("--batch", batch, "MLP batch size");
   app.add_option("--warmup", warmup, "untimed MLP steps");
@@ -236,39 +309,64 @@ int main(int argc, char** argv) {
   app.add_option("--gemm-size", gemm_size, "square GEMM size");
   app.add_option("--gemm-reps", gemm_reps, "timed GEMMs");
   app.add_option("--copy-mib", copy_mib, "bytes per copy, MiB");
+  app.add_option("--copy-reps", copy_reps, "timed copies (and codec calls)");
   app.add_option("--json", json_path, "append JSON lines here (stdout always gets them)");
-  app.add_flag("--tf32", tf32, "also time GEMM with TF32 tensor cores (LOOM_CUDA_TF32=1)");
+  app.add_flag("--tf32", tf32, "also time GEMM and the MLP with TF32 tensor cores (LOOM_CUDA_TF32=1)");
+  app.add_option("--parts", parts_text,
+                 "comma-separated, in this order: info, nccl, mlp, gemm, bandwidth, codecs");
   CLI11_PARSE(app, argc, argv);
+  std::set<std::string> parts;
+  {
+    std::stringstream ss(parts_text);
+    for (std::string p; std::getline(ss, p, ',');) {
+      if (p.empty()) continue;
+      if (p != "info" && p != "nccl" && p != "mlp" && p != "gemm" && p != "bandwidth" &&
+          p != "codecs") {
+        fmt::print(stderr, "loom_gpu_bench: unknown part '{}'\n", p);
+        return 2;
+      }
+      parts.insert(p);
+    }
+  }
+  auto want = [&](const char* p) { return parts.count(p) > 0; };
 
   std::unique_ptr<Backend> be;
   try {
     be = loom::make_backend("cuda");
   } catch (const loom::ConfigError& e) {
-    fmt::print("loom_gpu_bench: skipped: {}\n", e.what());
+    if (gpu_required()) {
+      fmt::print("loom_gpu_bench: FAILED: LOOM_GPU_REQUIRED is set and there is no GPU: {}\n",
+                 e.what());
+      return 3;
+    }
+    fmt::print("loom_gpu_bench: skipped, no GPU: {}\n", e.what());
     return 0;
   }
+  if (!json_path.empty()) {
+    g_json = std::fopen(json_path.c_str(), "a");
+    if (!g_json) fmt::print(stderr, "loom_gpu_bench: cannot append to {}\n", json_path);
+  }
+  int rc = 0;
   try {
     fmt::print("loom GPU benchmark on {}\n", be->name());
-    bench_mlp(*be, batch, warmup, steps, "fp32");
-    bench_gemm(*be, gemm_size, gemm_reps, "fp32");
-    bench_bandwidth(*be, copy_mib << 20, copy_reps);
-    bench_codecs(*be, copy_mib << 20, copy_reps);
-    if (tf32) {
+    if (want("info")) bench_info(*be);
+    if (want("nccl")) bench_nccl_startup();
+    if (want("mlp")) bench_mlp(*be, batch, warmup, steps, "fp32");
+    if (want("gemm")) bench_gemm(*be, gemm_size, gemm_reps, "fp32");
+    if (want("bandwidth") || want("codecs")) bench_bandwidth(*be, copy_mib << 20, copy_reps);
+    if (want("codecs")) bench_codecs(*be, copy_mib << 20, copy_reps);
+    if (tf32 && (want("gemm") || want("mlp"))) {
       be.reset();
       setenv("LOOM_CUDA_TF32", "1", 1);
       auto be32 = loom::make_backend("cuda");
-      bench_gemm(*be32, gemm_size, gemm_reps, "tf32");
-      bench_mlp(*be32, batch, warmup, steps, "tf32");
+      if (want("gemm")) bench_gemm(*be32, gemm_size, gemm_reps, "tf32");
+      if (want("mlp")) bench_mlp(*be32, batch, warmup, steps, "tf32");
     }
   } catch (const loom::Error& e) {
     fmt::print(stderr, "loom_gpu_bench: {}\n", e.what());
-    return 1;
+    rc = 1;
   }
-  std::FILE* out = json_path.empty() ? nullptr : std::fopen(json_path.c_str(), "a");
-  for (const auto& j : g_results) {
-    fmt::print("{}\n", j.dump());
-    if (out) fmt::print(out, "{}\n", j.dump());
-  }
-  if (out) std::fclose(out);
-  return 0;
+  for (const auto& j : g_results) fmt::print("{}\n", j.dump());
+  if (g_json) std::fclose(g_json);
+  return rc;
 }

@@ -16,7 +16,9 @@ D=build-gpu-carry
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$D"
-cp "$B/loom_tensor_cuda_tests" "$B/loom_gpu_bench" "$B/loom" "$stage/bin/"
+# Where the build tree puts them (each unit's and test folder's own directory).
+cp "$B/tests/tensor_cuda/loom_tensor_cuda_tests" "$B/bench/gpu/loom_gpu_bench" \
+  "$B/src/loom/cli/loom" "$stage/bin/"
 # Fashion-MNIST's test set (4.4 MB), also linked as the training set: enough for the GPU
 # machine's nccl training test and `loom train` figure (it has no datasets).
 FM=${LOOM_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
@@ -37,4 +39,4 @@ git rev-parse --short HEAD >"$stage/REVISION" 2>/dev/null || echo unknown >"$sta
 XZ_OPT="${XZ_OPT:--4 -T2}" tar -C "$stage" -cJf "$D/loom-gpu.tar.xz" bin lib REVISION \
   $([ -d "$stage/data" ] && echo data)
 ls -la "$D/loom-gpu.tar.xz"
-echo "carry build-gpu-carry to the GPU machine and run: bash bench/gpu/check.sh"
+echo "carry build-gpu-carry to the GPU machine and run: LOOM_GPU_REQUIRED=1 bash bench/gpu/check.sh"

@@ -1,16 +1,20 @@
 // Checks of the CUDA backend's host-side pieces that need no GPU: the check macro's message,
-// the pool's size classes and the error a machine without a GPU gets. Compiled into
+// the pool's size classes, the error a machine without a GPU gets, and that a failed
+// constructor leaves no stale error behind for the next launch check to report. Compiled into
 // loom_tensor_cuda_tests only in CUDA builds (cmake/cuda.cmake adds it), since it names CUDA
 // types; the file name keeps it out of the *_test.cc glob of CPU-only builds.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "loom/core/error.h"
 #include "loom/tensor/backend_registry.h"
 #include "loom/tensor/cuda/cuda_backend.h"
 #include "loom/tensor/cuda/cuda_check.h"
 #include "loom/tensor/cuda/memory_pool.h"
+#include "tensor_cuda/gpu_compare.h"
 
 namespace loom::cuda {
 namespace {
@@ -56,12 +60,7 @@ TEST(CudaPool, SizeClasses) {
   EXPECT_EQ(MemoryPool::size_class((size_t(5) << 30) + 1), (size_t(5) << 30) + (size_t(2) << 20));
 }
 
-bool have_gpu() {
-  int n = 0;
-  const bool ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-  (void)cudaGetLastError();
-  return ok;
-}
+bool have_gpu(std::string* why = nullptr) { return ::loom::test::gpu_present(why); }
 
 TEST(CudaBackendSetup, NoGpuIsAConfigErrorNamingTheCause) {
   if (have_gpu()) GTEST_SKIP() << "a GPU is present; this checks the message without one";
@@ -79,8 +78,66 @@ TEST(CudaBackendSetup, MissingDeviceIndexIsAConfigError) {
   EXPECT_THROW(CudaBackend(1 << 20), ConfigError);
 }
 
+// The failed constructor's members are destroyed without a destructor body: the pool must not
+// call cudaSetDevice for the device that does not exist, or the invalid-device error stays in
+// the thread's last-error slot and the next kernel launch reports it as its own.
+// (Without a driver the runtime's start-up error is returned by every call, cudaGetLastError
+// included, so there is nothing to check there.)
+TEST(CudaBackendSetup, AFailedConstructorLeavesNoStaleError) {
+  std::string why;
+  LOOM_REQUIRE_GPU_BECAUSE(have_gpu(&why), why);
+  CudaBackend be(0);
+  (void)cudaGetLastError();
+  EXPECT_THROW(CudaBackend(1 << 20), ConfigError);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  DeviceBuffer<float> x(be, 1000);
+  EXPECT_NO_THROW(be.fill(x.data(), 1000, 2.0f));  // a launch check (launch.cuh)
+  std::vector<float> host(1000);
+  be.copy_to_host(host.data(), x.data(), host.size() * sizeof(float));
+  EXPECT_EQ(host[999], 2.0f);
+}
+
+// A communication thread on the side stream: its ops run after the mark it entered at, and
+// the compute stream sees their results after join_side. Scratch, readback and allocation
+// work there too.
+TEST(CudaStreams, SideStreamRunsAfterItsMarkAndJoins) {
+  std::string why;
+  LOOM_REQUIRE_GPU_BECAUSE(have_gpu(&why), why);
+  CudaBackend be(0);
+  constexpr int64_t n = 1 << 20;
+  DeviceBuffer<float> x(be, n), y(be, n), w(be, 1);
+  be.fill(x.data(), n, 3.0f);
+  be.mark(0);
+  EXPECT_FALSE(be.on_side_stream());
+  std::thread comm([&] {
+    SideStream side(be, 0);
+    EXPECT_TRUE(be.on_side_stream());
+    EXPECT_EQ(be.stream(), be.comm_stream());
+    be.copy(y.data(), x.data(), n * sizeof(float));
+    be.scale(n, 2.0f, y.data());
+    EXPECT_FALSE(be.has_non_finite(y.data(), n));
+    DeviceBuffer<float> z(be, 1000);  // zeroed before the side stream uses it
+    be.axpy(1000, 1.0f, z.data(), y.data());
+    // GEMM through the side stream's own cuBLAS handle: w = y[0] * y[0].
+    be.gemm(false, false, 1, 1, 1, 1.0f, y.data(), 1, y.data(), 1, 0.0f, w.data(), 1);
+  });
+  comm.join();
+  EXPECT_FALSE(be.on_side_stream());
+  be.join_side();
+  be.scale(n, 0.5f, y.data());  // on the compute stream, after the side stream's work
+  std::vector<float> host(static_cast<size_t>(n));
+  be.copy_to_host(host.data(), y.data(), host.size() * sizeof(float));
+  EXPECT_EQ(host[0], 3.0f);
+  EXPECT_EQ(host[size_t(n) - 1], 3.0f);
+  float w_host = 0;
+  be.copy_to_host(&w_host, w.data(), sizeof(float));
+  EXPECT_EQ(w_host, 36.0f);
+  EXPECT_THROW(be.enter_side(7), Error);  // a mark never recorded
+}
+
 TEST(CudaPool, ReusesFreedBlocksInStreamOrder) {
-  if (!have_gpu()) GTEST_SKIP() << "no GPU to allocate on";
+  std::string why;
+  LOOM_REQUIRE_GPU_BECAUSE(have_gpu(&why), why);
   CudaBackend be(0);
   const auto before = be.pool_stats();
   void* a = be.allocate(1000);

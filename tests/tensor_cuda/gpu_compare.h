@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cuda_runtime_api.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -57,11 +60,42 @@ struct Gpu {
   }
 };
 
-#define LOOM_REQUIRE_GPU()                                                       \
-  do {                                                                           \
-    if (!::loom::test::Gpu::get().backend)                                       \
-      GTEST_SKIP() << "no GPU to test on: " << ::loom::test::Gpu::get().why_not; \
+// LOOM_GPU_REQUIRED=1 (bench/gpu/check.sh sets it on the device machine): a missing GPU fails
+// every GPU test instead of skipping it, so a machine whose CUDA did not start cannot pass
+// the check with every test skipped.
+inline bool gpu_required() {
+  const char* v = std::getenv("LOOM_GPU_REQUIRED");
+  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+}
+
+// Whether a CUDA device can be used, without creating a backend (clears the error it probes).
+inline bool gpu_present(std::string* why = nullptr) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    if (why) *why = cudaGetErrorString(e);
+    return false;
+  }
+  if (n == 0 && why) *why = "the driver reports no device";
+  return n > 0;
+}
+
+// Skips the test without a GPU, or fails it under LOOM_GPU_REQUIRED=1.
+#define LOOM_REQUIRE_GPU_BECAUSE(have, why)                                         \
+  do {                                                                              \
+    if (!(have)) {                                                                  \
+      if (::loom::test::gpu_required()) {                                           \
+        GTEST_FAIL() << "LOOM_GPU_REQUIRED is set but there is no GPU: " << (why); \
+      } else {                                                                      \
+        GTEST_SKIP() << "no GPU to test on: " << (why);                             \
+      }                                                                             \
+    }                                                                               \
   } while (0)
+
+#define LOOM_REQUIRE_GPU()                                                  \
+  LOOM_REQUIRE_GPU_BECAUSE(::loom::test::Gpu::get().backend != nullptr, \
+                           ::loom::test::Gpu::get().why_not)
 
 template <typename T>
 DeviceBuffer<T> upload(Backend& be, const std::vector<T>& host) {
@@ -76,6 +110,51 @@ std::vector<T> download(Backend& be, const DeviceBuffer<T>& d) {
   if (!host.empty()) be.copy_to_host(host.data(), d.data(), host.size() * sizeof(T));
   return host;
 }
+
+// The first n elements of a device buffer (one with canaries is longer).
+template <typename T>
+std::vector<T> download(Backend& be, const DeviceBuffer<T>& d, size_t n) {
+  std::vector<T> host(n);
+  if (n > 0) be.copy_to_host(host.data(), d.data(), n * sizeof(T));
+  return host;
+}
+
+// Canaries: a fixed pattern in the bytes past the end of a buffer's payload, checked after the
+// code under test ran, so a kernel or collective that writes one element too many shows.
+constexpr size_t kCanaryBytes = 256;
+inline std::vector<uint8_t> canary_pattern() {
+  std::vector<uint8_t> p(kCanaryBytes);
+  for (size_t i = 0; i < p.size(); ++i) p[i] = uint8_t(0xA5 ^ (i * 37));
+  return p;
+}
+// Writes the pattern into the kCanaryBytes after `payload_bytes` of device memory `base`.
+inline void set_canary(Backend& be, void* base, size_t payload_bytes) {
+  const auto p = canary_pattern();
+  be.copy_to_device(static_cast<uint8_t*>(base) + payload_bytes, p.data(), p.size());
+}
+inline bool canary_intact(Backend& be, const void* base, size_t payload_bytes) {
+  std::vector<uint8_t> got(kCanaryBytes);
+  be.copy_to_host(got.data(), static_cast<const uint8_t*>(base) + payload_bytes, got.size());
+  return got == canary_pattern();
+}
+// A device buffer of n elements (zeroed) with a canary past its end.
+template <typename T>
+DeviceBuffer<T> guarded(Backend& be, size_t n) {
+  DeviceBuffer<T> d(be, int64_t(n + (kCanaryBytes + sizeof(T) - 1) / sizeof(T)));
+  set_canary(be, d.data(), n * sizeof(T));
+  return d;
+}
+// `host` uploaded into a guarded buffer.
+template <typename T>
+DeviceBuffer<T> upload_guarded(Backend& be, const std::vector<T>& host) {
+  DeviceBuffer<T> d = guarded<T>(be, host.size());
+  if (!host.empty()) be.copy_to_device(d.data(), host.data(), host.size() * sizeof(T));
+  return d;
+}
+#define EXPECT_CANARY(be, buffer, n)                                                      \
+  EXPECT_TRUE(::loom::test::canary_intact((be), (buffer).data(),                          \
+                                          size_t(n) * sizeof(*(buffer).data())))          \
+      << "written past the end of " #buffer " (" << (n) << " elements)"
 
 // Uniform values in [lo, hi), seeded so every element differs and a wrong index shows.
 inline std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0f,

@@ -1,7 +1,9 @@
 // The NCCL communicator on one GPU (world size 1 over a one-rank thread bootstrap; NCCL needs a
 // GPU per rank, so more ranks need a multi-GPU machine): every collective leaves a device
-// buffer as the contract says, point-to-point to self delivers, and a host-function Reducer is
-// a CommError. Built when NCCL is found (cmake/cuda.cmake); skipped without a GPU.
+// buffer as the contract says, point-to-point to self delivers, a dropped request is cancelled,
+// and a host-function Reducer is a CommError. Every device buffer has a canary past its end.
+// Built when NCCL is found (cmake/cuda.cmake); skipped without a GPU (failed under
+// LOOM_GPU_REQUIRED=1). Several ranks on one GPU: multi_rank_checks.cc.
 #include <gtest/gtest.h>
 
 #include "loom/comm/nccl/nccl_communicator.h"
@@ -28,24 +30,27 @@ TEST(Nccl, OneRankCollectivesAndSelfMessages) {
     EXPECT_EQ(nccl.size(), 1);
     EXPECT_EQ(nccl.name(), "nccl");
     const auto host = random_floats(1001, 70);
-    auto d = upload(be, host);
+    auto d = upload_guarded(be, host);
     std::span<float> span(d.data(), host.size());
     nccl.allreduce(span);
-    EXPECT_BITS_EQ(download(be, d), host);  // the sum over one rank
+    EXPECT_BITS_EQ(download(be, d, host.size()), host);  // the sum over one rank
     nccl.reduce_scatter(span);
     nccl.allgather(span);
     nccl.broadcast(span, 0);
     nccl.barrier();
-    EXPECT_BITS_EQ(download(be, d), host);
+    EXPECT_BITS_EQ(download(be, d, host.size()), host);
+    EXPECT_CANARY(be, d, host.size());
 
-    DeviceBuffer<float> got(be, 1001);
+    auto got = guarded<float>(be, 1001);
     comm::Request reqs[2] = {nccl.irecv(0, got.data(), 1001 * sizeof(float), 3),
                              nccl.isend(0, d.data(), 1001 * sizeof(float), 3)};
     nccl.wait_all(reqs);
-    EXPECT_BITS_EQ(download(be, got), host);
+    EXPECT_BITS_EQ(download(be, got, 1001), host);
+    EXPECT_CANARY(be, got, 1001);
 
     EXPECT_THROW(nccl.allreduce(d.data(), 1000 * sizeof(int), comm::Reducer{sizeof(int), add_ints}),
                  CommError);
+    EXPECT_CANARY(be, d, host.size());
   });
 }
 
@@ -85,9 +90,10 @@ TEST(Nccl, RegistryWorldGivesDeviceCommunicators) {
       ASSERT_NE(be, nullptr);
       EXPECT_EQ(be->device(), Device::kCuda);
       const auto host = random_floats(4097, 72);
-      auto d = upload(*be, host);
+      auto d = upload_guarded(*be, host);
       c.allreduce(std::span<float>(d.data(), host.size()));
-      EXPECT_BITS_EQ(download(*be, d), host);
+      EXPECT_BITS_EQ(download(*be, d, host.size()), host);
+      EXPECT_CANARY(*be, d, host.size());
       ++runs;
     });
   }
@@ -100,6 +106,40 @@ TEST(Nccl, RegistryWorldGivesDeviceCommunicators) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("one GPU per worker"), std::string::npos) << e.what();
   }
+}
+
+// A request dropped before wait() is withdrawn: the next flush (any collective, or a later
+// wait) must not launch it on memory its owner freed. One dropped after launch is waited out.
+TEST(Nccl, DroppedRequestsAreCancelled) {
+  LOOM_REQUIRE_GPU();
+  auto& be = static_cast<CudaBackend&>(*Gpu::get().backend);
+  comm::ThreadWorld world(1);
+  world.run([&](comm::Communicator& boot) {
+    comm::NcclCommunicator nccl(boot, be);
+    const auto host = random_floats(513, 73);
+    auto src = upload_guarded(be, host);
+    auto dst = guarded<float>(be, 513);
+    {
+      comm::Request recv = nccl.irecv(0, dst.data(), 513 * sizeof(float), 4);
+      comm::Request send = nccl.isend(0, src.data(), 513 * sizeof(float), 4);
+    }  // both dropped unlaunched
+    nccl.barrier();  // flushes whatever is still pending
+    auto d = upload_guarded(be, host);
+    nccl.allreduce(std::span<float>(d.data(), host.size()));
+    EXPECT_BITS_EQ(download(be, dst, 513), std::vector<float>(513, 0.0f));  // never delivered
+    EXPECT_BITS_EQ(download(be, d, host.size()), host);
+
+    {
+      comm::Request pair[2] = {nccl.irecv(0, dst.data(), 513 * sizeof(float), 5),
+                               nccl.isend(0, src.data(), 513 * sizeof(float), 5)};
+      nccl.wait(pair[0]);  // launches both; the send is dropped launched
+    }
+    EXPECT_BITS_EQ(download(be, dst, 513), host);
+    nccl.barrier();
+    EXPECT_CANARY(be, src, 513);
+    EXPECT_CANARY(be, dst, 513);
+    EXPECT_CANARY(be, d, host.size());
+  });
 }
 
 // Over one rank the compressed allreduce is decode(encode(g + r)): the host codec's bytes and
@@ -118,6 +158,9 @@ TEST(Nccl, DeviceCompressedAllreduceMatchesTheHostCodec) {
       ASSERT_NE(dev, nullptr);
       const size_t n = 70001;
       auto st = sync::make_device_allreduce_state(*dev, be, n, 1, 0, "bucket 0");
+      // The state's buffers again, each with a canary past the end.
+      st.residual = guarded<float>(be, n);
+      st.gather = guarded<uint8_t>(be, st.slot_bytes);
       auto host_state = codec->make_state(n, "bucket 0");
       std::vector<std::byte> packed(codec->encoded_bytes(n));
       for (int step = 0; step < 2; ++step) {
@@ -125,11 +168,15 @@ TEST(Nccl, DeviceCompressedAllreduceMatchesTheHostCodec) {
         std::vector<float> want(n);
         codec->encode(g, host_state, packed);
         codec->decode(packed, want, compress::DecodeMode::kWrite);
-        auto d = upload(be, g);
+        auto d = upload_guarded(be, g);
         sync::device_compressed_allreduce(nccl, *dev, be, d.data(), st);
-        EXPECT_BITS_EQ(download(be, d), want);
-        EXPECT_BITS_EQ(download(be, st.residual),
+        EXPECT_NO_THROW(sync::check_device_codec_finite(*dev, "bucket 0"));
+        EXPECT_BITS_EQ(download(be, d, n), want);
+        EXPECT_BITS_EQ(download(be, st.residual, n),
                        std::vector<float>(host_state.residual.begin(), host_state.residual.end()));
+        EXPECT_CANARY(be, d, n);
+        EXPECT_CANARY(be, st.residual, n);
+        EXPECT_CANARY(be, st.gather, st.slot_bytes);
       }
     }
     if (compress::make_device_codec(*compress::make_codec("powersgd", Config{}), be) != nullptr)

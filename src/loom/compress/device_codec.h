@@ -3,9 +3,10 @@
 //   encode(g, r, n, out):  s = g + r;  out = Q(s);  r = s - D(Q(s))
 //   decode(in, n, out, accumulate):  out = D(in)  or  out += D(in)
 // Every pointer is device memory of the backend it was made for, and every call is queued on
-// that backend's compute stream in call order. Encode does not stop on NaN/Inf: it raises a
-// device flag that take_non_finite() reads back (one wait), so the caller can throw
-// NumericError as the host codec does, without a wait per encode.
+// that backend's stream of the calling thread (Backend::enter_side) in call order. Encode
+// does not stop on NaN/Inf: it raises a device flag that take_non_finite() reads back (one
+// wait), so the caller can throw NumericError as the host codec does, once per step rather
+// than once per encode.
 //
 // make_device_codec is the one place that knows which codecs have device kernels (fp16, bf16,
 // int8, onebit, topk; CUDA builds only: compress/cuda/); PowerSGD and fp32 have none.
@@ -29,8 +30,9 @@ class DeviceCodec {
   size_t encoded_bytes(size_t n) const { return host().encoded_bytes(n); }
   virtual void encode(const float* g, float* r, size_t n, void* out) = 0;
   virtual void decode(const void* in, size_t n, float* out, bool accumulate) = 0;
-  // True if any encode since the last call saw NaN or Inf; clears the flag (waits for the
-  // device).
+  // True if any encode queued before this call saw NaN or Inf; clears the flag. Waits for the
+  // calling thread's stream up to this call (on the device: through pinned memory and an
+  // event).
   virtual bool take_non_finite() = 0;
 };
 

@@ -28,6 +28,22 @@ class Backend {
   virtual void fill(float* x, int64_t n, float value) = 0;
   virtual void synchronize() {}
 
+  // ---- ordering work between the compute thread and a communication thread ----
+  // A device backend queues each op on a stream and returns at once; ops run in their
+  // stream's order. Every thread queues on the compute stream unless it entered the side
+  // stream. A sync strategy's communication thread, which combines gradient buckets while the
+  // compute thread queues the rest of backward, works on the side stream so that it waits for
+  // exactly the work its bucket needs, not for everything the compute thread queued since:
+  //   compute thread:  mark(k)                 once the work bucket k needs is queued
+  //   comm thread:     SideStream side(be, k)  its ops now queue on the side stream, after mark k
+  //   compute thread:  join_side()             before it queues work that reads what the comm
+  //                                            thread wrote
+  // The CPU backend runs every op when it is called, so these are no-ops there.
+  virtual void mark(int k) { (void)k; }
+  virtual void enter_side(int after_mark) { (void)after_mark; }
+  virtual void leave_side() {}
+  virtual void join_side() {}
+
   // Threads one call may use (GEMM). Applies to the calling thread only, so each worker
   // thread of the thread transport sets its own.
   virtual void set_intra_op_threads(int threads) = 0;
@@ -92,6 +108,20 @@ class Backend {
                            int64_t t) = 0;
   // True if any of x[0..n) is NaN or Inf.
   virtual bool has_non_finite(const float* x, int64_t n) = 0;
+};
+
+// The calling thread on `backend`'s side stream for its lifetime, after mark `after_mark`.
+class SideStream {
+ public:
+  SideStream(Backend& backend, int after_mark) : backend_(backend) {
+    backend_.enter_side(after_mark);
+  }
+  ~SideStream() { backend_.leave_side(); }
+  SideStream(const SideStream&) = delete;
+  SideStream& operator=(const SideStream&) = delete;
+
+ private:
+  Backend& backend_;
 };
 
 }  // namespace loom

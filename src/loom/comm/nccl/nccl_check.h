@@ -12,4 +12,9 @@ inline void check(ncclResult_t r, const char* call, const char* file, int line) 
   if (r != ncclSuccess) check_failed("NCCL", int(r), ncclGetErrorString(r), call, file, line);
 }
 
+// LOOM_CUDA_IGNORE for NCCL: a failed NCCL call may leave a CUDA error behind it.
+inline void ignore(ncclResult_t r) {
+  if (r != ncclSuccess) (void)cudaGetLastError();
+}
+
 }  // namespace loom::cuda

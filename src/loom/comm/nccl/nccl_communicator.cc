@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -15,10 +16,23 @@ struct NcclCommunicator::P2p : RequestState {
   void* host = nullptr;  // the caller's host buffer when staged
   void* staged = nullptr;
   Backend* backend = nullptr;
+  // The communicator, valid while `alive` (its token) has not expired.
+  NcclCommunicator* owner = nullptr;
+  std::weak_ptr<int> alive;
   bool launched = false;
   cudaEvent_t event = nullptr;
+  // Dropped before wait(): withdrawn if not launched yet, else waited out (or the
+  // communicator aborted), so that NCCL no longer touches the buffer on return.
+  void cancel() override {
+    if (!alive.expired()) {
+      owner->withdraw(*this);
+    } else if (launched && event) {
+      // The communicator is gone: destroying it finished or aborted what it had launched.
+      LOOM_CUDA_IGNORE(cudaEventSynchronize(event));
+    }
+  }
   ~P2p() override {
-    if (event) cudaEventDestroy(event);
+    if (event) LOOM_CUDA_IGNORE(cudaEventDestroy(event));
     if (staged) backend->deallocate(staged);
   }
 };
@@ -30,7 +44,7 @@ class NcclCommunicator::Staged {
   Staged(NcclCommunicator& c, void* data, size_t bytes) : c_(c), host_(data), bytes_(bytes) {
     if (bytes == 0 || c.on_device(data)) return;
     dev_ = c.backend_->allocate(bytes);
-    c.backend_->comm_wait_for_compute();  // after the allocation's zeroing
+    c.backend_->comm_wait_for_compute();  // after the allocation's zeroing (compute stream)
     LOOM_CUDA_CHECK(
         cudaMemcpyAsync(dev_, host_, bytes, cudaMemcpyHostToDevice, c.backend_->comm_stream()));
   }
@@ -61,6 +75,8 @@ NcclCommunicator::NcclCommunicator(Communicator& bootstrap, CudaBackend& backend
   bootstrap.broadcast(&id, sizeof(id), 0);
   LOOM_CUDA_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
   barrier_scratch_ = static_cast<float*>(backend.allocate(sizeof(float)));
+  // The allocation is zeroed on the compute stream; barrier() reads it on the comm stream.
+  backend.comm_wait_for_compute();
   LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
 }
 
@@ -78,15 +94,37 @@ bool NcclCommunicator::on_device(const void* p) const {
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  // Requests still held elsewhere see the token expire and no longer call back here.
+  alive_.reset();
+  pending_.clear();
+  // No throwing from a destructor: errors are dropped and cleared (LOOM_CUDA_IGNORE).
   if (comm_) {
     if (failed_.empty()) {
-      ncclCommDestroy(comm_);
+      LOOM_CUDA_IGNORE(ncclCommDestroy(comm_));
     } else {
-      ncclCommAbort(comm_);
+      LOOM_CUDA_IGNORE(ncclCommAbort(comm_));
     }
   }
-  if (done_) cudaEventDestroy(done_);
+  if (done_) LOOM_CUDA_IGNORE(cudaEventDestroy(done_));
   if (barrier_scratch_) backend_->deallocate(barrier_scratch_);
+}
+
+void NcclCommunicator::withdraw(P2p& p) noexcept {
+  const auto it = std::find_if(pending_.begin(), pending_.end(),
+                               [&](const std::shared_ptr<P2p>& q) { return q.get() == &p; });
+  if (it != pending_.end()) {
+    pending_.erase(it);  // never launched: no later flush() will
+    return;
+  }
+  // An aborted communicator's kernels were stopped by ncclCommAbort.
+  if (!p.launched || !failed_.empty()) return;
+  try {
+    bind();
+    wait_event(p.event, p.is_send ? "cancelled send" : "cancelled recv");
+  } catch (...) {
+    // wait_event aborted the communicator (a peer that never matched it, or an NCCL error)
+    // and recorded why in failed_: NCCL no longer touches the buffer either way.
+  }
 }
 
 void NcclCommunicator::check_alive() const {
@@ -101,7 +139,7 @@ void NcclCommunicator::check_peer(int peer, const char* op) const {
 
 void NcclCommunicator::abort(const std::string& reason) {
   if (failed_.empty()) failed_ = fmt::format("nccl rank {}: aborted: {}", rank_, reason);
-  if (comm_) ncclCommAbort(comm_);
+  if (comm_) LOOM_CUDA_IGNORE(ncclCommAbort(comm_));
   comm_ = nullptr;
 }
 
@@ -115,6 +153,8 @@ Request NcclCommunicator::isend(int peer, const void* data, size_t bytes, int ta
   p->is_send = true;
   p->data = const_cast<void*>(data);
   p->backend = backend_;
+  p->owner = this;
+  p->alive = alive_;
   bind();
   if (bytes > 0 && !on_device(data)) {
     p->host = p->data;
@@ -133,6 +173,8 @@ Request NcclCommunicator::irecv(int peer, void* data, size_t bytes, int tag) {
   p->bytes = bytes;
   p->data = data;
   p->backend = backend_;
+  p->owner = this;
+  p->alive = alive_;
   bind();
   if (bytes > 0 && !on_device(data)) {
     p->host = data;
@@ -145,7 +187,7 @@ Request NcclCommunicator::irecv(int peer, void* data, size_t bytes, int tag) {
 void NcclCommunicator::flush() {
   if (pending_.empty()) return;
   bind();
-  backend_->comm_wait_for_compute();
+  backend_->comm_after_caller();
   const cudaStream_t s = backend_->comm_stream();
   for (auto& p : pending_)
     if (p->is_send && p->host)
@@ -239,7 +281,7 @@ void NcclCommunicator::allreduce(void* data, size_t bytes, const Reducer& reduce
   bind();
   flush();
   Staged buf(*this, data, bytes);
-  backend_->comm_wait_for_compute();
+  backend_->comm_after_caller();
   LOOM_CUDA_CHECK(ncclAllReduce(buf.get(), buf.get(), bytes / reducer.elem_size, type, op, comm_,
                                 backend_->comm_stream()));
   finish("allreduce");
@@ -259,7 +301,7 @@ void NcclCommunicator::reduce_scatter(void* data, size_t bytes, const Reducer& r
   bind();
   flush();
   Staged buf(*this, data, bytes);
-  backend_->comm_wait_for_compute();
+  backend_->comm_after_caller();
   const size_t block = count / size_t(size_);
   auto* base = static_cast<char*>(buf.get());
   // In place in NCCL's sense: the receive buffer is this rank's block of the send buffer.
@@ -275,7 +317,7 @@ void NcclCommunicator::allgather(void* data, size_t bytes, size_t elem_size) {
   bind();
   flush();
   Staged buf(*this, data, bytes);
-  backend_->comm_wait_for_compute();
+  backend_->comm_after_caller();
   const size_t count = bytes / elem_size;
   auto* base = static_cast<char*>(buf.get());
   const cudaStream_t s = backend_->comm_stream();
@@ -302,7 +344,7 @@ void NcclCommunicator::broadcast(void* data, size_t bytes, int root) {
   bind();
   flush();
   Staged buf(*this, data, bytes);
-  backend_->comm_wait_for_compute();
+  backend_->comm_after_caller();
   LOOM_CUDA_CHECK(
       ncclBroadcast(buf.get(), buf.get(), bytes, ncclUint8, root, comm_, backend_->comm_stream()));
   finish("broadcast");
@@ -313,6 +355,7 @@ void NcclCommunicator::barrier() {
   check_alive();
   bind();
   flush();
+  backend_->comm_after_caller();
   LOOM_CUDA_CHECK(ncclAllReduce(barrier_scratch_, barrier_scratch_, 1, ncclFloat32, ncclSum, comm_,
                                 backend_->comm_stream()));
   finish("barrier");

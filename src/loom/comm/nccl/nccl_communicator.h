@@ -3,14 +3,21 @@
 //
 // Setup goes through an existing `bootstrap` communicator (thread or MPI, host memory): rank 0
 // creates the NCCL unique id and broadcasts its bytes, then every rank joins on its backend's
-// device. Every operation runs on the backend's communication stream, ordered after all work
-// queued on the compute stream so far (CudaBackend::comm_wait_for_compute), and the call
-// returns when it has finished, as the Communicator contract says; so a sync strategy that
-// calls it from its own thread overlaps with backward on the compute stream.
+// device. Every operation runs on the backend's communication stream, ordered after the work
+// the calling thread has queued so far (CudaBackend::comm_after_caller): from the compute
+// thread, everything queued on the compute stream; from a thread on the backend's side stream
+// (a sync strategy's communication thread, Backend::enter_side), the work it queued there after
+// the one mark it entered at. The call returns when the operation has finished, as the
+// Communicator contract says; so a strategy's communication thread overlaps with the rest of
+// backward on the compute stream.
 //
 // Point-to-point: isend/irecv are queued and launched together, in one NCCL group, at the
 // first wait() (as PyTorch's batch_isend_irecv), so the ring algorithms' send-right /
-// receive-left pairs cannot deadlock. NCCL has no tags: messages between a pair match in
+// receive-left pairs cannot deadlock. A request dropped before wait() (RequestState::cancel)
+// is withdrawn if it was not launched yet; a launched one is waited out, and when it cannot
+// finish (a peer that never posts its side) the communicator is aborted after
+// options().timeout_s, which stops NCCL's kernels: either way NCCL no longer touches the
+// buffer when the drop returns. NCCL has no tags: messages between a pair match in
 // order, and a byte-count mismatch is not detected (the contract's other transports check it).
 //
 // Collectives use NCCL's own: allreduce / reduce_scatter / allgather / broadcast (uneven
@@ -82,6 +89,8 @@ class NcclCommunicator final : public Communicator {
   // Waits for the comm stream's work so far, with the timeout; `op` names it in errors.
   void finish(const char* op);
   void wait_event(cudaEvent_t event, const char* op);
+  // RequestState::cancel of one of this communicator's requests.
+  void withdraw(P2p& p) noexcept;
 
   CudaBackend* backend_;
   ncclComm_t comm_ = nullptr;
@@ -90,6 +99,8 @@ class NcclCommunicator final : public Communicator {
   std::vector<std::shared_ptr<P2p>> pending_;
   float* barrier_scratch_ = nullptr;
   cudaEvent_t done_ = nullptr;
+  // Requests hold a weak copy: a request dropped after its communicator does not call back.
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 
 }  // namespace loom::comm

@@ -7,6 +7,7 @@
 #include "loom/tensor/buffer.h"
 #include "loom/compress/cuda/codec_kernels.h"
 #include "loom/tensor/cuda/cuda_backend.h"
+#include "loom/tensor/cuda/cuda_check.h"
 
 namespace loom::compress {
 namespace {
@@ -16,12 +17,26 @@ enum class Kind { kFp16, kBf16, kInt8, kOnebit, kTopk };
 class CudaCodec final : public DeviceCodec {
  public:
   CudaCodec(const Codec& codec, Kind kind, CudaBackend& be)
-      : codec_(codec), kind_(kind), be_(be), bad_(be, 1) {}
+      : codec_(codec), kind_(kind), be_(be), bad_(be, 1) {
+    be_.bind_device();
+    try {
+      void* pinned = nullptr;
+      LOOM_CUDA_CHECK(cudaHostAlloc(&pinned, sizeof(int), cudaHostAllocDefault));
+      bad_host_ = static_cast<int*>(pinned);
+      LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&bad_read_, cudaEventDisableTiming));
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  ~CudaCodec() override { release(); }
+  CudaCodec(const CudaCodec&) = delete;
+  CudaCodec& operator=(const CudaCodec&) = delete;
 
   const Codec& host() const override { return codec_; }
 
   void encode(const float* g, float* r, size_t n, void* out) override {
-    const cudaStream_t s = be_.compute_stream();
+    const cudaStream_t s = be_.stream();
     const int64_t len = int64_t(n);
     be_.bind_device();
     switch (kind_) {
@@ -49,7 +64,7 @@ class CudaCodec final : public DeviceCodec {
   }
 
   void decode(const void* in, size_t n, float* out, bool accumulate) override {
-    const cudaStream_t s = be_.compute_stream();
+    const cudaStream_t s = be_.stream();
     const int64_t len = int64_t(n);
     be_.bind_device();
     switch (kind_) {
@@ -73,11 +88,17 @@ class CudaCodec final : public DeviceCodec {
     }
   }
 
+  // The flag into pinned memory and cleared, in the calling thread's stream order, then a wait
+  // for that one event: the stream's other work is not waited for past that point, and the
+  // copy is a real DMA (no staging through a pageable buffer).
   bool take_non_finite() override {
-    int flag = 0;
-    be_.copy_to_host(&flag, bad_.data(), sizeof(int));
-    if (flag) be_.fill(reinterpret_cast<float*>(bad_.data()), 1, 0.0f);  // int 0 == float +0
-    return flag != 0;
+    const cudaStream_t s = be_.stream();
+    be_.bind_device();
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(bad_host_, bad_.data(), sizeof(int), cudaMemcpyDeviceToHost, s));
+    LOOM_CUDA_CHECK(cudaMemsetAsync(bad_.data(), 0, sizeof(int), s));
+    LOOM_CUDA_CHECK(cudaEventRecord(bad_read_, s));
+    LOOM_CUDA_CHECK(cudaEventSynchronize(bad_read_));
+    return *bad_host_ != 0;
   }
 
  private:
@@ -85,11 +106,20 @@ class CudaCodec final : public DeviceCodec {
     return int64_t(topk_count(n, static_cast<const TopkCodec&>(codec_).fraction()));
   }
 
+  void release() noexcept {
+    if (bad_read_) LOOM_CUDA_IGNORE(cudaEventDestroy(bad_read_));
+    if (bad_host_) LOOM_CUDA_IGNORE(cudaFreeHost(bad_host_));
+    bad_read_ = nullptr;
+    bad_host_ = nullptr;
+  }
+
   const Codec& codec_;
   Kind kind_;
   CudaBackend& be_;
   DeviceBuffer<int> bad_;
   DeviceBuffer<uint8_t> workspace_;
+  int* bad_host_ = nullptr;  // pinned
+  cudaEvent_t bad_read_ = nullptr;
 };
 
 bool kind_of(const std::string& name, Kind* kind) {

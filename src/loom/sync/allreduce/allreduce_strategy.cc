@@ -109,7 +109,7 @@ float AllreduceStrategy::grad_scale(int64_t local_batch) const {
 }
 
 void AllreduceStrategy::begin_step(int64_t step, float lr) {
-  (void)step;
+  step_ = step;
   lr_ = lr;
   optimizer_.advance();
   tracker_.reset();
@@ -188,7 +188,14 @@ void AllreduceStrategy::on_gradients_ready(const nn::ParamRange& range) {
   if (trace::enabled())
     trace::instant(fmt::format("bucket {} ready", b), "bucket", {{"bucket", b}});
   if (queue_) {
-    queue_->post([this, b] { combine(b); });
+    // On a device, bucket b's combine waits for exactly the work queued so far (its gradients
+    // and the layer's input gradient, which reads the parameters the update will write), not
+    // for the rest of backward that the compute thread goes on to queue.
+    model_.backend().mark(b);
+    queue_->post([this, b] {
+      SideStream side(model_.backend(), b);
+      combine(b);
+    });
   } else if (options_.combine != CombineWhere::kAfterBackward) {
     combine(b);  // here, while the bucket's gradients are still in cache
   }              // else combined in end_step, after the whole backward
@@ -199,9 +206,14 @@ void AllreduceStrategy::end_step() {
   trace::Span wait("wait for comm", "comm");  // timeline: the exposed part of communication
   if (queue_) {
     queue_->wait_idle();
+    model_.backend().join_side();  // the next forward reads what the comm thread updated
   } else if (options_.combine == CombineWhere::kAfterBackward) {
     for (size_t b = 0; b < buckets_.size(); ++b) combine(int(b));
   }
+  // Once per step, not per bucket: each check waits for the device.
+  if (device_codec_)
+    sync::check_device_codec_finite(
+        *device_codec_, fmt::format("step {} ({} buckets)", step_, buckets_.size()));
   stats_.exposed_seconds += waited.seconds();
   if (options_.combine == CombineWhere::kInline && comm_.size() > 1) {
     // Combined inside backward: all of it was on the step's path, and the loop's compute

@@ -16,7 +16,11 @@
 // need the updated parameters all-gathered in fp32, which is the very traffic the codec
 // removes.) A world of one sends nothing, so it skips the codec. With gradients in device
 // memory (the nccl transport) the codec runs as device kernels and the encodings are
-// all-gathered (device_compressed_allreduce.h); PowerSGD has no device kernels.
+// all-gathered (device_compressed_allreduce.h); PowerSGD has no device kernels. On a device
+// the communication thread works on the backend's side stream (Backend::enter_side), after
+// the mark the compute thread recorded when the bucket's gradients were queued, so NCCL moves
+// bucket 0 while backward goes on; the compute stream joins it at end_step, where the codecs'
+// NaN/Inf flag is read once for the whole step.
 //
 // The loss gradient is scaled by 1/(global batch), so the sum over ranks is the mean.
 #pragma once
@@ -97,6 +101,7 @@ class AllreduceStrategy final : public Strategy {
   std::vector<sync::DeviceAllreduceState> device_states_;
   std::unique_ptr<BackgroundQueue> queue_;
   int64_t bytes_per_step_ = 0;
+  int64_t step_ = 0;
   float lr_ = 0;
   double comm_seconds_ = 0;  // written by the comm thread, read after wait_idle()
   int64_t comm_bytes_ = 0;   // likewise

@@ -39,13 +39,16 @@ void device_compressed_allreduce(comm::Communicator& c, DeviceCodec& codec, Back
   codec.encode(data, st.residual.data(), st.n, slots + size_t(st.rank) * E);
   phase.next("allgather", "comm");
   c.allgather(slots, E * size_t(st.world), E);  // NCCL orders it after the encode
-  if (codec.take_non_finite())
-    throw NumericError(fmt::format("codec {}: {}: the gradient plus its residual holds NaN or Inf",
-                                   codec.host().name(), st.bucket));
   phase.next("decode", "codec");
   for (int i = 0; i < st.world; ++i)
     codec.decode(slots + size_t(i) * E, st.n, data, /*accumulate=*/i > 0);
   ++st.steps;
+}
+
+void check_device_codec_finite(DeviceCodec& codec, const std::string& what) {
+  if (codec.take_non_finite())
+    throw NumericError(fmt::format("codec {}: {}: a gradient plus its residual holds NaN or Inf",
+                                   codec.host().name(), what));
 }
 
 }  // namespace loom::sync

@@ -31,10 +31,16 @@ DeviceAllreduceState make_device_allreduce_state(const compress::DeviceCodec& co
                                                  size_t n, int world, int rank,
                                                  const std::string& bucket);
 
-// In place on device memory `data` (n floats): the decoded sum over ranks. NaN/Inf in
-// data + residual throws NumericError naming the bucket (after the allgather, so the other
-// ranks are not left waiting).
+// In place on device memory `data` (n floats): the decoded sum over ranks, queued on the
+// calling thread's stream of `backend` (Backend::enter_side). NaN/Inf in data + residual is
+// not checked here, which would wait for the device once per bucket: it raises the codec's
+// flag, and the caller checks it once per step (check_device_codec_finite), after every
+// bucket's allgather, so no rank is left waiting for a peer that threw.
 void device_compressed_allreduce(comm::Communicator& c, compress::DeviceCodec& codec, Backend& backend,
                                  float* data, DeviceAllreduceState& state);
+
+// Throws NumericError naming the codec and `what` (the step's buckets) if any encode queued
+// so far on the calling thread's stream saw NaN or Inf; clears the flag (one wait).
+void check_device_codec_finite(compress::DeviceCodec& codec, const std::string& what);
 
 }  // namespace loom::sync

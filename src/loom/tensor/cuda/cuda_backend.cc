@@ -17,7 +17,8 @@ namespace loom {
 
 namespace {
 
-constexpr size_t kPinnedBytes = 256;
+constexpr size_t kPinnedBytes = 256;  // two halves: compute stream, side stream
+constexpr size_t kPinnedLane = kPinnedBytes / 2;
 // Host-to-device copies up to this size go through the pinned staging ring (larger ones, rare
 // and not per step, take the driver's pageable path).
 constexpr size_t kStageMaxBytes = size_t(64) << 20;
@@ -33,6 +34,12 @@ bool tf32_enabled() {
 int& current_device_cache() {
   thread_local int device = -1;
   return device;
+}
+
+// The backend whose side stream the calling thread is on (enter_side), or null.
+const CudaBackend*& side_of_this_thread() {
+  thread_local const CudaBackend* backend = nullptr;
+  return backend;
 }
 
 }  // namespace
@@ -52,41 +59,63 @@ CudaBackend::CudaBackend(int device) : device_(device), pool_(device) {
   if (device < 0 || device >= count)
     throw ConfigError(
         fmt::format("backend 'cuda': device {} does not exist ({} found)", device, count));
-  current_device_cache() = -1;
-  bind();
-  cudaDeviceProp prop{};
-  LOOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
-  name_ = fmt::format("cuda ({}, sm_{}{}, cuBLAS{})", prop.name, prop.major, prop.minor,
-                      tf32_enabled() ? " tf32" : "");
-  // Non-blocking streams: they do not serialise with the legacy default stream that other
-  // libraries may use.
-  LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
-  LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking));
-  LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming));
-  LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&comm_done_, cudaEventDisableTiming));
-  LOOM_CUDA_CHECK(cublasCreate(&cublas_));
-  LOOM_CUDA_CHECK(cublasSetStream(cublas_, compute_));
-  LOOM_CUDA_CHECK(cublasSetMathMode(
-      cublas_, tf32_enabled() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-  LOOM_CUDA_CHECK(cudaMallocHost(&pinned_, kPinnedBytes));
+  try {
+    current_device_cache() = -1;
+    bind();
+    cudaDeviceProp prop{};
+    LOOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+    name_ = fmt::format("cuda ({}, sm_{}{}, cuBLAS{})", prop.name, prop.major, prop.minor,
+                        tf32_enabled() ? " tf32" : "");
+    // Non-blocking streams: they do not serialise with the legacy default stream that other
+    // libraries may use.
+    LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
+    LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking));
+    LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming));
+    LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&comm_done_, cudaEventDisableTiming));
+    // One cuBLAS handle per stream (a handle is not to be used by two threads at once); the
+    // side stream's on its first GEMM, which a communication thread rarely needs.
+    cublas_[0] = make_cublas(compute_);
+    LOOM_CUDA_CHECK(cudaMallocHost(&pinned_, kPinnedBytes));
+  } catch (...) {
+    release();
+    throw;
+  }
 }
 
-CudaBackend::~CudaBackend() {
-  // No throwing from a destructor: errors here (a device already lost) are ignored.
-  cudaSetDevice(device_);
+CudaBackend::~CudaBackend() { release(); }
+
+void CudaBackend::release() noexcept {
+  // No throwing from a destructor: errors here (a device already lost) are dropped, and
+  // cleared so that no later launch check reports them as its own.
+  LOOM_CUDA_IGNORE(cudaSetDevice(device_));
   current_device_cache() = -1;
-  if (compute_) cudaStreamSynchronize(compute_);
-  if (comm_) cudaStreamSynchronize(comm_);
-  if (scratch_) pool_.deallocate(scratch_);
-  if (cublas_) cublasDestroy(cublas_);
-  if (compute_done_) cudaEventDestroy(compute_done_);
-  if (comm_done_) cudaEventDestroy(comm_done_);
-  if (compute_) cudaStreamDestroy(compute_);
-  if (comm_) cudaStreamDestroy(comm_);
-  if (pinned_) cudaFreeHost(pinned_);
+  if (side_of_this_thread() == this) side_of_this_thread() = nullptr;
+  if (compute_) LOOM_CUDA_IGNORE(cudaStreamSynchronize(compute_));
+  if (comm_) LOOM_CUDA_IGNORE(cudaStreamSynchronize(comm_));
+  for (Scratch& sc : scratch_) {
+    if (sc.p) pool_.deallocate(sc.p);
+    sc = Scratch{};
+  }
+  for (cublasHandle_t& h : cublas_) {
+    if (h) LOOM_CUDA_IGNORE(cublasDestroy(h));
+    h = nullptr;
+  }
+  for (cudaEvent_t* ev : {&compute_done_, &comm_done_}) {
+    if (*ev) LOOM_CUDA_IGNORE(cudaEventDestroy(*ev));
+    *ev = nullptr;
+  }
+  for (cudaEvent_t& ev : marks_) LOOM_CUDA_IGNORE(cudaEventDestroy(ev));
+  marks_.clear();
+  for (cudaStream_t* st : {&compute_, &comm_}) {
+    if (*st) LOOM_CUDA_IGNORE(cudaStreamDestroy(*st));
+    *st = nullptr;
+  }
+  if (pinned_) LOOM_CUDA_IGNORE(cudaFreeHost(pinned_));
+  pinned_ = nullptr;
   for (Staging& st : staging_) {
-    if (st.host) cudaFreeHost(st.host);
-    if (st.done) cudaEventDestroy(st.done);
+    if (st.host) LOOM_CUDA_IGNORE(cudaFreeHost(st.host));
+    if (st.done) LOOM_CUDA_IGNORE(cudaEventDestroy(st.done));
+    st = Staging{};
   }
 }
 
@@ -98,20 +127,53 @@ void CudaBackend::bind() const {
   }
 }
 
-void* CudaBackend::scratch(size_t bytes) {
-  if (bytes > scratch_bytes_) {
-    if (scratch_) pool_.deallocate(scratch_);
-    scratch_ = pool_.allocate(bytes);
-    scratch_bytes_ = cuda::MemoryPool::size_class(bytes);
+cublasHandle_t CudaBackend::make_cublas(cudaStream_t stream) {
+  cublasHandle_t h = nullptr;
+  LOOM_CUDA_CHECK(cublasCreate(&h));
+  try {
+    LOOM_CUDA_CHECK(cublasSetStream(h, stream));
+    LOOM_CUDA_CHECK(cublasSetMathMode(
+        h, tf32_enabled() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  } catch (...) {
+    LOOM_CUDA_IGNORE(cublasDestroy(h));
+    throw;
   }
-  return scratch_;
+  return h;
+}
+
+cublasHandle_t CudaBackend::cublas() {
+  const int l = lane();
+  if (l == 1) {
+    std::lock_guard<std::mutex> lock(marks_mu_);
+    if (!cublas_[1]) cublas_[1] = make_cublas(comm_);
+  }
+  return cublas_[l];
+}
+
+void* CudaBackend::scratch(size_t bytes) {
+  Scratch& sc = scratch_[lane()];
+  if (bytes > sc.bytes) {
+    if (sc.p) deallocate(sc.p);
+    sc.p = nullptr;
+    sc.bytes = 0;
+    sc.p = pool_.allocate(bytes);
+    if (on_side_stream()) comm_wait_for_compute();  // after the block's last compute use
+    sc.bytes = cuda::MemoryPool::size_class(bytes);
+  }
+  return sc.p;
 }
 
 const void* CudaBackend::read_back(const void* src, size_t bytes) {
-  LOOM_CHECK_LE(bytes, kPinnedBytes);
-  LOOM_CUDA_CHECK(cudaMemcpyAsync(pinned_, src, bytes, cudaMemcpyDeviceToHost, compute_));
-  LOOM_CUDA_CHECK(cudaStreamSynchronize(compute_));
-  return pinned_;
+  LOOM_CHECK_LE(bytes, kPinnedLane);
+  void* host = static_cast<char*>(pinned_) + size_t(lane()) * kPinnedLane;
+  const cudaStream_t s = stream();
+  LOOM_CUDA_CHECK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, s));
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(s));
+  return host;
+}
+
+bool CudaBackend::on_side_stream() const {
+  return side_of_this_thread() == this;
 }
 
 void CudaBackend::comm_wait_for_compute() {
@@ -126,18 +188,62 @@ void CudaBackend::compute_wait_for_comm() {
   LOOM_CUDA_CHECK(cudaStreamWaitEvent(compute_, comm_done_, 0));
 }
 
+void CudaBackend::comm_after_caller() {
+  if (!on_side_stream()) comm_wait_for_compute();
+}
+
+void CudaBackend::mark(int k) {
+  LOOM_CHECK_GE(k, 0);
+  bind();
+  cudaEvent_t ev = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(marks_mu_);
+    while (marks_.size() <= size_t(k)) {
+      cudaEvent_t e = nullptr;
+      LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      marks_.push_back(e);
+    }
+    ev = marks_[size_t(k)];
+  }
+  // Re-recording a mark is safe once the comm thread has queued its wait for the previous
+  // recording: cudaStreamWaitEvent takes the event's state at the time of the call.
+  LOOM_CUDA_CHECK(cudaEventRecord(ev, stream()));
+}
+
+void CudaBackend::enter_side(int after_mark) {
+  LOOM_CHECK(side_of_this_thread() == nullptr,
+             "enter_side: this thread is on a side stream already");
+  bind();
+  cudaEvent_t ev = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(marks_mu_);
+    LOOM_CHECK(after_mark >= 0 && size_t(after_mark) < marks_.size(),
+               "enter_side after mark {}, which was never recorded", after_mark);
+    ev = marks_[size_t(after_mark)];
+  }
+  LOOM_CUDA_CHECK(cudaStreamWaitEvent(comm_, ev, 0));
+  side_of_this_thread() = this;
+}
+
+void CudaBackend::leave_side() {
+  if (side_of_this_thread() == this) side_of_this_thread() = nullptr;
+}
+
 // ---- memory ----
 
 void* CudaBackend::allocate(size_t bytes) {
   bind();
   void* p = pool_.allocate(bytes);
-  // The interface promises zeroed memory; zero in stream order so a recycled block is not
-  // cleared while an earlier kernel still reads it.
+  // The interface promises zeroed memory; zero in the compute stream's order (the pool's) so
+  // a recycled block is not cleared while an earlier kernel still reads it.
   LOOM_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, compute_));
+  if (on_side_stream()) comm_wait_for_compute();
   return p;
 }
 
 void CudaBackend::deallocate(void* p) {
+  if (!p) return;
+  if (on_side_stream()) compute_wait_for_comm();
   pool_.deallocate(p);
 }
 
@@ -147,7 +253,7 @@ void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) 
   if (bytes > kStageMaxBytes) {
     // From pageable memory the call returns once the source has been staged, so the caller
     // may reuse host_src at once; but the driver first waits for the stream to drain.
-    LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, compute_));
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream()));
     return;
   }
   // The pinned staging ring: copy into a pinned slot (the host returns at once, and may reuse
@@ -170,26 +276,27 @@ void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) 
     st.bytes = bytes;
   }
   std::memcpy(st.host, host_src, bytes);
-  LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, st.host, bytes, cudaMemcpyHostToDevice, compute_));
-  LOOM_CUDA_CHECK(cudaEventRecord(st.done, compute_));
+  LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, st.host, bytes, cudaMemcpyHostToDevice, stream()));
+  LOOM_CUDA_CHECK(cudaEventRecord(st.done, stream()));
 }
 
 void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
   bind();
-  LOOM_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, compute_));
-  LOOM_CUDA_CHECK(cudaStreamSynchronize(compute_));
+  const cudaStream_t s = stream();
+  LOOM_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, s));
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
 void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
   if (bytes == 0 || dst == src) return;
   bind();
-  LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, compute_));
+  LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()));
 }
 
 void CudaBackend::fill(float* x, int64_t n, float value) {
   bind();
-  cuda::fill(compute_, x, n, value);
+  cuda::fill(stream(), x, n, value);
 }
 
 void CudaBackend::synchronize() {
@@ -208,54 +315,54 @@ void CudaBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   // cuBLAS is column-major. A row-major matrix is the column-major view of its transpose, so
   // row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands (and
   // m with n) and keep each one's transpose flag.
-  LOOM_CUDA_CHECK(cublasSgemm_64(cublas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+  LOOM_CUDA_CHECK(cublasSgemm_64(cublas(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                                  trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, a,
                                  lda, &beta, c, ldc));
 }
 
 void CudaBackend::add_bias(float* y, const float* bias, int64_t rows, int64_t cols) {
   bind();
-  cuda::add_bias(compute_, y, bias, rows, cols);
+  cuda::add_bias(stream(), y, bias, rows, cols);
 }
 
 void CudaBackend::sum_rows(const float* dy, float* dbias, int64_t rows, int64_t cols) {
   bind();
   auto* ws = static_cast<float*>(
       scratch(sizeof(float) * size_t(cuda::sum_rows_workspace_floats(rows, cols))));
-  cuda::sum_rows(compute_, dy, dbias, rows, cols, ws);
+  cuda::sum_rows(stream(), dy, dbias, rows, cols, ws);
 }
 
 void CudaBackend::add_channel_bias(float* y, const float* bias, int64_t channels, int64_t plane) {
   bind();
-  cuda::add_channel_bias(compute_, y, bias, channels, plane);
+  cuda::add_channel_bias(stream(), y, bias, channels, plane);
 }
 
 void CudaBackend::accumulate_channel_sums(const float* dy, float* dbias, int64_t channels,
                                           int64_t plane) {
   bind();
-  cuda::accumulate_channel_sums(compute_, dy, dbias, channels, plane);
+  cuda::accumulate_channel_sums(stream(), dy, dbias, channels, plane);
 }
 
 void CudaBackend::axpy(int64_t n, float alpha, const float* x, float* y) {
   bind();
-  cuda::axpy(compute_, n, alpha, x, y);
+  cuda::axpy(stream(), n, alpha, x, y);
 }
 
 void CudaBackend::scale(int64_t n, float alpha, float* x) {
   bind();
-  cuda::scale(compute_, n, alpha, x);
+  cuda::scale(stream(), n, alpha, x);
 }
 
 // ---- activations ----
 
 void CudaBackend::relu_forward(const float* x, float* y, int64_t n) {
   bind();
-  cuda::relu_forward(compute_, x, y, n);
+  cuda::relu_forward(stream(), x, y, n);
 }
 
 void CudaBackend::relu_backward(const float* y, const float* dy, float* dx, int64_t n) {
   bind();
-  cuda::relu_backward(compute_, y, dy, dx, n);
+  cuda::relu_backward(stream(), y, dy, dx, n);
 }
 
 void CudaBackend::dropout_forward(const float* x, float* y, uint8_t* mask, int64_t n, float p,
@@ -264,14 +371,14 @@ void CudaBackend::dropout_forward(const float* x, float* y, uint8_t* mask, int64
   // Both exactly as CpuBackend::dropout_forward computes them.
   const float keep_scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
   const uint32_t threshold = uint32_t(std::ceil(double(p) * 16777216.0));
-  cuda::dropout_forward(compute_, x, y, mask, n, threshold, keep_scale, key, first_index);
+  cuda::dropout_forward(stream(), x, y, mask, n, threshold, keep_scale, key, first_index);
 }
 
 void CudaBackend::dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t n,
                                    float p) {
   bind();
   const float keep_scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-  cuda::dropout_backward(compute_, dy, mask, dx, n, keep_scale);
+  cuda::dropout_backward(stream(), dy, mask, dx, n, keep_scale);
 }
 
 // ---- loss ----
@@ -286,8 +393,8 @@ double CudaBackend::softmax_xent(const float* logits, const int32_t* labels, int
   bind();
   // Scratch: per-row loss and correct flags, then the two sums.
   auto* ws = static_cast<double*>(scratch(sizeof(double) * size_t(2 * rows + 2)));
-  cuda::softmax_xent_rows(compute_, logits, labels, rows, cols, grad_scale, dlogits, ws, ws + rows);
-  cuda::reduce_loss(compute_, ws, ws + rows, rows, ws + 2 * rows);
+  cuda::softmax_xent_rows(stream(), logits, labels, rows, cols, grad_scale, dlogits, ws, ws + rows);
+  cuda::reduce_loss(stream(), ws, ws + rows, rows, ws + 2 * rows);
   double out[2];
   std::memcpy(out, read_back(ws + 2 * rows, sizeof(out)), sizeof(out));
   // A label outside [0, cols) makes its row's loss NaN on the device; find it only then, and
@@ -311,8 +418,8 @@ int64_t CudaBackend::count_correct(const float* logits, const int32_t* labels, i
   LOOM_CHECK_GT(cols, 0);
   bind();
   auto* ws = static_cast<double*>(scratch(sizeof(double) * size_t(2 * rows + 2)));
-  cuda::softmax_xent_rows(compute_, logits, labels, rows, cols, 1.0f, nullptr, ws, ws + rows);
-  cuda::reduce_loss(compute_, ws, ws + rows, rows, ws + 2 * rows);
+  cuda::softmax_xent_rows(stream(), logits, labels, rows, cols, 1.0f, nullptr, ws, ws + rows);
+  cuda::reduce_loss(stream(), ws, ws + rows, rows, ws + 2 * rows);
   double out[2];
   std::memcpy(out, read_back(ws + 2 * rows, sizeof(out)), sizeof(out));
   right = int64_t(out[1]);
@@ -324,25 +431,25 @@ int64_t CudaBackend::count_correct(const float* logits, const int32_t* labels, i
 void CudaBackend::im2col(const float* image, int64_t channels, int64_t height, int64_t width,
                          int64_t kernel, int64_t pad, int64_t stride, float* columns) {
   bind();
-  cuda::im2col(compute_, image, channels, height, width, kernel, pad, stride, columns);
+  cuda::im2col(stream(), image, channels, height, width, kernel, pad, stride, columns);
 }
 
 void CudaBackend::col2im(const float* columns, int64_t channels, int64_t height, int64_t width,
                          int64_t kernel, int64_t pad, int64_t stride, float* image) {
   bind();
-  cuda::col2im(compute_, columns, channels, height, width, kernel, pad, stride, image);
+  cuda::col2im(stream(), columns, channels, height, width, kernel, pad, stride, image);
 }
 
 void CudaBackend::maxpool_forward(const float* x, float* y, int32_t* argmax, int64_t planes,
                                   int64_t h, int64_t w, int64_t size) {
   bind();
-  cuda::maxpool_forward(compute_, x, y, argmax, planes, h, w, size);
+  cuda::maxpool_forward(stream(), x, y, argmax, planes, h, w, size);
 }
 
 void CudaBackend::maxpool_backward(const float* dy, const int32_t* argmax, float* dx,
                                    int64_t planes, int64_t h, int64_t w, int64_t size) {
   bind();
-  cuda::maxpool_backward(compute_, dy, argmax, dx, planes, h, w, size);
+  cuda::maxpool_backward(stream(), dy, argmax, dx, planes, h, w, size);
 }
 
 // ---- optimizers ----
@@ -350,7 +457,7 @@ void CudaBackend::maxpool_backward(const float* dy, const int32_t* argmax, float
 void CudaBackend::sgd_update(float* p, const float* g, float* v, int64_t n, float lr,
                              float momentum, float weight_decay, bool nesterov) {
   bind();
-  cuda::sgd_update(compute_, p, g, v, n, lr, momentum, weight_decay, nesterov);
+  cuda::sgd_update(stream(), p, g, v, n, lr, momentum, weight_decay, nesterov);
 }
 
 void CudaBackend::adam_update(float* p, const float* g, float* m, float* v, int64_t n, float lr,
@@ -362,15 +469,15 @@ void CudaBackend::adam_update(float* p, const float* g, float* m, float* v, int6
   const float c2 = 1.0f / (1.0f - std::pow(beta2, float(t)));
   const float l2 = decoupled ? 0.0f : weight_decay;
   const float shrink = decoupled ? 1.0f - lr * weight_decay : 1.0f;
-  cuda::adam_update(compute_, p, g, m, v, n, lr, beta1, beta2, eps, l2, shrink, c1, c2);
+  cuda::adam_update(stream(), p, g, m, v, n, lr, beta1, beta2, eps, l2, shrink, c1, c2);
 }
 
 bool CudaBackend::has_non_finite(const float* x, int64_t n) {
   if (n <= 0) return false;
   bind();
   auto* flag = static_cast<int*>(scratch(sizeof(int)));
-  LOOM_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int), compute_));
-  cuda::find_non_finite(compute_, x, n, flag);
+  LOOM_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int), stream()));
+  cuda::find_non_finite(stream(), x, n, flag);
   int found = 0;
   std::memcpy(&found, read_back(flag, sizeof(int)), sizeof(int));
   return found != 0;

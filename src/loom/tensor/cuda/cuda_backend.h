@@ -1,9 +1,13 @@
 // The CUDA backend: cuBLAS GEMM, one kernel file per op (kernels.h), device memory from a
-// caching pool, and two streams. Every op is queued on the compute stream in call order; ops
-// that return a host value (softmax_xent, count_correct, has_non_finite) and copy_to_host wait
-// for it. The communication stream lets a sync strategy move a bucket's gradients while
-// backward goes on: comm_wait_for_compute() orders the comm stream after everything queued so
-// far, compute_wait_for_comm() the reverse.
+// caching pool, and two streams. A thread queues every op on its current stream, in call
+// order: the compute stream, or the communication stream for a thread that entered it
+// (Backend::enter_side, SideStream): a sync strategy's communication thread, which then
+// waits for the one mark its bucket needs (mark(k), recorded by the compute thread when the
+// bucket's gradients are queued) instead of for everything queued on the compute stream so
+// far. Ops that return a host value (softmax_xent, count_correct, has_non_finite) and
+// copy_to_host wait for the calling thread's stream. comm_wait_for_compute() orders the comm
+// stream after everything queued on the compute stream so far, compute_wait_for_comm() (and
+// join_side) the reverse.
 #pragma once
 
 #include <cublas_api.h>
@@ -12,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "loom/tensor/backend.h"
 #include "loom/tensor/cuda/memory_pool.h"
@@ -35,10 +40,27 @@ class CudaBackend final : public Backend {
   // ---- streams, for the sync layer ----
   cudaStream_t compute_stream() const { return compute_; }
   cudaStream_t comm_stream() const { return comm_; }
+  // The stream the calling thread queues on: comm_stream() on a thread inside enter_side()
+  // for this backend, else compute_stream().
+  cudaStream_t stream() const { return on_side_stream() ? comm_ : compute_; }
+  bool on_side_stream() const;
   void comm_wait_for_compute();
   void compute_wait_for_comm();
+  // Orders the comm stream after the work the calling thread has queued so far: nothing to do
+  // on the side stream (that work is on the comm stream already, and the bucket's mark was
+  // waited for on entry); from any other thread, after the compute stream's tail.
+  void comm_after_caller();
   cuda::PoolStats pool_stats() const { return pool_.stats(); }
 
+  void mark(int k) override;
+  void enter_side(int after_mark) override;
+  void leave_side() override;
+  void join_side() override { compute_wait_for_comm(); }
+
+  // Memory comes from the pool in compute-stream order: an allocation on the side stream is
+  // zeroed on the compute stream and the side stream waits for that, and a block freed on the
+  // side stream is handed back only after the compute stream waits for the side stream's work
+  // so far (so no compute kernel queued later can get it while a side kernel still uses it).
   void* allocate(size_t bytes) override;
   void deallocate(void* p) override;
   void copy_to_device(void* dst, const void* host_src, size_t bytes) override;
@@ -89,9 +111,20 @@ class CudaBackend final : public Backend {
  private:
   // Makes this backend's device current on the calling thread (cheap when it already is).
   void bind() const;
-  // Scratch device memory of at least `bytes`, reused across calls (ops run in stream order).
+  // Frees what the constructor created, ignoring errors: the destructor's work, and a failed
+  // constructor's (which no destructor follows).
+  void release() noexcept;
+  // 0 for the compute stream, 1 for the side stream: the calling thread's slot of the
+  // per-stream scratch, readback and cuBLAS handle, so the two threads never share one.
+  int lane() const { return on_side_stream() ? 1 : 0; }
+  static cublasHandle_t make_cublas(cudaStream_t stream);
+  // The calling thread's cuBLAS handle (the side stream's made on first use).
+  cublasHandle_t cublas();
+  // Scratch device memory of at least `bytes`, reused across calls on the calling thread's
+  // stream (ops run in stream order).
   void* scratch(size_t bytes);
-  // Copies `bytes` of device memory into the pinned readback buffer and waits for it.
+  // Copies `bytes` of device memory into the calling thread's pinned readback buffer and
+  // waits for its stream.
   const void* read_back(const void* src, size_t bytes);
 
   int device_;
@@ -99,10 +132,17 @@ class CudaBackend final : public Backend {
   cuda::MemoryPool pool_;
   cudaStream_t compute_ = nullptr, comm_ = nullptr;
   cudaEvent_t compute_done_ = nullptr, comm_done_ = nullptr;
-  cublasHandle_t cublas_ = nullptr;
-  void* scratch_ = nullptr;
-  size_t scratch_bytes_ = 0;
-  void* pinned_ = nullptr;  // small host buffer for scalar results
+  cublasHandle_t cublas_[2] = {nullptr, nullptr};  // bound to compute_, comm_
+  struct Scratch {
+    void* p = nullptr;
+    size_t bytes = 0;
+  };
+  Scratch scratch_[2];
+  void* pinned_ = nullptr;  // small host buffer for scalar results, one half per stream
+  // mark(k)'s events, grown on demand by the compute thread, read by the comm thread; also
+  // guards the side stream's cuBLAS handle.
+  std::mutex marks_mu_;
+  std::vector<cudaEvent_t> marks_;
   // copy_to_device's pinned staging ring (cudaHostAlloc), grown to the largest copy seen.
   struct Staging {
     void* host = nullptr;

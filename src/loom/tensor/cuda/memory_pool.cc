@@ -16,10 +16,14 @@ size_t MemoryPool::size_class(size_t bytes) {
 
 MemoryPool::~MemoryPool() {
   std::lock_guard<std::mutex> lock(mu_);
-  cudaSetDevice(device_);
+  // A pool that never allocated holds nothing of its device's, which may not exist (a backend
+  // whose constructor found no such device): no CUDA call for it.
+  if (live_.empty() && free_.empty()) return;
+  // No throwing from a destructor: errors (a device already lost) are dropped and cleared.
+  LOOM_CUDA_IGNORE(cudaSetDevice(device_));
   // Live blocks at exit are leaks of the caller; free them too rather than abort in a destructor.
-  for (auto& [p, size] : live_) cudaFree(p);
-  for (auto& [size, p] : free_) cudaFree(p);
+  for (auto& [p, size] : live_) LOOM_CUDA_IGNORE(cudaFree(p));
+  for (auto& [size, p] : free_) LOOM_CUDA_IGNORE(cudaFree(p));
 }
 
 void* MemoryPool::allocate(size_t bytes) {
