@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "loom/compress/device_codec_registry.h"
 #include "loom/compress/registry.h"
 #include "loom/core/config.h"
 #include "loom/nn/model_zoo.h"

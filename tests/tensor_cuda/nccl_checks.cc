@@ -11,6 +11,7 @@
 #include "loom/comm/thread/thread_world.h"
 #include "loom/comm/transport_registry.h"
 #include "loom/sync/allreduce/device_compressed_allreduce.h"
+#include "loom/compress/device_codec_registry.h"
 #include "loom/compress/registry.h"
 #include "tensor_cuda/gpu_compare.h"
 

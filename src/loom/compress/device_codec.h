@@ -8,7 +8,7 @@
 // wait), so the caller can throw NumericError as the host codec does, once per step rather
 // than once per encode.
 //
-// make_device_codec is the one place that knows which codecs have device kernels (fp16, bf16,
+// make_device_codec (device_codec_registry.h) knows which codecs have device kernels (fp16, bf16,
 // int8, onebit, topk; CUDA builds only: compress/cuda/); PowerSGD and fp32 have none.
 #pragma once
 
@@ -36,10 +36,5 @@ class DeviceCodec {
   virtual bool take_non_finite() = 0;
 };
 
-// The device kernels of `codec` on `backend` (which must outlive the result), or nullptr when
-// there are none: a CPU backend, a build without CUDA, or a codec without kernels.
-std::unique_ptr<DeviceCodec> make_device_codec(const Codec& codec, Backend& backend);
-// Whether a codec of this name has device kernels in this build.
-bool device_codec_built(const std::string& name);
 
 }  // namespace loom::compress

@@ -1,4 +1,6 @@
 // The only compress file with #if LOOM_HAVE_CUDA (docs/architecture.md: registries know the build).
+#include "loom/compress/device_codec_registry.h"
+
 #include "loom/compress/device_codec.h"
 #include "loom/config.h"
 #include "loom/tensor/backend.h"

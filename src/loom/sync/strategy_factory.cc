@@ -1,3 +1,4 @@
+#include "loom/compress/device_codec_registry.h"
 #include "loom/compress/device_codec.h"
 #include "loom/compress/registry.h"
 #include "loom/core/error.h"

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <span>
 
+#include "loom/compress/device_codec_registry.h"
 #include "loom/core/error.h"
 #include "loom/core/timer.h"
 #include "loom/core/trace.h"
