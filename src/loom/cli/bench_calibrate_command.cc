@@ -12,6 +12,8 @@
 #include "loom/comm/transport_registry.h"
 #include "loom/core/config.h"
 #include "loom/core/error.h"
+#include "loom/core/format_version.h"
+#include "loom/perf/calibration.h"
 #include "loom/perf/machine_probe.h"
 
 namespace loom::cli {
@@ -82,7 +84,9 @@ void run(const Args& a) {
   if (lead)
     fmt::print("# loom bench calibrate: MLP {} batch {}{}\n", fmt::join(o.widths, "-"), o.batch,
                mpi ? "" : " (run under mpirun -np 2 to measure the MPI transport as well)");
-  perf::probe_machine(o, mpi.get(), [&](const nlohmann::json& j) {
+  perf::probe_machine(o, mpi.get(), [&](const nlohmann::json& line) {
+    nlohmann::json j = line;
+    j[kFormatVersionKey] = perf::kCalibrationFormatVersion;
     fmt::print("  {}\n{}\n", describe(j), j.dump());
     std::fflush(stdout);
     if (file) file << j.dump() << '\n' << std::flush;
