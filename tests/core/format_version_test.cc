@@ -34,8 +34,8 @@ TEST(FormatVersion, NewerVersionIsRefusedNamingTheFileAndBothVersions) {
 }
 
 TEST(FormatVersion, MalformedVersionIsRefused) {
-  for (const nlohmann::json& v : {nlohmann::json("1"), nlohmann::json(1.5), nlohmann::json(-1),
-                                  nlohmann::json(nullptr)}) {
+  for (const nlohmann::json& v :
+       {nlohmann::json("1"), nlohmann::json(1.5), nlohmann::json(-1), nlohmann::json(nullptr)}) {
     const std::string msg = refusal({{"format_version", v}}, 1);
     EXPECT_NE(msg.find("runs/a/metrics.jsonl:3"), std::string::npos) << v.dump();
     EXPECT_NE(msg.find("format_version"), std::string::npos) << msg;

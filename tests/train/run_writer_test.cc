@@ -67,8 +67,7 @@ TEST(RunWriter, ResumeKeepsUnversionedLinesAndRefusesANewerVersion) {
     FAIL() << "a metrics line of version 5 was read";
   } catch (const InputError& e) {
     const std::string msg = e.what();
-    EXPECT_NE(msg.find((fs::path(dir.path()) / "metrics.jsonl").string() + ":3"),
-              std::string::npos)
+    EXPECT_NE(msg.find((fs::path(dir.path()) / "metrics.jsonl").string() + ":3"), std::string::npos)
         << msg;
     EXPECT_NE(msg.find("metrics format version 5"), std::string::npos) << msg;
   }
