@@ -1,6 +1,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -12,6 +14,7 @@
 #include "loom/data/idx.h"
 #include "loom/data/loader.h"
 #include "loom/data/mapped_file.h"
+#include "loom/data/shard_format.h"
 #include "loom/data/shard_source.h"
 #include "loom/data/shard_writer.h"
 
@@ -198,6 +201,20 @@ TEST(Shard, CorruptHeaderAndWrongMagic) {
   c[0] = 'X';
   spit(t.file("a.shard"), c);
   EXPECT_THAT(open_error(t.file("a.shard")), HasSubstr("wrong magic"));
+}
+
+// A shard a newer loom wrote (version 2, its header CRC made to match) is refused by name.
+TEST(Shard, NewerFormatVersionIsRefusedNamingTheFile) {
+  testing::TempDir t;
+  write_u8(t.file("a.shard"), 10);
+  auto b = slurp(t.file("a.shard"));
+  ASSERT_EQ(b[8], kShardVersion);
+  b[8] = uint8_t(kShardVersion + 1);
+  const uint32_t crc = crc32c(b.data(), offsetof(ShardHeader, header_crc));
+  std::memcpy(b.data() + offsetof(ShardHeader, header_crc), &crc, 4);
+  spit(t.file("a.shard"), b);
+  EXPECT_THAT(open_error(t.file("a.shard")),
+              HasSubstr("shard format version 2 (this loom reads version 1)"));
 }
 
 TEST(Shard, ConvertedFromIdxGivesBitwiseTheSameBatches) {

@@ -2,8 +2,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "loom/core/error.h"
+#include "loom/experiments/report_data.h"
 #include "loom/experiments/report_html.h"
 
 namespace loom::experiments {
@@ -93,6 +95,44 @@ TEST(Report, ASweepDirectoryStandsForItsTrialsAndAMissingDirIsAnError) {
   const ReportOutcome o = write_report({d.string()}, out.string(), {});
   EXPECT_EQ(o.runs, 2);
   EXPECT_TRUE(fs::exists(out));
+  fs::remove_all(d);
+}
+
+std::string load_error(const fs::path& run) {
+  try {
+    load_runs({run.string()});
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Lines written by this build (format_version 1) and by older ones (none) are read alike; a
+// metrics line or summary of a newer version stops the report naming the file and version.
+TEST(Report, NewerFormatVersionsAreRefusedNamingTheFile) {
+  const fs::path d = fresh_dir("versions");
+  nlohmann::json v1 = nlohmann::json::parse(epoch_line(2, 0.45, 0.84, 1));
+  v1["format_version"] = 1;
+  write(d / "mixed/metrics.jsonl", epoch_line(1, 0.6, 0.80, 1) + "\n" + v1.dump() + "\n");
+  write(d / "mixed/summary.json", R"({"format_version":1,"test_acc":0.86})");
+  const auto runs = load_runs({(d / "mixed").string()});
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].epochs.size(), 2u);
+  EXPECT_TRUE(runs[0].summary.has_value());
+
+  nlohmann::json v9 = v1;
+  v9["format_version"] = 9;
+  write(d / "newer_metrics/metrics.jsonl", epoch_line(1, 0.6, 0.80, 1) + "\n" + v9.dump() + "\n");
+  std::string msg = load_error(d / "newer_metrics");
+  EXPECT_NE(msg.find((d / "newer_metrics/metrics.jsonl").string() + ":2"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("metrics format version 9"), std::string::npos) << msg;
+
+  write(d / "newer_summary/metrics.jsonl", epoch_line(1, 0.6, 0.80, 1) + "\n");
+  write(d / "newer_summary/summary.json", R"({"format_version":2,"test_acc":0.86})");
+  msg = load_error(d / "newer_summary");
+  EXPECT_NE(msg.find((d / "newer_summary/summary.json").string()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("summary format version 2"), std::string::npos) << msg;
   fs::remove_all(d);
 }
 

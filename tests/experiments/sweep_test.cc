@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -215,6 +216,73 @@ TEST(SweepRunner, RecordsFailuresRanksAndResumesWithoutRerunning) {
   out = run_sweep(spec, opts);
   EXPECT_EQ(out.ran, 1);
   EXPECT_EQ(lines_in(d / "runs.log"), 6);
+  fs::remove_all(d);
+}
+
+std::string state_error(const std::string& dir) {
+  try {
+    load_sweep_state(dir);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// state.json carries format_version; a state of an older loom (its "version": 1, no
+// format_version) is read, one of a newer version is refused naming the file.
+TEST(SweepState, CarriesTheFormatVersionAndRefusesANewerOne) {
+  const fs::path d = fresh_dir("state_version");
+  TrialRecord r;
+  r.trial.index = 0;
+  r.trial.name = "t000";
+  r.trial.overrides = {{"optim.lr", 0.1}};
+  r.status = TrialStatus::kOk;
+  r.metric = 0.5;
+  save_sweep_state(d.string(), "test_acc", {r});
+  std::ifstream in(d / "state.json");
+  nlohmann::json state = nlohmann::json::parse(in);
+  EXPECT_EQ(state.at("format_version"), kSweepStateFormatVersion);
+  EXPECT_EQ(kSweepStateFormatVersion, 1);
+
+  nlohmann::json older = state;
+  older.erase("format_version");
+  older["version"] = 1;
+  std::ofstream(d / "state.json") << older.dump();
+  const auto records = load_sweep_state(d.string());
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].trial.name, "t000");
+  EXPECT_EQ(records[0].metric, 0.5);
+
+  state["format_version"] = 4;
+  std::ofstream(d / "state.json") << state.dump();
+  const std::string msg = state_error(d.string());
+  EXPECT_NE(msg.find((d / "state.json").string()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("sweep state format version 4"), std::string::npos) << msg;
+  fs::remove_all(d);
+}
+
+// A trial whose summary.json is of a newer format version fails with the reason.
+TEST(SweepRunner, ATrialSummaryOfANewerVersionFailsTheTrialNamingIt) {
+  const fs::path d = fresh_dir("summary_version");
+  SweepSpec spec = spec_of("[grid]\n\"optim.lr\" = [0.1]\n", d);
+  const fs::path script = d / "newer_train.sh";
+  std::ofstream(script)
+      << "while [ $# -gt 0 ]; do\n"
+         "  if [ \"$1\" = --set ]; then shift; case \"$1\" in output.dir=*) "
+         "out=\"${1#output.dir=}\";; esac; fi\n"
+         "  shift\n"
+         "done\n"
+         "out=$(echo \"$out\" | tr -d '\"')\n"
+         "mkdir -p \"$out\"\n"
+         "echo '{\"format_version\":3,\"test_acc\":0.9}' > \"$out/summary.json\"\n";
+  SweepRunOptions opts;
+  opts.command = {"/bin/sh", script.string()};
+  const SweepOutcome out = run_sweep(spec, opts);
+  ASSERT_EQ(out.records.size(), 1u);
+  const TrialRecord& r = out.records[0];
+  EXPECT_EQ(r.status, TrialStatus::kFailed);
+  EXPECT_NE(r.error.find("summary.json"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("summary format version 3"), std::string::npos) << r.error;
   fs::remove_all(d);
 }
 

@@ -60,5 +60,27 @@ TEST(Calibration, BadLinesNameFileAndLine) {
   EXPECT_THROW(parse_calibration("no json here\n", "x"), InputError);
 }
 
+// Lines of this build (format_version 1) and of older ones (none) are read alike; a line the
+// model uses of a newer version is refused naming the file, the line and the version.
+TEST(Calibration, NewerFormatVersionIsRefusedNamingFileAndLine) {
+  EXPECT_EQ(kCalibrationFormatVersion, 1);
+  const Calibration c = parse_calibration(
+      "{\"bench\":\"gemm\",\"gflops\":150,\"format_version\":1}\n"
+      "{\"bench\":\"membw\",\"gbs\":9.5}\n"
+      "{\"bench\":\"train\",\"samples_per_s\":1,\"format_version\":9}\n",
+      "cal.jsonl");
+  EXPECT_DOUBLE_EQ(c.gemm_flops, 150e9);
+  EXPECT_DOUBLE_EQ(c.mem_bytes_per_s, 9.5e9);
+  try {
+    parse_calibration(
+        "{\"bench\":\"gemm\",\"gflops\":150,\"format_version\":1}\n"
+        "{\"bench\":\"membw\",\"gbs\":9.5,\"format_version\":2}\n",
+        "cal.jsonl");
+    FAIL() << "a calibration line of version 2 was read";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("cal.jsonl:2: calibration format version 2"));
+  }
+}
+
 }  // namespace
 }  // namespace loom::perf

@@ -5,6 +5,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "data/temp_dir.h"
 #include "loom/core/error.h"
@@ -200,6 +201,33 @@ TEST(CheckpointResume, MetricsKeepEarlierEpochsAcrossAResume) {
   TempDir empty;
   EXPECT_THROW(resume_from(cfg, empty.path()), InputError);
   EXPECT_EQ(read_lines(metrics), resumed);
+  // Every line and the summary carry the format version (docs/formats.md).
+  for (const auto& line : resumed)
+    EXPECT_NE(line.find("\"format_version\":1"), std::string::npos) << line;
+  std::ifstream summary(fs::path(dir.path()) / "summary.json");
+  std::stringstream summary_text;
+  summary_text << summary.rdbuf();
+  EXPECT_NE(summary_text.str().find("\"format_version\": 1"), std::string::npos)
+      << summary_text.str();
+}
+
+// A resume into a run directory whose metrics.jsonl a newer loom wrote stops, naming the file
+// and the version, rather than mixing lines of two formats.
+TEST(CheckpointResume, MetricsOfANewerFormatVersionStopTheResume) {
+  TempDir dir;
+  Config cfg = run_config(dir.path());
+  cfg.set("epochs", int64_t(1));
+  run_training(cfg);
+  const fs::path metrics = fs::path(dir.path()) / "metrics.jsonl";
+  std::ofstream(metrics, std::ios::trunc) << "{\"epoch\":1,\"format_version\":8}\n";
+  try {
+    resume_from(cfg, (fs::path(dir.path()) / "checkpoints" / checkpoint_name(10)).string());
+    FAIL() << "resumed over a metrics file of format version 8";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(metrics.string() + ":1"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("metrics format version 8"), std::string::npos) << msg;
+  }
 }
 
 TEST(CheckpointResume, NanAbortNamesStepAndRankSkipRollsBack) {

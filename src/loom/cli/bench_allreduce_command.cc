@@ -11,6 +11,8 @@
 #include "loom/comm/launcher_env.h"
 #include "loom/comm/transport_registry.h"
 #include "loom/core/error.h"
+#include "loom/core/format_version.h"
+#include "loom/perf/calibration.h"
 
 namespace loom::cli {
 namespace {
@@ -78,7 +80,8 @@ void run_bench(const Args& a) {
                         {"algbw_GBps", r.algbw_gbs},
                         {"busbw_GBps", r.busbw_gbs},
                         {"iters", r.iters},
-                        {"check", r.ok ? "ok" : "wrong"}};
+                        {"check", r.ok ? "ok" : "wrong"},
+                        {kFormatVersionKey, perf::kCalibrationFormatVersion}};
     if (r.vs_peer > 0) j["busbw_vs_mpi_allreduce"] = r.vs_peer;
     fmt::print("{}\n", j.dump());
     std::fflush(stdout);

@@ -13,7 +13,9 @@
 #include "loom/comm/transport_registry.h"
 #include "loom/core/config.h"
 #include "loom/core/error.h"
+#include "loom/core/format_version.h"
 #include "loom/measure/machine_probe.h"
+#include "loom/perf/calibration.h"
 
 namespace loom::cli {
 namespace {
@@ -78,7 +80,9 @@ void run(const Args& a) {
   if (lead)
     fmt::print("# loom bench calibrate: MLP {} batch {}{}\n", fmt::join(o.widths, "-"), o.batch,
                mpi ? "" : " (run under mpirun -np 2 to measure the MPI transport as well)");
-  measure::probe_machine(o, mpi.get(), [&](const nlohmann::json& j) {
+  measure::probe_machine(o, mpi.get(), [&](const nlohmann::json& line) {
+    nlohmann::json j = line;
+    j[kFormatVersionKey] = perf::kCalibrationFormatVersion;
     fmt::print("  {}\n{}\n", describe(j), j.dump());
     std::fflush(stdout);
     if (file) file << j.dump() << '\n' << std::flush;

@@ -7,7 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "loom/cli/commands.h"
+#include "loom/core/format_version.h"
 #include "loom/measure/codec_bench.h"
+#include "loom/perf/calibration.h"
 
 namespace loom::cli {
 namespace {
@@ -58,7 +60,8 @@ void run_bench(Args& a) {
                         {"roundtrip_GBps", r.roundtrip_gbs},
                         {"vs_memcpy", r.vs_memcpy},
                         {"nmse_one_step", r.decode_error_nmse},
-                        {"reps", r.reps}};
+                        {"reps", r.reps},
+                        {kFormatVersionKey, perf::kCalibrationFormatVersion}};
     fmt::print("{}\n", j.dump());
     std::fflush(stdout);
   });

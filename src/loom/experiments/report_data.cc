@@ -7,6 +7,7 @@
 
 #include "loom/core/config.h"
 #include "loom/core/error.h"
+#include "loom/train/run_writer.h"
 
 namespace loom::experiments {
 
@@ -59,11 +60,10 @@ void read_metrics(RunData& run) {
   while (std::getline(in, line)) {
     ++n;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    try {
-      nlohmann::json j = nlohmann::json::parse(line);
-      if (!j.is_object() || !j.contains("epoch")) throw std::runtime_error("not an epoch record");
-      run.epochs.push_back(std::move(j));
-    } catch (const std::exception&) {
+    auto j = parse_metrics_line(line, fmt::format("{}:{}", path.string(), n));
+    if (j) {
+      run.epochs.push_back(std::move(*j));
+    } else {
       run.problems.push_back(
           fmt::format("metrics.jsonl line {} is truncated or malformed "
                       "(skipped)",
@@ -80,11 +80,13 @@ void read_summary(RunData& run) {
     run.problems.push_back("summary.json is missing: the run did not finish (or is running)");
     return;
   }
-  try {
-    run.summary = nlohmann::json::parse(in);
-  } catch (const std::exception&) {
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded()) {
     run.problems.push_back("summary.json is truncated or malformed");
+    return;
   }
+  check_summary_version(j, path.string());
+  run.summary = std::move(j);
 }
 
 }  // namespace

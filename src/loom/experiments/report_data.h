@@ -1,6 +1,7 @@
 // What `loom report` reads from run directories (run_writer.h): config.toml, metrics.jsonl
 // and summary.json. A missing or truncated file is not an error: the run keeps what could be
-// read, and `problems` says in words what was missing, so the page draws what it can.
+// read, and `problems` says in words what was missing, so the page draws what it can. A file of
+// a newer format version (docs/formats.md) is: its fields cannot be known.
 #pragma once
 
 #include <map>
@@ -25,8 +26,9 @@ struct RunData {
 };
 
 // Reads the runs. A directory that holds no metrics.jsonl but has run directories below it (a
-// sweep's trials/ or a folder of runs) stands for those runs. InputError only when a path does
-// not exist at all or no run could be found in it.
+// sweep's trials/ or a folder of runs) stands for those runs. InputError when a path does not
+// exist at all, no run could be found in it, or a metrics line or summary is of a newer format
+// version (naming the file).
 std::vector<RunData> load_runs(const std::vector<std::string>& dirs);
 
 // Sets each run's label from the config keys whose values differ between the runs (keys that

@@ -18,6 +18,7 @@
 
 #include "loom/core/error.h"
 #include "loom/core/timer.h"
+#include "loom/train/run_writer.h"
 
 extern char** environ;
 
@@ -53,27 +54,30 @@ std::string last_lines(const fs::path& file, size_t n) {
   return out;
 }
 
-std::optional<nlohmann::json> read_json(const fs::path& file) {
+// The trial's summary.json; nullopt when it is missing or malformed. InputError when it is of
+// a newer format version.
+std::optional<nlohmann::json> read_summary(const fs::path& file) {
   std::ifstream in(file);
   if (!in) return std::nullopt;
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception&) {
-    return std::nullopt;
-  }
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded()) return std::nullopt;
+  check_summary_version(j, file.string());
+  return j;
 }
 
+// The last epoch line of the trial's metrics.jsonl, as read_summary.
 std::optional<nlohmann::json> last_metrics(const fs::path& file) {
   std::ifstream in(file);
   std::string line, last;
-  while (std::getline(in, line))
-    if (!line.empty()) last = line;
-  if (last.empty()) return std::nullopt;
-  try {
-    return nlohmann::json::parse(last);
-  } catch (const nlohmann::json::exception&) {
-    return std::nullopt;
+  int64_t n = 0, last_n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.empty()) continue;
+    last = line;
+    last_n = n;
   }
+  if (last.empty()) return std::nullopt;
+  return parse_metrics_line(last, fmt::format("{}:{}", file.string(), last_n));
 }
 
 // Fills the record from what the finished child left in its directory.
@@ -83,8 +87,16 @@ void collect(TrialRecord& r, const SweepSpec& spec, const fs::path& dir, int sta
   } else if (WIFSIGNALED(status)) {
     r.exit_code = 128 + WTERMSIG(status);
   }
-  const auto summary = read_json(dir / "summary.json");
-  const auto metrics = last_metrics(dir / "metrics.jsonl");
+  std::optional<nlohmann::json> summary, metrics;
+  std::string unreadable;  // a file of a newer format version: the trial's figures are unknown
+  try {
+    summary = read_summary(dir / "summary.json");
+    metrics = last_metrics(dir / "metrics.jsonl");
+  } catch (const InputError& e) {
+    summary.reset();
+    metrics.reset();
+    unreadable = e.what();
+  }
   if (summary) {
     r.test_acc = summary->value("test_acc", -1.0);
     r.samples_per_s = summary->value("samples_per_s", 0.0);
@@ -99,7 +111,8 @@ void collect(TrialRecord& r, const SweepSpec& spec, const fs::path& dir, int sta
     r.error = WIFSIGNALED(status) ? fmt::format("killed by signal {}", WTERMSIG(status))
                                   : fmt::format("exit code {}", r.exit_code);
   }
-  if (r.exit_code == 0 && !summary) r.error = "exited 0 but wrote no summary.json";
+  if (r.exit_code == 0 && !summary)
+    r.error = unreadable.empty() ? "exited 0 but wrote no summary.json" : unreadable;
   if (r.exit_code == 0 && summary && !r.metric)
     r.error = fmt::format("no metric '{}' in summary.json or metrics.jsonl", spec.metric);
   if (r.exit_code != 0 || !summary) {

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "loom/core/error.h"
+#include "loom/core/format_version.h"
 
 namespace loom::experiments {
 
@@ -74,7 +75,8 @@ void save_sweep_state(const std::string& dir, const std::string& metric,
                       {"samples_per_s", r.samples_per_s},
                       {"error", r.error}});
   }
-  const nlohmann::json state = {{"version", 1}, {"metric", metric}, {"trials", trials}};
+  const nlohmann::json state = {
+      {kFormatVersionKey, kSweepStateFormatVersion}, {"metric", metric}, {"trials", trials}};
   const fs::path path = fs::path(dir) / "state.json";
   const fs::path tmp = fs::path(dir) / "state.json.tmp";
   {
@@ -99,6 +101,7 @@ std::vector<TrialRecord> load_sweep_state(const std::string& dir) {
   std::vector<TrialRecord> out;
   try {
     const nlohmann::json state = nlohmann::json::parse(ss.str());
+    check_format_version(state, kSweepStateFormatVersion, "sweep state", path.string());
     for (const auto& t : state.at("trials")) {
       TrialRecord r;
       r.trial.index = t.at("index").get<int64_t>();

@@ -1,6 +1,7 @@
 // The state of a sweep on disk (<dir>/state.json): one record per trial, rewritten atomically
 // (temporary file, then rename) after every change, so an interrupted sweep resumes where it
-// stopped and a reader never sees half a file.
+// stopped and a reader never sees half a file. The file carries "format_version"
+// (docs/formats.md).
 #pragma once
 
 #include <cstdint>
@@ -27,11 +28,14 @@ struct TrialRecord {
   bool finished() const { return status == TrialStatus::kOk || status == TrialStatus::kFailed; }
 };
 
+// The version of state.json that this build writes and reads.
+inline constexpr int64_t kSweepStateFormatVersion = 1;
+
 // Writes <dir>/state.json atomically. InputError if it cannot.
 void save_sweep_state(const std::string& dir, const std::string& metric,
                       const std::vector<TrialRecord>& records);
-// Records read back; empty when there is no state file. A corrupt file is an InputError that
-// names it (delete it to start over).
+// Records read back; empty when there is no state file. A corrupt file, or one of a newer
+// format version, is an InputError that names it (delete it to start over).
 std::vector<TrialRecord> load_sweep_state(const std::string& dir);
 
 }  // namespace loom::experiments

@@ -14,6 +14,7 @@
 #include "loom/core/error.h"
 #include "loom/perf/workload.h"
 #include "loom/sync/allreduce/overlap_policy.h"
+#include "loom/train/run_writer.h"
 #include "loom/train/trainer.h"
 
 namespace loom::experiments {
@@ -161,11 +162,16 @@ Measured measure_case(const Config& cfg, const ValidationCase& c, int64_t steps,
     throw CommError(fmt::format("validate: `{}` failed:\n{}", cmd, ss.str()));
   }
   std::vector<train::EpochMetrics> epochs;
-  std::ifstream in(dir / "metrics.jsonl");
+  const fs::path metrics = dir / "metrics.jsonl";
+  std::ifstream in(metrics);
   std::string line;
+  int64_t n = 0;
   while (std::getline(in, line)) {
+    ++n;
     if (line.empty()) continue;
-    auto j = nlohmann::json::parse(line);
+    const auto parsed = train::parse_metrics_line(line, fmt::format("{}:{}", metrics.string(), n));
+    if (!parsed) throw InputError(fmt::format("{}:{}: not a metrics line", metrics.string(), n));
+    const nlohmann::json& j = *parsed;
     train::EpochMetrics e;
     e.steps = j.at("steps");
     e.seconds = j.at("seconds");

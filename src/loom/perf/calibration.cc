@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "loom/core/error.h"
+#include "loom/core/format_version.h"
 
 namespace loom::perf {
 namespace {
@@ -47,6 +48,12 @@ bool training_algo(const std::string& transport, const std::string& algo) {
   return algo == "ring" && transport != "thread";
 }
 
+bool calibration_kind(const std::string& kind) {
+  for (const char* k : {"gemm", "membw", "elementwise", "host", "allreduce", "codec", "loader"})
+    if (kind == k) return true;
+  return false;
+}
+
 }  // namespace
 
 Calibration read_calibration(const std::string& path) {
@@ -79,6 +86,8 @@ Calibration parse_calibration(const std::string& text, const std::string& name) 
       throw InputError(fmt::format("{}: not a JSON object: {}", where, e.what()));
     }
     std::string kind = j.value("bench", j.value("kind", std::string()));
+    if (!calibration_kind(kind)) continue;  // other benchmarks' lines
+    check_format_version(j, kCalibrationFormatVersion, "calibration", where);
     if (kind == "gemm") {
       const double flops = positive(j, "gflops", where) * 1e9;
       c.gemm_flops = std::max(c.gemm_flops, flops);
@@ -140,8 +149,6 @@ Calibration parse_calibration(const std::string& text, const std::string& name) 
       double bps = j.contains("bytes_per_sample") ? positive(j, "bytes_per_sample", where) : 785;
       c.loader_samples_per_s = positive(j, "samples_per_s", where);
       c.loader_bytes_per_s = c.loader_samples_per_s * bps;
-    } else {
-      continue;  // other benchmarks' lines
     }
     any = true;
   }

@@ -23,8 +23,12 @@
 // `loom bench allreduce` and `loom bench codec` lines are read as well ("lat_us",
 // "encode_GBps"); allreduce rows of algorithms the training loop does not call
 // (MPI_Allreduce, halving-doubling, the thread transport's "ring") are skipped.
+// These commands write "format_version": kCalibrationFormatVersion on each line; a line of
+// one of the kinds above with a newer version is refused (docs/formats.md), one without it is
+// read as version 0 (the same fields).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -34,6 +38,9 @@
 #include "loom/perf/host_model.h"
 
 namespace loom::perf {
+
+// The version of the calibration lines that this build writes and reads.
+inline constexpr int64_t kCalibrationFormatVersion = 1;
 
 struct AllreducePoint {
   double bytes = 0, seconds = 0;
@@ -65,7 +72,8 @@ struct Calibration {
   void apply(Catalog& cat, Derating& d) const;
 };
 
-// Throws InputError naming the file and line for a malformed JSON line or a bad value.
+// Throws InputError naming the file and line for a malformed JSON line, a bad value or a
+// newer format version.
 Calibration read_calibration(const std::string& path);
 Calibration parse_calibration(const std::string& text, const std::string& name);
 

@@ -3,10 +3,23 @@
 #include <filesystem>
 
 #include "loom/core/error.h"
+#include "loom/core/format_version.h"
 
 namespace loom::train {
 
 namespace fs = std::filesystem;
+
+std::optional<nlohmann::json> parse_metrics_line(const std::string& line,
+                                                 const std::string& where) {
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  if (!j.is_object() || !j.contains("epoch")) return std::nullopt;
+  check_format_version(j, kMetricsFormatVersion, "metrics", where);
+  return j;
+}
+
+void check_summary_version(const nlohmann::json& summary, const std::string& path) {
+  check_format_version(summary, kSummaryFormatVersion, "summary", path);
+}
 
 RunWriter::RunWriter(const std::string& dir, bool resuming) : dir_(dir) {
   if (dir_.empty()) return;
@@ -27,10 +40,10 @@ void RunWriter::keep_epochs_through(int64_t epochs) {
   {
     std::ifstream in(path);
     std::string line;
+    int64_t n = 0;
     while (std::getline(in, line)) {
-      const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_object() && j.contains("epoch") && j["epoch"].is_number_integer() &&
-          j["epoch"].get<int64_t>() <= epochs)
+      const auto j = parse_metrics_line(line, fmt::format("{}:{}", path.string(), ++n));
+      if (j && (*j)["epoch"].is_number_integer() && (*j)["epoch"].get<int64_t>() <= epochs)
         kept += line + '\n';
     }
   }
@@ -54,16 +67,20 @@ void RunWriter::write_config(const std::string& canonical_text) {
 
 void RunWriter::append_metrics(const nlohmann::json& line) {
   if (!enabled()) return;
-  metrics_ << line.dump() << '\n';
+  nlohmann::json versioned = line;
+  versioned[kFormatVersionKey] = kMetricsFormatVersion;
+  metrics_ << versioned.dump() << '\n';
   metrics_.flush();
 }
 
 void RunWriter::write_summary(const nlohmann::json& summary) {
   if (!enabled()) return;
   const fs::path tmp = fs::path(dir_) / "summary.json.tmp";
+  nlohmann::json versioned = summary;
+  versioned[kFormatVersionKey] = kSummaryFormatVersion;
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << summary.dump(2) << '\n';
+    out << versioned.dump(2) << '\n';
     if (!out) throw InputError(fmt::format("{}: cannot write", tmp.string()));
   }
   fs::rename(tmp, fs::path(dir_) / "summary.json");

@@ -1,5 +1,7 @@
 // A run's output directory: config.toml (the resolved config), metrics.jsonl (one JSON object
-// per epoch), summary.json (the final figures). Read back by `loom report` and the perf model.
+// per epoch), summary.json (the final figures). Read back by `loom report`, the sweep, the perf
+// model's validation and a resumed run; every metrics line and the summary carry
+// "format_version" (docs/formats.md).
 // A resumed run (train.resume) writes into the same directory and keeps the lines of the
 // epochs its checkpoint had completed (keep_epochs_through), so the curves cover the whole run.
 #pragma once
@@ -7,9 +9,21 @@
 #include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 namespace loom::train {
+
+// The versions of the metrics.jsonl lines and of summary.json that this build writes and reads.
+inline constexpr int64_t kMetricsFormatVersion = 1;
+inline constexpr int64_t kSummaryFormatVersion = 1;
+
+// Parses one metrics.jsonl line; `where` names the file and line. nullopt for a line that is
+// not a JSON object with an "epoch" (cut short by a kill, or blank); InputError naming `where`
+// for a line of a newer format version.
+std::optional<nlohmann::json> parse_metrics_line(const std::string& line, const std::string& where);
+// Checks a parsed summary.json: InputError naming `path` when it is of a newer format version.
+void check_summary_version(const nlohmann::json& summary, const std::string& path);
 
 class RunWriter {
  public:
@@ -19,11 +33,13 @@ class RunWriter {
   bool enabled() const { return !dir_.empty(); }
   const std::string& dir() const { return dir_; }
   void write_config(const std::string& canonical_text);
+  // Adds "format_version" to the line.
   void append_metrics(const nlohmann::json& line);
   // Resume: drops the lines of epochs after `epochs` (written after the checkpoint, or a partial
   // epoch, or a line cut short by a kill) and appends from there. Atomic (temporary + rename).
   void keep_epochs_through(int64_t epochs);
-  // Written to a temporary file and renamed, so a reader never sees half a summary.
+  // Written to a temporary file and renamed, so a reader never sees half a summary. Adds
+  // "format_version".
   void write_summary(const nlohmann::json& summary);
 
  private:
