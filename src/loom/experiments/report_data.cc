@@ -60,7 +60,7 @@ void read_metrics(RunData& run) {
   while (std::getline(in, line)) {
     ++n;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto j = parse_metrics_line(line, fmt::format("{}:{}", path.string(), n));
+    auto j = train::parse_metrics_line(line, fmt::format("{}:{}", path.string(), n));
     if (j) {
       run.epochs.push_back(std::move(*j));
     } else {
@@ -85,7 +85,7 @@ void read_summary(RunData& run) {
     run.problems.push_back("summary.json is truncated or malformed");
     return;
   }
-  check_summary_version(j, path.string());
+  train::check_summary_version(j, path.string());
   run.summary = std::move(j);
 }
 

@@ -61,7 +61,7 @@ std::optional<nlohmann::json> read_summary(const fs::path& file) {
   if (!in) return std::nullopt;
   nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
   if (j.is_discarded()) return std::nullopt;
-  check_summary_version(j, file.string());
+  train::check_summary_version(j, file.string());
   return j;
 }
 
@@ -77,7 +77,7 @@ std::optional<nlohmann::json> last_metrics(const fs::path& file) {
     last_n = n;
   }
   if (last.empty()) return std::nullopt;
-  return parse_metrics_line(last, fmt::format("{}:{}", file.string(), last_n));
+  return train::parse_metrics_line(last, fmt::format("{}:{}", file.string(), last_n));
 }
 
 // Fills the record from what the finished child left in its directory.
