@@ -15,6 +15,7 @@
 
 namespace loom::perf {
 using experiments::predict_case;
+using experiments::ValidationCase;
 namespace {
 
 const std::vector<int64_t> kMlp = {784, 1024, 1024, 10};

@@ -9,7 +9,6 @@
 #include "loom/experiments/report_html.h"
 
 namespace loom::experiments {
-using namespace loom::train;
 namespace {
 namespace fs = std::filesystem;
 

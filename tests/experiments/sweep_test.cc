@@ -14,7 +14,6 @@
 #include "loom/experiments/sweep_state.h"
 
 namespace loom::experiments {
-using namespace loom::train;
 namespace {
 namespace fs = std::filesystem;
 

@@ -87,8 +87,12 @@ TEST(Advisor, CompressionIsChosenOnlyWhereItPays) {
   r.gpus = {"small", "big"};
   Advice a = advise(two_gpus(), r);
   for (const auto& o : a.ranked) {
-    if (o.gpus == 1) EXPECT_EQ(o.sync.codec, "fp32");  // nothing to send: the simplest wins
-    if (o.gpu == "small" && o.gpus == 4) EXPECT_NE(o.sync.codec, "fp32");  // PCIe-bound
+    if (o.gpus == 1) {
+      EXPECT_EQ(o.sync.codec, "fp32");  // nothing to send: the simplest wins
+    }
+    if (o.gpu == "small" && o.gpus == 4) {
+      EXPECT_NE(o.sync.codec, "fp32");  // PCIe-bound
+    }
   }
 }
 
