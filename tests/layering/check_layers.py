@@ -37,7 +37,36 @@ def read_table(doc):
             if d not in patterns:
                 print(f"{doc}: unit '{u}' may use '{d}', which is not in the table", file=sys.stderr)
                 sys.exit(2)
+    cycle = find_cycle(units, deps)
+    if cycle:
+        # The build links each unit to its "may use" list, so a cycle here is a link cycle.
+        print(f"{doc}: the layer table has a cycle: {' -> '.join(cycle)}", file=sys.stderr)
+        sys.exit(2)
     return units, patterns, deps
+
+
+def find_cycle(units, deps):
+    """A cycle of "may use" edges as a list of units (first repeated last), or None."""
+    state = {}  # unit -> 1 on the current path, 2 done
+
+    def visit(u, path):
+        state[u] = 1
+        for d in deps[u]:
+            if state.get(d) == 1:
+                return path[path.index(d):] + [d]
+            if d not in state:
+                found = visit(d, path + [d])
+                if found:
+                    return found
+        state[u] = 2
+        return None
+
+    for u in units:
+        if u not in state:
+            found = visit(u, [u])
+            if found:
+                return found
+    return None
 
 
 def owner(rel, units, patterns):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Copies docs/ and src/ to a scratch tree, plants forbidden edges (a codec that knows the
-# transport, the model that runs the trainer, a file no unit owns) and checks that the include
-# test fails naming each file and line, while the untouched copy passes.
+# transport, the model that runs the trainer, a file no unit owns, a cycle in the table) and
+# checks that the include test fails naming each file and line, while the untouched copy passes.
 set -euo pipefail
 PY=$1 CHECK=$2 ROOT=$3
 T=$(mktemp -d)
@@ -25,3 +25,12 @@ for want in "src/loom/compress/codec.h:$line_codec: unit 'compress' includes loo
   grep -qF "$want" "$T/planted.out" || { cat "$T/planted.out"; echo "FAIL: missing: $want"; exit 1; }
 done
 echo "planted edges found: $(grep -c 'src/loom' "$T/planted.out")"
+
+# A "may use" edge back down-to-up (core may use comm, comm may use core) is a link cycle.
+sed -i 's/^| `core` | `core\/` | - |/| `core` | `core\/` | `comm` |/' "$T/docs/architecture.md"
+if "$PY" "$CHECK" "$T" > "$T/cycle.out" 2>&1; then
+  cat "$T/cycle.out"; echo "FAIL: a cycle in the table was not found"; exit 1
+fi
+grep -qF "the layer table has a cycle: core -> comm -> core" "$T/cycle.out" \
+  || { cat "$T/cycle.out"; echo "FAIL: the cycle is not named"; exit 1; }
+echo "planted cycle found"
