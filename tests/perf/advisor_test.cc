@@ -5,9 +5,9 @@
 
 #include "loom/core/config.h"
 #include "loom/core/error.h"
+#include "loom/measure/machine_probe.h"
 #include "loom/perf/calibration.h"
 #include "loom/perf/validation_set.h"
-#include "loom/measure/machine_probe.h"
 
 namespace loom::perf {
 namespace {

@@ -39,8 +39,7 @@ TEST(Collectives, MeasuredLinksCarryTheirOwnLaunchCost) {
   LinkSpec m = link(10, 5);
   m.kind = "measured";
   Topology t{1, 4, m, m};
-  EXPECT_NEAR(allreduce_seconds(Algorithm::kRing, t, 100e6), 6 * 5e-6 + 1.5 * 100e6 / 10e9,
-              1e-12);
+  EXPECT_NEAR(allreduce_seconds(Algorithm::kRing, t, 100e6), 6 * 5e-6 + 1.5 * 100e6 / 10e9, 1e-12);
 }
 
 TEST(Collectives, TwoLevelMovesTheSameBytesOverTheNicButFewerSlowSteps) {

@@ -2,9 +2,9 @@
 
 #include <gtest/gtest.h>
 
-#include "loom/core/error.h"
-
 #include <cmath>
+
+#include "loom/core/error.h"
 
 namespace loom::perf {
 namespace {

@@ -1,5 +1,3 @@
-#include "loom/perf/validation_set.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,6 +5,7 @@
 
 #include "loom/core/error.h"
 #include "loom/perf/compute_model.h"
+#include "loom/perf/validation_set.h"
 
 namespace loom::perf {
 namespace {

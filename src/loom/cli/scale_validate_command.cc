@@ -8,9 +8,9 @@
 
 #include "loom/cli/scale_command.h"
 #include "loom/core/error.h"
-#include "loom/perf/validation_set.h"
-#include "loom/perf/calibration.h"
 #include "loom/measure/machine_probe.h"
+#include "loom/perf/calibration.h"
+#include "loom/perf/validation_set.h"
 
 namespace loom::cli::scale {
 namespace {
@@ -52,7 +52,7 @@ perf::Calibration calibration(const std::string& file) {
   fmt::print("# no --calibration FILE: measuring this machine now (loom bench calibrate)\n");
   std::string lines;
   measure::probe_machine(measure::ProbeOptions{}, nullptr,
-                      [&](const nlohmann::json& j) { lines += j.dump() + "\n"; });
+                         [&](const nlohmann::json& j) { lines += j.dump() + "\n"; });
   return perf::parse_calibration(lines, "calibration measured now");
 }
 

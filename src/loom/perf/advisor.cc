@@ -118,8 +118,8 @@ Advice advise(const Catalog& cat, const AdviseRequest& req_in) {
           d = req.measured.at(g->name);
         } else {
           // A published rate of this GPU (or its chip) where there is one, else the roofline.
-          const ComputeRate rate = compute_rate(cat, *g, req.workload, req.train.precision,
-                                                double(req.train.batch));
+          const ComputeRate rate =
+              compute_rate(cat, *g, req.workload, req.train.precision, double(req.train.batch));
           if (rate.method == "roofline")
             d.compute = rate.efficiency;
           else
@@ -196,11 +196,12 @@ std::string advice_report(const Advice& a, const AdviseRequest& req, size_t n) {
     const AdviseOption& r = a.ranked[i];
     const double sps = r.est.samples_per_s;
     if (i > 0 && sps * (1 + a.band) >= lo_top) ++ties;
-    o += fmt::format("{:>3}  {:<44} {:>9.0f} {:>8.1f} ({:>5.0f}-{:<5.0f}) {:>10.1f} {:>5.0f}% "
-                     "{:>6.1f} GB  {:<14} {}\n",
-                     i + 1, r.label(), r.cost_usd, sps, sps * (1 - a.band), sps * (1 + a.band),
-                     r.samples_per_kusd(), 100 * r.est.efficiency, r.est.memory.total() / 1e9,
-                     fmt::format("{} {}", r.sync.algorithm, r.sync.codec), r.est.dominant());
+    o += fmt::format(
+        "{:>3}  {:<44} {:>9.0f} {:>8.1f} ({:>5.0f}-{:<5.0f}) {:>10.1f} {:>5.0f}% "
+        "{:>6.1f} GB  {:<14} {}\n",
+        i + 1, r.label(), r.cost_usd, sps, sps * (1 - a.band), sps * (1 + a.band),
+        r.samples_per_kusd(), 100 * r.est.efficiency, r.est.memory.total() / 1e9,
+        fmt::format("{} {}", r.sync.algorithm, r.sync.codec), r.est.dominant());
   }
   if (ties > 0)
     o += fmt::format(

@@ -74,8 +74,8 @@ ComputeRate compute_rate(const Catalog& cat, const GpuSpec& gpu, const Workload&
     for (const auto& [name, other] : cat.gpus()) {
       if (other.chip != gpu.chip || name == gpu.name) continue;
       const RateSpec* r = cat.rate(name, w.name, precision, batch);
-      if (r && (!best || std::abs(std::log(r->batch / batch)) <
-                             std::abs(std::log(best->batch / batch))))
+      if (r &&
+          (!best || std::abs(std::log(r->batch / batch)) < std::abs(std::log(best->batch / batch))))
         best = r;
     }
     if (best) {
@@ -83,9 +83,9 @@ ComputeRate compute_rate(const Catalog& cat, const GpuSpec& gpu, const Workload&
       out.sample_s = 1 / (best->samples_per_s * scale);
       out.method = "chip";
       out.detail = fmt::format(
-          "{} {} {} at batch {:g}, {:g} samples/s x {:.3f} (peak {} / {}, both {}) ({})",
-          best->gpu, best->workload, best->precision, best->batch, best->samples_per_s, scale,
-          gpu.name, best->gpu, gpu.chip, best->source);
+          "{} {} {} at batch {:g}, {:g} samples/s x {:.3f} (peak {} / {}, both {}) ({})", best->gpu,
+          best->workload, best->precision, best->batch, best->samples_per_s, scale, gpu.name,
+          best->gpu, gpu.chip, best->source);
       out.fraction_of_peak = row_fraction(cat, *best);
       return out;
     }

@@ -33,10 +33,10 @@ double executed_train_flops(const Workload& w, const std::string& precision);
 double peak_flops(const GpuSpec& g, const std::string& precision);
 
 struct ComputeRate {
-  double sample_s = 0;     // seconds per sample, whole step; 0 with the roofline
-  double efficiency = 0;   // the roofline's fraction of peak (also set for published rates)
-  std::string method;      // published, chip, roofline
-  std::string detail;      // the row and its source, or the roofline's inputs
+  double sample_s = 0;    // seconds per sample, whole step; 0 with the roofline
+  double efficiency = 0;  // the roofline's fraction of peak (also set for published rates)
+  std::string method;     // published, chip, roofline
+  std::string detail;     // the row and its source, or the roofline's inputs
   // The rate row's achieved executed FLOP/s over peak (published and chip); the roofline's
   // efficiency otherwise. Never above 1 for a sound row.
   double fraction_of_peak = 0;

@@ -141,7 +141,8 @@ double CostModel::compute_time(const StepContext& x, bool& memory_bound) const {
   // written.
   const double t_flops =
       x.batch *
-      executed_train_flops(workload_, x.mixed && cluster_.gpu.tensor_tflops > 0 ? "mixed" : "fp32") /
+      executed_train_flops(workload_,
+                           x.mixed && cluster_.gpu.tensor_tflops > 0 ? "mixed" : "fp32") /
       x.flops_rate;
   const double t_mem = (3 * x.batch * x.act_bytes + 3 * x.weight_bytes) / x.mem_rate;
   memory_bound = t_mem > t_flops;

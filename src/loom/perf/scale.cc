@@ -26,10 +26,10 @@ ScaleSeries sweep(const CostModel& model, const std::string& label) {
 
 std::string scale_table(const ScaleSeries& s) {
   std::string out = fmt::format("{}\n", s.label);
-  out += fmt::format(
-      "{:>6} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>8} {:>6}  {}\n", "gpus",
-      "nodes", "compute", "comm", "exposed", "wait", "input", "step", "samples/s", "speedup", "eff",
-      "dominant");
+  out +=
+      fmt::format("{:>6} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>8} {:>6}  {}\n",
+                  "gpus", "nodes", "compute", "comm", "exposed", "wait", "input", "step",
+                  "samples/s", "speedup", "eff", "dominant");
   for (const auto& p : s.points) {
     const StepEstimate& e = p.est;
     out += fmt::format(

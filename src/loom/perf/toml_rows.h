@@ -93,7 +93,8 @@ class RowReader {
 };
 
 template <typename Fn>
-inline void for_rows(const toml::table& root, const std::string& file, const std::string& kind, Fn fn) {
+inline void for_rows(const toml::table& root, const std::string& file, const std::string& kind,
+                     Fn fn) {
   const toml::node* n = root.get(kind);
   if (!n) return;
   const toml::array* arr = n->as_array();

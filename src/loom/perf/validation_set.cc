@@ -48,11 +48,11 @@ std::vector<ValidationCase> parse_validation(const std::string& text, const std:
   }
   std::vector<ValidationCase> out;
   for_rows(root, name, "case", [&](const RowReader& r) {
-    r.check_known({"name",      "source",        "figure",        "published", "baseline_gpus",
-                   "workload",  "gpu",           "precision",     "batch",     "nodes",
+    r.check_known({"name",          "source",        "figure",    "published", "baseline_gpus",
+                   "workload",      "gpu",           "precision", "batch",     "nodes",
                    "gpus_per_node", "nics_per_node", "intra",     "inter",     "algorithm",
-                   "servers",   "colocated",     "aggregate",     "codec",     "base_codec",
-                   "bucket_mb", "overlap",       "framework",     "note"});
+                   "servers",       "colocated",     "aggregate", "codec",     "base_codec",
+                   "bucket_mb",     "overlap",       "framework", "note"});
     ValidationCase c;
     c.name = r.str("name");
     c.source = r.str("source");
@@ -261,8 +261,8 @@ std::string validation_report(const ValidationRun& run) {
       "figure; step-time jitter {:.4f})\n\n",
       100 * kPassMark, kStepJitterCv);
   const bool loo = !run.loo_errors.empty();
-  o += fmt::format("{:<30} {:>6} {:<13} {:>10} {:>10} {:>8} {:>8}  {}\n", "case", "GPUs",
-                   "figure", "published", "predicted", "error", loo ? "LOO" : "", "");
+  o += fmt::format("{:<30} {:>6} {:<13} {:>10} {:>10} {:>8} {:>8}  {}\n", "case", "GPUs", "figure",
+                   "published", "predicted", "error", loo ? "LOO" : "", "");
   for (size_t i = 0; i < run.results.size(); ++i) {
     const CaseResult& r = run.results[i];
     const bool miss = !r.ok() || (loo && std::abs(run.loo_errors[i]) > kPassMark);

@@ -38,8 +38,8 @@ struct ValidationCase {
 struct CaseResult {
   ValidationCase c;
   double predicted = 0;
-  StepEstimate est;     // the case's step at its full size (with `codec`)
-  std::string compute;  // where the compute came from (compute_model.h describe)
+  StepEstimate est;             // the case's step at its full size (with `codec`)
+  std::string compute;          // where the compute came from (compute_model.h describe)
   double fraction_of_peak = 0;  // executed FLOP/s over peak of that compute
   double error() const { return (predicted - c.published) / c.published; }
   bool ok() const { return std::abs(error()) <= kPassMark; }
@@ -66,10 +66,10 @@ struct ErrorSummary {
 ErrorSummary summarize(const std::vector<double>& errors);
 
 struct ValidationRun {
-  std::vector<CaseResult> results;     // with kStepJitterCv
-  std::vector<double> loo_errors;      // each case predicted with the jitter refitted without it
-  std::vector<double> loo_jitter;      // that refitted jitter
-  double fitted_jitter = 0;            // refitted on all cases (should equal kStepJitterCv)
+  std::vector<CaseResult> results;  // with kStepJitterCv
+  std::vector<double> loo_errors;   // each case predicted with the jitter refitted without it
+  std::vector<double> loo_jitter;   // that refitted jitter
+  double fitted_jitter = 0;         // refitted on all cases (should equal kStepJitterCv)
   ErrorSummary in_sample, loo;
   bool ok() const { return in_sample.misses == 0 && loo.misses == 0; }
 };

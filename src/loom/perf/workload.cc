@@ -74,12 +74,10 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          Workload w;
          w.name = "resnet50";
          w.source = "He et al. CVPR 2016; torchvision docs (25.56M params, 4.09 GMAC)";
-         w.layers = {L("conv1", 0.0094 * kM, 0.118 * kG),
-                     L("conv2_x", 0.216 * kM, 0.68 * kG, 0.519),
-                     L("conv3_x", 1.22 * kM, 1.03 * kG, 0.338),
-                     L("conv4_x", 7.10 * kM, 1.46 * kG, 0.395),
-                     L("conv5_x", 14.96 * kM, 0.80 * kG, 0.286),
-                     L("fc", 2.05 * kM, 0.002 * kG)};
+         w.layers = {
+             L("conv1", 0.0094 * kM, 0.118 * kG),        L("conv2_x", 0.216 * kM, 0.68 * kG, 0.519),
+             L("conv3_x", 1.22 * kM, 1.03 * kG, 0.338),  L("conv4_x", 7.10 * kM, 1.46 * kG, 0.395),
+             L("conv5_x", 14.96 * kM, 0.80 * kG, 0.286), L("fc", 2.05 * kM, 0.002 * kG)};
          w.activation_bytes = 100e6;  // estimate: stored feature maps (conv, BN, ReLU)
          w.input_bytes = kImageNetJpegBytes;
          return w;
@@ -89,12 +87,10 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          Workload w;
          w.name = "resnet101";
          w.source = "He et al. CVPR 2016; torchvision docs (44.55M params, 7.80 GMAC)";
-         w.layers = {L("conv1", 0.0094 * kM, 0.118 * kG),
-                     L("conv2_x", 0.216 * kM, 0.68 * kG, 0.519),
-                     L("conv3_x", 1.22 * kM, 1.03 * kG, 0.338),
-                     L("conv4_x", 26.09 * kM, 5.17 * kG, 0.491),
-                     L("conv5_x", 14.96 * kM, 0.80 * kG, 0.286),
-                     L("fc", 2.05 * kM, 0.002 * kG)};
+         w.layers = {
+             L("conv1", 0.0094 * kM, 0.118 * kG),        L("conv2_x", 0.216 * kM, 0.68 * kG, 0.519),
+             L("conv3_x", 1.22 * kM, 1.03 * kG, 0.338),  L("conv4_x", 26.09 * kM, 5.17 * kG, 0.491),
+             L("conv5_x", 14.96 * kM, 0.80 * kG, 0.286), L("fc", 2.05 * kM, 0.002 * kG)};
          w.activation_bytes = 160e6;  // estimate
          w.input_bytes = kImageNetJpegBytes;
          return w;
@@ -127,10 +123,10 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          w.name = "vgg16";
          w.source = "Simonyan & Zisserman ICLR 2015; torchvision docs (15.47 GMAC)";
          // Every convolution is 3x3 with stride 1.
-         w.layers = {L("conv1", 0.0387 * kM, 1.94 * kG, 1),  L("conv2", 0.221 * kM, 2.77 * kG, 1),
-                     L("conv3", 1.475 * kM, 4.62 * kG, 1),   L("conv4", 5.90 * kM, 4.62 * kG, 1),
-                     L("conv5", 7.08 * kM, 1.39 * kG, 1),    L("fc6", 102.76 * kM, 0.1028 * kG),
-                     L("fc7", 16.78 * kM, 0.0168 * kG),      L("fc8", 4.10 * kM, 0.0041 * kG)};
+         w.layers = {L("conv1", 0.0387 * kM, 1.94 * kG, 1), L("conv2", 0.221 * kM, 2.77 * kG, 1),
+                     L("conv3", 1.475 * kM, 4.62 * kG, 1),  L("conv4", 5.90 * kM, 4.62 * kG, 1),
+                     L("conv5", 7.08 * kM, 1.39 * kG, 1),   L("fc6", 102.76 * kM, 0.1028 * kG),
+                     L("fc7", 16.78 * kM, 0.0168 * kG),     L("fc8", 4.10 * kM, 0.0041 * kG)};
          w.activation_bytes = 110e6;  // estimate: ~27M stored floats
          w.input_bytes = kImageNetJpegBytes;
          return w;
@@ -145,7 +141,7 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          w.layers = {L("conv1", 0.023 * kM, 0.070 * kG),    L("conv2", 0.307 * kM, 0.224 * kG),
                      L("conv3", 0.664 * kM, 0.112 * kG, 1), L("conv4", 0.885 * kM, 0.150 * kG, 1),
                      L("conv5", 0.590 * kM, 0.100 * kG, 1), L("fc6", 37.75 * kM, 0.0378 * kG),
-                     L("fc7", 16.78 * kM, 0.0168 * kG),  L("fc8", 4.10 * kM, 0.0041 * kG)};
+                     L("fc7", 16.78 * kM, 0.0168 * kG),     L("fc8", 4.10 * kM, 0.0041 * kG)};
          w.activation_bytes = 15e6;  // estimate
          w.input_bytes = kImageNetJpegBytes;
          w.default_batch = 128;
