@@ -21,7 +21,7 @@ Workload toy() {
 
 Cluster cluster(int nodes, int k) {
   Cluster c;
-  c.gpu = {"g", 10, 0, 16, 1000, "l", "none", 100, 1000, "msrp", "test"};
+  c.gpu = {"g", 10, 0, 16, 1000, "l", "none", 100, 1000, "msrp", "test", ""};
   c.topo = {nodes, k, {"in", "t", 10, 5, 1.0, "t"}, {"ex", "t", 1, 10, 1.0, "t"}};
   c.storage = {"disk", 1000, "t"};
   return c;
@@ -34,8 +34,17 @@ TrainSpec train(int64_t b) {
   return t;
 }
 
+// The roofline at half of peak FLOP/s and 80% of memory bandwidth, no stragglers.
+Derating quiet() {
+  Derating d;
+  d.compute = 0.5;
+  d.memory = 0.8;
+  d.jitter_cv = 0;
+  return d;
+}
+
 TEST(CostModel, OneGpuComputeIsFlopsOverDeratedPeak) {
-  CostModel m(toy(), cluster(1, 1), {}, train(32), Derating{0.5, 0.8, {}});
+  CostModel m(toy(), cluster(1, 1), {}, train(32), quiet());
   StepEstimate e = m.estimate();
   double compute = 32 * 3 * 2e9 / (10e12 * 0.5);  // 38.4 ms
   EXPECT_NEAR(e.fwd_s + e.bwd_s, compute, 1e-12);
@@ -48,12 +57,6 @@ TEST(CostModel, OneGpuComputeIsFlopsOverDeratedPeak) {
 
 // NCCL's base latency per collective (collective_model.h).
 constexpr double kLaunch = 8.4e-6;
-
-Derating quiet() {
-  Derating d{0.5, 0.8, {}};
-  d.jitter_cv = 0;
-  return d;
-}
 
 TEST(CostModel, WithoutOverlapAllCommunicationIsExposed) {
   SyncSpec s;
