@@ -5,8 +5,9 @@
 
 #include "loom/core/config.h"
 #include "loom/core/error.h"
-#include "loom/perf/calibration.h"
 #include "loom/measure/machine_probe.h"
+#include "loom/perf/calibration.h"
+#include "loom/perf/validation_set.h"
 
 namespace loom::perf {
 namespace {
@@ -94,6 +95,30 @@ TEST(Advisor, CompressionIsChosenOnlyWhereItPays) {
       EXPECT_NE(o.sync.codec, "fp32");  // PCIe-bound
     }
   }
+}
+
+TEST(Advisor, RanksWhatLoomRunsWithTheModelsErrorBandAndTheDominantTerm) {
+  AdviseRequest r;
+  r.workload = reference_workload("resnet50");
+  r.train.batch = 64;
+  r.train.precision = "mixed";  // loom trains in fp32 only
+  r.budget_usd = 60000;
+  r.gpus = {"p100-pcie", "v100-pcie"};
+  const Advice a = advise(Catalog::builtin(), r);
+  ASSERT_FALSE(a.ranked.empty());
+  ASSERT_EQ(a.notes.size(), 1u);
+  EXPECT_THAT(a.notes[0], ::testing::HasSubstr("loom trains in fp32 only"));
+  EXPECT_GT(a.band, 0.0);
+  EXPECT_LE(a.band, kPassMark);
+  EXPECT_LE(a.typical, a.band);
+  for (const auto& o : a.ranked) {
+    EXPECT_EQ(o.sync.algorithm, "ring");  // loom's allreduce; it has no hierarchical one
+    EXPECT_FALSE(o.est.dominant().empty());
+  }
+  const std::string report = advice_report(a, r);
+  EXPECT_THAT(report, ::testing::HasSubstr("leave-one-out"));
+  EXPECT_THAT(report, ::testing::HasSubstr("dominant term"));
+  EXPECT_THAT(report, ::testing::Not(::testing::HasSubstr("mixed,")));
 }
 
 TEST(Advisor, ABudgetThatBuysNothingSaysSo) {

@@ -13,18 +13,33 @@ LinkSpec link(double gbs, double us) {
   return {"l", "test", gbs, us, 1.0, "test"};
 }
 
+constexpr double kLaunch = 8.4e-6;  // NCCL's base latency per collective
+
 TEST(Collectives, RingOnOneNodeIsTheTextbookFormula) {
   Topology t{1, 4, link(10, 5), link(1, 50)};
   double S = 100e6;
-  // 2(n-1) alpha + 2(n-1)/n S / B
-  EXPECT_NEAR(allreduce_seconds(Algorithm::kRing, t, S), 6 * 5e-6 + 1.5 * S / 10e9, 1e-12);
+  // launch + 2(n-1) alpha + 2(n-1)/n S / B
+  EXPECT_NEAR(allreduce_seconds(Algorithm::kRing, t, S), kLaunch + 6 * 5e-6 + 1.5 * S / 10e9,
+              1e-12);
   EXPECT_EQ(allreduce_seconds(Algorithm::kRing, Topology{1, 1, link(10, 5), link(1, 5)}, S), 0);
 }
 
-TEST(Collectives, FlatRingAcrossNodesRunsAtTheSlowerLink) {
+TEST(Collectives, RingAcrossNodesPaysEachHopsAlphaAndRunsAtTheNic) {
   Topology t{2, 2, link(10, 5), link(1, 50)};
   double S = 100e6;
-  EXPECT_NEAR(allreduce_seconds(Algorithm::kRing, t, S), 6 * 50e-6 + 1.5 * S / 1e9, 1e-12);
+  // 2(n - M) steps inside nodes, 2(M - 1) across; the NIC carries one rank's traffic.
+  EXPECT_NEAR(allreduce_seconds(Algorithm::kRing, t, S),
+              kLaunch + 4 * 5e-6 + 2 * 50e-6 + 1.5 * S / 1e9, 1e-12);
+  t.nics_per_node = 2;  // a ring channel per NIC
+  EXPECT_NEAR(allreduce_seconds(Algorithm::kRing, t, S),
+              kLaunch + 4 * 5e-6 + 2 * 50e-6 + 1.5 * S / 2e9, 1e-12);
+}
+
+TEST(Collectives, MeasuredLinksCarryTheirOwnLaunchCost) {
+  LinkSpec m = link(10, 5);
+  m.kind = "measured";
+  Topology t{1, 4, m, m};
+  EXPECT_NEAR(allreduce_seconds(Algorithm::kRing, t, 100e6), 6 * 5e-6 + 1.5 * 100e6 / 10e9, 1e-12);
 }
 
 TEST(Collectives, TwoLevelMovesTheSameBytesOverTheNicButFewerSlowSteps) {
@@ -32,26 +47,57 @@ TEST(Collectives, TwoLevelMovesTheSameBytesOverTheNicButFewerSlowSteps) {
   double S = 64e6;
   double rs = 3 * 5e-6 + 0.75 * S / 10e9;
   double inter = 2 * 3 * 50e-6 + 2 * 0.75 * S / 1e9;
-  EXPECT_NEAR(allreduce_seconds(Algorithm::kTwoLevel, t, S), 2 * rs + inter, 1e-12);
+  EXPECT_NEAR(allreduce_seconds(Algorithm::kTwoLevel, t, S), kLaunch + 2 * rs + inter, 1e-12);
   EXPECT_LT(allreduce_seconds(Algorithm::kTwoLevel, t, 1e3),
             allreduce_seconds(Algorithm::kRing, t, 1e3));
+}
+
+TEST(Collectives, OversubscriptionAndFlowCapsSlowTheSharedNic) {
+  Topology t{4, 4, link(10, 5), link(1, 50)};
+  const double S = 64e6, base = allreduce_seconds(Algorithm::kTwoLevel, t, S);
+  t.oversubscription = 2;
+  const double over = allreduce_seconds(Algorithm::kTwoLevel, t, S);
+  EXPECT_NEAR(over - base, 2 * 0.75 * S / 1e9, 1e-9);  // the NIC term doubles
+  t.oversubscription = 1;
+  t.inter.flow_gbs = 0.1;  // 4 flows of 0.1 GB/s cannot fill the 1 GB/s NIC
+  EXPECT_NEAR(allreduce_seconds(Algorithm::kTwoLevel, t, S) - base,
+              2 * 0.75 * (S / 4) / 0.1e9 - 2 * 0.75 * S / 1e9, 1e-9);
 }
 
 TEST(Collectives, HalvingDoublingHasLogSteps) {
   Topology t{1, 8, link(10, 5), link(1, 50)};
   double S = 1e3;
   EXPECT_NEAR(allreduce_seconds(Algorithm::kHalvingDoubling, t, S),
-              2 * 3 * 5e-6 + 2 * 7.0 / 8 * (S / 1) / 10e9, 1e-12);
+              kLaunch + 2 * 3 * 5e-6 + 2 * 7.0 / 8 * S / 10e9, 1e-12);
 }
 
 TEST(Collectives, ParameterServerIsBoundByServersOrWorkerNics) {
   Topology t{8, 1, link(10, 5), link(1, 10)};
   double S = 1e9;
   t.servers = 1;  // 8 pushes into one server NIC
-  EXPECT_NEAR(allreduce_seconds(Algorithm::kParameterServer, t, S), 2 * 10e-6 + 8.0, 1e-9);
+  EXPECT_NEAR(allreduce_seconds(Algorithm::kParameterServer, t, S), kLaunch + 2 * 10e-6 + 8.0,
+              1e-9);
   t.servers = 8;
-  EXPECT_NEAR(allreduce_seconds(Algorithm::kParameterServer, t, S), 2 * 10e-6 + 1.0, 1e-9);
+  EXPECT_NEAR(allreduce_seconds(Algorithm::kParameterServer, t, S), kLaunch + 2 * 10e-6 + 1.0,
+              1e-9);
+  // Servers on the 8 workers: each machine serves 1/8 to 7 others and pulls 7/8 for itself.
+  t.servers_colocated = true;
+  EXPECT_NEAR(allreduce_seconds(Algorithm::kParameterServer, t, S),
+              kLaunch + 2 * 10e-6 + 2 * 7.0 / 8, 1e-9);
   EXPECT_THROW(algorithm_from_name("tree"), InputError);
+}
+
+TEST(Collectives, StripeExchangeSharesTheNicAmongTheNodesGpusButARingDoesNot) {
+  Topology t{8, 8, link(100, 1), link(1, 10)};
+  const double S = 64e6;
+  // On one node it costs what a ring allreduce of the same bytes costs (plus one launch).
+  Topology one{1, 8, link(100, 1), link(1, 10)};
+  EXPECT_NEAR(stripe_exchange_seconds(one, S),
+              allreduce_seconds(Algorithm::kRing, one, S) + kLaunch, 1e-12);
+  // Across nodes: all 8 GPUs' stripes to other nodes cross the NIC at once.
+  const double a2a = 63 * 10e-6 + 56.0 / 64 * S / (1e9 / 8);
+  const double gather = 56 * 1e-6 + 7 * 10e-6 + 63.0 / 64 * S / 1e9;
+  EXPECT_NEAR(stripe_exchange_seconds(t, S), 2 * kLaunch + a2a + gather, 1e-9);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "loom/core/error.h"
 
 namespace loom::perf {
@@ -19,7 +21,7 @@ Workload toy() {
 
 Cluster cluster(int nodes, int k) {
   Cluster c;
-  c.gpu = {"g", 10, 0, 16, 1000, "l", "none", 100, 1000, "msrp", "test"};
+  c.gpu = {"g", 10, 0, 16, 1000, "l", "none", 100, 1000, "msrp", "test", ""};
   c.topo = {nodes, k, {"in", "t", 10, 5, 1.0, "t"}, {"ex", "t", 1, 10, 1.0, "t"}};
   c.storage = {"disk", 1000, "t"};
   return c;
@@ -32,8 +34,17 @@ TrainSpec train(int64_t b) {
   return t;
 }
 
+// The roofline at half of peak FLOP/s and 80% of memory bandwidth, no stragglers.
+Derating quiet() {
+  Derating d;
+  d.compute = 0.5;
+  d.memory = 0.8;
+  d.jitter_cv = 0;
+  return d;
+}
+
 TEST(CostModel, OneGpuComputeIsFlopsOverDeratedPeak) {
-  CostModel m(toy(), cluster(1, 1), {}, train(32), Derating{0.5, 0.8, {}});
+  CostModel m(toy(), cluster(1, 1), {}, train(32), quiet());
   StepEstimate e = m.estimate();
   double compute = 32 * 3 * 2e9 / (10e12 * 0.5);  // 38.4 ms
   EXPECT_NEAR(e.fwd_s + e.bwd_s, compute, 1e-12);
@@ -44,13 +55,16 @@ TEST(CostModel, OneGpuComputeIsFlopsOverDeratedPeak) {
   EXPECT_EQ(e.limiter, "compute");
 }
 
+// NCCL's base latency per collective (collective_model.h).
+constexpr double kLaunch = 8.4e-6;
+
 TEST(CostModel, WithoutOverlapAllCommunicationIsExposed) {
   SyncSpec s;
   s.overlap = false;
   s.bucket_mb = 1000;  // one bucket: 100 MB
-  CostModel m(toy(), cluster(1, 4), s, train(32), Derating{0.5, 0.8, {}});
+  CostModel m(toy(), cluster(1, 4), s, train(32), quiet());
   StepEstimate e = m.estimate();
-  double comm = 6 * 5e-6 + 1.5 * 100e6 / 10e9;
+  double comm = kLaunch + 6 * 5e-6 + 1.5 * 100e6 / 10e9;
   EXPECT_NEAR(e.comm_s, comm, 1e-12);
   EXPECT_NEAR(e.comm_exposed_s, comm, 1e-12);
   EXPECT_NEAR(e.step_s, e.fwd_s + e.bwd_s + comm + e.update_s, 1e-12);
@@ -60,10 +74,11 @@ TEST(CostModel, WithoutOverlapAllCommunicationIsExposed) {
 TEST(CostModel, OverlapHidesBucketsReadyEarly) {
   SyncSpec s;
   s.bucket_mb = 60;  // layer b (60 MB) is ready after half of backward, layer a at its end
-  CostModel m(toy(), cluster(1, 4), s, train(32), Derating{0.5, 0.8, {}});
+  CostModel m(toy(), cluster(1, 4), s, train(32), quiet());
   StepEstimate e = m.estimate();
   double bwd = e.bwd_s;
-  double cb = 6 * 5e-6 + 1.5 * 60e6 / 10e9, ca = 6 * 5e-6 + 1.5 * 40e6 / 10e9;
+  double cb = kLaunch + 6 * 5e-6 + 1.5 * 60e6 / 10e9;
+  double ca = kLaunch + 6 * 5e-6 + 1.5 * 40e6 / 10e9;
   // b sent at bwd/2 (ends well before bwd); a at bwd: only a is exposed.
   ASSERT_LT(bwd / 2 + cb, bwd);
   EXPECT_NEAR(e.comm_exposed_s, ca, 1e-12);
@@ -73,11 +88,11 @@ TEST(CostModel, Fp16HalvesTheWireAndBmufDividesByTau) {
   SyncSpec s;
   s.overlap = false;
   s.bucket_mb = 1000;
-  Derating d{0.5, 0.8, {}};
+  Derating d = quiet();
   double fp32 = CostModel(toy(), cluster(1, 4), s, train(32), d).estimate().comm_s;
   s.codec = "fp16";
   double fp16 = CostModel(toy(), cluster(1, 4), s, train(32), d).estimate().comm_s;
-  EXPECT_NEAR(fp16 - 6 * 5e-6, (fp32 - 6 * 5e-6) / 2, 1e-12);
+  EXPECT_NEAR(fp16 - kLaunch - 6 * 5e-6, (fp32 - kLaunch - 6 * 5e-6) / 2, 1e-12);
   s.codec = "fp32";
   s.bmuf = true;
   s.tau = 8;
@@ -109,6 +124,36 @@ TEST(CostModel, SlowStorageWithoutPrefetchAddsItsTime) {
   t.prefetch = true;
   StepEstimate p = CostModel(toy(), c, {}, t).estimate();
   EXPECT_NEAR(p.input_exposed_s, 0.32 - (p.fwd_s + p.bwd_s + p.update_s), 1e-12);
+}
+
+TEST(CostModel, APublishedRateIsAWholeStep) {
+  Derating d = quiet();
+  d.sample_s = 1e-3;  // 1000 samples/s, update included
+  StepEstimate e = CostModel(toy(), cluster(1, 1), {}, train(32), d).estimate();
+  EXPECT_NEAR(e.fwd_s + e.bwd_s, 0.032, 1e-12);
+  EXPECT_EQ(e.update_s, 0);
+}
+
+TEST(CostModel, StragglersGrowWithTheNumberOfWorkers) {
+  Derating d = quiet();
+  d.jitter_cv = 0.02;
+  SyncSpec s;
+  s.step_overhead_s = 1e-3;
+  const StepEstimate one = CostModel(toy(), cluster(1, 1), s, train(32), d).estimate();
+  const StepEstimate four = CostModel(toy(), cluster(1, 4), s, train(32), d).estimate();
+  const StepEstimate many = CostModel(toy(), cluster(64, 4), s, train(32), d).estimate();
+  EXPECT_EQ(one.straggler_s, 0);
+  EXPECT_EQ(one.overhead_s, 0);
+  EXPECT_NEAR(four.straggler_s, 0.02 * expected_max_normal(4) * (four.fwd_s + four.bwd_s), 1e-12);
+  EXPECT_EQ(four.overhead_s, 1e-3);
+  EXPECT_GT(many.straggler_s, 2 * four.straggler_s);
+}
+
+TEST(CostModel, ExpectedMaximumOfNormals) {
+  EXPECT_EQ(expected_max_normal(1), 0);
+  EXPECT_NEAR(expected_max_normal(2), 1 / std::sqrt(M_PI), 1e-4);  // 0.5642
+  EXPECT_NEAR(expected_max_normal(10), 1.5388, 1e-3);
+  EXPECT_NEAR(expected_max_normal(1000), 3.2414, 2e-3);
 }
 
 TEST(CostModel, BadSpecsAreErrors) {

@@ -11,7 +11,9 @@ void setup(CLI::App& app) {
   auto catalog = std::make_shared<CatalogOptions>();
   auto sources = std::make_shared<bool>(false);
   CLI::App* cmd =
-      app.add_subcommand("list", "show the hardware catalog (GPUs, links, storage, host memory)");
+      app.add_subcommand("list",
+                         "show the hardware catalog (GPUs, links, storage, host memory, published "
+                         "rates, frameworks)");
   add_catalog_options(*cmd, *catalog, /*with_calibration=*/false);
   cmd->add_flag("--sources", *sources,
                 "show each row's source keys (see shared/reference/hardware.md)");
@@ -42,6 +44,15 @@ void setup(CLI::App& app) {
     fmt::print("\nHost memory\n");
     for (const auto& [n, h] : cat.host_memories())
       fmt::print("{:<16} {:>8.1f} GB/s{}\n", n, h.gbs, *sources ? "  " + h.source : "");
+    fmt::print("\nPublished training rates (one device, whole steps)\n");
+    fmt::print("{:<16} {:<16} {:<9} {:>6} {:>10}{}\n", "gpu", "workload", "precision", "batch",
+               "samples/s", *sources ? "  source" : "");
+    for (const auto& r : cat.rates())
+      fmt::print("{:<16} {:<16} {:<9} {:>6.0f} {:>10.1f}{}\n", r.gpu, r.workload, r.precision,
+                 r.batch, r.samples_per_s, *sources ? "  " + r.source : "");
+    fmt::print("\nFrameworks (per-step overhead)\n");
+    for (const auto& [n, f] : cat.frameworks())
+      fmt::print("{:<16} {:>8.1f} ms{}\n", n, f.step_overhead_ms, *sources ? "  " + f.source : "");
   });
 }
 

@@ -45,7 +45,8 @@ void add_common_options(CLI::App& cmd, CommonArgs& a) {
   cmd.add_option("--inter", a.inter, "link between machines");
   add_training_options(cmd, a.training);
   cmd.add_option("--derate", a.derate,
-                 "achievable fraction of peak FLOP/s (default 0.5, or calibration's)");
+                 "achievable fraction of peak FLOP/s (default: a published rate of the GPU, else "
+                 "the roofline at the median efficiency of the published rates, or calibration's)");
   add_catalog_options(cmd, a.catalog);
   cmd.add_flag("--json", a.json, "print JSON lines instead of tables");
 }

@@ -31,6 +31,8 @@ struct CommonArgs {
 struct PredictArgs {
   std::string intra;  // "" = the GPU's peer link, else its PCIe
   int nics = 1, servers = 1, tau = 8;
+  double oversubscription = 1;
+  std::string framework = "none";
   std::string sync = "ring", codecs = "fp32", storage = "nvme4";
   double bucket_mb = 25;
   bool no_overlap = false, no_prefetch = false;
@@ -49,11 +51,11 @@ struct ParallelismArgs {
 void add_parallelism_options(CLI::App& cmd, ParallelismArgs& a);
 void run_parallelism(const CommonArgs& common, const ParallelismArgs& a);
 
-// --anchors: the published anchors against the model (perf/anchors.h).
+// --anchors: the published validation set against the model (perf/validation_set.h).
 void add_anchors_option(CLI::App& cmd, bool& anchors);
 void run_anchors();
 
-// --validate: real loom jobs here against the model's prediction (perf/validate.h).
+// --validate: real loom jobs here against the model's prediction (experiments/validate.h).
 struct ValidateArgs {
   bool chosen = false;
   int64_t steps = 150;

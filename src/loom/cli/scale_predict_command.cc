@@ -8,6 +8,7 @@
 #include "loom/core/error.h"
 #include "loom/core/svg_plot.h"
 #include "loom/perf/calibration.h"
+#include "loom/perf/compute_model.h"
 #include "loom/perf/scale.h"
 
 namespace loom::cli::scale {
@@ -16,6 +17,13 @@ void add_predict_options(CLI::App& cmd, PredictArgs& a) {
   cmd.add_option("--intra", a.intra,
                  "GPU-GPU link inside a machine (default: the GPU's peer link, else its PCIe)");
   cmd.add_option("--nics", a.nics, "NICs per machine")->check(CLI::PositiveNumber);
+  cmd.add_option("--oversubscription", a.oversubscription,
+                 "the fabric's oversubscription: each machine gets 1/x of its NICs' rate across "
+                 "machines")
+      ->check(CLI::Range(1.0, 1000.0));
+  cmd.add_option("--framework", a.framework,
+                 "a [[framework]] row of the catalog whose per-step overhead applies (horovod), "
+                 "or none");
   cmd.add_option("--sync", a.sync, "ring, hd, two-level, ps or bmuf");
   cmd.add_option("--servers", a.servers, "parameter servers (with --sync ps)")
       ->check(CLI::PositiveNumber);
@@ -32,14 +40,28 @@ void add_predict_options(CLI::App& cmd, PredictArgs& a) {
 void run_predict(const CommonArgs& common, const PredictArgs& a) {
   perf::Catalog cat = common.catalog.load();
   perf::Derating der;
+  bool measured_here = false;
   if (!common.catalog.calibration.empty()) {
     // Measured figures describe this machine only: other GPUs keep the default deratings.
     perf::Derating measured;
     perf::read_calibration(common.catalog.calibration).apply(cat, measured);
-    if (common.gpu == "this-machine") der = measured;
+    if (common.gpu == "this-machine") der = measured, measured_here = true;
   }
-  if (common.derate > 0) der.compute = common.derate;
   const perf::Workload w = perf::resolve_workload(common.workload);
+  const perf::TrainSpec train = common.training.spec(w);
+  std::string compute_note = "measured on this machine (--calibration)";
+  if (common.derate > 0) {
+    der.compute = common.derate;
+    compute_note = fmt::format("roofline at --derate {}", common.derate);
+  } else if (!measured_here) {
+    const perf::ComputeRate rate =
+        perf::compute_rate(cat, cat.gpu(common.gpu), w, train.precision, double(train.batch));
+    if (rate.method == "roofline")
+      der.compute = rate.efficiency;
+    else
+      der.sample_s = rate.sample_s;
+    compute_note = perf::describe(rate);
+  }
   perf::Cluster c;
   c.gpu = cat.gpu(common.gpu);
   c.topo.nodes = common.nodes;
@@ -48,14 +70,16 @@ void run_predict(const CommonArgs& common, const PredictArgs& a) {
   c.topo.inter = cat.link(common.inter);
   c.topo.nics_per_node = a.nics;
   c.topo.servers = a.servers;
+  c.topo.oversubscription = a.oversubscription;
   c.storage = cat.storage(a.storage);
-  perf::TrainSpec t = common.training.spec(w);
+  perf::TrainSpec t = train;
   t.prefetch = !a.no_prefetch;
   fmt::print(
       "workload {}: {:.1f}M params, {:.2f} GFLOP/sample forward; {} x {} {} (intra {}, inter {}), "
-      "batch {}/GPU, {}\n\n",
+      "batch {}/GPU, {}{}\ncompute: {}\n\n",
       w.name, w.params() / 1e6, w.fwd_flops() / 1e9, common.nodes, common.gpus_per_node, c.gpu.name,
-      c.topo.intra.name, c.topo.inter.name, t.batch, t.precision);
+      c.topo.intra.name, c.topo.inter.name, t.batch, t.precision,
+      t.precision == "fp32" ? "" : " (a what-if: loom itself trains in fp32)", compute_note);
   std::vector<svg::Series> plot;
   for (const auto& codec : split_list(a.codecs)) {
     perf::SyncSpec s;
@@ -65,6 +89,7 @@ void run_predict(const CommonArgs& common, const PredictArgs& a) {
     s.codec = codec;
     s.bucket_mb = a.bucket_mb;
     s.overlap = !a.no_overlap;
+    s.step_overhead_s = cat.framework(a.framework).step_overhead_ms * 1e-3;
     perf::CostModel m(w, c, s, t, der);
     const std::string label =
         fmt::format("{} {}{}", a.sync, codec, s.bmuf ? fmt::format(" tau={}", s.tau) : "");

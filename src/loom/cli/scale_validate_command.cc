@@ -8,9 +8,9 @@
 
 #include "loom/cli/scale_command.h"
 #include "loom/core/error.h"
-#include "loom/perf/anchors.h"
-#include "loom/perf/calibration.h"
 #include "loom/measure/machine_probe.h"
+#include "loom/perf/calibration.h"
+#include "loom/perf/validation_set.h"
 
 namespace loom::cli::scale {
 namespace {
@@ -52,7 +52,7 @@ perf::Calibration calibration(const std::string& file) {
   fmt::print("# no --calibration FILE: measuring this machine now (loom bench calibrate)\n");
   std::string lines;
   measure::probe_machine(measure::ProbeOptions{}, nullptr,
-                      [&](const nlohmann::json& j) { lines += j.dump() + "\n"; });
+                         [&](const nlohmann::json& j) { lines += j.dump() + "\n"; });
   return perf::parse_calibration(lines, "calibration measured now");
 }
 
@@ -120,7 +120,19 @@ void run_validate(const CommonArgs& common, const ValidateArgs& a) {
       is_model_config(common.workload) ? common.workload : "default MLP config", cal.file,
       experiments::validation_table(rows, a.tolerance / 100), experiments::validation_json(rows));
   // With --anchors, one command prints both tables.
-  if (common.anchors) fmt::print("\n{}", perf::anchors_report());
+  bool anchors_ok = true;
+  if (common.anchors) {
+    const perf::ValidationRun run = perf::run_validation();
+    fmt::print("\n{}", perf::validation_report(run));
+    anchors_ok = run.ok();
+  }
+  // A run outside the tolerance fails the command, like a published case outside it.
+  int missed = 0;
+  for (const auto& r : rows)
+    missed += experiments::within_tolerance(r.error(), a.tolerance / 100) ? 0 : 1;
+  if (missed > 0 || !anchors_ok)
+    throw Error(fmt::format("{} of {} runs outside {:.0f}%{}", missed, rows.size(), a.tolerance,
+                            anchors_ok ? "" : "; published cases missed (see --anchors)"));
 }
 
 }  // namespace loom::cli::scale

@@ -7,6 +7,8 @@
 #include <limits>
 
 #include "loom/core/error.h"
+#include "loom/perf/compute_model.h"
+#include "loom/perf/validation_set.h"
 
 namespace loom::perf {
 
@@ -18,31 +20,43 @@ std::string AdviseOption::label() const {
 namespace {
 
 // Candidate syncs, simplest first: a codec is chosen only if it beats the simpler ones by
-// more than 5% (Agarwal et al., MLSys 2022: compression rarely beats tuned fp16/fp32).
-std::vector<SyncSpec> candidate_syncs(int nodes, const std::vector<std::string>& codecs) {
+// more than 5% (Agarwal et al., MLSys 2022: compression rarely beats tuned fp16/fp32). The
+// exchange is loom's bucketed allreduce, whose buckets (megabytes) its Communicator sends by
+// ring (comm/algorithms.h; halving-doubling only for small buffers); loom has no hierarchical
+// allreduce.
+std::vector<SyncSpec> candidate_syncs(const std::vector<std::string>& codecs) {
   std::vector<SyncSpec> out;
-  std::vector<std::string> algos =
-      nodes > 1 ? std::vector<std::string>{"ring", "two-level"} : std::vector<std::string>{"ring"};
-  for (const auto& codec : codecs)
-    for (const auto& a : algos) {
-      SyncSpec s;
-      s.algorithm = a;
-      s.codec = codec;
-      out.push_back(s);
-    }
+  for (const auto& codec : codecs) {
+    SyncSpec s;
+    s.algorithm = "ring";
+    s.codec = codec;
+    out.push_back(s);
+  }
   return out;
 }
 
 }  // namespace
 
-Advice advise(const Catalog& cat, const AdviseRequest& req) {
+Advice advise(const Catalog& cat, const AdviseRequest& req_in) {
+  AdviseRequest req = req_in;
+  Advice adv;
+  if (req.train.precision != "fp32") {
+    adv.notes.push_back(fmt::format(
+        "--precision {}: loom trains in fp32 only, so every configuration is ranked at fp32",
+        req.train.precision));
+    req.train.precision = "fp32";
+  }
   if (!(req.budget_usd > 0))
     throw InputError(fmt::format("budget must be > 0 USD, got {}", req.budget_usd));
   if (req.max_gpus < 1)
     throw InputError(fmt::format("--max-gpus must be >= 1, got {}", req.max_gpus));
   for (const auto& l : req.inter_links) cat.link(l);  // unknown names: error with close matches
   for (const auto& c : req.codecs) codec_model(c);
-  Advice adv;
+  {
+    const ValidationRun v = run_validation(true);
+    adv.band = v.loo.max_abs;
+    adv.typical = v.loo.mean_abs;
+  }
   std::vector<const GpuSpec*> gpus;
   auto measured = [&](const GpuSpec& g) { return req.measured.count(g.name) != 0; };
   if (req.gpus.empty()) {
@@ -99,9 +113,20 @@ Advice advise(const Catalog& cat, const AdviseRequest& req) {
         c.storage = cat.storage(req.storage);
         AdviseOption best;
         bool have = false;
-        for (const SyncSpec& s : candidate_syncs(nodes, req.codecs)) {
-          CostModel m(req.workload, c, s, req.train,
-                      measured(*g) ? req.measured.at(g->name) : Derating{});
+        Derating d;
+        if (measured(*g)) {
+          d = req.measured.at(g->name);
+        } else {
+          // A published rate of this GPU (or its chip) where there is one, else the roofline.
+          const ComputeRate rate =
+              compute_rate(cat, *g, req.workload, req.train.precision, double(req.train.batch));
+          if (rate.method == "roofline")
+            d.compute = rate.efficiency;
+          else
+            d.sample_s = rate.sample_s;
+        }
+        for (const SyncSpec& s : candidate_syncs(req.codecs)) {
+          CostModel m(req.workload, c, s, req.train, d);
           StepEstimate e = m.estimate();
           if (!e.fits) {
             need_gb = e.memory.total() / 1e9;
@@ -153,41 +178,60 @@ void use_calibration(const Calibration& cal, Catalog& cat, AdviseRequest& req, d
 
 std::string advice_report(const Advice& a, const AdviseRequest& req, size_t n) {
   std::string o = fmt::format(
-      "{}: {:.1f}M params, {:.2f} GFLOP/sample forward, batch {}/GPU, {}; budget ${:.0f} (host "
-      "${:.0f} per machine)\n\n",
+      "{}: {:.1f}M params, {:.2f} GFLOP/sample forward, batch {}/GPU, fp32; budget ${:.0f} (host "
+      "${:.0f} per machine)\n",
       req.workload.name, req.workload.params() / 1e6, req.workload.fwd_flops() / 1e9,
-      req.train.batch, req.train.precision, req.budget_usd, req.node_usd);
-  o += fmt::format("{:>3}  {:<44} {:>9} {:>12} {:>10} {:>6} {:>9}  {}\n", "#", "configuration",
-                   "cost $", "samples/s", "per $1k", "eff", "memory", "sync");
+      req.train.batch, req.budget_usd, req.node_usd);
+  for (const auto& note : a.notes) o += fmt::format("Note: {}\n", note);
+  o += fmt::format(
+      "samples/s: the prediction and, in brackets, the band of the model's leave-one-out error "
+      "on published results (+-{:.0f}% at most, {:.0f}% on average; docs/perf.md)\n\n",
+      100 * a.band, 100 * a.typical);
+  o += fmt::format("{:>3}  {:<44} {:>9} {:>22} {:>10} {:>6} {:>9}  {:<14} {}\n", "#",
+                   "configuration", "cost $", "samples/s", "per $1k", "eff", "memory", "sync",
+                   "dominant term");
+  const double lo_top = a.ranked.empty() ? 0 : a.ranked.front().est.samples_per_s * (1 - a.band);
+  int ties = 0;
   for (size_t i = 0; i < std::min(n, a.ranked.size()); ++i) {
     const AdviseOption& r = a.ranked[i];
-    o += fmt::format("{:>3}  {:<44} {:>9.0f} {:>12.1f} {:>10.1f} {:>5.0f}% {:>6.1f} GB  {} {}\n",
-                     i + 1, r.label(), r.cost_usd, r.est.samples_per_s, r.samples_per_kusd(),
-                     100 * r.est.efficiency, r.est.memory.total() / 1e9, r.sync.algorithm,
-                     r.sync.codec);
+    const double sps = r.est.samples_per_s;
+    if (i > 0 && sps * (1 + a.band) >= lo_top) ++ties;
+    o += fmt::format(
+        "{:>3}  {:<44} {:>9.0f} {:>8.1f} ({:>5.0f}-{:<5.0f}) {:>10.1f} {:>5.0f}% "
+        "{:>6.1f} GB  {:<14} {}\n",
+        i + 1, r.label(), r.cost_usd, sps, sps * (1 - a.band), sps * (1 + a.band),
+        r.samples_per_kusd(), 100 * r.est.efficiency, r.est.memory.total() / 1e9,
+        fmt::format("{} {}", r.sync.algorithm, r.sync.codec), r.est.dominant());
   }
+  if (ties > 0)
+    o += fmt::format(
+        "\n{} of the options below #1 overlap its band: the model cannot rank them apart; "
+        "choose among them by price or memory.\n",
+        ties);
   o += "\nWhy:\n";
   for (size_t i = 0; i < std::min<size_t>(3, a.ranked.size()); ++i) {
     const AdviseOption& r = a.ranked[i];
     const StepEstimate& e = r.est;
     std::string what;
-    if (e.limiter == "link")
-      what = fmt::format(
-          "limited by the link: {} of each {} step is communication the backward pass cannot hide",
-          format_seconds(e.comm_exposed_s), format_seconds(e.step_s));
-    else if (e.limiter == "input")
-      what = fmt::format("limited by input: storage needs {} per step", format_seconds(e.input_s));
+    const std::string parts = fmt::format(
+        "step {} = compute {} + exposed communication {} + waiting for the slowest worker {} + "
+        "input {}",
+        format_seconds(e.step_s), format_seconds(e.compute_s()), format_seconds(e.comm_exposed_s),
+        format_seconds(e.straggler_s + e.overhead_s), format_seconds(e.input_exposed_s));
+    if (e.dominant() == "exposed communication")
+      what = fmt::format("the link dominates: {} of communication the backward pass cannot hide",
+                         format_seconds(e.comm_exposed_s));
+    else if (e.dominant() == "input")
+      what = fmt::format("input dominates: storage needs {} per step", format_seconds(e.input_s));
     else if (e.limiter == "memory bandwidth")
-      what = fmt::format("limited by GPU memory bandwidth ({} compute per step)",
-                         format_seconds(e.fwd_s + e.bwd_s));
+      what = "compute dominates, bound by GPU memory bandwidth";
     else
-      what = fmt::format(
-          "limited by compute ({} of a {} step; communication {} hidden behind backward)",
-          format_seconds(e.fwd_s + e.bwd_s), format_seconds(e.step_s),
-          e.comm_exposed_s < 0.05 * e.step_s ? "mostly" : "partly");
+      what = fmt::format("compute dominates (communication {} hidden behind backward)",
+                         e.comm_exposed_s < 0.05 * e.step_s ? "mostly" : "partly");
     o += fmt::format(
-        "{}. {}: {:.0f} samples/s for ${:.0f}; {}; {:.1f} of {:.0f} GB used; sync {} with {}.\n",
-        i + 1, r.label(), e.samples_per_s, r.cost_usd, what, e.memory.total() / 1e9,
+        "{}. {}: {:.0f} samples/s for ${:.0f}; {}; {}; {:.1f} of {:.0f} GB used; loom: sync "
+        "allreduce ({}) with codec {}.\n",
+        i + 1, r.label(), e.samples_per_s, r.cost_usd, what, parts, e.memory.total() / 1e9,
         r.gpu_memory_gb, r.sync.algorithm, r.sync.codec);
   }
   if (!a.not_fitting.empty())

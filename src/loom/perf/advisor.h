@@ -2,6 +2,10 @@
 // the budget buys, predicted by the cost model with the best sync strategy and codec for it,
 // ranked by samples/s. Configurations where the model does not fit the GPU's memory are never
 // recommended; a budget that buys nothing is an InputError saying so.
+// It recommends only what loom runs: its allreduce algorithms (ring, halving-doubling), its
+// codecs, and fp32 training (loom has no mixed precision: a mixed request is ranked at fp32
+// and says so). Each prediction carries the band of the model's leave-one-out error over the
+// published validation set (validation_set.h), and says which term dominates the step.
 #pragma once
 
 #include <map>
@@ -23,7 +27,7 @@ struct AdviseRequest {
   std::vector<std::string> inter_links = {"10gbe", "100gbe", "ib-hdr"};
   std::vector<std::string> gpus;  // empty: every GPU with a price
   std::vector<std::string> codecs = {"fp32", "fp16", "int8", "powersgd",
-                                     "onebit"};  // simplest first
+                                     "onebit"};  // simplest first; loom runs each
   TrainSpec train;
   std::string storage = "nvme4";
   // Devices measured here (`loom advise --calibration FILE`, use_calibration below): their
@@ -50,6 +54,11 @@ struct Advice {
   std::vector<AdviseOption> ranked;      // fits, within budget; best first
   std::vector<std::string> not_fitting;  // "gtx-1080 (8 GB): needs 14.2 GB"
   double host_ram_gb_per_node = 0;       // seeds: host RAM >= the GPU memory in the machine
+  // The model's error on published results it was not fitted to (leave-one-out): a
+  // prediction p means the published figure lay within p x (1 +- band) for every case, and
+  // p x (1 +- typical) on average.
+  double band = 0, typical = 0;
+  std::vector<std::string> notes;  // what was changed to keep to what loom runs
 };
 
 Advice advise(const Catalog& cat, const AdviseRequest& req);

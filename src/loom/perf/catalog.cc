@@ -10,88 +10,10 @@
 
 #include "loom/core/config.h"
 #include "loom/core/error.h"
+#include "loom/perf/toml_rows.h"
 
 namespace loom::perf {
 namespace {
-
-// Reads the fields of one [[kind]] row, naming file, entry and field in every error.
-class RowReader {
- public:
-  RowReader(const toml::table& row, const std::string& file, const std::string& kind, size_t index)
-      : row_(row), file_(file), kind_(kind) {
-    entry_ = fmt::format("{} #{}", kind, index + 1);
-    if (auto* n = row.get("name"); n && n->is_string())
-      entry_ = fmt::format("{} '{}'", kind, **n->as_string());
-    line_ = row.source().begin.line;
-  }
-
-  [[noreturn]] void fail(const std::string& field, const std::string& problem) const {
-    throw InputError(
-        fmt::format("{}: {} (line {}): field '{}' {}", file_, entry_, line_, field, problem));
-  }
-
-  std::string str(const std::string& field, bool required = true,
-                  const std::string& def = "") const {
-    const toml::node* n = row_.get(field);
-    if (!n) {
-      if (required) fail(field, "is missing");
-      return def;
-    }
-    if (!n->is_string()) fail(field, "must be a string");
-    std::string s = **n->as_string();
-    if (required && s.empty()) fail(field, "must not be empty");
-    return s;
-  }
-
-  // A number > 0 (or >= 0 when allow_zero); absent optional numbers give `def`.
-  double num(const std::string& field, bool required = true, bool allow_zero = false,
-             double def = 0) const {
-    const toml::node* n = row_.get(field);
-    if (!n) {
-      if (required) fail(field, "is missing");
-      return def;
-    }
-    double v = 0;
-    if (n->is_integer()) {
-      v = static_cast<double>(**n->as_integer());
-    } else if (n->is_floating_point()) {
-      v = **n->as_floating_point();
-    } else {
-      fail(field, "must be a number");
-    }
-    if (!std::isfinite(v)) fail(field, "must be finite");
-    if (allow_zero ? v < 0 : v <= 0)
-      fail(field, fmt::format("must be {} 0, got {}", allow_zero ? ">=" : ">", v));
-    return v;
-  }
-
-  void check_known(const std::vector<std::string>& fields) const {
-    for (auto& [k, v] : row_) {
-      std::string key(k.str());
-      if (std::find(fields.begin(), fields.end(), key) == fields.end())
-        fail(key, fmt::format("is not a known field; known: {}", fmt::join(fields, ", ")));
-    }
-  }
-
- private:
-  const toml::table& row_;
-  std::string file_, kind_, entry_;
-  uint32_t line_ = 0;
-};
-
-template <typename Fn>
-void for_rows(const toml::table& root, const std::string& file, const std::string& kind, Fn fn) {
-  const toml::node* n = root.get(kind);
-  if (!n) return;
-  const toml::array* arr = n->as_array();
-  if (!arr)
-    throw InputError(fmt::format("{}: '{}' must be an array of tables ([[{}]])", file, kind, kind));
-  for (size_t i = 0; i < arr->size(); ++i) {
-    const toml::table* t = (*arr)[i].as_table();
-    if (!t) throw InputError(fmt::format("{}: {} #{} is not a table", file, kind, i + 1));
-    fn(RowReader(*t, file, kind, i));
-  }
-}
 
 template <typename Map>
 std::vector<std::string> keys_of(const Map& m) {
@@ -155,14 +77,16 @@ void Catalog::load_text(const std::string& text, const std::string& name) {
   }
   for (auto& [k, v] : root) {
     std::string key(k.str());
-    if (key != "gpu" && key != "link" && key != "storage" && key != "host_memory")
-      throw InputError(fmt::format(
-          "{}: unknown section '{}'; expected [[gpu]], [[link]], [[storage]], [[host_memory]]",
-          name, key));
+    if (key != "gpu" && key != "link" && key != "storage" && key != "host_memory" &&
+        key != "rate" && key != "framework")
+      throw InputError(
+          fmt::format("{}: unknown section '{}'; expected [[gpu]], [[link]], [[storage]], "
+                      "[[host_memory]], [[rate]], [[framework]]",
+                      name, key));
   }
   // Links first: GPU rows name them.
   for_rows(root, name, "link", [&](const RowReader& r) {
-    r.check_known({"name", "kind", "gbs", "latency_us", "efficiency", "source"});
+    r.check_known({"name", "kind", "gbs", "latency_us", "efficiency", "flow_gbs", "source"});
     LinkSpec l;
     l.name = r.str("name");
     l.kind = r.str("kind");
@@ -170,12 +94,13 @@ void Catalog::load_text(const std::string& text, const std::string& name) {
     l.latency_us = r.num("latency_us", true, true);
     l.efficiency = r.num("efficiency", false, false, 1.0);
     if (l.efficiency > 1) r.fail("efficiency", fmt::format("must be <= 1, got {}", l.efficiency));
+    l.flow_gbs = r.num("flow_gbs", false, true, 0);
     l.source = r.str("source");
     links_[l.name] = l;
   });
   for_rows(root, name, "gpu", [&](const RowReader& r) {
     r.check_known({"name", "fp32_tflops", "tensor_tflops", "memory_gb", "mem_bw_gbs", "host_link",
-                   "peer_link", "tdp_w", "price_usd", "price_kind", "source"});
+                   "peer_link", "tdp_w", "price_usd", "price_kind", "chip", "source"});
     GpuSpec g;
     g.name = r.str("name");
     g.fp32_tflops = r.num("fp32_tflops");
@@ -188,6 +113,7 @@ void Catalog::load_text(const std::string& text, const std::string& name) {
     g.price_usd = r.num("price_usd", false, false, 0);
     g.price_kind = r.str("price_kind", false, g.price_usd > 0 ? "msrp" : "");
     g.source = r.str("source");
+    g.chip = r.str("chip", false);
     if (!links_.count(g.host_link))
       r.fail("host_link", unknown_name_message("link", g.host_link, keys_of(links_)));
     if (g.peer_link != "none" && !links_.count(g.peer_link))
@@ -204,6 +130,54 @@ void Catalog::load_text(const std::string& text, const std::string& name) {
     HostMemorySpec h{r.str("name"), r.num("gbs"), r.str("source")};
     host_memories_[h.name] = h;
   });
+  for_rows(root, name, "framework", [&](const RowReader& r) {
+    r.check_known({"name", "step_overhead_ms", "source"});
+    FrameworkSpec f{r.str("name"), r.num("step_overhead_ms", true, true), r.str("source")};
+    frameworks_[f.name] = f;
+  });
+  for_rows(root, name, "rate", [&](const RowReader& r) {
+    r.check_known({"gpu", "workload", "precision", "batch", "samples_per_s", "source"});
+    RateSpec rs;
+    rs.gpu = r.str("gpu");
+    rs.workload = r.str("workload");
+    rs.precision = r.str("precision");
+    if (rs.precision != "fp32" && rs.precision != "mixed")
+      r.fail("precision", fmt::format("must be fp32 or mixed, got '{}'", rs.precision));
+    rs.batch = r.num("batch");
+    rs.samples_per_s = r.num("samples_per_s");
+    rs.source = r.str("source");
+    if (!gpus_.count(rs.gpu)) r.fail("gpu", unknown_name_message("GPU", rs.gpu, keys_of(gpus_)));
+    // A row for the same GPU, workload, precision and batch replaces the earlier one.
+    auto same = [&](const RateSpec& o) {
+      return o.gpu == rs.gpu && o.workload == rs.workload && o.precision == rs.precision &&
+             o.batch == rs.batch;
+    };
+    rates_.erase(std::remove_if(rates_.begin(), rates_.end(), same), rates_.end());
+    rates_.push_back(rs);
+  });
+}
+
+double LinkSpec::flow_bytes_per_s(double flows, double ports) const {
+  double share = bytes_per_s() * std::max(ports, 1.0) / std::max(flows, 1.0);
+  if (flow_gbs > 0) share = std::min(share, flow_gbs * 1e9);
+  return share;
+}
+
+const FrameworkSpec& Catalog::framework(const std::string& name) const {
+  static const FrameworkSpec none{"none", 0, "no framework overhead"};
+  if (name == "none") return none;
+  return lookup(frameworks_, "framework", name);
+}
+
+const RateSpec* Catalog::rate(const std::string& gpu, const std::string& workload,
+                              const std::string& precision, double batch) const {
+  const RateSpec* best = nullptr;
+  for (const auto& r : rates_) {
+    if (r.gpu != gpu || r.workload != workload || r.precision != precision) continue;
+    if (!best || std::abs(std::log(r.batch / batch)) < std::abs(std::log(best->batch / batch)))
+      best = &r;
+  }
+  return best;
 }
 
 const GpuSpec& Catalog::gpu(const std::string& name) const {

@@ -17,8 +17,14 @@ struct LinkSpec {
   double latency_us = 0;    // per-message alpha
   double efficiency = 1.0;  // achievable fraction of gbs in collectives (calibration sets it)
   std::string source;
+  // What one connection carries at most, GB/s (0: no limit below gbs). Kernel TCP moves one
+  // stream through one core: a 40 GbE port gave one iperf stream 4.1 Gbit/s (DeepSpeed's
+  // 1-bit Adam blog), while several ranks' streams together fill more of the port.
+  double flow_gbs = 0;
   double bytes_per_s() const { return gbs * 1e9 * efficiency; }
   double alpha_s() const { return latency_us * 1e-6; }
+  // One connection's rate when `flows` connections share `ports` such links.
+  double flow_bytes_per_s(double flows, double ports = 1) const;
 };
 
 struct GpuSpec {
@@ -33,7 +39,27 @@ struct GpuSpec {
   double price_usd = 0;  // 0 = unknown
   std::string price_kind;
   std::string source;
+  // The chip (GP100, GV100, ...): a published rate of one card carries over to another card
+  // of the same chip in proportion to their peak FLOP/s (compute_model.h).
+  std::string chip;
   bool has_price() const { return price_usd > 0; }
+};
+
+// A published single-device training rate: whole steps (forward, backward, update) of
+// `workload` at `batch` samples in `precision` (fp32, or mixed: fp16 tensor math).
+struct RateSpec {
+  std::string gpu, workload, precision;
+  double batch = 0;
+  double samples_per_s = 0;
+  std::string source;
+};
+
+// What a training framework adds to each data-parallel step beyond compute and the link:
+// coordination of which gradients are ready (Horovod's cycle), per step.
+struct FrameworkSpec {
+  std::string name;
+  double step_overhead_ms = 0;
+  std::string source;
 };
 
 struct StorageSpec {
@@ -61,12 +87,20 @@ class Catalog {
   const LinkSpec& link(const std::string& name) const;
   const StorageSpec& storage(const std::string& name) const;
   const HostMemorySpec& host_memory(const std::string& name) const;
+  // "none" is a framework with no overhead.
+  const FrameworkSpec& framework(const std::string& name) const;
   bool has_link(const std::string& name) const { return links_.count(name) != 0; }
+  // The published rate of `gpu` on `workload` in `precision` whose batch is closest to
+  // `batch` (nullptr: none).
+  const RateSpec* rate(const std::string& gpu, const std::string& workload,
+                       const std::string& precision, double batch) const;
+  const std::vector<RateSpec>& rates() const { return rates_; }
 
   const std::map<std::string, GpuSpec>& gpus() const { return gpus_; }
   const std::map<std::string, LinkSpec>& links() const { return links_; }
   const std::map<std::string, StorageSpec>& storages() const { return storages_; }
   const std::map<std::string, HostMemorySpec>& host_memories() const { return host_memories_; }
+  const std::map<std::string, FrameworkSpec>& frameworks() const { return frameworks_; }
 
   // A GPU's peer link if it has one, else its host link (GPUs talk through PCIe).
   const LinkSpec& intra_link_of(const GpuSpec& gpu) const;
@@ -76,6 +110,8 @@ class Catalog {
   std::map<std::string, LinkSpec> links_;
   std::map<std::string, StorageSpec> storages_;
   std::map<std::string, HostMemorySpec> host_memories_;
+  std::map<std::string, FrameworkSpec> frameworks_;
+  std::vector<RateSpec> rates_;
 };
 
 // "unknown <what> 'name'; close matches: a, b, c (see `loom hw list`)".

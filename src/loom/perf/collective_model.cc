@@ -21,16 +21,61 @@ Algorithm algorithm_from_name(const std::string& name) {
 
 namespace {
 
-// Ring allreduce over n ranks on one kind of link: 2(n-1) steps of S/n each.
-double ring(double n, double bytes, double alpha, double bw) {
-  if (n <= 1) return 0;
-  return 2 * (n - 1) * alpha + 2 * (n - 1) / n * bytes / bw;
+// NCCL's base latency of a collective (tuning.cc, baseLat Ring/Simple).
+constexpr double kLaunchS = 8.4e-6;
+
+double launch_s(const Topology& t) {
+  return t.intra.kind == "measured" || t.inter.kind == "measured" ? 0 : kLaunchS;
 }
 
-// Bandwidth of the NIC share: a ring that visits the nodes in order crosses each node
-// boundary once per direction, so the node's NICs carry one rank's ring traffic.
-double nic_bw(const Topology& t) {
-  return t.inter.bytes_per_s() * t.nics_per_node;
+// What one of `flows` connections leaving a node at once gets of its NICs.
+double per_flow(const Topology& t, double flows) {
+  return t.inter.flow_bytes_per_s(flows * std::max(t.oversubscription, 1.0), t.nics_per_node);
+}
+
+// A ring through every node: one channel, hence one flow, per NIC.
+double ring_node_rate(const Topology& t) {
+  return t.nics_per_node * per_flow(t, t.nics_per_node);
+}
+
+// Alphas of a ring over all ranks: steps inside nodes and steps across them.
+double ring_latency(const Topology& t, double steps_per_rank_hop) {
+  const double n = t.ranks(), M = t.nodes;
+  if (M <= 1) return steps_per_rank_hop * (n - 1) * t.intra.alpha_s();
+  return steps_per_rank_hop * ((n - M) * t.intra.alpha_s() + (M - 1) * t.inter.alpha_s());
+}
+
+// The slowest edge of a ring through all ranks.
+double ring_rate(const Topology& t) {
+  if (t.nodes <= 1) return t.intra.bytes_per_s();
+  return std::min(t.intra.bytes_per_s(), ring_node_rate(t));
+}
+
+double parameter_server(const Topology& t, double bytes) {
+  const double M = t.nodes, K = t.gpus_per_node;
+  const double ai = t.intra.alpha_s(), bi = t.intra.bytes_per_s();
+  // On one node the server is the host: each GPU pushes and pulls over its own host link.
+  if (M <= 1) return 2 * ai + bytes / bi;
+  const double S = std::max(1.0, t.servers_colocated ? std::min<double>(t.servers, M) : t.servers);
+  // What each worker machine pushes (and pulls back); summing it inside the machine first
+  // (reduce, then broadcast the update) overlaps the pushes, bucket by bucket.
+  const double W = t.aggregate ? bytes : K * bytes;
+  const double intra = t.aggregate && K > 1 ? 2 * (K - 1) / K * bytes / bi : 0;
+  // Pushes and pulls go to all servers at once: S connections share the machine's NICs.
+  const double worker_rate = S * per_flow(t, S);
+  double inter = 0;
+  if (t.servers_colocated) {
+    // A machine with a server: the other machines' pushes to it and its own pulls from the
+    // other servers come in; the answers to their pulls and its own pushes go out.
+    double busiest = (M - 1) * W / S + W * (S - 1) / S;
+    if (S < M) busiest = std::max(busiest, W);  // a machine without a server
+    inter = busiest / worker_rate;
+  } else {
+    // Servers apart, one NIC each: all M machines' pushes into S servers.
+    const double server_rate = t.inter.bytes_per_s() / std::max(t.oversubscription, 1.0);
+    inter = std::max(W / worker_rate, M * W / (S * server_rate));
+  }
+  return 2 * t.inter.alpha_s() + std::max(inter, intra);
 }
 
 }  // namespace
@@ -39,37 +84,29 @@ double allreduce_seconds(Algorithm a, const Topology& t, double bytes) {
   const double n = t.ranks(), M = t.nodes, K = t.gpus_per_node;
   if (n <= 1 || bytes <= 0) return 0;
   const double ai = t.intra.alpha_s(), bi = t.intra.bytes_per_s();
-  const double ae = t.inter.alpha_s(), be = nic_bw(t);
+  const double ae = t.inter.alpha_s();
   switch (a) {
-    case Algorithm::kRing: {
-      if (M <= 1) return ring(n, bytes, ai, bi);
-      // One flat ring: every step waits for its slowest edge.
-      return ring(n, bytes, std::max(ai, ae), std::min(bi, be));
-    }
+    case Algorithm::kRing:
+      return launch_s(t) + ring_latency(t, 2) + 2 * (n - 1) / n * bytes / ring_rate(t);
     case Algorithm::kHalvingDoubling: {
       // Reduce-scatter by recursive halving, all-gather by doubling: 2 log2(n) messages,
-      // 2 (n-1)/n S per rank. The steps between nodes move S (M-1)/M per GPU each way, and
-      // all K GPUs of a node cross the NICs at once.
-      double intra = K > 1 ? 2 * std::log2(K) * ai + 2 * (K - 1) / K * (bytes / M) / bi : 0;
-      double inter = M > 1 ? 2 * std::log2(M) * ae + 2 * (M - 1) / M * bytes * K / be : 0;
-      return intra + inter;
+      // 2 (n-1)/n S per rank. Across nodes it runs on each GPU's 1/K after the node's own
+      // halving steps, all K GPUs of a node crossing its NICs at once.
+      const double intra = K > 1 ? 2 * std::log2(K) * ai + 2 * (K - 1) / K * bytes / bi : 0;
+      const double inter =
+          M > 1 ? 2 * std::log2(M) * ae + 2 * (M - 1) / M * (bytes / K) / per_flow(t, K) : 0;
+      return launch_s(t) + intra + inter;
     }
     case Algorithm::kTwoLevel: {
       // Intra-node reduce-scatter, inter-node ring allreduce of each GPU's 1/K shard (the K
-      // shards share the node's NICs), intra-node all-gather.
-      double rs = K > 1 ? (K - 1) * ai + (K - 1) / K * bytes / bi : 0;
-      double inter = M > 1 ? 2 * (M - 1) * ae + 2 * (M - 1) / M * (bytes / K) * K / be : 0;
-      return 2 * rs + inter;
+      // rings cross the node's NICs at once), intra-node all-gather.
+      const double rs = K > 1 ? (K - 1) * ai + (K - 1) / K * bytes / bi : 0;
+      const double inter =
+          M > 1 ? 2 * (M - 1) * ae + 2 * (M - 1) / M * (bytes / K) / per_flow(t, K) : 0;
+      return launch_s(t) + 2 * rs + inter;
     }
-    case Algorithm::kParameterServer: {
-      // Workers push S and pull S; pipelined over buckets and full duplex, so each direction
-      // carries S per worker. The node's GPUs share its NICs; the servers share the n pushes.
-      // On one node the server is the host: GPUs reach it over their own host link.
-      if (M <= 1) return 2 * ai + bytes / bi;
-      double worker = K * bytes / be;
-      double server = n * bytes / (t.servers * t.inter.bytes_per_s());
-      return 2 * ae + std::max(worker, server);
-    }
+    case Algorithm::kParameterServer:
+      return launch_s(t) + parameter_server(t, bytes);
   }
   return 0;
 }
@@ -77,10 +114,25 @@ double allreduce_seconds(Algorithm a, const Topology& t, double bytes) {
 double allgather_seconds(const Topology& t, double bytes) {
   const double n = t.ranks();
   if (n <= 1 || bytes <= 0) return 0;
-  if (t.nodes <= 1) return (n - 1) * t.intra.alpha_s() + (n - 1) * bytes / t.intra.bytes_per_s();
-  double alpha = std::max(t.intra.alpha_s(), t.inter.alpha_s());
-  double bw = std::min(t.intra.bytes_per_s(), nic_bw(t));
-  return (n - 1) * alpha + (n - 1) * bytes / bw;
+  return launch_s(t) + ring_latency(t, 1) + (n - 1) * bytes / ring_rate(t);
+}
+
+double stripe_exchange_seconds(const Topology& t, double bytes) {
+  const double n = t.ranks(), M = t.nodes, K = t.gpus_per_node;
+  if (n <= 1 || bytes <= 0) return 0;
+  const double bi = t.intra.bytes_per_s();
+  // All-to-all: each rank sends n-1 stripes of S/n, those to other nodes through NICs that
+  // all K ranks of the node use at once.
+  double a2a = 0;
+  if (M <= 1) {
+    a2a = (n - 1) * t.intra.alpha_s() + (n - 1) / n * bytes / bi;
+  } else {
+    a2a = (n - 1) * std::max(t.intra.alpha_s(), t.inter.alpha_s()) +
+          std::max((K - 1) / n * bytes / bi, (n - K) / n * bytes / per_flow(t, K));
+  }
+  // All-gather of the owners' stripes: a ring of n - 1 steps, S/n each.
+  const double gather = ring_latency(t, 1) + (n - 1) / n * bytes / ring_rate(t);
+  return 2 * launch_s(t) + a2a + gather;
 }
 
 }  // namespace loom::perf

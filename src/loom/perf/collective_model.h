@@ -1,9 +1,21 @@
 // Alpha-beta costs of the collectives on a cluster of `nodes` x `gpus_per_node` GPUs, with an
 // intra-node link and an inter-node link (nics_per_node NICs shared by the node's GPUs).
-// time = alpha x (messages in sequence) + bytes on the busiest link / its bandwidth.
+// time = launch + alpha per message in sequence + bytes on the busiest link / its bandwidth.
+//   launch     NCCL's base latency per collective, Ring/Simple 8.4 us (NCCL tuning.cc,
+//              hardware.md D5); none on links this machine measured (their alpha has it).
+//   per hop    each step pays its own link's alpha: a ring allreduce over n ranks on M nodes
+//              makes 2(n-M) steps inside nodes and 2(M-1) across them (NCCL's model:
+//              (nsteps - nInterSteps) x intraLat + nInterSteps x interLat).
+//   hierarchy  a ring enters and leaves each node once, so the node's NICs carry one rank's
+//              traffic (one flow per NIC); traffic every GPU sends to other nodes at once
+//              (all-to-all, the inter-node part of two-level and halving-doubling, a parameter
+//              server without local aggregation) shares the NICs. `oversubscription` divides
+//              what the fabric gives each node; a link's `flow_gbs` caps each connection.
 // Ring: Patarasuk & Yuan 2009; halving-doubling: Thakur, Rabenseifner & Gropp 2005;
-// two-level: Horovod's hierarchical allreduce; parameter server: Li et al. OSDI 2014,
-// per-direction volume as in BytePS (Jiang et al. OSDI 2020).
+// two-level: Horovod's hierarchical allreduce; parameter server: Li et al. OSDI 2014, with
+// servers on the worker machines or apart and per-machine aggregation as in BytePS (Jiang et
+// al. OSDI 2020); stripe exchange: CNTK 1-bit SGD and DeepSpeed's compressed allreduce (each
+// rank sends every owner its stripe, owners gather the re-encoded sums).
 #pragma once
 
 #include <string>
@@ -22,6 +34,11 @@ struct Topology {
   LinkSpec inter;  // node to node (one NIC's worth)
   int nics_per_node = 1;
   int servers = 1;  // parameter-server machines (each with one `inter` NIC)
+  // The fabric's oversubscription: each node gets 1/oversubscription of its NICs' rate for
+  // traffic to other nodes (1: a full-bisection fabric).
+  double oversubscription = 1;
+  bool servers_colocated = false;  // parameter servers run on worker machines
+  bool aggregate = false;          // a machine sums its GPUs' gradients before pushing
   int ranks() const { return nodes * gpus_per_node; }
 };
 
@@ -32,5 +49,9 @@ std::vector<std::string> algorithm_names();
 double allreduce_seconds(Algorithm a, const Topology& t, double bytes);
 // Seconds to all-gather `bytes` from every rank to every rank (ring).
 double allgather_seconds(const Topology& t, double bytes);
+// Seconds to combine `bytes` of encodings that cannot be summed as sent: every rank sends the
+// owner of each 1/n stripe its part (all-to-all), owners decode, sum and re-encode, and the
+// owners' stripes are all-gathered (ring).
+double stripe_exchange_seconds(const Topology& t, double bytes);
 
 }  // namespace loom::perf

@@ -4,10 +4,35 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "loom/core/error.h"
+#include "loom/perf/compute_model.h"
 
 namespace loom::perf {
+
+double expected_max_normal(int n) {
+  if (n <= 1) return 0;
+  thread_local std::map<int, double> cache;
+  if (auto it = cache.find(n); it != cache.end()) return it->second;
+  // E[max] = integral of x n phi(x) Phi(x)^(n-1) dx, midpoint rule on [-8, 8 + log n].
+  const double lo = -8, hi = 8 + std::log(double(n)), h = 1e-3;
+  double sum = 0;
+  for (double x = lo + h / 2; x < hi; x += h) {
+    const double phi = std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+    const double Phi = 0.5 * std::erfc(-x / std::sqrt(2.0));
+    sum += x * n * phi * std::pow(Phi, n - 1) * h;
+  }
+  return cache[n] = sum;
+}
+
+std::string StepEstimate::dominant() const {
+  const double compute = compute_s() + straggler_s + overhead_s;
+  if (comm_exposed_s >= compute && comm_exposed_s >= input_exposed_s)
+    return "exposed communication";
+  if (input_exposed_s > compute) return "input";
+  return "compute";
+}
 
 std::string format_seconds(double s) {
   if (s >= 1) return fmt::format("{:.2f} s", s);
@@ -107,15 +132,25 @@ double CostModel::compute_time(const StepContext& x, bool& memory_bound) const {
     memory_bound = ew_s > gemm_s;
     return gemm_s + ew_s;
   }
-  // Roofline of the whole step. Traffic: activations written in forward and read twice in
-  // backward; weights read in forward and backward, gradients written.
-  const double t_flops = x.batch * workload_.train_flops() / x.flops_rate;
+  if (derating_.sample_s > 0) {
+    memory_bound = false;
+    return x.batch * derating_.sample_s;
+  }
+  // Roofline of the whole step on the FLOPs the kernels execute. Traffic: activations written
+  // in forward and read twice in backward; weights read in forward and backward, gradients
+  // written.
+  const double t_flops =
+      x.batch *
+      executed_train_flops(workload_,
+                           x.mixed && cluster_.gpu.tensor_tflops > 0 ? "mixed" : "fp32") /
+      x.flops_rate;
   const double t_mem = (3 * x.batch * x.act_bytes + 3 * x.weight_bytes) / x.mem_rate;
   memory_bound = t_mem > t_flops;
   return std::max(t_flops, t_mem);
 }
 
 double CostModel::update_time(const StepContext& x) const {
+  if (!x.on_host && derating_.sample_s > 0) return 0;  // a published rate is a whole step
   if (!x.on_host) return x.params * x.update_bytes / x.mem_rate;
   const HostRates& host = derating_.host;
   double update_s = x.params * x.update_bytes / host.share(host.stream_bytes, x.ranks, x.threads);
@@ -151,6 +186,8 @@ double CostModel::codec_time(const StepContext& x, double fp32_bytes) const {
   }
   if (auto it = derating_.codec_gbs.find(codec_.name); it != derating_.codec_gbs.end())
     return fp32_bytes / (it->second * 1e9);
+  // Mixed precision keeps gradients in 16 bits already: nothing to cast.
+  if (x.mixed && (codec_.name == "fp16" || codec_.name == "bf16")) return 0;
   return codec_.memory_passes * fp32_bytes / x.mem_rate +
          codec_.extra_flops_per_element * (fp32_bytes / 4) / x.flops_rate;
 }
@@ -158,6 +195,8 @@ double CostModel::codec_time(const StepContext& x, double fp32_bytes) const {
 double CostModel::link_time(const StepContext& x, double fp32_bytes) const {
   const double wire = fp32_bytes * codec_.ratio();
   if (codec_.aggregation == Aggregation::kAllgather) return allgather_seconds(x.topo, wire);
+  if (codec_.aggregation == Aggregation::kStripeExchange)
+    return stripe_exchange_seconds(x.topo, wire);
   double t = 0;
   for (int i = 0; i < codec_.collectives; ++i)
     t += allreduce_seconds(algorithm_, x.topo, wire / codec_.collectives);
@@ -277,7 +316,14 @@ StepEstimate CostModel::raw(const Topology& topo) const {
     compute += stolen;
   }
 
-  const double busy = compute + e.comm_exposed_s + e.update_s;
+  if (x.ranks > 1) {
+    // The jitter was fitted on GPU clusters; this machine's rates are measured with all its
+    // workers running at once, and its own runs (experiments/validate.h) check it.
+    if (!x.on_host) e.straggler_s = derating_.jitter_cv * expected_max_normal(x.ranks) * compute;
+    e.overhead_s = sync_.step_overhead_s;
+  }
+
+  const double busy = compute + e.comm_exposed_s + e.update_s + e.straggler_s + e.overhead_s;
   e.input_s = input_time(x);
   e.input_exposed_s = exposed_input_time(x, e.input_s, busy, idle);
 

@@ -1,11 +1,19 @@
 // The step-time model: one data-parallel training step on `ranks` GPUs.
-//   compute  = max(FLOPs / (peak x derating), bytes moved / (memory bandwidth x derating))
-//   comm     = buckets of gradients, ready in reverse layer order during backward, sent one
-//              after another on the link (alpha-beta, per algorithm and codec); what is not
-//              hidden behind backward is exposed (or all of it, without overlap)
-//   bmuf     = the model delta is reduced once every tau steps (Chen & Huo, ICASSP 2016)
-//   input    = the node's storage feeds its GPUs; with prefetch only the shortfall shows
-//   update   = optimizer step, memory-bound
+//   compute    = batch x seconds per sample of a published rate (compute_model.h), or the
+//                roofline max(executed FLOPs / (peak x derating), bytes / (bandwidth x 0.8))
+//   comm       = buckets of gradients, ready in reverse layer order during backward, sent one
+//                after another on the link (alpha-beta per hop, per algorithm and codec;
+//                collective_model.h); what is not hidden behind backward is exposed (or all
+//                of it, without overlap)
+//   codec      = encode and decode on the device, memory-bound: passes over the fp32
+//                gradient / (memory bandwidth x 0.8) (codec_model.h), or measured speeds
+//   bmuf       = the model delta is reduced once every tau steps (Chen & Huo, ICASSP 2016)
+//   stragglers = every step waits for the slowest of n GPUs: jitter_cv x E[max of n
+//                standard normals] x compute (the expected maximum of n independent
+//                normally distributed step times); not on this machine's CPU (host_model.h)
+//   overhead   = the framework's per-step coordination (catalog [[framework]])
+//   input      = the node's storage feeds its GPUs; with prefetch only the shortfall shows
+//   update     = optimizer step, memory-bound (inside a published rate already)
 // Weak scaling: the per-GPU batch is fixed, speedup(n) = n x step(1) / step(n).
 #pragma once
 
@@ -20,6 +28,15 @@
 
 namespace loom::perf {
 
+// Coefficient of variation of one worker's compute time per step: the one parameter fitted
+// to published results. Training subset: every case of data/hardware/validation.toml,
+// minimising the mean absolute error; tests/perf/validation_test.cc refits it and checks
+// this value, and refits it without each case in turn (leave-one-out, docs/perf.md).
+inline constexpr double kStepJitterCv = 0.0218;
+
+// E[max of n independent standard normal variables] (0 for n = 1; 0.56 for 2, 3.24 for 1000).
+double expected_max_normal(int n);
+
 // Fractions of peak that are achievable; calibration (calibration.h) sets them from measured
 // GEMM FLOP/s, memory bandwidth, allreduce busbw and codec GB/s.
 struct Derating {
@@ -32,6 +49,10 @@ struct Derating {
   // This machine's CPU, measured part by part (host_model.h); when valid, compute, update and
   // the CPU share of communication come from it instead of the roofline.
   HostRates host;
+  // Seconds per sample of a whole step (forward, backward, update) from a published rate
+  // (compute_model.h); 0: the roofline.
+  double sample_s = 0;
+  double jitter_cv = kStepJitterCv;
 };
 
 struct SyncSpec {
@@ -44,6 +65,8 @@ struct SyncSpec {
   // ZeRO-1: with an uncompressed allreduce each rank updates 1/n of the parameters (loom's
   // sync.shard_optimizer; codecs turn it off).
   bool shard_optimizer = false;
+  // The framework's coordination per step on more than one worker (catalog [[framework]]).
+  double step_overhead_s = 0;
 };
 
 struct TrainSpec {
@@ -75,12 +98,17 @@ struct StepEstimate {
   double update_s = 0;
   double input_s = 0;          // time to read a step's input
   double input_exposed_s = 0;  // what prefetch could not hide
+  double straggler_s = 0;      // waiting for the slowest worker
+  double overhead_s = 0;       // the framework's per-step coordination
   double step_s = 0;
   double samples_per_s = 0;
   double speedup = 1, efficiency = 1;  // against one GPU of the same kind
   MemoryBreakdown memory;
   bool fits = true;
   std::string limiter;  // compute, memory bandwidth, link, input, memory
+  double compute_s() const { return fwd_s + bwd_s + update_s; }
+  // The largest term of the step: "compute", "exposed communication" or "input".
+  std::string dominant() const;
 };
 
 class CostModel {

@@ -26,17 +26,19 @@ ScaleSeries sweep(const CostModel& model, const std::string& label) {
 
 std::string scale_table(const ScaleSeries& s) {
   std::string out = fmt::format("{}\n", s.label);
-  out += fmt::format("{:>6} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>8} {:>6}  {}\n",
-                     "gpus", "nodes", "compute", "comm", "exposed", "input", "step", "samples/s",
-                     "speedup", "eff", "limit");
+  out +=
+      fmt::format("{:>6} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>8} {:>6}  {}\n",
+                  "gpus", "nodes", "compute", "comm", "exposed", "wait", "input", "step",
+                  "samples/s", "speedup", "eff", "dominant");
   for (const auto& p : s.points) {
     const StepEstimate& e = p.est;
     out += fmt::format(
-        "{:>6} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12.1f} {:>8.2f} {:>5.0f}%  {}{}\n",
-        e.ranks, p.nodes, format_seconds(e.fwd_s + e.bwd_s), format_seconds(e.comm_s + e.codec_s),
-        format_seconds(e.comm_exposed_s), format_seconds(e.input_exposed_s),
-        format_seconds(e.step_s), e.samples_per_s, e.speedup, 100 * e.efficiency, e.limiter,
-        e.fits ? "" : " (does not fit)");
+        "{:>6} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12.1f} {:>8.2f} {:>5.0f}%  "
+        "{}{}\n",
+        e.ranks, p.nodes, format_seconds(e.compute_s()), format_seconds(e.comm_s + e.codec_s),
+        format_seconds(e.comm_exposed_s), format_seconds(e.straggler_s + e.overhead_s),
+        format_seconds(e.input_exposed_s), format_seconds(e.step_s), e.samples_per_s, e.speedup,
+        100 * e.efficiency, e.dominant(), e.fits ? "" : " (does not fit)");
   }
   return out;
 }
@@ -53,6 +55,9 @@ std::string scale_json(const ScaleSeries& s) {
                         {"codec_s", e.codec_s},
                         {"exposed_s", e.comm_exposed_s},
                         {"input_s", e.input_exposed_s},
+                        {"straggler_s", e.straggler_s},
+                        {"overhead_s", e.overhead_s},
+                        {"dominant", e.dominant()},
                         {"update_s", e.update_s},
                         {"step_s", e.step_s},
                         {"samples_per_s", e.samples_per_s},

@@ -35,9 +35,10 @@ constexpr double kM = 1e6, kG = 1e9;
 // ImageNet ILSVRC-2012 train: ~138 GB of JPEG over 1,281,167 images = ~108 KB per image.
 constexpr double kImageNetJpegBytes = 108e3;
 
-// Layer given as (params, multiply-adds); FLOPs = 2 x MACs.
-LayerCost L(const std::string& name, double params, double macs) {
-  return {name, params, 2 * macs};
+// Layer given as (params, multiply-adds, share of them in stride-1 3x3 convolutions);
+// FLOPs = 2 x MACs.
+LayerCost L(const std::string& name, double params, double macs, double winograd = 0) {
+  return {name, params, 2 * macs, winograd};
 }
 
 Workload transformer(const std::string& name, const std::string& source, int layers, double d_model,
@@ -67,13 +68,16 @@ const std::map<std::string, std::function<Workload()>>& registry() {
       {"resnet50",
        [] {
          // He et al. 2016 (Table 1: 3.8e9 multiply-adds); torchvision model docs: 25,557,032
-         // params, 4.09 GMACs at 224x224. Stage split computed from the bottleneck shapes.
+         // params, 4.09 GMACs at 224x224. Stage split and the share of each stage in stride-1
+         // 3x3 convolutions computed from the bottleneck shapes (torchvision v1.5: the stride
+         // of a stage's first block is on its 3x3).
          Workload w;
          w.name = "resnet50";
          w.source = "He et al. CVPR 2016; torchvision docs (25.56M params, 4.09 GMAC)";
-         w.layers = {L("conv1", 0.0094 * kM, 0.118 * kG), L("conv2_x", 0.216 * kM, 0.68 * kG),
-                     L("conv3_x", 1.22 * kM, 1.03 * kG),  L("conv4_x", 7.10 * kM, 1.46 * kG),
-                     L("conv5_x", 14.96 * kM, 0.80 * kG), L("fc", 2.05 * kM, 0.002 * kG)};
+         w.layers = {
+             L("conv1", 0.0094 * kM, 0.118 * kG),        L("conv2_x", 0.216 * kM, 0.68 * kG, 0.519),
+             L("conv3_x", 1.22 * kM, 1.03 * kG, 0.338),  L("conv4_x", 7.10 * kM, 1.46 * kG, 0.395),
+             L("conv5_x", 14.96 * kM, 0.80 * kG, 0.286), L("fc", 2.05 * kM, 0.002 * kG)};
          w.activation_bytes = 100e6;  // estimate: stored feature maps (conv, BN, ReLU)
          w.input_bytes = kImageNetJpegBytes;
          return w;
@@ -83,9 +87,10 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          Workload w;
          w.name = "resnet101";
          w.source = "He et al. CVPR 2016; torchvision docs (44.55M params, 7.80 GMAC)";
-         w.layers = {L("conv1", 0.0094 * kM, 0.118 * kG), L("conv2_x", 0.216 * kM, 0.68 * kG),
-                     L("conv3_x", 1.22 * kM, 1.03 * kG),  L("conv4_x", 26.09 * kM, 5.17 * kG),
-                     L("conv5_x", 14.96 * kM, 0.80 * kG), L("fc", 2.05 * kM, 0.002 * kG)};
+         w.layers = {
+             L("conv1", 0.0094 * kM, 0.118 * kG),        L("conv2_x", 0.216 * kM, 0.68 * kG, 0.519),
+             L("conv3_x", 1.22 * kM, 1.03 * kG, 0.338),  L("conv4_x", 26.09 * kM, 5.17 * kG, 0.491),
+             L("conv5_x", 14.96 * kM, 0.80 * kG, 0.286), L("fc", 2.05 * kM, 0.002 * kG)};
          w.activation_bytes = 160e6;  // estimate
          w.input_bytes = kImageNetJpegBytes;
          return w;
@@ -94,12 +99,17 @@ const std::map<std::string, std::function<Workload()>>& registry() {
        [] {
          // Szegedy et al. CVPR 2016 ("~5 billion multiply-adds, <25M parameters"); torchvision
          // docs: 5.71 GMAC at 299x299, 27.16M params with the auxiliary head (23.8M without).
+         // Stride-1 3x3 shares estimated from the block shapes (stem: its three stride-1 3x3
+         // convolutions; mixed6b-e: 1x7/7x1 only).
          Workload w;
          w.name = "inception3";
          w.source = "Szegedy et al. CVPR 2016; torchvision docs (5.71 GMAC)";
-         w.layers = {L("stem", 0.17 * kM, 1.74 * kG),    L("mixed5", 0.83 * kM, 1.00 * kG),
-                     L("mixed6a", 1.15 * kM, 0.35 * kG), L("mixed6b-e", 6.10 * kM, 1.76 * kG),
-                     L("mixed7a", 1.70 * kM, 0.15 * kG), L("mixed7b-c", 11.10 * kM, 0.71 * kG),
+         w.layers = {L("stem", 0.17 * kM, 1.74 * kG, 0.74),
+                     L("mixed5", 0.83 * kM, 1.00 * kG, 0.50),
+                     L("mixed6a", 1.15 * kM, 0.35 * kG, 0.19),
+                     L("mixed6b-e", 6.10 * kM, 1.76 * kG),
+                     L("mixed7a", 1.70 * kM, 0.15 * kG),
+                     L("mixed7b-c", 11.10 * kM, 0.71 * kG, 0.28),
                      L("fc", 2.05 * kM, 0.002 * kG)};
          w.activation_bytes = 120e6;  // estimate
          w.input_bytes = kImageNetJpegBytes;
@@ -112,10 +122,11 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          Workload w;
          w.name = "vgg16";
          w.source = "Simonyan & Zisserman ICLR 2015; torchvision docs (15.47 GMAC)";
-         w.layers = {L("conv1", 0.0387 * kM, 1.94 * kG), L("conv2", 0.221 * kM, 2.77 * kG),
-                     L("conv3", 1.475 * kM, 4.62 * kG),  L("conv4", 5.90 * kM, 4.62 * kG),
-                     L("conv5", 7.08 * kM, 1.39 * kG),   L("fc6", 102.76 * kM, 0.1028 * kG),
-                     L("fc7", 16.78 * kM, 0.0168 * kG),  L("fc8", 4.10 * kM, 0.0041 * kG)};
+         // Every convolution is 3x3 with stride 1.
+         w.layers = {L("conv1", 0.0387 * kM, 1.94 * kG, 1), L("conv2", 0.221 * kM, 2.77 * kG, 1),
+                     L("conv3", 1.475 * kM, 4.62 * kG, 1),  L("conv4", 5.90 * kM, 4.62 * kG, 1),
+                     L("conv5", 7.08 * kM, 1.39 * kG, 1),   L("fc6", 102.76 * kM, 0.1028 * kG),
+                     L("fc7", 16.78 * kM, 0.0168 * kG),     L("fc8", 4.10 * kM, 0.0041 * kG)};
          w.activation_bytes = 110e6;  // estimate: ~27M stored floats
          w.input_bytes = kImageNetJpegBytes;
          return w;
@@ -126,10 +137,11 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          Workload w;
          w.name = "alexnet";
          w.source = "Krizhevsky et al. NIPS 2012; torchvision docs (61.1M, 0.71 GMAC)";
-         w.layers = {L("conv1", 0.023 * kM, 0.070 * kG), L("conv2", 0.307 * kM, 0.224 * kG),
-                     L("conv3", 0.664 * kM, 0.112 * kG), L("conv4", 0.885 * kM, 0.150 * kG),
-                     L("conv5", 0.590 * kM, 0.100 * kG), L("fc6", 37.75 * kM, 0.0378 * kG),
-                     L("fc7", 16.78 * kM, 0.0168 * kG),  L("fc8", 4.10 * kM, 0.0041 * kG)};
+         // conv3-5 are 3x3 with stride 1; conv1 (11x11, stride 4) and conv2 (5x5) are not.
+         w.layers = {L("conv1", 0.023 * kM, 0.070 * kG),    L("conv2", 0.307 * kM, 0.224 * kG),
+                     L("conv3", 0.664 * kM, 0.112 * kG, 1), L("conv4", 0.885 * kM, 0.150 * kG, 1),
+                     L("conv5", 0.590 * kM, 0.100 * kG, 1), L("fc6", 37.75 * kM, 0.0378 * kG),
+                     L("fc7", 16.78 * kM, 0.0168 * kG),     L("fc8", 4.10 * kM, 0.0041 * kG)};
          w.activation_bytes = 15e6;  // estimate
          w.input_bytes = kImageNetJpegBytes;
          w.default_batch = 128;
@@ -157,6 +169,13 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          return transformer("bert-large",
                             "Devlin et al. NAACL 2019 (340M params, 24x1024, 16 heads); seq 512",
                             24, 1024, 16, 512, 30522, 340e6);
+       }},
+      {"bert-large-128",
+       [] {
+         return transformer("bert-large-128",
+                            "Devlin et al. NAACL 2019 (340M params, 24x1024, 16 heads); seq 128 "
+                            "(pre-training phase 1)",
+                            24, 1024, 16, 128, 30522, 340e6);
        }},
       {"gpt2",
        [] {

@@ -17,6 +17,9 @@ struct LayerCost {
   std::string name;
   double params = 0;     // trainable parameters
   double fwd_flops = 0;  // per sample, 2 x multiply-adds
+  // Share of fwd_flops in stride-1 3x3 convolutions, which cuDNN runs as Winograd
+  // F(2x2, 3x3) with 2.25x fewer multiplies (compute_model.h).
+  double winograd_share = 0;
 };
 
 struct Workload {
