@@ -61,7 +61,7 @@ struct ValidateArgs {
   bool no_paired = false;
   double tolerance = 15;  // percent
   std::string cases = "1:fp32,2:fp32,1:onebit,2:onebit", transports = "thread";
-  std::string mpirun = perf::kDefaultMpirun;
+  std::string mpirun = experiments::kDefaultMpirun;
   std::string mpi_cases;  // "" = cases
   // The shaped link (bench/netns/validate.sh): MPI cases launched by `shaped_mpirun` with the
   // ranks in two network namespaces joined by a link shaped to `shaped_gbps`.
