@@ -63,17 +63,17 @@ std::optional<nlohmann::json> read_json(const fs::path& file) {
   }
 }
 
+// The last epoch line (step lines, "kind": "step", left out).
 std::optional<nlohmann::json> last_metrics(const fs::path& file) {
   std::ifstream in(file);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (!line.empty()) last = line;
-  if (last.empty()) return std::nullopt;
-  try {
-    return nlohmann::json::parse(last);
-  } catch (const nlohmann::json::exception&) {
-    return std::nullopt;
+  std::string line;
+  std::optional<nlohmann::json> last;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("kind", "epoch") != "step") last = std::move(j);
   }
+  return last;
 }
 
 // Fills the record from what the finished child left in its directory.
@@ -86,8 +86,13 @@ void collect(TrialRecord& r, const SweepSpec& spec, const fs::path& dir, int sta
   const auto summary = read_json(dir / "summary.json");
   const auto metrics = last_metrics(dir / "metrics.jsonl");
   if (summary) {
-    r.test_acc = summary->value("test_acc", -1.0);
-    r.samples_per_s = summary->value("samples_per_s", 0.0);
+    // test_acc is null when the run did not evaluate (eval = false).
+    const auto number = [&](const char* key, double def) {
+      return summary->contains(key) && (*summary)[key].is_number() ? (*summary)[key].get<double>()
+                                                                   : def;
+    };
+    r.test_acc = number("test_acc", -1.0);
+    r.samples_per_s = number("samples_per_s", 0.0);
   }
   for (const auto& src : {summary, metrics}) {
     if (!r.metric && src && src->contains(spec.metric) && (*src)[spec.metric].is_number())
@@ -222,6 +227,9 @@ std::vector<std::string> trial_argv(const SweepSpec& spec, const Trial& trial,
   for (const auto& [k, v] : spec.fixed) add(k, v);
   for (const auto& [k, v] : trial.overrides) add(k, config_scalar_text(v));
   add("output.dir", config_scalar_text(ConfigScalar(trial_dir)));
+  // The sweep owns its trial directories: a trial run again (a retried failure) replaces what
+  // the earlier attempt left there.
+  argv.push_back("--force");
   return argv;
 }
 

@@ -166,6 +166,7 @@ Measured measure_case(const Config& cfg, const ValidationCase& c, int64_t steps,
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     auto j = nlohmann::json::parse(line);
+    if (j.value("kind", "epoch") == "step") continue;
     train::EpochMetrics e;
     e.steps = j.at("steps");
     e.seconds = j.at("seconds");

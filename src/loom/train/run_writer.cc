@@ -1,5 +1,7 @@
 #include "loom/train/run_writer.h"
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "loom/core/error.h"
@@ -8,17 +10,19 @@ namespace loom::train {
 
 namespace fs = std::filesystem;
 
-RunWriter::RunWriter(const std::string& dir, bool resuming) : dir_(dir) {
+RunWriter::RunWriter(const std::string& dir, bool resuming) : dir_(dir), resuming_(resuming) {}
+
+void RunWriter::open() {
   if (dir_.empty()) return;
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec)
     throw InputError(fmt::format("{}: cannot create output directory: {}", dir_, ec.message()));
-  metrics_.open(fs::path(dir_) / "metrics.jsonl", resuming ? std::ios::app : std::ios::trunc);
+  metrics_.open(fs::path(dir_) / "metrics.jsonl", resuming_ ? std::ios::app : std::ios::trunc);
   if (!metrics_) throw InputError(fmt::format("{}/metrics.jsonl: cannot write", dir_));
 }
 
-void RunWriter::keep_epochs_through(int64_t epochs) {
+void RunWriter::keep_epochs_through(int64_t epochs, int64_t steps) {
   if (!enabled()) return;
   const fs::path path = fs::path(dir_) / "metrics.jsonl";
   const fs::path tmp = fs::path(dir_) / "metrics.jsonl.tmp";
@@ -29,14 +33,18 @@ void RunWriter::keep_epochs_through(int64_t epochs) {
     std::string line;
     while (std::getline(in, line)) {
       const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_object() && j.contains("epoch") && j["epoch"].is_number_integer() &&
-          j["epoch"].get<int64_t>() <= epochs)
+      if (!j.is_object()) continue;
+      const bool step_line = j.value("kind", "epoch") == "step";
+      const char* key = step_line ? "step" : "epoch";
+      if (j.contains(key) && j[key].is_number_integer() &&
+          j[key].get<int64_t>() <= (step_line ? steps : epochs))
         kept += line + '\n';
     }
   }
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << kept;
+    out.close();
     if (!out) throw InputError(fmt::format("{}: cannot write", tmp.string()));
   }
   std::error_code ec;
@@ -48,14 +56,19 @@ void RunWriter::keep_epochs_through(int64_t epochs) {
 
 void RunWriter::write_config(const std::string& canonical_text) {
   if (!enabled()) return;
-  std::ofstream out(fs::path(dir_) / "config.toml", std::ios::trunc);
+  const fs::path path = fs::path(dir_) / "config.toml";
+  std::ofstream out(path, std::ios::trunc);
   out << canonical_text;
+  out.close();
+  if (!out) throw InputError(fmt::format("{}: write failed: {}", path.string(), std::strerror(errno)));
 }
 
 void RunWriter::append_metrics(const nlohmann::json& line) {
   if (!enabled()) return;
   metrics_ << line.dump() << '\n';
   metrics_.flush();
+  if (!metrics_)
+    throw InputError(fmt::format("{}/metrics.jsonl: write failed: {}", dir_, std::strerror(errno)));
 }
 
 void RunWriter::write_summary(const nlohmann::json& summary) {
@@ -64,9 +77,13 @@ void RunWriter::write_summary(const nlohmann::json& summary) {
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << summary.dump(2) << '\n';
-    if (!out) throw InputError(fmt::format("{}: cannot write", tmp.string()));
+    out.close();
+    if (!out)
+      throw InputError(fmt::format("{}: write failed: {}", tmp.string(), std::strerror(errno)));
   }
-  fs::rename(tmp, fs::path(dir_) / "summary.json");
+  std::error_code ec;
+  fs::rename(tmp, fs::path(dir_) / "summary.json", ec);
+  if (ec) throw InputError(fmt::format("{}: cannot rename to summary.json: {}", tmp.string(), ec.message()));
 }
 
 }  // namespace loom::train
