@@ -13,7 +13,6 @@
 #include "loom/experiments/sweep_state.h"
 
 namespace loom::experiments {
-using namespace loom::train;
 namespace {
 namespace fs = std::filesystem;
 
@@ -257,7 +256,8 @@ TEST(SweepRunner, TrialArgvCarriesOverridesAndItsOwnOutputDir) {
                                          "--set",
                                          "optim.lr=0.05",
                                          "--set",
-                                         "output.dir=\"sw/trials/t000\""};
+                                         "output.dir=\"sw/trials/t000\"",
+                                         "--force"};  // the trial's directory is the sweep's
   EXPECT_EQ(argv, want);
 }
 
