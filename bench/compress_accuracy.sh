@@ -69,7 +69,7 @@ for cfg in $CONFIGS; do
 import json, sys
 d, cfg, secs = sys.argv[1], sys.argv[2], sys.argv[3]
 s = json.load(open(f"{d}/summary.json"))
-m = [json.loads(l) for l in open(f"{d}/metrics.jsonl") if l.strip()]
+m = [j for j in (json.loads(l) for l in open(f"{d}/metrics.jsonl") if l.strip()) if j.get("kind", "epoch") == "epoch"]
 steps = sum(e["steps"] for e in m)
 print(cfg, s["test_acc"], sum(e["bytes_sent"] for e in m) / max(steps, 1), s["samples_per_s"], secs)
 PY
