@@ -9,8 +9,8 @@
 # depend on the transport). Prints a table (test accuracy after the last epoch, its
 # difference from fp32 in points, bytes per step) and one JSON object per line
 # ({"bench":"compress_accuracy",...}). At 10 epochs one config takes 4-20 min on the shared
-# 2-core box (8 configs; topk1-mc is top-k with DGC momentum correction); run long jobs
-# under /work/tools/long, one config at a time with --configs NAME if need be.
+# 2-core box (8 configs; topk1-mc is top-k with DGC momentum correction); run long jobs one
+# config at a time with --configs NAME if need be.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
