@@ -5,16 +5,17 @@
 #
 #   bench/accuracy.sh [--loom PATH] [--epochs 3] [--seeds "0 1 2 3"] [--jobs 2] [--no-torch]
 #
-# PyTorch runs the shared peer ../shared/peers/torch_mlp.py (or $LOOM_TORCH_PEER) with Debian's
-# python3-torch; its cosine rows come through bench/peers/torch_mlp_cosine.py, which wraps the
-# peer unchanged. Prints a table (accuracy after the last epoch, per seed and the mean) and one
+# PyTorch runs loom's peer bench/peers/torch_mlp.py (or $LOOM_TORCH_PEER) with the python of
+# scripts/setup-bench (.venv, or $LOOM_PYTHON), both schedules (--schedule). Prints a table (accuracy after the last epoch, per seed and the mean) and one
 # JSON object per line ({"bench":"accuracy",...}). Accuracy does not depend on machine load,
 # so --jobs runs several trainings at once. 3 epochs x 4 seeds takes ~10 min on 2 cores.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 LOOM=${LOOM:-$root/build/loom}
-PEER=${LOOM_TORCH_PEER:-$root/../shared/peers/torch_mlp.py}
+PEER=${LOOM_TORCH_PEER:-$here/peers/torch_mlp.py}
+PY=${LOOM_PYTHON:-$root/.venv/bin/python}
+[ -x "$PY" ] || PY=/usr/bin/python3
 EPOCHS=3
 SEEDS="0 1 2 3"
 JOBS=2
@@ -31,8 +32,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -x "$LOOM" ] || { echo "accuracy.sh: no loom binary at $LOOM (run scripts/build)" >&2; exit 2; }
-if [ "$TORCH" = 1 ] && ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
-  echo "accuracy.sh: python3-torch is not installed (apt-get install python3-torch); loom only" >&2
+if [ "$TORCH" = 1 ] && ! "$PY" -c "import torch" 2>/dev/null; then
+  echo "accuracy.sh: PyTorch is not installed for $PY (run scripts/setup-bench); loom only" >&2
   TORCH=0
 fi
 if [ "$TORCH" = 1 ] && [ ! -f "$PEER" ]; then
@@ -58,15 +59,13 @@ run_one() {
       > "$work/$name.log" 2>&1
     grep -o '"test_acc":[0-9.]*' "$work/$name/metrics.jsonl" | tail -1 | cut -d: -f2 > "$work/$name.acc"
   else
-    local wrap=()
-    [ "$sched" = cosine ] && wrap=("$here/peers/torch_mlp_cosine.py")
-    /usr/bin/python3 "${wrap[@]}" "$PEER" --threads 1 --seed "$seed" --epochs "$EPOCHS" \
+    "$PY" "$PEER" --threads 1 --seed "$seed" --epochs "$EPOCHS" --schedule "$sched" \
       > "$work/$name.log" 2>&1
     grep -o 'test_acc [0-9.]*' "$work/$name.log" | tail -1 | cut -d' ' -f2 > "$work/$name.acc"
   fi
 }
 export -f run_one
-export LOOM PEER EPOCHS work root here
+export LOOM PEER PY EPOCHS work root here
 xargs -P "$JOBS" -L 1 bash -c 'run_one "$@" || echo "accuracy.sh: $* failed (log: $work/$1-$2-$3.log)" >&2' _ < "$jobs_file"
 
 printf '\nFashion-MNIST MLP, %s epochs, test accuracy after the last epoch\n' "$EPOCHS"

@@ -9,8 +9,8 @@
 # depend on the transport). Prints a table (test accuracy after the last epoch, its
 # difference from fp32 in points, bytes per step) and one JSON object per line
 # ({"bench":"compress_accuracy",...}). At 10 epochs one config takes 4-20 min on the shared
-# 2-core box (8 configs; topk1-mc is top-k with DGC momentum correction); run long jobs
-# under /work/tools/long, one config at a time with --configs NAME if need be.
+# 2-core box (8 configs; topk1-mc is top-k with DGC momentum correction); run long jobs one
+# config at a time with --configs NAME if need be.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -69,7 +69,7 @@ for cfg in $CONFIGS; do
 import json, sys
 d, cfg, secs = sys.argv[1], sys.argv[2], sys.argv[3]
 s = json.load(open(f"{d}/summary.json"))
-m = [json.loads(l) for l in open(f"{d}/metrics.jsonl") if l.strip()]
+m = [j for j in (json.loads(l) for l in open(f"{d}/metrics.jsonl") if l.strip()) if j.get("kind", "epoch") == "epoch"]
 steps = sum(e["steps"] for e in m)
 print(cfg, s["test_acc"], sum(e["bytes_sent"] for e in m) / max(steps, 1), s["samples_per_s"], secs)
 PY

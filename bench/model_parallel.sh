@@ -34,7 +34,7 @@ report() {  # name, mode, activations
   python3 - "$OUT/$1" "$1" "$2" "$3" <<'PY'
 import json, sys
 d, name, mode, act = sys.argv[1:5]
-m = [json.loads(l) for l in open(d + "/metrics.jsonl")]
+m = [j for j in (json.loads(l) for l in open(d + "/metrics.jsonl") if l.strip()) if j.get("kind", "epoch") == "epoch"]
 steps = sum(e["steps"] for e in m)
 secs = sum(e["seconds"] for e in m)
 j = {"bench": "model_parallel", "case": name, "parallel": mode, "activations": act,
@@ -74,7 +74,7 @@ if [[ $WHAT == accuracy || $WHAT == all ]]; then
 import json, sys
 out, epochs, seeds = sys.argv[1], sys.argv[2], sys.argv[3:]
 def acc(k, s):
-    return [json.loads(l) for l in open(f"{out}/acc-model-{k}-s{s}/metrics.jsonl")][-1]["test_acc"]
+    return [j for j in (json.loads(l) for l in open(f"{out}/acc-model-{k}-s{s}/metrics.jsonl") if l.strip()) if j.get("kind", "epoch") == "epoch"][-1]["test_acc"]
 diffs = []
 for s in seeds:
     f, i = acc("fp32", s), acc("int8", s)

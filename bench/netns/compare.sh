@@ -73,7 +73,7 @@ run_one() {  # rate config -> prints "samples_per_s bytes_per_step"
 import json, sys
 d = sys.argv[1]
 s = json.load(open(f"{d}/summary.json"))
-m = [json.loads(l) for l in open(f"{d}/metrics.jsonl") if l.strip()]
+m = [j for j in (json.loads(l) for l in open(f"{d}/metrics.jsonl") if l.strip()) if j.get("kind", "epoch") == "epoch"]
 steps = sum(e["steps"] for e in m)
 print(s["samples_per_s"], sum(e["bytes_sent"] for e in m) / max(steps, 1))
 PY

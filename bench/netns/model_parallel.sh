@@ -74,7 +74,7 @@ run_one() {  # rate config -> prints "samples_per_s bytes_per_step comm_s_per_st
 import json, sys
 d = sys.argv[1]
 s = json.load(open(f"{d}/summary.json"))
-m = [json.loads(l) for l in open(f"{d}/metrics.jsonl") if l.strip()]
+m = [j for j in (json.loads(l) for l in open(f"{d}/metrics.jsonl") if l.strip()) if j.get("kind", "epoch") == "epoch"]
 steps = max(sum(e["steps"] for e in m), 1)
 print(s["samples_per_s"], sum(e["bytes_sent"] for e in m) / steps,
       sum(e["comm_s"] for e in m) / steps)

@@ -12,7 +12,7 @@
 #    with tbf (lib.sh; Open MPI's TCP transport over the veth, as compare.sh), each predicted
 #    by the cost model from the calibration (the shaped runs for a 1 Gbit/s link);
 # 3. prints the validation table, then the anchor table (`--anchors`).
-# Run it through /work/tools/quiet: the figures are speeds. Needs root, iproute2, Open MPI.
+# Run it on an otherwise idle machine: the figures are speeds. Needs root, iproute2, Open MPI.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)

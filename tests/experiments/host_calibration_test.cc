@@ -178,7 +178,7 @@ TEST(HostCalibration, ShapedLinkCapsTheBandwidthAtTcpPayloadRate) {
                                   allreduce_line("mpi", "ring", 2, 16 << 20, 100 + 16777.216 / 2)})
     lines += j.dump() + "\n";
   const Calibration c = parse_calibration(lines, "hand");
-  ValidationCase k{2, "fp32", "mpi"};
+  experiments::ValidationCase k{2, "fp32", "mpi"};
   k.link_gbps = 1;
   const StepEstimate e = predict_case(Config{}, c, k);
   const double bw = 1e9 / 8 * 1448 / 1514;  // 119.5 MB/s of TCP payload

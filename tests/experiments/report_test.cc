@@ -69,14 +69,57 @@ TEST(Report, SyntheticRunsGiveThePlotsAndNameTheProblems) {
     for (size_t p = html.find(what); p != std::string::npos; p = html.find(what, p + 1)) ++n;
     return n;
   };
-  // Loss, accuracy, throughput, step breakdown; final accuracy, throughput, scaling.
-  EXPECT_EQ(count("<svg"), 7u);
+  // Loss, accuracy, throughput, step breakdown; final accuracy, throughput. No scaling chart:
+  // the runs with 1 and 2 workers also differ in their codec.
+  EXPECT_EQ(count("<svg"), 6u);
   EXPECT_GE(count("<polyline class=\"series\""), 2u * 3 + 2);
   EXPECT_GE(count("<rect class=\"bar\""), 3u);
   EXPECT_NE(html.find("Where a step's time goes"), std::string::npos);
-  EXPECT_NE(html.find("Scaling with workers"), std::string::npos);
+  EXPECT_EQ(html.find("Scaling with workers"), std::string::npos);
   EXPECT_NE(html.find("line 3 is truncated"), std::string::npos);
   EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org/2000/svg"));  // nothing to fetch
+  fs::remove_all(d);
+}
+
+// Many runs: each is named by its directory (the differing keys go to a table column and
+// tooltips), the scaling chart joins only runs that differ in workers alone, and step lines
+// give the loss curve its points.
+TEST(Report, RunsAreNamedByDirectoryAndScalingJoinsOnlyRunsThatDifferInWorkers) {
+  const fs::path d = fresh_dir("many");
+  const std::string long_tail =
+      "mlp.hidden = [2048, 2048]\noptim.lr = 0.1\nseed = 3\nbatch = 256\nlr.schedule = \"step\"\n";
+  for (int w : {1, 2, 4}) {
+    const std::string name = "fp32-" + std::to_string(w) + "w";
+    write(d / "a" / name / "config.toml",
+          "codec = \"fp32\"\nworkers = " + std::to_string(w) + "\n" + long_tail);
+    std::string lines;
+    for (int s = 50; s <= 150; s += 50)
+      lines += fmt::format(R"({{"kind":"step","epoch":1,"step":{},"train_loss":{}}})", s,
+                           1.0 / s) +
+               "\n";
+    write(d / "a" / name / "metrics.jsonl", lines + epoch_line(1, 0.5, 0.8, w) + "\n");
+  }
+  write(d / "b/fp32-2w/config.toml", "codec = \"int8\"\nworkers = 2\n" + long_tail);
+  write(d / "b/fp32-2w/metrics.jsonl", epoch_line(1, 0.5, 0.8, 2) + "\n");
+  const std::vector<RunData> runs =
+      load_runs({(d / "a").string(), (d / "b/fp32-2w").string()});
+  ASSERT_EQ(runs.size(), 4u);
+  EXPECT_EQ(runs[0].display(), "fp32-1w");
+  EXPECT_EQ(runs[1].display(), "a/fp32-2w");  // two runs share the directory name
+  EXPECT_EQ(runs[3].display(), "b/fp32-2w");
+  EXPECT_EQ(runs[0].steps.size(), 3u);
+  EXPECT_EQ(runs[0].epochs.size(), 1u);
+  EXPECT_EQ(runs[3].label, "workers=2 codec=int8");
+  EXPECT_EQ(scaling_group(runs[0]), scaling_group(runs[2]));
+  EXPECT_NE(scaling_group(runs[1]), scaling_group(runs[3]));
+
+  const std::string html = render_report(runs, {});
+  EXPECT_NE(html.find("Scaling with workers"), std::string::npos);
+  // One measured line of the three fp32 runs and its ideal; the int8 run is on neither.
+  EXPECT_NE(html.find("ideal for fp32-1w, a/fp32-2w, fp32-4w"), std::string::npos);
+  EXPECT_EQ(html.find("fp32-4w, b/fp32-2w"), std::string::npos);
+  EXPECT_EQ(html.find("ideal for b/fp32-2w"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"keys\">workers=2 codec=int8</td>"), std::string::npos);
   fs::remove_all(d);
 }
 

@@ -324,7 +324,8 @@ TEST(SweepRunner, TrialArgvCarriesOverridesAndItsOwnOutputDir) {
                                          "--set",
                                          "optim.lr=0.05",
                                          "--set",
-                                         "output.dir=\"sw/trials/t000\""};
+                                         "output.dir=\"sw/trials/t000\"",
+                                         "--force"};  // the trial's directory is the sweep's
   EXPECT_EQ(argv, want);
 }
 

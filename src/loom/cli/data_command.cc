@@ -55,20 +55,33 @@ void inspect(InspectArgs& a) {
     nlohmann::json j = {{"file", a.file},         {"format", data::format_name(s.format)},
                         {"dtype", s.dtype},       {"shape", s.shape},
                         {"count", s.count},       {"label_histogram", s.label_histogram},
-                        {"checksum", s.checksum}, {"checksum_ok", s.checksum_ok}};
+                        {"checksum", s.checksum}, {"checksum_ok", s.checksum_ok},
+                        {"labels_out_of_range", s.labels_out_of_range}};
     fmt::print("{}\n", j.dump());
   } else {
     fmt::print("file:     {}\nformat:   {}\ndtype:    {}\nshape:    {}\ncount:    {}\n", a.file,
                data::format_name(s.format), s.dtype, fmt::join(s.shape, "x"), s.count);
     if (!s.label_histogram.empty()) {
+      // The classes that occur, the first kShown of them: a line, not a screenful.
+      constexpr int kShown = 64;
+      int shown = 0, more = 0;
       fmt::print("labels:  ");
-      for (size_t c = 0; c < s.label_histogram.size(); ++c)
-        fmt::print(" {}:{}", c, s.label_histogram[c]);
+      for (size_t c = 0; c < s.label_histogram.size(); ++c) {
+        if (s.label_histogram[c] == 0) continue;
+        if (shown++ < kShown)
+          fmt::print(" {}:{}", c, s.label_histogram[c]);
+        else
+          ++more;
+      }
+      if (more > 0) fmt::print(" ... and {} more classes (--json lists all)", more);
       fmt::print("\n");
     }
+    if (s.labels_out_of_range > 0)
+      fmt::print("labels outside the class count: {} (the file is corrupt)\n",
+                 s.labels_out_of_range);
     fmt::print("checksum: {}\n", s.checksum);
   }
-  if (!s.checksum_ok) set_exit_code(2);
+  if (!s.checksum_ok || s.labels_out_of_range > 0) set_exit_code(2);
 }
 
 CommandRegistrar convert_reg("data convert", [](CLI::App& parent) {
@@ -83,6 +96,8 @@ CommandRegistrar convert_reg("data convert", [](CLI::App& parent) {
   c->add_flag("--test", a->opts.test_split, "a Fashion-MNIST folder: convert the t10k set");
   c->add_option("--classes", a->opts.num_classes, "class count (default: 10 for IDX, else max+1)");
   c->add_option("--chunk-records", a->opts.chunk_records, "records per CRC chunk (default ~1 MiB)");
+  c->add_option("--max-classes", a->opts.max_classes,
+                "integer labels must lie below this (CSV, NPY; default 65536)");
   add_csv_options(c, a->opts.csv, a->delimiter);
   c->callback([a] { convert(*a); });
 });
@@ -93,6 +108,8 @@ CommandRegistrar inspect_reg("data inspect", [](CLI::App& parent) {
       "inspect", "print shape, dtype, count, label histogram and checksum status of a data file");
   c->add_option("FILE", a->file, "an .idx[.gz], .csv, .npy or .shard file")->required();
   c->add_flag("--json", a->json, "one JSON object instead of text");
+  c->add_option("--max-classes", a->csv.max_classes,
+                "integer labels must lie below this (CSV, NPY; default 65536)");
   add_csv_options(c, a->csv, a->delimiter);
   c->callback([a] { inspect(*a); });
 });

@@ -5,6 +5,7 @@
 #include "loom/core/config.h"
 #include "loom/core/log.h"
 #include "loom/train/checkpoint.h"
+#include "loom/train/output_dir.h"
 #include "loom/train/train_config.h"
 #include "loom/train/trainer.h"
 
@@ -17,7 +18,12 @@ struct TrainArgs {
   bool help_config = false;
   std::string timeline;  // --timeline FILE: trace.file
   std::string resume;    // --resume DIR: train.resume (docs/reliability.md)
+  bool force = false;    // --force: replace the run output.dir holds
 };
+
+std::string plural(int64_t n, const char* word) {
+  return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
+}
 
 void run_train(const TrainArgs& args) {
   if (args.help_config) {
@@ -30,15 +36,24 @@ void run_train(const TrainArgs& args) {
     const std::string dir = train::find_latest_checkpoint(args.resume);
     cfg = Config::from_string(train::checkpoint_config_text(dir), dir + "/train.ckpt:config");
   }
-  if (!args.resume.empty()) cfg.set("train.resume", args.resume, "--resume");
+  if (!args.resume.empty()) {
+    cfg.set("train.resume", args.resume, "--resume");
+    // A resumed run writes into the run it was pointed at, wherever the run it was copied from
+    // lies (the checkpoint's config names that one). Only an explicit --set may disagree, and
+    // run_training refuses that.
+    cfg.set("output.dir", train::resume_run_dir(args.resume), "--resume");
+  }
   for (const auto& s : args.sets) cfg.set_override(s);
   if (!args.timeline.empty()) cfg.set("trace.file", args.timeline, "--timeline");
-  const train::TrainResult r = train::run_training(cfg);
+  train::TrainOptions options;
+  options.force = args.force;
+  const train::TrainResult r = train::run_training(cfg, options);
   if (!r.epochs.empty())
-    fmt::print(
-        "loom: done: {} epochs, {} steps, test accuracy {:.4f}, {:.0f} samples/s "
-        "({} worker{})\n",
-        r.epochs.size(), r.steps, r.test_acc, r.samples_per_s, r.world, r.world == 1 ? "" : "s");
+    fmt::print("loom: done: {}, {}, test accuracy {}, {:.0f} samples/s ({}){}\n",
+               plural(r.epochs_done, "epoch"), plural(r.steps, "step"),
+               r.test_acc >= 0 ? fmt::format("{:.4f}", r.test_acc) : "not evaluated (eval = false)",
+               r.samples_per_s, plural(r.world, "worker"),
+               r.output_dir.empty() ? "" : fmt::format("; results in {}", r.output_dir));
   if (r.interrupted)
     fmt::print("loom: stopped by a signal after step {}; checkpoint {}\n", r.steps,
                r.checkpoint.empty() ? std::string("not written") : r.checkpoint);
@@ -56,6 +71,9 @@ CommandRegistrar reg("train", [](CLI::App& app) {
       "--timeline", args->timeline,
       "write a Chrome trace of the first trace.steps steps (Perfetto, chrome://tracing)");
   cmd->add_flag("--help-config", args->help_config, "list every config key with its default");
+  cmd->add_flag("--force", args->force,
+                "replace the run that output.dir already holds (its config.toml, metrics.jsonl, "
+                "summary.json and checkpoints/); without it such a run is never overwritten");
   cmd->callback([args] { run_train(*args); });
 });
 

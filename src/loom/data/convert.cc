@@ -2,7 +2,11 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstring>
+#include <filesystem>
+#include <string_view>
 
 #include "loom/core/error.h"
 #include "loom/data/dataset.h"
@@ -31,6 +35,29 @@ const char* format_name(SourceFormat f) {
   return "?";
 }
 
+namespace {
+
+bool named_as(const std::string& path, std::initializer_list<const char*> suffixes) {
+  std::string name = std::filesystem::path(path).filename().string();
+  for (char& c : name) c = char(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* s : suffixes) {
+    const size_t n = std::strlen(s);
+    if (name.size() >= n && name.compare(name.size() - n, n, s) == 0) return true;
+  }
+  return false;
+}
+
+// Text: no NUL and no control bytes but tab, newline and carriage return in the first 4 KiB
+// (bytes >= 0x80 pass: UTF-8).
+bool looks_like_text(const uint8_t* d, size_t n) {
+  for (size_t i = 0; i < std::min<size_t>(n, 4096); ++i)
+    if ((d[i] < 0x20 && d[i] != '\t' && d[i] != '\n' && d[i] != '\r') || d[i] == 0x7f)
+      return false;
+  return true;
+}
+
+}  // namespace
+
 SourceFormat detect_format(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return SourceFormat::kFashionMnistDir;
@@ -40,6 +67,25 @@ SourceFormat detect_format(const std::string& path) {
   if (f.size() >= 6 && std::memcmp(d, "\x93NUMPY", 6) == 0) return SourceFormat::kNpy;
   if (f.size() >= 2 && ((d[0] == 0x1f && d[1] == 0x8b) || (d[0] == 0 && d[1] == 0)))
     return SourceFormat::kIdx;
+  const std::string head =
+      escaped_text(std::string_view(reinterpret_cast<const char*>(d), f.size()), 16);
+  if (named_as(path, {".npy"}))
+    throw InputError(fmt::format(
+        "{}: not a NumPy .npy file: it starts with \"{}\", an .npy with \"\\x93NUMPY\"", path,
+        head));
+  if (named_as(path, {".shard"}))
+    throw InputError(fmt::format(
+        "{}: not a loom shard: it starts with \"{}\", a shard with \"LOOMSHRD\"", path, head));
+  if (named_as(path, {".idx", ".idx.gz", "-ubyte", "-ubyte.gz", ".idx1", ".idx3"}))
+    throw InputError(fmt::format(
+        "{}: not an IDX file: it starts with \"{}\", an IDX file with \"\\x00\\x00\\x08\" "
+        "and its dimension count (or the gzip magic \"\\x1f\\x8b\")",
+        path, head));
+  if (!looks_like_text(d, f.size()))
+    throw InputError(fmt::format(
+        "{}: not a format loom reads (CSV text, NumPy .npy, IDX, loom shard): it starts with "
+        "\"{}\"",
+        path, head));
   return SourceFormat::kCsv;
 }
 
@@ -109,10 +155,8 @@ ShardInfo convert_npy(const std::string& src, const std::string& dst, const Conv
   std::vector<int32_t> labels(static_cast<size_t>(n));
   int64_t max_label = -1;
   for (int64_t i = 0; i < n; ++i) {
-    double v = npy_value(yh, yf.data(), i);
-    if (v < 0 || v > (1 << 24))
-      throw InputError(fmt::format("{}: record {}: label {} is out of range", o.labels, i, v));
-    labels[size_t(i)] = int32_t(v);
+    labels[size_t(i)] =
+        checked_label(npy_value(yh, yf.data(), i), o.max_classes, o.labels, i, "--max-classes");
     max_label = std::max<int64_t>(max_label, labels[size_t(i)]);
   }
   std::vector<int64_t> shape(xh.shape.begin() + 1, xh.shape.end());
@@ -141,6 +185,15 @@ ShardInfo convert_npy(const std::string& src, const std::string& dst, const Conv
 
 ShardInfo convert_to_shard(const std::string& src, const std::string& dst,
                            const ConvertOptions& o) {
+  if (o.num_classes < 0)
+    throw ConfigError(fmt::format(
+        "--classes {}: give a class count >= 1 (or 0: from the labels)", o.num_classes));
+  if (o.chunk_records < 0)
+    throw ConfigError(fmt::format(
+        "--chunk-records {}: give >= 1 records per chunk (or 0: about 1 MiB)", o.chunk_records));
+  if (o.max_classes < 1 || o.max_classes > kShardMaxClasses)
+    throw ConfigError(
+        fmt::format("--max-classes {}: give 1 to {}", o.max_classes, kShardMaxClasses));
   switch (detect_format(src)) {
     case SourceFormat::kFashionMnistDir: {
       const std::string p = o.test_split ? "t10k" : "train";
@@ -154,6 +207,7 @@ ShardInfo convert_to_shard(const std::string& src, const std::string& dst,
     case SourceFormat::kCsv: {
       CsvOptions csv = o.csv;
       if (o.num_classes > 0) csv.num_classes = o.num_classes;
+      csv.max_classes = o.max_classes;
       Dataset ds = read_csv(src, csv);
       ShardWriter w(
           dst, {ShardDtype::kFloat32, ds.sample_shape, ds.num_classes, ds.count, o.chunk_records});
@@ -181,10 +235,16 @@ ShardInfo convert_to_shard(const std::string& src, const std::string& dst,
 }
 
 namespace {
-std::vector<int64_t> histogram(const std::vector<int32_t>& labels) {
+// Labels already checked against a bound (the caller's), so the histogram stays that small;
+// those outside [0, bound) (a corrupt shard's) are counted in *outside.
+std::vector<int64_t> histogram(const std::vector<int32_t>& labels, int64_t bound,
+                               int64_t* outside = nullptr) {
   std::vector<int64_t> h;
   for (int32_t y : labels) {
-    if (y < 0) continue;
+    if (y < 0 || y >= bound) {
+      if (outside) ++*outside;
+      continue;
+    }
     if (size_t(y) >= h.size()) h.resize(size_t(y) + 1, 0);
     ++h[size_t(y)];
   }
@@ -204,7 +264,8 @@ FileSummary inspect_file(const std::string& path, const CsvOptions& csv) {
       s.dtype = "uint8";
       s.shape = a.dims;
       s.count = a.dims[0];
-      if (a.dims.size() == 1) s.label_histogram = histogram({a.bytes.begin(), a.bytes.end()});
+      if (a.dims.size() == 1)
+        s.label_histogram = histogram({a.bytes.begin(), a.bytes.end()}, 256);
       MappedFile f(path);
       if (has_gzip_magic(f.data(), f.size())) s.checksum = "gzip CRC-32 ok";
       break;
@@ -214,7 +275,7 @@ FileSummary inspect_file(const std::string& path, const CsvOptions& csv) {
       s.dtype = "float32 (text)";
       s.shape = {ds.count, ds.sample_numel()};
       s.count = ds.count;
-      s.label_histogram = histogram(ds.labels);
+      s.label_histogram = histogram(ds.labels, csv.max_classes);
       break;
     }
     case SourceFormat::kNpy: {
@@ -225,8 +286,10 @@ FileSummary inspect_file(const std::string& path, const CsvOptions& csv) {
       s.count = h.shape.empty() ? 1 : h.shape[0];
       if (h.shape.size() == 1 && (h.dtype == NpyDtype::kUint8 || h.dtype == NpyDtype::kInt64)) {
         std::vector<int32_t> y;
-        for (int64_t i = 0; i < h.shape[0]; ++i) y.push_back(int32_t(npy_value(h, f.data(), i)));
-        s.label_histogram = histogram(y);
+        for (int64_t i = 0; i < h.shape[0]; ++i)
+          y.push_back(
+              checked_label(npy_value(h, f.data(), i), csv.max_classes, path, i, "--max-classes"));
+        s.label_histogram = histogram(y, csv.max_classes);
       }
       break;
     }
@@ -239,7 +302,7 @@ FileSummary inspect_file(const std::string& path, const CsvOptions& csv) {
       s.count = si.count;
       std::vector<int32_t> y(size_t(si.count));
       for (int64_t i = 0; i < si.count; ++i) std::memcpy(&y[size_t(i)], src.record(i), 4);
-      s.label_histogram = histogram(y);
+      s.label_histogram = histogram(y, si.num_classes, &s.labels_out_of_range);
       std::vector<int64_t> bad = src.bad_chunks();
       s.checksum_ok = bad.empty();
       s.checksum = bad.empty() ? fmt::format("CRC32C ok ({} chunks)", si.num_chunks)

@@ -7,21 +7,25 @@
 #include <vector>
 
 #include "loom/data/csv.h"
+#include "loom/data/set_checks.h"
 #include "loom/data/shard_format.h"
 
 namespace loom::data {
 
 enum class SourceFormat { kFashionMnistDir, kIdx, kCsv, kNpy, kShard };
 const char* format_name(SourceFormat f);
-// By content (magic bytes), a folder being a Fashion-MNIST folder; else CSV.
+// By content (magic bytes), a folder being a Fashion-MNIST folder; else CSV. A file named as
+// one binary format (.npy, .shard, .idx, *-ubyte) without its magic, or a file that is not
+// text, is an InputError that shows its first bytes escaped, never read as CSV.
 SourceFormat detect_format(const std::string& path);
 
 struct ConvertOptions {
   std::string labels;       // the labels file when SRC holds only features (IDX, NPY)
   bool test_split = false;  // a Fashion-MNIST folder: t10k instead of train
   CsvOptions csv;
-  int num_classes = 0;        // 0: 10 for IDX, else max label + 1
-  int64_t chunk_records = 0;  // 0: about 1 MiB per chunk
+  int num_classes = 0;        // 0: 10 for IDX, else max label + 1; < 0 is refused
+  int64_t chunk_records = 0;  // 0: about 1 MiB per chunk; < 0 is refused
+  int64_t max_classes = kMaxClasses;  // integer labels must lie below this (--max-classes)
 };
 
 // Writes DST through a temporary file and a rename; returns what it wrote.
@@ -34,9 +38,12 @@ struct FileSummary {
   std::vector<int64_t> shape;  // of the whole array (count first)
   int64_t count = 0;
   std::vector<int64_t> label_histogram;  // empty if the file holds no labels
+  int64_t labels_out_of_range = 0;  // a shard's labels outside [0, its class count): corrupt
   std::string checksum;  // "ok (N chunks)", "MISMATCH in chunks ...", or "none in this format"
   bool checksum_ok = true;
 };
+// Labels are checked as convert checks them (csv.max_classes bounds NPY and CSV labels), so
+// the histogram stays small.
 FileSummary inspect_file(const std::string& path, const CsvOptions& csv = {});
 
 }  // namespace loom::data

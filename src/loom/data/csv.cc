@@ -17,12 +17,19 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-std::string shown(std::string_view cell) {
-  std::string s(cell.substr(0, 40));
-  return cell.size() > 40 ? s + "..." : s;
-}
-
 }  // namespace
+
+std::string escaped_text(std::string_view s, size_t max) {
+  std::string out;
+  for (size_t i = 0; i < s.size() && i < max; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\')
+      out += char(c);
+    else
+      out += fmt::format("\\x{:02x}", c);
+  }
+  return s.size() > max ? out + "..." : out;
+}
 
 Dataset parse_csv(const char* data, size_t size, const std::string& name, const CsvOptions& opts) {
   Dataset ds;
@@ -72,10 +79,13 @@ Dataset parse_csv(const char* data, size_t size, const std::string& name, const 
         auto [p, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), v);
         if (ec != std::errc() || p != cell.data() + cell.size() || cell.empty())
           throw InputError(fmt::format("{}:{}: column {}: label '{}' is not an integer", name,
-                                       line_no, col + 1, shown(cell)));
-        if (v < 0 || (opts.num_classes > 0 && v >= opts.num_classes) || v > (1 << 24))
-          throw InputError(fmt::format("{}:{}: label {} is outside [0, {})", name, line_no, v,
-                                       opts.num_classes > 0 ? opts.num_classes : (1 << 24)));
+                                       line_no, col + 1, escaped_text(cell)));
+        const int64_t bound = opts.num_classes > 0 ? opts.num_classes : opts.max_classes;
+        if (v < 0 || v >= bound)
+          throw InputError(fmt::format(
+              "{}:{}: label {} is outside [0, {}){}", name, line_no, v, bound,
+              opts.num_classes > 0 ? ""
+                                   : "; raise --max-classes if there are that many classes"));
         label = int32_t(v);
       } else {
         float v = 0;
@@ -83,7 +93,7 @@ Dataset parse_csv(const char* data, size_t size, const std::string& name, const 
         if (ec != std::errc() || p != cell.data() + cell.size() || cell.empty() ||
             !std::isfinite(v))
           throw InputError(fmt::format("{}:{}: column {}: '{}' is not a finite number", name,
-                                       line_no, col + 1, shown(cell)));
+                                       line_no, col + 1, escaped_text(cell)));
         row.push_back(v);
       }
       ++col;

@@ -5,8 +5,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "loom/data/dataset.h"
+#include "loom/data/set_checks.h"
 
 namespace loom::data {
 
@@ -15,7 +17,12 @@ struct CsvOptions {
   bool header = false;    // the first line names the columns and is skipped
   int label_column = -1;  // index of the label column; negative counts from the end
   int num_classes = 0;    // labels must lie in [0, num_classes); 0: max label + 1
+  int64_t max_classes = kMaxClasses;  // with num_classes 0: labels must lie below this
 };
+
+// Text for an error message: printable ASCII as it is, every other byte as \xNN, cut after
+// `max` bytes with "...". Binary files read as text never put raw bytes on the terminal.
+std::string escaped_text(std::string_view s, size_t max = 40);
 
 // Features are stored unnormalised as float32, sample_shape {columns - 1}.
 Dataset read_csv(const std::string& path, const CsvOptions& opts = {});

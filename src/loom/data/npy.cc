@@ -1,5 +1,6 @@
 #include "loom/data/npy.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -87,6 +88,11 @@ NpyHeader parse_npy_header(const uint8_t* data, size_t size, const std::string& 
   h.data_offset = start + header_len;
 
   std::string_view descr = dict_value(dict, "descr");
+  if (!descr.empty() && descr[0] == '[')
+    throw InputError(fmt::format(
+        "{}: a structured dtype (a record array, 'descr': {}) is not supported: save each field "
+        "as a plain array (features float32 or uint8, labels int64)",
+        name, std::string(descr.substr(0, std::min<size_t>(descr.find(']'), 79) + 1))));
   if (descr.size() < 2 || (descr[0] != '\'' && descr[0] != '"'))
     throw InputError(fmt::format("{}: .npy header has no 'descr'", name));
   size_t close = descr.find(descr[0], 1);
@@ -143,6 +149,17 @@ NpyHeader parse_npy_header(const uint8_t* data, size_t size, const std::string& 
   }
   if (h.shape.size() > 16)
     throw InputError(fmt::format("{}: absurd .npy shape ({})", name, std::string(dims)));
+  // One record's values (every dimension after the count), bounded even when the count is 0
+  // and the total therefore is too.
+  int64_t record = 1;
+  for (size_t i = 1; i < h.shape.size(); ++i) {
+    const int64_t v = h.shape[i];
+    if (v > 0 && record > (int64_t(1) << 42) / v)
+      throw InputError(fmt::format(
+          "{}: absurd .npy shape ({}): one record would hold more than 2^42 values", name,
+          std::string(dims)));
+    record *= v;
+  }
   const uint64_t need = uint64_t(total) * npy_dtype_size(h.dtype);
   if (size - h.data_offset != need)
     throw InputError(fmt::format("{}: .npy shape ({}) of {} needs {} data bytes, the file has {}{}",

@@ -13,7 +13,11 @@ std::vector<ConfigKeySpec> data_config_keys() {
        "emulate a slow disk at this many MB/s (0 = off)"},
       {"data.train_shards", ConfigType::kString, "\"\"",
        "a loom shard file to train from (from `loom data convert`) instead of data.dir"},
-      {"data.test_shards", ConfigType::kString, "\"\"", "a loom shard file to evaluate on"},
+      {"data.test_shards", ConfigType::kString, "\"\"",
+       "a loom shard file to evaluate on (its sample shape and class count must be the "
+       "training set's)"},
+      {"data.max_classes", ConfigType::kInt, "65536",
+       "the largest class count a training set may have (the model has one output per class)"},
       {"data.augment.crop_padding", ConfigType::kInt, "0",
        "random crop after padding by this many pixels (0 = off)"},
       {"data.augment.hflip", ConfigType::kBool, "false", "random horizontal flip"},
@@ -29,6 +33,7 @@ PipelineConfig read_pipeline_config(const Config& cfg) {
   p.test_shards = cfg.get_string("data.test_shards", "");
   p.augment.crop_padding = int(cfg.get_int("data.augment.crop_padding", 0, 0, 1024));
   p.augment.hflip = cfg.get_bool("data.augment.hflip", false);
+  p.max_classes = cfg.get_int("data.max_classes", kMaxClasses, 1, kShardMaxClasses);
   return p;
 }
 

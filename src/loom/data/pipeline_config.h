@@ -11,6 +11,7 @@
 #include "loom/data/augment.h"
 #include "loom/data/loader.h"
 #include "loom/data/sample_source.h"
+#include "loom/data/set_checks.h"
 
 namespace loom::data {
 
@@ -21,6 +22,7 @@ struct PipelineConfig {
   std::string train_shards;    // data.train_shards: a shard file used instead of data.dir's IDX
   std::string test_shards;     // data.test_shards
   AugmentOptions augment;      // data.augment.crop_padding, data.augment.hflip
+  int64_t max_classes = kMaxClasses;  // data.max_classes: the largest class count accepted
 };
 
 std::vector<ConfigKeySpec> data_config_keys();

@@ -17,6 +17,24 @@ ShardWriter::ShardWriter(const std::string& path, const ShardSpec& spec)
   if (spec.shape.empty() || int(spec.shape.size()) > kShardMaxDims)
     throw InputError(fmt::format("{}: a record shape needs 1..{} dimensions", path, kShardMaxDims));
   if (spec.num_classes < 1) throw InputError(fmt::format("{}: num_classes must be >= 1", path));
+  // The bounds parse_shard_header() reads back: a shard written is a shard that loads.
+  if (spec.num_classes > (1 << 24))
+    throw InputError(
+        fmt::format("{}: {} classes; a shard holds at most {}", path, spec.num_classes, 1 << 24));
+  int64_t numel = 1;
+  for (size_t i = 0; i < spec.shape.size(); ++i) {
+    const int64_t d = spec.shape[i];
+    if (d < 1 || d > (int64_t(1) << 32) || numel > (int64_t(1) << 32) / d)
+      throw InputError(fmt::format(
+          "{}: record shape ({}): dimension {} is {}; a shard record holds 1 to 2^32 values", path,
+          fmt::join(spec.shape, ", "), i, d));
+    numel *= d;
+  }
+  if (spec.count < 0 || spec.count > (int64_t(1) << 48))
+    throw InputError(fmt::format("{}: {} records; a shard holds at most 2^48", path, spec.count));
+  if (spec.chunk_records < 0 || spec.chunk_records > (int64_t(1) << 40))
+    throw InputError(fmt::format("{}: {} records per chunk: give 1 to 2^40, or 0 for about 1 MiB",
+                                 path, spec.chunk_records));
   info_.dtype = spec.dtype;
   info_.shape = spec.shape;
   info_.num_classes = spec.num_classes;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "loom/core/config.h"
@@ -16,8 +17,9 @@ namespace fs = std::filesystem;
 namespace {
 
 // Keys that say where things are or how verbose, not what was trained.
-const std::set<std::string> kNotLabels = {"output.dir", "trace.file", "progress", "log.level",
-                                          "data.dir"};
+const std::set<std::string> kNotLabels = {"output.dir",   "trace.file",      "progress",
+                                          "log.level",    "data.dir",        "train.resume",
+                                          "train.log_every"};
 
 bool is_run_dir(const fs::path& p) {
   return fs::exists(p / "metrics.jsonl") || fs::exists(p / "summary.json") ||
@@ -62,7 +64,10 @@ void read_metrics(RunData& run) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     auto j = train::parse_metrics_line(line, fmt::format("{}:{}", path.string(), n));
     if (j) {
-      run.epochs.push_back(std::move(*j));
+      if (j->value("kind", "epoch") == "step")
+        run.steps.push_back(std::move(*j));
+      else
+        run.epochs.push_back(std::move(*j));
     } else {
       run.problems.push_back(
           fmt::format("metrics.jsonl line {} is truncated or malformed "
@@ -160,12 +165,39 @@ void label_runs(std::vector<RunData>& runs) {
       r.label += k + "=" + (it == r.config.end() ? std::string("default") : it->second);
     }
   }
-  // Same config, several runs (repeats): the names tell them apart.
-  std::set<std::string> seen;
-  bool clash = false;
-  for (const auto& r : runs) clash |= !seen.insert(r.label).second;
-  if (clash)
-    for (auto& r : runs) r.label = r.label.empty() ? r.name : r.name + ": " + r.label;
+  // Names: the directory's, with as many parent folders as it takes to tell apart the runs
+  // that share it (a/latest, b/latest); the full path where even that does not.
+  std::vector<std::vector<std::string>> parts(runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    fs::path p = fs::path(runs[i].dir).lexically_normal();
+    if (!p.has_filename()) p = p.parent_path();
+    for (const auto& part : p) parts[i].push_back(part.string());
+  }
+  auto name_at = [&](size_t i, size_t depth) {
+    std::string name;
+    const std::vector<std::string>& ps = parts[i];
+    for (size_t k = ps.size() > depth ? ps.size() - depth : 0; k < ps.size(); ++k)
+      name += (name.empty() || name == "/" ? "" : "/") + ps[k];
+    return name.empty() ? runs[i].dir : name;
+  };
+  std::vector<size_t> depth(runs.size(), 1);
+  for (int round = 0; round < 16; ++round) {
+    std::map<std::string, std::vector<size_t>> by_name;
+    for (size_t i = 0; i < runs.size(); ++i) by_name[name_at(i, depth[i])].push_back(i);
+    bool clash = false;
+    for (const auto& [name, members] : by_name)
+      if (members.size() > 1)
+        for (size_t i : members) clash = true, ++depth[i];
+    if (!clash) break;
+  }
+  for (size_t i = 0; i < runs.size(); ++i) runs[i].name = name_at(i, depth[i]);
+}
+
+std::string scaling_group(const RunData& run) {
+  std::string key;
+  for (const auto& [k, v] : run.config)
+    if (k != "workers" && !kNotLabels.count(k)) key += k + "=" + v + "\n";
+  return key;
 }
 
 }  // namespace loom::experiments

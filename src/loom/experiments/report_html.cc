@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "loom/core/error.h"
@@ -40,6 +41,8 @@ th:first-child, td:first-child { text-align:left; }
 td.run { display:flex; align-items:center; gap:8px; white-space:normal; text-align:left;
   max-width:420px; }
 td.run i { width:10px; height:10px; border-radius:2px; flex:none; }
+td.keys { white-space:normal; text-align:left; color:var(--muted); font-size:12px;
+  max-width:320px; }
 .badge { display:inline-block; padding:1px 8px; border-radius:9px; font-size:11.5px; font-weight:600; }
 .ok { background:#e7f6ec; color:#217a3c; } .warn { background:#fff4de; color:#9a6200; }
 .problems { background:#fff8e6; border:1px solid #f5d78e; border-radius:10px; padding:12px 16px; }
@@ -65,6 +68,29 @@ std::vector<svg::Series> curves(const std::vector<RunData>& runs, const char* ke
     for (const auto& e : runs[i].epochs) {
       const double v = num_or(e, key, -1e301);
       if (v >= min_valid && v > -1e300) s.points.emplace_back(num_or(e, "epoch", 0), v);
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// Training loss against the step: from the step lines (train.log_every) where a run has them,
+// else one point per epoch at the steps done by its end.
+std::vector<svg::Series> loss_curves(const std::vector<RunData>& runs) {
+  std::vector<svg::Series> out;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    svg::Series s{runs[i].display(), color_of(i), {}, false};
+    if (!runs[i].steps.empty()) {
+      for (const auto& e : runs[i].steps)
+        if (e.contains("train_loss") && e["train_loss"].is_number())
+          s.points.emplace_back(num_or(e, "step", 0), e["train_loss"].get<double>());
+    } else {
+      double done = 0;
+      for (const auto& e : runs[i].epochs) {
+        done += num_or(e, "steps", 0);
+        if (e.contains("train_loss") && e["train_loss"].is_number())
+          s.points.emplace_back(done, e["train_loss"].get<double>());
+      }
     }
     out.push_back(std::move(s));
   }
@@ -113,7 +139,8 @@ std::string fmt_or_dash(double v, const char* f, bool valid) {
 
 std::string summary_table(const std::vector<RunData>& runs, const std::vector<StepTimes>& st) {
   std::string h =
-      "<div class=\"card\"><table><thead><tr><th>run</th><th>status</th><th>epochs</th>"
+      "<div class=\"card\"><table><thead><tr><th>run</th><th>differs in</th><th>status</th>"
+      "<th>epochs</th>"
       "<th>steps</th><th>workers</th><th>train loss</th><th>test acc</th><th>samples/s</th>"
       "<th>step ms</th><th>compute ms</th><th>exposed comm ms</th><th>loader wait ms</th>"
       "<th>MB sent / step</th></tr></thead><tbody>\n";
@@ -126,9 +153,11 @@ std::string summary_table(const std::vector<RunData>& runs, const std::vector<St
     const bool complete = r.summary.has_value() && r.problems.empty();
     h += fmt::format(
         "<tr><td class=\"run\"><i style=\"background:{}\"></i><span title=\"{}\">{}</span></td>"
+        "<td class=\"keys\">{}</td>"
         "<td><span class=\"badge {}\">{}</span></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
         "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-        color_of(i), escape(r.dir), escape(r.display()), complete ? "ok" : "warn",
+        color_of(i), escape(r.dir), escape(r.display()),
+        r.label.empty() ? "&ndash;" : escape(r.label), complete ? "ok" : "warn",
         complete    ? "complete"
         : r.summary ? "see notes"
                     : "incomplete",
@@ -155,9 +184,9 @@ std::string render_report(const std::vector<RunData>& runs, const ReportOptions&
   body += "<h2>Runs</h2><div class=\"legend\">";
   for (size_t i = 0; i < runs.size(); ++i)
     body += fmt::format(
-        "<span class=\"chip\"><i style=\"background:{}\"></i>{} <small>{}</small>"
-        "</span>",
-        color_of(i), escape(runs[i].display()), escape(runs[i].dir));
+        "<span class=\"chip\" title=\"{}\"><i style=\"background:{}\"></i>{}</span>",
+        escape(runs[i].dir + (runs[i].label.empty() ? "" : ": " + runs[i].label)), color_of(i),
+        escape(runs[i].display()));
   body += "</div>\n";
 
   std::string problems;
@@ -172,8 +201,10 @@ std::string render_report(const std::vector<RunData>& runs, const ReportOptions&
   body += summary_table(runs, st);
 
   body += "<h2>Training</h2><div class=\"grid\">\n";
-  svg::LineChart loss{"Training loss", "epoch", "mean loss", curves(runs, "train_loss")};
-  body += card(svg::line_chart(loss));
+  svg::LineChart loss{"Training loss", "step", "mean loss", loss_curves(runs)};
+  body += card(svg::line_chart(loss),
+               "mean over each train.log_every steps (the step lines of metrics.jsonl), else "
+               "over each epoch");
   std::vector<svg::Series> acc = curves(runs, "test_acc", 0.0);
   for (auto s : curves(runs, "train_acc", 0.0)) {
     s.name += " (train)";
@@ -226,28 +257,34 @@ std::string render_report(const std::vector<RunData>& runs, const ReportOptions&
     if (any_acc) body += card(svg::bar_chart(acc_bars));  // eval = false runs have none
     body += card(svg::bar_chart(speed_bars));
 
-    // Scaling: throughput against workers, with the ideal line from the fewest workers.
-    std::set<int64_t> workers;
-    for (const auto& t : st)
-      if (t.workers > 0 && t.samples_per_s > 0) workers.insert(t.workers);
-    if (workers.size() > 1) {
-      svg::LineChart scaling{"Scaling with workers", "workers", "samples/s", {}};
-      scaling.y_from_zero = true;
-      svg::Series measured{"measured (best run per worker count)", "#4e79a7", {}, false};
-      for (int64_t w : workers) {
-        double best = 0;
-        for (const auto& t : st)
-          if (t.workers == w) best = std::max(best, t.samples_per_s);
-        measured.points.emplace_back(double(w), best);
-      }
+    // Scaling: throughput against workers, one line per group of runs that differ in their
+    // worker count alone (a codec or a transport changes more than the workers), with its
+    // ideal from the fewest workers.
+    std::map<std::string, std::vector<size_t>> groups;
+    for (size_t i = 0; i < runs.size(); ++i)
+      if (st[i].workers > 0 && st[i].samples_per_s > 0)
+        groups[scaling_group(runs[i])].push_back(i);
+    svg::LineChart scaling{"Scaling with workers", "workers", "samples/s", {}};
+    scaling.y_from_zero = true;
+    for (const auto& [key, members] : groups) {
+      std::map<int64_t, double> best;
+      for (size_t i : members) best[st[i].workers] = std::max(best[st[i].workers], st[i].samples_per_s);
+      if (best.size() < 2) continue;
+      std::string name;
+      for (size_t i : members) name += (name.empty() ? "" : ", ") + runs[i].display();
+      const std::string color = color_of(members.front());
+      svg::Series measured{name, color, {}, false};
+      for (const auto& [w, s] : best) measured.points.emplace_back(double(w), s);
       const double w0 = measured.points.front().first, s0 = measured.points.front().second;
-      svg::Series ideal{"ideal (linear from the fewest workers)", "#9ca3af", {}, true};
+      svg::Series ideal{"ideal for " + name, color, {}, true};
       for (const auto& [w, s] : measured.points) ideal.points.emplace_back(w, s0 * w / w0);
-      scaling.series = {ideal, measured};
-      body += card(svg::line_chart(scaling),
-                   "dashed: linear scaling from the run with the "
-                   "fewest workers");
+      scaling.series.push_back(std::move(ideal));
+      scaling.series.push_back(std::move(measured));
     }
+    if (!scaling.series.empty())
+      body += card(svg::line_chart(scaling),
+                   "one line per set of runs whose configs differ only in workers (best run "
+                   "per worker count); dashed: linear scaling from its fewest workers");
     body += "</div>\n";
   }
 

@@ -65,19 +65,19 @@ std::optional<nlohmann::json> read_summary(const fs::path& file) {
   return j;
 }
 
-// The last epoch line of the trial's metrics.jsonl, as read_summary.
+// The last epoch line (step lines, "kind": "step", left out), as read_summary.
 std::optional<nlohmann::json> last_metrics(const fs::path& file) {
   std::ifstream in(file);
-  std::string line, last;
-  int64_t n = 0, last_n = 0;
+  std::string line;
+  std::optional<nlohmann::json> last;
+  int64_t n = 0;
   while (std::getline(in, line)) {
     ++n;
     if (line.empty()) continue;
-    last = line;
-    last_n = n;
+    auto j = train::parse_metrics_line(line, fmt::format("{}:{}", file.string(), n));
+    if (j && j->value("kind", "epoch") != "step") last = std::move(j);
   }
-  if (last.empty()) return std::nullopt;
-  return train::parse_metrics_line(last, fmt::format("{}:{}", file.string(), last_n));
+  return last;
 }
 
 // Fills the record from what the finished child left in its directory.
@@ -98,8 +98,13 @@ void collect(TrialRecord& r, const SweepSpec& spec, const fs::path& dir, int sta
     unreadable = e.what();
   }
   if (summary) {
-    r.test_acc = summary->value("test_acc", -1.0);
-    r.samples_per_s = summary->value("samples_per_s", 0.0);
+    // test_acc is null when the run did not evaluate (eval = false).
+    const auto number = [&](const char* key, double def) {
+      return summary->contains(key) && (*summary)[key].is_number() ? (*summary)[key].get<double>()
+                                                                   : def;
+    };
+    r.test_acc = number("test_acc", -1.0);
+    r.samples_per_s = number("samples_per_s", 0.0);
   }
   for (const auto& src : {summary, metrics}) {
     if (!r.metric && src && src->contains(spec.metric) && (*src)[spec.metric].is_number())
@@ -235,6 +240,9 @@ std::vector<std::string> trial_argv(const SweepSpec& spec, const Trial& trial,
   for (const auto& [k, v] : spec.fixed) add(k, v);
   for (const auto& [k, v] : trial.overrides) add(k, config_scalar_text(v));
   add("output.dir", config_scalar_text(ConfigScalar(trial_dir)));
+  // The sweep owns its trial directories: a trial run again (a retried failure) replaces what
+  // the earlier attempt left there.
+  argv.push_back("--force");
   return argv;
 }
 

@@ -17,16 +17,27 @@ namespace fs = std::filesystem;
 std::string find_torch_peer() {
   if (const char* env = std::getenv("LOOM_TORCH_PEER")) return fs::exists(env) ? env : "";
   std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return "";
-  // build/loom -> repo -> ../shared/peers
-  for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path();
-       dir = dir.parent_path()) {
+  // A build tree inside a checkout (build/src/loom/cli/loom -> bench/peers/), or an installed
+  // loom (PREFIX/bin/loom -> PREFIX/share/loom/peers/, `cmake --install`).
+  for (fs::path dir = exe.parent_path(); !dir.empty(); dir = dir.parent_path()) {
     for (const fs::path& candidate :
-         {dir / "shared/peers/torch_mlp.py", dir.parent_path() / "shared/peers/torch_mlp.py"})
-      if (fs::exists(candidate)) return candidate.string();
+         {dir / "bench/peers/torch_mlp.py", dir / "share/loom/peers/torch_mlp.py"})
+      if (fs::exists(candidate, ec)) return candidate.string();
+    if (dir == dir.root_path()) break;
   }
   return "";
+}
+
+std::string find_python(const std::string& script) {
+  if (const char* env = std::getenv("LOOM_PYTHON")) return env;
+  // scripts/setup-bench makes CHECKOUT/.venv beside bench/peers/.
+  const fs::path venv =
+      fs::path(script).parent_path().parent_path().parent_path() / ".venv/bin/python";
+  std::error_code ec;
+  if (!script.empty() && fs::exists(venv, ec)) return venv.string();
+  return "/usr/bin/python3";
 }
 
 PeerResult run_torch_peer(const std::string& script, int threads, int epochs, bool tuned,
@@ -35,18 +46,23 @@ PeerResult run_torch_peer(const std::string& script, int threads, int epochs, bo
   r.label = fmt::format("pytorch {} thread{} ({})", threads, threads == 1 ? "" : "s",
                         tuned ? "OpenBLAS tuned: SkylakeX kernels" : "out of the box");
   if (script.empty()) {
-    r.message = "peer script not found (set LOOM_TORCH_PEER)";
+    r.message =
+        "peer script not found: it is bench/peers/torch_mlp.py of the checkout (or "
+        "share/loom/peers/ of an installed loom); set LOOM_TORCH_PEER to its path";
     return r;
   }
-  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
-    r.message = "python3-torch is not installed (apt-get install python3-torch)";
+  const std::string python = find_python(script);
+  if (std::system(fmt::format("'{}' -c 'import torch' >/dev/null 2>&1", python).c_str()) != 0) {
+    r.message = fmt::format(
+        "PyTorch is not installed for {}: run scripts/setup-bench in loom's checkout (it "
+        "installs python3-torch and a .venv that sees it), or apt-get install python3-torch, "
+        "or set LOOM_PYTHON to a python that has torch",
+        python);
     return r;
   }
   const std::string env = tuned ? "OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE" : "";
-  const std::string cmd = fmt::format(
-      "timeout {} env {} /usr/bin/python3 '{}' --threads {} "
-      "--epochs {} 2>&1",
-      timeout_s, env, script, threads, epochs);
+  const std::string cmd = fmt::format("timeout {} env {} '{}' '{}' --threads {} --epochs {} 2>&1",
+                                      timeout_s, env, python, script, threads, epochs);
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) {
     r.message = "cannot start python3";

@@ -172,6 +172,7 @@ Measured measure_case(const Config& cfg, const ValidationCase& c, int64_t steps,
     const auto parsed = train::parse_metrics_line(line, fmt::format("{}:{}", metrics.string(), n));
     if (!parsed) throw InputError(fmt::format("{}:{}: not a metrics line", metrics.string(), n));
     const nlohmann::json& j = *parsed;
+    if (j.value("kind", "epoch") == "step") continue;
     train::EpochMetrics e;
     e.steps = j.at("steps");
     e.seconds = j.at("seconds");

@@ -45,10 +45,11 @@ std::string BmufStrategy::describe() const {
       int64_t(sync::fp32_allreduce_wire_bytes(size_t(model_.num_params()), comm_.size()));
   const int64_t tau = options_.tau;
   return fmt::format(
-      "bmuf over {} ({} workers): block of tau = {} local steps, block momentum eta = {:.4g}, "
+      "bmuf over {} ({} worker{}): block of tau = {} local step{}, block momentum eta = {:.4g}, "
       "block lr zeta = {:.4g}, {}, local momentum {} after each block; per block {} "
       "chunks, {}",
-      comm_.name(), comm_.size(), tau, eta_, options_.zeta,
+      comm_.name(), comm_.size(), comm_.size() == 1 ? "" : "s", tau, tau == 1 ? "" : "s", eta_,
+      options_.zeta,
       options_.nesterov ? "Nesterov" : "classic momentum",
       options_.reset_momentum ? "reset" : "kept", chunks_.size(),
       describe_wire(options_.codec.get(), (bytes_per_block_ + tau - 1) / tau,

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <mutex>
 #include <regex>
+#include <set>
 
 #include "loom/core/error.h"
 #include "loom/core/log.h"
@@ -292,7 +294,12 @@ std::string find_latest_checkpoint(const std::string& path) {
       validate(dir);
       return dir.string();
     } catch (const InputError& e) {
-      log_warn("resume: skipping checkpoint {}: {}", dir.string(), e.what());
+      // `loom train --resume` looks twice (for the config, then to load): one warning.
+      static std::mutex warned_mutex;
+      static std::set<std::string> warned;
+      std::lock_guard<std::mutex> lock(warned_mutex);
+      if (warned.insert(dir.string()).second)
+        log_warn("resume: skipping checkpoint {}: {}", dir.string(), e.what());
     }
   }
   throw InputError(

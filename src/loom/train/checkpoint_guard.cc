@@ -153,6 +153,19 @@ StepGuard::Outcome StepGuard::end_step(int64_t steps_done) {
           fmt::format("{}: {} consecutive steps skipped (train.nan_max_skips = {}); "
                       "giving up",
                       what, pos_.nan_skips, opt_.nan_max_skips));
+    // A skipped step leaves the parameters as they were, and the loss is computed before the
+    // learning rate is used: a second NaN loss in a row on the same parameters says that they
+    // had diverged before the first NaN. A lower rate cannot bring them back, so stop now
+    // rather than after train.nan_max_skips more steps.
+    const bool loss_bad = (flags[0] >> 40) == kBadLoss;
+    if (loss_bad && previous_skip_loss_bad_)
+      throw NumericError(fmt::format(
+          "{}: {} consecutive steps skipped, the loss NaN or Inf each time on the same "
+          "rolled-back parameters: they diverged before the first NaN, and no learning rate "
+          "scale brings them back (the skip policy recovers from a bad batch, not from "
+          "divergence). Resume from an earlier checkpoint with a lower optim.lr",
+          what, pos_.nan_skips));
+    previous_skip_loss_bad_ = loss_bad;
     pos_.lr_scale *= opt_.nan_lr_factor;
     if (comm_.rank() == 0)
       log_warn(
@@ -162,6 +175,7 @@ StepGuard::Outcome StepGuard::end_step(int64_t steps_done) {
     return Outcome::kSkipped;
   }
   pos_.nan_skips = 0;
+  previous_skip_loss_bad_ = false;
 
   if (flags[1] != 0) {
     interrupted_ = true;

@@ -73,6 +73,7 @@ class StepGuard {
   // Throws NumericError (step, rank, layer) under the abort policy or after too many skips.
   Outcome end_step(int64_t steps_done);
   bool interrupted() const { return interrupted_; }
+  bool writes_checkpoints() const { return opt_.checkpoints(); }
   const std::string& last_checkpoint() const { return last_checkpoint_; }
 
  private:
@@ -90,6 +91,7 @@ class StepGuard {
   int64_t step_ = 0;
   int64_t bad_code_ = 0;  // (kind << 40) | ((rank + 1) << 20) | (layer + 1); 0 = all finite
   bool interrupted_ = false;
+  bool previous_skip_loss_bad_ = false;  // the last step was skipped for a NaN/Inf loss
   std::string last_checkpoint_;
   std::unique_ptr<CheckpointFile> resumed_rank_file_;
 };

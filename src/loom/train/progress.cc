@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "loom/core/error.h"
@@ -20,11 +21,12 @@ ProgressMode parse_progress_mode(const std::string& name) {
 }
 
 Progress::Progress(ProgressMode mode, int64_t epochs, int64_t steps_per_epoch,
-                   int64_t samples_per_step)
+                   int64_t samples_per_step, int64_t total_steps)
     : mode_(mode),
       epochs_(epochs),
       steps_(steps_per_epoch < 1 ? 1 : steps_per_epoch),
-      samples_per_step_(samples_per_step) {}
+      samples_per_step_(samples_per_step),
+      total_steps_(total_steps) {}
 
 namespace {
 std::string clock_text(double seconds) {
@@ -36,12 +38,15 @@ std::string clock_text(double seconds) {
 
 void Progress::step(int64_t epoch, int64_t step_in_epoch, double loss, double samples_per_s) {
   if (mode_ == ProgressMode::kNone) return;
-  const double frac = double(step_in_epoch + 1) / double(steps_);
-  const double steps_left = double((epochs_ - epoch - 1) * steps_ + steps_ - step_in_epoch - 1);
+  // The last epoch under max_steps ends early: its bar fills at the run's last step.
+  const int64_t epoch_steps = std::min(steps_, total_steps_ - epoch * steps_);
+  const double frac = double(step_in_epoch + 1) / double(std::max<int64_t>(epoch_steps, 1));
+  const double steps_left = double(std::max<int64_t>(
+      0, total_steps_ - (epoch * steps_ + step_in_epoch + 1)));
   const double eta = samples_per_s > 0 ? steps_left * double(samples_per_step_) / samples_per_s : 0;
   if (mode_ == ProgressMode::kBar) {
     const double now = now_seconds();
-    if (now - last_draw_ < 0.1 && step_in_epoch + 1 < steps_) return;
+    if (now - last_draw_ < 0.1 && step_in_epoch + 1 < epoch_steps) return;
     last_draw_ = now;
     const int width = 28, filled = int(frac * width);
     std::string bar(size_t(filled), '=');

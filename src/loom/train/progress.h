@@ -14,14 +14,17 @@ ProgressMode parse_progress_mode(const std::string& name);
 
 class Progress {
  public:
-  Progress(ProgressMode mode, int64_t epochs, int64_t steps_per_epoch, int64_t samples_per_step);
+  // `epochs` the run trains (what max_steps leaves of them), `total_steps` its steps: the ETA
+  // counts what is left of those.
+  Progress(ProgressMode mode, int64_t epochs, int64_t steps_per_epoch, int64_t samples_per_step,
+           int64_t total_steps);
   void step(int64_t epoch, int64_t step_in_epoch, double loss, double samples_per_s);
   // Clears the bar; the caller prints the epoch's summary line after it.
   void end_epoch();
 
  private:
   ProgressMode mode_;
-  int64_t epochs_, steps_, samples_per_step_;
+  int64_t epochs_, steps_, samples_per_step_, total_steps_;
   int last_decile_ = -1;
   double last_draw_ = 0;
 };

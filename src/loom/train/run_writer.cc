@@ -1,5 +1,7 @@
 #include "loom/train/run_writer.h"
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "loom/core/error.h"
@@ -21,17 +23,19 @@ void check_summary_version(const nlohmann::json& summary, const std::string& pat
   check_format_version(summary, kSummaryFormatVersion, "summary", path);
 }
 
-RunWriter::RunWriter(const std::string& dir, bool resuming) : dir_(dir) {
+RunWriter::RunWriter(const std::string& dir, bool resuming) : dir_(dir), resuming_(resuming) {}
+
+void RunWriter::open() {
   if (dir_.empty()) return;
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec)
     throw InputError(fmt::format("{}: cannot create output directory: {}", dir_, ec.message()));
-  metrics_.open(fs::path(dir_) / "metrics.jsonl", resuming ? std::ios::app : std::ios::trunc);
+  metrics_.open(fs::path(dir_) / "metrics.jsonl", resuming_ ? std::ios::app : std::ios::trunc);
   if (!metrics_) throw InputError(fmt::format("{}/metrics.jsonl: cannot write", dir_));
 }
 
-void RunWriter::keep_epochs_through(int64_t epochs) {
+void RunWriter::keep_epochs_through(int64_t epochs, int64_t steps) {
   if (!enabled()) return;
   const fs::path path = fs::path(dir_) / "metrics.jsonl";
   const fs::path tmp = fs::path(dir_) / "metrics.jsonl.tmp";
@@ -43,13 +47,18 @@ void RunWriter::keep_epochs_through(int64_t epochs) {
     int64_t n = 0;
     while (std::getline(in, line)) {
       const auto j = parse_metrics_line(line, fmt::format("{}:{}", path.string(), ++n));
-      if (j && (*j)["epoch"].is_number_integer() && (*j)["epoch"].get<int64_t>() <= epochs)
+      if (!j) continue;
+      const bool step_line = j->value("kind", "epoch") == "step";
+      const char* key = step_line ? "step" : "epoch";
+      if (j->contains(key) && (*j)[key].is_number_integer() &&
+          (*j)[key].get<int64_t>() <= (step_line ? steps : epochs))
         kept += line + '\n';
     }
   }
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << kept;
+    out.close();
     if (!out) throw InputError(fmt::format("{}: cannot write", tmp.string()));
   }
   std::error_code ec;
@@ -61,8 +70,11 @@ void RunWriter::keep_epochs_through(int64_t epochs) {
 
 void RunWriter::write_config(const std::string& canonical_text) {
   if (!enabled()) return;
-  std::ofstream out(fs::path(dir_) / "config.toml", std::ios::trunc);
+  const fs::path path = fs::path(dir_) / "config.toml";
+  std::ofstream out(path, std::ios::trunc);
   out << canonical_text;
+  out.close();
+  if (!out) throw InputError(fmt::format("{}: write failed: {}", path.string(), std::strerror(errno)));
 }
 
 void RunWriter::append_metrics(const nlohmann::json& line) {
@@ -71,6 +83,8 @@ void RunWriter::append_metrics(const nlohmann::json& line) {
   versioned[kFormatVersionKey] = kMetricsFormatVersion;
   metrics_ << versioned.dump() << '\n';
   metrics_.flush();
+  if (!metrics_)
+    throw InputError(fmt::format("{}/metrics.jsonl: write failed: {}", dir_, std::strerror(errno)));
 }
 
 void RunWriter::write_summary(const nlohmann::json& summary) {
@@ -81,9 +95,13 @@ void RunWriter::write_summary(const nlohmann::json& summary) {
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << versioned.dump(2) << '\n';
-    if (!out) throw InputError(fmt::format("{}: cannot write", tmp.string()));
+    out.close();
+    if (!out)
+      throw InputError(fmt::format("{}: write failed: {}", tmp.string(), std::strerror(errno)));
   }
-  fs::rename(tmp, fs::path(dir_) / "summary.json");
+  std::error_code ec;
+  fs::rename(tmp, fs::path(dir_) / "summary.json", ec);
+  if (ec) throw InputError(fmt::format("{}: cannot rename to summary.json: {}", tmp.string(), ec.message()));
 }
 
 }  // namespace loom::train

@@ -1,7 +1,7 @@
 // A run's output directory: config.toml (the resolved config), metrics.jsonl (one JSON object
-// per epoch), summary.json (the final figures). Read back by `loom report`, the sweep, the perf
-// model's validation and a resumed run; every metrics line and the summary carry
-// "format_version" (docs/formats.md).
+// per epoch, "kind": "epoch", and one every train.log_every steps, "kind": "step"), summary.json
+// (the final figures). Read back by `loom report`, the sweep, the perf model's validation and a
+// resumed run; every metrics line and the summary carry "format_version" (docs/formats.md).
 // A resumed run (train.resume) writes into the same directory and keeps the lines of the
 // epochs its checkpoint had completed (keep_epochs_through), so the curves cover the whole run.
 #pragma once
@@ -27,23 +27,29 @@ void check_summary_version(const nlohmann::json& summary, const std::string& pat
 
 class RunWriter {
  public:
-  // An empty dir writes nothing. Creates the directory; InputError if it cannot. A new run
-  // starts metrics.jsonl afresh; a resuming one leaves it for keep_epochs_through.
+  // An empty dir writes nothing. The disk is touched only by open(), once the run's config has
+  // passed every check, so a run that fails a check leaves an earlier run's files as they were.
   explicit RunWriter(const std::string& dir, bool resuming = false);
+  // Creates the directory (InputError if it cannot). A new run starts metrics.jsonl afresh; a
+  // resuming one leaves it for keep_epochs_through. Every failed write below (a full disk) is
+  // an InputError naming the file: results are never left empty without a word.
+  void open();
   bool enabled() const { return !dir_.empty(); }
   const std::string& dir() const { return dir_; }
   void write_config(const std::string& canonical_text);
   // Adds "format_version" to the line.
   void append_metrics(const nlohmann::json& line);
-  // Resume: drops the lines of epochs after `epochs` (written after the checkpoint, or a partial
-  // epoch, or a line cut short by a kill) and appends from there. Atomic (temporary + rename).
-  void keep_epochs_through(int64_t epochs);
+  // Resume: drops the epoch lines after `epochs` and the step lines after `steps` (written
+  // after the checkpoint, or a partial epoch, or a line cut short by a kill) and appends from
+  // there. Atomic (temporary + rename).
+  void keep_epochs_through(int64_t epochs, int64_t steps);
   // Written to a temporary file and renamed, so a reader never sees half a summary. Adds
   // "format_version".
   void write_summary(const nlohmann::json& summary);
 
  private:
   std::string dir_;
+  bool resuming_ = false;
   std::ofstream metrics_;
 };
 

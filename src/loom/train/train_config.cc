@@ -31,7 +31,11 @@ std::vector<ConfigKeySpec> own_keys() {
       {"progress", ConfigType::kString, "\"auto\"",
        "\"bar\", \"lines\", \"none\" or \"auto\" (bar on a terminal)"},
       {"output.dir", ConfigType::kString, "\"runs/latest\"",
-       "where metrics.jsonl, summary.json and config.toml go (\"\" = nowhere)"},
+       "where metrics.jsonl, summary.json and config.toml go (\"\" = nowhere); one that holds a "
+       "run is refused (loom train --force replaces it); \"{n}\" in it takes the next free "
+       "number"},
+      {"train.log_every", ConfigType::kInt, "50",
+       "a \"step\" line in metrics.jsonl every this many steps (0 = epoch lines only)"},
       {"log.level", ConfigType::kString, "\"info\"", "debug, info, warn, error, quiet"},
       {"data.dir", ConfigType::kString, "\"/usr/share/datasets/fashion-mnist\"",
        "directory of the Fashion-MNIST IDX files"},

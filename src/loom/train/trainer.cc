@@ -7,6 +7,7 @@
 #include <span>
 
 #include "loom/comm/communicator.h"
+#include "loom/config.h"
 #include "loom/comm/transport_registry.h"
 #include "loom/core/error.h"
 #include "loom/core/log.h"
@@ -16,6 +17,7 @@
 #include "loom/data/dataset.h"
 #include "loom/data/loader.h"
 #include "loom/data/pipeline_config.h"
+#include "loom/data/set_checks.h"
 #include "loom/data/shard_source.h"
 #include "loom/nn/model_zoo.h"
 #include "loom/optim/lr_schedule.h"
@@ -26,6 +28,7 @@
 #include "loom/tensor/backend_registry.h"
 #include "loom/train/checkpoint_guard.h"
 #include "loom/train/device_batch.h"
+#include "loom/train/output_dir.h"
 #include "loom/train/progress.h"
 #include "loom/train/run_identity.h"
 #include "loom/train/run_writer.h"
@@ -36,6 +39,7 @@ namespace {
 
 struct Settings {
   int64_t threads, batch, epochs, max_steps, prefetch;
+  int64_t log_every;  // a "step" line in metrics.jsonl every this many steps (0 = none)
   uint64_t seed;
   bool eval, shuffle;
   std::string data_dir;
@@ -49,6 +53,7 @@ Settings read_settings(const Config& cfg) {
   s.epochs = cfg.get_int("epochs", 3, 1, 100000);
   s.max_steps = cfg.get_int("max_steps", 0, 0, int64_t(1) << 40);
   s.prefetch = cfg.get_int("data.prefetch", 2, 0, 1024);
+  s.log_every = cfg.get_int("train.log_every", 50, 0, int64_t(1) << 40);
   s.seed = uint64_t(cfg.get_int("seed", 0, 0, INT64_MAX));
   s.eval = cfg.get_bool("eval", true);
   s.shuffle = cfg.get_bool("data.shuffle", true);
@@ -111,7 +116,8 @@ class Worker {
  public:
   Worker(const Config& cfg, const Settings& s, comm::Communicator& c,
          std::shared_ptr<const data::SampleSource> train, const data::Dataset& test,
-         const data::PipelineConfig& pipeline, TrainResult& result, RunWriter& writer)
+         const data::PipelineConfig& pipeline, TrainResult& result, RunWriter& writer,
+         const TrainOptions& options)
       : cfg_(cfg),
         s_(s),
         comm_(c),
@@ -119,12 +125,17 @@ class Worker {
         test_(test),
         pipeline_(pipeline),
         result_(result),
-        writer_(writer) {}
+        writer_(writer),
+        options_(options) {}
 
   void run() {
     check_same_run(comm_, cfg_);
     set_up();
     start_or_resume();
+    // Every rank has built its parts from the whole config (model, optimizer, strategy,
+    // schedule, checkpoint) and loaded its checkpoint: only now may the run touch output.dir.
+    if (comm_.size() > 1) comm_.barrier();
+    if (lead_) open_output();
     for (int64_t epoch = step_ / steps_per_epoch_;
          epoch < s_.epochs && step_ < total_steps_ && !guard_->interrupted(); ++epoch)
       run_epoch(epoch);
@@ -135,6 +146,12 @@ class Worker {
   // What this rank's kept steps of one epoch add up to.
   struct EpochTotals {
     double loss_sum = 0, correct = 0, seen = 0;
+  };
+  // Since the last "step" line of metrics.jsonl.
+  struct Interval {
+    double loss_sum = 0, correct = 0, seen = 0;
+    double seconds = 0;  // of training loops that ended (evaluation left out)
+    Stopwatch watch;     // the running loop's part
   };
 
   // The backend, model, optimizer, sync strategy, loader and learning-rate schedule.
@@ -158,8 +175,8 @@ class Worker {
                       optimizer_->describe(), schedule_.describe(), strategy_->describe());
       log_info("{}", result_.describe);
     }
-    progress_.emplace(lead_ ? s_.progress : ProgressMode::kNone, s_.epochs, steps_per_epoch_,
-                      global_batch_);
+    progress_.emplace(lead_ ? s_.progress : ProgressMode::kNone, epochs_to_run_, steps_per_epoch_,
+                      global_batch_, total_steps_);
   }
 
   // This rank's share of each global batch, and how many steps the run takes.
@@ -182,6 +199,9 @@ class Worker {
                       lo.global_batch, comm_.size(), s_.batch, train_->count()));
     total_steps_ = steps_per_epoch_ * s_.epochs;
     if (s_.max_steps > 0) total_steps_ = std::min(total_steps_, s_.max_steps);
+    epochs_to_run_ = (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;
+    // The same decision on every rank: the step lines' figures are summed over the ranks.
+    log_every_ = cfg_.get_string("output.dir", "runs/latest").empty() ? 0 : s_.log_every;
   }
 
   // Checkpoints, resume, the NaN policy and stop signals (checkpoint_guard.h); then the
@@ -190,10 +210,20 @@ class Worker {
     guard_.emplace(cfg_, comm_, WorkerParts{*backend_, *model_, *optimizer_, *strategy_},
                    steps_per_epoch_, s_.seed);
     step_ = guard_->resume();  // 0, or where the checkpoint left off
-    // metrics.jsonl keeps the epochs the checkpoint completed; the rest are trained again.
-    if (lead_ && guard_->resumed()) writer_.keep_epochs_through(step_ / steps_per_epoch_);
     strategy_->start();
     guard_->restore_strategy();
+  }
+
+  // Rank 0, once every check passed: the output directory, config.toml and metrics.jsonl. A
+  // resumed run keeps the lines of what its checkpoint had trained; the rest is trained again.
+  void open_output() {
+    if (!writer_.enabled()) return;
+    if (options_.force && !guard_->resumed()) clear_run_results(writer_.dir());
+    writer_.open();
+    writer_.write_config(cfg_.canonical_text());
+    if (guard_->resumed()) writer_.keep_epochs_through(step_ / steps_per_epoch_, step_);
+    log_info("output: {} (config.toml, metrics.jsonl, summary.json{})", writer_.dir(),
+             guard_->writes_checkpoints() ? ", checkpoints/" : "");
   }
 
   // The epoch's steps from where step_ stands, then its figures, evaluation and report.
@@ -206,6 +236,7 @@ class Worker {
     DeviceBatch on_device(*backend_);
     skip_trained_batches(epoch, batch);
     Stopwatch epoch_watch;
+    interval_.watch.reset();
     while (step_ < total_steps_ && loader_->next(batch)) {
       m.loader_wait_s += batch.wait_seconds;
       trace::Span step_span;  // timeline (trace.file): the step and the loader wait before it
@@ -213,10 +244,16 @@ class Worker {
       const std::optional<nn::LossResult> r = train_step(batch, on_device, m.compute_s);
       ++step_;
       ++m.steps;
+      if (r) {
+        totals.loss_sum += r->loss_sum;
+        totals.correct += double(r->correct);
+        totals.seen += double(batch.size);
+        interval_.loss_sum += r->loss_sum;
+        interval_.correct += double(r->correct);
+        interval_.seen += double(batch.size);
+      }
+      if (log_every_ > 0 && step_ % log_every_ == 0) log_step(epoch);
       if (!r) continue;  // rolled back: left out of the epoch's loss and accuracy
-      totals.loss_sum += r->loss_sum;
-      totals.correct += double(r->correct);
-      totals.seen += double(batch.size);
       if (lead_) {
         const double el = epoch_watch.seconds();
         progress_->step(epoch, batch.step, r->loss_sum / double(batch.size),
@@ -224,6 +261,8 @@ class Worker {
       }
       if (guard_->interrupted()) break;  // a stop signal: checkpoint written, leave
     }
+    interval_.seconds += interval_.watch.seconds();
+    interval_.watch.reset();
     // After the last step, before the last evaluation: block momentum folds in its last
     // partial block here, so the final test accuracy is that of the global model.
     if (step_ >= total_steps_ || epoch + 1 == s_.epochs) strategy_->finish();
@@ -238,6 +277,26 @@ class Worker {
   void skip_trained_batches(int64_t epoch, data::Batch& batch) {
     for (int64_t k = step_ - epoch * steps_per_epoch_; k > 0 && loader_->next(batch); --k) {
     }
+  }
+
+  // A "step" line of metrics.jsonl: the steps since the last one, summed over the ranks (a
+  // collective: every rank reaches it at the same step).
+  void log_step(int64_t epoch) {
+    double sums[3] = {interval_.loss_sum, interval_.correct, interval_.seen};
+    allreduce_sum(comm_, sums);
+    const double seconds = interval_.seconds + interval_.watch.seconds();
+    if (lead_) {
+      nlohmann::json j = {{"kind", "step"},
+                          {"epoch", epoch + 1},
+                          {"step", step_},
+                          {"train_loss", sums[2] > 0 ? nlohmann::json(sums[0] / sums[2]) : nullptr},
+                          {"train_acc", sums[2] > 0 ? nlohmann::json(sums[1] / sums[2]) : nullptr},
+                          {"samples_per_s", seconds > 0 ? sums[2] / seconds : 0},
+                          {"lr", schedule_.at(step_ - 1) * double(guard_->lr_scale())},
+                          {"seconds", seconds}};
+      writer_.append_metrics(j);
+    }
+    interval_ = Interval();
   }
 
   // The timeline (trace.file): the step about to run, and the loader's wait before it.
@@ -301,6 +360,10 @@ class Worker {
     result_.steps = step_;
     result_.samples_per_s = total_seconds_ > 0 ? double(total_samples_) / total_seconds_ : 0;
     result_.test_acc = result_.epochs.empty() ? -1 : result_.epochs.back().test_acc;
+    result_.train_loss = result_.epochs.empty() ? 0 : result_.epochs.back().train_loss;
+    result_.epochs_done = result_.epochs.empty()
+                              ? (step_ + steps_per_epoch_ - 1) / steps_per_epoch_
+                              : result_.epochs.back().epoch;
     result_.final_params.resize(size_t(model_->num_params()));
     backend_->copy_to_host(result_.final_params.data(), model_->params(),
                            result_.final_params.size() * sizeof(float));
@@ -313,17 +376,18 @@ class Worker {
         "epoch {}/{}: loss {:.4f}  train acc {:.4f}  test acc {}  {:.0f} samples/s  "
         "step {:.2f} ms (compute {:.2f}, exposed comm {:.2f}, loader wait {:.2f} = {:.1f}% "
         "stall)",
-        m.epoch, s_.epochs, m.train_loss, m.train_acc,
+        m.epoch, epochs_to_run_, m.train_loss, m.train_acc,
         m.test_acc >= 0 ? fmt::format("{:.4f}", m.test_acc) : "-", m.samples_per_s, step_ms,
         m.steps ? 1e3 * m.compute_s / double(m.steps) : 0,
         m.steps ? 1e3 * m.exposed_comm_s / double(m.steps) : 0,
         m.steps ? 1e3 * m.loader_wait_s / double(m.steps) : 0,
         m.seconds > 0 ? 100.0 * m.loader_wait_s / m.seconds : 0);
-    nlohmann::json j = {{"epoch", m.epoch},
+    nlohmann::json j = {{"kind", "epoch"},
+                        {"epoch", m.epoch},
                         {"steps", m.steps},
                         {"train_loss", m.train_loss},
                         {"train_acc", m.train_acc},
-                        {"test_acc", m.test_acc},
+                        {"test_acc", m.test_acc >= 0 ? nlohmann::json(m.test_acc) : nullptr},
                         {"seconds", m.seconds},
                         {"samples_per_s", m.samples_per_s},
                         {"compute_s", m.compute_s},
@@ -345,6 +409,7 @@ class Worker {
   const data::PipelineConfig& pipeline_;
   TrainResult& result_;
   RunWriter& writer_;
+  const TrainOptions& options_;
 
   // Built by set_up() and start_or_resume() in this order, destroyed in reverse.
   Backend* backend_ = nullptr;
@@ -353,6 +418,9 @@ class Worker {
   std::unique_ptr<sync::Strategy> strategy_;
   std::optional<data::Loader> loader_;
   int64_t global_batch_ = 0, steps_per_epoch_ = 0, total_steps_ = 0;
+  int64_t epochs_to_run_ = 0;  // the epochs max_steps leaves (all of them without it)
+  int64_t log_every_ = 0;      // a step line every this many steps (0 = none)
+  Interval interval_;
   optim::LrSchedule schedule_;
   bool lead_ = false;
   std::optional<Progress> progress_;
@@ -365,8 +433,37 @@ class Worker {
 
 }  // namespace
 
-TrainResult run_training(const Config& cfg) {
-  cfg.check_known(train_config_keys());
+namespace {
+
+// output.dir with "{n}" resolved, after checking that the run may write there (output_dir.h).
+// Every rank decides the same: nothing is created before every rank has passed this.
+std::string choose_output_dir(const Config& cfg, const TrainOptions& options) {
+  const std::string given = cfg.get_string("output.dir", "runs/latest");
+  const std::string resume = cfg.get_string("train.resume", "");
+  if (given.empty()) return given;
+  if (!resume.empty()) {
+    const std::string run = resume_run_dir(resume);
+    if (!same_dir(run, given))
+      throw ConfigError(fmt::format(
+          "{}: output.dir \"{}\" is not the run being resumed ({}): a resumed run writes into "
+          "the run it resumes; to continue elsewhere, copy the run there and resume the copy",
+          cfg.where("output.dir"), given, run));
+    return given;
+  }
+  const std::string dir = numbered_output_dir(given);
+  if (!options.force) refuse_existing_run(dir, cfg.where("output.dir"));
+  return dir;
+}
+
+}  // namespace
+
+TrainResult run_training(const Config& given, const TrainOptions& options) {
+  Stopwatch wall;
+  given.check_known(train_config_keys());
+  Config cfg = given;
+  const std::string output_dir = choose_output_dir(cfg, options);
+  if (output_dir != cfg.get_string("output.dir", "runs/latest"))
+    cfg.set("output.dir", output_dir, cfg.where("output.dir"));
   set_log_level(parse_log_level(cfg.get_string("log.level", "info")));
   const std::string transport = comm::resolve_transport(cfg.get_string("transport", "auto"));
   // backend = "cuda" computes on device memory, which only the nccl transport carries; the
@@ -415,6 +512,11 @@ TrainResult run_training(const Config& cfg) {
     test_set = data::load_fashion_mnist(s.data_dir, false, norm, nullptr);
     train_source = std::make_shared<data::DatasetSource>(*train_set);
   }
+  data::check_data_sets(*train_source, pipeline.train_shards.empty() ? s.data_dir
+                                                                     : pipeline.train_shards,
+                        s.eval ? &test_set : nullptr,
+                        pipeline.test_shards.empty() ? s.data_dir : pipeline.test_shards,
+                        pipeline.max_classes, cfg.where("data.max_classes"));
   train_source = data::maybe_throttle(train_source, pipeline);
   if (lead)
     log_info("data: {} training and {} test samples from {} ({:.2f} s){}", train_source->count(),
@@ -425,10 +527,9 @@ TrainResult run_training(const Config& cfg) {
                  : "");
 
   trace::Session timeline(trace::options_from_config(cfg), world->local(0).rank());
-  RunWriter writer(lead ? cfg.get_string("output.dir", "runs/latest") : "",
-                   !cfg.get_string("train.resume", "").empty());
-  writer.write_config(cfg.canonical_text());
+  RunWriter writer(lead ? output_dir : "", !cfg.get_string("train.resume", "").empty());
   TrainResult result;
+  result.output_dir = output_dir;
   world->run([&](comm::Communicator& c) {
     // sync = "ps", ps.placement = "ranks": the last ps.servers ranks run the server loop
     // instead of training; the others train over a communicator of their own.
@@ -438,17 +539,22 @@ TrainResult run_training(const Config& cfg) {
       if (sync::ps_server_rank(cfg, c)) return sync::run_ps_server(cfg, c);
       trainers = sync::ps_training_comm(cfg, c);
     }
-    Worker(cfg, s, trainers ? *trainers : c, train_source, test_set, pipeline, result, writer)
+    Worker(cfg, s, trainers ? *trainers : c, train_source, test_set, pipeline, result, writer,
+           options)
         .run();
   });
+  result.wall_s = wall.seconds();
   if (lead) {
     nlohmann::json summary = {
-        {"test_acc", result.test_acc},
+        {"test_acc", result.test_acc >= 0 ? nlohmann::json(result.test_acc) : nullptr},
+        {"train_loss", result.train_loss},
         {"samples_per_s", result.samples_per_s},
         {"workers", result.world},
         {"threads", s.threads},
         {"steps", result.steps},
-        {"epochs", result.epochs.size()},
+        {"epochs", result.epochs_done},
+        {"wall_s", result.wall_s},
+        {"loom_version", fmt::format("{} ({})", LOOM_VERSION, LOOM_GIT_REV)},
         {"interrupted", result.interrupted},
         {"params_fnv1a64", fmt::format("{:016x}", fnv1a64(result.final_params.data(),
                                                           result.final_params.size() * 4))}};

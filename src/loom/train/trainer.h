@@ -14,7 +14,7 @@ namespace loom::train {
 struct EpochMetrics {
   int64_t epoch = 0;  // 1-based
   int64_t steps = 0;
-  double train_loss = 0, train_acc = 0, test_acc = -1;
+  double train_loss = 0, train_acc = 0, test_acc = -1;  // test_acc -1: not evaluated
   double seconds = 0;  // training loop wall time, evaluation excluded
   double samples_per_s = 0;
   double compute_s = 0, comm_s = 0, exposed_comm_s = 0, loader_wait_s = 0;
@@ -22,8 +22,10 @@ struct EpochMetrics {
 };
 
 struct TrainResult {
-  std::vector<EpochMetrics> epochs;
-  double test_acc = -1;
+  std::vector<EpochMetrics> epochs;  // those this process ran (a resumed run: from its epoch)
+  int64_t epochs_done = 0;           // epochs reached over the whole run, resumes included
+  double test_acc = -1;              // -1: not evaluated (eval = false)
+  double train_loss = 0;             // the last epoch's
   double samples_per_s = 0;  // over all epochs' training loops
   int world = 1;
   int64_t steps = 0;
@@ -31,10 +33,18 @@ struct TrainResult {
   std::vector<float> final_params;  // rank 0's parameters at the end
   bool interrupted = false;         // stopped by SIGINT/SIGTERM (after writing a checkpoint)
   std::string checkpoint;           // the last checkpoint written ("" = none)
+  std::string output_dir;           // where config.toml, metrics.jsonl, summary.json went
+  double wall_s = 0;                // the whole run, set-up and data loading included
+};
+
+struct TrainOptions {
+  // `loom train --force`: replace the results of an earlier run in output.dir (output_dir.h).
+  bool force = false;
 };
 
 // Runs `loom train` for a resolved config (unknown keys already rejected by the caller or
 // here). Throws loom::Error subclasses for bad config, bad data, lost peers and NaN loss.
-TrainResult run_training(const Config& cfg);
+// output.dir is touched only once every check passed (output_dir.h says what it may hold).
+TrainResult run_training(const Config& cfg, const TrainOptions& options = {});
 
 }  // namespace loom::train

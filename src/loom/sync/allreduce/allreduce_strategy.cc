@@ -88,8 +88,9 @@ std::string AllreduceStrategy::describe() const {
   const int64_t fp32 =
       int64_t(sync::fp32_allreduce_wire_bytes(size_t(model_.num_params()), comm_.size()));
   const bool sharded = options_.shard_optimizer && !options_.codec;
-  return fmt::format("allreduce over {} ({} workers), {} buckets of <= {} KiB, {}{}{}; {}",
-                     comm_.name(), comm_.size(), buckets_.size(), options_.bucket_bytes >> 10,
+  return fmt::format("allreduce over {} ({} worker{}), {} bucket{} of <= {} KiB, {}{}{}; {}",
+                     comm_.name(), comm_.size(), comm_.size() == 1 ? "" : "s", buckets_.size(),
+                     buckets_.size() == 1 ? "" : "s", options_.bucket_bytes >> 10,
                      options_.combine == CombineWhere::kThread ? "overlapped with backward"
                      : options_.combine == CombineWhere::kInline
                          ? "during backward, on the compute thread"

@@ -30,9 +30,10 @@ ModelParallelStrategy::ModelParallelStrategy(comm::Communicator& comm, nn::Model
 
 std::string ModelParallelStrategy::describe() const {
   return fmt::format(
-      "model-parallel over {} ({} workers): {} dense/replicated floats local to each worker, "
+      "model-parallel over {} ({} worker{}): {} dense/replicated floats local to each worker, "
       "{} data-parallel floats all-reduced after backward ({}); {}\n{}",
-      comm_.name(), comm_.size(), model_.num_params() - dp_count_, dp_count_,
+      comm_.name(), comm_.size(), comm_.size() == 1 ? "" : "s", model_.num_params() - dp_count_,
+      dp_count_,
       codec_ ? codec_->name() : "fp32", block_->exchange().describe(), block_->summary());
 }
 

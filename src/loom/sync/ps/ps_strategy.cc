@@ -52,11 +52,12 @@ PsStrategy::~PsStrategy() {
 
 std::string PsStrategy::describe() const {
   return fmt::format(
-      "parameter server: {} server shard{} as {}, {} workers, {} buckets of <= {} KiB pushed {}, "
-      "{}",
+      "parameter server: {} server shard{} as {}, {} worker{}, {} bucket{} of <= {} KiB pushed "
+      "{}, {}",
       options_.servers, options_.servers == 1 ? "" : "s",
       options_.placement == PsPlacement::kThreads ? "threads of this process" : "dedicated ranks",
-      workers_, buckets_.size(), options_.bucket_bytes >> 10,
+      workers_, workers_ == 1 ? "" : "s", buckets_.size(), buckets_.size() == 1 ? "" : "s",
+      options_.bucket_bytes >> 10,
       options_.overlap ? "during backward" : "after backward",
       options_.staleness == 0 ? std::string("synchronous")
                               : fmt::format("bounded staleness {}", options_.staleness));

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""loom's PyTorch peer: the default job of `loom train configs/mlp.toml` written in PyTorch, so
+`loom bench train` and bench/accuracy.sh compare against it in the same run.
+
+  python bench/peers/torch_mlp.py --threads 1 --epochs 1
+  python bench/peers/torch_mlp.py --threads 1 --epochs 3 --schedule cosine --seed 2
+
+The recipe is loom's: MLP 784-1024-1024-10 (ReLU, dropout 0.5), cross-entropy, SGD with
+momentum 0.9, lr 0.05 (constant, or annealed per step to 0 by cosine as loom's
+lr.schedule = "cosine"), batch 128, Fashion-MNIST from the IDX files of Debian's
+dataset-fashion-mnist, pixels scaled to [0, 1] and standardised by the training set's mean and
+(unbiased) standard deviation.
+
+Samples/s counts the training loop only: batches are sliced from tensors already in memory, and
+loading and evaluation are left out. One line per epoch, then
+  RESULT ... median_samples_per_s=N final_test_acc=A torch=VERSION
+which `loom bench train` parses. Exit 3 when PyTorch is missing (scripts/setup-bench installs it).
+"""
+import argparse
+import gzip
+import math
+import os
+import statistics
+import struct
+import sys
+import time
+
+DEFAULT_DATA = "/usr/share/datasets/fashion-mnist"
+
+parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+parser.add_argument("--threads", type=int, default=1, help="intra-op threads (and BLAS threads)")
+parser.add_argument("--epochs", type=int, default=3)
+parser.add_argument("--batch", type=int, default=128)
+parser.add_argument("--lr", type=float, default=0.05)
+parser.add_argument("--momentum", type=float, default=0.9)
+parser.add_argument("--schedule", choices=["constant", "cosine"], default="constant")
+parser.add_argument("--seed", type=int, default=0)
+parser.add_argument("--data", default=DEFAULT_DATA, help="folder of the Fashion-MNIST IDX files")
+args = parser.parse_args()
+
+# BLAS pools size themselves when torch is imported; torch.set_num_threads alone leaves
+# OpenBLAS's own pool at the machine's core count.
+os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
+os.environ["OMP_NUM_THREADS"] = str(args.threads)
+
+try:
+    import numpy as np
+    import torch
+    from torch import nn
+except ImportError as e:
+    sys.stderr.write(f"torch_mlp.py: {e}: PyTorch is not installed; run scripts/setup-bench "
+                     "(python3-torch and a .venv that sees it)\n")
+    sys.exit(3)
+
+
+def read_idx(stem):
+    """An IDX array (big-endian header: 0 0 type ndims, then the dimensions) as numpy uint8."""
+    for name in (stem + ".gz", stem):
+        path = os.path.join(args.data, name)
+        if os.path.exists(path):
+            opener = gzip.open if name.endswith(".gz") else open
+            with opener(path, "rb") as f:
+                raw = f.read()
+            break
+    else:
+        sys.exit(f"torch_mlp.py: {os.path.join(args.data, stem)}[.gz] not found "
+                 "(apt-get install dataset-fashion-mnist, or --data DIR)")
+    if raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
+        sys.exit(f"torch_mlp.py: {stem}: not an unsigned-byte IDX file")
+    ndims = raw[3]
+    dims = struct.unpack(">" + "I" * ndims, raw[4:4 + 4 * ndims])
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndims).reshape(dims)
+
+
+def load_sets():
+    x_train = torch.from_numpy(read_idx("train-images-idx3-ubyte").reshape(-1, 784) / 255.0).float()
+    y_train = torch.from_numpy(read_idx("train-labels-idx1-ubyte").astype(np.int64))
+    x_test = torch.from_numpy(read_idx("t10k-images-idx3-ubyte").reshape(-1, 784) / 255.0).float()
+    y_test = torch.from_numpy(read_idx("t10k-labels-idx1-ubyte").astype(np.int64))
+    mean, std = x_train.mean(), x_train.std()
+    return (x_train - mean) / std, y_train, (x_test - mean) / std, y_test
+
+
+def accuracy(model, x, y):
+    model.eval()
+    with torch.no_grad():
+        right = sum((model(x[i:i + 1000]).argmax(1) == y[i:i + 1000]).sum().item()
+                    for i in range(0, len(x), 1000))
+    model.train()
+    return right / len(x)
+
+
+def main():
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    started = time.perf_counter()
+    x_train, y_train, x_test, y_test = load_sets()
+    load_s = time.perf_counter() - started
+    model = nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Dropout(0.5),
+                          nn.Linear(1024, 1024), nn.ReLU(), nn.Dropout(0.5),
+                          nn.Linear(1024, 10))
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    loss_fn = nn.CrossEntropyLoss()
+    steps_per_epoch = math.ceil(len(x_train) / args.batch)
+    total_steps = args.epochs * steps_per_epoch
+    step = 0
+    rates, accs = [], []
+    for epoch in range(args.epochs):
+        order = torch.randperm(len(x_train), generator=torch.Generator().manual_seed(
+            1000 * args.seed + epoch))
+        began = time.perf_counter()
+        for first in range(0, len(order), args.batch):
+            if args.schedule == "cosine":  # loom's lr.schedule = "cosine", per step
+                for group in optimizer.param_groups:
+                    group["lr"] = args.lr * 0.5 * (1 + math.cos(math.pi * step / total_steps))
+            picked = order[first:first + args.batch]
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn(model(x_train[picked]), y_train[picked])
+            loss.backward()
+            optimizer.step()
+            step += 1
+        seconds = time.perf_counter() - began
+        rates.append(len(order) / seconds)
+        accs.append(accuracy(model, x_test, y_test))
+        print(f"epoch {epoch + 1}: {rates[-1]:8.0f} samples/s  train_loop {seconds:6.2f} s  "
+              f"last_loss {loss.item():.3f}  test_acc {accs[-1]:.4f}", flush=True)
+    print(f"RESULT single {args.threads}thr batch={args.batch} lr={args.lr} "
+          f"schedule={args.schedule} "
+          f"coretype={os.environ.get('OPENBLAS_CORETYPE', '(unset)')} "
+          f"median_samples_per_s={statistics.median(rates):.0f} "
+          f"final_test_acc={accs[-1]:.4f} data_load_s={load_s:.2f} torch={torch.__version__}",
+          flush=True)
+
+
+if __name__ == "__main__":
+    main()
