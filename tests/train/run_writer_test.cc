@@ -28,6 +28,7 @@ TEST(RunWriter, MetricsLinesAndSummaryCarryTheFormatVersion) {
   TempDir dir;
   {
     RunWriter w(dir.path());
+    w.open();
     w.append_metrics({{"epoch", 1}, {"train_loss", 0.5}});
     w.append_metrics({{"epoch", 2}, {"train_loss", 0.4}});
     w.write_summary({{"test_acc", 0.8}, {"params_fnv1a64", "0123456789abcdef"}});
@@ -54,7 +55,8 @@ TEST(RunWriter, ResumeKeepsUnversionedLinesAndRefusesANewerVersion) {
       << "{\"epoch\":1,\"train_loss\":0.5}\n{\"epoch\":2,\"format_version\":1}\n{\"epoch\":3,";
   {
     RunWriter w(dir.path(), true);
-    w.keep_epochs_through(2);
+    w.open();
+    w.keep_epochs_through(2, 1000);
   }
   EXPECT_EQ(read_lines(dir.file("metrics.jsonl")),
             (std::vector<std::string>{"{\"epoch\":1,\"train_loss\":0.5}",
@@ -62,8 +64,9 @@ TEST(RunWriter, ResumeKeepsUnversionedLinesAndRefusesANewerVersion) {
 
   std::ofstream(dir.file("metrics.jsonl"), std::ios::app) << "{\"epoch\":3,\"format_version\":5}\n";
   RunWriter w(dir.path(), true);
+  w.open();
   try {
-    w.keep_epochs_through(3);
+    w.keep_epochs_through(3, 1000);
     FAIL() << "a metrics line of version 5 was read";
   } catch (const InputError& e) {
     const std::string msg = e.what();
