@@ -25,14 +25,14 @@ TEST(HostFit, HandCheckedTable) {
   const Catalog cat = Catalog::builtin();
   const FitCase cases[] = {
       // desktop: 850 W PSU (765 W at 90%), host 200 W, 7 slots, 16 CPU lanes.
-      {"desktop", "rtx-4090", 1, true, "pcie4", 450 + 200},
+      {"desktop", "rtx-4090", 1, true, "pcie3 x16", 450 + 200},  // a Gen3 board
       {"desktop", "rtx-4090", 2, false, "1100 W at load", 2 * 450 + 200},
       {"desktop", "rtx-5090", 1, false, "775 W at load", 575 + 200},
       {"desktop", "gtx-1080", 2, true, "pcie3 x8", 2 * 180 + 200},  // 16 lanes: x8/x8
       {"desktop", "rtx-2080-ti", 2, true, "nvlink2-bridge", 2 * 250 + 200},
       {"desktop", "rtx-2080-ti", 4, false, "holds 1 to 2", 4 * 250 + 200},
       // workstation: 1600 W (1440 W), host 360 W, 8 slots, 40 lanes.
-      {"workstation", "rtx-5090", 1, true, "pcie5", 575 + 360},
+      {"workstation", "rtx-5090", 1, true, "pcie3 x16", 575 + 360},
       {"workstation", "rtx-5090", 2, false, "1510 W at load", 2 * 575 + 360},
       {"workstation", "rtx-4090", 2, true, "pcie3 x16", 2 * 450 + 360},  // Gen3 slots, 40 lanes
       {"workstation", "rtx-3090", 2, true, "nvlink3-bridge", 2 * 350 + 360},

@@ -71,9 +71,7 @@ HostFit fit_host(const Catalog& cat, const HostClassSpec& host, const GpuSpec& g
   }
   f.fits = true;
   std::string link;
-  if (n <= 1) {
-    link = "one GPU";
-  } else if (gpu.is_module()) {
+  if (gpu.is_module()) {
     f.intra = cat.intra_link_of(gpu);
     link = fmt::format("GPUs talk over {}", f.intra.name);
   } else if (gpu.peer_link != "none" && n == 2) {
@@ -81,9 +79,11 @@ HostFit fit_host(const Catalog& cat, const HostClassSpec& host, const GpuSpec& g
     link = fmt::format("the pair talks over its {} bridge", f.intra.name);
   } else {
     f.intra = pcie_path(cat, host, gpu, n, f.lanes);
-    link = fmt::format("GPUs talk over PCIe, {:.1f} GB/s each way per card ({}){}", f.intra.gbs,
-                       f.intra.name,
-                       gpu.peer_link != "none" ? " (a bridge joins only two cards)" : "");
+    link = n == 1 ? fmt::format("the card runs {} ({:.1f} GB/s each way)", f.intra.name,
+                                f.intra.gbs)
+                  : fmt::format("GPUs talk over PCIe, {:.1f} GB/s each way per card ({}){}",
+                                f.intra.gbs, f.intra.name,
+                                gpu.peer_link != "none" ? " (a bridge joins only two cards)" : "");
   }
   const std::string slots =
       gpu.is_module() ? fmt::format("{} modules on its {} baseboard", n, host.baseboard)
