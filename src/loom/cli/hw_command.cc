@@ -28,13 +28,15 @@ void setup(CLI::App& app) {
       fmt::print("{:<16} {:>7.1f} {:>7.1f} {:>6.0f} {:>8.0f} {:<7} {:<15} {:>6.0f} {:<14} {:>8}{}\n",
                  n, g.fp32_tflops, g.tensor_tflops, g.memory_gb, g.mem_bw_gbs, g.host_link,
                  g.peer_link, g.tdp_w,
-                 g.form_factor == "pcie" ? fmt::format("pcie {:g}-slot", g.slots)
+                 g.form_factor == "pcie" ? fmt::format("pcie {:g}-slot{}", g.slots, g.passive ? "*" : "")
                                          : fmt::format("{} {}", g.form_factor, g.baseboard),
                  g.has_price()
                      ? fmt::format("{:.0f}{}", g.price_usd, g.price_kind == "est" ? "~" : "")
                      : "-",
                  *sources ? "  " + g.source : "");
-    fmt::print("(price: MSRP; ~ = press/street estimate; - = unknown)\n\nLinks\n");
+    fmt::print(
+        "(price: MSRP; ~ = press/street estimate; - = unknown. form: * = passively cooled, it "
+        "needs a server's airflow)\n\nLinks\n");
     fmt::print("{:<16} {:<11} {:>8} {:>10} {:>6}{}\n", "name", "kind", "GB/s", "alpha us", "eff",
                *sources ? "  source" : "");
     for (const auto& [n, l] : cat.links())
