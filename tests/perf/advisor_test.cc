@@ -12,18 +12,24 @@
 namespace loom::perf {
 namespace {
 
-// Two GPUs of the same speed: "small" (8 GB, $500) and "big" (24 GB, $1,500).
+// Two GPUs of the same speed: "small" (8 GB, $500) and "big" (24 GB, $1,500, bridged in
+// pairs by NVLink 3), and a $2,000 machine for up to eight of them, every card x16 PCIe 4.
 Catalog two_gpus() {
   Catalog c = Catalog::builtin();
   c.load_text(
       "[[gpu]]\nname = \"small\"\nfp32_tflops = 20\ntensor_tflops = 0\nmemory_gb = 8\nmem_bw_gbs = "
       "500\n"
-      "host_link = \"pcie4\"\npeer_link = \"none\"\ntdp_w = 200\nprice_usd = 500\nsource = "
-      "\"test\"\n"
+      "host_link = \"pcie4\"\npeer_link = \"none\"\ntdp_w = 200\nprice_usd = 500\n"
+      "form_factor = \"pcie\"\nslots = 2\nsource = \"test\"\n"
       "[[gpu]]\nname = \"big\"\nfp32_tflops = 20\ntensor_tflops = 0\nmemory_gb = 24\nmem_bw_gbs = "
       "500\n"
-      "host_link = \"pcie4\"\npeer_link = \"nvlink3\"\ntdp_w = 200\nprice_usd = 1500\nsource = "
-      "\"test\"\n",
+      "host_link = \"pcie4\"\npeer_link = \"nvlink3\"\ntdp_w = 200\nprice_usd = 1500\n"
+      "form_factor = \"pcie\"\nslots = 2\nsource = \"test\"\n"
+      "[[host]]\nname = \"test-host\"\nkind = \"server\"\ndescription = \"test\"\n"
+      "price_usd = 2000\nprice_date = \"test\"\nprice_source = \"test\"\n"
+      "form_factor = \"pcie\"\ngpus_max = 8\nslots = 16\npsu_w = 4000\nhost_w = 100\n"
+      "supply = \"test\"\npcie_link = \"pcie4\"\ntopology = \"test\"\n"
+      "nics = [\"10gbe\"]\nsource = \"test\"\n",
       "test.toml");
   return c;
 }
@@ -34,6 +40,7 @@ TEST(Advisor, AModelThatDoesNotFitEightGigabytesIsNeverPlacedThere) {
   r.train.batch = 8;
   r.budget_usd = 20000;
   r.gpus = {"small", "big"};
+  r.hosts = {"test-host"};
   Advice a = advise(two_gpus(), r);
   ASSERT_FALSE(a.ranked.empty());
   for (const auto& o : a.ranked) EXPECT_EQ(o.gpu, "big");
@@ -62,6 +69,7 @@ TEST(Advisor, ALinkBoundModelPrefersFewerFasterLinkedGpus) {
   r.gpus_per_node = 4;
   r.inter_links = {"10gbe"};
   r.gpus = {"small", "big"};
+  r.hosts = {"test-host"};
   Advice a = advise(two_gpus(), r);
   ASSERT_FALSE(a.ranked.empty());
   EXPECT_EQ(a.ranked[0].gpu, "big");
@@ -86,6 +94,7 @@ TEST(Advisor, CompressionIsChosenOnlyWhereItPays) {
   r.budget_usd = 6000;
   r.gpus_per_node = 4;
   r.gpus = {"small", "big"};
+  r.hosts = {"test-host"};
   Advice a = advise(two_gpus(), r);
   for (const auto& o : a.ranked) {
     if (o.gpus == 1) {
@@ -115,7 +124,7 @@ TEST(Advisor, RanksWhatLoomRunsWithTheModelsErrorBandAndTheDominantTerm) {
     EXPECT_EQ(o.sync.algorithm, "ring");  // loom's allreduce; it has no hierarchical one
     EXPECT_FALSE(o.est.dominant().empty());
   }
-  const std::string report = advice_report(a, r);
+  const std::string report = advice_report(a, r, Catalog::builtin());
   EXPECT_THAT(report, ::testing::HasSubstr("leave-one-out"));
   EXPECT_THAT(report, ::testing::HasSubstr("dominant term"));
   EXPECT_THAT(report, ::testing::Not(::testing::HasSubstr("mixed,")));
@@ -129,7 +138,7 @@ TEST(Advisor, ABudgetThatBuysNothingSaysSo) {
     advise(Catalog::builtin(), r);
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_THAT(e.what(), ::testing::HasSubstr("a budget of $1000 buys nothing"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("a budget of $1000 buys no valid machine"));
   }
   r.budget_usd = 1e6;
   r.inter_links = {"100gb"};
@@ -170,7 +179,7 @@ TEST(Advisor, CalibrationFileMakesThisMachineACandidatePredictedFromItsFigures) 
   const AdviseOption* one = nullptr;
   for (const auto& o : a.ranked) {
     EXPECT_EQ(o.gpu, "this-machine");
-    EXPECT_EQ(o.cost_usd, 1500.0 * o.nodes);
+    EXPECT_EQ(o.capital_usd, 1500.0 * o.nodes);
     EXPECT_EQ(o.nodes, o.gpus <= 2 ? 1 : 2);
     if (o.gpus == 2) {
       EXPECT_EQ(o.intra, "this-machine-thread");
@@ -201,7 +210,7 @@ TEST(Advisor, CalibrationWithoutHostRatesIsRefused) {
     use_calibration(parse_calibration("{\"bench\":\"codec\",\"codec\":\"onebit\",\"encode_gbs\":1,"
                                       "\"decode_gbs\":2}\n",
                                       "only_codecs.jsonl"),
-                    cat, r);
+                    cat, r, 1500);
     FAIL();
   } catch (const InputError& e) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr("only_codecs.jsonl: no gemm and membw lines"));
@@ -237,12 +246,197 @@ TEST(Advisor, NothingThatFitsSaysWhatDoesNot) {
   r.train.batch = 8;
   r.budget_usd = 20000;
   r.gpus = {"small"};  // 8 GB: bert-large at batch 8 needs more
+  r.hosts = {"test-host"};
   try {
     advise(two_gpus(), r);
     FAIL();
   } catch (const InputError& e) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr("nothing the budget of $20000 buys fits"));
     EXPECT_THAT(e.what(), ::testing::HasSubstr("small (8 GB): needs"));
+  }
+}
+
+// The hand-checked cases: what a buyer gets for a budget, with the machines' real prices and
+// power (data/hardware/catalog.toml [[host]]), and the running cost.
+
+bool consumer(const std::string& gpu) {
+  return gpu.rfind("gtx-", 0) == 0 || gpu.rfind("rtx-", 0) == 0 || gpu.rfind("titan-", 0) == 0;
+}
+
+TEST(Advisor, FiveThousandDollarsForResnet50BuysATowerWithOneOrTwoConsumerCardsNeverAServer) {
+  for (const std::string rank_by : {"time", "capital", "total"}) {
+    SCOPED_TRACE(rank_by);
+    AdviseRequest r;
+    r.workload = reference_workload("resnet50");
+    r.train.batch = r.workload.default_batch;
+    r.budget_usd = 5000;
+    r.rank_by = rank_by;
+    const Advice a = advise(Catalog::builtin(), r);
+    ASSERT_FALSE(a.ranked.empty());
+    const AdviseOption& top = a.ranked.front();
+    EXPECT_EQ(top.nodes, 1);
+    EXPECT_LE(top.gpus, 2);
+    EXPECT_TRUE(consumer(top.gpu)) << top.gpu;
+    EXPECT_TRUE(top.host_kind == "desktop" || top.host_kind == "workstation") << top.host;
+    // By price: the $972 desktop with one RTX 4090 ($2,571; 450 + 200 W on an 850 W PSU).
+    if (rank_by != "time") {
+      EXPECT_EQ(top.host, "desktop");
+      EXPECT_EQ(top.gpu, "rtx-4090");
+      EXPECT_DOUBLE_EQ(top.capital_usd, 1599 + 972);
+      EXPECT_DOUBLE_EQ(top.node_draw_w, 450 + 200);
+    }
+    for (const auto& o : a.ranked) {
+      EXPECT_NE(o.host_kind, "server") << o.label();
+      EXPECT_NE(o.host_kind, "baseboard") << o.label();
+      EXPECT_LE(o.capital_usd, 5000) << o.label();
+    }
+  }
+}
+
+TEST(Advisor, EightRtx5090AreOnlyEverInTheEightGpuServerAtItsPriceAndPower) {
+  AdviseRequest r;
+  r.workload = reference_workload("resnet50");
+  r.train.batch = r.workload.default_batch;
+  r.budget_usd = 120000;
+  r.gpus = {"rtx-5090"};
+  const Advice a = advise(Catalog::builtin(), r);
+  int eight = 0;
+  for (const auto& o : a.ranked) {
+    const int per_node = o.gpus / o.nodes;
+    if (per_node == 8) {
+      ++eight;
+      EXPECT_EQ(o.host, "gpu-server-8");
+      // tinybox pro v2: $50,000 with its eight cards; 8 x 575 W + 1,400 W host.
+      EXPECT_DOUBLE_EQ(o.capital_usd / o.nodes, 50000);
+      EXPECT_DOUBLE_EQ(o.node_draw_w, 8 * 575 + 1400);
+    }
+    if (o.host == "desktop") ADD_FAILURE() << "a desktop cannot feed a 575 W card: " << o.label();
+    if (o.host == "workstation") EXPECT_EQ(per_node, 1) << o.label();
+    if (o.host == "gpu-box-4") EXPECT_LE(per_node, 4) << o.label();
+  }
+  EXPECT_GT(eight, 0);
+  // At $20,000 no machine holds eight: the server that carries them costs $34,008 alone.
+  r.budget_usd = 20000;
+  for (const auto& o : advise(Catalog::builtin(), r).ranked) EXPECT_LT(o.gpus / o.nodes, 8);
+}
+
+TEST(Advisor, AnSxmModuleIsNeverInAPcieHost) {
+  AdviseRequest r;
+  r.workload = reference_workload("bert-large");
+  r.train.batch = 8;
+  r.budget_usd = 2e6;
+  r.max_gpus = 16;
+  r.gpus = {"a100-80gb-sxm4", "h100-sxm", "b200", "l40s"};
+  const Advice a = advise(Catalog::builtin(), r);
+  int modules = 0;
+  for (const auto& o : a.ranked) {
+    const GpuSpec& g = Catalog::builtin().gpu(o.gpu);
+    if (g.is_module()) {
+      ++modules;
+      EXPECT_EQ(o.host_kind, "baseboard") << o.label();
+      EXPECT_EQ(o.host, g.baseboard) << o.label();
+      EXPECT_EQ(o.gpus / o.nodes, 8) << o.label();
+    } else {
+      EXPECT_EQ(o.host, "gpu-server-8") << o.label();  // passively cooled L40S: servers only
+    }
+  }
+  EXPECT_GT(modules, 0);
+}
+
+// The stated case: one GPU for ResNet-50, a GTX 1080 Ti ($699) or a Titan V ($2,999), both
+// 250 W, in the $972 desktop, ranked by samples per dollar of capital and energy. The Titan V
+// trains 1.52x as many samples per joule; the 1080 Ti costs 55% less. By hand, with the
+// model's rates s (samples/s) and average draw W = 0.76 x 250 + 200 = 390 W:
+//   value = s x 3600 x H / (capital + W x H / 1000 x price)
+//   $0.1252/kWh, 1 year (8,760 h): energy $428; 1080 Ti 212 / ($1,671 + $428) beats
+//     Titan V 323 / ($3,971 + $428);
+//   $0.3903/kWh (Hawaii's commercial average, EIA 2023), 5 years (43,800 h): energy $6,667;
+//     Titan V 323 / ($3,971 + $6,667) beats 1080 Ti 212 / ($1,671 + $6,667).
+TEST(Advisor, ALongHorizonAtHighElectricityPricesMovesTheRankingToTheEfficientCard) {
+  auto top = [](double usd_per_kwh, double hours) {
+    AdviseRequest r;
+    r.workload = reference_workload("resnet50");
+    r.train.batch = r.workload.default_batch;
+    r.budget_usd = 10000;
+    r.max_gpus = 1;
+    r.gpus = {"gtx-1080-ti", "titan-v"};
+    r.hosts = {"desktop"};
+    r.rank_by = "total";
+    r.hours = hours;
+    r.usd_per_kwh = usd_per_kwh;
+    const Advice a = advise(Catalog::builtin(), r);
+    EXPECT_EQ(a.ranked.size(), 2u);
+    for (const auto& o : a.ranked) {
+      const double energy = (0.76 * 250 + 200) / 1000 * hours * usd_per_kwh;
+      EXPECT_NEAR(o.energy_usd, energy, 1e-6);
+      EXPECT_NEAR(o.samples_per_usd(hours),
+                  o.est.samples_per_s * 3600 * hours / (o.capital_usd + energy), 1e-6);
+    }
+    EXPECT_GT(a.ranked[1].est.samples_per_s, 0);
+    return a.ranked;
+  };
+  const auto cheap = top(0.1252, 8760);
+  EXPECT_EQ(cheap[0].gpu, "gtx-1080-ti");
+  const auto dear = top(0.3903, 5 * 8760);
+  EXPECT_EQ(dear[0].gpu, "titan-v");
+  // The efficient card: more samples per joule at the same power.
+  EXPECT_GT(dear[0].est.samples_per_s / dear[0].avg_w, 1.4 * dear[1].est.samples_per_s / dear[1].avg_w);
+}
+
+TEST(Advisor, EnergyIsTdpTimesUtilisationPlusTheHostOverTheHours) {
+  AdviseRequest r;
+  r.workload = reference_workload("resnet50");
+  r.train.batch = r.workload.default_batch;
+  r.budget_usd = 3000;
+  r.gpus = {"rtx-4090"};
+  r.hosts = {"desktop"};
+  r.hours = 1000;
+  r.usd_per_kwh = 0.20;
+  r.gpu_utilisation = 0.5;
+  const Advice a = advise(Catalog::builtin(), r);
+  ASSERT_EQ(a.ranked.size(), 1u);
+  const AdviseOption& o = a.ranked[0];
+  // (450 W x 0.5 + 200 W) x 1,000 h = 425 kWh; x $0.20 = $85.
+  EXPECT_DOUBLE_EQ(o.avg_w, 425);
+  EXPECT_DOUBLE_EQ(o.kwh, 425);
+  EXPECT_DOUBLE_EQ(o.energy_usd, 85);
+  EXPECT_DOUBLE_EQ(o.total_usd(), 1599 + 972 + 85);
+  EXPECT_NEAR(o.hours_to_train(a.samples), 90 * 1281167 / o.est.samples_per_s / 3600, 1e-9);
+  const std::string report = advice_report(a, r, Catalog::builtin());
+  for (const char* part : {"plan for:", "one 120 V 15 A circuit", "BTU/h", "host RAM >= 24 GB",
+                           "storage reading >=", "desktop (consumer ATX tower", "dlathome-2016",
+                           "$85 at $0.2000/kWh", "capital $", "energy $", "samples/$", "train"})
+    EXPECT_THAT(report, ::testing::HasSubstr(part)) << part;
+}
+
+TEST(Advisor, RentalsArePricedPerGpuHourAndABudgetThatBuysNothingNamesTheCheapestMachine) {
+  AdviseRequest r;
+  r.workload = reference_workload("resnet50");
+  r.train.batch = r.workload.default_batch;
+  r.budget_usd = 20000;
+  r.hours = 100;
+  const Advice a = advise(Catalog::builtin(), r);
+  bool h100 = false;
+  for (const auto& o : a.rented) {
+    EXPECT_DOUBLE_EQ(o.capital_usd, 0);
+    EXPECT_DOUBLE_EQ(o.energy_usd, 0);
+    if (o.host == "h100-sxm-on-demand") {
+      h100 = true;
+      EXPECT_DOUBLE_EQ(o.rent_usd, 3.49 * o.gpus * 100);
+    }
+  }
+  EXPECT_TRUE(h100);
+  r.budget_usd = 1000;
+  r.hours = 8760;
+  try {
+    advise(Catalog::builtin(), r);
+    FAIL();
+  } catch (const InputError& e) {
+    // The cheapest GPU with a price, a $599 GTX 1080, in the $972 desktop.
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("a budget of $1000 buys no valid machine: the "
+                                               "cheapest that holds a GPU is 1 x gtx-1080 in a "
+                                               "desktop for $1571"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("or rent 1 x"));
   }
 }
 

@@ -76,7 +76,7 @@ TEST(Catalog, UserRowsAddAndReplace) {
       "[[gpu]]\nname = \"rtx-4090\"\nfp32_tflops = 80\ntensor_tflops = 160\nmemory_gb = 24\n"
       "mem_bw_gbs = 1000\nhost_link = \"pcie4\"\npeer_link = \"none\"\ntdp_w = 450\nprice_usd = "
       "1800\n"
-      "source = \"my shop\"\n",
+      "form_factor = \"pcie\"\nslots = 3\nsource = \"my shop\"\n",
       "mine.toml");
   EXPECT_DOUBLE_EQ(c.gpu("rtx-4090").price_usd, 1800);
   EXPECT_EQ(c.gpu("rtx-4090").source, "my shop");

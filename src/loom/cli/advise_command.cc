@@ -1,5 +1,5 @@
-// `loom advise`: ranks GPU x count x link configurations for a model and a budget
-// (perf/advisor.h).
+// `loom advise`: ranks the machines a budget buys (GPU x count x host class x link) and cloud
+// rentals for a model, with their capital, energy and total cost (perf/advisor.h).
 #include <fmt/format.h>
 
 #include "loom/cli/commands.h"
@@ -13,8 +13,11 @@ struct AdviseArgs {
   std::string model = "resnet50";
   double budget = 0;
   int max_gpus = 64, gpus_per_node = 8;
-  double node_usd = 2000;
-  std::vector<std::string> links, gpus;
+  std::vector<std::string> links, gpus, hosts;
+  double hours = perf::kDefaultHours, usd_per_kwh = perf::kDefaultUsdPerKwh;
+  double gpu_utilisation = perf::kDefaultGpuUtilisation, samples = 0;
+  std::string rank_by = "time";
+  bool no_cloud = false;
   TrainingOptions training;
   CatalogOptions catalog;
   int top = 10;
@@ -25,11 +28,28 @@ void setup(CLI::App& app) {
   auto a = std::make_shared<AdviseArgs>();
   CLI::App* cmd = app.add_subcommand("advise", "rank GPU configurations for a model and a budget");
   add_workload_option(*cmd, "--model,-m", a->model)->required();
-  cmd->add_option("--budget", a->budget, "USD for GPUs and hosts")->required();
+  cmd->add_option("--budget", a->budget,
+                  "USD for the machines (GPUs and hosts), or for the rent over --hours")
+      ->required();
   cmd->add_option("--max-gpus", a->max_gpus, "largest GPU count to consider");
   add_gpus_per_node_option(*cmd, a->gpus_per_node);
-  cmd->add_option("--node-usd", a->node_usd,
-                  "price of one host machine without GPUs (default 2000, an assumption)");
+  cmd->add_option("--host", a->hosts,
+                  "only these host classes (default: every one in the catalog; `loom hw list`)");
+  cmd->add_option("--hours", a->hours,
+                  "hours of training the hardware runs for: its life, or one run (default 8760, "
+                  "a year)");
+  cmd->add_option("--usd-per-kwh", a->usd_per_kwh,
+                  "electricity price (default 0.1252: US commercial average, EIA, March 2023)");
+  cmd->add_option("--gpu-utilisation", a->gpu_utilisation,
+                  "GPUs' average draw as a share of TDP (default 0.76: an 8-GPU H100 node "
+                  "training, Newkirk et al. 2025)");
+  cmd->add_option("--samples", a->samples,
+                  "samples to train, for the time column (default: the model's published run)");
+  cmd->add_option("--rank-by", a->rank_by,
+                  "time (samples/s), capital (samples/s per $1k) or total (samples per dollar "
+                  "of capital and energy over --hours)")
+      ->check(CLI::IsMember({"time", "capital", "total"}));
+  cmd->add_flag("--no-cloud", a->no_cloud, "leave out the cloud rental rows");
   cmd->add_option("--link", a->links,
                   "links between machines to consider (default 10gbe, 100gbe, ib-hdr)");
   cmd->add_option("--gpu", a->gpus, "only these GPUs");
@@ -37,8 +57,7 @@ void setup(CLI::App& app) {
   add_catalog_options(*cmd, a->catalog);
   cmd->add_option("--top", a->top, "rows to show");
   cmd->add_option("--machine-usd", a->machine_usd,
-                  "with --calibration: price of one more machine like this one (default: "
-                  "--node-usd)");
+                  "with --calibration: price of one more machine like this one (required)");
   cmd->callback([a] {
     perf::Catalog cat = a->catalog.load();
     perf::AdviseRequest r;
@@ -46,14 +65,20 @@ void setup(CLI::App& app) {
     r.budget_usd = a->budget;
     r.max_gpus = a->max_gpus;
     r.gpus_per_node = a->gpus_per_node;
-    r.node_usd = a->node_usd;
+    r.hosts = a->hosts;
+    r.hours = a->hours;
+    r.usd_per_kwh = a->usd_per_kwh;
+    r.gpu_utilisation = a->gpu_utilisation;
+    r.samples = a->samples;
+    r.rank_by = a->rank_by;
+    r.cloud = !a->no_cloud;
     if (!a->links.empty()) r.inter_links = a->links;
     if (!a->catalog.calibration.empty())
       perf::use_calibration(perf::read_calibration(a->catalog.calibration), cat, r, a->machine_usd);
     r.gpus = a->gpus;
     r.train = a->training.spec(r.workload);
     perf::Advice adv = perf::advise(cat, r);
-    fmt::print("{}", perf::advice_report(adv, r, static_cast<size_t>(a->top)));
+    fmt::print("{}", perf::advice_report(adv, r, cat, static_cast<size_t>(a->top)));
   });
 }
 

@@ -5,16 +5,29 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
+#include <tuple>
 
 #include "loom/core/error.h"
 #include "loom/perf/compute_model.h"
+#include "loom/perf/host_fit.h"
 #include "loom/perf/validation_set.h"
 
 namespace loom::perf {
 
+double AdviseOption::samples_per_kusd() const {
+  return capital_usd > 0 ? est.samples_per_s / (capital_usd / 1000) : 0;
+}
+
+double AdviseOption::samples_per_usd(double hours) const {
+  const double total = total_usd();
+  return total > 0 ? est.samples_per_s * 3600 * hours / total : 0;
+}
+
 std::string AdviseOption::label() const {
-  if (nodes == 1) return fmt::format("{} x {} ({})", gpus, gpu, intra);
-  return fmt::format("{} x {} ({} nodes, {} / {})", gpus, gpu, nodes, intra, inter);
+  if (rented) return fmt::format("{} x {} rented ({})", gpus, gpu, host);
+  if (nodes == 1) return fmt::format("{} x {} in {} ({})", gpus, gpu, host, intra);
+  return fmt::format("{} x {} in {} x {} ({} / {})", gpus, gpu, nodes, host, intra, inter);
 }
 
 namespace {
@@ -35,6 +48,30 @@ std::vector<SyncSpec> candidate_syncs(const std::vector<std::string>& codecs) {
   return out;
 }
 
+// Higher is better: samples/s (time to train), samples/s per capital dollar (rentals: per
+// dollar of rent), or samples per dollar of everything over the hours.
+double rank_key(const AdviseOption& o, const AdviseRequest& req) {
+  if (req.rank_by == "time") return o.est.samples_per_s;
+  if (req.rank_by == "capital" && !o.rented) return o.samples_per_kusd();
+  return o.samples_per_usd(req.hours);
+}
+
+// Best first; of one GPU, count, machine count and link, only the best host class.
+void rank(std::vector<AdviseOption>& v, const AdviseRequest& req) {
+  std::stable_sort(v.begin(), v.end(), [&](const AdviseOption& a, const AdviseOption& b) {
+    const double ka = rank_key(a, req), kb = rank_key(b, req);
+    if (ka != kb) return ka > kb;
+    return a.total_usd() < b.total_usd();
+  });
+  std::set<std::tuple<std::string, int, int, std::string, bool>> seen;
+  std::vector<AdviseOption> out;
+  for (auto& o : v)
+    if (seen.insert({o.gpu, o.gpus, o.nodes, o.inter, o.rented}).second) out.push_back(o);
+  v = std::move(out);
+}
+
+std::string usd(double v) { return fmt::format("${:.0f}", v); }
+
 }  // namespace
 
 Advice advise(const Catalog& cat, const AdviseRequest& req_in) {
@@ -50,115 +87,251 @@ Advice advise(const Catalog& cat, const AdviseRequest& req_in) {
     throw InputError(fmt::format("budget must be > 0 USD, got {}", req.budget_usd));
   if (req.max_gpus < 1)
     throw InputError(fmt::format("--max-gpus must be >= 1, got {}", req.max_gpus));
+  if (req.gpus_per_node < 1)
+    throw InputError(fmt::format("--gpus-per-node must be >= 1, got {}", req.gpus_per_node));
+  if (!(req.hours > 0)) throw InputError(fmt::format("--hours must be > 0, got {}", req.hours));
+  if (!(req.usd_per_kwh >= 0))
+    throw InputError(fmt::format("--usd-per-kwh must be >= 0, got {}", req.usd_per_kwh));
+  if (!(req.gpu_utilisation > 0 && req.gpu_utilisation <= 1))
+    throw InputError(
+        fmt::format("--gpu-utilisation must be in (0, 1], got {}", req.gpu_utilisation));
+  if (!(req.samples >= 0))
+    throw InputError(fmt::format("--samples must be >= 0, got {}", req.samples));
+  if (req.rank_by != "time" && req.rank_by != "capital" && req.rank_by != "total")
+    throw InputError(
+        fmt::format("--rank-by must be time, capital or total, got '{}'", req.rank_by));
   for (const auto& l : req.inter_links) cat.link(l);  // unknown names: error with close matches
   for (const auto& c : req.codecs) codec_model(c);
+  std::vector<const HostClassSpec*> hosts;
+  if (req.hosts.empty()) {
+    for (const auto& [n, h] : cat.hosts()) hosts.push_back(&h);
+  } else {
+    for (const auto& n : req.hosts) hosts.push_back(&cat.host(n));
+  }
   {
     const ValidationRun v = run_validation(true);
     adv.band = v.loo.max_abs;
     adv.typical = v.loo.mean_abs;
   }
-  std::vector<const GpuSpec*> gpus;
+  adv.samples = req.samples > 0 ? req.samples : req.workload.train_samples;
+  adv.samples_source = req.samples > 0 ? "--samples" : req.workload.train_samples_source;
+
   auto measured = [&](const GpuSpec& g) { return req.measured.count(g.name) != 0; };
+  std::vector<const GpuSpec*> gpus;
   if (req.gpus.empty()) {
     for (const auto& [n, g] : cat.gpus())
       if (g.has_price() || measured(g)) gpus.push_back(&g);
   } else {
     for (const auto& n : req.gpus) {
       const GpuSpec& g = cat.gpu(n);
-      if (!g.has_price() && !measured(g))
+      bool rentable = false;
+      for (const auto& [cn, c] : cat.clouds()) rentable |= c.gpu == n;
+      if (!g.has_price() && !measured(g) && !(req.cloud && rentable))
         throw InputError(fmt::format(
             "GPU '{}' has no price in the catalog; add price_usd in a --catalog file", n));
       gpus.push_back(&g);
     }
   }
-  double cheapest = std::numeric_limits<double>::infinity();
-  std::string cheapest_name;
-  double cheapest_host = 0;
-  // One machine with `g`: its price and how many workers it holds.
-  auto node_usd = [&](const GpuSpec& g) {
-    return measured(g) && req.measured_node_usd > 0 ? req.measured_node_usd : req.node_usd;
-  };
-  auto per_node = [&](const GpuSpec& g) {
-    if (!measured(g)) return req.gpus_per_node;
-    const HostRates& h = req.measured.at(g.name).host;
-    return h.valid() ? std::max(1, std::min(req.gpus_per_node, h.cores)) : req.gpus_per_node;
-  };
-  for (const GpuSpec* g : gpus) {
-    double one = g->price_usd + node_usd(*g);
-    if (one < cheapest) cheapest = one, cheapest_name = g->name, cheapest_host = node_usd(*g);
-  }
   if (gpus.empty()) throw InputError("no GPU in the catalog has a price");
-  if (cheapest > req.budget_usd)
-    throw InputError(
-        fmt::format("a budget of ${:.0f} buys nothing: the cheapest machine is one {} (${:.0f}) in "
-                    "a ${:.0f} host",
-                    req.budget_usd, cheapest_name, cheapest - cheapest_host, cheapest_host));
 
+  // A published rate of this GPU (or its chip) where there is one, else the roofline; the
+  // measured figures for this machine.
+  auto derating = [&](const GpuSpec& g) {
+    Derating d;
+    if (measured(g)) return req.measured.at(g.name);
+    const ComputeRate rate =
+        compute_rate(cat, g, req.workload, req.train.precision, double(req.train.batch));
+    if (rate.method == "roofline")
+      d.compute = rate.efficiency;
+    else
+      d.sample_s = rate.sample_s;
+    return d;
+  };
+
+  std::map<std::string, double> need_gb;
+  std::set<std::string> fits_once;
+  // Predicts `base` on nodes x k GPUs, once per inter-node link, with the best sync for each.
+  auto estimate = [&](const GpuSpec& g, const Derating& d, AdviseOption base, int k,
+                      const LinkSpec& intra, int nics, const std::vector<std::string>& inters,
+                      std::vector<AdviseOption>& out) {
+    for (const auto& inter : inters) {
+      Cluster c;
+      c.gpu = g;
+      c.topo.nodes = base.nodes;
+      c.topo.gpus_per_node = k;
+      c.topo.intra = intra;
+      c.topo.inter = inter == "-" ? intra : cat.link(inter);
+      c.topo.nics_per_node = nics;
+      c.storage = cat.storage(req.storage);
+      AdviseOption best = base;
+      best.inter = inter;
+      bool have = false;
+      for (const SyncSpec& s : candidate_syncs(req.codecs)) {
+        StepEstimate e = CostModel(req.workload, c, s, req.train, d).estimate();
+        if (!e.fits) {
+          need_gb[g.name] = e.memory.total() / 1e9;
+          return;  // memory does not depend much on the codec: the GPU is out
+        }
+        fits_once.insert(g.name);
+        if (!have || e.samples_per_s > 1.05 * best.est.samples_per_s) {
+          best.sync = s;
+          best.est = e;
+          have = true;
+        }
+      }
+      if (have) out.push_back(best);
+    }
+  };
+  auto set_energy = [&](AdviseOption& o, double gpu_w, int per_node, double host_w) {
+    o.node_draw_w = per_node * gpu_w + host_w;
+    o.avg_w = o.nodes * (per_node * gpu_w * req.gpu_utilisation + host_w);
+    o.kwh = o.avg_w * req.hours / 1000;
+    o.energy_usd = o.kwh * req.usd_per_kwh;
+  };
+
+  double cheapest = std::numeric_limits<double>::infinity();
+  std::string cheapest_what;
+  std::vector<AdviseOption> bought, rented;
   for (const GpuSpec* g : gpus) {
-    bool fits_once = false;
-    double need_gb = 0;
-    for (int n = 1; n <= req.max_gpus; n *= 2) {
-      int k = std::min(n, per_node(*g));
-      int nodes = (n + k - 1) / k;
-      double cost = n * g->price_usd + nodes * node_usd(*g);
-      if (cost > req.budget_usd) break;
-      std::vector<std::string> inters = nodes > 1 ? req.inter_links : std::vector<std::string>{"-"};
-      for (const auto& inter : inters) {
-        Cluster c;
-        c.gpu = *g;
-        c.topo.nodes = nodes;
-        c.topo.gpus_per_node = k;
-        c.topo.intra = cat.intra_link_of(*g);
-        c.topo.inter = inter == "-" ? c.topo.intra : cat.link(inter);
-        c.storage = cat.storage(req.storage);
-        AdviseOption best;
-        bool have = false;
-        Derating d;
-        if (measured(*g)) {
-          d = req.measured.at(g->name);
+    if (!g->has_price() && !measured(*g)) continue;  // rentable only
+    const Derating d = derating(*g);
+    AdviseOption base;
+    base.gpu = g->name;
+    base.gpu_memory_gb = g->memory_gb;
+    if (measured(*g)) {
+      // This machine's CPU: workers cost nothing beyond the machine; as many as it has cores.
+      const HostRates& h = d.host;
+      const int per_node = h.valid() ? std::max(1, std::min(req.gpus_per_node, h.cores))
+                                     : req.gpus_per_node;
+      const double machine = req.measured_node_usd;
+      if (machine < cheapest)
+        cheapest = machine, cheapest_what = fmt::format("one more {} for {}", g->name, usd(machine));
+      for (int n = 1; n <= req.max_gpus; n *= 2) {
+        AdviseOption o = base;
+        const int k = std::min(n, per_node);
+        o.gpus = n;
+        o.nodes = (n + k - 1) / k;
+        o.host = g->name;
+        o.host_kind = "measured";
+        o.host_usd = o.capital_usd = o.nodes * machine;
+        if (o.capital_usd > req.budget_usd) break;
+        const LinkSpec& intra = cat.intra_link_of(*g);
+        o.intra = intra.name;
+        o.host_why = "this machine, from its measured figures (--calibration); power not measured";
+        estimate(*g, d, o, k, intra, 1,
+                 o.nodes > 1 ? req.inter_links : std::vector<std::string>{"-"}, bought);
+      }
+      continue;
+    }
+    bool carried = false;
+    for (const HostClassSpec* h : hosts) {
+      const int kmax = max_gpus_in(cat, *h, *g, req.gpus_per_node);
+      if (kmax == 0) continue;
+      carried = true;
+      for (int n = 1; n <= kmax; n *= 2) {
+        if (!fit_host(cat, *h, *g, n).fits) continue;
+        const double one = n * g->price_usd + h->price_usd;
+        if (one < cheapest)
+          cheapest = one,
+          cheapest_what = fmt::format("{} x {} in a {} for {} ({} GPUs + {} host)", n, g->name,
+                                      h->name, usd(one), usd(n * g->price_usd), usd(h->price_usd));
+        break;
+      }
+      for (int n = 1; n <= req.max_gpus; n *= 2) {
+        const int k = std::min(n, kmax);
+        const HostFit fit = fit_host(cat, *h, *g, k);
+        if (!fit.fits) continue;  // a baseboard of 8 takes no fewer
+        AdviseOption o = base;
+        o.gpus = n;
+        o.nodes = n / k;
+        o.host = h->name;
+        o.host_kind = h->kind;
+        o.gpu_usd = n * g->price_usd;
+        o.host_usd = o.nodes * h->price_usd;
+        o.capital_usd = o.gpu_usd + o.host_usd;
+        if (o.capital_usd > req.budget_usd) break;
+        o.intra = fit.intra.name;
+        o.host_why = fit.why;
+        set_energy(o, g->tdp_w, k, h->host_w);
+        std::vector<std::string> inters;
+        if (o.nodes > 1) {
+          for (const auto& l : req.inter_links)
+            if (std::find(h->nics.begin(), h->nics.end(), l) != h->nics.end()) inters.push_back(l);
         } else {
-          // A published rate of this GPU (or its chip) where there is one, else the roofline.
-          const ComputeRate rate =
-              compute_rate(cat, *g, req.workload, req.train.precision, double(req.train.batch));
-          if (rate.method == "roofline")
-            d.compute = rate.efficiency;
-          else
-            d.sample_s = rate.sample_s;
+          inters = {"-"};
         }
-        for (const SyncSpec& s : candidate_syncs(req.codecs)) {
-          CostModel m(req.workload, c, s, req.train, d);
-          StepEstimate e = m.estimate();
-          if (!e.fits) {
-            need_gb = e.memory.total() / 1e9;
-            break;  // memory does not depend much on the codec: the GPU is out
-          }
-          fits_once = true;
-          if (!have || e.samples_per_s > 1.05 * best.est.samples_per_s) {
-            best = {g->name, n, nodes, c.topo.intra.name, inter, cost, g->memory_gb, s, e};
-            have = true;
-          }
-        }
-        if (have) adv.ranked.push_back(best);
+        estimate(*g, d, o, k, fit.intra, h->nics_per_node, inters, bought);
       }
     }
-    if (!fits_once && need_gb > 0)
-      adv.not_fitting.push_back(
-          fmt::format("{} ({:.0f} GB): needs {:.1f} GB", g->name, g->memory_gb, need_gb));
+    if (!carried) {
+      if (g->is_module())
+        adv.no_host.push_back(fmt::format("{}: no host class carries an {} module on {}", g->name,
+                                          g->form_factor, g->baseboard));
+      else
+        adv.no_host.push_back(
+            fmt::format("{}: no host class carries it (slots or power)", g->name));
+    }
   }
-  if (adv.ranked.empty())
+
+  // Renting instead: a cloud row's GPUs by the hour, for the hours; the budget pays the rent.
+  double cheapest_hour = std::numeric_limits<double>::infinity();
+  std::string cheapest_hour_what;
+  if (req.cloud) {
+    for (const auto& [cn, c] : cat.clouds()) {
+      if (!req.gpus.empty() && std::find(req.gpus.begin(), req.gpus.end(), c.gpu) == req.gpus.end())
+        continue;
+      const GpuSpec& g = cat.gpu(c.gpu);
+      if (c.usd_per_gpu_hour < cheapest_hour)
+        cheapest_hour = c.usd_per_gpu_hour,
+        cheapest_hour_what = fmt::format("1 x {} ({}) at ${:.2f}/h", c.gpu, cn, c.usd_per_gpu_hour);
+      const Derating d = derating(g);
+      for (int n = 1; n <= std::min(c.gpus_max, req.max_gpus); n *= 2) {
+        AdviseOption o;
+        o.gpu = g.name;
+        o.gpu_memory_gb = g.memory_gb;
+        o.gpus = n;
+        o.host = cn;
+        o.host_kind = "cloud";
+        o.rented = true;
+        o.rent_usd = c.usd_per_gpu_hour * n * req.hours;
+        if (o.rent_usd > req.budget_usd) break;
+        const LinkSpec& intra = n > 1 ? cat.intra_link_of(g) : cat.link(g.host_link);
+        o.intra = intra.name;
+        o.host_why = fmt::format("${:.2f} per GPU-hour on demand, power included ({}; {})",
+                                 c.usd_per_gpu_hour, c.date, c.source);
+        estimate(g, d, o, n, intra, 1, {"-"}, rented);
+      }
+    }
+  }
+
+  for (const GpuSpec* g : gpus)
+    if (!fits_once.count(g->name) && need_gb.count(g->name))
+      adv.not_fitting.push_back(fmt::format("{} ({:.0f} GB): needs {:.1f} GB", g->name,
+                                            g->memory_gb, need_gb[g->name]));
+  if (bought.empty() && rented.empty()) {
+    if (cheapest > req.budget_usd) {
+      std::string rent;
+      if (std::isfinite(cheapest_hour))
+        rent = fmt::format("; or rent {}: the budget pays {:.0f} h of it", cheapest_hour_what,
+                           req.budget_usd / cheapest_hour);
+      throw InputError(fmt::format(
+          "a budget of ${:.0f} buys no valid machine: the cheapest that holds a GPU is {}{}",
+          req.budget_usd, std::isfinite(cheapest) ? cheapest_what : std::string("none"), rent));
+    }
     throw InputError(
         fmt::format("nothing the budget of ${:.0f} buys fits {} at batch {} per GPU: {}",
                     req.budget_usd, req.workload.name, req.train.batch,
                     adv.not_fitting.empty() ? std::string("no configuration")
                                             : fmt::format("{}", fmt::join(adv.not_fitting, "; "))));
-  std::stable_sort(adv.ranked.begin(), adv.ranked.end(),
-                   [](const AdviseOption& a, const AdviseOption& b) {
-                     if (a.est.samples_per_s != b.est.samples_per_s)
-                       return a.est.samples_per_s > b.est.samples_per_s;
-                     return a.cost_usd < b.cost_usd;
-                   });
-  const AdviseOption& top = adv.ranked.front();
-  adv.host_ram_gb_per_node = cat.gpu(top.gpu).memory_gb * std::min(top.gpus, req.gpus_per_node);
+  }
+  rank(bought, req);
+  rank(rented, req);
+  adv.ranked = std::move(bought);
+  adv.rented = std::move(rented);
+  if (adv.rented.empty() && std::isfinite(cheapest_hour))
+    adv.cheapest_rental = fmt::format(
+        "the cheapest rental, {}, costs ${:.0f} for {:.0f} h: the budget pays {:.0f} h of it",
+        cheapest_hour_what, cheapest_hour * req.hours, req.hours, req.budget_usd / cheapest_hour);
   return adv;
 }
 
@@ -170,44 +343,115 @@ void use_calibration(const Calibration& cal, Catalog& cat, AdviseRequest& req, d
         "{}: no gemm and membw lines, so no device 'this-machine' to advise on (write the file "
         "with `loom bench calibrate`)",
         cal.file));
-  if (machine_usd < 0)
-    throw InputError(fmt::format("--machine-usd must be >= 0, got {}", machine_usd));
+  if (!(machine_usd > 0))
+    throw InputError(fmt::format(
+        "--machine-usd (the price of one more machine like this one) must be > 0, got {}",
+        machine_usd));
   req.measured["this-machine"] = d;
   req.measured_node_usd = machine_usd;
 }
 
-std::string advice_report(const Advice& a, const AdviseRequest& req, size_t n) {
+namespace {
+
+std::string hours_text(double h) {
+  if (!std::isfinite(h)) return "-";
+  if (h < 48) return fmt::format("{:.1f} h", h);
+  if (h < 24 * 365) return fmt::format("{:.1f} d", h / 24);
+  return fmt::format("{:.1f} y", h / (24 * 365));
+}
+
+// What a buyer must plan for besides the machine.
+std::string plan_for(const AdviseOption& r, const Workload& w, const Catalog& cat) {
+  std::string o;
+  const int per_node = r.gpus / r.nodes;
+  if (r.node_draw_w > 0) {
+    o += fmt::format("{} per machine at {:.0f} W", circuit_for(r.node_draw_w), r.node_draw_w);
+    if (cat.hosts().count(r.host)) o += fmt::format(" (its supply: {})", cat.host(r.host).supply);
+    o += fmt::format("; cooling for {:.0f} BTU/h per machine; ", btu_per_hour(r.node_draw_w));
+  }
+  if (r.nodes > 1)
+    o += fmt::format("a {} NIC per machine and a switch for {} machines (not priced); ", r.inter,
+                     r.nodes);
+  o += fmt::format("host RAM >= {:.0f} GB per machine (the GPU memory in it); ",
+                   per_node * r.gpu_memory_gb);
+  const double mbs = r.est.samples_per_s / r.nodes * w.input_bytes / 1e6;
+  const StorageSpec* enough = nullptr;
+  for (const auto& [n, s] : cat.storages())
+    if (s.read_mbs >= mbs && n != "this-machine-loader" && (!enough || s.read_mbs < enough->read_mbs))
+      enough = &s;
+  o += fmt::format("storage reading >= {:.0f} MB/s per machine ({:.0f} samples/s of {:.0f} kB){}",
+                   mbs, r.est.samples_per_s / r.nodes, w.input_bytes / 1e3,
+                   enough ? fmt::format(": {} or faster", enough->name)
+                          : std::string(": faster than any storage in the catalog"));
+  return o;
+}
+
+void table(std::string& o, const std::vector<AdviseOption>& v, const Advice& a,
+           const AdviseRequest& req, size_t n) {
+  o += fmt::format("{:>3}  {:<58} {:>9} {:>9} {:>9} {:>22} {:>8} {:>9} {:>8} {:>6}  {:<14} {}\n",
+                   "#", "configuration", "capital $", "energy $", "total $", "samples/s",
+                   "/s/$1k", "samples/$", "train", "kW", "sync", "dominant term");
+  for (size_t i = 0; i < std::min(n, v.size()); ++i) {
+    const AdviseOption& r = v[i];
+    const double sps = r.est.samples_per_s;
+    o += fmt::format(
+        "{:>3}  {:<58} {:>9.0f} {:>9.0f} {:>9.0f} {:>8.1f} ({:>5.0f}-{:<5.0f}) {:>8} {:>9.0f} "
+        "{:>8} {:>6}  {:<14} {}\n",
+        i + 1, r.label(), r.capital_usd, r.energy_usd, r.total_usd(), sps, sps * (1 - a.band),
+        sps * (1 + a.band), r.rented ? std::string("-") : fmt::format("{:.1f}", r.samples_per_kusd()),
+        r.samples_per_usd(req.hours), a.samples > 0 ? hours_text(r.hours_to_train(a.samples)) : "-",
+        r.node_draw_w > 0 ? fmt::format("{:.1f}", r.nodes * r.node_draw_w / 1000) : "-",
+        fmt::format("{} {}", r.sync.algorithm, r.sync.codec), r.est.dominant());
+  }
+}
+
+}  // namespace
+
+std::string advice_report(const Advice& a, const AdviseRequest& req, const Catalog& cat,
+                          size_t n) {
+  static const std::map<std::string, std::string> rank_names = {
+      {"time", "time to train (samples/s)"},
+      {"capital", "samples/s per $1k of capital"},
+      {"total", "samples per dollar of capital and energy"}};
   std::string o = fmt::format(
-      "{}: {:.1f}M params, {:.2f} GFLOP/sample forward, batch {}/GPU, fp32; budget ${:.0f} (host "
-      "${:.0f} per machine)\n",
+      "{}: {:.1f}M params, {:.2f} GFLOP/sample forward, batch {}/GPU, fp32; budget ${:.0f} for "
+      "machines (or rent over the hours)\n",
       req.workload.name, req.workload.params() / 1e6, req.workload.fwd_flops() / 1e9,
-      req.train.batch, req.budget_usd, req.node_usd);
+      req.train.batch, req.budget_usd);
+  o += fmt::format(
+      "Running cost over {:.0f} h (--hours) at ${:.4f}/kWh (--usd-per-kwh), GPUs at {:.0f}% of "
+      "TDP on average (--gpu-utilisation); docs/perf.md gives the sources.\n",
+      req.hours, req.usd_per_kwh, 100 * req.gpu_utilisation);
+  o += a.samples > 0
+           ? fmt::format("train: time to train {:.3g} samples ({}).\n", a.samples, a.samples_source)
+           : std::string("train: no sample count for this model (give --samples).\n");
+  o += fmt::format("Ranked by {} (--rank-by time|capital|total).\n", rank_names.at(req.rank_by));
   for (const auto& note : a.notes) o += fmt::format("Note: {}\n", note);
   o += fmt::format(
       "samples/s: the prediction and, in brackets, the band of the model's leave-one-out error "
       "on published results (+-{:.0f}% at most, {:.0f}% on average; docs/perf.md)\n\n",
       100 * a.band, 100 * a.typical);
-  o += fmt::format("{:>3}  {:<44} {:>9} {:>22} {:>10} {:>6} {:>9}  {:<14} {}\n", "#",
-                   "configuration", "cost $", "samples/s", "per $1k", "eff", "memory", "sync",
-                   "dominant term");
+  if (a.ranked.empty()) {
+    o += "Nothing to buy within the budget fits the model (rentals below).\n";
+  } else {
+    table(o, a.ranked, a, req, n);
+  }
   const double lo_top = a.ranked.empty() ? 0 : a.ranked.front().est.samples_per_s * (1 - a.band);
   int ties = 0;
-  for (size_t i = 0; i < std::min(n, a.ranked.size()); ++i) {
-    const AdviseOption& r = a.ranked[i];
-    const double sps = r.est.samples_per_s;
-    if (i > 0 && sps * (1 + a.band) >= lo_top) ++ties;
-    o += fmt::format(
-        "{:>3}  {:<44} {:>9.0f} {:>8.1f} ({:>5.0f}-{:<5.0f}) {:>10.1f} {:>5.0f}% "
-        "{:>6.1f} GB  {:<14} {}\n",
-        i + 1, r.label(), r.cost_usd, sps, sps * (1 - a.band), sps * (1 + a.band),
-        r.samples_per_kusd(), 100 * r.est.efficiency, r.est.memory.total() / 1e9,
-        fmt::format("{} {}", r.sync.algorithm, r.sync.codec), r.est.dominant());
-  }
+  for (size_t i = 1; i < std::min(n, a.ranked.size()); ++i)
+    if (req.rank_by == "time" && a.ranked[i].est.samples_per_s * (1 + a.band) >= lo_top) ++ties;
   if (ties > 0)
     o += fmt::format(
         "\n{} of the options below #1 overlap its band: the model cannot rank them apart; "
         "choose among them by price or memory.\n",
         ties);
+  o += fmt::format("\nRent instead (cloud, on demand, for {:.0f} h):\n", req.hours);
+  if (!a.rented.empty())
+    table(o, a.rented, a, req, std::min<size_t>(n, 5));
+  else if (!a.cheapest_rental.empty())
+    o += fmt::format("  none within the budget: {}.\n", a.cheapest_rental);
+  else
+    o += "  none: the catalog has no cloud row for these GPUs.\n";
   o += "\nWhy:\n";
   for (size_t i = 0; i < std::min<size_t>(3, a.ranked.size()); ++i) {
     const AdviseOption& r = a.ranked[i];
@@ -229,15 +473,33 @@ std::string advice_report(const Advice& a, const AdviseRequest& req, size_t n) {
       what = fmt::format("compute dominates (communication {} hidden behind backward)",
                          e.comm_exposed_s < 0.05 * e.step_s ? "mostly" : "partly");
     o += fmt::format(
-        "{}. {}: {:.0f} samples/s for ${:.0f}; {}; {}; {:.1f} of {:.0f} GB used; loom: sync "
-        "allreduce ({}) with codec {}.\n",
-        i + 1, r.label(), e.samples_per_s, r.cost_usd, what, parts, e.memory.total() / 1e9,
-        r.gpu_memory_gb, r.sync.algorithm, r.sync.codec);
+        "{}. {}: {:.0f} samples/s; {}; {}; {:.1f} of {:.0f} GB used; loom: sync allreduce ({}) "
+        "with codec {}.\n",
+        i + 1, r.label(), e.samples_per_s, what, parts, e.memory.total() / 1e9, r.gpu_memory_gb,
+        r.sync.algorithm, r.sync.codec);
+    if (cat.hosts().count(r.host)) {
+      const HostClassSpec& h = cat.host(r.host);
+      o += fmt::format("   host: {} ({}), {} each ({}, {}); {}.\n", h.name, h.description,
+                       usd(h.price_usd), h.price_source, h.price_date, r.host_why);
+    } else {
+      o += fmt::format("   host: {}.\n", r.host_why);
+    }
+    o += fmt::format(
+        "   cost: {} capital ({} GPUs + {} machines){}.\n", usd(r.capital_usd), usd(r.gpu_usd),
+        usd(r.host_usd),
+        r.node_draw_w > 0
+            ? fmt::format("; draws {:.1f} kW at load, {:.1f} kW on average: {:.0f} kWh over {:.0f} "
+                          "h = {} at ${:.4f}/kWh; {} in all",
+                          r.nodes * r.node_draw_w / 1000, r.avg_w / 1000, r.kwh, req.hours,
+                          usd(r.energy_usd), req.usd_per_kwh, usd(r.total_usd()))
+            : std::string());
+    o += fmt::format("   plan for: {}.\n", plan_for(r, req.workload, cat));
   }
   if (!a.not_fitting.empty())
     o += fmt::format("\nNot considered (model does not fit): {}\n", fmt::join(a.not_fitting, "; "));
-  o += fmt::format("Host RAM: at least {:.0f} GB per machine (as much as the GPU memory in it).\n",
-                   a.host_ram_gb_per_node);
+  if (!a.no_host.empty())
+    o += fmt::format("Not bought (no machine in the catalog carries them): {}\n",
+                     fmt::join(a.no_host, "; "));
   return o;
 }
 

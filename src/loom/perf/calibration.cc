@@ -208,6 +208,7 @@ void Calibration::apply(Catalog& cat, Derating& d) const {
     rows += fmt::format(
         "[[gpu]]\nname = \"this-machine\"\nfp32_tflops = {}\ntensor_tflops = 0\nmemory_gb = {}\n"
         "mem_bw_gbs = {}\nhost_link = \"this-machine-memory\"\npeer_link = \"{}\"\ntdp_w = 1\n"
+        "form_factor = \"machine\"\n"
         "source = \"{} (measured)\"\n\n",
         gemm_flops / 1e12, memory_gb, mem_bytes_per_s / 1e9,
         // Workers on this machine exchange through the thread transport when it was measured.

@@ -78,10 +78,10 @@ void Catalog::load_text(const std::string& text, const std::string& name) {
   for (auto& [k, v] : root) {
     std::string key(k.str());
     if (key != "gpu" && key != "link" && key != "storage" && key != "host_memory" &&
-        key != "rate" && key != "framework")
+        key != "rate" && key != "framework" && key != "host" && key != "cloud")
       throw InputError(
           fmt::format("{}: unknown section '{}'; expected [[gpu]], [[link]], [[storage]], "
-                      "[[host_memory]], [[rate]], [[framework]]",
+                      "[[host_memory]], [[rate]], [[framework]], [[host]], [[cloud]]",
                       name, key));
   }
   // Links first: GPU rows name them.
@@ -100,7 +100,8 @@ void Catalog::load_text(const std::string& text, const std::string& name) {
   });
   for_rows(root, name, "gpu", [&](const RowReader& r) {
     r.check_known({"name", "fp32_tflops", "tensor_tflops", "memory_gb", "mem_bw_gbs", "host_link",
-                   "peer_link", "tdp_w", "price_usd", "price_kind", "chip", "source"});
+                   "peer_link", "tdp_w", "price_usd", "price_kind", "chip", "form_factor",
+                   "slots", "cooling", "baseboard", "source"});
     GpuSpec g;
     g.name = r.str("name");
     g.fp32_tflops = r.num("fp32_tflops");
@@ -118,7 +119,79 @@ void Catalog::load_text(const std::string& text, const std::string& name) {
       r.fail("host_link", unknown_name_message("link", g.host_link, keys_of(links_)));
     if (g.peer_link != "none" && !links_.count(g.peer_link))
       r.fail("peer_link", unknown_name_message("link", g.peer_link, keys_of(links_)));
+    // Whether and where a GPU fits a machine: a card needs its width, a module its baseboard.
+    g.form_factor = r.str("form_factor");
+    if (g.form_factor == "pcie") {
+      g.slots = r.num("slots");
+      const std::string cooling = r.str("cooling", false, "active");
+      if (cooling != "active" && cooling != "passive")
+        r.fail("cooling", fmt::format("must be active or passive, got '{}'", cooling));
+      g.passive = cooling == "passive";
+    } else if (g.is_module()) {
+      g.baseboard = r.str("baseboard");
+    } else if (g.form_factor != "machine") {
+      r.fail("form_factor",
+             fmt::format("must be pcie, sxm, oam or machine, got '{}'", g.form_factor));
+    }
     gpus_[g.name] = g;
+  });
+  for_rows(root, name, "host", [&](const RowReader& r) {
+    r.check_known({"name", "kind", "description", "price_usd", "price_date", "price_source",
+                   "form_factor", "baseboard", "gpus_min", "gpus_max", "slots", "psu_w", "host_w",
+                   "idle_w", "supply", "pcie_link", "cpu_lanes", "topology", "nics",
+                   "nics_per_node", "passive_cards", "source"});
+    HostClassSpec h;
+    h.name = r.str("name");
+    h.kind = r.str("kind");
+    if (h.kind != "desktop" && h.kind != "workstation" && h.kind != "server" &&
+        h.kind != "baseboard")
+      r.fail("kind", fmt::format("must be desktop, workstation, server or baseboard, got '{}'",
+                                 h.kind));
+    h.description = r.str("description");
+    h.price_usd = r.num("price_usd");
+    h.price_date = r.str("price_date");
+    h.price_source = r.str("price_source");
+    h.form_factor = r.str("form_factor");
+    if (h.form_factor == "pcie") {
+      h.slots = r.num("slots");
+      h.pcie_link = r.str("pcie_link");
+      if (!links_.count(h.pcie_link))
+        r.fail("pcie_link", unknown_name_message("link", h.pcie_link, keys_of(links_)));
+      h.cpu_lanes = r.count("cpu_lanes", 0);
+    } else if (h.form_factor == "sxm" || h.form_factor == "oam") {
+      h.baseboard = r.str("baseboard");
+    } else {
+      r.fail("form_factor", fmt::format("must be pcie, sxm or oam, got '{}'", h.form_factor));
+    }
+    h.gpus_max = r.count("gpus_max", 0);
+    if (h.gpus_max < 1) r.fail("gpus_max", "is missing");
+    h.gpus_min = r.count("gpus_min", 1);
+    if (h.gpus_min > h.gpus_max)
+      r.fail("gpus_min", fmt::format("must be <= gpus_max ({}), got {}", h.gpus_max, h.gpus_min));
+    h.psu_w = r.num("psu_w");
+    h.host_w = r.num("host_w");
+    h.idle_w = r.num("idle_w", false, true, 0);
+    h.supply = r.str("supply");
+    h.topology = r.str("topology");
+    h.nics = r.strs("nics");
+    for (const auto& l : h.nics)
+      if (!links_.count(l)) r.fail("nics", unknown_name_message("link", l, keys_of(links_)));
+    h.nics_per_node = r.count("nics_per_node", 1);
+    h.passive_cards = r.flag("passive_cards", false);
+    h.source = r.str("source");
+    hosts_[h.name] = h;
+  });
+  for_rows(root, name, "cloud", [&](const RowReader& r) {
+    r.check_known({"name", "gpu", "gpus_max", "usd_per_gpu_hour", "date", "source"});
+    CloudSpec c;
+    c.name = r.str("name");
+    c.gpu = r.str("gpu");
+    if (!gpus_.count(c.gpu)) r.fail("gpu", unknown_name_message("GPU", c.gpu, keys_of(gpus_)));
+    c.gpus_max = r.count("gpus_max", 1);
+    c.usd_per_gpu_hour = r.num("usd_per_gpu_hour");
+    c.date = r.str("date");
+    c.source = r.str("source");
+    clouds_[c.name] = c;
   });
   for_rows(root, name, "storage", [&](const RowReader& r) {
     r.check_known({"name", "read_mbs", "source"});
@@ -182,6 +255,9 @@ const RateSpec* Catalog::rate(const std::string& gpu, const std::string& workloa
 
 const GpuSpec& Catalog::gpu(const std::string& name) const {
   return lookup(gpus_, "GPU", name);
+}
+const HostClassSpec& Catalog::host(const std::string& name) const {
+  return lookup(hosts_, "host class", name);
 }
 const LinkSpec& Catalog::link(const std::string& name) const {
   return lookup(links_, "link", name);

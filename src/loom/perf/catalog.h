@@ -1,4 +1,5 @@
-// The hardware catalog: GPUs, links, storage and host memory, read from TOML files
+// The hardware catalog: GPUs, links, storage, host memory, the machines GPUs are bought in
+// (host classes) and cloud prices, read from TOML files
 // (data/hardware/catalog.toml is built in; users add their own with `--catalog FILE`).
 // Every row keeps the key of its source; every numeric field is checked on load, and a bad
 // row is reported with the file, the entry and the field (loom::InputError).
@@ -42,7 +43,54 @@ struct GpuSpec {
   // The chip (GP100, GV100, ...): a published rate of one card carries over to another card
   // of the same chip in proportion to their peak FLOP/s (compute_model.h).
   std::string chip;
+  // How the GPU mounts: "pcie" (a card in a PCIe slot), "sxm" or "oam" (a module on its
+  // vendor's baseboard, `baseboard`), or "machine" (a whole measured machine, calibration.h).
+  std::string form_factor;
+  double slots = 0;       // a PCIe card's width in expansion slots (the reference design's)
+  bool passive = false;   // a heat sink without fans: it needs a server's airflow
+  std::string baseboard;  // sxm / oam: the baseboard family it mounts on ("hgx-h100")
   bool has_price() const { return price_usd > 0; }
+  bool is_module() const { return form_factor == "sxm" || form_factor == "oam"; }
+};
+
+// A kind of machine GPUs are bought in: a desktop, a workstation, a GPU server, an HGX/OAM
+// baseboard system. `price_usd` is the machine without its GPUs; where the source prices a
+// whole system, the catalog's GPU price x count was taken off and the row says so.
+struct HostClassSpec {
+  std::string name;
+  std::string kind;  // desktop, workstation, server, baseboard
+  std::string description;
+  double price_usd = 0;
+  std::string price_date;  // when the source's price was published
+  std::string price_source;
+  // GPUs it carries: "pcie" cards, or modules of one `baseboard` family.
+  std::string form_factor = "pcie";
+  std::string baseboard;
+  int gpus_min = 1, gpus_max = 1;
+  double slots = 0;  // expansion-slot widths available to GPU cards (pcie)
+  // Power: the PSUs' usable output (with the vendor's redundancy), and what the host draws
+  // besides its GPUs at load (CPUs, memory, drives, fans, NICs); idle 0 = not published.
+  double psu_w = 0, host_w = 0, idle_w = 0;
+  std::string supply;  // what feeds it ("one 120 V outlet", "4 x 200-240 V inputs")
+  // PCIe: the link each card's slot runs at and the CPU lanes the GPU slots share (cards get
+  // x16 while lanes last, then x8, ...); 0 lanes = every slot x16.
+  std::string pcie_link;
+  int cpu_lanes = 0;
+  std::string topology;           // in words: which GPUs share what
+  std::vector<std::string> nics;  // links it can take to other machines
+  int nics_per_node = 1;
+  bool passive_cards = false;  // its airflow cools passively cooled cards
+  std::string source;
+};
+
+// Renting instead: GPUs of one kind by the hour, as a cloud lists them.
+struct CloudSpec {
+  std::string name;
+  std::string gpu;
+  int gpus_max = 1;  // GPUs in the largest instance
+  double usd_per_gpu_hour = 0;
+  std::string date;
+  std::string source;
 };
 
 // A published single-device training rate: whole steps (forward, backward, update) of
@@ -101,6 +149,9 @@ class Catalog {
   const std::map<std::string, StorageSpec>& storages() const { return storages_; }
   const std::map<std::string, HostMemorySpec>& host_memories() const { return host_memories_; }
   const std::map<std::string, FrameworkSpec>& frameworks() const { return frameworks_; }
+  const std::map<std::string, HostClassSpec>& hosts() const { return hosts_; }
+  const std::map<std::string, CloudSpec>& clouds() const { return clouds_; }
+  const HostClassSpec& host(const std::string& name) const;
 
   // A GPU's peer link if it has one, else its host link (GPUs talk through PCIe).
   const LinkSpec& intra_link_of(const GpuSpec& gpu) const;
@@ -111,6 +162,8 @@ class Catalog {
   std::map<std::string, StorageSpec> storages_;
   std::map<std::string, HostMemorySpec> host_memories_;
   std::map<std::string, FrameworkSpec> frameworks_;
+  std::map<std::string, HostClassSpec> hosts_;
+  std::map<std::string, CloudSpec> clouds_;
   std::vector<RateSpec> rates_;
 };
 

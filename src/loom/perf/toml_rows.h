@@ -65,6 +65,20 @@ class RowReader {
     return v;
   }
 
+  // An array of strings; absent gives an empty list.
+  std::vector<std::string> strs(const std::string& field) const {
+    std::vector<std::string> out;
+    const toml::node* n = row_.get(field);
+    if (!n) return out;
+    const toml::array* a = n->as_array();
+    if (!a) fail(field, "must be an array of strings");
+    for (const auto& e : *a) {
+      if (!e.is_string()) fail(field, "must be an array of strings");
+      out.push_back(**e.as_string());
+    }
+    return out;
+  }
+
   bool flag(const std::string& field, bool def) const {
     const toml::node* n = row_.get(field);
     if (!n) return def;

@@ -34,6 +34,11 @@ namespace {
 constexpr double kM = 1e6, kG = 1e9;
 // ImageNet ILSVRC-2012 train: ~138 GB of JPEG over 1,281,167 images = ~108 KB per image.
 constexpr double kImageNetJpegBytes = 108e3;
+constexpr double kImageNetTrainImages = 1281167;
+// Devlin et al. 2019, appendix A.2: BERT pre-training runs 1,000,000 steps of 256 sequences.
+constexpr double kBertPretrainSequences = 256e6;
+constexpr const char* kBertPretrainSource =
+    "BERT pre-training: 1,000,000 steps of 256 sequences (Devlin et al. 2019)";
 
 // Layer given as (params, multiply-adds, share of them in stride-1 3x3 convolutions);
 // FLOPs = 2 x MACs.
@@ -80,6 +85,8 @@ const std::map<std::string, std::function<Workload()>>& registry() {
              L("conv5_x", 14.96 * kM, 0.80 * kG, 0.286), L("fc", 2.05 * kM, 0.002 * kG)};
          w.activation_bytes = 100e6;  // estimate: stored feature maps (conv, BN, ReLU)
          w.input_bytes = kImageNetJpegBytes;
+         w.train_samples = 90 * kImageNetTrainImages;
+         w.train_samples_source = "90 epochs of ImageNet (Goyal et al. 2017)";
          return w;
        }},
       {"resnet101",
@@ -166,16 +173,22 @@ const std::map<std::string, std::function<Workload()>>& registry() {
        }},
       {"bert-large",
        [] {
-         return transformer("bert-large",
-                            "Devlin et al. NAACL 2019 (340M params, 24x1024, 16 heads); seq 512",
-                            24, 1024, 16, 512, 30522, 340e6);
+         Workload w = transformer(
+             "bert-large", "Devlin et al. NAACL 2019 (340M params, 24x1024, 16 heads); seq 512", 24,
+             1024, 16, 512, 30522, 340e6);
+         w.train_samples = kBertPretrainSequences;
+         w.train_samples_source = kBertPretrainSource;
+         return w;
        }},
       {"bert-large-128",
        [] {
-         return transformer("bert-large-128",
-                            "Devlin et al. NAACL 2019 (340M params, 24x1024, 16 heads); seq 128 "
-                            "(pre-training phase 1)",
-                            24, 1024, 16, 128, 30522, 340e6);
+         Workload w = transformer("bert-large-128",
+                                  "Devlin et al. NAACL 2019 (340M params, 24x1024, 16 heads); seq "
+                                  "128 (pre-training phase 1)",
+                                  24, 1024, 16, 128, 30522, 340e6);
+         w.train_samples = kBertPretrainSequences;
+         w.train_samples_source = kBertPretrainSource;
+         return w;
        }},
       {"gpt2",
        [] {

@@ -34,6 +34,10 @@ struct Workload {
   // host model (host_model.h) times them at a measured rate.
   double elementwise_bytes = 0;
   bool first_layer_input_grad = true;  // loom's layers skip the input's gradient
+  // Samples a published training run of the model takes (the advisor's time to train); 0 =
+  // none on record.
+  double train_samples = 0;
+  std::string train_samples_source;
 
   double params() const;
   double fwd_flops() const;
