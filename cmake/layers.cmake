@@ -124,9 +124,26 @@ function(loom_stage_includes unit out)
   set(${out} ${root} PARENT_SCOPE)
 endfunction()
 
+# The built units that `unit` links: its "may use" list, where a unit this build leaves out
+# (MPI, CUDA, NCCL) stands for the built units it would have linked, so that leaving out a
+# backend never drops the base library behind it.
+function(loom_built_deps unit out)
+  set(result "")
+  foreach(d IN LISTS LOOM_UNIT_DEPS_${unit})
+    if(d IN_LIST LOOM_BUILT_UNITS)
+      list(APPEND result ${d})
+    else()
+      loom_built_deps(${d} sub)
+      list(APPEND result ${sub})
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES result)
+  set(${out} ${result} PARENT_SCOPE)
+endfunction()
+
 # Builds unit `unit` from the files the table gives it, linked to the built units it may use:
 # a static library loom_<unit>, or with EXECUTABLE name, that executable. Units of optional parts
-# (MPI, CUDA, NCCL) that this build leaves out are skipped as deps.
+# (MPI, CUDA, NCCL) that this build leaves out are replaced by what they would have linked.
 function(loom_unit unit)
   cmake_parse_arguments(U "" "EXECUTABLE" "" ${ARGN})
   if(NOT unit IN_LIST LOOM_UNITS)
@@ -150,10 +167,9 @@ function(loom_unit unit)
     add_library(${target} STATIC ${srcs})
     set(scope PUBLIC)
   endif()
-  foreach(d IN LISTS LOOM_UNIT_DEPS_${unit})
-    if(d IN_LIST LOOM_BUILT_UNITS)
-      target_link_libraries(${target} ${scope} loom_${d})
-    endif()
+  loom_built_deps(${unit} deps)
+  foreach(d IN LISTS deps)
+    target_link_libraries(${target} ${scope} loom_${d})
   endforeach()
   loom_stage_includes(${unit} root)
   target_include_directories(${target} ${scope} ${root} ${CMAKE_BINARY_DIR}/generated)
