@@ -3,8 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "common/tiny_run.h"
+#include "data/temp_dir.h"
 #include "loom/core/error.h"
 
 namespace loom::train {
@@ -122,6 +128,85 @@ TEST(Trainer, DivergingLossStopsNamingTheStep) {
     FAIL();
   } catch (const NumericError& e) {
     EXPECT_NE(std::string(e.what()).find("at step"), std::string::npos) << e.what();
+  }
+}
+
+// train.accumulate = k: k micro-batches of `batch`, one synchronisation. The loader hands out
+// the k x batch step, each micro-batch keeps its samples' global offsets (so dropout draws
+// the same masks) and the gradients are summed before the strategy sees them: the run
+// matches batch k x batch up to the order of float additions, with every strategy.
+TEST(Trainer, AccumulationMatchesTheLargerBatchWithEveryStrategy) {
+  struct Case {
+    const char* name;
+    int workers;
+    std::vector<std::string> overrides;
+  };
+  const std::vector<Case> cases = {
+      {"one worker", 1, {}},
+      {"allreduce, sharded optimizer", 2, {}},
+      {"allreduce, unsharded", 2, {"sync.shard_optimizer=false"}},
+      {"allreduce after backward", 2, {"sync.overlap=false"}},
+      {"allreduce, int8 codec", 2, {"codec=\"int8\""}},
+      {"bmuf", 2, {"sync=\"bmuf\"", "bmuf.tau=3"}},
+      {"parameter server", 2, {"sync=\"ps\"", "ps.servers=1"}},
+      {"model parallel", 2, {"parallel=\"model\"", "mlp.hidden=[33, 16]"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Config big = tiny_run(c.workers, 48, 9);
+    for (const std::string& o : c.overrides) big.set_override(o);
+    Config small = big;
+    small.set("batch", int64_t(12));
+    small.set("train.accumulate", int64_t(4));
+    const TrainResult a = run_training(big), b = run_training(small);
+    ASSERT_EQ(b.steps, 9);
+    // The int8 codec rounds the sums it sends: a last-bit difference in the gradient can move
+    // a quantised value by one level.
+    const double tol = std::string(c.name).find("int8") != std::string::npos ? 1e-3 : 1e-5;
+    EXPECT_LT(max_abs_diff(a.final_params, b.final_params), tol);
+    ASSERT_EQ(a.epochs.size(), 1u);
+    ASSERT_EQ(b.epochs.size(), 1u);
+    EXPECT_EQ(a.epochs[0].exchanges, b.epochs[0].exchanges);
+    EXPECT_NEAR(a.epochs[0].train_loss, b.epochs[0].train_loss, 1e-5);
+  }
+}
+
+TEST(Trainer, AccumulationExchangesOncePerKMicroBatches) {
+  data::testing::TempDir dir;
+  Config every = tiny_run(2, 16, 24);
+  Config accumulated = every;
+  accumulated.set("max_steps", int64_t(6));
+  accumulated.set("train.accumulate", int64_t(4));
+  accumulated.set("output.dir", dir.path());
+  const TrainResult e = run_training(every), a = run_training(accumulated);
+  // 24 micro-batches of 2 x 16 samples either way: 24 exchanges, or 6.
+  ASSERT_EQ(e.epochs.size(), 1u);
+  ASSERT_EQ(a.epochs.size(), 1u);
+  EXPECT_EQ(e.epochs[0].exchanges, 24);
+  EXPECT_EQ(a.epochs[0].exchanges, 6);
+  // metrics.jsonl: exchanges per sample, 1 / (2 x 16 x 4).
+  std::ifstream in(std::filesystem::path(dir.path()) / "metrics.jsonl");
+  std::string line;
+  nlohmann::json j;
+  while (std::getline(in, line)) {
+    nlohmann::json l = nlohmann::json::parse(line);
+    if (l.value("kind", "") == "epoch") j = l;
+  }
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j.at("exchanges").get<int64_t>(), 6);
+  EXPECT_DOUBLE_EQ(j.at("exchanges_per_sample").get<double>(), 1.0 / 128.0);
+}
+
+TEST(Trainer, AccumulateBelowOneIsRejectedWithTheKey) {
+  for (int64_t k : {0, -2}) {
+    Config cfg = tiny_run(1, 64, 1);
+    cfg.set("train.accumulate", k);
+    try {
+      run_training(cfg);
+      FAIL() << k;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("train.accumulate"), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -225,6 +225,7 @@ void AllreduceStrategy::end_step() {
   }
   stats_.comm_seconds += comm_seconds_;
   stats_.bytes_sent += comm_bytes_;
+  if (comm_.size() > 1) ++stats_.exchanges;
   comm_seconds_ = 0;
   comm_bytes_ = 0;
 }
