@@ -210,5 +210,81 @@ TEST(Trainer, AccumulateBelowOneIsRejectedWithTheKey) {
   }
 }
 
+// optim.clip_norm scales the combined gradient (the mean over all workers) to the norm: a
+// single worker with the whole batch is the reference for every path of the allreduce
+// strategy (sharded or not, combined on the thread, inline or after backward, accumulated).
+TEST(Trainer, ClippingMatchesASingleWorkerReference) {
+  const double clip = 0.05;  // below the gradient's norm on most steps: the clip is active
+  Config one = tiny_run(1, 64, 12);
+  const std::vector<float> unclipped = run_training(one).final_params;
+  one.set("optim.clip_norm", clip);
+  const TrainResult reference = run_training(one);
+  EXPECT_GT(max_abs_diff(reference.final_params, unclipped), 1e-3);
+  struct Case {
+    const char* name;
+    int workers, batch;
+    std::vector<std::string> overrides;
+  };
+  const std::vector<Case> cases = {
+      {"sharded optimizer", 2, 32, {}},
+      {"sharded, 4 workers, small buckets", 4, 16, {"sync.bucket_kib=16"}},
+      {"unsharded", 2, 32, {"sync.shard_optimizer=false"}},
+      {"after backward", 2, 32, {"sync.overlap=false"}},
+      {"inline", 2, 32, {"sync.overlap=\"inline\""}},
+      {"accumulated", 2, 16, {"train.accumulate=2"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Config cfg = tiny_run(c.workers, c.batch, 12);
+    cfg.set("optim.clip_norm", clip);
+    for (const std::string& o : c.overrides) cfg.set_override(o);
+    EXPECT_LT(max_abs_diff(reference.final_params, run_training(cfg).final_params), 1e-4);
+  }
+}
+
+// With a lossy codec the clipped gradient is the decoded combined one, the gradient the
+// optimizer applies: one plain SGD step moves the parameters by exactly lr x clip_norm. Two
+// runs with clip norms c and 2c start from the same parameters and decode the same gradient,
+// so their parameters differ by lr x c.
+TEST(Trainer, ClippingBoundsTheDecodedStepWithEveryCodec) {
+  for (const char* codec : {"fp16", "bf16", "int8", "onebit", "topk", "powersgd"}) {
+    SCOPED_TRACE(codec);
+    Config cfg = tiny_run(2, 32, 1);
+    cfg.set("codec", std::string(codec));
+    cfg.set("optim.momentum", 0.0);
+    cfg.set("optim.lr", 1.0);
+    cfg.set("optim.clip_norm", 0.01);
+    const std::vector<float> a = run_training(cfg).final_params;
+    cfg.set("optim.clip_norm", 0.02);
+    const std::vector<float> b = run_training(cfg).final_params;
+    ASSERT_EQ(a.size(), b.size());
+    double sq = 0;
+    for (size_t i = 0; i < a.size(); ++i) sq += double(a[i] - b[i]) * double(a[i] - b[i]);
+    EXPECT_NEAR(std::sqrt(sq), 0.01, 1e-4);
+  }
+}
+
+TEST(Trainer, ClipNormMustBePositiveAndNeedsTheAllreduceStrategy) {
+  auto error_of = [](const Config& cfg) {
+    try {
+      run_training(cfg);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  for (double c : {0.0, -1.0}) {
+    Config cfg = tiny_run(1, 64, 1);
+    cfg.set("optim.clip_norm", c);
+    EXPECT_NE(error_of(cfg).find("optim.clip_norm"), std::string::npos) << c;
+  }
+  for (const char* sync : {"bmuf", "ps"}) {
+    Config cfg = tiny_run(2, 32, 1);
+    cfg.set("sync", std::string(sync));
+    cfg.set("optim.clip_norm", 1.0);
+    EXPECT_NE(error_of(cfg).find("optim.clip_norm"), std::string::npos) << sync;
+  }
+}
+
 }  // namespace
 }  // namespace loom::train
