@@ -55,6 +55,21 @@ TEST(CheckpointResume, ResumedRunsReachTheSameBits) {
   EXPECT_EQ(resume_from(cfg, dir.path()), full.final_params);
 }
 
+// train.accumulate: a checkpoint falls between steps, never between micro-batches, and the
+// loader skips whole steps of accumulate x batch samples.
+TEST(CheckpointResume, AccumulatedStepsResumeExactly) {
+  TempDir dir;
+  Config cfg = run_config(dir.path());
+  cfg.set("batch", int64_t(1024));
+  cfg.set("train.accumulate", int64_t(2));
+  cfg.set("mlp.dropout", 0.3);
+  const TrainResult full = run_training(cfg);
+  ASSERT_EQ(full.steps, 28);
+  const fs::path ck = fs::path(dir.path()) / "checkpoints";
+  EXPECT_EQ(resume_from(cfg, (ck / checkpoint_name(10)).string()), full.final_params);
+  EXPECT_EQ(resume_from(cfg, (ck / checkpoint_name(15)).string()), full.final_params);
+}
+
 TEST(CheckpointResume, CodecResidualsAdamAndDropoutResumeExactly) {
   TempDir dir;
   Config cfg = run_config(dir.path());

@@ -3,8 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "common/tiny_run.h"
+#include "data/temp_dir.h"
 #include "loom/core/error.h"
 
 namespace loom::train {
@@ -122,6 +128,161 @@ TEST(Trainer, DivergingLossStopsNamingTheStep) {
     FAIL();
   } catch (const NumericError& e) {
     EXPECT_NE(std::string(e.what()).find("at step"), std::string::npos) << e.what();
+  }
+}
+
+// train.accumulate = k: k micro-batches of `batch`, one synchronisation. The loader hands out
+// the k x batch step, each micro-batch keeps its samples' global offsets (so dropout draws
+// the same masks) and the gradients are summed before the strategy sees them: the run
+// matches batch k x batch up to the order of float additions, with every strategy.
+TEST(Trainer, AccumulationMatchesTheLargerBatchWithEveryStrategy) {
+  struct Case {
+    const char* name;
+    int workers;
+    std::vector<std::string> overrides;
+  };
+  const std::vector<Case> cases = {
+      {"one worker", 1, {}},
+      {"allreduce, sharded optimizer", 2, {}},
+      {"allreduce, unsharded", 2, {"sync.shard_optimizer=false"}},
+      {"allreduce after backward", 2, {"sync.overlap=false"}},
+      {"allreduce, int8 codec", 2, {"codec=\"int8\""}},
+      {"bmuf", 2, {"sync=\"bmuf\"", "bmuf.tau=3"}},
+      {"parameter server", 2, {"sync=\"ps\"", "ps.servers=1"}},
+      {"model parallel", 2, {"parallel=\"model\"", "mlp.hidden=[33, 16]"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Config big = tiny_run(c.workers, 48, 9);
+    for (const std::string& o : c.overrides) big.set_override(o);
+    Config small = big;
+    small.set("batch", int64_t(12));
+    small.set("train.accumulate", int64_t(4));
+    const TrainResult a = run_training(big), b = run_training(small);
+    ASSERT_EQ(b.steps, 9);
+    // The int8 codec rounds the sums it sends: a last-bit difference in the gradient can move
+    // a quantised value by one level.
+    const double tol = std::string(c.name).find("int8") != std::string::npos ? 1e-3 : 1e-5;
+    EXPECT_LT(max_abs_diff(a.final_params, b.final_params), tol);
+    ASSERT_EQ(a.epochs.size(), 1u);
+    ASSERT_EQ(b.epochs.size(), 1u);
+    EXPECT_EQ(a.epochs[0].exchanges, b.epochs[0].exchanges);
+    EXPECT_NEAR(a.epochs[0].train_loss, b.epochs[0].train_loss, 1e-5);
+  }
+}
+
+TEST(Trainer, AccumulationExchangesOncePerKMicroBatches) {
+  data::testing::TempDir dir;
+  Config every = tiny_run(2, 16, 24);
+  Config accumulated = every;
+  accumulated.set("max_steps", int64_t(6));
+  accumulated.set("train.accumulate", int64_t(4));
+  accumulated.set("output.dir", dir.path());
+  const TrainResult e = run_training(every), a = run_training(accumulated);
+  // 24 micro-batches of 2 x 16 samples either way: 24 exchanges, or 6.
+  ASSERT_EQ(e.epochs.size(), 1u);
+  ASSERT_EQ(a.epochs.size(), 1u);
+  EXPECT_EQ(e.epochs[0].exchanges, 24);
+  EXPECT_EQ(a.epochs[0].exchanges, 6);
+  // metrics.jsonl: exchanges per sample, 1 / (2 x 16 x 4).
+  std::ifstream in(std::filesystem::path(dir.path()) / "metrics.jsonl");
+  std::string line;
+  nlohmann::json j;
+  while (std::getline(in, line)) {
+    nlohmann::json l = nlohmann::json::parse(line);
+    if (l.value("kind", "") == "epoch") j = l;
+  }
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j.at("exchanges").get<int64_t>(), 6);
+  EXPECT_DOUBLE_EQ(j.at("exchanges_per_sample").get<double>(), 1.0 / 128.0);
+}
+
+TEST(Trainer, AccumulateBelowOneIsRejectedWithTheKey) {
+  for (int64_t k : {0, -2}) {
+    Config cfg = tiny_run(1, 64, 1);
+    cfg.set("train.accumulate", k);
+    try {
+      run_training(cfg);
+      FAIL() << k;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("train.accumulate"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// optim.clip_norm scales the combined gradient (the mean over all workers) to the norm: a
+// single worker with the whole batch is the reference for every path of the allreduce
+// strategy (sharded or not, combined on the thread, inline or after backward, accumulated).
+TEST(Trainer, ClippingMatchesASingleWorkerReference) {
+  const double clip = 0.05;  // below the gradient's norm on most steps: the clip is active
+  Config one = tiny_run(1, 64, 12);
+  const std::vector<float> unclipped = run_training(one).final_params;
+  one.set("optim.clip_norm", clip);
+  const TrainResult reference = run_training(one);
+  EXPECT_GT(max_abs_diff(reference.final_params, unclipped), 1e-3);
+  struct Case {
+    const char* name;
+    int workers, batch;
+    std::vector<std::string> overrides;
+  };
+  const std::vector<Case> cases = {
+      {"sharded optimizer", 2, 32, {}},
+      {"sharded, 4 workers, small buckets", 4, 16, {"sync.bucket_kib=16"}},
+      {"unsharded", 2, 32, {"sync.shard_optimizer=false"}},
+      {"after backward", 2, 32, {"sync.overlap=false"}},
+      {"inline", 2, 32, {"sync.overlap=\"inline\""}},
+      {"accumulated", 2, 16, {"train.accumulate=2"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Config cfg = tiny_run(c.workers, c.batch, 12);
+    cfg.set("optim.clip_norm", clip);
+    for (const std::string& o : c.overrides) cfg.set_override(o);
+    EXPECT_LT(max_abs_diff(reference.final_params, run_training(cfg).final_params), 1e-4);
+  }
+}
+
+// With a lossy codec the clipped gradient is the decoded combined one, the gradient the
+// optimizer applies: one plain SGD step moves the parameters by exactly lr x clip_norm. Two
+// runs with clip norms c and 2c start from the same parameters and decode the same gradient,
+// so their parameters differ by lr x c.
+TEST(Trainer, ClippingBoundsTheDecodedStepWithEveryCodec) {
+  for (const char* codec : {"fp16", "bf16", "int8", "onebit", "topk", "powersgd"}) {
+    SCOPED_TRACE(codec);
+    Config cfg = tiny_run(2, 32, 1);
+    cfg.set("codec", std::string(codec));
+    cfg.set("optim.momentum", 0.0);
+    cfg.set("optim.lr", 1.0);
+    cfg.set("optim.clip_norm", 0.01);
+    const std::vector<float> a = run_training(cfg).final_params;
+    cfg.set("optim.clip_norm", 0.02);
+    const std::vector<float> b = run_training(cfg).final_params;
+    ASSERT_EQ(a.size(), b.size());
+    double sq = 0;
+    for (size_t i = 0; i < a.size(); ++i) sq += double(a[i] - b[i]) * double(a[i] - b[i]);
+    EXPECT_NEAR(std::sqrt(sq), 0.01, 1e-4);
+  }
+}
+
+TEST(Trainer, ClipNormMustBePositiveAndNeedsTheAllreduceStrategy) {
+  auto error_of = [](const Config& cfg) {
+    try {
+      run_training(cfg);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  for (double c : {0.0, -1.0}) {
+    Config cfg = tiny_run(1, 64, 1);
+    cfg.set("optim.clip_norm", c);
+    EXPECT_NE(error_of(cfg).find("optim.clip_norm"), std::string::npos) << c;
+  }
+  for (const char* sync : {"bmuf", "ps"}) {
+    Config cfg = tiny_run(2, 32, 1);
+    cfg.set("sync", std::string(sync));
+    cfg.set("optim.clip_norm", 1.0);
+    EXPECT_NE(error_of(cfg).find("optim.clip_norm"), std::string::npos) << sync;
   }
 }
 

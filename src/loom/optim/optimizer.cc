@@ -1,5 +1,9 @@
 #include "loom/optim/optimizer.h"
 
+#include <cmath>
+
+#include <fmt/format.h>
+
 #include "loom/core/error.h"
 
 namespace loom::optim {
@@ -71,7 +75,31 @@ std::vector<ConfigKeySpec> optimizer_config_keys() {
       {"optim.beta2", ConfigType::kDouble, "0.999", "Adam beta2"},
       {"optim.eps", ConfigType::kDouble, "1e-8", "Adam epsilon"},
       {"optim.decoupled", ConfigType::kBool, "false", "decoupled weight decay (AdamW)"},
+      {"optim.clip_norm", ConfigType::kDouble, "off",
+       "clip the global gradient norm (the combined gradient over all workers, as decoded "
+       "with a codec) to this (> 0); sync = \"allreduce\" on host memory"},
   };
+}
+
+float clip_norm_from_config(const Config& cfg) {
+  if (!cfg.has("optim.clip_norm")) return 0.0f;
+  const double c = cfg.get_double("optim.clip_norm", 0.0);
+  if (!(c > 0.0 && c <= 1e30))
+    throw ConfigError(fmt::format("{}: key 'optim.clip_norm': {} must be > 0 (leave the key out "
+                                  "for no clipping)",
+                                  cfg.where("optim.clip_norm"), c));
+  return float(c);
+}
+
+double squared_norm(const float* x, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += double(x[i]) * double(x[i]);
+  return s;
+}
+
+float clip_factor(double squared, float clip_norm) {
+  const double norm = std::sqrt(squared);
+  return norm > double(clip_norm) ? float(double(clip_norm) / norm) : 1.0f;
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const Config& cfg, Backend& backend, int64_t num_params) {

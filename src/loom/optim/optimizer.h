@@ -75,8 +75,17 @@ class Adam final : public Optimizer {
 };
 
 // Keys: optim.name ("sgd" | "adam"), optim.lr, optim.momentum, optim.nesterov,
-// optim.weight_decay, optim.beta1, optim.beta2, optim.eps, optim.decoupled.
+// optim.weight_decay, optim.beta1, optim.beta2, optim.eps, optim.decoupled, optim.clip_norm.
 std::vector<ConfigKeySpec> optimizer_config_keys();
+
+// Gradient clipping by global norm: the strategy that owns the update scales the combined
+// gradient g by clip_factor(|g|^2, c) = min(1, c / |g|) before the optimizer sees it
+// (sync/allreduce/allreduce_strategy.h says where the norm is taken).
+// optim.clip_norm; 0 when the key is absent (no clipping); ConfigError naming it when <= 0.
+float clip_norm_from_config(const Config& cfg);
+// Sum of squares of host floats, accumulated in double.
+double squared_norm(const float* x, int64_t n);
+float clip_factor(double squared_norm, float clip_norm);
 std::unique_ptr<Optimizer> make_optimizer(const Config& cfg, Backend& backend, int64_t num_params);
 
 }  // namespace loom::optim

@@ -125,6 +125,7 @@ void BmufStrategy::sync_block() {
         comm_.allreduce(part);
     }
     stats_.bytes_sent += bytes_per_block_;
+    ++stats_.exchanges;
   }
   const float inv_n = 1.0f / float(world);
   const float eta = float(eta_);

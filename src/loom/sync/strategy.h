@@ -26,12 +26,17 @@ struct SyncStats {
   double exposed_in_compute = 0;
   int64_t bytes_sent = 0;      // payload bytes this rank handed to the transport
   int64_t bytes_received = 0;  // payload bytes it received (the parameter server's pulls)
+  // Synchronisations this rank took part in: one per step for allreduce and model
+  // parallelism (with more than one worker), one per push and pull for the parameter server,
+  // one per block for block momentum. train.accumulate = k makes it one per k micro-batches.
+  int64_t exchanges = 0;
   void add(const SyncStats& o) {
     comm_seconds += o.comm_seconds;
     exposed_seconds += o.exposed_seconds;
     exposed_in_compute += o.exposed_in_compute;
     bytes_sent += o.bytes_sent;
     bytes_received += o.bytes_received;
+    exchanges += o.exchanges;
   }
 };
 

@@ -80,6 +80,28 @@ std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& c
                                         nn::Model& model, optim::Optimizer& optimizer) {
   if (comm.device_memory()) check_device_sync(cfg);
   const std::string kind = cfg.get_choice("sync", "allreduce", {"allreduce", "bmuf", "ps"});
+  // Clipping needs the combined gradient of a step before its update, which only the
+  // allreduce strategy holds: block momentum takes local steps on each worker's own gradient,
+  // the parameter server combines on its servers (asynchronously with staleness), and model
+  // parallelism updates each rank's slices during backward.
+  const float clip_norm = optim::clip_norm_from_config(cfg);
+  if (clip_norm > 0.0f) {
+    const char* why = model_parallel_block_index(model) >= 0
+                          ? "parallel = \"model\"/\"hybrid\" updates its slices during backward"
+                      : kind == "bmuf" ? "sync = \"bmuf\" takes local steps on each worker's gradient"
+                      : kind == "ps"   ? "sync = \"ps\" combines gradients on the servers"
+                                       : nullptr;
+    if (why)
+      throw ConfigError(fmt::format(
+          "{}: key 'optim.clip_norm': clipping takes the norm of the combined gradient, which "
+          "only sync = \"allreduce\" over data parallelism holds; {}",
+          cfg.where("optim.clip_norm"), why));
+    if (cfg.get_bool("sync.momentum_correction", false))
+      throw ConfigError(fmt::format(
+          "{}: key 'optim.clip_norm': not with sync.momentum_correction, which sends and "
+          "applies velocities, not gradients",
+          cfg.where("optim.clip_norm")));
+  }
   if (model_parallel_block_index(model) >= 0) {  // parallel = "model" | "hybrid", N > 1
     if (kind != "allreduce")
       throw ConfigError(
@@ -117,6 +139,7 @@ std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& c
                                                           : CombineWhere::kAfterBackward;
   opts.shard_optimizer = cfg.get_bool("sync.shard_optimizer", true);
   opts.codec = codec_from_config(cfg);
+  opts.clip_norm = clip_norm;
   if (cfg.get_bool("sync.momentum_correction", false)) {
     auto bad = [&](const std::string& why) {
       return ConfigError(fmt::format("{}: key 'sync.momentum_correction': {}",

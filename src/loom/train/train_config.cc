@@ -18,7 +18,8 @@ std::vector<ConfigKeySpec> own_keys() {
   return {
       {"workers", ConfigType::kInt, "1", "data-parallel workers (threads, or MPI ranks)"},
       {"threads", ConfigType::kInt, "1", "intra-op threads per worker (GEMM)"},
-      {"batch", ConfigType::kInt, "128", "samples per worker per step"},
+      {"batch", ConfigType::kInt, "128",
+       "samples per worker per step (per micro-batch with train.accumulate)"},
       {"epochs", ConfigType::kInt, "3", "passes over the training set"},
       {"max_steps", ConfigType::kInt, "0", "stop after this many steps (0 = no limit)"},
       {"seed", ConfigType::kInt, "0", "seed of every random stream"},
@@ -34,6 +35,9 @@ std::vector<ConfigKeySpec> own_keys() {
        "where metrics.jsonl, summary.json and config.toml go (\"\" = nowhere); one that holds a "
        "run is refused (loom train --force replaces it); \"{n}\" in it takes the next free "
        "number"},
+      {"train.accumulate", ConfigType::kInt, "1",
+       "micro-batches of `batch` samples per step (>= 1): k runs k forward/backward passes "
+       "and one synchronisation, like one step of k x batch"},
       {"train.log_every", ConfigType::kInt, "50",
        "a \"step\" line in metrics.jsonl every this many steps (0 = epoch lines only)"},
       {"log.level", ConfigType::kString, "\"info\"", "debug, info, warn, error, quiet"},

@@ -26,6 +26,7 @@
 #include "loom/sync/ps/ps_placement.h"
 #include "loom/sync/strategy.h"
 #include "loom/tensor/backend_registry.h"
+#include "loom/tensor/buffer.h"
 #include "loom/train/checkpoint_guard.h"
 #include "loom/train/device_batch.h"
 #include "loom/train/output_dir.h"
@@ -39,6 +40,7 @@ namespace {
 
 struct Settings {
   int64_t threads, batch, epochs, max_steps, prefetch;
+  int64_t accumulate;  // micro-batches of `batch` per step, one synchronisation per step
   int64_t log_every;  // a "step" line in metrics.jsonl every this many steps (0 = none)
   uint64_t seed;
   bool eval, shuffle;
@@ -50,6 +52,7 @@ Settings read_settings(const Config& cfg) {
   Settings s;
   s.threads = cfg.get_int("threads", 1, 1, 256);
   s.batch = cfg.get_int("batch", 128, 1, 1 << 20);
+  s.accumulate = cfg.get_int("train.accumulate", 1, 1, 1 << 20);
   s.epochs = cfg.get_int("epochs", 3, 1, 100000);
   s.max_steps = cfg.get_int("max_steps", 0, 0, int64_t(1) << 40);
   s.prefetch = cfg.get_int("data.prefetch", 2, 0, 1024);
@@ -168,6 +171,7 @@ class Worker {
     strategy_ = sync::make_strategy(cfg_, comm_, *model_, *optimizer_);
     set_up_loader();
     schedule_ = optim::make_lr_schedule(cfg_, steps_per_epoch_, total_steps_);
+    if (s_.accumulate > 1) accumulated_ = DeviceBuffer<float>(*backend_, model_->num_params());
     lead_ = comm_.rank() == 0;
     if (lead_) {
       result_.describe =
@@ -182,7 +186,9 @@ class Worker {
   // This rank's share of each global batch, and how many steps the run takes.
   void set_up_loader() {
     data::LoaderOptions lo;
-    lo.global_batch = s_.batch * comm_.size();
+    // With accumulation the loader hands out the whole step's batch (accumulate x batch per
+    // rank): the same samples, shuffle and sample offsets as a run with the larger batch.
+    lo.global_batch = s_.batch * s_.accumulate * comm_.size();
     lo.rank = comm_.rank();
     lo.world = comm_.size();
     lo.seed = s_.seed;
@@ -194,9 +200,12 @@ class Worker {
     steps_per_epoch_ = loader_->steps_per_epoch();
     if (steps_per_epoch_ == 0)
       throw ConfigError(
-          fmt::format("a global batch of {} ({} workers x batch {}) is larger than "
+          fmt::format("a global batch of {} ({} workers x batch {}{}) is larger than "
                       "the {} training samples",
-                      lo.global_batch, comm_.size(), s_.batch, train_->count()));
+                      lo.global_batch, comm_.size(), s_.batch,
+                      s_.accumulate > 1 ? fmt::format(" x train.accumulate {}", s_.accumulate)
+                                        : "",
+                      train_->count()));
     total_steps_ = steps_per_epoch_ * s_.epochs;
     if (s_.max_steps > 0) total_steps_ = std::min(total_steps_, s_.max_steps);
     epochs_to_run_ = (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;
@@ -309,30 +318,60 @@ class Worker {
   }
 
   // Step step_ on `batch`: forward, loss, backward handing gradients to the strategy, its
-  // exchange and update. nullopt when the guard rolled the step back.
+  // exchange and update. nullopt when the guard rolled the step back. With train.accumulate
+  // = k the batch runs as k micro-batches: the first k - 1 backward passes add their gradients
+  // into accumulated_, and the last one adds that sum into each range as it becomes ready and
+  // only then hands it to the strategy, so the strategy sees one step with the whole batch's
+  // gradient and exchanges once. Each micro-batch keeps its samples' global offsets, so
+  // dropout draws the masks the larger batch would.
   std::optional<nn::LossResult> train_step(const data::Batch& batch, DeviceBatch& on_device,
                                            double& compute_s) {
     nn::StepInfo info;
     info.training = true;
     info.dropout_key = derive_key(s_.seed, 0, RngPurpose::kDropout, uint64_t(step_));
-    info.sample_offset = batch.global_offset;
     guard_->begin_step(step_);
     const float lr = float(schedule_.at(step_)) * guard_->lr_scale();
     strategy_->begin_step(step_, lr);
     const int64_t numel = train_->sample_numel();
+    const int64_t k = s_.accumulate;
     Stopwatch compute;
-    const DeviceBatch::View in = on_device.put(batch.x, batch.y, batch.size, numel);
-    model_->forward(in.x, batch.size, info);
-    const nn::LossResult r = model_->loss(in.y, strategy_->grad_scale(batch.size));
-    guard_->check_loss(r.loss_sum, step_);
-    model_->backward([&](const nn::ParamRange& range) {
-      guard_->check_grads(range);
-      strategy_->on_gradients_ready(range);
-    });
+    nn::LossResult total;
+    for (int64_t j = 0; j < k; ++j) {
+      const comm::BlockRange part = comm::block_range(size_t(batch.size), int(k), int(j));
+      const int64_t first = int64_t(part.begin), n = int64_t(part.size());
+      info.sample_offset = batch.global_offset + first;
+      const DeviceBatch::View in =
+          on_device.put(batch.x + first * numel, batch.y + first, n, numel);
+      model_->forward(in.x, n, info);
+      const nn::LossResult r = model_->loss(in.y, strategy_->grad_scale(batch.size));
+      guard_->check_loss(r.loss_sum, step_);
+      total.loss_sum += r.loss_sum;
+      total.correct += r.correct;
+      if (k == 1) {
+        model_->backward([&](const nn::ParamRange& range) {
+          guard_->check_grads(range);
+          strategy_->on_gradients_ready(range);
+        });
+      } else {
+        model_->backward([&](const nn::ParamRange& range) {
+          guard_->check_grads(range);
+          float* g = model_->grads() + range.offset;
+          float* acc = accumulated_.data() + range.offset;
+          if (j == 0) {
+            backend_->copy(acc, g, size_t(range.count) * sizeof(float));
+          } else if (j + 1 < k) {
+            backend_->axpy(range.count, 1.0f, g, acc);
+          } else {
+            backend_->axpy(range.count, 1.0f, acc, g);
+            strategy_->on_gradients_ready(range);
+          }
+        });
+      }
+    }
     compute_s += compute.seconds();
     strategy_->end_step();
     if (guard_->end_step(step_ + 1) == StepGuard::Outcome::kSkipped) return std::nullopt;
-    return r;
+    return total;
   }
 
   // The strategy's communication figures for the epoch; loss, accuracy and throughput summed
@@ -343,6 +382,7 @@ class Worker {
     m.exposed_comm_s = st.exposed_seconds;
     m.compute_s -= st.exposed_in_compute;  // counted once, as communication
     m.bytes_sent = st.bytes_sent;
+    m.exchanges = st.exchanges;
     double sums[3] = {t.loss_sum, t.correct, t.seen};
     allreduce_sum(comm_, sums);
     m.train_loss = sums[2] > 0 ? sums[0] / sums[2] : 0;
@@ -396,6 +436,9 @@ class Worker {
                         {"loader_wait_s", m.loader_wait_s},
                         {"stall_share", m.seconds > 0 ? m.loader_wait_s / m.seconds : 0},
                         {"bytes_sent", m.bytes_sent},
+                        {"exchanges", m.exchanges},
+                        {"exchanges_per_sample",
+                         m.steps > 0 ? double(m.exchanges) / double(m.steps * global_batch_) : 0},
                         {"workers", comm_.size()}};
     writer_.append_metrics(j);
     result_.epochs.push_back(m);
@@ -417,6 +460,7 @@ class Worker {
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<sync::Strategy> strategy_;
   std::optional<data::Loader> loader_;
+  DeviceBuffer<float> accumulated_;  // the step's gradient so far (train.accumulate > 1)
   int64_t global_batch_ = 0, steps_per_epoch_ = 0, total_steps_ = 0;
   int64_t epochs_to_run_ = 0;  // the epochs max_steps leaves (all of them without it)
   int64_t log_every_ = 0;      // a step line every this many steps (0 = none)

@@ -19,6 +19,7 @@ struct EpochMetrics {
   double samples_per_s = 0;
   double compute_s = 0, comm_s = 0, exposed_comm_s = 0, loader_wait_s = 0;
   int64_t bytes_sent = 0;
+  int64_t exchanges = 0;  // synchronisations this rank took part in (SyncStats::exchanges)
 };
 
 struct TrainResult {

@@ -53,6 +53,10 @@ AllreduceStrategy::AllreduceStrategy(comm::Communicator& comm, nn::Model& model,
                       "take fp16, bf16, int8, onebit or topk",
                       options_.codec->name()));
   }
+  if (options_.clip_norm > 0.0f && on_device)
+    throw ConfigError(
+        "optim.clip_norm takes the norm of gradients in host memory: not available with "
+        "gradients in device memory (backend = \"cuda\")");
   if (options_.combine == CombineWhere::kThread && comm_.size() > 1)
     queue_ = std::make_unique<BackgroundQueue>();
   if (options_.momentum_correction != 0.0f) {
@@ -88,7 +92,7 @@ std::string AllreduceStrategy::describe() const {
   const int64_t fp32 =
       int64_t(sync::fp32_allreduce_wire_bytes(size_t(model_.num_params()), comm_.size()));
   const bool sharded = options_.shard_optimizer && !options_.codec;
-  return fmt::format("allreduce over {} ({} worker{}), {} bucket{} of <= {} KiB, {}{}{}; {}",
+  return fmt::format("allreduce over {} ({} worker{}), {} bucket{} of <= {} KiB, {}{}{}{}; {}",
                      comm_.name(), comm_.size(), comm_.size() == 1 ? "" : "s", buckets_.size(),
                      buckets_.size() == 1 ? "" : "s", options_.bucket_bytes >> 10,
                      options_.combine == CombineWhere::kThread ? "overlapped with backward"
@@ -99,6 +103,9 @@ std::string AllreduceStrategy::describe() const {
                      : options_.shard_optimizer ? ", optimizer not sharded (codec)"
                                                 : "",
                      plain_sgd_ ? ", momentum correction (DGC)" : "",
+                     options_.clip_norm > 0.0f
+                         ? fmt::format(", gradient norm clipped to {:g}", options_.clip_norm)
+                         : "",
                      describe_wire(options_.codec.get(), bytes_per_step_, fp32));
 }
 
@@ -130,7 +137,15 @@ void AllreduceStrategy::combine(int b) {
   float* params = model_.params() + bucket.offset;
   const size_t n = size_t(bucket.count);
   const int world = comm_.size();
-  if (world == 1) {
+  const bool clip = options_.clip_norm > 0.0f;  // the update waits for clip_and_update()
+  if (clip && world == 1) {
+    // Nothing to combine; clip_and_update() updates.
+  } else if (clip && sharded()) {
+    phase.next("reduce-scatter", "comm");
+    comm_.reduce_scatter(std::span<float>(grads, n));
+    const comm::BlockRange mine = comm::block_range(n, world, comm_.rank());
+    comm_bytes_ += int64_t(2 * (n - mine.size()) * sizeof(float));  // and the allgather
+  } else if (world == 1) {
     phase.next("optimizer", "optim");
     optimizer_.update(params, grads, bucket.offset, bucket.count, lr_);
   } else if (device_codec_) {
@@ -158,11 +173,11 @@ void AllreduceStrategy::combine(int b) {
       for (size_t i = 0; i < n; ++i)
         if (r.residual_value(i) == 0.0f) u[i] = 0.0f;
       plain_sgd_->update(params, grads, bucket.offset, bucket.count, lr_);
-    } else {
+    } else if (!clip) {
       optimizer_.update(params, grads, bucket.offset, bucket.count, lr_);
     }
     comm_bytes_ += int64_t(st.wire_bytes);
-  } else if (options_.shard_optimizer) {
+  } else if (options_.shard_optimizer && !clip) {
     // Reduce-scatter, this rank's block of the update, allgather: fused into one pass over
     // shared buffers by the thread transport.
     phase.next("sharded update", "comm");
@@ -178,10 +193,42 @@ void AllreduceStrategy::combine(int b) {
     phase.next("allreduce", "comm");
     comm_.allreduce(std::span<float>(grads, n));
     phase.next("optimizer", "optim");
-    optimizer_.update(params, grads, bucket.offset, bucket.count, lr_);
+    if (!clip) optimizer_.update(params, grads, bucket.offset, bucket.count, lr_);
     comm_bytes_ += int64_t(sync::fp32_allreduce_wire_bytes(n, world));
   }
   comm_seconds_ += watch.seconds();
+}
+
+void AllreduceStrategy::clip_and_update() {
+  Stopwatch watch;
+  trace::Span span("clip and update", "optim");
+  const int world = comm_.size();
+  const int rank = comm_.rank();
+  float* grads = model_.grads();
+  float* params = model_.params();
+  // Each rank's part of the combined gradient: its own blocks when sharded, else all of it.
+  auto part = [&](const Bucket& b) {
+    const comm::BlockRange r = sharded() ? comm::block_range(size_t(b.count), world, rank)
+                                         : comm::BlockRange{0, size_t(b.count)};
+    return std::pair<int64_t, int64_t>(b.offset + int64_t(r.begin), int64_t(r.size()));
+  };
+  double sq[1] = {0};
+  for (const Bucket& b : buckets_) {
+    const auto [offset, count] = part(b);
+    sq[0] += optim::squared_norm(grads + offset, count);
+  }
+  if (sharded()) comm_.allreduce(sq, sizeof(sq), comm::sum_f64());
+  const float f = optim::clip_factor(sq[0], options_.clip_norm);
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    const Bucket& b = buckets_[i];
+    const auto [offset, count] = part(b);
+    if (f != 1.0f) model_.backend().scale(count, f, grads + offset);
+    optimizer_.update(params + offset, grads + offset, offset, count, lr_);
+    if (sharded())
+      comm_.allgather(std::span<float>(params + b.offset, size_t(b.count)));
+  }
+  // On the step's path after backward: end_step's wait counts it as exposed already.
+  stats_.comm_seconds += watch.seconds();
 }
 
 void AllreduceStrategy::on_gradients_ready(const nn::ParamRange& range) {
@@ -212,6 +259,7 @@ void AllreduceStrategy::end_step() {
   } else if (options_.combine == CombineWhere::kAfterBackward) {
     for (size_t b = 0; b < buckets_.size(); ++b) combine(int(b));
   }
+  if (options_.clip_norm > 0.0f) clip_and_update();
   // Once per step, not per bucket: each check waits for the device.
   if (device_codec_)
     sync::check_device_codec_finite(
@@ -225,6 +273,7 @@ void AllreduceStrategy::end_step() {
   }
   stats_.comm_seconds += comm_seconds_;
   stats_.bytes_sent += comm_bytes_;
+  if (comm_.size() > 1) ++stats_.exchanges;
   comm_seconds_ = 0;
   comm_bytes_ = 0;
 }

@@ -23,6 +23,17 @@
 // NaN/Inf flag is read once for the whole step.
 //
 // The loss gradient is scaled by 1/(global batch), so the sum over ranks is the mean.
+//
+// Clipping (options.clip_norm, optim.clip_norm) scales the combined gradient, the mean over all
+// workers' gradients, to a global norm of at most clip_norm before the update. The norm needs
+// every bucket, so buckets are still combined as they become ready but the update waits for
+// end_step. Without sharding every rank holds the whole combined gradient (with a codec: the
+// decoded sum, the same bits on every rank), so each computes the same norm. With the optimizer
+// sharded, buckets are reduce-scattered, the squares of each rank's own blocks are summed over
+// ranks (one allreduce of a double), each rank scales and updates its blocks, and the
+// parameters are all-gathered. A lossy codec therefore clips what it decoded, the gradient the
+// optimizer applies, not the workers' exact sum; the codec's residuals keep what it did not
+// send, unscaled.
 #pragma once
 
 #include <memory>
@@ -59,6 +70,7 @@ struct AllreduceOptions {
   // optim.momentum).
   float momentum_correction = 0.0f;
   float sgd_weight_decay = 0.0f;
+  float clip_norm = 0.0f;  // optim.clip_norm (0 = off)
 };
 
 class AllreduceStrategy final : public Strategy {
@@ -83,7 +95,12 @@ class AllreduceStrategy final : public Strategy {
 
  private:
   void combine(int b);
+  // With clipping: the norm of the combined gradient, then every bucket's update.
+  void clip_and_update();
   bool compressed() const { return options_.codec != nullptr && comm_.size() > 1; }
+  bool sharded() const {
+    return options_.shard_optimizer && !options_.codec && comm_.size() > 1;
+  }
 
   comm::Communicator& comm_;
   nn::Model& model_;

@@ -78,6 +78,7 @@ void ModelParallelStrategy::end_step() {
     }
     optimizer_.update(model_.params(), g, 0, dp_count_, lr_);
   }
+  if (comm_.size() > 1) ++stats_.exchanges;
   const double dp = watch.seconds();
   ActivationExchange& ex = block_->exchange();
   const double act = ex.take_seconds();

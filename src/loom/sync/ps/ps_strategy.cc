@@ -280,6 +280,7 @@ void PsStrategy::end_step() {
     take_version(std::max<int64_t>(0, step + 1 - options_.staleness), step + 1);
   }
   const double w = waited.seconds();
+  ++stats_.exchanges;
   stats_.exposed_seconds += w;
   stats_.comm_seconds += comm_seconds_ + w;
   comm_seconds_ = 0;
