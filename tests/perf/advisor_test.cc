@@ -310,9 +310,15 @@ TEST(Advisor, EightRtx5090AreOnlyEverInTheEightGpuServerAtItsPriceAndPower) {
       EXPECT_DOUBLE_EQ(o.capital_usd / o.nodes, 50000);
       EXPECT_DOUBLE_EQ(o.node_draw_w, 8 * 575 + 1400);
     }
-    if (o.host == "desktop") ADD_FAILURE() << "a desktop cannot feed a 575 W card: " << o.label();
-    if (o.host == "workstation") EXPECT_EQ(per_node, 1) << o.label();
-    if (o.host == "gpu-box-4") EXPECT_LE(per_node, 4) << o.label();
+    if (o.host == "desktop") {
+      ADD_FAILURE() << "a desktop cannot feed a 575 W card: " << o.label();
+    }
+    if (o.host == "workstation") {
+      EXPECT_EQ(per_node, 1) << o.label();
+    }
+    if (o.host == "gpu-box-4") {
+      EXPECT_LE(per_node, 4) << o.label();
+    }
   }
   EXPECT_GT(eight, 0);
   // At $20,000 no machine holds eight: the server that carries them costs $34,008 alone.

@@ -21,7 +21,16 @@ Workload toy() {
 
 Cluster cluster(int nodes, int k) {
   Cluster c;
-  c.gpu = {"g", 10, 0, 16, 1000, "l", "none", 100, 1000, "msrp", "test", ""};
+  c.gpu.name = "g";
+  c.gpu.fp32_tflops = 10;
+  c.gpu.memory_gb = 16;
+  c.gpu.mem_bw_gbs = 1000;
+  c.gpu.host_link = "l";
+  c.gpu.peer_link = "none";
+  c.gpu.tdp_w = 100;
+  c.gpu.price_usd = 1000;
+  c.gpu.price_kind = "msrp";
+  c.gpu.source = "test";
   c.topo = {nodes, k, {"in", "t", 10, 5, 1.0, "t"}, {"ex", "t", 1, 10, 1.0, "t"}};
   c.storage = {"disk", 1000, "t"};
   return c;
