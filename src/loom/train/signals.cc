@@ -1,5 +1,6 @@
 #include "loom/train/signals.h"
 
+#include <atomic>
 #include <csignal>
 #include <mutex>
 #include <utility>
@@ -7,7 +8,11 @@
 namespace loom::train {
 namespace {
 
-volatile std::sig_atomic_t g_signal = 0;
+// Written by the handler (on whichever thread takes the signal) and read by every worker
+// thread: a lock-free atomic is both async-signal-safe and race-free across threads, which a
+// volatile sig_atomic_t is not.
+std::atomic<int> g_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 std::mutex g_mu;
 int g_scopes = 0;
 struct sigaction g_old_int {
@@ -15,12 +20,12 @@ struct sigaction g_old_int {
 std::function<void(int, int64_t)> g_stop_check_hook;
 
 extern "C" void on_stop_signal(int sig) {
-  if (g_signal == sig) {  // second time: give up waiting for the step to end
+  if (g_signal.load() == sig) {  // second time: give up waiting for the step to end
     std::signal(sig, SIG_DFL);
     std::raise(sig);
     return;
   }
-  g_signal = sig;
+  g_signal.store(sig);
 }
 
 }  // namespace
@@ -28,7 +33,7 @@ extern "C" void on_stop_signal(int sig) {
 StopSignalScope::StopSignalScope() {
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_scopes++ > 0) return;
-  g_signal = 0;
+  g_signal.store(0);
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
@@ -45,7 +50,7 @@ StopSignalScope::~StopSignalScope() {
 }
 
 int stop_signal() {
-  return int(g_signal);
+  return g_signal.load();
 }
 
 bool stop_handlers_installed() {
@@ -54,7 +59,7 @@ bool stop_handlers_installed() {
 }
 
 void clear_stop_signal() {
-  g_signal = 0;
+  g_signal.store(0);
 }
 
 void set_stop_check_hook(std::function<void(int rank, int64_t steps_done)> hook) {
