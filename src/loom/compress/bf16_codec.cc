@@ -38,7 +38,9 @@ struct Bf16Format::Avx2 {
 };
 
 #pragma GCC diagnostic push  // see half_avx512.h
+#if !defined(__clang__)  // a GCC-only warning group; clang has no such group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // vcvtne2ps2bf16, which rounds as the reference for every finite float but the denormals (it
 // reads them as zero). The 32 values go to the reference when some |s| is >= 0x7f7f8000 (a NaN,

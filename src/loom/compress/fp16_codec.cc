@@ -26,7 +26,9 @@ struct Fp16Format::Avx2 {
 };
 
 #pragma GCC diagnostic push  // see half_avx512.h
+#if !defined(__clang__)  // a GCC-only warning group; clang has no such group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // vcvtps2ph on 16 lanes. As on 8, a code with all exponent bits set sends the 32 values to the
 // reference; below 65520 vcvtps2ph gives the clamped value's code: 65504 < |s| < 65520 rounds to
