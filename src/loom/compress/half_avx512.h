@@ -40,7 +40,9 @@
 // -Wmaybe-uninitialized reports; nothing uninitialised is read. The codec files that include this
 // header silence it around their AVX-512 code too.
 #pragma GCC diagnostic push
+#if !defined(__clang__)  // a GCC-only warning group; clang has no such group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace loom::compress::half_avx512 {
 

@@ -253,7 +253,9 @@ namespace {
 // _mm512_undefined_epi32() as the unused merge source, which -Wmaybe-uninitialized reports; nothing
 // uninitialised is read.
 #pragma GCC diagnostic push
+#if !defined(__clang__)  // a GCC-only warning group; clang has no such group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // AVX-512 VBMI decode, 64 codes a step: vpermi2b looks up 64 bytes at once in a 128-entry byte
 // table, so the 128 magnitudes table[0..127] are split into 4 byte planes (byte k of each

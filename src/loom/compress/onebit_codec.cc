@@ -202,7 +202,9 @@ void onebit_decode_avx2(const OnebitLevels* levels, const uint32_t* words, size_
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused merge source, which
 // -Wmaybe-uninitialized reports; nothing uninitialised is read.
 #pragma GCC diagnostic push
+#if !defined(__clang__)  // a GCC-only warning group; clang has no such group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #define LOOM_ONEBIT512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,popcnt")))
 
