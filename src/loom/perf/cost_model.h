@@ -44,6 +44,10 @@ struct SyncSpec {
   // ZeRO-1: with an uncompressed allreduce each rank updates 1/n of the parameters (loom's
   // sync.shard_optimizer; codecs turn it off).
   bool shard_optimizer = false;
+  // Share of the run's steps a codec's warm-up sums exactly in fp32 before the codec starts
+  // (loom's codec.warmup_steps over the run's steps), in [0, 1): estimates are then the
+  // run's mean step.
+  double codec_warmup_share = 0;
 };
 
 struct TrainSpec {
@@ -99,6 +103,8 @@ class CostModel {
   struct Exchange;     // one step's gradient exchange
 
   StepEstimate raw(const Topology& topo) const;
+  // raw(), with a codec warm-up's fp32 steps folded into the mean step (codec_warmup_share).
+  StepEstimate over_run(const Topology& topo) const;
   StepContext context(const Topology& topo) const;
   // Forward + backward seconds; `memory_bound` says whether memory traffic set them.
   double compute_time(const StepContext& x, bool& memory_bound) const;
