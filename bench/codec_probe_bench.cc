@@ -92,9 +92,6 @@ int run(const Config& cfg, int64_t every, const std::string& out_path) {
     auto model = sync::build_model(cfg, c, be, source->sample_shape(), source->num_classes());
     model->init_params(seed);
     auto opt = optim::make_optimizer(cfg, be, model->num_params());
-    auto strategy = sync::make_strategy(cfg, c, *model, *opt);
-    auto* ar = dynamic_cast<sync::AllreduceStrategy*>(strategy.get());
-    LOOM_CHECK(ar != nullptr, "the probe runs sync = \"allreduce\"");
     data::LoaderOptions lo;
     lo.global_batch = batch * workers;
     lo.rank = c.rank();
@@ -103,6 +100,9 @@ int run(const Config& cfg, int64_t every, const std::string& out_path) {
     data::Loader loader(source, lo);
     const int64_t spe = loader.steps_per_epoch(), total = spe * epochs;
     const optim::LrSchedule schedule = optim::make_lr_schedule(cfg, spe, total);
+    auto strategy = sync::make_strategy(cfg, c, *model, *opt, total);
+    auto* ar = dynamic_cast<sync::AllreduceStrategy*>(strategy.get());
+    LOOM_CHECK(ar != nullptr, "the probe runs sync = \"allreduce\"");
     const std::vector<Tensor> tensors = tensors_of(*model);
     const size_t n = size_t(model->num_params());
     std::vector<float> sent(n), pending(n);
