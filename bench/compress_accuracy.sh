@@ -9,8 +9,11 @@
 # depend on the transport). Prints a table (test accuracy after the last epoch, its
 # difference from fp32 in points, bytes per step) and one JSON object per line
 # ({"bench":"compress_accuracy",...}). At 10 epochs one config takes 4-20 min on the shared
-# 2-core box (8 configs; topk1-mc is top-k with DGC momentum correction); run long jobs one
-# config at a time with --configs NAME if need be.
+# 2-core box (8 configs). onebit and topk1-default are the codecs with their default options;
+# onebit-plain, onebit-noef and topk1 without them (no warm-up, momentum correction,
+# gathering or exact small buckets), topk1-mc with DGC's momentum correction and masking. Run
+# long jobs one config at a time with --configs NAME if need be.
+# bench/codec_accuracy.sh compares codecs paired by seed over several seeds and run lengths.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -26,12 +29,16 @@ while [ $# -gt 0 ]; do
     --workers) WORKERS=$2; shift 2 ;;
     --configs) CONFIGS=$2; shift 2 ;;
     --set) EXTRA="$EXTRA $2"; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "compress_accuracy.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 [ -x "$LOOM" ] || { echo "compress_accuracy.sh: no loom binary at $LOOM (--loom PATH)" >&2; exit 2; }
 
+# The codecs without the options that bench/codec_accuracy.sh measures (docs/compress.md):
+# 1-bit in stripes with error feedback on the gradient, no warm-up; plain top-k.
+ONEBIT_PLAIN="codec.warmup_steps=0 sync.momentum_correction=false codec.aggregation=stripes"
+TOPK_PLAIN="sync.momentum_correction=false codec.min_bucket_kib=0"
 config_args() {
   case $1 in
     fp32) echo "codec=fp32" ;;
@@ -39,9 +46,11 @@ config_args() {
     bf16) echo "codec=bf16" ;;
     int8) echo "codec=int8" ;;
     onebit) echo "codec=onebit" ;;
-    onebit-noef) echo "codec=onebit codec.error_feedback=false" ;;
-    topk1) echo "codec=topk codec.topk_fraction=0.01" ;;
-    topk1-mc) echo "codec=topk codec.topk_fraction=0.01 sync.momentum_correction=true" ;;
+    onebit-plain) echo "codec=onebit $ONEBIT_PLAIN" ;;
+    onebit-noef) echo "codec=onebit codec.error_feedback=false $ONEBIT_PLAIN" ;;
+    topk1) echo "codec=topk codec.topk_fraction=0.01 $TOPK_PLAIN" ;;
+    topk1-mc) echo "codec=topk codec.topk_fraction=0.01 sync.momentum_correction=true sync.momentum_masking=true codec.min_bucket_kib=0" ;;
+    topk1-default) echo "codec=topk codec.topk_fraction=0.01" ;;
     powersgd4) echo "codec=powersgd codec.powersgd_rank=4" ;;
     bmuf8) echo "sync=bmuf bmuf.tau=8" ;;
     bmuf8-onebit) echo "sync=bmuf bmuf.tau=8 codec=onebit" ;;

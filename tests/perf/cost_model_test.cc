@@ -108,6 +108,35 @@ TEST(CostModel, Fp16HalvesTheWireAndBmufDividesByTau) {
   EXPECT_NEAR(CostModel(toy(), cluster(1, 4), s, train(32), d).estimate().comm_s, fp32 / 8, 1e-12);
 }
 
+// A codec's warm-up: its share of the run's steps are fp32 allreduces with full updates, so the
+// run's mean step is the mix of the two steps in those proportions.
+TEST(CostModel, CodecWarmupMixesFp32StepsIntoTheRun) {
+  SyncSpec s;
+  s.overlap = false;
+  s.bucket_mb = 1000;
+  s.codec = "onebit";
+  Derating d{0.5, 0.8, {}};
+  const StepEstimate codec = CostModel(toy(), cluster(1, 4), s, train(32), d).estimate();
+  SyncSpec warm = s;
+  warm.codec = "fp32";
+  const StepEstimate fp32 = CostModel(toy(), cluster(1, 4), warm, train(32), d).estimate();
+  ASSERT_GT(fp32.step_s, codec.step_s);
+  s.codec_warmup_share = 0.25;
+  const StepEstimate mixed = CostModel(toy(), cluster(1, 4), s, train(32), d).estimate();
+  EXPECT_NEAR(mixed.step_s, 0.75 * codec.step_s + 0.25 * fp32.step_s, 1e-12);
+  EXPECT_NEAR(mixed.comm_s, 0.75 * codec.comm_s + 0.25 * fp32.comm_s, 1e-12);
+  EXPECT_NEAR(mixed.samples_per_s, 4 * 32 / mixed.step_s, 1e-9);
+  EXPECT_LT(mixed.speedup, codec.speedup);
+  // fp32 has nothing to warm up; a share of 1 or more would never start the codec.
+  warm.codec_warmup_share = 0.25;
+  EXPECT_DOUBLE_EQ(CostModel(toy(), cluster(1, 4), warm, train(32), d).estimate().step_s,
+                   fp32.step_s);
+  s.codec_warmup_share = 1.0;
+  EXPECT_THROW(CostModel(toy(), cluster(1, 4), s, train(32), d), InputError);
+  s.codec_warmup_share = -0.1;
+  EXPECT_THROW(CostModel(toy(), cluster(1, 4), s, train(32), d), InputError);
+}
+
 TEST(CostModel, MemoryFitCountsWeightsGradsStateActivations) {
   TrainSpec t = train(1000);
   t.optimizer = "adam";

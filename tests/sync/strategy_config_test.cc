@@ -13,8 +13,9 @@
 namespace loom::sync {
 namespace {
 
-// make_strategy on a world of one with cfg; returns the ConfigError's message ("" if none).
-std::string config_error(const Config& cfg) {
+// make_strategy on a world of one with cfg (a run of total_steps steps, 0: not known); returns
+// the ConfigError's message ("" if none).
+std::string config_error(const Config& cfg, int64_t total_steps = 0) {
   auto world = comm::create_world("thread", 1, comm::CommOptions{});
   std::string msg;
   world->run([&](comm::Communicator& c) {
@@ -22,7 +23,7 @@ std::string config_error(const Config& cfg) {
     auto model = nn::build_model(cfg, be, {20}, 10);
     auto opt = optim::make_optimizer(cfg, be, model->num_params());
     try {
-      make_strategy(cfg, c, *model, *opt);
+      make_strategy(cfg, c, *model, *opt, total_steps);
     } catch (const ConfigError& e) {
       msg = e.what();
     }
@@ -58,7 +59,7 @@ TEST(StrategyConfig, BadKeysNameTheKey) {
   EXPECT_EQ(config_error(testing::tiny_config()), "");
 }
 
-TEST(StrategyConfig, MomentumCorrectionNeedsTopkAndSgdMomentum) {
+TEST(StrategyConfig, MomentumCorrectionNeedsOnebitOrTopkAndSgdMomentum) {
   Config cfg = testing::tiny_config();
   cfg.set("sync.momentum_correction", true);
   cfg.set("optim.momentum", 0.9);
@@ -66,15 +67,104 @@ TEST(StrategyConfig, MomentumCorrectionNeedsTopkAndSgdMomentum) {
   EXPECT_NE(config_error(cfg).find("sync.momentum_correction"), std::string::npos);
   cfg.set("codec", std::string("topk"));
   EXPECT_EQ(config_error(cfg), "");
+  cfg.set("codec", std::string("onebit"));
+  EXPECT_EQ(config_error(cfg), "");
+  cfg.set("optim.nesterov", true);
+  EXPECT_NE(config_error(cfg).find("without Nesterov"), std::string::npos);
+  cfg.set("optim.nesterov", false);
   cfg.set("optim.momentum", 0.0);
   EXPECT_NE(config_error(cfg).find("optim.momentum > 0"), std::string::npos);
+  // "auto" (the default) turns it on only where it applies: never an error.
+  cfg.set("sync.momentum_correction", std::string("auto"));
+  for (const char* codec : {"int8", "onebit", "topk"}) {
+    cfg.set("codec", std::string(codec));
+    EXPECT_EQ(config_error(cfg), "") << codec;
+  }
+}
+
+// The codec options: negative values, a warm-up as long as the run, and options that do not
+// apply to the codec or strategy chosen are ConfigErrors naming the key.
+TEST(StrategyConfig, CodecOptionsBadInputNamesTheKey) {
+  struct Case {
+    std::vector<const char*> sets;
+    const char* key;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {{"codec=\"onebit\"", "codec.warmup_steps=-1"}, "codec.warmup_steps", "out of range"},
+      {{"codec=\"onebit\"", "codec.warmup_steps=100"},
+       "codec.warmup_steps",
+       "not shorter than the run (100 steps)"},
+      {{"codec=\"onebit\"", "codec.warmup_steps=250"}, "codec.warmup_steps", "never start"},
+      {{"codec.warmup_steps=10"}, "codec.warmup_steps", "codec fp32"},
+      {{"codec=\"onebit\"", "sync=\"bmuf\"", "codec.warmup_steps=10"},
+       "codec.warmup_steps",
+       "sync = \"bmuf\""},
+      {{"codec=\"onebit\"", "sync=\"ps\"", "codec.aggregation=\"gather\""},
+       "codec.aggregation",
+       "sync = \"ps\""},
+      {{"codec=\"topk\"", "codec.aggregation=\"stripes\""}, "codec.aggregation", "topk"},
+      {{"codec=\"powersgd\"", "codec.aggregation=\"gather\""}, "codec.aggregation", "powersgd"},
+      {{"codec=\"onebit\"", "codec.aggregation=\"ring\""}, "codec.aggregation", "ring"},
+      {{"codec.aggregation=\"gather\""}, "codec.aggregation", "codec fp32"},
+      {{"codec=\"topk\"", "codec.min_bucket_kib=-1"}, "codec.min_bucket_kib", "out of range"},
+      {{"codec.min_bucket_kib=64"}, "codec.min_bucket_kib", "codec fp32"},
+      {{"codec=\"onebit\"", "sync.momentum_correction=\"maybe\""},
+       "sync.momentum_correction",
+       "maybe"},
+      {{"codec=\"onebit\"", "sync=\"bmuf\"", "sync.momentum_correction=true"},
+       "sync.momentum_correction",
+       "sync = \"bmuf\""},
+      {{"codec=\"onebit\"", "sync.momentum_masking=true"}, "sync.momentum_masking", "topk"},
+      {{"codec=\"topk\"", "sync.momentum_correction=false", "sync.momentum_masking=true"},
+       "sync.momentum_masking",
+       "needs momentum correction"},
+  };
+  for (const Case& k : cases) {
+    Config cfg = testing::tiny_config();
+    cfg.set("optim.momentum", 0.9);
+    std::string what;
+    for (const char* a : k.sets) {
+      cfg.set_override(a);
+      what += std::string(a) + " ";
+    }
+    const std::string msg = config_error(cfg, 100);
+    EXPECT_NE(msg.find(std::string("'") + k.key + "'"), std::string::npos)
+        << what << "-> '" << msg << "'";
+    EXPECT_NE(msg.find(k.says), std::string::npos) << what << "-> '" << msg << "'";
+    RecordProperty(what, msg);
+  }
+  // What applies is accepted: a warm-up one step shorter than the run, each default, the
+  // values that leave an option out whatever the codec.
+  for (const std::vector<const char*>& ok : std::vector<std::vector<const char*>>{
+           {"codec=\"onebit\"", "codec.warmup_steps=99"},
+           {"codec=\"onebit\""},
+           {"codec=\"topk\"", "sync.momentum_masking=true"},
+           {"codec=\"int8\"", "codec.aggregation=\"gather\"", "codec.min_bucket_kib=8"},
+           {"codec.warmup_steps=0", "codec.aggregation=\"auto\"", "codec.min_bucket_kib=0",
+            "sync.momentum_correction=false"},
+           {"codec=\"onebit\"", "sync=\"bmuf\""}}) {
+    Config cfg = testing::tiny_config();
+    cfg.set("optim.momentum", 0.9);
+    for (const char* a : ok) cfg.set_override(a);
+    EXPECT_EQ(config_error(cfg, 100), "") << ok[0];
+  }
 }
 
 TEST(StrategyConfig, KeysAreDeclared) {
-  std::vector<std::string> want = {"sync",          "bmuf.tau",
-                                   "bmuf.eta",      "bmuf.zeta",
-                                   "bmuf.nesterov", "bmuf.reset_momentum",
-                                   "codec",         "codec.error_feedback"};
+  std::vector<std::string> want = {"sync",
+                                   "bmuf.tau",
+                                   "bmuf.eta",
+                                   "bmuf.zeta",
+                                   "bmuf.nesterov",
+                                   "bmuf.reset_momentum",
+                                   "codec",
+                                   "codec.error_feedback",
+                                   "codec.warmup_steps",
+                                   "codec.aggregation",
+                                   "codec.min_bucket_kib",
+                                   "sync.momentum_correction",
+                                   "sync.momentum_masking"};
   const auto keys = sync_config_keys();
   for (const auto& w : want) {
     bool found = false;

@@ -107,6 +107,40 @@ TEST(CheckpointResume, Bf16ResidualsResumeExactly) {
   EXPECT_GT(nonzero, r.size() / 2);  // fp16 leaves a rounding error in nearly every element
 }
 
+// The codec options' state: 1-bit with its defaults at two workers (momentum correction keeps
+// each worker's velocity, the encodings are gathered) and a warm-up that ends between two
+// checkpoints; top-k with a small bucket summed exactly beside a compressed one. Resumed in
+// the warm-up and after it, each run reaches the same bits.
+TEST(CheckpointResume, CodecWarmupAndMomentumCorrectionResumeExactly) {
+  for (const char* codec : {"onebit", "topk"}) {
+    SCOPED_TRACE(codec);
+    TempDir dir;
+    Config cfg = run_config(dir.path());
+    cfg.set("codec", std::string(codec));
+    cfg.set("optim.momentum", 0.9);
+    cfg.set("mlp.dropout", 0.3);
+    cfg.set("codec.warmup_steps", int64_t(7));
+    cfg.set("sync.bucket_kib", int64_t(64));  // [784x32 layer] and [the other two], 2.7 KiB
+    const TrainResult full = run_training(cfg);
+    const fs::path ck = fs::path(dir.path()) / "checkpoints";
+    for (int s : {5, 10, 15})
+      EXPECT_EQ(resume_from(cfg, (ck / checkpoint_name(s)).string()), full.final_params) << s;
+    const CheckpointFile f =
+        CheckpointFile::read((ck / checkpoint_name(10) / "rank-00001.ckpt").string());
+    ASSERT_TRUE(f.has("strategy.f.bucket0.local_velocity"));
+    ASSERT_TRUE(f.has("strategy.f.bucket1.local_velocity"));
+    // Gathered 1-bit and top-k keep one residual per bucket on each rank: no owner's.
+    EXPECT_TRUE(f.f32("strategy.f.bucket0.owner.residual").empty());
+    EXPECT_FALSE(f.has("strategy.f.bucket0.worker1.residual"));
+    // The resumed run must not fall back to a fresh state: without the velocities the bits
+    // differ.
+    Config off = cfg;
+    off.set("sync.momentum_correction", false);
+    off.set("output.dir", dir.path() + "/off");
+    EXPECT_NE(run_training(off).final_params, full.final_params);
+  }
+}
+
 // Model parallelism: each rank's slices of the split layers differ, and with an odd width
 // over 2 ranks even their count differs; each rank's file keeps its own.
 // Hybrid with a codec: the data-parallel layer's int8 residuals come back too.

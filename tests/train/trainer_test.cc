@@ -90,6 +90,20 @@ TEST(Trainer, BadConfigIsRejectedWithTheKey) {
   Config zero = tiny_run(1, 64, 1);
   zero.set("workers", int64_t(0));
   EXPECT_THROW(run_training(zero), ConfigError);
+  // The loop knows the run's length (max_steps here): a codec warm-up as long is refused
+  // before any step, naming the key; one step shorter runs.
+  Config warm = tiny_run(2, 32, 10);
+  warm.set("codec", std::string("onebit"));
+  warm.set("codec.warmup_steps", int64_t(10));
+  try {
+    run_training(warm);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("'codec.warmup_steps'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("(10 steps)"), std::string::npos) << e.what();
+  }
+  warm.set("codec.warmup_steps", int64_t(9));
+  EXPECT_EQ(run_training(warm).steps, 10);
 }
 
 TEST(Trainer, CudaBackendNeedsTheNcclTransportAndNcclTakesPlainAllreduce) {

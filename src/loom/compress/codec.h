@@ -94,8 +94,10 @@ struct CodecState {
   ResidualFormat residual_format = ResidualFormat::kF32;
   AlignedFloats residual;
   AlignedBf16 residual_bf16;
-  // Codec-specific: PowerSGD's warm-started Q (cols x rank); top-k's scratch magnitudes.
+  // Codec-specific state: PowerSGD's warm-started Q (cols x rank). Checkpoints keep it.
   std::vector<float> aux;
+  // Codec-specific scratch, rebuilt by every encode (top-k's magnitudes): not state, not saved.
+  std::vector<float> scratch;
   // PowerSGD: the bucket as matrices (empty: the codec's default view of a flat bucket).
   std::vector<MatrixDims> matrices;
   uint64_t steps = 0;  // encodes so far

@@ -81,7 +81,7 @@ TopkCodec::TopkCodec(double fraction) : fraction_(fraction) {
 bool TopkCodec::encode_impl(const float* grad, CodecState& state, std::byte* out) const {
   LOOM_CHECK_LE(state.n, size_t(UINT32_MAX));
   return topk_encode(grad, state.residual.data(), state.n, topk_count(state.n, fraction_),
-                     reinterpret_cast<TopkEntry*>(out), state.aux);
+                     reinterpret_cast<TopkEntry*>(out), state.scratch);
 }
 
 void TopkCodec::decode_impl(const std::byte* in, size_t n, float* out, DecodeMode mode) const {

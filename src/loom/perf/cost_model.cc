@@ -49,6 +49,9 @@ CostModel::CostModel(Workload w, Cluster c, SyncSpec s, TrainSpec t, Derating d)
       codec_(codec_model(sync_.codec)),
       algorithm_(algorithm_from_name(sync_.algorithm)) {
   if (train_.batch <= 0) throw InputError(fmt::format("batch must be > 0, got {}", train_.batch));
+  if (!(sync_.codec_warmup_share >= 0 && sync_.codec_warmup_share < 1))
+    throw InputError(
+        fmt::format("codec warm-up share must be in [0, 1), got {}", sync_.codec_warmup_share));
   if (train_.precision != "fp32" && train_.precision != "mixed")
     throw InputError(fmt::format("precision must be fp32 or mixed, got '{}'", train_.precision));
   if (train_.optimizer != "sgd" && train_.optimizer != "momentum" && train_.optimizer != "adam")
@@ -74,7 +77,7 @@ StepEstimate CostModel::estimate_at(int nodes, int gpus_per_node) const {
   t.nodes = nodes;
   t.gpus_per_node = gpus_per_node;
   StepEstimate base = raw(one);
-  StepEstimate e = raw(t);
+  StepEstimate e = over_run(t);
   e.speedup = e.ranks * base.step_s / e.step_s;
   e.efficiency = e.speedup / e.ranks;
   return e;
@@ -291,6 +294,25 @@ std::string CostModel::limiter(const StepEstimate& e, double compute_s) {
   if (link >= compute_s && link >= input) return "link";
   if (input >= compute_s) return "input";
   return e.compute_memory_bound ? "memory bandwidth" : "compute";
+}
+
+StepEstimate CostModel::over_run(const Topology& topo) const {
+  StepEstimate e = raw(topo);
+  const double f = sync_.codec_warmup_share;
+  if (f == 0 || codec_.name == "fp32") return e;
+  // The warm-up's steps are fp32 allreduces with full (unsharded) updates.
+  SyncSpec warm = sync_;
+  warm.codec = "fp32";
+  warm.codec_warmup_share = 0;
+  warm.shard_optimizer = false;
+  const StepEstimate w = CostModel(workload_, cluster_, warm, train_, derating_).raw(topo);
+  auto mix = [f](double codec, double fp32) { return (1 - f) * codec + f * fp32; };
+  e.comm_s = mix(e.comm_s, w.comm_s);
+  e.codec_s = mix(e.codec_s, w.codec_s);
+  e.comm_exposed_s = mix(e.comm_exposed_s, w.comm_exposed_s);
+  e.step_s = mix(e.step_s, w.step_s);
+  e.samples_per_s = e.ranks * double(train_.batch) / e.step_s;
+  return e;
 }
 
 StepEstimate CostModel::raw(const Topology& topo) const {

@@ -67,6 +67,10 @@ struct SyncSpec {
   bool shard_optimizer = false;
   // The framework's coordination per step on more than one worker (catalog [[framework]]).
   double step_overhead_s = 0;
+  // Share of the run's steps a codec's warm-up sums exactly in fp32 before the codec starts
+  // (loom's codec.warmup_steps over the run's steps), in [0, 1): estimates are then the
+  // run's mean step.
+  double codec_warmup_share = 0;
 };
 
 struct TrainSpec {
@@ -127,6 +131,8 @@ class CostModel {
   struct Exchange;     // one step's gradient exchange
 
   StepEstimate raw(const Topology& topo) const;
+  // raw(), with a codec warm-up's fp32 steps folded into the mean step (codec_warmup_share).
+  StepEstimate over_run(const Topology& topo) const;
   StepContext context(const Topology& topo) const;
   // Forward + backward seconds; `memory_bound` says whether memory traffic set them.
   double compute_time(const StepContext& x, bool& memory_bound) const;

@@ -1,3 +1,7 @@
+#include <algorithm>
+#include <optional>
+#include <variant>
+
 #include "loom/compress/device_codec_registry.h"
 #include "loom/compress/device_codec.h"
 #include "loom/compress/registry.h"
@@ -22,6 +26,119 @@ std::shared_ptr<const compress::Codec> codec_from_config(const Config& cfg) {
   return std::shared_ptr<const compress::Codec>(std::move(codec));
 }
 
+// A key that takes true, false or "auto" (unset: auto): nullopt for auto.
+std::optional<bool> bool_or_auto(const Config& cfg, const std::string& key) {
+  if (!cfg.has(key)) return std::nullopt;
+  const ConfigValue& v = cfg.values().at(key);
+  if (!v.is_array && std::holds_alternative<std::string>(v.value)) {
+    if (std::get<std::string>(v.value) == "auto") return std::nullopt;
+    throw ConfigError(fmt::format("{}: key '{}': expected true, false or \"auto\", got \"{}\"",
+                                  v.where, key, std::get<std::string>(v.value)));
+  }
+  return cfg.get_bool(key, false);  // ConfigError if not a bool
+}
+
+ConfigError bad_key(const Config& cfg, const std::string& key, const std::string& why) {
+  return ConfigError(fmt::format("{}: key '{}': {}", cfg.where(key), key, why));
+}
+
+// The keys that only the allreduce strategy's compressed path reads.
+const std::vector<std::string>& allreduce_codec_keys() {
+  static const std::vector<std::string> keys = {"codec.warmup_steps", "codec.aggregation",
+                                                "codec.min_bucket_kib", "sync.momentum_correction",
+                                                "sync.momentum_masking"};
+  return keys;
+}
+
+// Whether `key` (one of the above) is set to something other than what leaves it out: a
+// warm-up or minimum of 0, aggregation "auto", false or "auto" for the booleans.
+bool sets_something(const Config& cfg, const std::string& key) {
+  if (!cfg.has(key)) return false;
+  if (key == "codec.warmup_steps" || key == "codec.min_bucket_kib") return cfg.get_int(key, 0) != 0;
+  if (key == "codec.aggregation") return cfg.get_string(key, "auto") != "auto";
+  return bool_or_auto(cfg, key) == true;
+}
+
+// sync = "bmuf" | "ps", a model-parallel run, or codec fp32: the keys above do not apply.
+void refuse_allreduce_codec_keys(const Config& cfg, const std::string& why) {
+  for (const std::string& key : allreduce_codec_keys())
+    if (sets_something(cfg, key)) throw bad_key(cfg, key, why);
+}
+
+// The codec options of the allreduce strategy (codec.warmup_steps, codec.aggregation,
+// codec.min_bucket_kib, sync.momentum_correction, sync.momentum_masking), their defaults for
+// the codec chosen, and the checks that they apply to it.
+void read_codec_options(const Config& cfg, const comm::Communicator& comm, int64_t total_steps,
+                        AllreduceOptions& opts) {
+  const std::string name = opts.codec ? opts.codec->name() : "fp32";
+  const bool onebit = name == "onebit", topk = name == "topk";
+  if (!opts.codec) {
+    refuse_allreduce_codec_keys(cfg, "applies to a lossy codec; codec fp32 sums exactly");
+    return;
+  }
+
+  // Warm-up: exact sums for the first steps. 1-bit: 1% of the run, at most 10 steps (none when
+  // the run's length is not known); docs/compress.md measures what it recovers and costs.
+  const int64_t auto_warmup = onebit ? std::min<int64_t>(10, total_steps / 100) : 0;
+  opts.codec_warmup_steps = cfg.get_int("codec.warmup_steps", auto_warmup, 0, int64_t(1) << 40);
+  if (total_steps > 0 && opts.codec_warmup_steps >= total_steps)
+    throw bad_key(cfg, "codec.warmup_steps",
+                  fmt::format("a warm-up of {} steps is not shorter than the run ({} steps): "
+                              "the codec would never start",
+                              opts.codec_warmup_steps, total_steps));
+
+  // Aggregation: gather for 1-bit at two workers, where it sends the same bytes as the
+  // stripes and quantises each value once instead of twice.
+  const std::string agg =
+      cfg.get_choice("codec.aggregation", "auto", {"auto", "stripes", "gather"});
+  const bool striped = opts.codec->aggregation() == compress::Aggregation::kStripes;
+  if (agg != "auto" && !striped)
+    throw bad_key(cfg, "codec.aggregation",
+                  fmt::format("codec {} has one way to sum ({}); the choice is for fp16, bf16, "
+                              "int8 and onebit",
+                              name, topk ? "gather" : "factors by allreduce"));
+  if (agg == "gather" || (agg == "auto" && onebit && comm.size() == 2))
+    opts.aggregation = compress::Aggregation::kGather;
+
+  // Small buckets exact: top-k's 1% of a small output layer starves it (docs/compress.md).
+  const int64_t min_kib = cfg.get_int("codec.min_bucket_kib", topk ? 64 : 0, 0, int64_t(1) << 30);
+  opts.codec_min_elements = min_kib * 1024 / int64_t(sizeof(float));
+
+  // Momentum correction: on by default for 1-bit and top-k under SGD with momentum.
+  const std::optional<bool> mc = bool_or_auto(cfg, "sync.momentum_correction");
+  const std::string optim_name = cfg.get_string("optim.name", "sgd");
+  const bool nesterov = optim_name == "sgd" && cfg.get_bool("optim.nesterov", false);
+  const double momentum =
+      optim_name == "sgd" ? cfg.get_double("optim.momentum", 0.9, 0.0, 0.999999) : 0.0;
+  bool use_mc = false;
+  if (mc == true) {
+    auto bad = [&](const std::string& why) {
+      return bad_key(cfg, "sync.momentum_correction", why);
+    };
+    if (!onebit && !topk) throw bad("needs codec = \"onebit\" or \"topk\"");
+    if (optim_name != "sgd" || nesterov) throw bad("needs optim.name = \"sgd\" without Nesterov");
+    if (momentum == 0.0) throw bad("needs optim.momentum > 0");
+    if (comm.device_memory())
+      throw bad(
+          "keeps its velocities in host memory: not available with gradients in device "
+          "memory (backend = \"cuda\")");
+    use_mc = true;
+  } else if (!mc.has_value()) {
+    use_mc = (onebit || topk) && optim_name == "sgd" && !nesterov && momentum > 0.0 &&
+             !comm.device_memory();
+  }
+  if (use_mc) {
+    opts.momentum_correction = float(momentum);
+    opts.sgd_weight_decay = float(cfg.get_double("optim.weight_decay", 0.0, 0.0, 1.0));
+  }
+  opts.momentum_masking = cfg.get_bool("sync.momentum_masking", false);
+  if (opts.momentum_masking && !topk)
+    throw bad_key(cfg, "sync.momentum_masking", "applies to codec = \"topk\" only");
+  if (opts.momentum_masking && !use_mc)
+    throw bad_key(cfg, "sync.momentum_masking",
+                  "needs momentum correction (sync.momentum_correction)");
+}
+
 }  // namespace
 
 std::vector<ConfigKeySpec> sync_config_keys() {
@@ -38,9 +155,11 @@ std::vector<ConfigKeySpec> sync_config_keys() {
       {"sync.shard_optimizer", ConfigType::kBool, "true",
        "reduce-scatter, update own block, all-gather (else allreduce + full update; off with "
        "a codec)"},
-      {"sync.momentum_correction", ConfigType::kBool, "false",
-       "with codec = \"topk\": each worker sends its own velocity and the sum is applied "
-       "without momentum (DGC, Lin et al. 2018)"},
+      {"sync.momentum_correction", ConfigType::kBool, "auto",
+       "each worker sends its own velocity through the codec and the sum is applied without "
+       "momentum (DGC); auto: on for onebit and topk under SGD with momentum (host memory)"},
+      {"sync.momentum_masking", ConfigType::kBool, "false",
+       "topk with momentum correction: clear velocity entries the codec sent in full (DGC)"},
       {"bmuf.tau", ConfigType::kInt, "8", "bmuf: local steps per block (>= 1)"},
       {"bmuf.eta", ConfigType::kDouble, "1 - 1/N", "bmuf: block momentum in [0, 1)"},
       {"bmuf.zeta", ConfigType::kDouble, "1", "bmuf: block learning rate in (0, 100]"},
@@ -49,6 +168,17 @@ std::vector<ConfigKeySpec> sync_config_keys() {
        "bmuf: zero the local optimizer's momentum after each block"},
   };
   for (auto& k : compress::codec_config_keys()) keys.push_back(k);
+  // The allreduce strategy's codec options (read here, not by the codec registry).
+  for (auto& k : std::vector<ConfigKeySpec>{
+           {"codec.warmup_steps", ConfigType::kInt, "onebit: 1% of steps, <= 10; else 0",
+            "sum exactly (fp32) for this many steps before the codec starts"},
+           {"codec.aggregation", ConfigType::kString, "\"auto\"",
+            "fp16, bf16, int8, onebit: \"stripes\" (owners re-encode their stripe's sum) or "
+            "\"gather\" (every encoding to every rank); auto: gather for onebit at 2 workers"},
+           {"codec.min_bucket_kib", ConfigType::kInt, "64 (topk) / 0",
+            "buckets smaller than this skip the codec and are summed exactly (fp32)"},
+       })
+    keys.push_back(k);
   for (auto& k : ps_config_keys()) keys.push_back(k);
   for (auto& k : parallel_config_keys()) keys.push_back(k);
   return keys;
@@ -77,7 +207,8 @@ void check_device_sync(const Config& cfg) {
 }
 
 std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& comm,
-                                        nn::Model& model, optim::Optimizer& optimizer) {
+                                        nn::Model& model, optim::Optimizer& optimizer,
+                                        int64_t total_steps) {
   if (comm.device_memory()) check_device_sync(cfg);
   const std::string kind = cfg.get_choice("sync", "allreduce", {"allreduce", "bmuf", "ps"});
   // Clipping needs the combined gradient of a step before its update, which only the
@@ -96,13 +227,13 @@ std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& c
           "{}: key 'optim.clip_norm': clipping takes the norm of the combined gradient, which "
           "only sync = \"allreduce\" over data parallelism holds; {}",
           cfg.where("optim.clip_norm"), why));
-    if (cfg.get_bool("sync.momentum_correction", false))
-      throw ConfigError(fmt::format(
-          "{}: key 'optim.clip_norm': not with sync.momentum_correction, which sends and "
-          "applies velocities, not gradients",
-          cfg.where("optim.clip_norm")));
   }
+  if (kind != "allreduce")
+    refuse_allreduce_codec_keys(
+        cfg, fmt::format("applies to sync = \"allreduce\", not to sync = \"{}\"", kind));
   if (model_parallel_block_index(model) >= 0) {  // parallel = "model" | "hybrid", N > 1
+    refuse_allreduce_codec_keys(
+        cfg, "applies to data parallelism by allreduce, not to parallel = \"model\"/\"hybrid\"");
     if (kind != "allreduce")
       throw ConfigError(
           fmt::format("{}: key 'sync': parallel = \"model\"/\"hybrid\" runs its "
@@ -139,19 +270,18 @@ std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& c
                                                           : CombineWhere::kAfterBackward;
   opts.shard_optimizer = cfg.get_bool("sync.shard_optimizer", true);
   opts.codec = codec_from_config(cfg);
+  read_codec_options(cfg, comm, total_steps, opts);
   opts.clip_norm = clip_norm;
-  if (cfg.get_bool("sync.momentum_correction", false)) {
-    auto bad = [&](const std::string& why) {
-      return ConfigError(fmt::format("{}: key 'sync.momentum_correction': {}",
-                                     cfg.where("sync.momentum_correction"), why));
-    };
-    if (!opts.codec || opts.codec->aggregation() != compress::Aggregation::kGather)
-      throw bad("needs codec = \"topk\" (a sparsifying codec)");
-    if (cfg.get_string("optim.name", "sgd") != "sgd" || cfg.get_bool("optim.nesterov", false))
-      throw bad("needs optim.name = \"sgd\" without Nesterov");
-    opts.momentum_correction = float(cfg.get_double("optim.momentum", 0.9, 0.0, 0.999999));
-    if (opts.momentum_correction == 0.0f) throw bad("needs optim.momentum > 0");
-    opts.sgd_weight_decay = float(cfg.get_double("optim.weight_decay", 0.0, 0.0, 1.0));
+  if (clip_norm > 0.0f && opts.momentum_correction > 0.0f) {
+    // Momentum correction sends and applies velocities, not gradients, so there is no
+    // combined gradient to clip: "auto" turns it off, an explicit true is refused.
+    if (bool_or_auto(cfg, "sync.momentum_correction") == true)
+      throw ConfigError(fmt::format(
+          "{}: key 'optim.clip_norm': not with sync.momentum_correction, which sends and "
+          "applies velocities, not gradients",
+          cfg.where("optim.clip_norm")));
+    opts.momentum_correction = 0.0f;
+    opts.sgd_weight_decay = 0.0f;
   }
   return std::make_unique<AllreduceStrategy>(comm, model, optimizer, std::move(opts));
 }

@@ -168,8 +168,8 @@ class Worker {
                                train_->num_classes());  // parallel.* (model_parallel_model.h)
     model_->init_params(s_.seed);
     optimizer_ = optim::make_optimizer(cfg_, *backend_, model_->num_params());
-    strategy_ = sync::make_strategy(cfg_, comm_, *model_, *optimizer_);
     set_up_loader();
+    strategy_ = sync::make_strategy(cfg_, comm_, *model_, *optimizer_, total_steps_);
     schedule_ = optim::make_lr_schedule(cfg_, steps_per_epoch_, total_steps_);
     if (s_.accumulate > 1) accumulated_ = DeviceBuffer<float>(*backend_, model_->num_params());
     lead_ = comm_.rank() == 0;

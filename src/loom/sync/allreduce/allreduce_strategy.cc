@@ -59,13 +59,16 @@ AllreduceStrategy::AllreduceStrategy(comm::Communicator& comm, nn::Model& model,
         "gradients in device memory (backend = \"cuda\")");
   if (options_.combine == CombineWhere::kThread && comm_.size() > 1)
     queue_ = std::make_unique<BackgroundQueue>();
-  if (options_.momentum_correction != 0.0f) {
+  // A world of one sends nothing: the optimizer's own momentum applies the gradient.
+  if (options_.momentum_correction != 0.0f && comm_.size() > 1) {
     if (on_device)
       throw ConfigError(
           "sync.momentum_correction keeps its velocities in host memory: not available with "
           "gradients in device memory (backend = \"cuda\")");
-    LOOM_CHECK(options_.codec && options_.codec->aggregation() == compress::Aggregation::kGather,
-               "momentum correction needs a sparsifying codec (topk)");
+    LOOM_CHECK(options_.codec != nullptr, "momentum correction needs a codec");
+    LOOM_CHECK(!options_.momentum_masking ||
+                   options_.codec->aggregation() == compress::Aggregation::kGather,
+               "momentum masking needs a sparsifying codec (topk)");
     plain_sgd_ = std::make_unique<optim::Sgd>(model.backend(), model.num_params(), 0.0f,
                                               options_.sgd_weight_decay, false);
     for (const Bucket& b : buckets_) local_velocity_.emplace_back(size_t(b.count), 0.0f);
@@ -73,15 +76,18 @@ AllreduceStrategy::AllreduceStrategy(comm::Communicator& comm, nn::Model& model,
   const int world = comm_.size();
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const size_t n = size_t(buckets_[b].count);
+    const bool small = int64_t(n) < options_.codec_min_elements;
     if (device_codec_) {
       device_states_.push_back(sync::make_device_allreduce_state(
           *device_codec_, model.backend(), n, world, comm_.rank(), fmt::format("bucket {}", b)));
-      bytes_per_step_ += int64_t(device_states_.back().wire_bytes);
+      bytes_per_step_ += small ? int64_t(sync::fp32_allreduce_wire_bytes(n, world))
+                               : int64_t(device_states_.back().wire_bytes);
     } else if (compressed()) {
       codec_states_.push_back(sync::make_compressed_allreduce_state(
           *options_.codec, n, world, comm_.rank(), fmt::format("bucket {}", b),
-          bucket_matrices(model, buckets_[b])));
-      bytes_per_step_ += int64_t(codec_states_.back().wire_bytes);
+          bucket_matrices(model, buckets_[b]), options_.aggregation));
+      bytes_per_step_ += small ? int64_t(sync::fp32_allreduce_wire_bytes(n, world))
+                               : int64_t(codec_states_.back().wire_bytes);
     } else if (world > 1) {
       bytes_per_step_ += int64_t(sync::fp32_allreduce_wire_bytes(n, world));
     }
@@ -92,6 +98,21 @@ std::string AllreduceStrategy::describe() const {
   const int64_t fp32 =
       int64_t(sync::fp32_allreduce_wire_bytes(size_t(model_.num_params()), comm_.size()));
   const bool sharded = options_.shard_optimizer && !options_.codec;
+  std::string codec_extras;
+  if (compressed()) {
+    if (options_.aggregation == compress::Aggregation::kGather &&
+        options_.codec->aggregation() == compress::Aggregation::kStripes)
+      codec_extras += ", encodings gathered";
+    if (options_.codec_warmup_steps > 0)
+      codec_extras += fmt::format(", exact for the first {} steps", options_.codec_warmup_steps);
+    int exact = 0;
+    for (const Bucket& b : buckets_) exact += b.count < options_.codec_min_elements ? 1 : 0;
+    if (exact > 0)
+      codec_extras += fmt::format(", {} bucket{} under {} floats exact", exact,
+                                  exact == 1 ? "" : "s", options_.codec_min_elements);
+  }
+  if (options_.clip_norm > 0.0f)
+    codec_extras += fmt::format(", gradient norm clipped to {:g}", options_.clip_norm);
   return fmt::format("allreduce over {} ({} worker{}), {} bucket{} of <= {} KiB, {}{}{}{}; {}",
                      comm_.name(), comm_.size(), comm_.size() == 1 ? "" : "s", buckets_.size(),
                      buckets_.size() == 1 ? "" : "s", options_.bucket_bytes >> 10,
@@ -102,11 +123,11 @@ std::string AllreduceStrategy::describe() const {
                      sharded                    ? ", optimizer sharded"
                      : options_.shard_optimizer ? ", optimizer not sharded (codec)"
                                                 : "",
-                     plain_sgd_ ? ", momentum correction (DGC)" : "",
-                     options_.clip_norm > 0.0f
-                         ? fmt::format(", gradient norm clipped to {:g}", options_.clip_norm)
-                         : "",
-                     describe_wire(options_.codec.get(), bytes_per_step_, fp32));
+                     plain_sgd_ ? options_.momentum_masking
+                                      ? ", momentum correction with masking (DGC)"
+                                      : ", momentum correction (each worker sends its velocity)"
+                                : "",
+                     codec_extras, describe_wire(options_.codec.get(), bytes_per_step_, fp32));
 }
 
 void AllreduceStrategy::start() {
@@ -148,6 +169,12 @@ void AllreduceStrategy::combine(int b) {
   } else if (world == 1) {
     phase.next("optimizer", "optim");
     optimizer_.update(params, grads, bucket.offset, bucket.count, lr_);
+  } else if (device_codec_ && exact_now(b)) {
+    phase.next("allreduce", "comm");
+    comm_.allreduce(std::span<float>(grads, n));
+    phase.next("optimizer", "optim");
+    optimizer_.update(params, grads, bucket.offset, bucket.count, lr_);
+    comm_bytes_ += int64_t(sync::fp32_allreduce_wire_bytes(n, world));
   } else if (device_codec_) {
     sync::DeviceAllreduceState& st = device_states_[size_t(b)];
     phase.next("compressed allreduce", "comm");
@@ -156,27 +183,7 @@ void AllreduceStrategy::combine(int b) {
     optimizer_.update(params, grads, bucket.offset, bucket.count, lr_);
     comm_bytes_ += int64_t(st.wire_bytes);
   } else if (compressed()) {
-    // The decoded sum is the same bits on every rank, so full updates keep replicas equal.
-    sync::CompressedAllreduceState& st = codec_states_[size_t(b)];
-    float* u = plain_sgd_ ? local_velocity_[size_t(b)].data() : nullptr;
-    if (u) {  // momentum correction: send the local velocity u = m u + g
-      const float m = options_.momentum_correction;
-      for (size_t i = 0; i < n; ++i) grads[i] = u[i] = m * u[i] + grads[i];
-    }
-    phase.next("compressed allreduce", "comm");
-    sync::compressed_allreduce(comm_, *options_.codec, std::span<float>(grads, n), st);
-    phase.next("optimizer", "optim");
-    if (u) {
-      // Momentum factor masking: where the codec sent all that was pending (its residual is
-      // now zero), that velocity has been applied; keeping it would apply it again.
-      const compress::CodecState& r = st.worker[0];
-      for (size_t i = 0; i < n; ++i)
-        if (r.residual_value(i) == 0.0f) u[i] = 0.0f;
-      plain_sgd_->update(params, grads, bucket.offset, bucket.count, lr_);
-    } else if (!clip) {
-      optimizer_.update(params, grads, bucket.offset, bucket.count, lr_);
-    }
-    comm_bytes_ += int64_t(st.wire_bytes);
+    combine_compressed(b);
   } else if (options_.shard_optimizer && !clip) {
     // Reduce-scatter, this rank's block of the update, allgather: fused into one pass over
     // shared buffers by the thread transport.
@@ -229,6 +236,49 @@ void AllreduceStrategy::clip_and_update() {
   }
   // On the step's path after backward: end_step's wait counts it as exposed already.
   stats_.comm_seconds += watch.seconds();
+}
+
+bool AllreduceStrategy::exact_now(int b) const {
+  return step_ < options_.codec_warmup_steps ||
+         buckets_[size_t(b)].count < options_.codec_min_elements;
+}
+
+void AllreduceStrategy::combine_compressed(int b) {
+  const Bucket& bucket = buckets_[size_t(b)];
+  float* grads = model_.grads() + bucket.offset;
+  float* params = model_.params() + bucket.offset;
+  const size_t n = size_t(bucket.count);
+  trace::Span phase;
+  float* u = plain_sgd_ ? local_velocity_[size_t(b)].data() : nullptr;
+  if (u) {  // momentum correction: send the local velocity u = m u + g
+    const float m = options_.momentum_correction;
+    for (size_t i = 0; i < n; ++i) grads[i] = u[i] = m * u[i] + grads[i];
+  }
+  if (exact_now(b)) {
+    phase.next("allreduce", "comm");
+    comm_.allreduce(std::span<float>(grads, n));
+    comm_bytes_ += int64_t(sync::fp32_allreduce_wire_bytes(n, comm_.size()));
+  } else {
+    // The decoded sum is the same bits on every rank, so full updates keep replicas equal.
+    sync::CompressedAllreduceState& st = codec_states_[size_t(b)];
+    phase.next("compressed allreduce", "comm");
+    sync::compressed_allreduce(comm_, *options_.codec, std::span<float>(grads, n), st);
+    if (u && options_.momentum_masking) {
+      // Where the codec sent all that was pending (its residual is now zero), that velocity
+      // has been applied; masking drops it rather than let the momentum carry it on.
+      const compress::CodecState& r = st.worker[0];  // kGather: the whole bucket
+      for (size_t i = 0; i < n; ++i)
+        if (r.residual_value(i) == 0.0f) u[i] = 0.0f;
+    }
+    comm_bytes_ += int64_t(st.wire_bytes);
+  }
+  if (u) {
+    phase.next("optimizer", "optim");
+    plain_sgd_->update(params, grads, bucket.offset, bucket.count, lr_);
+  } else if (!(options_.clip_norm > 0.0f)) {  // clipping updates once the norm is known
+    phase.next("optimizer", "optim");
+    optimizer_.update(params, grads, bucket.offset, bucket.count, lr_);
+  }
 }
 
 void AllreduceStrategy::on_gradients_ready(const nn::ParamRange& range) {

@@ -22,6 +22,11 @@
 // bucket 0 while backward goes on; the compute stream joins it at end_step, where the codecs'
 // NaN/Inf flag is read once for the whole step.
 //
+// Around the codec (AllreduceOptions; keys and defaults in strategy_factory.cc, measurements
+// in docs/compress.md): a warm-up of exact sums before the codec starts, momentum correction
+// (each worker sends its own velocity), buckets too small to compress summed exactly, and the
+// encodings of a striped codec gathered instead.
+//
 // The loss gradient is scaled by 1/(global batch), so the sum over ranks is the mean.
 //
 // Clipping (options.clip_norm, optim.clip_norm) scales the combined gradient, the mean over all
@@ -37,6 +42,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "loom/compress/codec.h"
 #include "loom/sync/allreduce/compressed_allreduce.h"
@@ -61,16 +67,29 @@ struct AllreduceOptions {
   // nullptr: plain fp32 collectives. Otherwise every bucket goes through the compressed
   // allreduce with this codec (the identity codec included, which tests use).
   std::shared_ptr<const compress::Codec> codec;
-  // Momentum correction with momentum factor masking (Lin et al., ICLR 2018, "Deep Gradient
-  // Compression", sections 3.2 and 3.3), for a sparsifying codec (top-k): each worker keeps
-  // its own velocity u = m u + g and sends u through the codec (whose residual then
-  // accumulates velocity, not gradients); u is zeroed where the codec sent everything that
-  // was pending; the decoded sum is applied as plain SGD (sgd_weight_decay, no momentum), so
-  // momentum is not applied twice. 0 = off; otherwise m (sync.momentum_correction takes
-  // optim.momentum).
+  // How each bucket's compressed sum is formed (compressed_allreduce.h): the codec's own
+  // aggregation (nullopt), or kGather for a codec summed in stripes (codec.aggregation).
+  std::optional<compress::Aggregation> aggregation;
+  // Momentum correction (Lin et al., ICLR 2018, "Deep Gradient Compression", section 3.2;
+  // for 1-bit, the momentum compression of Tang et al. 2021, "1-bit Adam", applied to SGD):
+  // each worker keeps its own velocity u = m u + g and sends u through the codec, whose
+  // residual then accumulates velocity, not gradients; the decoded sum is applied as plain
+  // SGD (sgd_weight_decay, no momentum), so momentum is not applied twice. Summed over the
+  // workers the velocities are the global one, so without compression this is momentum SGD;
+  // with it, what the codec holds back is delayed but no longer fed through the momentum
+  // again. 0 = off; otherwise m (sync.momentum_correction takes optim.momentum).
   float momentum_correction = 0.0f;
+  // DGC's momentum factor masking (section 3.3), with momentum correction and a sparsifying
+  // codec (top-k): u is zeroed where the codec sent everything that was pending.
+  bool momentum_masking = false;
   float sgd_weight_decay = 0.0f;
   float clip_norm = 0.0f;  // optim.clip_norm (0 = off)
+  // The first codec_warmup_steps steps sum every bucket exactly (the fp32 allreduce, and
+  // the velocities with momentum correction); the codec starts at that step with its error
+  // feedback residuals still zero.
+  int64_t codec_warmup_steps = 0;
+  // Buckets of fewer elements than this skip the codec and are summed exactly (fp32).
+  int64_t codec_min_elements = 0;
 };
 
 class AllreduceStrategy final : public Strategy {
@@ -97,10 +116,15 @@ class AllreduceStrategy final : public Strategy {
   void combine(int b);
   // With clipping: the norm of the combined gradient, then every bucket's update.
   void clip_and_update();
+  // Bucket b through the host codec (or exactly, in the warm-up and for small buckets), and
+  // its update (deferred to clip_and_update when clipping).
+  void combine_compressed(int b);
   bool compressed() const { return options_.codec != nullptr && comm_.size() > 1; }
   bool sharded() const {
     return options_.shard_optimizer && !options_.codec && comm_.size() > 1;
   }
+  // Whether bucket b is summed exactly at the current step (warm-up, or too small to compress).
+  bool exact_now(int b) const;
 
   comm::Communicator& comm_;
   nn::Model& model_;

@@ -135,15 +135,23 @@ void CompressedAllreduceState::add_residuals(std::span<double> acc) const {
     acc[stripes[rank].begin + i] += owner.residual_value(i);
 }
 
+bool can_gather(const Codec& codec) {
+  return codec.aggregation() != Aggregation::kLinear;
+}
+
 CompressedAllreduceState make_compressed_allreduce_state(const Codec& codec, size_t n, int world,
                                                          int rank, const std::string& bucket,
-                                                         std::span<const MatrixDims> matrices) {
+                                                         std::span<const MatrixDims> matrices,
+                                                         std::optional<Aggregation> aggregation) {
   LOOM_CHECK(world >= 1 && rank >= 0 && rank < world, "rank {} of world {}", rank, world);
   CompressedAllreduceState st;
   st.n = n;
   st.world = world;
   st.rank = rank;
-  st.aggregation = codec.aggregation();
+  st.aggregation = aggregation.value_or(codec.aggregation());
+  LOOM_CHECK(st.aggregation == codec.aggregation() ||
+                 (st.aggregation == Aggregation::kGather && can_gather(codec)),
+             "codec {} cannot be summed that way", codec.name());
   auto words = [](size_t bytes) { return (bytes + 3) / 4; };
   switch (st.aggregation) {
     case Aggregation::kStripes: {
@@ -175,7 +183,7 @@ CompressedAllreduceState make_compressed_allreduce_state(const Codec& codec, siz
     }
   }
   st.gather.resize(words(st.slot_bytes) * world);
-  st.wire_bytes = compressed_allreduce_wire_bytes(codec, n, world);
+  st.wire_bytes = compressed_allreduce_wire_bytes(codec, n, world, st.aggregation);
   if (st.aggregation == Aggregation::kLinear && world > 1) {  // the factors of its own matrices
     const PowerSgdPlan plan = static_cast<const PowerSgdCodec&>(codec).plan(st.worker[0]);
     st.wire_bytes =
@@ -189,8 +197,9 @@ void compressed_allreduce(comm::Communicator& c, const Codec& codec, std::span<f
   LOOM_CHECK_EQ(data.size(), st.n);
   LOOM_CHECK_EQ(c.size(), st.world);
   LOOM_CHECK_EQ(c.rank(), st.rank);
-  LOOM_CHECK(codec.aggregation() == st.aggregation, "state made for another codec than {}",
-             codec.name());
+  LOOM_CHECK(codec.aggregation() == st.aggregation ||
+                 (st.aggregation == Aggregation::kGather && can_gather(codec)),
+             "state made for another codec than {}", codec.name());
   switch (st.aggregation) {
     case Aggregation::kStripes:
       two_stage_allreduce(c, codec, data, st);
@@ -205,9 +214,14 @@ void compressed_allreduce(comm::Communicator& c, const Codec& codec, std::span<f
 }
 
 size_t compressed_allreduce_wire_bytes(const Codec& codec, size_t n, int world) {
+  return compressed_allreduce_wire_bytes(codec, n, world, codec.aggregation());
+}
+
+size_t compressed_allreduce_wire_bytes(const Codec& codec, size_t n, int world,
+                                       Aggregation aggregation) {
   const size_t N = size_t(world);
   if (N == 1) return 0;
-  switch (codec.aggregation()) {
+  switch (aggregation) {
     case Aggregation::kStripes: {
       size_t slot = 0, to_owners = 0;
       for (int j = 0; j < world; ++j) {

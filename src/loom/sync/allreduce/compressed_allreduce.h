@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -49,11 +50,21 @@ struct CompressedAllreduceState {
   void add_residuals(std::span<double> acc) const;
 };
 
-// `matrices` (optional) are the bucket's matrices end to end (codec.h, compress::MatrixDims); PowerSGD
-// compresses each on its own, the other codecs ignore them.
-CompressedAllreduceState make_compressed_allreduce_state(const compress::Codec& codec, size_t n, int world,
-                                                         int rank, const std::string& bucket,
-                                                         std::span<const compress::MatrixDims> matrices = {});
+// `matrices` (optional) are the bucket's matrices end to end (codec.h, compress::MatrixDims);
+// PowerSGD compresses each on its own, the other codecs ignore them. `aggregation` (optional,
+// default the codec's own) may be kGather for a kStripes codec (can_gather): every rank encodes the
+// whole bucket once, the encodings are allgathered and each rank decodes and sums them in rank
+// order. Each value is then quantised once, where the stripes quantise it twice (by its worker,
+// then the sum again by the stripe's owner), for (N-1) encoded buckets sent per rank instead of
+// about 2 (N-1)/N: the same bytes at N = 2, more above.
+CompressedAllreduceState make_compressed_allreduce_state(
+    const compress::Codec& codec, size_t n, int world, int rank, const std::string& bucket,
+    std::span<const compress::MatrixDims> matrices = {},
+    std::optional<compress::Aggregation> aggregation = std::nullopt);
+
+// Whether a codec's sums may be formed by kGather (decodable encodings that add up: kStripes
+// and kGather codecs, not PowerSGD's factors).
+bool can_gather(const compress::Codec& codec);
 
 // In place: data becomes the decoded sum over ranks, the same bits on every rank. Every rank
 // calls with the same codec, bucket size and order. NaN/Inf in data throws NumericError
@@ -65,6 +76,8 @@ void compressed_allreduce(comm::Communicator& c, const compress::Codec& codec, s
 // same for a plain fp32 ring allreduce (2 (N-1)/N * 4n), for logs and the bench.
 // (For PowerSGD, with the default view; a state with matrices holds its own in wire_bytes.)
 size_t compressed_allreduce_wire_bytes(const compress::Codec& codec, size_t n, int world);
+size_t compressed_allreduce_wire_bytes(const compress::Codec& codec, size_t n, int world,
+                                       compress::Aggregation aggregation);
 size_t fp32_allreduce_wire_bytes(size_t n, int world);
 
 }  // namespace loom::sync
