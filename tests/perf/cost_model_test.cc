@@ -115,7 +115,9 @@ TEST(CostModel, CodecWarmupMixesFp32StepsIntoTheRun) {
   s.overlap = false;
   s.bucket_mb = 1000;
   s.codec = "onebit";
-  Derating d{0.5, 0.8, {}};
+  Derating d;
+  d.compute = 0.5;
+  d.memory = 0.8;
   const StepEstimate codec = CostModel(toy(), cluster(1, 4), s, train(32), d).estimate();
   SyncSpec warm = s;
   warm.codec = "fp32";
