@@ -197,7 +197,9 @@ void PsStrategy::post_pieces(int b, int64_t step) {
     // k = 0: the pull lands straight in the parameters: backward is done with this bucket's
     // layers (on_ready comes after a layer's whole backward), as in the allreduce strategy.
     float* dst = model_.params() + p.offset;
-    if (queue_) {
+    // options_, not queue_: this runs on the queue's own thread, while the destructor may be
+    // resetting queue_ (and draining the queue's last tasks).
+    if (options_.staleness > 0) {
       src = push_copy_[size_t(step % slots_)].data() + p.offset;
       dst = pull_[size_t((step + 1) % slots_)].data() + p.offset;  // version step + 1
     }
