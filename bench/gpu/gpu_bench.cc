@@ -22,14 +22,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <span>
 #include <sstream>
-#include <nlohmann/json.hpp>
 #include <tuple>
 #include <vector>
 
 #include "loom/comm/transport_registry.h"
+#include "loom/compress/cuda/codec_kernels.h"
 #include "loom/core/config.h"
 #include "loom/core/error.h"
 #include "loom/core/rng.h"
@@ -38,7 +39,6 @@
 #include "loom/optim/optimizer.h"
 #include "loom/tensor/backend_registry.h"
 #include "loom/tensor/buffer.h"
-#include "loom/compress/cuda/codec_kernels.h"
 #include "loom/tensor/cuda/cuda_backend.h"
 
 namespace {
@@ -85,13 +85,16 @@ void bench_info(Backend& be) {
   if (cuda_be) {
     cudaDeviceProp prop{};
     if (cudaGetDeviceProperties(&prop, cuda_be->device_index()) == cudaSuccess) {
-      fmt::print("  memory            {:.1f} GiB, {} SMs\n", double(prop.totalGlobalMem) / (1 << 30),
-                 prop.multiProcessorCount);
+      fmt::print("  memory            {:.1f} GiB, {} SMs\n",
+                 double(prop.totalGlobalMem) / (1 << 30), prop.multiProcessorCount);
     }
     (void)cudaGetLastError();
   }
-  json j = {{"bench", "gpu"}, {"metric", "info"}, {"device", be.name()},
-            {"cuda_driver", version_text(driver)}, {"cuda_runtime", version_text(runtime)}};
+  json j = {{"bench", "gpu"},
+            {"metric", "info"},
+            {"device", be.name()},
+            {"cuda_driver", version_text(driver)},
+            {"cuda_runtime", version_text(runtime)}};
   fmt::print("{}\n", j.dump());
   if (g_json) {
     fmt::print(g_json, "{}\n", j.dump());
@@ -311,7 +314,8 @@ int main(int argc, char** argv) {
   app.add_option("--copy-mib", copy_mib, "bytes per copy, MiB");
   app.add_option("--copy-reps", copy_reps, "timed copies (and codec calls)");
   app.add_option("--json", json_path, "append JSON lines here (stdout always gets them)");
-  app.add_flag("--tf32", tf32, "also time GEMM and the MLP with TF32 tensor cores (LOOM_CUDA_TF32=1)");
+  app.add_flag("--tf32", tf32,
+               "also time GEMM and the MLP with TF32 tensor cores (LOOM_CUDA_TF32=1)");
   app.add_option("--parts", parts_text,
                  "comma-separated, in this order: info, nccl, mlp, gemm, bandwidth, codecs");
   CLI11_PARSE(app, argc, argv);

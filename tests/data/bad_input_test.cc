@@ -19,9 +19,9 @@
 namespace loom::data {
 namespace {
 
-using testing::TempDir;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using testing::TempDir;
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;

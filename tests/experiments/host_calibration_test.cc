@@ -8,9 +8,9 @@
 
 #include "loom/core/config.h"
 #include "loom/core/error.h"
-#include "loom/perf/calibration.h"
-#include "loom/measure/machine_probe.h"
 #include "loom/experiments/validate.h"
+#include "loom/measure/machine_probe.h"
+#include "loom/perf/calibration.h"
 #include "loom/perf/workload.h"
 
 namespace loom::perf {

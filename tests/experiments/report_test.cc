@@ -94,15 +94,13 @@ TEST(Report, RunsAreNamedByDirectoryAndScalingJoinsOnlyRunsThatDifferInWorkers) 
           "codec = \"fp32\"\nworkers = " + std::to_string(w) + "\n" + long_tail);
     std::string lines;
     for (int s = 50; s <= 150; s += 50)
-      lines += fmt::format(R"({{"kind":"step","epoch":1,"step":{},"train_loss":{}}})", s,
-                           1.0 / s) +
+      lines += fmt::format(R"({{"kind":"step","epoch":1,"step":{},"train_loss":{}}})", s, 1.0 / s) +
                "\n";
     write(d / "a" / name / "metrics.jsonl", lines + epoch_line(1, 0.5, 0.8, w) + "\n");
   }
   write(d / "b/fp32-2w/config.toml", "codec = \"int8\"\nworkers = 2\n" + long_tail);
   write(d / "b/fp32-2w/metrics.jsonl", epoch_line(1, 0.5, 0.8, 2) + "\n");
-  const std::vector<RunData> runs =
-      load_runs({(d / "a").string(), (d / "b/fp32-2w").string()});
+  const std::vector<RunData> runs = load_runs({(d / "a").string(), (d / "b/fp32-2w").string()});
   ASSERT_EQ(runs.size(), 4u);
   EXPECT_EQ(runs[0].display(), "fp32-1w");
   EXPECT_EQ(runs[1].display(), "a/fp32-2w");  // two runs share the directory name

@@ -386,7 +386,8 @@ TEST(Advisor, ALongHorizonAtHighElectricityPricesMovesTheRankingToTheEfficientCa
   const auto dear = top(0.3903, 5 * 8760);
   EXPECT_EQ(dear[0].gpu, "titan-v");
   // The efficient card: more samples per joule at the same power.
-  EXPECT_GT(dear[0].est.samples_per_s / dear[0].avg_w, 1.4 * dear[1].est.samples_per_s / dear[1].avg_w);
+  EXPECT_GT(dear[0].est.samples_per_s / dear[0].avg_w,
+            1.4 * dear[1].est.samples_per_s / dear[1].avg_w);
 }
 
 TEST(Advisor, EnergyIsTdpTimesUtilisationPlusTheHostOverTheHours) {

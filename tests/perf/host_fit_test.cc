@@ -68,12 +68,9 @@ TEST(HostFit, HandCheckedTable) {
       EXPECT_THAT(f.why_not, HasSubstr(c.expect));
   }
   // The link's rate: the slower generation of card and slot at the lanes each card gets.
-  EXPECT_DOUBLE_EQ(
-      fit_host(cat, cat.host("desktop"), cat.gpu("gtx-1080"), 2).intra.gbs, 15.75 / 2);
-  EXPECT_DOUBLE_EQ(
-      fit_host(cat, cat.host("workstation"), cat.gpu("rtx-4090"), 2).intra.gbs, 15.75);
-  EXPECT_DOUBLE_EQ(
-      fit_host(cat, cat.host("gpu-server-8"), cat.gpu("rtx-5090"), 8).intra.gbs, 63);
+  EXPECT_DOUBLE_EQ(fit_host(cat, cat.host("desktop"), cat.gpu("gtx-1080"), 2).intra.gbs, 15.75 / 2);
+  EXPECT_DOUBLE_EQ(fit_host(cat, cat.host("workstation"), cat.gpu("rtx-4090"), 2).intra.gbs, 15.75);
+  EXPECT_DOUBLE_EQ(fit_host(cat, cat.host("gpu-server-8"), cat.gpu("rtx-5090"), 8).intra.gbs, 63);
 }
 
 TEST(HostFit, NoSxmOrOamModuleFitsAnyPcieHostAndNoCardFitsABaseboard) {

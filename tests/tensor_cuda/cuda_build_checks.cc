@@ -60,7 +60,9 @@ TEST(CudaPool, SizeClasses) {
   EXPECT_EQ(MemoryPool::size_class((size_t(5) << 30) + 1), (size_t(5) << 30) + (size_t(2) << 20));
 }
 
-bool have_gpu(std::string* why = nullptr) { return ::loom::test::gpu_present(why); }
+bool have_gpu(std::string* why = nullptr) {
+  return ::loom::test::gpu_present(why);
+}
 
 TEST(CudaBackendSetup, NoGpuIsAConfigErrorNamingTheCause) {
   if (have_gpu()) GTEST_SKIP() << "a GPU is present; this checks the message without one";

@@ -12,11 +12,11 @@
 #include <memory>
 
 #include "loom/compress/bf16_codec.h"
+#include "loom/compress/cuda/codec_kernels.h"
 #include "loom/compress/fp16_codec.h"
 #include "loom/compress/int8_codec.h"
 #include "loom/compress/onebit_codec.h"
 #include "loom/compress/topk_codec.h"
-#include "loom/compress/cuda/codec_kernels.h"
 #include "loom/tensor/cuda/cuda_backend.h"
 #include "loom/tensor/cuda/cuda_check.h"
 #include "tensor_cuda/gpu_compare.h"

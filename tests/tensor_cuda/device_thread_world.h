@@ -120,8 +120,8 @@ class DeviceThreadComm final : public comm::Communicator {
  private:
   struct Staged : comm::RequestState {
     std::vector<std::byte> host;
-    void* dst = nullptr;    // a receive's destination
-    comm::Request inner;    // declared last: dropped (and so cancelled) before `host` goes
+    void* dst = nullptr;  // a receive's destination
+    comm::Request inner;  // declared last: dropped (and so cancelled) before `host` goes
   };
 
   // Waits for the work the calling thread has queued on its stream of this rank's backend.
@@ -147,7 +147,8 @@ class DeviceThreadComm final : public comm::Communicator {
     const comm::BlockRange mine =
         whole ? comm::BlockRange{0, count} : comm::block_range(count, size(), rank());
     const size_t off = mine.begin * reducer.elem_size, len = mine.size() * reducer.elem_size;
-    std::vector<std::vector<std::byte>> parts(static_cast<size_t>(size()), std::vector<std::byte>(len));
+    std::vector<std::vector<std::byte>> parts(static_cast<size_t>(size()),
+                                              std::vector<std::byte>(len));
     for (int r = 0; r < size() && len > 0; ++r)
       copy(parts[size_t(r)].data(), static_cast<const char*>(published_[size_t(r)]) + off, len);
     settle();

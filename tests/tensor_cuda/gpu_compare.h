@@ -3,9 +3,8 @@
 // is exact) or a normalised mean squared error under a named budget.
 #pragma once
 
-#include <gtest/gtest.h>
-
 #include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -82,18 +81,18 @@ inline bool gpu_present(std::string* why = nullptr) {
 }
 
 // Skips the test without a GPU, or fails it under LOOM_GPU_REQUIRED=1.
-#define LOOM_REQUIRE_GPU_BECAUSE(have, why)                                         \
-  do {                                                                              \
-    if (!(have)) {                                                                  \
-      if (::loom::test::gpu_required()) {                                           \
+#define LOOM_REQUIRE_GPU_BECAUSE(have, why)                                        \
+  do {                                                                             \
+    if (!(have)) {                                                                 \
+      if (::loom::test::gpu_required()) {                                          \
         GTEST_FAIL() << "LOOM_GPU_REQUIRED is set but there is no GPU: " << (why); \
-      } else {                                                                      \
-        GTEST_SKIP() << "no GPU to test on: " << (why);                             \
-      }                                                                             \
-    }                                                                               \
+      } else {                                                                     \
+        GTEST_SKIP() << "no GPU to test on: " << (why);                            \
+      }                                                                            \
+    }                                                                              \
   } while (0)
 
-#define LOOM_REQUIRE_GPU()                                                  \
+#define LOOM_REQUIRE_GPU()                                              \
   LOOM_REQUIRE_GPU_BECAUSE(::loom::test::Gpu::get().backend != nullptr, \
                            ::loom::test::Gpu::get().why_not)
 
@@ -151,9 +150,9 @@ DeviceBuffer<T> upload_guarded(Backend& be, const std::vector<T>& host) {
   if (!host.empty()) be.copy_to_device(d.data(), host.data(), host.size() * sizeof(T));
   return d;
 }
-#define EXPECT_CANARY(be, buffer, n)                                                      \
-  EXPECT_TRUE(::loom::test::canary_intact((be), (buffer).data(),                          \
-                                          size_t(n) * sizeof(*(buffer).data())))          \
+#define EXPECT_CANARY(be, buffer, n)                                                            \
+  EXPECT_TRUE(                                                                                  \
+      ::loom::test::canary_intact((be), (buffer).data(), size_t(n) * sizeof(*(buffer).data()))) \
       << "written past the end of " #buffer " (" << (n) << " elements)"
 
 // Uniform values in [lo, hi), seeded so every element differs and a wrong index shows.

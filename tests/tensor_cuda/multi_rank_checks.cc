@@ -45,7 +45,8 @@ std::vector<float> host_decoded_sum(const compress::Codec& codec,
   std::vector<std::byte> packed(codec.encoded_bytes(n));
   for (size_t r = 0; r < grads.size(); ++r) {
     codec.encode(grads[r], states[r], packed);
-    codec.decode(packed, sum, r == 0 ? compress::DecodeMode::kWrite : compress::DecodeMode::kAccumulate);
+    codec.decode(packed, sum,
+                 r == 0 ? compress::DecodeMode::kWrite : compress::DecodeMode::kAccumulate);
   }
   return sum;
 }

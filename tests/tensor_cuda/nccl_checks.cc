@@ -10,9 +10,9 @@
 #include "loom/comm/nccl/nccl_world.h"
 #include "loom/comm/thread/thread_world.h"
 #include "loom/comm/transport_registry.h"
-#include "loom/sync/allreduce/device_compressed_allreduce.h"
 #include "loom/compress/device_codec_registry.h"
 #include "loom/compress/registry.h"
+#include "loom/sync/allreduce/device_compressed_allreduce.h"
 #include "tensor_cuda/gpu_compare.h"
 
 namespace loom::test {
@@ -123,7 +123,7 @@ TEST(Nccl, DroppedRequestsAreCancelled) {
     {
       comm::Request recv = nccl.irecv(0, dst.data(), 513 * sizeof(float), 4);
       comm::Request send = nccl.isend(0, src.data(), 513 * sizeof(float), 4);
-    }  // both dropped unlaunched
+    }                // both dropped unlaunched
     nccl.barrier();  // flushes whatever is still pending
     auto d = upload_guarded(be, host);
     nccl.allreduce(std::span<float>(d.data(), host.size()));

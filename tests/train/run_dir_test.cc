@@ -86,9 +86,9 @@ TEST(RunDir, AConfigThatFailsALateCheckLeavesTheEarlierRunAsItWas) {
   ASSERT_FALSE(read(fs::path(dir) / "metrics.jsonl").empty());
   TrainOptions force;
   force.force = true;
-  for (const char* bad : {"codec=gzip", "sync=gossip", "model=rnn", "optim.name=lamb",
-                          "lr.schedule=linear", "mlp.dropout=1.5", "optim.lr=-1",
-                          "train.nan_policy=retry"}) {
+  for (const char* bad :
+       {"codec=gzip", "sync=gossip", "model=rnn", "optim.name=lamb", "lr.schedule=linear",
+        "mlp.dropout=1.5", "optim.lr=-1", "train.nan_policy=retry"}) {
     Config cfg = run_into(dir);
     cfg.set_override(bad);
     EXPECT_THROW(run_training(cfg, force), ConfigError) << bad;
@@ -258,7 +258,8 @@ TEST(RunDir, ATestSetThatDoesNotFitTheTrainingSetIsRefused) {
     EXPECT_THAT(e, HasSubstr(bad));
     EXPECT_THAT(e, HasSubstr("differ from the training samples' 1x8x8"));
   }
-  EXPECT_THAT(train_error(train, many), HasSubstr("the test set has 20 classes, the training set 10"));
+  EXPECT_THAT(train_error(train, many),
+              HasSubstr("the test set has 20 classes, the training set 10"));
   EXPECT_THAT(train_error(train, few), HasSubstr("the test set has 4 classes"));
   EXPECT_THAT(train_error(train, empty), HasSubstr("the test set is empty"));
   EXPECT_THAT(train_error(train, nan), HasSubstr("test record 31 holds a NaN or Inf"));

@@ -5,9 +5,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "common/tiny_run.h"
 #include "data/temp_dir.h"

@@ -7,11 +7,11 @@
 #include <nlohmann/json.hpp>
 
 #include "loom/cli/commands.h"
-#include "loom/measure/allreduce_bench.h"
 #include "loom/comm/launcher_env.h"
 #include "loom/comm/transport_registry.h"
 #include "loom/core/error.h"
 #include "loom/core/format_version.h"
+#include "loom/measure/allreduce_bench.h"
 #include "loom/perf/calibration.h"
 
 namespace loom::cli {

@@ -10,9 +10,9 @@
 #include "loom/cli/commands.h"
 #include "loom/config.h"
 #include "loom/core/config.h"
+#include "loom/experiments/torch_peer.h"
 #include "loom/tensor/backend_registry.h"
 #include "loom/tensor/cpu/gemm_probe.h"
-#include "loom/experiments/torch_peer.h"
 #include "loom/train/trainer.h"
 
 namespace loom::cli {
@@ -99,7 +99,8 @@ void run(const Args& a) {
     const std::string script = experiments::find_torch_peer();
     for (bool tuned : {false, true}) {
       if ((a.peer == "default" && tuned) || (a.peer == "tuned" && !tuned)) continue;
-      experiments::PeerResult p = experiments::run_torch_peer(script, int(a.threads), a.peer_epochs, tuned);
+      experiments::PeerResult p =
+          experiments::run_torch_peer(script, int(a.threads), a.peer_epochs, tuned);
       emit(json, {{"bench", "train"},
                   {"what", "peer"},
                   {"label", p.label},

@@ -52,10 +52,14 @@ void inspect(InspectArgs& a) {
   a.csv.delimiter = parse_delimiter(a.delimiter);
   data::FileSummary s = data::inspect_file(a.file, a.csv);
   if (a.json) {
-    nlohmann::json j = {{"file", a.file},         {"format", data::format_name(s.format)},
-                        {"dtype", s.dtype},       {"shape", s.shape},
-                        {"count", s.count},       {"label_histogram", s.label_histogram},
-                        {"checksum", s.checksum}, {"checksum_ok", s.checksum_ok},
+    nlohmann::json j = {{"file", a.file},
+                        {"format", data::format_name(s.format)},
+                        {"dtype", s.dtype},
+                        {"shape", s.shape},
+                        {"count", s.count},
+                        {"label_histogram", s.label_histogram},
+                        {"checksum", s.checksum},
+                        {"checksum_ok", s.checksum_ok},
                         {"labels_out_of_range", s.labels_out_of_range}};
     fmt::print("{}\n", j.dump());
   } else {

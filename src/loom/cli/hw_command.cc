@@ -21,19 +21,19 @@ void setup(CLI::App& app) {
     const perf::Catalog cat = catalog->load();
     fmt::print(
         "GPUs (TFLOPS dense; tensor = FP16/BF16 with FP32 accumulate; GB/s per direction)\n");
-    fmt::print("{:<16} {:>7} {:>7} {:>6} {:>7} {:<7} {:<15} {:>6} {:<14} {:>8}{}\n", "name",
-               "fp32", "tensor", "mem GB", "mem GB/s", "host", "peer link", "TDP W", "form",
-               "price $", *sources ? "  source" : "");
+    fmt::print("{:<16} {:>7} {:>7} {:>6} {:>7} {:<7} {:<15} {:>6} {:<14} {:>8}{}\n", "name", "fp32",
+               "tensor", "mem GB", "mem GB/s", "host", "peer link", "TDP W", "form", "price $",
+               *sources ? "  source" : "");
     for (const auto& [n, g] : cat.gpus())
-      fmt::print("{:<16} {:>7.1f} {:>7.1f} {:>6.0f} {:>8.0f} {:<7} {:<15} {:>6.0f} {:<14} {:>8}{}\n",
-                 n, g.fp32_tflops, g.tensor_tflops, g.memory_gb, g.mem_bw_gbs, g.host_link,
-                 g.peer_link, g.tdp_w,
-                 g.form_factor == "pcie" ? fmt::format("pcie {:g}-slot{}", g.slots, g.passive ? "*" : "")
-                                         : fmt::format("{} {}", g.form_factor, g.baseboard),
-                 g.has_price()
-                     ? fmt::format("{:.0f}{}", g.price_usd, g.price_kind == "est" ? "~" : "")
-                     : "-",
-                 *sources ? "  " + g.source : "");
+      fmt::print(
+          "{:<16} {:>7.1f} {:>7.1f} {:>6.0f} {:>8.0f} {:<7} {:<15} {:>6.0f} {:<14} {:>8}{}\n", n,
+          g.fp32_tflops, g.tensor_tflops, g.memory_gb, g.mem_bw_gbs, g.host_link, g.peer_link,
+          g.tdp_w,
+          g.form_factor == "pcie" ? fmt::format("pcie {:g}-slot{}", g.slots, g.passive ? "*" : "")
+                                  : fmt::format("{} {}", g.form_factor, g.baseboard),
+          g.has_price() ? fmt::format("{:.0f}{}", g.price_usd, g.price_kind == "est" ? "~" : "")
+                        : "-",
+          *sources ? "  " + g.source : "");
     fmt::print(
         "(price: MSRP; ~ = press/street estimate; - = unknown. form: * = passively cooled, it "
         "needs a server's airflow)\n\nLinks\n");
@@ -58,17 +58,18 @@ void setup(CLI::App& app) {
     for (const auto& [n, f] : cat.frameworks())
       fmt::print("{:<16} {:>8.1f} ms{}\n", n, f.step_overhead_ms, *sources ? "  " + f.source : "");
     fmt::print("\nHost classes (price without GPUs; the advisor loads PSUs to 90%)\n");
-    fmt::print("{:<14} {:<12} {:>8} {:<11} {:>5} {:>6} {:>7} {:>7}  {}\n", "name", "kind", "price $",
-               "date", "GPUs", "slots", "PSU W", "host W", "carries");
+    fmt::print("{:<14} {:<12} {:>8} {:<11} {:>5} {:>6} {:>7} {:>7}  {}\n", "name", "kind",
+               "price $", "date", "GPUs", "slots", "PSU W", "host W", "carries");
     for (const auto& [n, h] : cat.hosts())
       fmt::print("{:<14} {:<12} {:>8.0f} {:<11} {:>5} {:>6} {:>7.0f} {:>7.0f}  {}{}\n", n, h.kind,
                  h.price_usd, h.price_date,
                  h.gpus_min == h.gpus_max ? fmt::format("{}", h.gpus_max)
                                           : fmt::format("{}-{}", h.gpus_min, h.gpus_max),
-                 h.form_factor == "pcie" ? fmt::format("{:g}", h.slots) : std::string("-"),
-                 h.psu_w, h.host_w,
-                 h.form_factor == "pcie" ? fmt::format("PCIe cards ({})", h.pcie_link)
-                                         : fmt::format("{} modules on {}", h.form_factor, h.baseboard),
+                 h.form_factor == "pcie" ? fmt::format("{:g}", h.slots) : std::string("-"), h.psu_w,
+                 h.host_w,
+                 h.form_factor == "pcie"
+                     ? fmt::format("PCIe cards ({})", h.pcie_link)
+                     : fmt::format("{} modules on {}", h.form_factor, h.baseboard),
                  *sources ? "\n    " + h.price_source + "; " + h.source : "");
     fmt::print("\nCloud (on demand)\n");
     for (const auto& [n, c] : cat.clouds())

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "loom/core/config.h"
+#include "loom/measure/machine_probe.h"
 #include "loom/perf/catalog.h"
 #include "loom/perf/cost_model.h"
-#include "loom/measure/machine_probe.h"
 #include "loom/perf/workload.h"
 
 namespace loom::cli {

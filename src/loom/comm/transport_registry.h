@@ -43,7 +43,6 @@ bool transport_uses_launcher(const std::string& transport);
 std::unique_ptr<World> create_world(const std::string& transport, int workers,
                                     const CommOptions& options);
 
-
 // The transport vendor's own float-sum allreduce on `c` (MPI_Allreduce for "mpi"), for the
 // benchmark's peer. False if the transport has none.
 // The backend whose device memory communicator c carries natively (nccl: its worker's CUDA

@@ -38,7 +38,7 @@ struct Bf16Format::Avx2 {
 };
 
 #pragma GCC diagnostic push  // see half_avx512.h
-#if !defined(__clang__)  // a GCC-only warning group; clang has no such group
+#if !defined(__clang__)      // a GCC-only warning group; clang has no such group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 

@@ -36,5 +36,4 @@ class DeviceCodec {
   virtual bool take_non_finite() = 0;
 };
 
-
 }  // namespace loom::compress

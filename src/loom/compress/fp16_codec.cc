@@ -26,7 +26,7 @@ struct Fp16Format::Avx2 {
 };
 
 #pragma GCC diagnostic push  // see half_avx512.h
-#if !defined(__clang__)  // a GCC-only warning group; clang has no such group
+#if !defined(__clang__)      // a GCC-only warning group; clang has no such group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 

@@ -51,8 +51,7 @@ bool named_as(const std::string& path, std::initializer_list<const char*> suffix
 // (bytes >= 0x80 pass: UTF-8).
 bool looks_like_text(const uint8_t* d, size_t n) {
   for (size_t i = 0; i < std::min<size_t>(n, 4096); ++i)
-    if ((d[i] < 0x20 && d[i] != '\t' && d[i] != '\n' && d[i] != '\r') || d[i] == 0x7f)
-      return false;
+    if ((d[i] < 0x20 && d[i] != '\t' && d[i] != '\n' && d[i] != '\r') || d[i] == 0x7f) return false;
   return true;
 }
 
@@ -70,9 +69,9 @@ SourceFormat detect_format(const std::string& path) {
   const std::string head =
       escaped_text(std::string_view(reinterpret_cast<const char*>(d), f.size()), 16);
   if (named_as(path, {".npy"}))
-    throw InputError(fmt::format(
-        "{}: not a NumPy .npy file: it starts with \"{}\", an .npy with \"\\x93NUMPY\"", path,
-        head));
+    throw InputError(
+        fmt::format("{}: not a NumPy .npy file: it starts with \"{}\", an .npy with \"\\x93NUMPY\"",
+                    path, head));
   if (named_as(path, {".shard"}))
     throw InputError(fmt::format(
         "{}: not a loom shard: it starts with \"{}\", a shard with \"LOOMSHRD\"", path, head));
@@ -186,8 +185,8 @@ ShardInfo convert_npy(const std::string& src, const std::string& dst, const Conv
 ShardInfo convert_to_shard(const std::string& src, const std::string& dst,
                            const ConvertOptions& o) {
   if (o.num_classes < 0)
-    throw ConfigError(fmt::format(
-        "--classes {}: give a class count >= 1 (or 0: from the labels)", o.num_classes));
+    throw ConfigError(fmt::format("--classes {}: give a class count >= 1 (or 0: from the labels)",
+                                  o.num_classes));
   if (o.chunk_records < 0)
     throw ConfigError(fmt::format(
         "--chunk-records {}: give >= 1 records per chunk (or 0: about 1 MiB)", o.chunk_records));
@@ -264,8 +263,7 @@ FileSummary inspect_file(const std::string& path, const CsvOptions& csv) {
       s.dtype = "uint8";
       s.shape = a.dims;
       s.count = a.dims[0];
-      if (a.dims.size() == 1)
-        s.label_histogram = histogram({a.bytes.begin(), a.bytes.end()}, 256);
+      if (a.dims.size() == 1) s.label_histogram = histogram({a.bytes.begin(), a.bytes.end()}, 256);
       MappedFile f(path);
       if (has_gzip_magic(f.data(), f.size())) s.checksum = "gzip CRC-32 ok";
       break;

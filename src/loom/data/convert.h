@@ -23,8 +23,8 @@ struct ConvertOptions {
   std::string labels;       // the labels file when SRC holds only features (IDX, NPY)
   bool test_split = false;  // a Fashion-MNIST folder: t10k instead of train
   CsvOptions csv;
-  int num_classes = 0;        // 0: 10 for IDX, else max label + 1; < 0 is refused
-  int64_t chunk_records = 0;  // 0: about 1 MiB per chunk; < 0 is refused
+  int num_classes = 0;                // 0: 10 for IDX, else max label + 1; < 0 is refused
+  int64_t chunk_records = 0;          // 0: about 1 MiB per chunk; < 0 is refused
   int64_t max_classes = kMaxClasses;  // integer labels must lie below this (--max-classes)
 };
 
@@ -38,7 +38,7 @@ struct FileSummary {
   std::vector<int64_t> shape;  // of the whole array (count first)
   int64_t count = 0;
   std::vector<int64_t> label_histogram;  // empty if the file holds no labels
-  int64_t labels_out_of_range = 0;  // a shard's labels outside [0, its class count): corrupt
+  int64_t labels_out_of_range = 0;       // a shard's labels outside [0, its class count): corrupt
   std::string checksum;  // "ok (N chunks)", "MISMATCH in chunks ...", or "none in this format"
   bool checksum_ok = true;
 };

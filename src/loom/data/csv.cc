@@ -84,8 +84,7 @@ Dataset parse_csv(const char* data, size_t size, const std::string& name, const 
         if (v < 0 || v >= bound)
           throw InputError(fmt::format(
               "{}:{}: label {} is outside [0, {}){}", name, line_no, v, bound,
-              opts.num_classes > 0 ? ""
-                                   : "; raise --max-classes if there are that many classes"));
+              opts.num_classes > 0 ? "" : "; raise --max-classes if there are that many classes"));
         label = int32_t(v);
       } else {
         float v = 0;

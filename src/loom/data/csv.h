@@ -14,9 +14,9 @@ namespace loom::data {
 
 struct CsvOptions {
   char delimiter = ',';
-  bool header = false;    // the first line names the columns and is skipped
-  int label_column = -1;  // index of the label column; negative counts from the end
-  int num_classes = 0;    // labels must lie in [0, num_classes); 0: max label + 1
+  bool header = false;                // the first line names the columns and is skipped
+  int label_column = -1;              // index of the label column; negative counts from the end
+  int num_classes = 0;                // labels must lie in [0, num_classes); 0: max label + 1
   int64_t max_classes = kMaxClasses;  // with num_classes 0: labels must lie below this
 };
 

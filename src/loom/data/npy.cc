@@ -155,9 +155,9 @@ NpyHeader parse_npy_header(const uint8_t* data, size_t size, const std::string& 
   for (size_t i = 1; i < h.shape.size(); ++i) {
     const int64_t v = h.shape[i];
     if (v > 0 && record > (int64_t(1) << 42) / v)
-      throw InputError(fmt::format(
-          "{}: absurd .npy shape ({}): one record would hold more than 2^42 values", name,
-          std::string(dims)));
+      throw InputError(
+          fmt::format("{}: absurd .npy shape ({}): one record would hold more than 2^42 values",
+                      name, std::string(dims)));
     record *= v;
   }
   const uint64_t need = uint64_t(total) * npy_dtype_size(h.dtype);

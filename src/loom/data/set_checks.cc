@@ -54,8 +54,7 @@ void check_data_sets(const SampleSource& train, const std::string& train_name, c
     throw InputError(fmt::format(
         "{}: test samples of shape {} differ from the training samples' {} ({}): the model "
         "takes the training shape; convert both sets from data of the same shape",
-        test_name, shape_text(test->sample_shape), shape_text(train.sample_shape()),
-        train_name));
+        test_name, shape_text(test->sample_shape), shape_text(train.sample_shape()), train_name));
   if (test->num_classes != train.num_classes())
     throw InputError(fmt::format(
         "{}: the test set has {} classes, the training set {} ({}): the model has one output "
@@ -63,9 +62,9 @@ void check_data_sets(const SampleSource& train, const std::string& train_name, c
         test_name, test->num_classes, train.num_classes(), train_name));
   const int64_t bad = first_non_finite(*test);
   if (bad >= 0)
-    throw InputError(fmt::format(
-        "{}: test record {} holds a NaN or Inf feature: the accuracy would be made up", test_name,
-        bad));
+    throw InputError(
+        fmt::format("{}: test record {} holds a NaN or Inf feature: the accuracy would be made up",
+                    test_name, bad));
 }
 
 int32_t checked_label(double value, int64_t max_classes, const std::string& file, int64_t record,

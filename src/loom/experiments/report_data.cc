@@ -17,8 +17,8 @@ namespace fs = std::filesystem;
 namespace {
 
 // Keys that say where things are or how verbose, not what was trained.
-const std::set<std::string> kNotLabels = {"output.dir",   "trace.file",      "progress",
-                                          "log.level",    "data.dir",        "train.resume",
+const std::set<std::string> kNotLabels = {"output.dir",     "trace.file", "progress",
+                                          "log.level",      "data.dir",   "train.resume",
                                           "train.log_every"};
 
 bool is_run_dir(const fs::path& p) {

@@ -183,10 +183,10 @@ std::string render_report(const std::vector<RunData>& runs, const ReportOptions&
   std::string body;
   body += "<h2>Runs</h2><div class=\"legend\">";
   for (size_t i = 0; i < runs.size(); ++i)
-    body += fmt::format(
-        "<span class=\"chip\" title=\"{}\"><i style=\"background:{}\"></i>{}</span>",
-        escape(runs[i].dir + (runs[i].label.empty() ? "" : ": " + runs[i].label)), color_of(i),
-        escape(runs[i].display()));
+    body +=
+        fmt::format("<span class=\"chip\" title=\"{}\"><i style=\"background:{}\"></i>{}</span>",
+                    escape(runs[i].dir + (runs[i].label.empty() ? "" : ": " + runs[i].label)),
+                    color_of(i), escape(runs[i].display()));
   body += "</div>\n";
 
   std::string problems;
@@ -262,13 +262,13 @@ std::string render_report(const std::vector<RunData>& runs, const ReportOptions&
     // ideal from the fewest workers.
     std::map<std::string, std::vector<size_t>> groups;
     for (size_t i = 0; i < runs.size(); ++i)
-      if (st[i].workers > 0 && st[i].samples_per_s > 0)
-        groups[scaling_group(runs[i])].push_back(i);
+      if (st[i].workers > 0 && st[i].samples_per_s > 0) groups[scaling_group(runs[i])].push_back(i);
     svg::LineChart scaling{"Scaling with workers", "workers", "samples/s", {}};
     scaling.y_from_zero = true;
     for (const auto& [key, members] : groups) {
       std::map<int64_t, double> best;
-      for (size_t i : members) best[st[i].workers] = std::max(best[st[i].workers], st[i].samples_per_s);
+      for (size_t i : members)
+        best[st[i].workers] = std::max(best[st[i].workers], st[i].samples_per_s);
       if (best.size() < 2) continue;
       std::string name;
       for (size_t i : members) name += (name.empty() ? "" : ", ") + runs[i].display();

@@ -11,7 +11,6 @@
 
 namespace loom::experiments {
 
-
 namespace fs = std::filesystem;
 
 std::string find_torch_peer() {

@@ -43,7 +43,8 @@ bool within_tolerance(double error, double tolerance);
 // The model's estimate of one case: `cfg` is the loom config the run uses (model, batch,
 // threads, optimizer, sync.bucket_kib); the calibration must have the host rates and, for
 // more than one worker, allreduce lines of the case's transport.
-perf::StepEstimate predict_case(const Config& cfg, const perf::Calibration& cal, const ValidationCase& c);
+perf::StepEstimate predict_case(const Config& cfg, const perf::Calibration& cal,
+                                const ValidationCase& c);
 
 // How MPI cases are launched: `<mpirun> -np N <loom> train FILE`. A script that runs the
 // ranks in network namespaces (a shaped link) passes its own launcher line.
@@ -56,7 +57,8 @@ Measured measure_case(const Config& cfg, const ValidationCase& c, int64_t steps,
 
 // Replaces `host`'s rates for the shapes `before` and `after` measured with their mean
 // (paired calibration: measured next to the run, under the same load).
-void merge_paired_rates(perf::HostRates& host, const perf::HostRates& before, const perf::HostRates& after);
+void merge_paired_rates(perf::HostRates& host, const perf::HostRates& before,
+                        const perf::HostRates& after);
 
 // The table printed by `loom scale --validate` (with the load average next to it) and one
 // JSON object per row.

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "loom/sync/allreduce/compressed_allreduce.h"
 #include "loom/compress/registry.h"
 #include "loom/core/rng.h"
 #include "loom/core/timer.h"
+#include "loom/sync/allreduce/compressed_allreduce.h"
 
 namespace loom::measure {
 

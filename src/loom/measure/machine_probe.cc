@@ -7,15 +7,15 @@
 #include <cstring>
 #include <thread>
 
-#include "loom/measure/allreduce_bench.h"
 #include "loom/comm/communicator.h"
 #include "loom/comm/thread/thread_world.h"
 #include "loom/comm/world.h"
-#include "loom/measure/codec_bench.h"
 #include "loom/core/error.h"
 #include "loom/core/timer.h"
 #include "loom/data/dataset.h"
 #include "loom/data/loader.h"
+#include "loom/measure/allreduce_bench.h"
+#include "loom/measure/codec_bench.h"
 #include "loom/perf/calibration.h"
 #include "loom/perf/workload.h"
 #include "loom/tensor/backend_registry.h"
@@ -167,7 +167,6 @@ double loader_rate(const ProbeOptions& o, int64_t batches) {
 }
 
 }  // namespace
-
 
 // Runs fn() while `workers` threads run the step's GEMMs in a loop (a step's compute).
 template <class F>

@@ -35,7 +35,6 @@ struct ProbeOptions {
   int64_t bucket_bytes = 4 << 20;  // the run's gradient bucket (sync.bucket_kib)
 };
 
-
 // The compute rates of one run shape only (GEMM with `workers` x `threads`, a += b and the
 // elementwise ops with workers x threads threads busy), measured quickly: `loom scale
 // --validate` takes them right before and after each run, because on a shared machine the
@@ -43,7 +42,7 @@ struct ProbeOptions {
 // With a codec other than fp32 and more than one worker, the codec's speed beside busy
 // compute threads too.
 perf::HostRates probe_run_rates(const ProbeOptions& o, int workers, int threads,
-                          const std::string& codec = "fp32");
+                                const std::string& codec = "fp32");
 
 // Runs every measurement and calls `emit` with each result line as soon as it is known.
 // `mpi` may be null; under MPI every rank must call this (the allreduce needs all of them)

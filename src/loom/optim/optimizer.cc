@@ -1,8 +1,8 @@
 #include "loom/optim/optimizer.h"
 
-#include <cmath>
-
 #include <fmt/format.h>
+
+#include <cmath>
 
 #include "loom/core/error.h"
 
@@ -85,9 +85,10 @@ float clip_norm_from_config(const Config& cfg) {
   if (!cfg.has("optim.clip_norm")) return 0.0f;
   const double c = cfg.get_double("optim.clip_norm", 0.0);
   if (!(c > 0.0 && c <= 1e30))
-    throw ConfigError(fmt::format("{}: key 'optim.clip_norm': {} must be > 0 (leave the key out "
-                                  "for no clipping)",
-                                  cfg.where("optim.clip_norm"), c));
+    throw ConfigError(
+        fmt::format("{}: key 'optim.clip_norm': {} must be > 0 (leave the key out "
+                    "for no clipping)",
+                    cfg.where("optim.clip_norm"), c));
   return float(c);
 }
 

@@ -70,7 +70,9 @@ void rank(std::vector<AdviseOption>& v, const AdviseRequest& req) {
   v = std::move(out);
 }
 
-std::string usd(double v) { return fmt::format("${:.0f}", v); }
+std::string usd(double v) {
+  return fmt::format("${:.0f}", v);
+}
 
 }  // namespace
 
@@ -201,11 +203,12 @@ Advice advise(const Catalog& cat, const AdviseRequest& req_in) {
     if (measured(*g)) {
       // This machine's CPU: workers cost nothing beyond the machine; as many as it has cores.
       const HostRates& h = d.host;
-      const int per_node = h.valid() ? std::max(1, std::min(req.gpus_per_node, h.cores))
-                                     : req.gpus_per_node;
+      const int per_node =
+          h.valid() ? std::max(1, std::min(req.gpus_per_node, h.cores)) : req.gpus_per_node;
       const double machine = req.measured_node_usd;
       if (machine < cheapest)
-        cheapest = machine, cheapest_what = fmt::format("one more {} for {}", g->name, usd(machine));
+        cheapest = machine,
+        cheapest_what = fmt::format("one more {} for {}", g->name, usd(machine));
       for (int n = 1; n <= req.max_gpus; n *= 2) {
         AdviseOption o = base;
         const int k = std::min(n, per_node);
@@ -306,8 +309,8 @@ Advice advise(const Catalog& cat, const AdviseRequest& req_in) {
 
   for (const GpuSpec* g : gpus)
     if (!fits_once.count(g->name) && need_gb.count(g->name))
-      adv.not_fitting.push_back(fmt::format("{} ({:.0f} GB): needs {:.1f} GB", g->name,
-                                            g->memory_gb, need_gb[g->name]));
+      adv.not_fitting.push_back(
+          fmt::format("{} ({:.0f} GB): needs {:.1f} GB", g->name, g->memory_gb, need_gb[g->name]));
   if (bought.empty() && rented.empty()) {
     if (cheapest > req.budget_usd) {
       std::string rent;
@@ -377,7 +380,8 @@ std::string plan_for(const AdviseOption& r, const Workload& w, const Catalog& ca
   const double mbs = r.est.samples_per_s / r.nodes * w.input_bytes / 1e6;
   const StorageSpec* enough = nullptr;
   for (const auto& [n, s] : cat.storages())
-    if (s.read_mbs >= mbs && n != "this-machine-loader" && (!enough || s.read_mbs < enough->read_mbs))
+    if (s.read_mbs >= mbs && n != "this-machine-loader" &&
+        (!enough || s.read_mbs < enough->read_mbs))
       enough = &s;
   o += fmt::format("storage reading >= {:.0f} MB/s per machine ({:.0f} samples/s of {:.0f} kB){}",
                    mbs, r.est.samples_per_s / r.nodes, w.input_bytes / 1e3,
@@ -389,8 +393,8 @@ std::string plan_for(const AdviseOption& r, const Workload& w, const Catalog& ca
 void table(std::string& o, const std::vector<AdviseOption>& v, const Advice& a,
            const AdviseRequest& req, size_t n) {
   o += fmt::format("{:>3}  {:<58} {:>9} {:>9} {:>9} {:>22} {:>8} {:>9} {:>8} {:>6}  {:<14} {}\n",
-                   "#", "configuration", "capital $", "energy $", "total $", "samples/s",
-                   "/s/$1k", "samples/$", "train", "kW", "sync", "dominant term");
+                   "#", "configuration", "capital $", "energy $", "total $", "samples/s", "/s/$1k",
+                   "samples/$", "train", "kW", "sync", "dominant term");
   for (size_t i = 0; i < std::min(n, v.size()); ++i) {
     const AdviseOption& r = v[i];
     const double sps = r.est.samples_per_s;
@@ -398,7 +402,8 @@ void table(std::string& o, const std::vector<AdviseOption>& v, const Advice& a,
         "{:>3}  {:<58} {:>9.0f} {:>9.0f} {:>9.0f} {:>8.1f} ({:>5.0f}-{:<5.0f}) {:>8} {:>9.0f} "
         "{:>8} {:>6}  {:<14} {}\n",
         i + 1, r.label(), r.capital_usd, r.energy_usd, r.total_usd(), sps, sps * (1 - a.band),
-        sps * (1 + a.band), r.rented ? std::string("-") : fmt::format("{:.1f}", r.samples_per_kusd()),
+        sps * (1 + a.band),
+        r.rented ? std::string("-") : fmt::format("{:.1f}", r.samples_per_kusd()),
         r.samples_per_usd(req.hours), a.samples > 0 ? hours_text(r.hours_to_train(a.samples)) : "-",
         r.node_draw_w > 0 ? fmt::format("{:.1f}", r.nodes * r.node_draw_w / 1000) : "-",
         fmt::format("{} {}", r.sync.algorithm, r.sync.codec), r.est.dominant());
@@ -407,8 +412,7 @@ void table(std::string& o, const std::vector<AdviseOption>& v, const Advice& a,
 
 }  // namespace
 
-std::string advice_report(const Advice& a, const AdviseRequest& req, const Catalog& cat,
-                          size_t n) {
+std::string advice_report(const Advice& a, const AdviseRequest& req, const Catalog& cat, size_t n) {
   static const std::map<std::string, std::string> rank_names = {
       {"time", "time to train (samples/s)"},
       {"capital", "samples/s per $1k of capital"},

@@ -106,8 +106,7 @@ Advice advise(const Catalog& cat, const AdviseRequest& req);
 // Adds the calibration's device "this-machine" (and its links) to `cat` and makes the
 // advisor predict it from the measured figures (calibration.h); `machine_usd` (> 0) is the
 // price of one more machine like this one.
-void use_calibration(const Calibration& cal, Catalog& cat, AdviseRequest& req,
-                     double machine_usd);
+void use_calibration(const Calibration& cal, Catalog& cat, AdviseRequest& req, double machine_usd);
 // Plain lines: a table of the top `n` machines and of the rentals, then why for the top
 // three: host class, power drawn, and what a buyer must plan for (circuit, cooling, RAM,
 // storage).

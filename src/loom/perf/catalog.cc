@@ -68,13 +68,7 @@ void Catalog::load_file(const std::string& path) {
 }
 
 void Catalog::load_text(const std::string& text, const std::string& name) {
-  toml::table root;
-  try {
-    root = toml::parse(text, name);
-  } catch (const toml::parse_error& e) {
-    throw InputError(
-        fmt::format("{}:{}: TOML syntax error: {}", name, e.source().begin.line, e.description()));
-  }
+  toml::table root = parse_toml_table(text, name);
   for (auto& [k, v] : root) {
     std::string key(k.str());
     if (key != "gpu" && key != "link" && key != "storage" && key != "host_memory" &&
@@ -100,8 +94,8 @@ void Catalog::load_text(const std::string& text, const std::string& name) {
   });
   for_rows(root, name, "gpu", [&](const RowReader& r) {
     r.check_known({"name", "fp32_tflops", "tensor_tflops", "memory_gb", "mem_bw_gbs", "host_link",
-                   "peer_link", "tdp_w", "price_usd", "price_kind", "chip", "form_factor",
-                   "slots", "cooling", "baseboard", "source"});
+                   "peer_link", "tdp_w", "price_usd", "price_kind", "chip", "form_factor", "slots",
+                   "cooling", "baseboard", "source"});
     GpuSpec g;
     g.name = r.str("name");
     g.fp32_tflops = r.num("fp32_tflops");
@@ -136,17 +130,18 @@ void Catalog::load_text(const std::string& text, const std::string& name) {
     gpus_[g.name] = g;
   });
   for_rows(root, name, "host", [&](const RowReader& r) {
-    r.check_known({"name", "kind", "description", "price_usd", "price_date", "price_source",
-                   "form_factor", "baseboard", "gpus_min", "gpus_max", "slots", "psu_w", "host_w",
-                   "idle_w", "supply", "pcie_link", "cpu_lanes", "topology", "nics",
-                   "nics_per_node", "passive_cards", "source"});
+    r.check_known({"name",          "kind",        "description", "price_usd", "price_date",
+                   "price_source",  "form_factor", "baseboard",   "gpus_min",  "gpus_max",
+                   "slots",         "psu_w",       "host_w",      "idle_w",    "supply",
+                   "pcie_link",     "cpu_lanes",   "topology",    "nics",      "nics_per_node",
+                   "passive_cards", "source"});
     HostClassSpec h;
     h.name = r.str("name");
     h.kind = r.str("kind");
     if (h.kind != "desktop" && h.kind != "workstation" && h.kind != "server" &&
         h.kind != "baseboard")
-      r.fail("kind", fmt::format("must be desktop, workstation, server or baseboard, got '{}'",
-                                 h.kind));
+      r.fail("kind",
+             fmt::format("must be desktop, workstation, server or baseboard, got '{}'", h.kind));
     h.description = r.str("description");
     h.price_usd = r.num("price_usd");
     h.price_date = r.str("price_date");

@@ -63,10 +63,10 @@ HostFit fit_host(const Catalog& cat, const HostClassSpec& host, const GpuSpec& g
     }
   }
   if (f.draw_w > f.limit_w) {
-    f.why_not = fmt::format("{:.0f} W at load ({} x {:.0f} W + {:.0f} W host) over {:.0f} W ({:.0f}% "
-                            "of {:.0f} W of PSUs)",
-                            f.draw_w, n, gpu.tdp_w, host.host_w, f.limit_w, 100 * kPsuLoad,
-                            host.psu_w);
+    f.why_not = fmt::format(
+        "{:.0f} W at load ({} x {:.0f} W + {:.0f} W host) over {:.0f} W ({:.0f}% "
+        "of {:.0f} W of PSUs)",
+        f.draw_w, n, gpu.tdp_w, host.host_w, f.limit_w, 100 * kPsuLoad, host.psu_w);
     return f;
   }
   f.fits = true;
@@ -79,16 +79,16 @@ HostFit fit_host(const Catalog& cat, const HostClassSpec& host, const GpuSpec& g
     link = fmt::format("the pair talks over its {} bridge", f.intra.name);
   } else {
     f.intra = pcie_path(cat, host, gpu, n, f.lanes);
-    link = n == 1 ? fmt::format("the card runs {} ({:.1f} GB/s each way)", f.intra.name,
-                                f.intra.gbs)
-                  : fmt::format("GPUs talk over PCIe, {:.1f} GB/s each way per card ({}){}",
-                                f.intra.gbs, f.intra.name,
-                                gpu.peer_link != "none" ? " (a bridge joins only two cards)" : "");
+    link = n == 1
+               ? fmt::format("the card runs {} ({:.1f} GB/s each way)", f.intra.name, f.intra.gbs)
+               : fmt::format("GPUs talk over PCIe, {:.1f} GB/s each way per card ({}){}",
+                             f.intra.gbs, f.intra.name,
+                             gpu.peer_link != "none" ? " (a bridge joins only two cards)" : "");
   }
-  const std::string slots =
-      gpu.is_module() ? fmt::format("{} modules on its {} baseboard", n, host.baseboard)
-                      : fmt::format("{} x {:g}-slot card{} in {:g} slots", n, gpu.slots,
-                                    n == 1 ? "" : "s", host.slots);
+  const std::string slots = gpu.is_module()
+                                ? fmt::format("{} modules on its {} baseboard", n, host.baseboard)
+                                : fmt::format("{} x {:g}-slot card{} in {:g} slots", n, gpu.slots,
+                                              n == 1 ? "" : "s", host.slots);
   f.why = fmt::format("{}; {:.0f} W at load of {:.0f} W ({:.0f}% of {:.0f} W of PSUs); {}; {}",
                       slots, f.draw_w, f.limit_w, 100 * kPsuLoad, host.psu_w, host.topology, link);
   return f;

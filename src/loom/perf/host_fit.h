@@ -47,6 +47,8 @@ int max_gpus_in(const Catalog& cat, const HostClassSpec& host, const GpuSpec& gp
 std::string circuit_for(double watts);
 
 // Heat to remove, BTU/h (1 W = 3.412 BTU/h).
-inline double btu_per_hour(double watts) { return watts * 3.412; }
+inline double btu_per_hour(double watts) {
+  return watts * 3.412;
+}
 
 }  // namespace loom::perf

@@ -14,6 +14,16 @@
 
 namespace loom::perf {
 
+// The whole table of `text`; a syntax error is an InputError naming file `name` and the line.
+inline toml::table parse_toml_table(const std::string& text, const std::string& name) {
+  try {
+    return toml::parse(text, name);
+  } catch (const toml::parse_error& e) {
+    throw InputError(
+        fmt::format("{}:{}: TOML syntax error: {}", name, e.source().begin.line, e.description()));
+  }
+}
+
 // Reads the fields of one [[kind]] row, naming file, entry and field in every error.
 class RowReader {
  public:

@@ -26,13 +26,7 @@ const std::vector<std::string> kFigures = {"efficiency", "speedup", "samples_per
 
 std::vector<ValidationCase> parse_validation(const std::string& text, const std::string& name,
                                              Catalog* links_into) {
-  toml::table root;
-  try {
-    root = toml::parse(text, name);
-  } catch (const toml::parse_error& e) {
-    throw InputError(
-        fmt::format("{}:{}: TOML syntax error: {}", name, e.source().begin.line, e.description()));
-  }
+  toml::table root = parse_toml_table(text, name);
   for (auto& [k, v] : root) {
     std::string key(k.str());
     if (key != "case" && key != "link")

@@ -49,8 +49,7 @@ std::string BmufStrategy::describe() const {
       "block lr zeta = {:.4g}, {}, local momentum {} after each block; per block {} "
       "chunks, {}",
       comm_.name(), comm_.size(), comm_.size() == 1 ? "" : "s", tau, tau == 1 ? "" : "s", eta_,
-      options_.zeta,
-      options_.nesterov ? "Nesterov" : "classic momentum",
+      options_.zeta, options_.nesterov ? "Nesterov" : "classic momentum",
       options_.reset_momentum ? "reset" : "kept", chunks_.size(),
       describe_wire(options_.codec.get(), (bytes_per_block_ + tau - 1) / tau,
                     (fp32 + tau - 1) / tau));

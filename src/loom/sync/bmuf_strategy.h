@@ -29,8 +29,8 @@
 #include <vector>
 
 #include "loom/compress/codec.h"
-#include "loom/sync/allreduce/compressed_allreduce.h"
 #include "loom/sync/allreduce/buckets.h"
+#include "loom/sync/allreduce/compressed_allreduce.h"
 #include "loom/sync/strategy.h"
 
 namespace loom::sync {

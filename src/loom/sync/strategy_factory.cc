@@ -2,15 +2,15 @@
 #include <optional>
 #include <variant>
 
-#include "loom/compress/device_codec_registry.h"
 #include "loom/compress/device_codec.h"
+#include "loom/compress/device_codec_registry.h"
 #include "loom/compress/registry.h"
 #include "loom/core/error.h"
 #include "loom/sync/allreduce/allreduce_strategy.h"
+#include "loom/sync/allreduce/overlap_policy.h"
 #include "loom/sync/bmuf_strategy.h"
 #include "loom/sync/model_parallel/model_parallel_model.h"
 #include "loom/sync/model_parallel/model_parallel_strategy.h"
-#include "loom/sync/allreduce/overlap_policy.h"
 #include "loom/sync/ps/ps_options.h"
 #include "loom/sync/ps/ps_placement.h"
 #include "loom/sync/strategy.h"
@@ -219,9 +219,10 @@ std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& c
   if (clip_norm > 0.0f) {
     const char* why = model_parallel_block_index(model) >= 0
                           ? "parallel = \"model\"/\"hybrid\" updates its slices during backward"
-                      : kind == "bmuf" ? "sync = \"bmuf\" takes local steps on each worker's gradient"
-                      : kind == "ps"   ? "sync = \"ps\" combines gradients on the servers"
-                                       : nullptr;
+                      : kind == "bmuf"
+                          ? "sync = \"bmuf\" takes local steps on each worker's gradient"
+                      : kind == "ps" ? "sync = \"ps\" combines gradients on the servers"
+                                     : nullptr;
     if (why)
       throw ConfigError(fmt::format(
           "{}: key 'optim.clip_norm': clipping takes the norm of the combined gradient, which "

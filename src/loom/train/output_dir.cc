@@ -14,8 +14,8 @@ namespace fs = std::filesystem;
 namespace {
 // What a run leaves in its output.dir (run_writer.h, checkpoint.h); the temporaries too, so a
 // run cut short while renaming counts as a run.
-const char* const kRunResults[] = {"config.toml",  "metrics.jsonl",     "summary.json",
-                                   "checkpoints",  "metrics.jsonl.tmp", "summary.json.tmp"};
+const char* const kRunResults[] = {"config.toml", "metrics.jsonl",     "summary.json",
+                                   "checkpoints", "metrics.jsonl.tmp", "summary.json.tmp"};
 constexpr const char* kNumberToken = "{n}";
 
 // "runs/mlp/" -> "runs/mlp", for suggestions built from the name.
@@ -84,8 +84,8 @@ void clear_run_results(const std::string& dir) {
     std::error_code ec;
     fs::remove_all(fs::path(dir) / name, ec);
     if (ec)
-      throw InputError(fmt::format("{}/{}: cannot remove the earlier run's file (--force): {}",
-                                   dir, name, ec.message()));
+      throw InputError(fmt::format("{}/{}: cannot remove the earlier run's file (--force): {}", dir,
+                                   name, ec.message()));
   }
 }
 

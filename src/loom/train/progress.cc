@@ -41,8 +41,8 @@ void Progress::step(int64_t epoch, int64_t step_in_epoch, double loss, double sa
   // The last epoch under max_steps ends early: its bar fills at the run's last step.
   const int64_t epoch_steps = std::min(steps_, total_steps_ - epoch * steps_);
   const double frac = double(step_in_epoch + 1) / double(std::max<int64_t>(epoch_steps, 1));
-  const double steps_left = double(std::max<int64_t>(
-      0, total_steps_ - (epoch * steps_ + step_in_epoch + 1)));
+  const double steps_left =
+      double(std::max<int64_t>(0, total_steps_ - (epoch * steps_ + step_in_epoch + 1)));
   const double eta = samples_per_s > 0 ? steps_left * double(samples_per_step_) / samples_per_s : 0;
   if (mode_ == ProgressMode::kBar) {
     const double now = now_seconds();

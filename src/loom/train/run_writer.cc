@@ -74,7 +74,8 @@ void RunWriter::write_config(const std::string& canonical_text) {
   std::ofstream out(path, std::ios::trunc);
   out << canonical_text;
   out.close();
-  if (!out) throw InputError(fmt::format("{}: write failed: {}", path.string(), std::strerror(errno)));
+  if (!out)
+    throw InputError(fmt::format("{}: write failed: {}", path.string(), std::strerror(errno)));
 }
 
 void RunWriter::append_metrics(const nlohmann::json& line) {
@@ -101,7 +102,9 @@ void RunWriter::write_summary(const nlohmann::json& summary) {
   }
   std::error_code ec;
   fs::rename(tmp, fs::path(dir_) / "summary.json", ec);
-  if (ec) throw InputError(fmt::format("{}: cannot rename to summary.json: {}", tmp.string(), ec.message()));
+  if (ec)
+    throw InputError(
+        fmt::format("{}: cannot rename to summary.json: {}", tmp.string(), ec.message()));
 }
 
 }  // namespace loom::train

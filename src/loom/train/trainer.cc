@@ -7,8 +7,8 @@
 #include <span>
 
 #include "loom/comm/communicator.h"
-#include "loom/config.h"
 #include "loom/comm/transport_registry.h"
+#include "loom/config.h"
 #include "loom/core/error.h"
 #include "loom/core/log.h"
 #include "loom/core/rng.h"
@@ -41,7 +41,7 @@ namespace {
 struct Settings {
   int64_t threads, batch, epochs, max_steps, prefetch;
   int64_t accumulate;  // micro-batches of `batch` per step, one synchronisation per step
-  int64_t log_every;  // a "step" line in metrics.jsonl every this many steps (0 = none)
+  int64_t log_every;   // a "step" line in metrics.jsonl every this many steps (0 = none)
   uint64_t seed;
   bool eval, shuffle;
   std::string data_dir;
@@ -203,8 +203,7 @@ class Worker {
           fmt::format("a global batch of {} ({} workers x batch {}{}) is larger than "
                       "the {} training samples",
                       lo.global_batch, comm_.size(), s_.batch,
-                      s_.accumulate > 1 ? fmt::format(" x train.accumulate {}", s_.accumulate)
-                                        : "",
+                      s_.accumulate > 1 ? fmt::format(" x train.accumulate {}", s_.accumulate) : "",
                       train_->count()));
     total_steps_ = steps_per_epoch_ * s_.epochs;
     if (s_.max_steps > 0) total_steps_ = std::min(total_steps_, s_.max_steps);
@@ -401,9 +400,8 @@ class Worker {
     result_.samples_per_s = total_seconds_ > 0 ? double(total_samples_) / total_seconds_ : 0;
     result_.test_acc = result_.epochs.empty() ? -1 : result_.epochs.back().test_acc;
     result_.train_loss = result_.epochs.empty() ? 0 : result_.epochs.back().train_loss;
-    result_.epochs_done = result_.epochs.empty()
-                              ? (step_ + steps_per_epoch_ - 1) / steps_per_epoch_
-                              : result_.epochs.back().epoch;
+    result_.epochs_done = result_.epochs.empty() ? (step_ + steps_per_epoch_ - 1) / steps_per_epoch_
+                                                 : result_.epochs.back().epoch;
     result_.final_params.resize(size_t(model_->num_params()));
     backend_->copy_to_host(result_.final_params.data(), model_->params(),
                            result_.final_params.size() * sizeof(float));
@@ -556,8 +554,8 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
     test_set = data::load_fashion_mnist(s.data_dir, false, norm, nullptr);
     train_source = std::make_shared<data::DatasetSource>(*train_set);
   }
-  data::check_data_sets(*train_source, pipeline.train_shards.empty() ? s.data_dir
-                                                                     : pipeline.train_shards,
+  data::check_data_sets(*train_source,
+                        pipeline.train_shards.empty() ? s.data_dir : pipeline.train_shards,
                         s.eval ? &test_set : nullptr,
                         pipeline.test_shards.empty() ? s.data_dir : pipeline.test_shards,
                         pipeline.max_classes, cfg.where("data.max_classes"));

@@ -27,7 +27,7 @@ struct TrainResult {
   int64_t epochs_done = 0;           // epochs reached over the whole run, resumes included
   double test_acc = -1;              // -1: not evaluated (eval = false)
   double train_loss = 0;             // the last epoch's
-  double samples_per_s = 0;  // over all epochs' training loops
+  double samples_per_s = 0;          // over all epochs' training loops
   int world = 1;
   int64_t steps = 0;
   std::string describe;             // model, optimizer, strategy

@@ -1,11 +1,11 @@
 #include "loom/compress/cuda/cuda_codec.h"
 
+#include "loom/compress/cuda/codec_kernels.h"
 #include "loom/compress/int8_codec.h"
 #include "loom/compress/onebit_codec.h"
 #include "loom/compress/topk_codec.h"
 #include "loom/core/error.h"
 #include "loom/tensor/buffer.h"
-#include "loom/compress/cuda/codec_kernels.h"
 #include "loom/tensor/cuda/cuda_backend.h"
 #include "loom/tensor/cuda/cuda_check.h"
 
@@ -94,7 +94,8 @@ class CudaCodec final : public DeviceCodec {
   bool take_non_finite() override {
     const cudaStream_t s = be_.stream();
     be_.bind_device();
-    LOOM_CUDA_CHECK(cudaMemcpyAsync(bad_host_, bad_.data(), sizeof(int), cudaMemcpyDeviceToHost, s));
+    LOOM_CUDA_CHECK(
+        cudaMemcpyAsync(bad_host_, bad_.data(), sizeof(int), cudaMemcpyDeviceToHost, s));
     LOOM_CUDA_CHECK(cudaMemsetAsync(bad_.data(), 0, sizeof(int), s));
     LOOM_CUDA_CHECK(cudaEventRecord(bad_read_, s));
     LOOM_CUDA_CHECK(cudaEventSynchronize(bad_read_));

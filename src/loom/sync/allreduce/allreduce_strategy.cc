@@ -231,8 +231,7 @@ void AllreduceStrategy::clip_and_update() {
     const auto [offset, count] = part(b);
     if (f != 1.0f) model_.backend().scale(count, f, grads + offset);
     optimizer_.update(params + offset, grads + offset, offset, count, lr_);
-    if (sharded())
-      comm_.allgather(std::span<float>(params + b.offset, size_t(b.count)));
+    if (sharded()) comm_.allgather(std::span<float>(params + b.offset, size_t(b.count)));
   }
   // On the step's path after backward: end_step's wait counts it as exposed already.
   stats_.comm_seconds += watch.seconds();
@@ -312,8 +311,8 @@ void AllreduceStrategy::end_step() {
   if (options_.clip_norm > 0.0f) clip_and_update();
   // Once per step, not per bucket: each check waits for the device.
   if (device_codec_)
-    sync::check_device_codec_finite(
-        *device_codec_, fmt::format("step {} ({} buckets)", step_, buckets_.size()));
+    sync::check_device_codec_finite(*device_codec_,
+                                    fmt::format("step {} ({} buckets)", step_, buckets_.size()));
   stats_.exposed_seconds += waited.seconds();
   if (options_.combine == CombineWhere::kInline && comm_.size() > 1) {
     // Combined inside backward: all of it was on the step's path, and the loop's compute

@@ -45,10 +45,10 @@
 #include <optional>
 
 #include "loom/compress/codec.h"
+#include "loom/sync/allreduce/buckets.h"
 #include "loom/sync/allreduce/compressed_allreduce.h"
 #include "loom/sync/allreduce/device_compressed_allreduce.h"
 #include "loom/sync/background_queue.h"
-#include "loom/sync/allreduce/buckets.h"
 #include "loom/sync/strategy.h"
 
 namespace loom::sync {
@@ -120,9 +120,7 @@ class AllreduceStrategy final : public Strategy {
   // its update (deferred to clip_and_update when clipping).
   void combine_compressed(int b);
   bool compressed() const { return options_.codec != nullptr && comm_.size() > 1; }
-  bool sharded() const {
-    return options_.shard_optimizer && !options_.codec && comm_.size() > 1;
-  }
+  bool sharded() const { return options_.shard_optimizer && !options_.codec && comm_.size() > 1; }
   // Whether bucket b is summed exactly at the current step (warm-up, or too small to compress).
   bool exact_now(int b) const;
 

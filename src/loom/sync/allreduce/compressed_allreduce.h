@@ -38,8 +38,8 @@ struct CompressedAllreduceState {
   int world = 1, rank = 0;
   compress::Aggregation aggregation = compress::Aggregation::kStripes;
   std::vector<comm::BlockRange> stripes;     // kStripes: stripe j of the bucket, owned by rank j
-  std::vector<compress::CodecState> worker;            // kStripes: one per stripe; otherwise one
-  compress::CodecState owner;                          // kStripes: the owner-side residual of my stripe
+  std::vector<compress::CodecState> worker;  // kStripes: one per stripe; otherwise one
+  compress::CodecState owner;                // kStripes: the owner-side residual of my stripe
   size_t slot_bytes = 0;                     // bytes per rank slot in the buffers below
   std::vector<uint32_t> send, recv, gather;  // word-aligned byte buffers, world slots each
   std::vector<float> scratch;                // owner sum / PowerSGD factors
@@ -69,8 +69,8 @@ bool can_gather(const compress::Codec& codec);
 // In place: data becomes the decoded sum over ranks, the same bits on every rank. Every rank
 // calls with the same codec, bucket size and order. NaN/Inf in data throws NumericError
 // naming the bucket (on the rank that holds it; the others then fail with a CommError).
-void compressed_allreduce(comm::Communicator& c, const compress::Codec& codec, std::span<float> data,
-                          CompressedAllreduceState& state);
+void compressed_allreduce(comm::Communicator& c, const compress::Codec& codec,
+                          std::span<float> data, CompressedAllreduceState& state);
 
 // Bytes one rank sends per compressed_allreduce of n elements over `world` ranks, and the
 // same for a plain fp32 ring allreduce (2 (N-1)/N * 4n), for logs and the bench.

@@ -27,8 +27,8 @@ struct DeviceAllreduceState {
   size_t wire_bytes = 0;  // (world - 1) * slot_bytes
 };
 
-DeviceAllreduceState make_device_allreduce_state(const compress::DeviceCodec& codec, Backend& backend,
-                                                 size_t n, int world, int rank,
+DeviceAllreduceState make_device_allreduce_state(const compress::DeviceCodec& codec,
+                                                 Backend& backend, size_t n, int world, int rank,
                                                  const std::string& bucket);
 
 // In place on device memory `data` (n floats): the decoded sum over ranks, queued on the
@@ -36,8 +36,8 @@ DeviceAllreduceState make_device_allreduce_state(const compress::DeviceCodec& co
 // not checked here, which would wait for the device once per bucket: it raises the codec's
 // flag, and the caller checks it once per step (check_device_codec_finite), after every
 // bucket's allgather, so no rank is left waiting for a peer that threw.
-void device_compressed_allreduce(comm::Communicator& c, compress::DeviceCodec& codec, Backend& backend,
-                                 float* data, DeviceAllreduceState& state);
+void device_compressed_allreduce(comm::Communicator& c, compress::DeviceCodec& codec,
+                                 Backend& backend, float* data, DeviceAllreduceState& state);
 
 // Throws NumericError naming the codec and `what` (the step's buckets) if any encode queued
 // so far on the calling thread's stream saw NaN or Inf; clears the flag (one wait).

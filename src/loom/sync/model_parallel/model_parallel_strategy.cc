@@ -23,9 +23,9 @@ ModelParallelStrategy::ModelParallelStrategy(comm::Communicator& comm, nn::Model
   for (const auto& r : model.param_ranges())
     LOOM_CHECK(r.layer <= block_layer_, "layers after the model-parallel block");
   if (codec_ && comm_.size() > 1 && dp_count_ > 0)
-    codec_state_ = std::make_unique<sync::CompressedAllreduceState>(
-        sync::make_compressed_allreduce_state(*codec_, size_t(dp_count_), comm_.size(),
-                                                  comm_.rank(), "data-parallel layers"));
+    codec_state_ =
+        std::make_unique<sync::CompressedAllreduceState>(sync::make_compressed_allreduce_state(
+            *codec_, size_t(dp_count_), comm_.size(), comm_.rank(), "data-parallel layers"));
 }
 
 std::string ModelParallelStrategy::describe() const {
@@ -33,8 +33,8 @@ std::string ModelParallelStrategy::describe() const {
       "model-parallel over {} ({} worker{}): {} dense/replicated floats local to each worker, "
       "{} data-parallel floats all-reduced after backward ({}); {}\n{}",
       comm_.name(), comm_.size(), comm_.size() == 1 ? "" : "s", model_.num_params() - dp_count_,
-      dp_count_,
-      codec_ ? codec_->name() : "fp32", block_->exchange().describe(), block_->summary());
+      dp_count_, codec_ ? codec_->name() : "fp32", block_->exchange().describe(),
+      block_->summary());
 }
 
 void ModelParallelStrategy::start() {
@@ -70,7 +70,7 @@ void ModelParallelStrategy::end_step() {
     const int world = comm_.size();
     if (world > 1 && codec_state_) {
       sync::compressed_allreduce(comm_, *codec_, std::span<float>(g, size_t(dp_count_)),
-                                     *codec_state_);
+                                 *codec_state_);
       stats_.bytes_sent += int64_t(codec_state_->wire_bytes);
     } else if (world > 1) {
       comm_.allreduce(std::span<float>(g, size_t(dp_count_)));

@@ -204,8 +204,7 @@ void ActivationExchange::allreduce(float* data, int64_t count) {
                                            *codec_, size_t(count), n, comm_.rank(),
                                            fmt::format("activation sum ({} floats)", count)))
                .first;
-    sync::compressed_allreduce(comm_, *codec_, std::span<float>(data, size_t(count)),
-                                   it->second);
+    sync::compressed_allreduce(comm_, *codec_, std::span<float>(data, size_t(count)), it->second);
     bytes_ += int64_t(it->second.wire_bytes);
   }
   seconds_ += w.seconds();

@@ -57,8 +57,7 @@ std::string PsStrategy::describe() const {
       options_.servers, options_.servers == 1 ? "" : "s",
       options_.placement == PsPlacement::kThreads ? "threads of this process" : "dedicated ranks",
       workers_, workers_ == 1 ? "" : "s", buckets_.size(), buckets_.size() == 1 ? "" : "s",
-      options_.bucket_bytes >> 10,
-      options_.overlap ? "during backward" : "after backward",
+      options_.bucket_bytes >> 10, options_.overlap ? "during backward" : "after backward",
       options_.staleness == 0 ? std::string("synchronous")
                               : fmt::format("bounded staleness {}", options_.staleness));
 }

@@ -32,8 +32,8 @@
 #include <mutex>
 #include <vector>
 
-#include "loom/sync/background_queue.h"
 #include "loom/sync/allreduce/buckets.h"
+#include "loom/sync/background_queue.h"
 #include "loom/sync/ps/ps_layout.h"
 #include "loom/sync/ps/ps_options.h"
 #include "loom/sync/ps/ps_protocol.h"

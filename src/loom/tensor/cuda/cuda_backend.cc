@@ -82,7 +82,9 @@ CudaBackend::CudaBackend(int device) : device_(device), pool_(device) {
   }
 }
 
-CudaBackend::~CudaBackend() { release(); }
+CudaBackend::~CudaBackend() {
+  release();
+}
 
 void CudaBackend::release() noexcept {
   // No throwing from a destructor: errors here (a device already lost) are dropped, and
@@ -132,8 +134,8 @@ cublasHandle_t CudaBackend::make_cublas(cudaStream_t stream) {
   LOOM_CUDA_CHECK(cublasCreate(&h));
   try {
     LOOM_CUDA_CHECK(cublasSetStream(h, stream));
-    LOOM_CUDA_CHECK(cublasSetMathMode(
-        h, tf32_enabled() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    LOOM_CUDA_CHECK(
+        cublasSetMathMode(h, tf32_enabled() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   } catch (...) {
     LOOM_CUDA_IGNORE(cublasDestroy(h));
     throw;
