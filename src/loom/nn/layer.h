@@ -1,5 +1,5 @@
-// A layer of a sequential model. Layers hold views into the model's flat parameter and gradient
-// buffers (docs/architecture.md, "One flat buffer") and compute through the Backend only.
+// A layer of a model graph (model.h). Layers hold views into the model's flat parameter and
+// gradient buffers (docs/architecture.md, "One flat buffer") and compute through the Backend only.
 #pragma once
 
 #include <array>
@@ -16,8 +16,19 @@ using Shape = std::vector<int64_t>;  // per-sample shape, batch excluded
 int64_t numel(const Shape& s);
 std::string shape_text(const Shape& s);
 
+// Sums across the data-parallel replicas, for a layer whose forward needs statistics of the
+// global batch (BatchNorm with `sync = true`). The sync layer provides one; nn knows no
+// communicator. Every replica calls sum() in the same order with the same n.
+class ReplicaReducer {
+ public:
+  virtual ~ReplicaReducer() = default;
+  virtual int replicas() const = 0;
+  virtual void sum(float* x, int64_t n) = 0;  // in place, backend memory
+};
+
 struct Context {
   Backend* backend = nullptr;
+  ReplicaReducer* reducer = nullptr;  // null: one replica
   bool training = false;
   uint64_t dropout_key = 0;   // per step; layers mix in their index
   int64_t sample_offset = 0;  // global index of this batch's first sample (dropout streams)
@@ -45,6 +56,28 @@ class Layer {
   virtual void init_params(Rng& rng, Backend& backend) {}
   // Forward multiply-adds x2 per sample (backward costs about twice this).
   virtual int64_t flops_per_sample() const { return 0; }
+
+  // Non-trained state (BatchNorm's running statistics): a view into the model's flat state
+  // buffer, num_state() floats, which checkpoints hold and replicas keep identical.
+  virtual int64_t num_state() const { return 0; }
+  virtual void bind_state(float* state) {}
+  virtual void init_state(Backend& backend) {}
+
+  // Layers of several inputs (Add, Concat) override the *_inputs calls; the model calls only
+  // those, and for one input they forward to build/forward/backward.
+  virtual int min_inputs() const { return 1; }
+  virtual int max_inputs() const { return 1; }
+  virtual Shape build_inputs(const std::vector<Shape>& inputs) { return build(inputs.at(0)); }
+  virtual void forward_inputs(const Context& ctx, const std::vector<const float*>& xs, float* y,
+                              int64_t batch) {
+    forward(ctx, xs.at(0), y, batch);
+  }
+  // dxs[i] may be null: input i needs no gradient.
+  virtual void backward_inputs(const Context& ctx, const std::vector<const float*>& xs,
+                               const float* y, const float* dy, const std::vector<float*>& dxs,
+                               int64_t batch) {
+    backward(ctx, xs.at(0), y, dy, dxs.at(0), batch);
+  }
 
   virtual void forward(const Context& ctx, const float* x, float* y, int64_t batch) = 0;
   // dx may be null (no layer below has parameters, so no input gradient is needed). Parameter
