@@ -18,6 +18,20 @@ TEST(Config, FlattensTablesAndRemembersLines) {
   EXPECT_EQ(cfg.get_int("batch", 128), 128);
 }
 
+// [[layer]] tables flatten to layer.0.*, layer.1.*, each value remembering its line, and the
+// canonical text reads back to the same keys.
+TEST(Config, ArraysOfTablesFlattenByPosition) {
+  Config c = Config::from_string("[[layer]]\ntype = \"a\"\n[[layer]]\ntype = \"b\"\nout = 3\n",
+                                 "g.toml");
+  EXPECT_EQ(c.get_string("layer.0.type", ""), "a");
+  EXPECT_EQ(c.get_string("layer.1.type", ""), "b");
+  EXPECT_EQ(c.get_int("layer.1.out", 0), 3);
+  EXPECT_EQ(c.where("layer.1.out"), "g.toml:5");
+  Config back = Config::from_string(c.canonical_text());
+  EXPECT_EQ(back.canonical_text(), c.canonical_text());
+  EXPECT_EQ(back.get_int("layer.1.out", 0), 3);
+}
+
 TEST(Config, OverridesParseTomlValuesAndBareWords) {
   Config cfg = Config::from_string("batch = 64\n");
   cfg.set_override("batch=256");

@@ -19,6 +19,7 @@ struct TrainArgs {
   std::string timeline;  // --timeline FILE: trace.file
   std::string resume;    // --resume DIR: train.resume (docs/reliability.md)
   bool force = false;    // --force: replace the run output.dir holds
+  bool print_model = false;
 };
 
 std::string plural(int64_t n, const char* word) {
@@ -47,6 +48,7 @@ void run_train(const TrainArgs& args) {
   if (!args.timeline.empty()) cfg.set("trace.file", args.timeline, "--timeline");
   train::TrainOptions options;
   options.force = args.force;
+  options.print_model = args.print_model;
   const train::TrainResult r = train::run_training(cfg, options);
   if (!r.epochs.empty())
     fmt::print("loom: done: {}, {}, test accuracy {}, {:.0f} samples/s ({}){}\n",
@@ -71,6 +73,9 @@ CommandRegistrar reg("train", [](CLI::App& app) {
       "--timeline", args->timeline,
       "write a Chrome trace of the first trace.steps steps (Perfetto, chrome://tracing)");
   cmd->add_flag("--help-config", args->help_config, "list every config key with its default");
+  cmd->add_flag("--print-model", args->print_model,
+                "print the model's layers (name, type, inputs, output shape, parameters, "
+                "forward MFLOP per sample) for the config's data, and stop");
   cmd->add_flag("--force", args->force,
                 "replace the run that output.dir already holds (its config.toml, metrics.jsonl, "
                 "summary.json and checkpoints/); without it such a run is never overwritten");

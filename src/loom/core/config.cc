@@ -50,6 +50,14 @@ void flatten(const toml::table& table, const std::string* prefix, const std::str
     }
     ConfigValue value;
     value.where = location(name, node);
+    // An array of tables ([[layer]] ...) flattens as tables named by position: "layer.0.type".
+    if (const auto* arr = node.as_array(); arr && !arr->empty() && arr->is_array_of_tables()) {
+      for (size_t i = 0; i < arr->size(); ++i) {
+        const std::string item = key + "." + std::to_string(i);
+        flatten(*(*arr)[i].as_table(), &item, name, out);
+      }
+      continue;
+    }
     if (const auto* arr = node.as_array()) {
       value.is_array = true;
       for (const auto& item : *arr) {

@@ -28,11 +28,11 @@ class ReplicaReducer {
 
 struct Context {
   Backend* backend = nullptr;
-  ReplicaReducer* reducer = nullptr;  // null: one replica
   bool training = false;
   uint64_t dropout_key = 0;   // per step; layers mix in their index
   int64_t sample_offset = 0;  // global index of this batch's first sample (dropout streams)
   int layer_index = 0;
+  ReplicaReducer* reducer = nullptr;  // null: one replica
 };
 
 class Layer {

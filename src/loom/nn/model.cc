@@ -1,6 +1,7 @@
 #include "loom/nn/model.h"
 
 #include <algorithm>
+#include <map>
 
 #include "loom/core/error.h"
 #include "loom/core/trace.h"
@@ -9,29 +10,113 @@ namespace loom::nn {
 
 Model::Model(Backend& backend, Shape input_shape, int num_classes,
              std::vector<std::unique_ptr<Layer>> layers)
-    : backend_(&backend),
-      input_shape_(std::move(input_shape)),
-      num_classes_(num_classes),
-      layers_(std::move(layers)) {
-  LOOM_CHECK(!layers_.empty());
-  Shape shape = input_shape_;
-  int64_t offset = 0;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    shape = layers_[i]->build(shape);
-    out_shapes_.push_back(shape);
-    const int64_t n = layers_[i]->num_params();
+    : Model(backend, std::move(input_shape), num_classes, chain_nodes(std::move(layers))) {}
+
+Model::Model(Backend& backend, Shape input_shape, int num_classes, std::vector<Node> nodes)
+    : backend_(&backend), input_shape_(std::move(input_shape)), num_classes_(num_classes) {
+  LOOM_CHECK(!nodes.empty());
+  int64_t offset = 0, state_offset = 0;
+  std::vector<int64_t> state_at;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    Node& node = nodes[i];
+    std::vector<Shape> in;
+    for (int j : node.inputs) {
+      LOOM_CHECK(j == kModelInput || (j >= 0 && size_t(j) < i), "node inputs out of order");
+      in.push_back(j == kModelInput ? input_shape_ : out_shapes_[size_t(j)]);
+    }
+    try {
+      out_shapes_.push_back(node.layer->build_inputs(in));
+    } catch (const ConfigError& e) {
+      throw ConfigError(fmt::format("layer '{}' ({}): {}", node.name, node.layer->describe(),
+                                    e.what()));
+    }
+    const int64_t n = node.layer->num_params();
     range_of_layer_.push_back(n > 0 ? int(ranges_.size()) : -1);
     if (n > 0) ranges_.push_back({int(i), offset, n});
     offset += n;
+    state_at.push_back(state_offset);
+    state_offset += node.layer->num_state();
+    names_.push_back(node.name);
+    inputs_.push_back(node.inputs);
+    layers_.push_back(std::move(node.layer));
   }
-  if (numel(shape) != num_classes_)
-    throw ConfigError(fmt::format("model output {} does not match the {} classes of the data",
-                                  shape_text(shape), num_classes_));
+  const Shape& out = out_shapes_.back();
+  if (out.empty() || out.back() != num_classes_)
+    throw ConfigError(fmt::format("model output {} (layer '{}') does not end in the {} classes "
+                                  "of the data",
+                                  shape_text(out), names_.back(), num_classes_));
+  output_positions_ = numel(out) / num_classes_;
   params_ = DeviceBuffer<float>(backend, offset);
   grads_ = DeviceBuffer<float>(backend, offset);
+  state_ = DeviceBuffer<float>(backend, state_offset);
   for (const auto& r : ranges_)
-    layers_[r.layer]->bind(params_.data() + r.offset, grads_.data() + r.offset);
+    layers_[size_t(r.layer)]->bind(params_.data() + r.offset, grads_.data() + r.offset);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (layers_[i]->num_state() == 0) continue;
+    layers_[i]->bind_state(state_.data() + state_at[i]);
+    layers_[i]->init_state(backend);
+  }
   activations_.resize(layers_.size());
+  plan_gradients();
+}
+
+int Model::find_layer(const std::string& name) const {
+  for (size_t i = 0; i < names_.size(); ++i)
+    if (names_[i] == name) return int(i);
+  return -1;
+}
+
+void Model::plan_gradients() {
+  const int n = int(layers_.size());
+  runs_backward_.assign(size_t(n), false);
+  for (int i = 0; i < n; ++i) {
+    bool runs = layers_[size_t(i)]->num_params() > 0;
+    for (int j : inputs_[size_t(i)]) runs = runs || (j >= 0 && runs_backward_[size_t(j)]);
+    runs_backward_[size_t(i)] = runs;
+  }
+  // Walk backward in the order it runs, giving each layer's output gradient a slot from the
+  // first reader's backward to the layer's own, and reusing freed slots (best fit).
+  grad_slot_.assign(size_t(n), -1);
+  slot_floats_.clear();
+  std::vector<int> free_slots;
+  auto take = [&](int64_t need) {
+    // The smallest free slot that holds `need`, else the largest free one (grown), else a new one.
+    int best = -1;
+    bool best_fits = false;
+    for (int s : free_slots) {
+      const bool fits = slot_floats_[size_t(s)] >= need;
+      if (best < 0 || (fits && (!best_fits || slot_floats_[size_t(s)] < slot_floats_[size_t(best)])) ||
+          (!fits && !best_fits && slot_floats_[size_t(s)] > slot_floats_[size_t(best)])) {
+        best = s;
+        best_fits = fits;
+      }
+    }
+    if (best < 0) {
+      slot_floats_.push_back(need);
+      return int(slot_floats_.size()) - 1;
+    }
+    free_slots.erase(std::find(free_slots.begin(), free_slots.end(), best));
+    slot_floats_[size_t(best)] = std::max(slot_floats_[size_t(best)], need);
+    return best;
+  };
+  grad_slot_[size_t(n - 1)] = take(numel(out_shapes_.back()));  // the loss writes it
+  std::vector<bool> written(static_cast<size_t>(n), false);
+  sum_spare_floats_ = 0;
+  for (int i = n - 1; i >= 0; --i) {
+    if (!runs_backward_[size_t(i)]) continue;
+    int64_t spare = 0;
+    for (int j : inputs_[size_t(i)]) {
+      if (j < 0 || !runs_backward_[size_t(j)]) continue;
+      if (grad_slot_[size_t(j)] < 0) grad_slot_[size_t(j)] = take(numel(out_shapes_[size_t(j)]));
+      if (written[size_t(j)]) spare += numel(out_shapes_[size_t(j)]);
+      written[size_t(j)] = true;
+    }
+    sum_spare_floats_ = std::max(sum_spare_floats_, spare);
+    // The output's slot holds the loss gradient, which a second backward() of the same
+    // forward reads again: it is never reused.
+    if (i != n - 1) free_slots.push_back(grad_slot_[size_t(i)]);
+  }
+  slots_.resize(slot_floats_.size());
 }
 
 int64_t Model::flops_per_sample() const {
@@ -47,88 +132,116 @@ int64_t Model::activation_floats_per_sample() const {
 }
 
 std::string Model::summary() const {
-  std::string s;
-  Shape in = input_shape_;
+  std::string s = fmt::format("  {:<16} {:<34} {:<16} {:<16} {:>10} {:>10}\n", "layer", "type",
+                              "input", "output", "params", "MFLOP");
   for (size_t i = 0; i < layers_.size(); ++i) {
-    s += fmt::format("  {:<36} {:>14} -> {:<14} params {}\n", layers_[i]->describe(),
-                     shape_text(in), shape_text(out_shapes_[i]), layers_[i]->num_params());
-    in = out_shapes_[i];
+    std::string in;
+    for (int j : inputs_[i]) in += (in.empty() ? "" : ",") + (j < 0 ? "input" : names_[size_t(j)]);
+    s += fmt::format("  {:<16} {:<34} {:<16} {:<16} {:>10} {:>10.3f}\n", names_[i],
+                     layers_[i]->describe(), in, shape_text(out_shapes_[i]),
+                     layers_[i]->num_params(), layers_[i]->flops_per_sample() * 1e-6);
   }
-  s += fmt::format("  total parameters {} ({:.2f} MB), forward {:.2f} MFLOP per sample",
-                   num_params(), num_params() * 4e-6, flops_per_sample() * 1e-6);
+  s += fmt::format("  input {}, total parameters {} ({:.2f} MB), forward {:.2f} MFLOP per sample",
+                   shape_text(input_shape_), num_params(), num_params() * 4e-6,
+                   flops_per_sample() * 1e-6);
   return s;
 }
 
 void Model::init_params(uint64_t seed) {
   for (const auto& r : ranges_) {
     Rng rng(seed, 0, RngPurpose::kInit, uint64_t(r.layer));
-    layers_[r.layer]->init_params(rng, *backend_);
+    layers_[size_t(r.layer)]->init_params(rng, *backend_);
   }
 }
 
 void Model::ensure_capacity(int64_t batch) {
   if (batch <= capacity_) return;
-  int64_t widest = numel(input_shape_);
-  for (size_t i = 0; i < layers_.size(); ++i) {
+  for (size_t i = 0; i < layers_.size(); ++i)
     activations_[i] = DeviceBuffer<float>(*backend_, batch * numel(out_shapes_[i]));
-    widest = std::max(widest, numel(out_shapes_[i]));
-  }
-  grad_a_ = DeviceBuffer<float>(*backend_, batch * widest);
-  grad_b_ = DeviceBuffer<float>(*backend_, batch * widest);
-  dlogits_ = DeviceBuffer<float>(*backend_, batch * num_classes_);
+  for (size_t k = 0; k < slots_.size(); ++k)
+    slots_[k] = DeviceBuffer<float>(*backend_, batch * slot_floats_[k]);
+  if (sum_spare_floats_ > 0) sum_spare_ = DeviceBuffer<float>(*backend_, batch * sum_spare_floats_);
   capacity_ = batch;
+}
+
+Context Model::context(const StepInfo& step) const {
+  Context ctx;
+  ctx.backend = backend_;
+  ctx.training = step.training;
+  ctx.dropout_key = step.dropout_key;
+  ctx.sample_offset = step.sample_offset;
+  ctx.reducer = reducer_;
+  return ctx;
 }
 
 const float* Model::forward(const float* x, int64_t batch, const StepInfo& step) {
   LOOM_CHECK_GT(batch, 0);
   ensure_capacity(batch);
-  Context ctx{backend_, step.training, step.dropout_key, step.sample_offset, 0};
-  const float* in = x;
+  Context ctx = context(step);
+  std::vector<const float*> xs;
   for (size_t i = 0; i < layers_.size(); ++i) {
     ctx.layer_index = int(i);
+    xs.clear();
+    for (int j : inputs_[i]) xs.push_back(j < 0 ? x : activations_[size_t(j)].data());
     trace::Span span;  // timeline: one span per layer (trace.h; one branch when off)
-    if (trace::enabled()) span.begin(fmt::format("fwd {} {}", i, layers_[i]->kind()), "forward");
-    layers_[i]->forward(ctx, in, activations_[i].data(), batch);
-    in = activations_[i].data();
+    if (trace::enabled()) span.begin(fmt::format("fwd {} {}", names_[i], layers_[i]->kind()), "forward");
+    layers_[i]->forward_inputs(ctx, xs, activations_[i].data(), batch);
   }
   last_input_ = x;
   last_batch_ = batch;
   last_step_ = step;
-  return in;
+  return activations_.back().data();
 }
 
 LossResult Model::loss(const int32_t* labels, float grad_scale) {
   LOOM_CHECK(last_input_ != nullptr, "loss() before forward()");
   LossResult r;
-  r.loss_sum = backend_->softmax_xent(activations_.back().data(), labels, last_batch_, num_classes_,
-                                      grad_scale, dlogits_.data(), &r.correct);
+  r.loss_sum = backend_->softmax_xent(activations_.back().data(), labels,
+                                      last_batch_ * output_positions_, num_classes_, grad_scale,
+                                      slots_[size_t(grad_slot_.back())].data(), &r.correct);
   return r;
 }
 
 void Model::backward(const std::function<void(const ParamRange&)>& on_ready) {
   LOOM_CHECK(last_input_ != nullptr, "backward() before forward()");
-  Context ctx{backend_, last_step_.training, last_step_.dropout_key, last_step_.sample_offset, 0};
-  const float* dy = dlogits_.data();
-  float* spare[2] = {grad_a_.data(), grad_b_.data()};
-  int next = 0;
-  // Below the first layer with parameters nothing needs a gradient: the input takes none, so
-  // that layer computes no input gradient (for the MLP, whose first layer is a Flatten, this
-  // spares a [batch, 784] x [784, 1024] product, 17% of the step's FLOPs) and the layers under
-  // it are not run backward at all.
-  int first_trained = 0;
-  while (first_trained < int(layers_.size()) && layers_[first_trained]->num_params() == 0)
-    ++first_trained;
-  for (int i = int(layers_.size()) - 1; i >= first_trained; --i) {
-    const float* x = i == 0 ? last_input_ : activations_[i - 1].data();
-    float* dx = i == first_trained ? nullptr : spare[next];
+  Context ctx = context(last_step_);
+  const int n = int(layers_.size());
+  std::vector<bool> written(static_cast<size_t>(n), false);
+  std::vector<const float*> xs;
+  std::vector<float*> dxs;
+  std::vector<std::pair<float*, int>> sums;  // spare piece -> layer whose gradient it adds to
+  for (int i = n - 1; i >= 0; --i) {
+    if (!runs_backward_[size_t(i)]) continue;
+    xs.clear();
+    dxs.clear();
+    sums.clear();
+    float* spare = sum_spare_.data();
+    for (int j : inputs_[size_t(i)]) {
+      xs.push_back(j < 0 ? last_input_ : activations_[size_t(j)].data());
+      if (j < 0 || !runs_backward_[size_t(j)]) {
+        dxs.push_back(nullptr);
+      } else if (!written[size_t(j)]) {
+        dxs.push_back(slots_[size_t(grad_slot_[size_t(j)])].data());
+        written[size_t(j)] = true;
+      } else {
+        dxs.push_back(spare);
+        sums.emplace_back(spare, j);
+        spare += last_batch_ * numel(out_shapes_[size_t(j)]);
+      }
+    }
     ctx.layer_index = i;
     trace::Span span;
-    if (trace::enabled()) span.begin(fmt::format("bwd {} {}", i, layers_[i]->kind()), "backward");
-    layers_[i]->backward(ctx, x, activations_[i].data(), dy, dx, last_batch_);
+    if (trace::enabled())
+      span.begin(fmt::format("bwd {} {}", names_[size_t(i)], layers_[size_t(i)]->kind()),
+                 "backward");
+    layers_[size_t(i)]->backward_inputs(ctx, xs, activations_[size_t(i)].data(),
+                                        slots_[size_t(grad_slot_[size_t(i)])].data(), dxs,
+                                        last_batch_);
+    for (const auto& [piece, j] : sums)
+      backend_->axpy(last_batch_ * numel(out_shapes_[size_t(j)]), 1.0f, piece,
+                     slots_[size_t(grad_slot_[size_t(j)])].data());
     span.end();  // before on_ready, which hands the bucket to the comm thread
-    if (on_ready && range_of_layer_[i] >= 0) on_ready(ranges_[range_of_layer_[i]]);
-    dy = dx;
-    next ^= 1;
+    if (on_ready && range_of_layer_[size_t(i)] >= 0) on_ready(ranges_[size_t(range_of_layer_[size_t(i)])]);
   }
 }
 

@@ -1,6 +1,9 @@
-// A sequential model whose parameters live in one flat buffer and gradients in another; each
-// layer holds views into them (docs/architecture.md, "One flat buffer"). Activations are kept per
-// layer for backward; buffers grow to the largest batch seen and are then reused.
+// A model: a graph of layers (graph_builder.h) whose parameters live in one flat buffer and
+// gradients in another; each layer holds views into them (docs/architecture.md, "One flat
+// buffer"). Non-trained state (BatchNorm's running statistics) lives in a third. Activations are
+// kept per layer for backward; gradients of activations share a few buffers, each live only
+// between the backward of a layer's last reader and its own. Buffers grow to the largest batch
+// seen and are then reused.
 #pragma once
 
 #include <functional>
@@ -8,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "loom/nn/graph_builder.h"
 #include "loom/nn/layer.h"
 #include "loom/tensor/buffer.h"
 
@@ -15,7 +19,7 @@ namespace loom::nn {
 
 // Where one layer's parameters sit in the flat buffer.
 struct ParamRange {
-  int layer = 0;
+  int layer = 0;  // node index
   int64_t offset = 0;
   int64_t count = 0;
 };
@@ -33,6 +37,10 @@ struct LossResult {
 
 class Model {
  public:
+  // nodes: each after its inputs (build_nodes gives them so). The output is the last node;
+  // its last dimension must be num_classes.
+  Model(Backend& backend, Shape input_shape, int num_classes, std::vector<Node> nodes);
+  // A chain: each layer reads the one before.
   Model(Backend& backend, Shape input_shape, int num_classes,
         std::vector<std::unique_ptr<Layer>> layers);
   Model(const Model&) = delete;
@@ -46,16 +54,30 @@ class Model {
   float* grads() { return grads_.data(); }
   const std::vector<ParamRange>& param_ranges() const { return ranges_; }
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  const std::string& layer_name(int i) const { return names_[size_t(i)]; }
+  const std::vector<int>& layer_inputs(int i) const { return inputs_[size_t(i)]; }
+  const Shape& output_shape(int i) const { return out_shapes_[size_t(i)]; }
+  // Index of the layer named `name`, or -1.
+  int find_layer(const std::string& name) const;
+  // Non-trained state: what checkpoints hold besides parameters and optimizer state.
+  int64_t num_state() const { return state_.size(); }
+  float* state() { return state_.data(); }
+  // For layers that combine statistics across replicas (BatchNorm with sync); null: none.
+  void set_reducer(ReplicaReducer* reducer) { reducer_ = reducer; }
   int64_t flops_per_sample() const;  // forward
   int64_t activation_floats_per_sample() const;
+  // One line per layer: name, type, inputs, output shape, parameters, forward FLOPs.
   std::string summary() const;
 
   // Parameters drawn from Rng(seed, 0, kInit, layer index): identical on every rank.
   void init_params(uint64_t seed);
 
-  // x: [batch, numel(input_shape)] in backend memory. Returns logits [batch, num_classes].
+  // x: [batch, numel(input_shape)] in backend memory. Returns the output, [batch, positions,
+  // num_classes] with positions = output_positions() (1 unless the output has a sequence axis).
   const float* forward(const float* x, int64_t batch, const StepInfo& step);
-  // Softmax cross-entropy of the last forward; fills the logits' gradient scaled by grad_scale.
+  int64_t output_positions() const { return output_positions_; }
+  // Softmax cross-entropy of the last forward, one label per output position; fills the
+  // logits' gradient scaled by grad_scale.
   LossResult loss(const int32_t* labels, float grad_scale);
   // Backward of the last forward from the loss gradient. After each layer with parameters has
   // written its gradients, on_ready(range) is called: ranges arrive in reverse layer order,
@@ -64,17 +86,31 @@ class Model {
 
  private:
   void ensure_capacity(int64_t batch);
+  void plan_gradients();
+  Context context(const StepInfo& step) const;
 
   Backend* backend_;
   Shape input_shape_;
   int num_classes_;
+  int64_t output_positions_ = 1;
   std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<std::string> names_;
+  std::vector<std::vector<int>> inputs_;
   std::vector<Shape> out_shapes_;
   std::vector<ParamRange> ranges_;
   std::vector<int> range_of_layer_;  // index into ranges_, or -1
-  DeviceBuffer<float> params_, grads_;
+  DeviceBuffer<float> params_, grads_, state_;
+  ReplicaReducer* reducer_ = nullptr;
   std::vector<DeviceBuffer<float>> activations_;  // output of each layer
-  DeviceBuffer<float> grad_a_, grad_b_, dlogits_;
+  // Backward: layers that run (some layer at or below them has parameters), the gradient slot
+  // of each layer's output (-1: none), the slots' per-sample sizes, and one spare for layers
+  // whose output has several readers (their input gradients are summed).
+  std::vector<bool> runs_backward_;
+  std::vector<int> grad_slot_;
+  std::vector<int64_t> slot_floats_;
+  std::vector<DeviceBuffer<float>> slots_;
+  DeviceBuffer<float> sum_spare_;
+  int64_t sum_spare_floats_ = 0;
   int64_t capacity_ = 0;
   const float* last_input_ = nullptr;
   int64_t last_batch_ = 0;

@@ -1,4 +1,4 @@
-// A zoo model's layers as sizes, without a Model (no backend, no parameter buffers): what a
+// A model's layers as sizes, without a Model (no backend, no parameter buffers): what a
 // performance model works from (perf/parallelism_model.h takes them as its ModelShape).
 #pragma once
 
@@ -18,8 +18,8 @@ struct LayerDescription {
   int64_t params = 0;
 };
 
-// The layers of the zoo model of `cfg` (model_zoo.h) in forward order, each built on the
-// shape the one before it gives.
+// The layers of the model of `cfg` (model_zoo.h) in forward order, each built on its inputs'
+// shapes; `in` counts the elements of all its inputs.
 std::vector<LayerDescription> describe_layers(const Config& cfg, const Shape& input_shape,
                                               int num_classes);
 

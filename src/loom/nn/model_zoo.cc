@@ -1,24 +1,21 @@
 #include "loom/nn/model_zoo.h"
 
 #include "loom/core/error.h"
-#include "loom/nn/activation.h"
-#include "loom/nn/conv2d.h"
-#include "loom/nn/linear.h"
 
 namespace loom::nn {
 
-std::vector<ConfigKeySpec> model_config_keys() {
-  return {
-      {"model", ConfigType::kString, "\"mlp\"", "model of the zoo: \"mlp\" or \"cnn\""},
-      {"mlp.hidden", ConfigType::kArray, "[1024, 1024]", "widths of the MLP's hidden layers"},
-      {"mlp.dropout", ConfigType::kDouble, "0.5", "dropout after each hidden ReLU (0 = none)"},
-      {"cnn.channels", ConfigType::kArray, "[32, 64]", "channels of each 5x5 conv + 2x2 pool"},
-      {"cnn.hidden", ConfigType::kInt, "1024", "width of the CNN's dense layer"},
-      {"cnn.dropout", ConfigType::kDouble, "0.5", "dropout after the dense layer"},
-  };
-}
+extern const char* const kBuiltinResnet20Toml;
 
 namespace {
+
+struct BuiltinGraph {
+  const char* name;
+  const char* const* text;
+};
+
+const BuiltinGraph kBuiltinGraphs[] = {
+    {"resnet20", &kBuiltinResnet20Toml},
+};
 
 void check_widths(const Config& cfg, const std::string& key, const std::vector<int64_t>& widths) {
   for (int64_t w : widths)
@@ -27,52 +24,147 @@ void check_widths(const Config& cfg, const std::string& key, const std::vector<i
           fmt::format("{}: key '{}': width {} out of range [1, 1048576]", cfg.where(key), key, w));
 }
 
+ConfigValue int_value(int64_t v, const std::string& where) {
+  ConfigValue c;
+  c.value = v;
+  c.where = where;
+  return c;
+}
+
+ConfigValue double_value(double v, const std::string& where) {
+  ConfigValue c;
+  c.value = v;
+  c.where = where;
+  return c;
+}
+
+// Appends a layer of the built-in graph; params as {key, value}.
+void add(GraphSpec& g, const std::string& type,
+         std::initializer_list<std::pair<const char*, ConfigValue>> params = {}) {
+  LayerSpec l;
+  l.type = type;
+  l.where = g.source;
+  for (const auto& [k, v] : params) l.params[k] = v;
+  g.layers.push_back(std::move(l));
+}
+
+GraphSpec mlp_graph(const Config& cfg, const Shape& input_shape, int num_classes) {
+  (void)input_shape;
+  auto hidden = cfg.get_int_list("mlp.hidden", {1024, 1024});
+  check_widths(cfg, "mlp.hidden", hidden);
+  const double p = cfg.get_double("mlp.dropout", 0.5, 0.0, 0.99);
+  GraphSpec g;
+  g.source = "built-in mlp";
+  const std::string w = cfg.has("mlp.hidden") ? cfg.where("mlp.hidden") : g.source;
+  add(g, "flatten");
+  for (int64_t h : hidden) {
+    add(g, "linear", {{"out", int_value(h, w)}});
+    add(g, "relu");
+    if (p > 0) add(g, "dropout", {{"p", double_value(p, w)}});
+  }
+  add(g, "linear", {{"out", int_value(num_classes, g.source)}});
+  return g;
+}
+
+GraphSpec cnn_graph(const Config& cfg, const Shape& input_shape, int num_classes) {
+  if (input_shape.size() != 3)
+    throw ConfigError(fmt::format("model \"cnn\" needs images [C, H, W], the data has {}",
+                                  shape_text(input_shape)));
+  auto channels = cfg.get_int_list("cnn.channels", {32, 64});
+  check_widths(cfg, "cnn.channels", channels);
+  const int64_t hidden = cfg.get_int("cnn.hidden", 1024, 1, 1 << 20);
+  const double p = cfg.get_double("cnn.dropout", 0.5, 0.0, 0.99);
+  GraphSpec g;
+  g.source = "built-in cnn";
+  int64_t h = input_shape[1], w = input_shape[2];
+  for (int64_t out : channels) {
+    add(g, "conv2d", {{"out", int_value(out, g.source)},
+                      {"kernel", int_value(5, g.source)},
+                      {"padding", int_value(2, g.source)}});
+    add(g, "relu");
+    add(g, "maxpool2d", {{"kernel", int_value(2, g.source)}});
+    h /= 2;
+    w /= 2;
+    if (h < 1 || w < 1)
+      throw ConfigError(fmt::format("{}: key 'cnn.channels': {} pooling stages shrink a {} "
+                                    "image to nothing",
+                                    cfg.where("cnn.channels"), channels.size(),
+                                    shape_text(input_shape)));
+  }
+  add(g, "flatten");
+  add(g, "linear", {{"out", int_value(hidden, g.source)}});
+  add(g, "relu");
+  if (p > 0) add(g, "dropout", {{"p", double_value(p, g.source)}});
+  add(g, "linear", {{"out", int_value(num_classes, g.source)}});
+  return g;
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
 }  // namespace
+
+std::vector<ConfigKeySpec> model_config_keys() {
+  return {
+      {"model", ConfigType::kString, "\"mlp\"",
+       "\"mlp\", \"cnn\", a graph of the zoo (`loom models list`) or a graph file (.toml)"},
+      {"layer.", ConfigType::kArray, "", "[[layer]] tables: the model graph inline"},
+      {"mlp.hidden", ConfigType::kArray, "[1024, 1024]", "widths of the MLP's hidden layers"},
+      {"mlp.dropout", ConfigType::kDouble, "0.5", "dropout after each hidden ReLU (0 = none)"},
+      {"cnn.channels", ConfigType::kArray, "[32, 64]", "channels of each 5x5 conv + 2x2 pool"},
+      {"cnn.hidden", ConfigType::kInt, "1024", "width of the CNN's dense layer"},
+      {"cnn.dropout", ConfigType::kDouble, "0.5", "dropout after the dense layer"},
+  };
+}
+
+std::vector<std::string> builtin_model_names() {
+  std::vector<std::string> names = {"mlp", "cnn"};
+  for (const auto& b : kBuiltinGraphs) names.push_back(b.name);
+  return names;
+}
+
+GraphSpec model_graph(const Config& cfg, const Shape& input_shape, int num_classes) {
+  GraphSpec inline_graph = graph_from_config(cfg, "layer");
+  if (!inline_graph.layers.empty()) {
+    if (cfg.has("model"))
+      throw ConfigError(fmt::format("{}: key 'model': the config also has [[layer]] tables "
+                                    "(line {}); give the model one way",
+                                    cfg.where("model"), inline_graph.layers[0].where));
+    inline_graph.source = inline_graph.layers[0].where.substr(
+        0, inline_graph.layers[0].where.rfind(':'));
+    return inline_graph;
+  }
+  const std::string model = cfg.get_string("model", "mlp");
+  if (model == "mlp") return mlp_graph(cfg, input_shape, num_classes);
+  if (model == "cnn") return cnn_graph(cfg, input_shape, num_classes);
+  for (const auto& b : kBuiltinGraphs)
+    if (model == b.name) return graph_from_string(*b.text, std::string("built-in ") + b.name);
+  if (ends_with(model, ".toml")) return graph_from_file(model);
+  std::string names;
+  for (const auto& n : builtin_model_names()) names += (names.empty() ? "\"" : "\", \"") + n;
+  throw ConfigError(fmt::format("{}: key 'model': \"{}\" is neither a model of the zoo ({}\") "
+                                "nor a graph file (.toml)",
+                                cfg.where("model"), model, names));
+}
+
+std::vector<Node> build_model_nodes(const Config& cfg, const Shape& input_shape,
+                                    int num_classes) {
+  return build_nodes(model_graph(cfg, input_shape, num_classes), input_shape);
+}
 
 std::vector<std::unique_ptr<Layer>> build_layers(const Config& cfg, const Shape& input_shape,
                                                  int num_classes) {
-  const std::string kind = cfg.get_choice("model", "mlp", {"mlp", "cnn"});
   std::vector<std::unique_ptr<Layer>> layers;
-  if (kind == "mlp") {
-    auto hidden = cfg.get_int_list("mlp.hidden", {1024, 1024});
-    check_widths(cfg, "mlp.hidden", hidden);
-    const float p = float(cfg.get_double("mlp.dropout", 0.5, 0.0, 0.99));
-    layers.push_back(std::make_unique<Flatten>());
-    int64_t in = numel(input_shape);
-    for (int64_t h : hidden) {
-      layers.push_back(std::make_unique<Linear>(in, h));
-      layers.push_back(std::make_unique<ReLU>());
-      if (p > 0) layers.push_back(std::make_unique<Dropout>(p));
-      in = h;
-    }
-    layers.push_back(std::make_unique<Linear>(in, num_classes));
-  } else {
-    if (input_shape.size() != 3)
-      throw ConfigError(fmt::format("model \"cnn\" needs images [C, H, W], the data has {}",
-                                    shape_text(input_shape)));
-    auto channels = cfg.get_int_list("cnn.channels", {32, 64});
-    check_widths(cfg, "cnn.channels", channels);
-    const int64_t hidden = cfg.get_int("cnn.hidden", 1024, 1, 1 << 20);
-    const float p = float(cfg.get_double("cnn.dropout", 0.5, 0.0, 0.99));
-    Shape shape = input_shape;
-    int64_t c = input_shape[0];
-    for (int64_t out : channels) {
-      layers.push_back(std::make_unique<Conv2d>(c, out, 5, 1, 2));
-      layers.push_back(std::make_unique<ReLU>());
-      layers.push_back(std::make_unique<MaxPool2d>(2));
-      shape = {out, shape[1] / 2, shape[2] / 2};
-      if (shape[1] < 1 || shape[2] < 1)
-        throw ConfigError(
-            fmt::format("{}: key 'cnn.channels': {} pooling stages shrink a {} "
-                        "image to nothing",
-                        cfg.where("cnn.channels"), channels.size(), shape_text(input_shape)));
-      c = out;
-    }
-    layers.push_back(std::make_unique<Flatten>());
-    layers.push_back(std::make_unique<Linear>(numel(shape), hidden));
-    layers.push_back(std::make_unique<ReLU>());
-    if (p > 0) layers.push_back(std::make_unique<Dropout>(p));
-    layers.push_back(std::make_unique<Linear>(hidden, num_classes));
+  auto nodes = build_model_nodes(cfg, input_shape, num_classes);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const int expect = i == 0 ? kModelInput : int(i) - 1;
+    if (nodes[i].inputs.size() != 1 || nodes[i].inputs[0] != expect)
+      throw ConfigError(fmt::format("layer '{}' does not read the layer before it: the model is "
+                                    "a graph, not a chain, and model parallelism splits chains "
+                                    "only (use parallel = \"data\")",
+                                    nodes[i].name));
+    layers.push_back(std::move(nodes[i].layer));
   }
   return layers;
 }
@@ -80,7 +172,7 @@ std::vector<std::unique_ptr<Layer>> build_layers(const Config& cfg, const Shape&
 std::unique_ptr<Model> build_model(const Config& cfg, Backend& backend, const Shape& input_shape,
                                    int num_classes) {
   return std::make_unique<Model>(backend, input_shape, num_classes,
-                                 build_layers(cfg, input_shape, num_classes));
+                                 build_model_nodes(cfg, input_shape, num_classes));
 }
 
 }  // namespace loom::nn

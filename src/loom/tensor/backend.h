@@ -26,6 +26,10 @@ class Backend {
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;  // within the device
   virtual void fill(float* x, int64_t n, float value) = 0;
+  // rows x cols floats from src (rows `src_stride` floats apart) to dst (`dst_stride` apart):
+  // the pieces of a concatenation along an inner axis.
+  virtual void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+                         int64_t rows, int64_t cols) = 0;
   virtual void synchronize() {}
 
   // ---- ordering work between the compute thread and a communication thread ----

@@ -568,6 +568,17 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
                  ? fmt::format(", read throttled to {} MB/s", pipeline.throttle_mbps)
                  : "");
 
+  // The model graph is built once here, on the data's shapes, so that a bad graph stops the
+  // run before any worker starts or output.dir is touched.
+  {
+    const auto model = nn::build_model(cfg, cpu_backend(), train_source->sample_shape(),
+                                       train_source->num_classes());
+    if (options.print_model) {
+      if (lead) fmt::print("{}\n", model->summary());
+      return TrainResult{};
+    }
+  }
+
   trace::Session timeline(trace::options_from_config(cfg), world->local(0).rank());
   RunWriter writer(lead ? output_dir : "", !cfg.get_string("train.resume", "").empty());
   TrainResult result;

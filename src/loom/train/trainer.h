@@ -41,6 +41,9 @@ struct TrainResult {
 struct TrainOptions {
   // `loom train --force`: replace the results of an earlier run in output.dir (output_dir.h).
   bool force = false;
+  // `loom train --print-model`: print the model's layers (names, shapes, parameters, FLOPs)
+  // for the config's data, then stop without training.
+  bool print_model = false;
 };
 
 // Runs `loom train` for a resolved config (unknown keys already rejected by the caller or

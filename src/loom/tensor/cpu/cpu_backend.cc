@@ -44,6 +44,11 @@ void CpuBackend::copy(void* dst, const void* src, size_t bytes) {
 void CpuBackend::fill(float* x, int64_t n, float value) {
   for (int64_t i = 0; i < n; ++i) x[i] = value;
 }
+void CpuBackend::copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+                           int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(dst + r * dst_stride, src + r * src_stride, size_t(cols) * sizeof(float));
+}
 void CpuBackend::set_intra_op_threads(int threads) {
   cpu::set_gemm_threads(threads);
   // Worker threads compute with denormals flushed to zero (FTZ, DAZ): momentum buffers and

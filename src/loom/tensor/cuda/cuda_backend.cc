@@ -296,6 +296,15 @@ void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
   LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()));
 }
 
+void CudaBackend::copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+                            int64_t rows, int64_t cols) {
+  if (rows == 0 || cols == 0) return;
+  bind();
+  LOOM_CUDA_CHECK(cudaMemcpy2DAsync(dst, size_t(dst_stride) * sizeof(float), src,
+                                    size_t(src_stride) * sizeof(float), size_t(cols) * sizeof(float),
+                                    size_t(rows), cudaMemcpyDeviceToDevice, stream()));
+}
+
 void CudaBackend::fill(float* x, int64_t n, float value) {
   bind();
   cuda::fill(stream(), x, n, value);
