@@ -60,6 +60,8 @@ class Layer {
   // Non-trained state (BatchNorm's running statistics): a view into the model's flat state
   // buffer, num_state() floats, which checkpoints hold and replicas keep identical.
   virtual int64_t num_state() const { return 0; }
+  // True if forward and backward call Context::reducer (BatchNorm with sync = true).
+  virtual bool reduces_across_replicas() const { return false; }
   virtual void bind_state(float* state) {}
   virtual void init_state(Backend& backend) {}
 

@@ -60,6 +60,12 @@ Model::Model(Backend& backend, Shape input_shape, int num_classes, std::vector<N
   plan_gradients();
 }
 
+bool Model::reduces_across_replicas() const {
+  for (const auto& l : layers_)
+    if (l->reduces_across_replicas()) return true;
+  return false;
+}
+
 int Model::find_layer(const std::string& name) const {
   for (size_t i = 0; i < names_.size(); ++i)
     if (names_[i] == name) return int(i);

@@ -64,6 +64,7 @@ class Model {
   float* state() { return state_.data(); }
   // For layers that combine statistics across replicas (BatchNorm with sync); null: none.
   void set_reducer(ReplicaReducer* reducer) { reducer_ = reducer; }
+  bool reduces_across_replicas() const;
   int64_t flops_per_sample() const;  // forward
   int64_t activation_floats_per_sample() const;
   // One line per layer: name, type, inputs, output shape, parameters, forward FLOPs.

@@ -104,6 +104,9 @@ CheckpointFile make_train_file(WorkerParts& w, const TrainPosition& pos,
   const int64_t loader[2] = {pos.epoch(), pos.step_in_epoch()};
   f.put_i64("loader.epoch_step", loader);
   f.put_f32("params", device_to_vector(w.backend, w.model.params(), w.model.num_params()));
+  // Non-trained state (BatchNorm running statistics) is identical on every rank.
+  if (w.model.num_state() > 0)
+    f.put_f32("model.state", device_to_vector(w.backend, w.model.state(), w.model.num_state()));
   f.put_text("config", config);
   f.put_text("describe", w.model.summary());
   return f;
@@ -176,6 +179,8 @@ TrainPosition restore_parts(WorkerParts& w, const CheckpointFile& train, const C
     vector_to_device(w.backend, w.model.params() + local,
                      rank.f32("params.local", w.model.num_params() - local));
   }
+  if (w.model.num_state() > 0)
+    vector_to_device(w.backend, w.model.state(), train.f32("model.state", w.model.num_state()));
   for (const optim::StateBuffer& b : w.optimizer.state())
     vector_to_device(w.backend, b.data, rank.f32("optim." + b.name, b.size));
   w.optimizer.set_steps(rank.i64("optim.steps", 1)[0]);
@@ -202,6 +207,10 @@ void StepSnapshot::capture(WorkerParts& w) {
     if (state[i].size > 0)
       w.backend.copy_to_host(optim_[i].data(), state[i].data, optim_[i].size() * sizeof(float));
   }
+  model_state_.resize(size_t(w.model.num_state()));
+  if (!model_state_.empty())
+    w.backend.copy_to_host(model_state_.data(), w.model.state(),
+                           model_state_.size() * sizeof(float));
   optim_steps_ = w.optimizer.steps();
   strategy_ = {};
   w.strategy.save_state(strategy_);
@@ -209,6 +218,7 @@ void StepSnapshot::capture(WorkerParts& w) {
 
 void StepSnapshot::restore(WorkerParts& w) const {
   vector_to_device(w.backend, w.model.params(), params_);
+  if (!model_state_.empty()) vector_to_device(w.backend, w.model.state(), model_state_);
   const std::vector<optim::StateBuffer> state = w.optimizer.state();
   for (size_t i = 0; i < state.size() && i < optim_.size(); ++i)
     vector_to_device(w.backend, state[i].data, optim_[i]);

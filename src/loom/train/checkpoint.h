@@ -62,6 +62,7 @@ class StepSnapshot {
 
  private:
   std::vector<float> params_;
+  std::vector<float> model_state_;  // BatchNorm running statistics
   std::vector<std::vector<float>> optim_;
   int64_t optim_steps_ = 0;
   sync::StrategyState strategy_;

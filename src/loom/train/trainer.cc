@@ -28,6 +28,7 @@
 #include "loom/tensor/backend_registry.h"
 #include "loom/tensor/buffer.h"
 #include "loom/train/checkpoint_guard.h"
+#include "loom/train/comm_reducer.h"
 #include "loom/train/device_batch.h"
 #include "loom/train/output_dir.h"
 #include "loom/train/progress.h"
@@ -167,6 +168,8 @@ class Worker {
     model_ = sync::build_model(cfg_, comm_, *backend_, train_->sample_shape(),
                                train_->num_classes());  // parallel.* (model_parallel_model.h)
     model_->init_params(s_.seed);
+    reducer_.emplace(comm_, *backend_);
+    model_->set_reducer(&*reducer_);
     optimizer_ = optim::make_optimizer(cfg_, *backend_, model_->num_params());
     set_up_loader();
     strategy_ = sync::make_strategy(cfg_, comm_, *model_, *optimizer_, total_steps_);
@@ -369,8 +372,30 @@ class Worker {
     }
     compute_s += compute.seconds();
     strategy_->end_step();
+    average_model_state();
     if (guard_->end_step(step_ + 1) == StepGuard::Outcome::kSkipped) return std::nullopt;
     return total;
+  }
+
+  // Each replica normalises with its own share of the batch, so BatchNorm's running
+  // statistics drift apart; their mean after every step keeps one model on every rank (and
+  // estimates the global batch's statistics better than any one rank's). It is a few
+  // floats per BatchNorm layer: one small allreduce, on the compute thread after end_step,
+  // when no other collective is in flight.
+  void average_model_state() {
+    const int64_t n = model_->num_state();
+    if (comm_.size() == 1 || n == 0) return;
+    const float inv = 1.0f / float(comm_.size());
+    if (comm_.device_memory()) {  // nccl: the state stays on the GPU
+      comm_.allreduce(std::span<float>(model_->state(), size_t(n)));
+      backend_->scale(n, inv, model_->state());
+      return;
+    }
+    state_host_.resize(size_t(n));
+    backend_->copy_to_host(state_host_.data(), model_->state(), size_t(n) * sizeof(float));
+    comm_.allreduce(std::span<float>(state_host_));
+    for (float& v : state_host_) v *= inv;
+    backend_->copy_to_device(model_->state(), state_host_.data(), size_t(n) * sizeof(float));
   }
 
   // The strategy's communication figures for the epoch; loss, accuracy and throughput summed
@@ -455,6 +480,8 @@ class Worker {
   // Built by set_up() and start_or_resume() in this order, destroyed in reverse.
   Backend* backend_ = nullptr;
   std::unique_ptr<nn::Model> model_;
+  std::vector<float> state_host_;  // average_model_state()
+  std::optional<CommReducer> reducer_;  // BatchNorm with sync = true
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<sync::Strategy> strategy_;
   std::optional<data::Loader> loader_;
@@ -576,6 +603,21 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
     if (options.print_model) {
       if (lead) fmt::print("{}\n", model->summary());
       return TrainResult{};
+    }
+    // A layer that sums statistics across workers in forward and backward (BatchNorm with
+    // sync) does so on the compute thread, so no collective of the sync strategy may run on
+    // another thread meanwhile: allreduce combines inline, in the order backward makes
+    // gradients, which is the same on every rank.
+    if (model->reduces_across_replicas() && world->size() > 1) {
+      const std::string sync_kind = cfg.get_string("sync", "allreduce");
+      if (sync_kind != "allreduce")
+        throw ConfigError(fmt::format("{}: key 'sync': BatchNorm with sync = true runs with sync = "
+                                      "\"allreduce\" only, not \"{}\"",
+                                      cfg.where("sync"), sync_kind));
+      if (cfg.get_string("parallel", "data") != "data")
+        throw ConfigError("BatchNorm with sync = true runs with parallel = \"data\" only");
+      if (!cfg.has("sync.overlap") || cfg.values().at("sync.overlap").value != ConfigScalar(false))
+        cfg.set("sync.overlap", std::string("inline"), "BatchNorm sync = true");
     }
   }
 
