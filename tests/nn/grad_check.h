@@ -96,6 +96,12 @@ inline void check_layer_gradients(Layer& layer, const Shape& in_shape, int64_t b
     Rng rng(seed, 0, RngPurpose::kInit);
     layer.init_params(rng, be);
   }
+  // Non-trained state (BatchNorm's running statistics), at its initial values.
+  std::vector<float> state(static_cast<size_t>(layer.num_state()));
+  if (!state.empty()) {
+    layer.bind_state(state.data());
+    layer.init_state(be);
+  }
   const std::vector<float> r = random_vector(n_out, seed + 1000);
   std::vector<float> y(static_cast<size_t>(n_out));
   auto loss = [&]() {
@@ -121,7 +127,13 @@ inline void check_layer_gradients(Layer& layer, const Shape& in_shape, int64_t b
 
 inline Context make_context(bool training = false, uint64_t dropout_key = 0,
                             int64_t sample_offset = 0, int layer_index = 0) {
-  return Context{&cpu_backend(), training, dropout_key, sample_offset, layer_index};
+  Context ctx;
+  ctx.backend = &cpu_backend();
+  ctx.training = training;
+  ctx.dropout_key = dropout_key;
+  ctx.sample_offset = sample_offset;
+  ctx.layer_index = layer_index;
+  return ctx;
 }
 
 }  // namespace loom::nn::testing

@@ -182,7 +182,7 @@ TEST(Graph, BadGraphsAreErrorsNamingTheLayer) {
   expect_graph_error("[[layer]]\ntype = \"relu\"\ninput = \"nowhere\"\n",
                      {"layer 'relu_0'", "'nowhere' is not a layer"});
   expect_graph_error("[[layer]]\ntype = \"conv2d\"\nout = 2\nkernel = 5\n",
-                     {"layer 'conv2d_0'", "kernel larger than padded input"});
+                     {"layer 'conv2d_0'", "larger than the input"});
   expect_graph_error("[[layer]]\ntype = \"relu\"\nname = \"x\"\n[[layer]]\ntype = \"relu\"\n"
                      "name = \"x\"\n",
                      {"layer 'x'", "taken"});

@@ -56,9 +56,10 @@ TEST(SoftmaxXent, GradientMatchesFiniteDifferences) {
   const std::vector<int32_t> labels = {0, 5, 2, 2};
   std::vector<float> dz(z.size()), scratch(z.size());
   const float scale = 1.0f / float(rows);
-  be.softmax_xent(z.data(), labels.data(), rows, cols, scale, dz.data(), nullptr);
+  be.softmax_xent(z.data(), labels.data(), rows, cols, scale, dz.data(), nullptr, 0.0f);
   auto loss = [&]() {
-    return be.softmax_xent(z.data(), labels.data(), rows, cols, scale, scratch.data(), nullptr) /
+    return be.softmax_xent(z.data(), labels.data(), rows, cols, scale, scratch.data(), nullptr,
+                           0.0f) /
            double(rows);
   };
   expect_gradient_matches("dlogits", z, dz, loss, Tolerance{1e-3, 1e-3, 1e-6});

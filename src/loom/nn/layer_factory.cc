@@ -2,9 +2,12 @@
 
 #include "loom/core/error.h"
 #include "loom/nn/activation.h"
+#include "loom/nn/batchnorm.h"
 #include "loom/nn/conv2d.h"
 #include "loom/nn/linear.h"
 #include "loom/nn/merge.h"
+#include "loom/nn/pointwise.h"
+#include "loom/nn/pool2d.h"
 
 namespace loom::nn {
 
@@ -23,15 +26,53 @@ std::unique_ptr<Layer> make_linear(LayerArgs& a, const std::vector<Shape>& in) {
 
 std::unique_ptr<Layer> make_conv2d(LayerArgs& a, const std::vector<Shape>& in) {
   if (in[0].size() != 3) a.fail(fmt::format("input {} is not [C, H, W]", shape_text(in[0])));
-  const int64_t out = a.require_int("out", 1, 65536);
-  const int64_t kernel = a.require_int("kernel", 1, 64);
-  const int64_t stride = a.get_int("stride", 1, 1, 64);
-  const int64_t pad = a.get_int("padding", 0, 0, 64);
-  return std::make_unique<Conv2d>(in[0][0], out, kernel, stride, pad);
+  Conv2dOptions o;
+  o.in_channels = in[0][0];
+  o.out_channels = a.require_int("out", 1, 65536);
+  if (!a.has("kernel")) a.fail("kernel", "is required");
+  const auto k = a.get_pair("kernel", {1, 1}, 1, 64);
+  const auto s = a.get_pair("stride", {1, 1}, 1, 64);
+  const auto p = a.get_pair("padding", {0, 0}, 0, 64);
+  const auto d = a.get_pair("dilation", {1, 1}, 1, 64);
+  o.kernel_h = k[0], o.kernel_w = k[1], o.stride_h = s[0], o.stride_w = s[1];
+  o.pad_h = p[0], o.pad_w = p[1], o.dilation_h = d[0], o.dilation_w = d[1];
+  o.groups = a.get_int("groups", 1, 1, 65536);
+  o.bias = a.get_bool("bias", true);
+  return std::make_unique<Conv2d>(o);
+}
+
+// kernel required; stride defaults to the kernel (PyTorch's rule).
+Pool2dOptions pool_options(LayerArgs& a, bool average) {
+  Pool2dOptions o;
+  if (!a.has("kernel")) a.fail("kernel", "is required");
+  const auto k = a.get_pair("kernel", {2, 2}, 1, 64);
+  const auto s = a.get_pair("stride", k, 1, 64);
+  const auto p = a.get_pair("padding", {0, 0}, 0, 32);
+  o.kernel_h = k[0], o.kernel_w = k[1], o.stride_h = s[0], o.stride_w = s[1];
+  o.pad_h = p[0], o.pad_w = p[1];
+  o.ceil_mode = a.get_bool("ceil_mode", false);
+  if (average) o.count_include_pad = a.get_bool("count_include_pad", true);
+  return o;
 }
 
 std::unique_ptr<Layer> make_maxpool2d(LayerArgs& a, const std::vector<Shape>&) {
-  return std::make_unique<MaxPool2d>(a.require_int("kernel", 1, 64));
+  return std::make_unique<MaxPool2d>(pool_options(a, false));
+}
+
+std::unique_ptr<Layer> make_avgpool2d(LayerArgs& a, const std::vector<Shape>&) {
+  return std::make_unique<AvgPool2d>(pool_options(a, true));
+}
+
+// rank: the per-sample rank the type names ("batchnorm2d": [C, H, W]; "batchnorm1d": [C] or
+// [C, L]).
+std::unique_ptr<Layer> make_batchnorm(LayerArgs& a, const std::vector<Shape>& in, bool image) {
+  const size_t r = in[0].size();
+  if (image ? r != 3 : (r != 1 && r != 2))
+    a.fail(fmt::format("input {} is not {}", shape_text(in[0]), image ? "[C, H, W]" : "[C] or [C, L]"));
+  const float eps = float(a.get_double("eps", 1e-5, 1e-12, 1.0));
+  const float momentum = float(a.get_double("momentum", 0.1, 0.0, 1.0));
+  const bool sync = a.get_bool("sync", false);
+  return std::make_unique<BatchNorm>(in[0][0], eps, momentum, sync);
 }
 
 std::unique_ptr<Layer> make_dropout(LayerArgs& a, const std::vector<Shape>&) {
@@ -43,10 +84,33 @@ std::unique_ptr<Layer> make_dropout(LayerArgs& a, const std::vector<Shape>&) {
 const std::vector<LayerType>& layer_types() {
   static const std::vector<LayerType> types = {
       {"linear", "out, bias = true", "y = x W^T + b over [features]", make_linear},
-      {"conv2d", "out, kernel, stride = 1, padding = 0", "2-D convolution of [C, H, W]",
+      {"conv2d", "out, kernel, stride = 1, padding = 0, dilation = 1, groups = 1, bias = true",
+       "2-D convolution of [C, H, W] (kernel, stride, padding, dilation: n or [h, w])",
        make_conv2d},
-      {"maxpool2d", "kernel", "max over kernel x kernel windows, stride = kernel",
-       make_maxpool2d},
+      {"maxpool2d", "kernel, stride = kernel, padding = 0, ceil_mode = false",
+       "max over windows of [C, H, W]", make_maxpool2d},
+      {"avgpool2d", "kernel, stride = kernel, padding = 0, ceil_mode = false, "
+       "count_include_pad = true", "mean over windows of [C, H, W]", make_avgpool2d},
+      {"globalavgpool2d", "", "[C, H, W] -> [C], the mean of each channel",
+       [](LayerArgs&, const std::vector<Shape>&) { return std::make_unique<GlobalAvgPool2d>(); }},
+      {"batchnorm2d", "eps = 1e-5, momentum = 0.1, sync = false",
+       "batch normalisation of [C, H, W] per channel (sync: over all workers' batches)",
+       [](LayerArgs& a, const std::vector<Shape>& in) { return make_batchnorm(a, in, true); }},
+      {"batchnorm1d", "eps = 1e-5, momentum = 0.1, sync = false",
+       "batch normalisation of [C] or [C, L] per channel",
+       [](LayerArgs& a, const std::vector<Shape>& in) { return make_batchnorm(a, in, false); }},
+      {"leakyrelu", "slope = 0.01", "x if x > 0, else slope x",
+       [](LayerArgs& a, const std::vector<Shape>&) {
+         return std::make_unique<LeakyReLU>(float(a.get_double("slope", 0.01, 0.0, 1.0)));
+       }},
+      {"gelu", "", "x Phi(x), the exact (erf) form",
+       [](LayerArgs&, const std::vector<Shape>&) { return std::make_unique<GELU>(); }},
+      {"silu", "", "x sigmoid(x)",
+       [](LayerArgs&, const std::vector<Shape>&) { return std::make_unique<SiLU>(); }},
+      {"tanh", "", "tanh(x)",
+       [](LayerArgs&, const std::vector<Shape>&) { return std::make_unique<Tanh>(); }},
+      {"sigmoid", "", "1 / (1 + exp(-x))",
+       [](LayerArgs&, const std::vector<Shape>&) { return std::make_unique<Sigmoid>(); }},
       {"relu", "", "max(x, 0)",
        [](LayerArgs&, const std::vector<Shape>&) { return std::make_unique<ReLU>(); }},
       {"dropout", "p = 0.5", "inverted dropout in training, identity in eval", make_dropout},

@@ -138,12 +138,12 @@ int64_t Model::activation_floats_per_sample() const {
 }
 
 std::string Model::summary() const {
-  std::string s = fmt::format("  {:<16} {:<34} {:<16} {:<16} {:>10} {:>10}\n", "layer", "type",
+  std::string s = fmt::format("  {:<16} {:<40} {:<18} {:<14} {:>9} {:>9}\n", "layer", "type",
                               "input", "output", "params", "MFLOP");
   for (size_t i = 0; i < layers_.size(); ++i) {
     std::string in;
     for (int j : inputs_[i]) in += (in.empty() ? "" : ",") + (j < 0 ? "input" : names_[size_t(j)]);
-    s += fmt::format("  {:<16} {:<34} {:<16} {:<16} {:>10} {:>10.3f}\n", names_[i],
+    s += fmt::format("  {:<16} {:<40} {:<18} {:<14} {:>9} {:>9.3f}\n", names_[i],
                      layers_[i]->describe(), in, shape_text(out_shapes_[i]),
                      layers_[i]->num_params(), layers_[i]->flops_per_sample() * 1e-6);
   }

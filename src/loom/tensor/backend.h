@@ -13,6 +13,30 @@ enum class Device { kCpu, kCuda };
 
 const char* device_name(Device d);
 
+// Elementwise activations of activation_forward/backward. alpha is LeakyReLU's negative slope
+// (ignored by the others). GELU is the exact erf form, PyTorch's default.
+enum class Activation { kRelu, kLeakyRelu, kGelu, kSilu, kTanh, kSigmoid };
+const char* activation_name(Activation a);
+
+// A batch of NCHW images through a grouped, strided, padded, dilated 2-D convolution, as
+// PyTorch defines it: out = (in + 2 pad - dilation (kernel - 1) - 1) / stride + 1. Weights are
+// [out_c, in_c / groups, kernel_h, kernel_w] row-major.
+struct ConvGeometry {
+  int64_t batch = 0, in_c = 0, in_h = 0, in_w = 0, out_c = 0, out_h = 0, out_w = 0;
+  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+  int64_t dilation_h = 1, dilation_w = 1, groups = 1;
+  bool operator==(const ConvGeometry&) const = default;
+  auto operator<=>(const ConvGeometry&) const = default;
+};
+
+// A batch of [planes, in_h, in_w] images through a pooling window, PyTorch's semantics: the
+// padding (pad_h, pad_w) is on every side, out_h/out_w come from the caller (floor or ceil
+// mode), and a window that would start in the right/bottom padding does not exist.
+struct PoolGeometry {
+  int64_t planes = 0, in_h = 0, in_w = 0, out_h = 0, out_w = 0;
+  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -80,12 +104,21 @@ class Backend {
   virtual void dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t n,
                                 float p) = 0;
 
+  // Any of `Activation`, elementwise over n values. Backward reads x or y, whichever the
+  // derivative is cheaper from (both are always passed): dx = f'(x) dy.
+  virtual void activation_forward(Activation kind, float alpha, const float* x, float* y,
+                                  int64_t n);
+  virtual void activation_backward(Activation kind, float alpha, const float* x, const float* y,
+                                   const float* dy, float* dx, int64_t n);
+
   // ---- loss ----
-  // Softmax cross-entropy over rows of logits [rows, cols]. Writes dlogits = (softmax - onehot)
+  // Softmax cross-entropy over rows of logits [rows, cols]. Writes dlogits = (softmax - target)
   // * grad_scale, returns the summed loss over rows and the number of rows whose argmax equals
-  // the label in *correct.
+  // the label in *correct. The target is PyTorch's label smoothing, (1 - eps) onehot + eps /
+  // cols with eps = label_smoothing; eps = 0 is exactly the plain one-hot arithmetic.
   virtual double softmax_xent(const float* logits, const int32_t* labels, int64_t rows,
-                              int64_t cols, float grad_scale, float* dlogits, int64_t* correct) = 0;
+                              int64_t cols, float grad_scale, float* dlogits, int64_t* correct,
+                              float label_smoothing = 0.0f) = 0;
   // Count of rows whose argmax equals the label.
   virtual int64_t count_correct(const float* logits, const int32_t* labels, int64_t rows,
                                 int64_t cols) = 0;
@@ -100,6 +133,56 @@ class Backend {
                                int64_t w, int64_t size) = 0;
   virtual void maxpool_backward(const float* dy, const int32_t* argmax, float* dx, int64_t planes,
                                 int64_t h, int64_t w, int64_t size) = 0;
+
+  // ---- convolution and pooling over a batch (NCHW) ----
+  // The defaults run the square, undilated, ungrouped case through im2col + gemm, one image
+  // at a time, and throw for any other geometry; the CPU backend uses oneDNN for all of them.
+  // y = conv(x, w) + bias (bias may be null).
+  virtual void conv2d_forward(const ConvGeometry& g, const float* x, const float* w,
+                              const float* bias, float* y);
+  // dx = conv^T(dy, w), overwritten.
+  virtual void conv2d_backward_data(const ConvGeometry& g, const float* w, const float* dy,
+                                    float* dx);
+  // dw = d(conv)/dw . dy, and dbias = sum of dy per channel when dbias is not null; both
+  // overwritten.
+  virtual void conv2d_backward_weights(const ConvGeometry& g, const float* x, const float* dy,
+                                       float* dw, float* dbias);
+  // argmax[o] is the index within its input plane of the window's first maximum (a window
+  // wholly in padding cannot happen: PyTorch's output size rule prevents it).
+  virtual void maxpool2d_forward(const PoolGeometry& g, const float* x, float* y, int32_t* argmax);
+  virtual void maxpool2d_backward(const PoolGeometry& g, const float* dy, const int32_t* argmax,
+                                  float* dx);
+  // Average over the window clipped to the padded input; the divisor counts the padding when
+  // count_include_pad, else only the input elements in the window.
+  virtual void avgpool2d_forward(const PoolGeometry& g, bool count_include_pad, const float* x,
+                                 float* y);
+  virtual void avgpool2d_backward(const PoolGeometry& g, bool count_include_pad, const float* dy,
+                                  float* dx);
+
+  // ---- batch normalisation over [batch, channels, plane] ----
+  // Per-channel sums over batch and plane, accumulated in double: sum[c] = sum (x - shift[c]),
+  // sumsq[c] = sum (x - shift[c])^2. shift null means 0; sum or sumsq may be null.
+  virtual void channel_moments(const float* x, int64_t batch, int64_t channels, int64_t plane,
+                               const float* shift, float* sum, float* sumsq);
+  // y = (x - mean[c]) / sqrt(var[c] + eps) * gamma[c] + beta[c]
+  virtual void batchnorm_forward(const float* x, int64_t batch, int64_t channels, int64_t plane,
+                                 const float* mean, const float* var, float eps, const float* gamma,
+                                 const float* beta, float* y);
+  // Per channel, accumulated in double: sum_dy[c] = sum dy, sum_dy_xhat[c] = sum dy xhat with
+  // xhat = (x - mean[c]) istd[c], istd = 1 / sqrt(var + eps). Over one replica's batch these
+  // are also the gradients of beta and gamma.
+  virtual void batchnorm_backward_reduce(const float* x, const float* dy, int64_t batch,
+                                         int64_t channels, int64_t plane, const float* mean,
+                                         const float* var, float eps, float* sum_dy,
+                                         float* sum_dy_xhat);
+  // dx = gamma istd (dy - sum_dy / count - xhat sum_dy_xhat / count): batch statistics over
+  // `count` values per channel, from the (global) sums above. Null sums stand for zeros, which
+  // is the gradient through fixed (running) statistics: dx = gamma istd dy.
+  virtual void batchnorm_backward_data(const float* x, const float* dy, int64_t batch,
+                                       int64_t channels, int64_t plane, const float* mean,
+                                       const float* var, float eps, const float* gamma,
+                                       const float* sum_dy, const float* sum_dy_xhat, double count,
+                                       float* dx);
 
   // ---- optimizer updates on flat spans ----
   // v = momentum v + (g + wd p); p -= lr (nesterov ? g + wd p + momentum v : v)

@@ -221,7 +221,7 @@ TEST(CpuBackend, SoftmaxXentMatchesDoubleFormula) {
   std::vector<float> dz(size_t(rows * cols), 99.0f);
   int64_t correct = -1;
   const double loss =
-      be.softmax_xent(z.data(), labels.data(), rows, cols, scale, dz.data(), &correct);
+      be.softmax_xent(z.data(), labels.data(), rows, cols, scale, dz.data(), &correct, 0.0f);
 
   double want_loss = 0;
   int64_t want_correct = 0;
@@ -244,7 +244,8 @@ TEST(CpuBackend, SoftmaxXentMatchesDoubleFormula) {
   EXPECT_EQ(correct, want_correct);
   EXPECT_EQ(be.count_correct(z.data(), labels.data(), rows, cols), want_correct);
   // Null `correct` is allowed.
-  EXPECT_NO_THROW(be.softmax_xent(z.data(), labels.data(), rows, cols, scale, dz.data(), nullptr));
+  EXPECT_NO_THROW(
+      be.softmax_xent(z.data(), labels.data(), rows, cols, scale, dz.data(), nullptr, 0.0f));
 }
 
 TEST(CpuBackend, SoftmaxXentKnownValuesAndCorrectCount) {
@@ -255,7 +256,8 @@ TEST(CpuBackend, SoftmaxXentKnownValuesAndCorrectCount) {
   const std::vector<int32_t> labels = {1, 2, 3};
   std::vector<float> dz(12);
   int64_t correct = -1;
-  const double loss = be.softmax_xent(z.data(), labels.data(), 3, 4, 1.0f, dz.data(), &correct);
+  const double loss =
+      be.softmax_xent(z.data(), labels.data(), 3, 4, 1.0f, dz.data(), &correct, 0.0f);
   EXPECT_FLOAT_EQ(dz[0], 0.25f);
   EXPECT_FLOAT_EQ(dz[1], -0.75f);
   // Row 0 is all ties: the first maximum (class 0) wins, so only row 1 counts.

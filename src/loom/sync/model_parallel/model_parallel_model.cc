@@ -215,6 +215,9 @@ std::unique_ptr<nn::Model> build_model(const Config& cfg, comm::Communicator& co
                                        int num_classes) {
   const ParallelOptions opts = parallel_options(cfg);
   const uint64_t seed = uint64_t(cfg.get_int("seed", 0, 0, INT64_MAX));
+  // Data parallelism takes any graph; model parallelism rewrites a chain of layers.
+  if (opts.mode == "data" || comm.size() == 1)
+    return nn::build_model(cfg, backend, input_shape, num_classes);
   return build_parallel_model(nn::build_layers(cfg, input_shape, num_classes), opts, comm, backend,
                               input_shape, num_classes, seed);
 }

@@ -162,7 +162,15 @@ void CpuBackend::dropout_backward(const float* __restrict dy, const uint8_t* __r
 }
 
 double CpuBackend::softmax_xent(const float* logits, const int32_t* labels, int64_t rows,
-                                int64_t cols, float grad_scale, float* dlogits, int64_t* correct) {
+                                int64_t cols, float grad_scale, float* dlogits, int64_t* correct,
+                                float label_smoothing) {
+  if (!(label_smoothing >= 0.0f && label_smoothing <= 1.0f))
+    throw InputError(fmt::format("label smoothing {} is outside [0, 1]", label_smoothing));
+  // With smoothing eps the target is (1 - eps) onehot + eps / cols, so the row's loss is
+  // (1 - eps) (lse - z[label]) + eps / cols * sum_c (lse - z[c]). eps = 0 keeps the one-hot
+  // arithmetic untouched (the default job's bits).
+  const bool smooth = label_smoothing > 0.0f;
+  const double eps = label_smoothing, spread = eps / double(cols);
   double loss = 0;
   int64_t right = 0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -178,10 +186,22 @@ double CpuBackend::softmax_xent(const float* logits, const int32_t* labels, int6
     if (label < 0 || label >= cols)
       throw InputError(fmt::format("label {} of row {} is outside the {} classes", label, r, cols));
     right += arg == label;
-    loss += std::log(sum) - double(z[label] - mx);
     const double inv = 1.0 / sum;
-    for (int64_t c = 0; c < cols; ++c)
-      dz[c] = float(std::exp(double(z[c] - mx)) * inv - (c == label)) * grad_scale;
+    if (!smooth) {
+      loss += std::log(sum) - double(z[label] - mx);
+      for (int64_t c = 0; c < cols; ++c)
+        dz[c] = float(std::exp(double(z[c] - mx)) * inv - (c == label)) * grad_scale;
+      continue;
+    }
+    const double lse = std::log(sum);
+    double shifted_sum = 0;  // sum_c (z[c] - mx)
+    for (int64_t c = 0; c < cols; ++c) shifted_sum += double(z[c] - mx);
+    loss +=
+        (1.0 - eps) * (lse - double(z[label] - mx)) + spread * (double(cols) * lse - shifted_sum);
+    for (int64_t c = 0; c < cols; ++c) {
+      const double target = (c == label ? 1.0 - eps : 0.0) + spread;
+      dz[c] = float(std::exp(double(z[c] - mx)) * inv - target) * grad_scale;
+    }
   }
   if (correct) *correct = right;
   return loss;

@@ -395,7 +395,10 @@ void CudaBackend::dropout_backward(const float* dy, const uint8_t* mask, float* 
 // ---- loss ----
 
 double CudaBackend::softmax_xent(const float* logits, const int32_t* labels, int64_t rows,
-                                 int64_t cols, float grad_scale, float* dlogits, int64_t* correct) {
+                                 int64_t cols, float grad_scale, float* dlogits, int64_t* correct,
+                                 float label_smoothing) {
+  if (!(label_smoothing >= 0.0f && label_smoothing <= 1.0f))
+    throw InputError(fmt::format("label smoothing {} is outside [0, 1]", label_smoothing));
   if (rows <= 0) {
     if (correct) *correct = 0;
     return 0.0;
@@ -404,7 +407,8 @@ double CudaBackend::softmax_xent(const float* logits, const int32_t* labels, int
   bind();
   // Scratch: per-row loss and correct flags, then the two sums.
   auto* ws = static_cast<double*>(scratch(sizeof(double) * size_t(2 * rows + 2)));
-  cuda::softmax_xent_rows(stream(), logits, labels, rows, cols, grad_scale, dlogits, ws, ws + rows);
+  cuda::softmax_xent_rows(stream(), logits, labels, rows, cols, grad_scale, label_smoothing,
+                          dlogits, ws, ws + rows);
   cuda::reduce_loss(stream(), ws, ws + rows, rows, ws + 2 * rows);
   double out[2];
   std::memcpy(out, read_back(ws + 2 * rows, sizeof(out)), sizeof(out));
@@ -429,7 +433,7 @@ int64_t CudaBackend::count_correct(const float* logits, const int32_t* labels, i
   LOOM_CHECK_GT(cols, 0);
   bind();
   auto* ws = static_cast<double*>(scratch(sizeof(double) * size_t(2 * rows + 2)));
-  cuda::softmax_xent_rows(stream(), logits, labels, rows, cols, 1.0f, nullptr, ws, ws + rows);
+  cuda::softmax_xent_rows(stream(), logits, labels, rows, cols, 1.0f, 0.0f, nullptr, ws, ws + rows);
   cuda::reduce_loss(stream(), ws, ws + rows, rows, ws + 2 * rows);
   double out[2];
   std::memcpy(out, read_back(ws + 2 * rows, sizeof(out)), sizeof(out));

@@ -39,10 +39,11 @@ void dropout_backward(cudaStream_t s, const float* dy, const uint8_t* mask, floa
 
 // softmax_xent.cu. Per-row results go to row_loss/row_correct (rows entries each), then
 // reduce_loss sums them in a fixed order into out[0] (loss, double) and out[1] (correct, as a
-// double holding an integer). dlogits may be null (count only).
+// double holding an integer). dlogits may be null (count only). label_smoothing as in
+// Backend::softmax_xent (0: the one-hot arithmetic, unchanged).
 void softmax_xent_rows(cudaStream_t s, const float* logits, const int32_t* labels, int64_t rows,
-                       int64_t cols, float grad_scale, float* dlogits, double* row_loss,
-                       double* row_correct);
+                       int64_t cols, float grad_scale, float label_smoothing, float* dlogits,
+                       double* row_loss, double* row_correct);
 void reduce_loss(cudaStream_t s, const double* row_loss, const double* row_correct, int64_t rows,
                  double* out);
 

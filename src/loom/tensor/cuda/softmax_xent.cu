@@ -12,7 +12,8 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 
 __global__ void xent_rows(const float* logits, const int32_t* labels, int64_t rows, int64_t cols,
-                          float grad_scale, float* dlogits, double* row_loss, double* row_correct) {
+                          float grad_scale, float label_smoothing, float* dlogits, double* row_loss,
+                          double* row_correct) {
   const int lane = threadIdx.x & 31;
   const int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   if (r >= rows) return;
@@ -33,16 +34,38 @@ __global__ void xent_rows(const float* logits, const int32_t* labels, int64_t ro
   for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
   const int32_t label = labels[r];
   const bool valid = label >= 0 && label < cols;
+  // Label smoothing eps: target (1 - eps) onehot + eps / cols, so the loss adds
+  // eps / cols * sum_c (lse - z[c]) to (1 - eps) (lse - z[label]). eps = 0 takes the one-hot
+  // arithmetic unchanged, as the CPU backend does.
+  const bool smooth = label_smoothing > 0.0f;
+  const double eps = label_smoothing, spread = eps / double(cols);
   if (dlogits) {
     const double inv = 1.0 / sum;
     float* dz = dlogits + r * cols;
-    for (int64_t c = lane; c < cols; c += 32)
-      dz[c] = float(exp(double(z[c] - mx)) * inv - double(c == label)) * grad_scale;
+    if (!smooth) {
+      for (int64_t c = lane; c < cols; c += 32)
+        dz[c] = float(exp(double(z[c] - mx)) * inv - double(c == label)) * grad_scale;
+    } else {
+      for (int64_t c = lane; c < cols; c += 32)
+        dz[c] = float(exp(double(z[c] - mx)) * inv - ((c == label ? 1.0 - eps : 0.0) + spread)) *
+                grad_scale;
+    }
+  }
+  double shifted_sum = 0;  // sum_c (z[c] - mx), for the smoothed loss
+  if (smooth) {
+    for (int64_t c = lane; c < cols; c += 32) shifted_sum += double(z[c] - mx);
+    for (int o = 16; o > 0; o >>= 1) shifted_sum += __shfl_xor_sync(0xffffffffu, shifted_sum, o);
   }
   if (lane == 0) {
     // A label outside [0, cols) gives a NaN loss, which the caller's finiteness check reports.
-    row_loss[r] =
-        valid ? log(sum) - double(z[label] - mx) : __longlong_as_double(0x7ff8000000000000ll);
+    double loss = __longlong_as_double(0x7ff8000000000000ll);
+    if (valid) {
+      const double lse = log(sum);
+      loss = smooth ? (1.0 - eps) * (lse - double(z[label] - mx)) +
+                          spread * (double(cols) * lse - shifted_sum)
+                    : lse - double(z[label] - mx);
+    }
+    row_loss[r] = loss;
     row_correct[r] = double(valid && arg == label);
   }
 }
@@ -69,12 +92,12 @@ __global__ void sum_two(const double* a, const double* b, int64_t n, double* out
 }  // namespace
 
 void softmax_xent_rows(cudaStream_t s, const float* logits, const int32_t* labels, int64_t rows,
-                       int64_t cols, float grad_scale, float* dlogits, double* row_loss,
-                       double* row_correct) {
+                       int64_t cols, float grad_scale, float label_smoothing, float* dlogits,
+                       double* row_loss, double* row_correct) {
   if (rows <= 0) return;
   const unsigned grid = unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
   launch_kernel(xent_rows, s, dim3(grid), dim3(32 * kWarpsPerBlock), 0, logits, labels, rows, cols,
-                grad_scale, dlogits, row_loss, row_correct);
+                grad_scale, label_smoothing, dlogits, row_loss, row_correct);
 }
 
 void reduce_loss(cudaStream_t s, const double* row_loss, const double* row_correct, int64_t rows,

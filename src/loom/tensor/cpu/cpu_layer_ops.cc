@@ -1,0 +1,309 @@
+// The CPU backend's ops for the layers of modern CNNs: convolution (oneDNN), activations,
+// pooling with padding and ceil mode, and batch normalisation. Loops are written branch-free
+// in the body where the compiler can vectorise them; sums over a batch accumulate in double.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "loom/core/error.h"
+#include "loom/tensor/cpu/cpu_backend.h"
+#include "loom/tensor/cpu/onednn_conv.h"
+
+namespace loom {
+
+// ---- convolution ----
+
+void CpuBackend::conv2d_forward(const ConvGeometry& g, const float* x, const float* w,
+                                const float* bias, float* y) {
+  cpu::onednn_conv_forward(g, x, w, bias, y);
+}
+
+void CpuBackend::conv2d_backward_data(const ConvGeometry& g, const float* w, const float* dy,
+                                      float* dx) {
+  cpu::onednn_conv_backward_data(g, w, dy, dx);
+}
+
+void CpuBackend::conv2d_backward_weights(const ConvGeometry& g, const float* x, const float* dy,
+                                         float* dw, float* dbias) {
+  cpu::onednn_conv_backward_weights(g, x, dy, dw, dbias);
+}
+
+// ---- activations ----
+
+namespace {
+constexpr float kInvSqrt2 = 0.70710678118654752440f;
+constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
+}  // namespace
+
+void CpuBackend::activation_forward(Activation kind, float alpha, const float* __restrict x,
+                                    float* __restrict y, int64_t n) {
+  switch (kind) {
+    case Activation::kRelu:
+      relu_forward(x, y, n);
+      return;
+    case Activation::kLeakyRelu:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : alpha * x[i];
+      return;
+    case Activation::kGelu:
+      for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * kInvSqrt2));
+      return;
+    case Activation::kSilu:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i]));
+      return;
+    case Activation::kTanh:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+      return;
+    case Activation::kSigmoid:
+      for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+      return;
+  }
+  throw Error(fmt::format("activation_forward: unknown activation {}", int(kind)));
+}
+
+void CpuBackend::activation_backward(Activation kind, float alpha, const float* __restrict x,
+                                     const float* __restrict y, const float* __restrict dy,
+                                     float* __restrict dx, int64_t n) {
+  switch (kind) {
+    case Activation::kRelu:
+      relu_backward(y, dy, dx, n);
+      return;
+    case Activation::kLeakyRelu:
+      for (int64_t i = 0; i < n; ++i) dx[i] = x[i] > 0.0f ? dy[i] : alpha * dy[i];
+      return;
+    case Activation::kGelu:
+      // d/dx x Phi(x) = Phi(x) + x phi(x)
+      for (int64_t i = 0; i < n; ++i) {
+        const float cdf = 0.5f * (1.0f + std::erf(x[i] * kInvSqrt2));
+        const float pdf = kInvSqrt2Pi * std::exp(-0.5f * x[i] * x[i]);
+        dx[i] = dy[i] * (cdf + x[i] * pdf);
+      }
+      return;
+    case Activation::kSilu:
+      // d/dx x s(x) = s (1 + x (1 - s))
+      for (int64_t i = 0; i < n; ++i) {
+        const float s = 1.0f / (1.0f + std::exp(-x[i]));
+        dx[i] = dy[i] * (s * (1.0f + x[i] * (1.0f - s)));
+      }
+      return;
+    case Activation::kTanh:
+      for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+      return;
+    case Activation::kSigmoid:
+      for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * (y[i] * (1.0f - y[i]));
+      return;
+  }
+  throw Error(fmt::format("activation_backward: unknown activation {}", int(kind)));
+}
+
+// ---- pooling ----
+
+namespace {
+
+// The input rows or columns [begin, end) of output position o, clipped to the input, and the
+// window's extent clipped to the padded input (PyTorch's count_include_pad divisor).
+struct Span {
+  int64_t begin, end, padded;
+};
+Span window(int64_t o, int64_t stride, int64_t pad, int64_t kernel, int64_t in) {
+  const int64_t start = o * stride - pad;
+  const int64_t stop = std::min(start + kernel, in + pad);
+  return {std::max<int64_t>(start, 0), std::min(stop, in), stop - start};
+}
+
+}  // namespace
+
+namespace {
+
+// A window's first maximum, with PyTorch's rule that a NaN wins; branch-free selects, so the
+// compiler turns the compares into blends.
+inline void take(float v, int64_t idx, float& mx, int64_t& best) {
+  const bool gt = v > mx || v != v;
+  mx = gt ? v : mx;
+  best = gt ? idx : best;
+}
+
+// The CNN's case, window = stride = 2, no padding: fixed trip counts the compiler unrolls.
+void maxpool_tiled2(const PoolGeometry& g, const float* x, float* y, int32_t* argmax) {
+  const int64_t in_plane = g.in_h * g.in_w, out_plane = g.out_h * g.out_w;
+  for (int64_t p = 0; p < g.planes; ++p)
+    for (int64_t oy = 0; oy < g.out_h; ++oy) {
+      const float* r0 = x + p * in_plane + 2 * oy * g.in_w;
+      const float* r1 = r0 + g.in_w;
+      float* out = y + p * out_plane + oy * g.out_w;
+      int32_t* arg = argmax + p * out_plane + oy * g.out_w;
+      const int64_t base = 2 * oy * g.in_w;
+      for (int64_t ox = 0; ox < g.out_w; ++ox) {
+        float mx = r0[2 * ox];
+        int64_t best = base + 2 * ox;
+        take(r0[2 * ox + 1], base + 2 * ox + 1, mx, best);
+        take(r1[2 * ox], base + g.in_w + 2 * ox, mx, best);
+        take(r1[2 * ox + 1], base + g.in_w + 2 * ox + 1, mx, best);
+        out[ox] = mx;
+        arg[ox] = int32_t(best);
+      }
+    }
+}
+
+}  // namespace
+
+void CpuBackend::maxpool2d_forward(const PoolGeometry& g, const float* x, float* y,
+                                   int32_t* argmax) {
+  if (g.kernel_h == 2 && g.kernel_w == 2 && g.stride_h == 2 && g.stride_w == 2 && g.pad_h == 0 &&
+      g.pad_w == 0 && 2 * g.out_h <= g.in_h && 2 * g.out_w <= g.in_w)
+    return maxpool_tiled2(g, x, y, argmax);
+  // The column spans are the same for every row and plane.
+  std::vector<Span> cols(static_cast<size_t>(g.out_w));
+  for (int64_t ox = 0; ox < g.out_w; ++ox)
+    cols[size_t(ox)] = window(ox, g.stride_w, g.pad_w, g.kernel_w, g.in_w);
+  const int64_t in_plane = g.in_h * g.in_w, out_plane = g.out_h * g.out_w;
+  for (int64_t p = 0; p < g.planes; ++p) {
+    const float* in = x + p * in_plane;
+    for (int64_t oy = 0; oy < g.out_h; ++oy) {
+      const Span sy = window(oy, g.stride_h, g.pad_h, g.kernel_h, g.in_h);
+      for (int64_t ox = 0; ox < g.out_w; ++ox) {
+        const Span& sx = cols[size_t(ox)];
+        int64_t best = sy.begin * g.in_w + sx.begin;
+        float mx = -std::numeric_limits<float>::infinity();
+        for (int64_t iy = sy.begin; iy < sy.end; ++iy)
+          for (int64_t ix = sx.begin; ix < sx.end; ++ix)
+            take(in[iy * g.in_w + ix], iy * g.in_w + ix, mx, best);
+        const int64_t o = p * out_plane + oy * g.out_w + ox;
+        y[o] = mx;
+        argmax[o] = int32_t(best);
+      }
+    }
+  }
+}
+
+void CpuBackend::maxpool2d_backward(const PoolGeometry& g, const float* dy, const int32_t* argmax,
+                                    float* dx) {
+  const int64_t in_plane = g.in_h * g.in_w, out_plane = g.out_h * g.out_w;
+  std::memset(dx, 0, sizeof(float) * size_t(g.planes * in_plane));
+  for (int64_t p = 0; p < g.planes; ++p)
+    for (int64_t o = 0; o < out_plane; ++o)
+      dx[p * in_plane + argmax[p * out_plane + o]] += dy[p * out_plane + o];
+}
+
+void CpuBackend::avgpool2d_forward(const PoolGeometry& g, bool count_include_pad, const float* x,
+                                   float* y) {
+  const int64_t in_plane = g.in_h * g.in_w, out_plane = g.out_h * g.out_w;
+  for (int64_t p = 0; p < g.planes; ++p) {
+    const float* in = x + p * in_plane;
+    for (int64_t oy = 0; oy < g.out_h; ++oy) {
+      const Span sy = window(oy, g.stride_h, g.pad_h, g.kernel_h, g.in_h);
+      for (int64_t ox = 0; ox < g.out_w; ++ox) {
+        const Span sx = window(ox, g.stride_w, g.pad_w, g.kernel_w, g.in_w);
+        float acc = 0.0f;
+        for (int64_t iy = sy.begin; iy < sy.end; ++iy)
+          for (int64_t ix = sx.begin; ix < sx.end; ++ix) acc += in[iy * g.in_w + ix];
+        const int64_t count =
+            count_include_pad ? sy.padded * sx.padded : (sy.end - sy.begin) * (sx.end - sx.begin);
+        y[p * out_plane + oy * g.out_w + ox] = acc / float(count);
+      }
+    }
+  }
+}
+
+void CpuBackend::avgpool2d_backward(const PoolGeometry& g, bool count_include_pad, const float* dy,
+                                    float* dx) {
+  const int64_t in_plane = g.in_h * g.in_w, out_plane = g.out_h * g.out_w;
+  std::memset(dx, 0, sizeof(float) * size_t(g.planes * in_plane));
+  for (int64_t p = 0; p < g.planes; ++p) {
+    float* out = dx + p * in_plane;
+    for (int64_t oy = 0; oy < g.out_h; ++oy) {
+      const Span sy = window(oy, g.stride_h, g.pad_h, g.kernel_h, g.in_h);
+      for (int64_t ox = 0; ox < g.out_w; ++ox) {
+        const Span sx = window(ox, g.stride_w, g.pad_w, g.kernel_w, g.in_w);
+        const int64_t count =
+            count_include_pad ? sy.padded * sx.padded : (sy.end - sy.begin) * (sx.end - sx.begin);
+        const float share = dy[p * out_plane + oy * g.out_w + ox] / float(count);
+        for (int64_t iy = sy.begin; iy < sy.end; ++iy)
+          for (int64_t ix = sx.begin; ix < sx.end; ++ix) out[iy * g.in_w + ix] += share;
+      }
+    }
+  }
+}
+
+// ---- batch normalisation ----
+
+void CpuBackend::channel_moments(const float* x, int64_t batch, int64_t channels, int64_t plane,
+                                 const float* shift, float* sum, float* sumsq) {
+  std::vector<double> s1(size_t(channels), 0.0), s2(size_t(channels), 0.0);
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t c = 0; c < channels; ++c) {
+      const float* __restrict row = x + (n * channels + c) * plane;
+      const double k = shift ? double(shift[c]) : 0.0;
+      double a = 0, b = 0;
+      for (int64_t i = 0; i < plane; ++i) {
+        const double d = double(row[i]) - k;
+        a += d;
+        b += d * d;
+      }
+      s1[size_t(c)] += a;
+      s2[size_t(c)] += b;
+    }
+  for (int64_t c = 0; c < channels; ++c) {
+    if (sum) sum[c] = float(s1[size_t(c)]);
+    if (sumsq) sumsq[c] = float(s2[size_t(c)]);
+  }
+}
+
+void CpuBackend::batchnorm_forward(const float* x, int64_t batch, int64_t channels, int64_t plane,
+                                   const float* mean, const float* var, float eps,
+                                   const float* gamma, const float* beta, float* y) {
+  // y = x a + b with a = gamma istd, b = beta - mean a, as PyTorch's CPU kernel computes it.
+  for (int64_t c = 0; c < channels; ++c) {
+    const float a = gamma[c] / std::sqrt(var[c] + eps);
+    const float b = beta[c] - mean[c] * a;
+    for (int64_t n = 0; n < batch; ++n) {
+      const float* __restrict in = x + (n * channels + c) * plane;
+      float* __restrict out = y + (n * channels + c) * plane;
+      for (int64_t i = 0; i < plane; ++i) out[i] = in[i] * a + b;
+    }
+  }
+}
+
+void CpuBackend::batchnorm_backward_reduce(const float* x, const float* dy, int64_t batch,
+                                           int64_t channels, int64_t plane, const float* mean,
+                                           const float* var, float eps, float* sum_dy,
+                                           float* sum_dy_xhat) {
+  for (int64_t c = 0; c < channels; ++c) {
+    const double m = mean[c];
+    double s_dy = 0, s_dy_xmu = 0;
+    for (int64_t n = 0; n < batch; ++n) {
+      const float* __restrict in = x + (n * channels + c) * plane;
+      const float* __restrict d = dy + (n * channels + c) * plane;
+      for (int64_t i = 0; i < plane; ++i) {
+        s_dy += double(d[i]);
+        s_dy_xmu += double(d[i]) * (double(in[i]) - m);
+      }
+    }
+    sum_dy[c] = float(s_dy);
+    sum_dy_xhat[c] = float(s_dy_xmu / std::sqrt(double(var[c]) + double(eps)));
+  }
+}
+
+void CpuBackend::batchnorm_backward_data(const float* x, const float* dy, int64_t batch,
+                                         int64_t channels, int64_t plane, const float* mean,
+                                         const float* var, float eps, const float* gamma,
+                                         const float* sum_dy, const float* sum_dy_xhat,
+                                         double count, float* dx) {
+  for (int64_t c = 0; c < channels; ++c) {
+    const double istd = 1.0 / std::sqrt(double(var[c]) + double(eps));
+    // dx = a (dy - b - (x - mean) k)
+    const float a = float(double(gamma[c]) * istd);
+    const float b = sum_dy ? float(double(sum_dy[c]) / count) : 0.0f;
+    const float k = sum_dy_xhat ? float(double(sum_dy_xhat[c]) * istd / count) : 0.0f;
+    const float m = mean[c];
+    for (int64_t n = 0; n < batch; ++n) {
+      const float* __restrict in = x + (n * channels + c) * plane;
+      const float* __restrict d = dy + (n * channels + c) * plane;
+      float* __restrict out = dx + (n * channels + c) * plane;
+      for (int64_t i = 0; i < plane; ++i) out[i] = a * (d[i] - b - (in[i] - m) * k);
+    }
+  }
+}
+
+}  // namespace loom

@@ -1,0 +1,24 @@
+// Convolution through oneDNN's convolution primitives (forward, backward data, backward
+// weights), created once per (geometry, bias, thread count) and cached per thread, as
+// onednn_matmul does for GEMM. Every tensor goes to and from the blocked layout the primitive
+// picks (nChw16c on AVX-512) by a reorder on each call: with loom's plain NCHW layout oneDNN
+// would run its im2col + GEMM implementation, no faster than loom's own; the direct JIT kernels
+// are, and the reorders cost ~10% of them.
+#pragma once
+
+#include <cstdint>
+
+#include "loom/tensor/backend.h"
+
+namespace loom::cpu {
+
+void onednn_conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
+                         float* y);
+void onednn_conv_backward_data(const ConvGeometry& g, const float* w, const float* dy, float* dx);
+void onednn_conv_backward_weights(const ConvGeometry& g, const float* x, const float* dy, float* dw,
+                                  float* dbias);
+
+// Geometries cached on the calling thread (for tests of the cache).
+int64_t onednn_conv_cached_geometries();
+
+}  // namespace loom::cpu
