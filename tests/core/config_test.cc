@@ -21,8 +21,8 @@ TEST(Config, FlattensTablesAndRemembersLines) {
 // [[layer]] tables flatten to layer.0.*, layer.1.*, each value remembering its line, and the
 // canonical text reads back to the same keys.
 TEST(Config, ArraysOfTablesFlattenByPosition) {
-  Config c = Config::from_string("[[layer]]\ntype = \"a\"\n[[layer]]\ntype = \"b\"\nout = 3\n",
-                                 "g.toml");
+  Config c =
+      Config::from_string("[[layer]]\ntype = \"a\"\n[[layer]]\ntype = \"b\"\nout = 3\n", "g.toml");
   EXPECT_EQ(c.get_string("layer.0.type", ""), "a");
   EXPECT_EQ(c.get_string("layer.1.type", ""), "b");
   EXPECT_EQ(c.get_int("layer.1.out", 0), 3);

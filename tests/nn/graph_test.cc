@@ -160,35 +160,40 @@ void expect_graph_error(const std::string& toml, const std::vector<std::string>&
     build_model(cfg, cpu_backend(), input, 3);
     ADD_FAILURE() << "no error";
   } catch (const ConfigError& e) {
-    for (const auto& w : words) EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << e.what();
+    for (const auto& w : words)
+      EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << e.what();
   }
 }
 
 TEST(Graph, BadGraphsAreErrorsNamingTheLayer) {
   expect_graph_error("[[layer]]\ntype = \"convolution\"\n",
                      {"bad.toml:2", "unknown layer type 'convolution'", "conv2d"});
-  expect_graph_error("[[layer]]\ntype = \"flatten\"\n[[layer]]\ntype = \"linear\"\nout = 3\n"
-                     "widht = 4\n",
-                     {"layer 'linear_0'", "unknown parameter 'widht'", "out, bias"});
+  expect_graph_error(
+      "[[layer]]\ntype = \"flatten\"\n[[layer]]\ntype = \"linear\"\nout = 3\n"
+      "widht = 4\n",
+      {"layer 'linear_0'", "unknown parameter 'widht'", "out, bias"});
   expect_graph_error("[[layer]]\ntype = \"flatten\"\n[[layer]]\ntype = \"linear\"\n",
                      {"layer 'linear_0'", "'out' is required"});
   expect_graph_error(
       "[[layer]]\ntype = \"flatten\"\n[[layer]]\ntype = \"linear\"\nname = \"a\"\nout = 4\n"
       "[[layer]]\ntype = \"add\"\ninputs = [\"a\", \"flatten_0\"]\n",
       {"layer 'add_0'", "[4]", "[12]"});
-  expect_graph_error("[[layer]]\ntype = \"relu\"\ninput = \"b\"\nname = \"a\"\n[[layer]]\n"
-                     "type = \"relu\"\ninput = \"a\"\nname = \"b\"\n",
-                     {"cycle", "'a'", "'b'"});
+  expect_graph_error(
+      "[[layer]]\ntype = \"relu\"\ninput = \"b\"\nname = \"a\"\n[[layer]]\n"
+      "type = \"relu\"\ninput = \"a\"\nname = \"b\"\n",
+      {"cycle", "'a'", "'b'"});
   expect_graph_error("[[layer]]\ntype = \"relu\"\ninput = \"nowhere\"\n",
                      {"layer 'relu_0'", "'nowhere' is not a layer"});
   expect_graph_error("[[layer]]\ntype = \"conv2d\"\nout = 2\nkernel = 5\n",
                      {"layer 'conv2d_0'", "larger than the input"});
-  expect_graph_error("[[layer]]\ntype = \"relu\"\nname = \"x\"\n[[layer]]\ntype = \"relu\"\n"
-                     "name = \"x\"\n",
-                     {"layer 'x'", "taken"});
-  expect_graph_error("[[layer]]\ntype = \"flatten\"\n[[layer]]\ntype = \"linear\"\nout = 3\n"
-                     "[[layer]]\ntype = \"linear\"\nout = 3\ninput = \"flatten_0\"\n",
-                     {"2 outputs", "linear_0", "linear_1"});
+  expect_graph_error(
+      "[[layer]]\ntype = \"relu\"\nname = \"x\"\n[[layer]]\ntype = \"relu\"\n"
+      "name = \"x\"\n",
+      {"layer 'x'", "taken"});
+  expect_graph_error(
+      "[[layer]]\ntype = \"flatten\"\n[[layer]]\ntype = \"linear\"\nout = 3\n"
+      "[[layer]]\ntype = \"linear\"\nout = 3\ninput = \"flatten_0\"\n",
+      {"2 outputs", "linear_0", "linear_1"});
   expect_graph_error("[[layer]]\ntype = \"flatten\"\n[[layer]]\ntype = \"linear\"\nout = 5\n",
                      {"[5]", "3 classes"});
   expect_graph_error("[[layer]]\ntype = \"flatten\"\nout = 3\n",
@@ -201,8 +206,7 @@ TEST(Graph, BadGraphsAreErrorsNamingTheLayer) {
 }
 
 TEST(Graph, GraphFileHoldsOnlyLayers) {
-  EXPECT_THROW(graph_from_string("lr = 0.1\n[[layer]]\ntype = \"relu\"\n", "g.toml"),
-               ConfigError);
+  EXPECT_THROW(graph_from_string("lr = 0.1\n[[layer]]\ntype = \"relu\"\n", "g.toml"), ConfigError);
   EXPECT_THROW(graph_from_string("# nothing\n", "g.toml"), ConfigError);
 }
 

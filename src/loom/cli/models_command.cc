@@ -48,8 +48,8 @@ void show(const ShowArgs& a) {
     return;
   }
   if (std::ifstream(a.output))
-    throw InputError(fmt::format("{}: exists; loom models show does not overwrite a file",
-                                 a.output));
+    throw InputError(
+        fmt::format("{}: exists; loom models show does not overwrite a file", a.output));
   std::ofstream out(a.output, std::ios::binary);
   out << text;
   if (!out.flush()) throw InputError(fmt::format("{}: cannot write", a.output));
@@ -57,8 +57,9 @@ void show(const ShowArgs& a) {
 }
 
 void setup(CLI::App& app) {
-  CLI::App* list = app.add_subcommand("list", "the zoo's networks and the layer types a graph "
-                                              "file may use");
+  CLI::App* list = app.add_subcommand("list",
+                                      "the zoo's networks and the layer types a graph "
+                                      "file may use");
   list->callback([] {
     fmt::print("models (model = \"NAME\", or a graph file: model = \"net.toml\")\n");
     for (const auto& n : nn::builtin_model_names()) fmt::print("  {}\n", n);

@@ -78,13 +78,15 @@ std::vector<Node> build_nodes(const GraphSpec& graph, const Shape& input_shape) 
     for (int i = 0; i < n && next < 0; ++i) {
       if (position[size_t(i)] >= 0) continue;
       bool ready = true;
-      for (int j : inputs[size_t(i)]) ready = ready && (j == kModelInput || position[size_t(j)] >= 0);
+      for (int j : inputs[size_t(i)])
+        ready = ready && (j == kModelInput || position[size_t(j)] >= 0);
       if (ready) next = i;
     }
     if (next < 0) {
       std::string stuck;
       for (int i = 0; i < n; ++i)
-        if (position[size_t(i)] < 0) stuck += (stuck.empty() ? "'" : ", '") + names[size_t(i)] + "'";
+        if (position[size_t(i)] < 0)
+          stuck += (stuck.empty() ? "'" : ", '") + names[size_t(i)] + "'";
       throw ConfigError(fmt::format("{}: the graph has a cycle: layers {}' each wait on another",
                                     graph.source, stuck));
     }
@@ -101,9 +103,10 @@ std::vector<Node> build_nodes(const GraphSpec& graph, const Shape& input_shape) 
   for (int i : order)
     if (!read[size_t(i)]) outputs.push_back(names[size_t(i)]);
   if (outputs.size() > 1)
-    throw ConfigError(fmt::format("{}: the graph has {} outputs ({}); nothing reads all but one "
-                                  "of them, and a model has one output",
-                                  graph.source, outputs.size(), fmt::join(outputs, ", ")));
+    throw ConfigError(
+        fmt::format("{}: the graph has {} outputs ({}); nothing reads all but one "
+                    "of them, and a model has one output",
+                    graph.source, outputs.size(), fmt::join(outputs, ", ")));
 
   // Build in order, each on its inputs' shapes.
   std::vector<Node> nodes;

@@ -30,21 +30,22 @@ GraphSpec graph_from_config(const Config& cfg, const std::string& prefix) {
   const std::string head = prefix + ".";
   for (const auto& [key, value] : cfg.values()) {
     if (key == prefix)
-      throw ConfigError(
-          fmt::format("{}: key '{}' must be an array of tables ([[{}]])", value.where, key, prefix));
+      throw ConfigError(fmt::format("{}: key '{}' must be an array of tables ([[{}]])", value.where,
+                                    key, prefix));
     if (key.compare(0, head.size(), head) != 0) continue;
     const std::string rest = key.substr(head.size());
     const size_t dot = rest.find('.');
     const std::string index = rest.substr(0, dot);
     if (dot == std::string::npos || index.empty() ||
         index.find_first_not_of("0123456789") != std::string::npos || index.size() > 6)
-      throw ConfigError(fmt::format("{}: key '{}': layers are [[{}]] tables", value.where, key,
-                                    prefix));
+      throw ConfigError(
+          fmt::format("{}: key '{}': layers are [[{}]] tables", value.where, key, prefix));
     const std::string field = rest.substr(dot + 1);
     if (field.find('.') != std::string::npos)
-      throw ConfigError(fmt::format("{}: key '{}': a layer's parameters are plain values, not "
-                                    "tables",
-                                    value.where, key));
+      throw ConfigError(
+          fmt::format("{}: key '{}': a layer's parameters are plain values, not "
+                      "tables",
+                      value.where, key));
     tables[std::stoll(index)][field] = &value;
   }
   GraphSpec graph;
@@ -53,9 +54,10 @@ GraphSpec graph_from_config(const Config& cfg, const std::string& prefix) {
   for (const auto& [index, fields] : tables) {
     const std::string where = fields.begin()->second->where;
     if (index != expect)
-      throw ConfigError(fmt::format("{}: layer tables must be numbered 0, 1, 2, ...: {}.{} "
-                                    "follows {}",
-                                    where, prefix, index, expect - 1));
+      throw ConfigError(
+          fmt::format("{}: layer tables must be numbered 0, 1, 2, ...: {}.{} "
+                      "follows {}",
+                      where, prefix, index, expect - 1));
     ++expect;
     LayerSpec layer;
     auto type = fields.find("type");
@@ -73,8 +75,8 @@ GraphSpec graph_from_config(const Config& cfg, const std::string& prefix) {
     if (has_inputs) {
       const ConfigValue& v = *fields.at("inputs");
       if (!v.is_array || v.array.empty())
-        throw ConfigError(fmt::format("{}: `inputs` must be a non-empty array of layer names",
-                                      v.where));
+        throw ConfigError(
+            fmt::format("{}: `inputs` must be a non-empty array of layer names", v.where));
       for (const auto& item : v.array) {
         if (item.index() != 3)
           throw ConfigError(fmt::format("{}: `inputs` must hold layer names (strings)", v.where));
@@ -92,8 +94,8 @@ GraphSpec graph_from_string(const std::string& text, const std::string& name) {
   const Config cfg = Config::from_string(text, name);
   for (const auto& [key, value] : cfg.values())
     if (key.compare(0, 6, "layer.") != 0 && key != "layer")
-      throw ConfigError(fmt::format("{}: key '{}': a graph file holds only [[layer]] tables",
-                                    value.where, key));
+      throw ConfigError(
+          fmt::format("{}: key '{}': a graph file holds only [[layer]] tables", value.where, key));
   GraphSpec graph = graph_from_config(cfg, "layer");
   graph.source = name;
   if (graph.layers.empty())
@@ -150,8 +152,9 @@ const ConfigValue* LayerArgs::find(const std::string& key) {
 }
 
 void LayerArgs::fail(const std::string& what) const {
-  throw ConfigError(fmt::format("{}: layer '{}' ({}): {}", spec_.where.empty() ? "model" : spec_.where,
-                                name_, spec_.type, what));
+  throw ConfigError(fmt::format("{}: layer '{}' ({}): {}",
+                                spec_.where.empty() ? "model" : spec_.where, name_, spec_.type,
+                                what));
 }
 
 void LayerArgs::fail(const std::string& key, const std::string& what) const {

@@ -68,7 +68,8 @@ std::unique_ptr<Layer> make_avgpool2d(LayerArgs& a, const std::vector<Shape>&) {
 std::unique_ptr<Layer> make_batchnorm(LayerArgs& a, const std::vector<Shape>& in, bool image) {
   const size_t r = in[0].size();
   if (image ? r != 3 : (r != 1 && r != 2))
-    a.fail(fmt::format("input {} is not {}", shape_text(in[0]), image ? "[C, H, W]" : "[C] or [C, L]"));
+    a.fail(fmt::format("input {} is not {}", shape_text(in[0]),
+                       image ? "[C, H, W]" : "[C] or [C, L]"));
   const float eps = float(a.get_double("eps", 1e-5, 1e-12, 1.0));
   const float momentum = float(a.get_double("momentum", 0.1, 0.0, 1.0));
   const bool sync = a.get_bool("sync", false);
@@ -89,8 +90,10 @@ const std::vector<LayerType>& layer_types() {
        make_conv2d},
       {"maxpool2d", "kernel, stride = kernel, padding = 0, ceil_mode = false",
        "max over windows of [C, H, W]", make_maxpool2d},
-      {"avgpool2d", "kernel, stride = kernel, padding = 0, ceil_mode = false, "
-       "count_include_pad = true", "mean over windows of [C, H, W]", make_avgpool2d},
+      {"avgpool2d",
+       "kernel, stride = kernel, padding = 0, ceil_mode = false, "
+       "count_include_pad = true",
+       "mean over windows of [C, H, W]", make_avgpool2d},
       {"globalavgpool2d", "", "[C, H, W] -> [C], the mean of each channel",
        [](LayerArgs&, const std::vector<Shape>&) { return std::make_unique<GlobalAvgPool2d>(); }},
       {"batchnorm2d", "eps = 1e-5, momentum = 0.1, sync = false",
@@ -144,8 +147,8 @@ std::unique_ptr<Layer> make_layer(const LayerSpec& spec, const std::string& name
   if (n < layer->min_inputs() || n > layer->max_inputs())
     args.fail(layer->min_inputs() == layer->max_inputs()
                   ? fmt::format("takes {} input(s), the graph gives it {}", layer->min_inputs(), n)
-                  : fmt::format("takes {} to {} inputs, the graph gives it {}",
-                                layer->min_inputs(), layer->max_inputs(), n));
+                  : fmt::format("takes {} to {} inputs, the graph gives it {}", layer->min_inputs(),
+                                layer->max_inputs(), n));
   return layer;
 }
 

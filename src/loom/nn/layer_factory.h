@@ -13,9 +13,9 @@
 namespace loom::nn {
 
 struct LayerType {
-  std::string type;    // as written in the graph: "conv2d"
-  std::string takes;   // its parameters, for docs and errors: "out, kernel, stride, ..."
-  std::string doc;     // one line
+  std::string type;   // as written in the graph: "conv2d"
+  std::string takes;  // its parameters, for docs and errors: "out, kernel, stride, ..."
+  std::string doc;    // one line
   std::function<std::unique_ptr<Layer>(LayerArgs& args, const std::vector<Shape>& inputs)> make;
 };
 

@@ -47,8 +47,7 @@ std::string Concat::describe() const {
 }
 
 Shape Concat::build(const Shape& input) {
-  throw ConfigError(
-      fmt::format("Concat of one input {}: it needs two or more", shape_text(input)));
+  throw ConfigError(fmt::format("Concat of one input {}: it needs two or more", shape_text(input)));
 }
 
 Shape Concat::build_inputs(const std::vector<Shape>& inputs) {
@@ -64,12 +63,11 @@ Shape Concat::build_inputs(const std::vector<Shape>& inputs) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Shape& s = inputs[i];
     bool match = s.size() == first.size();
-    for (size_t d = 0; match && d < s.size(); ++d)
-      match = int64_t(d) == axis_ || s[d] == first[d];
+    for (size_t d = 0; match && d < s.size(); ++d) match = int64_t(d) == axis_ || s[d] == first[d];
     if (!match)
-      throw ConfigError(fmt::format(
-          "Concat: input {} has shape {}, which differs from input 0's {} off axis {}", i,
-          shape_text(s), shape_text(first), axis_));
+      throw ConfigError(
+          fmt::format("Concat: input {} has shape {}, which differs from input 0's {} off axis {}",
+                      i, shape_text(s), shape_text(first), axis_));
     out[size_t(axis_)] += s[size_t(axis_)];
     int64_t piece = 1;
     for (size_t d = size_t(axis_); d < s.size(); ++d) piece *= s[d];

@@ -47,9 +47,9 @@ class Concat final : public Layer {
 
  private:
   int64_t axis_;
-  int64_t outer_ = 1;              // per sample: product of the dimensions before the axis
-  std::vector<int64_t> pieces_;    // per input: its axis length x the dimensions after it
-  int64_t out_piece_ = 0;          // sum of pieces_
+  int64_t outer_ = 1;            // per sample: product of the dimensions before the axis
+  std::vector<int64_t> pieces_;  // per input: its axis length x the dimensions after it
+  int64_t out_piece_ = 0;        // sum of pieces_
 };
 
 }  // namespace loom::nn

@@ -27,8 +27,8 @@ Model::Model(Backend& backend, Shape input_shape, int num_classes, std::vector<N
     try {
       out_shapes_.push_back(node.layer->build_inputs(in));
     } catch (const ConfigError& e) {
-      throw ConfigError(fmt::format("layer '{}' ({}): {}", node.name, node.layer->describe(),
-                                    e.what()));
+      throw ConfigError(
+          fmt::format("layer '{}' ({}): {}", node.name, node.layer->describe(), e.what()));
     }
     const int64_t n = node.layer->num_params();
     range_of_layer_.push_back(n > 0 ? int(ranges_.size()) : -1);
@@ -42,9 +42,10 @@ Model::Model(Backend& backend, Shape input_shape, int num_classes, std::vector<N
   }
   const Shape& out = out_shapes_.back();
   if (out.empty() || out.back() != num_classes_)
-    throw ConfigError(fmt::format("model output {} (layer '{}') does not end in the {} classes "
-                                  "of the data",
-                                  shape_text(out), names_.back(), num_classes_));
+    throw ConfigError(
+        fmt::format("model output {} (layer '{}') does not end in the {} classes "
+                    "of the data",
+                    shape_text(out), names_.back(), num_classes_));
   output_positions_ = numel(out) / num_classes_;
   params_ = DeviceBuffer<float>(backend, offset);
   grads_ = DeviceBuffer<float>(backend, offset);
@@ -91,7 +92,8 @@ void Model::plan_gradients() {
     bool best_fits = false;
     for (int s : free_slots) {
       const bool fits = slot_floats_[size_t(s)] >= need;
-      if (best < 0 || (fits && (!best_fits || slot_floats_[size_t(s)] < slot_floats_[size_t(best)])) ||
+      if (best < 0 ||
+          (fits && (!best_fits || slot_floats_[size_t(s)] < slot_floats_[size_t(best)])) ||
           (!fits && !best_fits && slot_floats_[size_t(s)] > slot_floats_[size_t(best)])) {
         best = s;
         best_fits = fits;
@@ -190,7 +192,8 @@ const float* Model::forward(const float* x, int64_t batch, const StepInfo& step)
     xs.clear();
     for (int j : inputs_[i]) xs.push_back(j < 0 ? x : activations_[size_t(j)].data());
     trace::Span span;  // timeline: one span per layer (trace.h; one branch when off)
-    if (trace::enabled()) span.begin(fmt::format("fwd {} {}", names_[i], layers_[i]->kind()), "forward");
+    if (trace::enabled())
+      span.begin(fmt::format("fwd {} {}", names_[i], layers_[i]->kind()), "forward");
     layers_[i]->forward_inputs(ctx, xs, activations_[i].data(), batch);
   }
   last_input_ = x;
@@ -247,7 +250,8 @@ void Model::backward(const std::function<void(const ParamRange&)>& on_ready) {
       backend_->axpy(last_batch_ * numel(out_shapes_[size_t(j)]), 1.0f, piece,
                      slots_[size_t(grad_slot_[size_t(j)])].data());
     span.end();  // before on_ready, which hands the bucket to the comm thread
-    if (on_ready && range_of_layer_[size_t(i)] >= 0) on_ready(ranges_[size_t(range_of_layer_[size_t(i)])]);
+    if (on_ready && range_of_layer_[size_t(i)] >= 0)
+      on_ready(ranges_[size_t(range_of_layer_[size_t(i)])]);
   }
 }
 

@@ -78,18 +78,19 @@ GraphSpec cnn_graph(const Config& cfg, const Shape& input_shape, int num_classes
   g.source = "built-in cnn";
   int64_t h = input_shape[1], w = input_shape[2];
   for (int64_t out : channels) {
-    add(g, "conv2d", {{"out", int_value(out, g.source)},
-                      {"kernel", int_value(5, g.source)},
-                      {"padding", int_value(2, g.source)}});
+    add(g, "conv2d",
+        {{"out", int_value(out, g.source)},
+         {"kernel", int_value(5, g.source)},
+         {"padding", int_value(2, g.source)}});
     add(g, "relu");
     add(g, "maxpool2d", {{"kernel", int_value(2, g.source)}});
     h /= 2;
     w /= 2;
     if (h < 1 || w < 1)
-      throw ConfigError(fmt::format("{}: key 'cnn.channels': {} pooling stages shrink a {} "
-                                    "image to nothing",
-                                    cfg.where("cnn.channels"), channels.size(),
-                                    shape_text(input_shape)));
+      throw ConfigError(
+          fmt::format("{}: key 'cnn.channels': {} pooling stages shrink a {} "
+                      "image to nothing",
+                      cfg.where("cnn.channels"), channels.size(), shape_text(input_shape)));
   }
   add(g, "flatten");
   add(g, "linear", {{"out", int_value(hidden, g.source)}});
@@ -128,11 +129,12 @@ GraphSpec model_graph(const Config& cfg, const Shape& input_shape, int num_class
   GraphSpec inline_graph = graph_from_config(cfg, "layer");
   if (!inline_graph.layers.empty()) {
     if (cfg.has("model"))
-      throw ConfigError(fmt::format("{}: key 'model': the config also has [[layer]] tables "
-                                    "(line {}); give the model one way",
-                                    cfg.where("model"), inline_graph.layers[0].where));
-    inline_graph.source = inline_graph.layers[0].where.substr(
-        0, inline_graph.layers[0].where.rfind(':'));
+      throw ConfigError(
+          fmt::format("{}: key 'model': the config also has [[layer]] tables "
+                      "(line {}); give the model one way",
+                      cfg.where("model"), inline_graph.layers[0].where));
+    inline_graph.source =
+        inline_graph.layers[0].where.substr(0, inline_graph.layers[0].where.rfind(':'));
     return inline_graph;
   }
   const std::string model = cfg.get_string("model", "mlp");
@@ -143,13 +145,13 @@ GraphSpec model_graph(const Config& cfg, const Shape& input_shape, int num_class
   if (ends_with(model, ".toml")) return graph_from_file(model);
   std::string names;
   for (const auto& n : builtin_model_names()) names += (names.empty() ? "\"" : "\", \"") + n;
-  throw ConfigError(fmt::format("{}: key 'model': \"{}\" is neither a model of the zoo ({}\") "
-                                "nor a graph file (.toml)",
-                                cfg.where("model"), model, names));
+  throw ConfigError(
+      fmt::format("{}: key 'model': \"{}\" is neither a model of the zoo ({}\") "
+                  "nor a graph file (.toml)",
+                  cfg.where("model"), model, names));
 }
 
-std::vector<Node> build_model_nodes(const Config& cfg, const Shape& input_shape,
-                                    int num_classes) {
+std::vector<Node> build_model_nodes(const Config& cfg, const Shape& input_shape, int num_classes) {
   return build_nodes(model_graph(cfg, input_shape, num_classes), input_shape);
 }
 
@@ -160,10 +162,11 @@ std::vector<std::unique_ptr<Layer>> build_layers(const Config& cfg, const Shape&
   for (size_t i = 0; i < nodes.size(); ++i) {
     const int expect = i == 0 ? kModelInput : int(i) - 1;
     if (nodes[i].inputs.size() != 1 || nodes[i].inputs[0] != expect)
-      throw ConfigError(fmt::format("layer '{}' does not read the layer before it: the model is "
-                                    "a graph, not a chain, and model parallelism splits chains "
-                                    "only (use parallel = \"data\")",
-                                    nodes[i].name));
+      throw ConfigError(
+          fmt::format("layer '{}' does not read the layer before it: the model is "
+                      "a graph, not a chain, and model parallelism splits chains "
+                      "only (use parallel = \"data\")",
+                      nodes[i].name));
     layers.push_back(std::move(nodes[i].layer));
   }
   return layers;

@@ -480,7 +480,7 @@ class Worker {
   // Built by set_up() and start_or_resume() in this order, destroyed in reverse.
   Backend* backend_ = nullptr;
   std::unique_ptr<nn::Model> model_;
-  std::vector<float> state_host_;  // average_model_state()
+  std::vector<float> state_host_;       // average_model_state()
   std::optional<CommReducer> reducer_;  // BatchNorm with sync = true
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<sync::Strategy> strategy_;
@@ -611,9 +611,10 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
     if (model->reduces_across_replicas() && world->size() > 1) {
       const std::string sync_kind = cfg.get_string("sync", "allreduce");
       if (sync_kind != "allreduce")
-        throw ConfigError(fmt::format("{}: key 'sync': BatchNorm with sync = true runs with sync = "
-                                      "\"allreduce\" only, not \"{}\"",
-                                      cfg.where("sync"), sync_kind));
+        throw ConfigError(
+            fmt::format("{}: key 'sync': BatchNorm with sync = true runs with sync = "
+                        "\"allreduce\" only, not \"{}\"",
+                        cfg.where("sync"), sync_kind));
       if (cfg.get_string("parallel", "data") != "data")
         throw ConfigError("BatchNorm with sync = true runs with parallel = \"data\" only");
       if (!cfg.has("sync.overlap") || cfg.values().at("sync.overlap").value != ConfigScalar(false))

@@ -300,9 +300,9 @@ void CudaBackend::copy_rows(float* dst, int64_t dst_stride, const float* src, in
                             int64_t rows, int64_t cols) {
   if (rows == 0 || cols == 0) return;
   bind();
-  LOOM_CUDA_CHECK(cudaMemcpy2DAsync(dst, size_t(dst_stride) * sizeof(float), src,
-                                    size_t(src_stride) * sizeof(float), size_t(cols) * sizeof(float),
-                                    size_t(rows), cudaMemcpyDeviceToDevice, stream()));
+  LOOM_CUDA_CHECK(cudaMemcpy2DAsync(
+      dst, size_t(dst_stride) * sizeof(float), src, size_t(src_stride) * sizeof(float),
+      size_t(cols) * sizeof(float), size_t(rows), cudaMemcpyDeviceToDevice, stream()));
 }
 
 void CudaBackend::fill(float* x, int64_t n, float value) {

@@ -67,8 +67,8 @@ class CudaBackend final : public Backend {
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
   void fill(float* x, int64_t n, float value) override;
-  void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
-                 int64_t rows, int64_t cols) override;
+  void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t rows,
+                 int64_t cols) override;
   void synchronize() override;
   void set_intra_op_threads(int threads) override {}  // the GPU picks its own parallelism
 
