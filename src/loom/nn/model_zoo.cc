@@ -1,6 +1,7 @@
 #include "loom/nn/model_zoo.h"
 
 #include "loom/core/error.h"
+#include "loom/nn/onnx_import.h"
 
 namespace loom::nn {
 
@@ -108,7 +109,8 @@ bool ends_with(const std::string& s, const std::string& tail) {
 std::vector<ConfigKeySpec> model_config_keys() {
   return {
       {"model", ConfigType::kString, "\"mlp\"",
-       "\"mlp\", \"cnn\", a graph of the zoo (`loom models list`) or a graph file (.toml)"},
+       "\"mlp\", \"cnn\", a graph of the zoo (`loom models list`), a graph file (.toml) "
+       "or an ONNX file (.onnx)"},
       {"layer.", ConfigType::kArray, "", "[[layer]] tables: the model graph inline"},
       {"mlp.hidden", ConfigType::kArray, "[1024, 1024]", "widths of the MLP's hidden layers"},
       {"mlp.dropout", ConfigType::kDouble, "0.5", "dropout after each hidden ReLU (0 = none)"},
@@ -141,11 +143,13 @@ GraphSpec model_graph(const Config& cfg, const Shape& input_shape, int num_class
   for (const auto& b : kBuiltinGraphs)
     if (model == b.name) return graph_from_string(*b.text, std::string("built-in ") + b.name);
   if (ends_with(model, ".toml")) return graph_from_file(model);
+  if (ends_with(model, ".onnx")) return graph_from_onnx(model, input_shape);
   std::string names;
   for (const auto& n : builtin_model_names()) names += (names.empty() ? "\"" : "\", \"") + n;
-  throw ConfigError(fmt::format("{}: key 'model': \"{}\" is neither a model of the zoo ({}\") "
-                                "nor a graph file (.toml)",
-                                cfg.where("model"), model, names));
+  throw ConfigError(
+      fmt::format("{}: key 'model': \"{}\" is neither a model of the zoo ({}\") "
+                  "nor a graph file (.toml, .onnx)",
+                  cfg.where("model"), model, names));
 }
 
 std::vector<Node> build_model_nodes(const Config& cfg, const Shape& input_shape,
