@@ -2,9 +2,11 @@
 """Writes the ONNX fixtures of tests/nn/onnx_import_test.cc into tests/data/onnx/.
 
 Run with Debian's Python and PyTorch 1.13 (/usr/bin/python3 tests/nn/make_onnx_fixtures.py);
-CI has no PyTorch and reads the committed files. Every model is exported with
+CI has no PyTorch and reads the committed files. Every model but mlp_eval is exported with
 training=TrainingMode.TRAINING and do_constant_folding=False, so BatchNormalization and Dropout
 stay in the graph (an eval-mode export folds BatchNorm into Conv and drops Dropout), at opset 14.
+mlp_eval is the MLP exported with torch.onnx.export's defaults (eval mode, constant folding, a
+fixed batch size of 4 written into its Reshape).
 
 For each model NAME: NAME.onnx and NAME.ref, a text file of lines `key count v1 v2 ...`:
   input   the per-sample input shape, then `x`: a fixed batch of inputs
@@ -137,7 +139,7 @@ def fmt(values):
     return " ".join(repr(v) for v in values)
 
 
-def export(name, model, shape, train_ref):
+def export(name, model, shape, train_ref, training=True):
     x = torch.randn(BATCH, *shape)
     # Running statistics away from their initial 0 and 1, and BatchNorm affine parameters
     # away from 1 and 0, so the import of each is checked.
@@ -151,10 +153,15 @@ def export(name, model, shape, train_ref):
         for _ in range(3):
             model(torch.randn(BATCH, *shape) * 2 + 0.5)
     path = os.path.join(OUT, name + ".onnx")
-    torch.onnx.export(model, x, path, training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False, opset_version=14, input_names=["x"],
-                      output_names=["logits"],
-                      dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}})
+    if training:
+        torch.onnx.export(model, x, path, training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False, opset_version=14, input_names=["x"],
+                          output_names=["logits"],
+                          dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}})
+    else:
+        # torch.onnx.export's defaults: eval mode, constant folding, the batch size fixed.
+        model.eval()
+        torch.onnx.export(model, x, path)
     lines = [f"input {len(shape)} {' '.join(str(d) for d in shape)}",
              f"x {x.numel()} {fmt(x.flatten())}"]
     model.eval()
@@ -177,6 +184,8 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     torch.manual_seed(1)
     export("mlp", Mlp(), (1, 8, 8), train_ref=False)
+    torch.manual_seed(1)
+    export("mlp_eval", Mlp(), (1, 8, 8), train_ref=False, training=False)
     torch.manual_seed(2)
     export("cnn", Cnn(), (1, 8, 8), train_ref=True)
     torch.manual_seed(3)

@@ -122,6 +122,17 @@ TEST(OnnxImport, MlpMatchesPytorch) {
   check_against_pytorch("mlp");
 }
 
+// torch.onnx.export's defaults: no Dropout, and the export's batch size of 4 in the Reshape.
+TEST(OnnxImport, EvalModeExportMatchesPytorch) {
+  SKIP_WITHOUT_ONNX();
+  check_against_pytorch("mlp_eval");
+  GraphSpec g = graph_from_onnx(fixture("mlp_eval.onnx"), {1, 8, 8});
+  std::vector<std::string> types;
+  for (const auto& l : g.layers) types.push_back(l.type);
+  EXPECT_EQ(types,
+            (std::vector<std::string>{"flatten", "linear", "relu", "linear", "relu", "linear"}));
+}
+
 TEST(OnnxImport, CnnWithBatchNormMatchesPytorch) {
   SKIP_WITHOUT_ONNX();
   check_against_pytorch("cnn");

@@ -253,6 +253,9 @@ class Importer {
   std::string file_;
   Shape input_shape_;
   std::string where_;  // of the node being read
+  // The batch size of an export without dynamic axes (0: none): constant folding writes it
+  // into Reshape targets where it stands for the batch.
+  int64_t static_batch_ = 0;
   std::map<std::string, Value> values_;
   std::map<std::string, int> uses_;  // readers of each value name (the graph output counts)
   GraphSpec graph_;
@@ -547,6 +550,7 @@ void Importer::read_input(const onnx::GraphProto& g) {
     for (int i = 0; i < dims.size(); ++i) {
       const bool known = dims[i].has_dim_value();
       file_dims.push_back(i == 0 || !known ? kBatch : dims[i].dim_value());
+      if (i == 0 && known) static_batch_ = dims[i].dim_value();
       if (match && i > 0 && known && dims[i].dim_value() != input_shape_[size_t(i - 1)])
         match = false;
     }
@@ -1022,6 +1026,7 @@ void Importer::reshape(const onnx::NodeProto& n) {
   if (!s.is_int || s.dims.size() != 1)
     fail_node(n, fmt::format("shape '{}' is not a list of integers", n.input(1)));
   std::vector<int64_t> t = s.ints;
+  if (!t.empty() && static_batch_ > 0 && t[0] == static_batch_) t[0] = kBatch;
   const bool allowzero = attr_int(n, "allowzero", 0) != 0;
   const std::string target = dims_text(t);
   for (size_t i = 0; i < t.size(); ++i)
