@@ -184,6 +184,18 @@ TEST(OnnxImport, ModelKeyLoadsAnOnnxFile) {
   EXPECT_EQ(model->params()[model->num_params() - 1], g.layers.back().init_params.back());
 }
 
+TEST(OnnxImport, ModelParallelChainsRefuseImportedWeights) {
+  SKIP_WITHOUT_ONNX();
+  Config cfg;
+  cfg.set("model", fixture("mlp.onnx"));
+  try {
+    build_layers(cfg, {1, 8, 8}, 10);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("fc1_Gemm"), std::string::npos) << e.what();
+  }
+}
+
 TEST(OnnxImport, BatchNormImportsStatisticsAndPytorchMomentum) {
   SKIP_WITHOUT_ONNX();
   GraphSpec g = graph_from_onnx(fixture("cnn.onnx"), {1, 8, 8});

@@ -168,6 +168,13 @@ std::vector<std::unique_ptr<Layer>> build_layers(const Config& cfg, const Shape&
                                     "a graph, not a chain, and model parallelism splits chains "
                                     "only (use parallel = \"data\")",
                                     nodes[i].name));
+    // The chain is handed over as bare layers, which hold no initial weights.
+    if (!nodes[i].init_params.empty() || !nodes[i].init_state.empty())
+      throw ConfigError(
+          fmt::format("layer '{}' comes with the weights of an imported model, "
+                      "which model parallelism does not carry over (use "
+                      "parallel = \"data\")",
+                      nodes[i].name));
     layers.push_back(std::move(nodes[i].layer));
   }
   return layers;
