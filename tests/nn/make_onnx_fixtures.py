@@ -45,6 +45,22 @@ class Mlp(nn.Module):
         return torch.addmm(self.b3, x, self.w3)
 
 
+class ConvNet(nn.Module):
+    """Only what the layer factory had first: Conv (square, with bias) + ReLU + MaxPool twice,
+    view as flatten, Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 4, 3, padding=1)
+        self.conv2 = nn.Conv2d(4, 6, 3, padding=1)
+        self.fc = nn.Linear(6 * 2 * 2, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc(x.view(x.size(0), -1))
+
+
 class Cnn(nn.Module):
     """Conv (no bias) + BatchNorm2d + ReLU + MaxPool, Conv + ReLU + AveragePool, view as
     flatten, Linear + BatchNorm1d + ReLU + Linear."""
@@ -186,6 +202,8 @@ def main():
     export("mlp", Mlp(), (1, 8, 8), train_ref=False)
     torch.manual_seed(1)
     export("mlp_eval", Mlp(), (1, 8, 8), train_ref=False, training=False)
+    torch.manual_seed(6)
+    export("convnet", ConvNet(), (1, 8, 8), train_ref=True)
     torch.manual_seed(2)
     export("cnn", Cnn(), (1, 8, 8), train_ref=True)
     torch.manual_seed(3)

@@ -133,6 +133,11 @@ TEST(OnnxImport, EvalModeExportMatchesPytorch) {
             (std::vector<std::string>{"flatten", "linear", "relu", "linear", "relu", "linear"}));
 }
 
+TEST(OnnxImport, ConvNetMatchesPytorch) {
+  SKIP_WITHOUT_ONNX();
+  check_against_pytorch("convnet");
+}
+
 TEST(OnnxImport, CnnWithBatchNormMatchesPytorch) {
   SKIP_WITHOUT_ONNX();
   check_against_pytorch("cnn");
