@@ -1,6 +1,7 @@
-# libFuzzer harnesses (tests/fuzz/*_fuzz.cc), built with clang in sub-builds (tests/fuzz/CMakeLists.txt:
-# the data parsers; tests/fuzz/reliability: the config and checkpoint readers) only when a clang that supports -fsanitize=fuzzer is
-# found, and run by ctest for a short budget each (tests named fuzz.<parser>).
+# libFuzzer harnesses (tests/fuzz/*_fuzz.cc), built with clang in sub-builds
+# (tests/fuzz/CMakeLists.txt: the data parsers and, with LOOM_HAVE_ONNX, the ONNX importer;
+# tests/fuzz/reliability: the config and checkpoint readers) only when a clang that supports
+# -fsanitize=fuzzer is found, and run by ctest for a short budget each (tests named fuzz.<parser>).
 #   -DLOOM_FUZZ=OFF            skip them
 #   -DLOOM_FUZZ_SECONDS=N      the budget per harness (default 10)
 option(LOOM_FUZZ "Build and run (briefly) the libFuzzer harnesses of the data parsers" ON)
@@ -26,16 +27,21 @@ if(LOOM_FUZZ AND LOOM_TESTS)
     message(STATUS "loom: fuzz harnesses with ${LOOM_FUZZ_CXX}, ${LOOM_FUZZ_SECONDS} s each under ctest")
     include(ExternalProject)
     set(LOOM_FUZZ_BIN ${CMAKE_BINARY_DIR}/fuzz)
+    set(LOOM_FUZZ_PARSERS idx csv npy shard)
+    if(LOOM_HAVE_ONNX)
+      list(APPEND LOOM_FUZZ_PARSERS onnx)
+    endif()
     ExternalProject_Add(loom_fuzz
       SOURCE_DIR ${CMAKE_SOURCE_DIR}/tests/fuzz
       BINARY_DIR ${LOOM_FUZZ_BIN}
       CMAKE_ARGS -DCMAKE_CXX_COMPILER=${LOOM_FUZZ_CXX} -DCMAKE_BUILD_TYPE=RelWithDebInfo
                  -DLOOM_SOURCE_DIR=${CMAKE_SOURCE_DIR} -DLOOM_GENERATED_DIR=${CMAKE_BINARY_DIR}/generated
+                 -DLOOM_HAVE_ONNX=${LOOM_HAVE_ONNX}
       BUILD_ALWAYS TRUE
       INSTALL_COMMAND ""
       BUILD_BYPRODUCTS ${LOOM_FUZZ_BIN}/idx_fuzz ${LOOM_FUZZ_BIN}/csv_fuzz ${LOOM_FUZZ_BIN}/npy_fuzz
-                       ${LOOM_FUZZ_BIN}/shard_fuzz)
-    foreach(h idx csv npy shard)
+                       ${LOOM_FUZZ_BIN}/shard_fuzz ${LOOM_FUZZ_BIN}/onnx_fuzz)
+    foreach(h IN LISTS LOOM_FUZZ_PARSERS)
       # New inputs go to a scratch corpus in the build tree; the seed corpus stays read-only.
       add_test(NAME fuzz.${h}
                COMMAND sh -c "mkdir -p corpus_${h} && exec ./${h}_fuzz -max_total_time=${LOOM_FUZZ_SECONDS} -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 corpus_${h} ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus/${h}"

@@ -8,8 +8,9 @@ namespace loom::cli {
 
 void print_version() {
   fmt::print("loom {} ({}, {})\n", LOOM_VERSION, LOOM_GIT_REV, LOOM_BUILD_TYPE);
-  fmt::print("features: gemm=oneDNN{} cuda={} mpi={}\n", LOOM_HAVE_OPENBLAS ? "+OpenBLAS" : "",
-             LOOM_HAVE_CUDA ? "yes" : "no", LOOM_HAVE_MPI ? "yes" : "no");
+  fmt::print("features: gemm=oneDNN{} cuda={} mpi={} onnx={}\n",
+             LOOM_HAVE_OPENBLAS ? "+OpenBLAS" : "", LOOM_HAVE_CUDA ? "yes" : "no",
+             LOOM_HAVE_MPI ? "yes" : "no", LOOM_HAVE_ONNX ? "yes" : "no");
 }
 
 }  // namespace loom::cli

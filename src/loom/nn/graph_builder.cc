@@ -115,6 +115,8 @@ std::vector<Node> build_nodes(const GraphSpec& graph, const Shape& input_shape) 
     const LayerSpec& l = graph.layers[size_t(i)];
     Node node;
     node.name = names[size_t(i)];
+    node.init_params = l.init_params;
+    node.init_state = l.init_state;
     std::vector<Shape> in_shapes;
     for (int j : inputs[size_t(i)]) {
       node.inputs.push_back(j == kModelInput ? kModelInput : position[size_t(j)]);

@@ -17,6 +17,7 @@ struct Node {
   std::string name;  // unique in the model; "{type}_{k}" (k-th layer of that type) unless given
   std::unique_ptr<Layer> layer;
   std::vector<int> inputs;  // node indices (earlier nodes) or kModelInput
+  std::vector<float> init_params, init_state;  // LayerSpec's: empty, or the layer's sizes
 };
 
 // The name a layer gets when the graph gives none.

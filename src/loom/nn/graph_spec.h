@@ -20,6 +20,9 @@ struct LayerSpec {
   std::vector<std::string> inputs;  // empty: the layer before it, or the model's input
   std::map<std::string, ConfigValue> params;  // everything else in the table
   std::string where;                          // "file.toml:12" of the table's `type`
+  // Initial values in the layer's own order (an imported model's weights); empty: the layer
+  // draws its parameters and sets its state as it does by itself.
+  std::vector<float> init_params, init_state;
 };
 
 struct GraphSpec {

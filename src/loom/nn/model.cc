@@ -17,6 +17,7 @@ Model::Model(Backend& backend, Shape input_shape, int num_classes, std::vector<N
   LOOM_CHECK(!nodes.empty());
   int64_t offset = 0, state_offset = 0;
   std::vector<int64_t> state_at;
+  std::vector<std::vector<float>> init_state;
   for (size_t i = 0; i < nodes.size(); ++i) {
     Node& node = nodes[i];
     std::vector<Shape> in;
@@ -31,6 +32,15 @@ Model::Model(Backend& backend, Shape input_shape, int num_classes, std::vector<N
           fmt::format("layer '{}' ({}): {}", node.name, node.layer->describe(), e.what()));
     }
     const int64_t n = node.layer->num_params();
+    const auto check_size = [&](const std::vector<float>& given, int64_t has, const char* what) {
+      if (!given.empty() && int64_t(given.size()) != has)
+        throw ConfigError(fmt::format("layer '{}' ({}): {} initial {} given, the layer has {}",
+                                      node.name, node.layer->describe(), given.size(), what, has));
+    };
+    check_size(node.init_params, n, "parameters");
+    check_size(node.init_state, node.layer->num_state(), "state values");
+    init_params_.push_back(std::move(node.init_params));
+    init_state.push_back(std::move(node.init_state));
     range_of_layer_.push_back(n > 0 ? int(ranges_.size()) : -1);
     if (n > 0) ranges_.push_back({int(i), offset, n});
     offset += n;
@@ -56,6 +66,9 @@ Model::Model(Backend& backend, Shape input_shape, int num_classes, std::vector<N
     if (layers_[i]->num_state() == 0) continue;
     layers_[i]->bind_state(state_.data() + state_at[i]);
     layers_[i]->init_state(backend);
+    if (!init_state[i].empty())
+      backend.copy_to_device(state_.data() + state_at[i], init_state[i].data(),
+                             init_state[i].size() * sizeof(float));
   }
   activations_.resize(layers_.size());
   plan_gradients();
@@ -157,6 +170,12 @@ std::string Model::summary() const {
 
 void Model::init_params(uint64_t seed) {
   for (const auto& r : ranges_) {
+    const std::vector<float>& given = init_params_[size_t(r.layer)];
+    if (!given.empty()) {
+      backend_->copy_to_device(params_.data() + r.offset, given.data(),
+                               given.size() * sizeof(float));
+      continue;
+    }
     Rng rng(seed, 0, RngPurpose::kInit, uint64_t(r.layer));
     layers_[size_t(r.layer)]->init_params(rng, *backend_);
   }

@@ -70,7 +70,8 @@ class Model {
   // One line per layer: name, type, inputs, output shape, parameters, forward FLOPs.
   std::string summary() const;
 
-  // Parameters drawn from Rng(seed, 0, kInit, layer index): identical on every rank.
+  // Parameters drawn from Rng(seed, 0, kInit, layer index): identical on every rank. Layers
+  // whose node came with initial parameters (an imported model) take those instead.
   void init_params(uint64_t seed);
 
   // x: [batch, numel(input_shape)] in backend memory. Returns the output, [batch, positions,
@@ -99,6 +100,7 @@ class Model {
   std::vector<std::vector<int>> inputs_;
   std::vector<Shape> out_shapes_;
   std::vector<ParamRange> ranges_;
+  std::vector<std::vector<float>> init_params_;  // per layer, the node's (empty: drawn)
   std::vector<int> range_of_layer_;  // index into ranges_, or -1
   DeviceBuffer<float> params_, grads_, state_;
   ReplicaReducer* reducer_ = nullptr;

@@ -1,6 +1,7 @@
 #include "loom/nn/model_zoo.h"
 
 #include "loom/core/error.h"
+#include "loom/nn/onnx_import.h"
 
 namespace loom::nn {
 
@@ -109,7 +110,8 @@ bool ends_with(const std::string& s, const std::string& tail) {
 std::vector<ConfigKeySpec> model_config_keys() {
   return {
       {"model", ConfigType::kString, "\"mlp\"",
-       "\"mlp\", \"cnn\", a graph of the zoo (`loom models list`) or a graph file (.toml)"},
+       "\"mlp\", \"cnn\", a graph of the zoo (`loom models list`), a graph file (.toml) "
+       "or an ONNX file (.onnx)"},
       {"layer.", ConfigType::kArray, "", "[[layer]] tables: the model graph inline"},
       {"mlp.hidden", ConfigType::kArray, "[1024, 1024]", "widths of the MLP's hidden layers"},
       {"mlp.dropout", ConfigType::kDouble, "0.5", "dropout after each hidden ReLU (0 = none)"},
@@ -143,11 +145,12 @@ GraphSpec model_graph(const Config& cfg, const Shape& input_shape, int num_class
   for (const auto& b : kBuiltinGraphs)
     if (model == b.name) return graph_from_string(*b.text, std::string("built-in ") + b.name);
   if (ends_with(model, ".toml")) return graph_from_file(model);
+  if (ends_with(model, ".onnx")) return graph_from_onnx(model, input_shape);
   std::string names;
   for (const auto& n : builtin_model_names()) names += (names.empty() ? "\"" : "\", \"") + n;
   throw ConfigError(
       fmt::format("{}: key 'model': \"{}\" is neither a model of the zoo ({}\") "
-                  "nor a graph file (.toml)",
+                  "nor a graph file (.toml, .onnx)",
                   cfg.where("model"), model, names));
 }
 
@@ -162,10 +165,16 @@ std::vector<std::unique_ptr<Layer>> build_layers(const Config& cfg, const Shape&
   for (size_t i = 0; i < nodes.size(); ++i) {
     const int expect = i == 0 ? kModelInput : int(i) - 1;
     if (nodes[i].inputs.size() != 1 || nodes[i].inputs[0] != expect)
+      throw ConfigError(fmt::format("layer '{}' does not read the layer before it: the model is "
+                                    "a graph, not a chain, and model parallelism splits chains "
+                                    "only (use parallel = \"data\")",
+                                    nodes[i].name));
+    // The chain is handed over as bare layers, which hold no initial weights.
+    if (!nodes[i].init_params.empty() || !nodes[i].init_state.empty())
       throw ConfigError(
-          fmt::format("layer '{}' does not read the layer before it: the model is "
-                      "a graph, not a chain, and model parallelism splits chains "
-                      "only (use parallel = \"data\")",
+          fmt::format("layer '{}' comes with the weights of an imported model, "
+                      "which model parallelism does not carry over (use "
+                      "parallel = \"data\")",
                       nodes[i].name));
     layers.push_back(std::move(nodes[i].layer));
   }

@@ -7,6 +7,7 @@
 //     cnn.dropout  = 0.5
 //   model = "resnet20"            a graph file of the zoo, compiled in (configs/models/)
 //   model = "path/net.toml"       a graph file: [[layer]] tables (graph_spec.h)
+//   model = "path/net.onnx"       an ONNX file, with its weights (onnx_import.h)
 //   [[layer]] tables in the run config itself, with no `model` key
 #pragma once
 

@@ -214,6 +214,10 @@ std::unique_ptr<nn::Model> build_model(const Config& cfg, comm::Communicator& co
                                        Backend& backend, const nn::Shape& input_shape,
                                        int num_classes) {
   const ParallelOptions opts = parallel_options(cfg);
+  // Data parallelism keeps the model whole: a graph stays a graph, and an imported model keeps
+  // its weights (a chain of bare layers has neither).
+  if (opts.mode == "data" || comm.size() == 1)
+    return nn::build_model(cfg, backend, input_shape, num_classes);
   const uint64_t seed = uint64_t(cfg.get_int("seed", 0, 0, INT64_MAX));
   // Data parallelism takes any graph; model parallelism rewrites a chain of layers.
   if (opts.mode == "data" || comm.size() == 1)

@@ -1,0 +1,218 @@
+#!/usr/bin/python3
+"""Writes the ONNX fixtures of tests/nn/onnx_import_test.cc into tests/data/onnx/.
+
+Run with Debian's Python and PyTorch 1.13 (/usr/bin/python3 tests/nn/make_onnx_fixtures.py);
+CI has no PyTorch and reads the committed files. Every model but mlp_eval is exported with
+training=TrainingMode.TRAINING and do_constant_folding=False, so BatchNormalization and Dropout
+stay in the graph (an eval-mode export folds BatchNorm into Conv and drops Dropout), at opset 14.
+mlp_eval is the MLP exported with torch.onnx.export's defaults (eval mode, constant folding, a
+fixed batch size of 4 written into its Reshape).
+
+For each model NAME: NAME.onnx and NAME.ref, a text file of lines `key count v1 v2 ...`:
+  input   the per-sample input shape, then `x`: a fixed batch of inputs
+  eval    PyTorch's output on x in eval mode (running statistics, no dropout)
+  train   PyTorch's output on x in train mode (batch statistics), for models without dropout
+The running statistics are made non-trivial by a few train-mode steps before the export.
+"""
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "onnx")
+BATCH = 4
+
+
+class Mlp(nn.Module):
+    """Gemm (transB = 1 and, through addmm, 0), MatMul + Add, ReLU, Dropout and the
+    Shape/Gather/Unsqueeze/Concat/Reshape chain of x.reshape(x.size(0), -1)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(64, 32)
+        self.drop = nn.Dropout(0.25)
+        self.w2 = nn.Parameter(torch.randn(32, 16) * 0.2)
+        self.b2 = nn.Parameter(torch.randn(16) * 0.1)
+        self.w3 = nn.Parameter(torch.randn(16, 10) * 0.2)
+        self.b3 = nn.Parameter(torch.randn(10) * 0.1)
+
+    def forward(self, x):
+        x = x.reshape(x.size(0), -1)
+        x = self.drop(F.relu(self.fc1(x)))
+        x = F.relu(torch.matmul(x, self.w2) + self.b2)
+        return torch.addmm(self.b3, x, self.w3)
+
+
+class ConvNet(nn.Module):
+    """Only what the layer factory had first: Conv (square, with bias) + ReLU + MaxPool twice,
+    view as flatten, Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 4, 3, padding=1)
+        self.conv2 = nn.Conv2d(4, 6, 3, padding=1)
+        self.fc = nn.Linear(6 * 2 * 2, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc(x.view(x.size(0), -1))
+
+
+class Cnn(nn.Module):
+    """Conv (no bias) + BatchNorm2d + ReLU + MaxPool, Conv + ReLU + AveragePool, view as
+    flatten, Linear + BatchNorm1d + ReLU + Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 4, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(4)
+        self.conv2 = nn.Conv2d(4, 8, 3, padding=1)
+        self.fc1 = nn.Linear(8 * 2 * 2, 16)
+        self.bn2 = nn.BatchNorm1d(16)
+        self.fc2 = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 2)
+        x = F.avg_pool2d(F.relu(self.conv2(x)), 2)
+        x = x.view(x.size(0), -1)
+        return self.fc2(F.relu(self.bn2(self.fc1(x))))
+
+
+class Block(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.short = None
+        if stride != 1 or cin != cout:
+            self.short = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                       nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
+        return F.relu(y + (x if self.short is None else self.short(x)))
+
+
+class ResNet(nn.Module):
+    """A stem and two residual blocks (identity and strided 1x1 shortcuts), global average
+    pooling, flatten, Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8),
+                                  nn.ReLU())
+        self.block1 = Block(8, 8, 1)
+        self.block2 = Block(8, 16, 2)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = self.block2(self.block1(self.stem(x)))
+        return self.fc(torch.flatten(self.pool(x), 1))
+
+
+class Ops(nn.Module):
+    """The remaining ops: grouped and dilated Conv, LeakyReLU, SiLU, GELU (erf form), Tanh,
+    Sigmoid, Concat of two branches, MaxPool with padding and ceil_mode, AveragePool with
+    padding (count_include_pad = false), nn.Flatten."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(2, 4, 3, padding=1)
+        self.conv2 = nn.Conv2d(4, 4, 3, padding=2, dilation=2, groups=2)
+        self.conv3 = nn.Conv2d(4, 4, (1, 3), padding=(0, 1))
+        self.flat = nn.Flatten()
+        self.fc = nn.Linear(8 * 5 * 5, 10)
+
+    def forward(self, x):
+        x = F.leaky_relu(self.conv1(x), 0.1)
+        a = F.silu(self.conv2(x))
+        b = torch.tanh(F.gelu(self.conv3(x)))
+        x = torch.sigmoid(torch.cat([a, b], 1))
+        x = F.max_pool2d(x, 3, 2, padding=1, ceil_mode=True)
+        x = F.avg_pool2d(x, 3, 1, padding=1, count_include_pad=False)
+        return self.fc(self.flat(x))
+
+
+class Softplus(nn.Module):
+    """An op loom has no layer for."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 10)
+
+    def forward(self, x):
+        return self.fc(F.softplus(torch.flatten(x, 1)))
+
+
+def fmt(values):
+    values = [float(v) for v in values]
+    return " ".join(repr(v) for v in values)
+
+
+def export(name, model, shape, train_ref, training=True):
+    x = torch.randn(BATCH, *shape)
+    # Running statistics away from their initial 0 and 1, and BatchNorm affine parameters
+    # away from 1 and 0, so the import of each is checked.
+    for m in model.modules():
+        if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
+            with torch.no_grad():
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
+    model.train()
+    with torch.no_grad():
+        for _ in range(3):
+            model(torch.randn(BATCH, *shape) * 2 + 0.5)
+    path = os.path.join(OUT, name + ".onnx")
+    if training:
+        torch.onnx.export(model, x, path, training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False, opset_version=14, input_names=["x"],
+                          output_names=["logits"],
+                          dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}})
+    else:
+        # torch.onnx.export's defaults: eval mode, constant folding, the batch size fixed.
+        model.eval()
+        torch.onnx.export(model, x, path)
+    lines = [f"input {len(shape)} {' '.join(str(d) for d in shape)}",
+             f"x {x.numel()} {fmt(x.flatten())}"]
+    model.eval()
+    with torch.no_grad():
+        y = model(x)
+    lines.append(f"eval {y.numel()} {fmt(y.flatten())}")
+    if train_ref:
+        # A copy, so computing it leaves the running statistics as exported.
+        import copy
+        m = copy.deepcopy(model).train()
+        with torch.no_grad():
+            y = m(x)
+        lines.append(f"train {y.numel()} {fmt(y.flatten())}")
+    with open(os.path.join(OUT, name + ".ref"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"{path}: {os.path.getsize(path)} bytes")
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    torch.manual_seed(1)
+    export("mlp", Mlp(), (1, 8, 8), train_ref=False)
+    torch.manual_seed(1)
+    export("mlp_eval", Mlp(), (1, 8, 8), train_ref=False, training=False)
+    torch.manual_seed(6)
+    export("convnet", ConvNet(), (1, 8, 8), train_ref=True)
+    torch.manual_seed(2)
+    export("cnn", Cnn(), (1, 8, 8), train_ref=True)
+    torch.manual_seed(3)
+    export("resnet", ResNet(), (3, 8, 8), train_ref=True)
+    torch.manual_seed(4)
+    export("ops", Ops(), (2, 8, 8), train_ref=True)
+    torch.manual_seed(5)
+    export("softplus", Softplus(), (1, 8, 8), train_ref=False)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
