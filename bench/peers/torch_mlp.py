@@ -17,11 +17,9 @@ loading and evaluation are left out. One line per epoch, then
 which `loom bench train` parses. Exit 3 when PyTorch is missing (scripts/setup-bench installs it).
 """
 import argparse
-import gzip
 import math
 import os
 import statistics
-import struct
 import sys
 import time
 
@@ -52,33 +50,8 @@ except ImportError as e:
                      "(python3-torch and a .venv that sees it)\n")
     sys.exit(3)
 
-
-def read_idx(stem):
-    """An IDX array (big-endian header: 0 0 type ndims, then the dimensions) as numpy uint8."""
-    for name in (stem + ".gz", stem):
-        path = os.path.join(args.data, name)
-        if os.path.exists(path):
-            opener = gzip.open if name.endswith(".gz") else open
-            with opener(path, "rb") as f:
-                raw = f.read()
-            break
-    else:
-        sys.exit(f"torch_mlp.py: {os.path.join(args.data, stem)}[.gz] not found "
-                 "(apt-get install dataset-fashion-mnist, or --data DIR)")
-    if raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
-        sys.exit(f"torch_mlp.py: {stem}: not an unsigned-byte IDX file")
-    ndims = raw[3]
-    dims = struct.unpack(">" + "I" * ndims, raw[4:4 + 4 * ndims])
-    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndims).reshape(dims)
-
-
-def load_sets():
-    x_train = torch.from_numpy(read_idx("train-images-idx3-ubyte").reshape(-1, 784) / 255.0).float()
-    y_train = torch.from_numpy(read_idx("train-labels-idx1-ubyte").astype(np.int64))
-    x_test = torch.from_numpy(read_idx("t10k-images-idx3-ubyte").reshape(-1, 784) / 255.0).float()
-    y_test = torch.from_numpy(read_idx("t10k-labels-idx1-ubyte").astype(np.int64))
-    mean, std = x_train.mean(), x_train.std()
-    return (x_train - mean) / std, y_train, (x_test - mean) / std, y_test
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fashion_mnist import load_standardised  # noqa: E402  (beside this file)
 
 
 def accuracy(model, x, y):
@@ -94,7 +67,7 @@ def main():
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     started = time.perf_counter()
-    x_train, y_train, x_test, y_test = load_sets()
+    x_train, y_train, x_test, y_test = load_standardised(args.data)
     load_s = time.perf_counter() - started
     model = nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Dropout(0.5),
                           nn.Linear(1024, 1024), nn.ReLU(), nn.Dropout(0.5),
