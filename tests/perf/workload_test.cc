@@ -26,6 +26,26 @@ TEST(Workload, CnnFromConfigMatchesHandCount) {
                    2.0 * (25 * 32 * 784 + 25 * 32 * 64 * 196 + 3136 * 1024 + 1024 * 10));
 }
 
+// A graph's Linear and Conv2d layers are the GEMMs; BatchNorm keeps its parameters but no
+// GEMM FLOPs; every other layer is elementwise traffic; every output is an activation.
+TEST(Workload, GraphFromLayers) {
+  const std::vector<GraphLayer> layers = {
+      {"stem", "Conv2d", 784, 16 * 784, 144, 2.0 * 144 * 784},
+      {"bn", "BatchNorm2d", 16 * 784, 16 * 784, 32, 4.0 * 16 * 784},
+      {"relu", "ReLU", 16 * 784, 16 * 784, 0, 0},
+      {"pool", "GlobalAvgPool2d", 16 * 784, 16, 0, 0},
+      {"fc", "Linear", 16, 10, 170, 320},
+  };
+  const Workload w = workload_from_graph("g.toml", layers, 785, 64);
+  ASSERT_EQ(w.layers.size(), 3u);  // stem, bn (parameters only), fc
+  EXPECT_DOUBLE_EQ(w.params(), 144 + 32 + 170);
+  EXPECT_DOUBLE_EQ(w.fwd_flops(), 2.0 * 144 * 784 + 320);
+  EXPECT_DOUBLE_EQ(w.activation_bytes, 4.0 * (3 * 16 * 784 + 16 + 10));
+  EXPECT_DOUBLE_EQ(w.elementwise_bytes, 12.0 * ((2 * 16 * 784) * 2 + 16 * 784 + 16));
+  EXPECT_EQ(w.default_batch, 64);
+  EXPECT_FALSE(w.first_layer_input_grad);
+}
+
 TEST(Workload, BadConfigIsAnError) {
   EXPECT_THROW(workload_from_config(Config::from_string("model = \"rnn\"\n")), ConfigError);
   EXPECT_THROW(workload_from_config(Config::from_string("model = \"mlp\"\nmlp.hidden = [0]\n")),

@@ -23,6 +23,11 @@ grep -q "linear_1" print.log && grep -q "\[32\]" print.log || { cat print.log; f
 "$LOOM" train "${TINY[@]}" --set model=mlp.toml --set output.dir=run > run.log 2>&1 || { cat run.log; fail "training a graph file"; }
 [ -f run/summary.json ] || fail "no summary of the graph-file run"
 
+# The performance model reads a graph file's layers (0.03M parameters: 784*32+32 + 32*10+10).
+"$LOOM" scale --workload mlp.toml --gpu h100-sxm > scale.log 2>&1 || { cat scale.log; fail "scale --workload graph"; }
+grep -q "0.03M params" scale.log || { cat scale.log; fail "scale does not count the graph's parameters"; }
+"$LOOM" advise --model mlp.toml --budget 5000 > advise.log 2>&1 || { cat advise.log; fail "advise --model graph"; }
+
 cat > bad.toml <<'G'
 [[layer]]
 type = "flatten"

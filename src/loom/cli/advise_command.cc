@@ -61,7 +61,7 @@ void setup(CLI::App& app) {
   cmd->callback([a] {
     perf::Catalog cat = a->catalog.load();
     perf::AdviseRequest r;
-    r.workload = perf::resolve_workload(a->model);
+    r.workload = resolve_workload(a->model);
     r.budget_usd = a->budget;
     r.max_gpus = a->max_gpus;
     r.gpus_per_node = a->gpus_per_node;

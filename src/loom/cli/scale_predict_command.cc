@@ -47,7 +47,7 @@ void run_predict(const CommonArgs& common, const PredictArgs& a) {
     perf::read_calibration(common.catalog.calibration).apply(cat, measured);
     if (common.gpu == "this-machine") der = measured, measured_here = true;
   }
-  const perf::Workload w = perf::resolve_workload(common.workload);
+  const perf::Workload w = resolve_workload(common.workload);
   const perf::TrainSpec train = common.training.spec(w);
   std::string compute_note = "measured on this machine (--calibration)";
   if (common.derate > 0) {

@@ -16,6 +16,7 @@ std::vector<LayerDescription> describe_layers(const Config& cfg, const Shape& in
       d.in += numel(in.back());
     }
     shapes.push_back(node.layer->build_inputs(in));
+    d.name = node.name;
     d.kind = node.layer->kind();
     d.out = numel(shapes.back());
     d.flops = node.layer->flops_per_sample();

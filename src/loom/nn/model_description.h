@@ -12,6 +12,7 @@
 namespace loom::nn {
 
 struct LayerDescription {
+  std::string name;         // the layer's stable name in the model
   std::string kind;         // Layer::kind(): "Linear", "Conv2d", "ReLU", ...
   int64_t in = 0, out = 0;  // elements per sample in and out
   int64_t flops = 0;        // Layer::flops_per_sample(): forward

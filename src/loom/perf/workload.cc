@@ -285,6 +285,29 @@ Workload workload_from_config(const Config& cfg, const std::string& name) {
   return w;
 }
 
+Workload workload_from_graph(const std::string& name, const std::vector<GraphLayer>& layers,
+                             double input_bytes, int64_t default_batch) {
+  Workload w;
+  w.name = name;
+  w.source = "computed from the layers of the model graph " + name;
+  w.input_bytes = input_bytes;
+  w.default_batch = default_batch;
+  w.first_layer_input_grad = false;  // loom's first layer never computes d(input)
+  double act = 0, elementwise = 0;
+  for (const GraphLayer& l : layers) {
+    act += l.out;
+    if (l.kind == "Linear" || l.kind == "Conv2d") {  // GEMM-shaped
+      w.layers.push_back({l.name, l.params, l.fwd_flops, 0});
+      continue;
+    }
+    elementwise += 4 * 3 * (l.in + l.out);  // forward r+w, backward about twice
+    if (l.params > 0) w.layers.push_back({l.name, l.params, 0, 0});  // BatchNorm's gamma, beta
+  }
+  w.activation_bytes = 4 * act;
+  w.elementwise_bytes = elementwise;
+  return w;
+}
+
 double mlp_elementwise_bytes(const std::vector<double>& widths, double dropout) {
   // Per hidden unit per sample (4-byte floats, 1-byte dropout mask): forward bias add (r+w 8),
   // ReLU (8), dropout (r 4, w 4 + mask 1); backward dropout (r 4 + 1, w 4), ReLU (r y 4, dy 4,

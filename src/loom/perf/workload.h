@@ -54,6 +54,22 @@ struct Workload {
 Workload reference_workload(const std::string& name);
 std::vector<std::string> reference_workload_names();
 
+// One layer of a loom model graph, as the cli reads it from nn (perf knows no nn).
+struct GraphLayer {
+  std::string name, kind;  // "s1b1_conv1", "Conv2d"
+  double in = 0, out = 0;  // elements per sample in (all inputs) and out
+  double params = 0;
+  double fwd_flops = 0;  // per sample
+};
+
+// Any loom model graph: Linear and Conv2d layers as GEMMs with the parameters and FLOPs the
+// layers count, activations stored for backward = every layer's output, and the other layers
+// (activations, BatchNorm, pooling, Add, ...) as elementwise traffic: reading their inputs and
+// writing their outputs forward, and about twice that backward, 4 bytes a value. Winograd is not
+// assumed.
+Workload workload_from_graph(const std::string& name, const std::vector<GraphLayer>& layers,
+                             double input_bytes, int64_t default_batch);
+
 // The workload of a loom model config: `model = "mlp"` (mlp.hidden = [...]) or "cnn".
 // Input 28x28x1, 10 classes (the shapes of loom's nn zoo).
 Workload workload_from_config(const Config& cfg, const std::string& name = "config");
