@@ -23,10 +23,11 @@ grep -q "linear_1" print.log && grep -q "\[32\]" print.log || { cat print.log; f
 "$LOOM" train "${TINY[@]}" --set model=mlp.toml --set output.dir=run > run.log 2>&1 || { cat run.log; fail "training a graph file"; }
 [ -f run/summary.json ] || fail "no summary of the graph-file run"
 
-# The performance model reads a graph file's layers (0.03M parameters: 784*32+32 + 32*10+10).
-"$LOOM" scale --workload mlp.toml --gpu h100-sxm > scale.log 2>&1 || { cat scale.log; fail "scale --workload graph"; }
-grep -q "0.03M params" scale.log || { cat scale.log; fail "scale does not count the graph's parameters"; }
-"$LOOM" advise --model mlp.toml --budget 5000 > advise.log 2>&1 || { cat advise.log; fail "advise --model graph"; }
+# The performance model reads a graph file's layers (784*2048+2048 + 2048*10+10 = 1.63M).
+"$LOOM" models show mlp --set 'mlp.hidden=[2048]' -o wide.toml > /dev/null || fail "models show wide"
+"$LOOM" scale --workload wide.toml --gpu h100-sxm > scale.log 2>&1 || { cat scale.log; fail "scale --workload graph"; }
+grep -q "1.6M params" scale.log || { cat scale.log; fail "scale does not count the graph's parameters"; }
+"$LOOM" advise --model wide.toml --budget 5000 > advise.log 2>&1 || { cat advise.log; fail "advise --model graph"; }
 
 cat > bad.toml <<'G'
 [[layer]]
