@@ -205,6 +205,31 @@ TEST(Graph, BadGraphsAreErrorsNamingTheLayer) {
   expect_graph_error("[[layer]]\ntype = \"add\"\n", {"layer 'add_0'", "2 to 64 inputs"});
 }
 
+// loss.label_smoothing reaches the loss: -sum_c t_c log softmax_c with t = (1 - eps) onehot +
+// eps / C, computed here in double from the logits.
+TEST(Graph, LabelSmoothingFromTheConfig) {
+  Config cfg = Config::from_string(
+      "loss.label_smoothing = 0.2\n[[layer]]\ntype = \"flatten\"\n[[layer]]\ntype = "
+      "\"linear\"\nout = 3\n",
+      "s.toml");
+  auto m = build_model(cfg, cpu_backend(), {4}, 3);
+  m->init_params(2);
+  const std::vector<float> x = random_vector(2 * 4, 9);
+  const std::vector<int32_t> labels = {2, 0};
+  const float* logits = m->forward(x.data(), 2, StepInfo{false, 0, 0});
+  double expect = 0;
+  for (int r = 0; r < 2; ++r) {
+    double mx = -1e30, z = 0;
+    for (int c = 0; c < 3; ++c) mx = std::max(mx, double(logits[r * 3 + c]));
+    for (int c = 0; c < 3; ++c) z += std::exp(double(logits[r * 3 + c]) - mx);
+    for (int c = 0; c < 3; ++c) {
+      const double t = (c == labels[size_t(r)] ? 0.8 : 0.0) + 0.2 / 3;
+      expect -= t * (double(logits[r * 3 + c]) - mx - std::log(z));
+    }
+  }
+  EXPECT_NEAR(m->loss(labels.data(), 0.5f).loss_sum, expect, 1e-5);
+}
+
 TEST(Graph, GraphFileHoldsOnlyLayers) {
   EXPECT_THROW(graph_from_string("lr = 0.1\n[[layer]]\ntype = \"relu\"\n", "g.toml"), ConfigError);
   EXPECT_THROW(graph_from_string("# nothing\n", "g.toml"), ConfigError);

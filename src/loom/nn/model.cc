@@ -224,9 +224,9 @@ const float* Model::forward(const float* x, int64_t batch, const StepInfo& step)
 LossResult Model::loss(const int32_t* labels, float grad_scale) {
   LOOM_CHECK(last_input_ != nullptr, "loss() before forward()");
   LossResult r;
-  r.loss_sum = backend_->softmax_xent(activations_.back().data(), labels,
-                                      last_batch_ * output_positions_, num_classes_, grad_scale,
-                                      slots_[size_t(grad_slot_.back())].data(), &r.correct);
+  r.loss_sum = backend_->softmax_xent(
+      activations_.back().data(), labels, last_batch_ * output_positions_, num_classes_, grad_scale,
+      slots_[size_t(grad_slot_.back())].data(), &r.correct, label_smoothing_);
   return r;
 }
 

@@ -78,6 +78,8 @@ class Model {
   // num_classes] with positions = output_positions() (1 unless the output has a sequence axis).
   const float* forward(const float* x, int64_t batch, const StepInfo& step);
   int64_t output_positions() const { return output_positions_; }
+  // PyTorch's label smoothing of the cross-entropy targets: (1 - eps) onehot + eps / classes.
+  void set_label_smoothing(float eps) { label_smoothing_ = eps; }
   // Softmax cross-entropy of the last forward, one label per output position; fills the
   // logits' gradient scaled by grad_scale.
   LossResult loss(const int32_t* labels, float grad_scale);
@@ -95,13 +97,14 @@ class Model {
   Shape input_shape_;
   int num_classes_;
   int64_t output_positions_ = 1;
+  float label_smoothing_ = 0;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<std::string> names_;
   std::vector<std::vector<int>> inputs_;
   std::vector<Shape> out_shapes_;
   std::vector<ParamRange> ranges_;
   std::vector<std::vector<float>> init_params_;  // per layer, the node's (empty: drawn)
-  std::vector<int> range_of_layer_;  // index into ranges_, or -1
+  std::vector<int> range_of_layer_;              // index into ranges_, or -1
   DeviceBuffer<float> params_, grads_, state_;
   ReplicaReducer* reducer_ = nullptr;
   std::vector<DeviceBuffer<float>> activations_;  // output of each layer

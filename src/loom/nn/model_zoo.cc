@@ -113,6 +113,8 @@ std::vector<ConfigKeySpec> model_config_keys() {
        "\"mlp\", \"cnn\", a graph of the zoo (`loom models list`), a graph file (.toml) "
        "or an ONNX file (.onnx)"},
       {"layer.", ConfigType::kArray, "", "[[layer]] tables: the model graph inline"},
+      {"loss.label_smoothing", ConfigType::kDouble, "0",
+       "cross-entropy target (1 - eps) onehot + eps / classes, as PyTorch's label_smoothing"},
       {"mlp.hidden", ConfigType::kArray, "[1024, 1024]", "widths of the MLP's hidden layers"},
       {"mlp.dropout", ConfigType::kDouble, "0.5", "dropout after each hidden ReLU (0 = none)"},
       {"cnn.channels", ConfigType::kArray, "[32, 64]", "channels of each 5x5 conv + 2x2 pool"},
@@ -165,10 +167,11 @@ std::vector<std::unique_ptr<Layer>> build_layers(const Config& cfg, const Shape&
   for (size_t i = 0; i < nodes.size(); ++i) {
     const int expect = i == 0 ? kModelInput : int(i) - 1;
     if (nodes[i].inputs.size() != 1 || nodes[i].inputs[0] != expect)
-      throw ConfigError(fmt::format("layer '{}' does not read the layer before it: the model is "
-                                    "a graph, not a chain, and model parallelism splits chains "
-                                    "only (use parallel = \"data\")",
-                                    nodes[i].name));
+      throw ConfigError(
+          fmt::format("layer '{}' does not read the layer before it: the model is "
+                      "a graph, not a chain, and model parallelism splits chains "
+                      "only (use parallel = \"data\")",
+                      nodes[i].name));
     // The chain is handed over as bare layers, which hold no initial weights.
     if (!nodes[i].init_params.empty() || !nodes[i].init_state.empty())
       throw ConfigError(
@@ -183,8 +186,14 @@ std::vector<std::unique_ptr<Layer>> build_layers(const Config& cfg, const Shape&
 
 std::unique_ptr<Model> build_model(const Config& cfg, Backend& backend, const Shape& input_shape,
                                    int num_classes) {
-  return std::make_unique<Model>(backend, input_shape, num_classes,
-                                 build_model_nodes(cfg, input_shape, num_classes));
+  auto model = std::make_unique<Model>(backend, input_shape, num_classes,
+                                       build_model_nodes(cfg, input_shape, num_classes));
+  apply_loss_options(cfg, *model);
+  return model;
+}
+
+void apply_loss_options(const Config& cfg, Model& model) {
+  model.set_label_smoothing(float(cfg.get_double("loss.label_smoothing", 0.0, 0.0, 1.0)));
 }
 
 }  // namespace loom::nn

@@ -222,8 +222,10 @@ std::unique_ptr<nn::Model> build_model(const Config& cfg, comm::Communicator& co
   // Data parallelism takes any graph; model parallelism rewrites a chain of layers.
   if (opts.mode == "data" || comm.size() == 1)
     return nn::build_model(cfg, backend, input_shape, num_classes);
-  return build_parallel_model(nn::build_layers(cfg, input_shape, num_classes), opts, comm, backend,
-                              input_shape, num_classes, seed);
+  auto model = build_parallel_model(nn::build_layers(cfg, input_shape, num_classes), opts, comm,
+                                    backend, input_shape, num_classes, seed);
+  nn::apply_loss_options(cfg, *model);
+  return model;
 }
 
 }  // namespace loom::sync
