@@ -430,6 +430,10 @@ class Worker {
     result_.final_params.resize(size_t(model_->num_params()));
     backend_->copy_to_host(result_.final_params.data(), model_->params(),
                            result_.final_params.size() * sizeof(float));
+    result_.final_state.resize(size_t(model_->num_state()));
+    if (!result_.final_state.empty())
+      backend_->copy_to_host(result_.final_state.data(), model_->state(),
+                             result_.final_state.size() * sizeof(float));
   }
 
   void report_epoch(const EpochMetrics& m) {

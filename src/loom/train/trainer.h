@@ -32,6 +32,7 @@ struct TrainResult {
   int64_t steps = 0;
   std::string describe;             // model, optimizer, strategy
   std::vector<float> final_params;  // rank 0's parameters at the end
+  std::vector<float> final_state;   // and its non-trained state (BatchNorm running statistics)
   bool interrupted = false;         // stopped by SIGINT/SIGTERM (after writing a checkpoint)
   std::string checkpoint;           // the last checkpoint written ("" = none)
   std::string output_dir;           // where config.toml, metrics.jsonl, summary.json went
