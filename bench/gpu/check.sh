@@ -209,7 +209,7 @@ fi
 echo "expected skips: $expected_skips"
 groups=(
   "setup|CudaCheck.*:CudaPool.*:CudaBackendSetup.*:CudaStreams.*|30"
-  "ops|CudaOps.*:CudaModel.*|40"
+  "ops|CudaOps.*:CudaLayerOps.*:CudaModel.*|40"
   "codecs|CudaCodecs.*|30"
   "multirank|CudaMultiRank.*|40"
   "nccl|Nccl.*|60"

@@ -1,7 +1,7 @@
 // Default implementations of the Backend ops that a backend need not provide: what the older
 // ops already compute (ReLU, the CNN's square convolution and 2x2 pooling) runs through them,
-// so a backend without the newer kernels (CUDA, so far) still trains the zoo's models; anything
-// else is a clear error naming the op and the backend.
+// so a backend without the newer kernels still trains the zoo's models; anything else is a
+// clear error naming the op and the backend. (The CPU and CUDA backends override them all.)
 #include "loom/tensor/backend.h"
 
 #include "loom/core/error.h"

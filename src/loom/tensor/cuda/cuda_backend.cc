@@ -392,6 +392,27 @@ void CudaBackend::dropout_backward(const float* dy, const uint8_t* mask, float* 
   cuda::dropout_backward(stream(), dy, mask, dx, n, keep_scale);
 }
 
+static_assert(int(Activation::kRelu) == 0 && int(Activation::kLeakyRelu) == 1 &&
+                  int(Activation::kGelu) == 2 && int(Activation::kSilu) == 3 &&
+                  int(Activation::kTanh) == 4 && int(Activation::kSigmoid) == 5,
+              "kernels.h numbers the activations as loom::Activation does");
+
+void CudaBackend::activation_forward(Activation kind, float alpha, const float* x, float* y,
+                                     int64_t n) {
+  if (int(kind) < 0 || int(kind) > int(Activation::kSigmoid))
+    throw Error(fmt::format("activation_forward: unknown activation {}", int(kind)));
+  bind();
+  cuda::activation_forward(stream(), int(kind), alpha, x, y, n);
+}
+
+void CudaBackend::activation_backward(Activation kind, float alpha, const float* x, const float* y,
+                                      const float* dy, float* dx, int64_t n) {
+  if (int(kind) < 0 || int(kind) > int(Activation::kSigmoid))
+    throw Error(fmt::format("activation_backward: unknown activation {}", int(kind)));
+  bind();
+  cuda::activation_backward(stream(), int(kind), alpha, x, y, dy, dx, n);
+}
+
 // ---- loss ----
 
 double CudaBackend::softmax_xent(const float* logits, const int32_t* labels, int64_t rows,
@@ -465,6 +486,179 @@ void CudaBackend::maxpool_backward(const float* dy, const int32_t* argmax, float
                                    int64_t planes, int64_t h, int64_t w, int64_t size) {
   bind();
   cuda::maxpool_backward(stream(), dy, argmax, dx, planes, h, w, size);
+}
+
+// ---- convolution and pooling over a batch ----
+
+namespace {
+
+cuda::ConvDims dims(const ConvGeometry& g) {
+  return {g.batch, g.in_c,       g.in_h,       g.in_w,     g.out_c,    g.out_h,
+          g.out_w, g.kernel_h,   g.kernel_w,   g.stride_h, g.stride_w, g.pad_h,
+          g.pad_w, g.dilation_h, g.dilation_w, g.groups};
+}
+
+cuda::PoolDims dims(const PoolGeometry& g) {
+  return {g.planes,   g.in_h,     g.in_w,     g.out_h, g.out_w, g.kernel_h,
+          g.kernel_w, g.stride_h, g.stride_w, g.pad_h, g.pad_w};
+}
+
+// The per-group shape of a convolution's GEMMs, checked.
+struct ConvGemm {
+  int64_t cin_g, cout_g, rows_g, cols;  // rows_g = cin_g kernel_h kernel_w, cols = out_h out_w
+  bool direct;  // 1x1, stride 1, unpadded: the image is its own column matrix
+};
+
+ConvGemm conv_gemm(const ConvGeometry& g) {
+  LOOM_CHECK(g.groups >= 1 && g.in_c % g.groups == 0 && g.out_c % g.groups == 0,
+             "conv2d: {} groups do not divide {} input and {} output channels", g.groups, g.in_c,
+             g.out_c);
+  LOOM_CHECK(g.kernel_h >= 1 && g.kernel_w >= 1 && g.stride_h >= 1 && g.stride_w >= 1 &&
+                 g.dilation_h >= 1 && g.dilation_w >= 1 && g.pad_h >= 0 && g.pad_w >= 0,
+             "conv2d: bad geometry (kernel {}x{}, stride {}x{}, dilation {}x{}, padding {}x{})",
+             g.kernel_h, g.kernel_w, g.stride_h, g.stride_w, g.dilation_h, g.dilation_w, g.pad_h,
+             g.pad_w);
+  ConvGemm c{};
+  c.cin_g = g.in_c / g.groups;
+  c.cout_g = g.out_c / g.groups;
+  c.rows_g = c.cin_g * g.kernel_h * g.kernel_w;
+  c.cols = g.out_h * g.out_w;
+  c.direct = g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
+             g.pad_h == 0 && g.pad_w == 0 && g.out_h == g.in_h && g.out_w == g.in_w;
+  return c;
+}
+
+}  // namespace
+
+void CudaBackend::conv2d_forward(const ConvGeometry& g, const float* x, const float* w,
+                                 const float* bias, float* y) {
+  const ConvGemm c = conv_gemm(g);
+  if (g.batch <= 0 || g.out_c <= 0 || c.cols <= 0) return;
+  bind();
+  const cuda::ConvDims d = dims(g);
+  float* columns =
+      c.direct ? nullptr
+               : static_cast<float*>(scratch(sizeof(float) * size_t(g.groups * c.rows_g * c.cols)));
+  for (int64_t n = 0; n < g.batch; ++n) {
+    const float* image = x + n * g.in_c * g.in_h * g.in_w;
+    if (!c.direct) cuda::conv_im2col(stream(), d, image, columns);
+    const float* col = c.direct ? image : columns;
+    for (int64_t k = 0; k < g.groups; ++k)
+      // y[n, group k] = W_k [cout_g, rows_g] x columns_k [rows_g, cols]
+      gemm(false, false, c.cout_g, c.cols, c.rows_g, 1.0f, w + k * c.cout_g * c.rows_g, c.rows_g,
+           col + k * c.rows_g * c.cols, c.cols, 0.0f, y + (n * g.out_c + k * c.cout_g) * c.cols,
+           c.cols);
+  }
+  if (bias) cuda::conv_add_bias(stream(), y, bias, g.batch, g.out_c, c.cols);
+}
+
+void CudaBackend::conv2d_backward_data(const ConvGeometry& g, const float* w, const float* dy,
+                                       float* dx) {
+  const ConvGemm c = conv_gemm(g);
+  if (g.batch <= 0 || g.in_c * g.in_h * g.in_w <= 0) return;
+  bind();
+  if (g.out_c <= 0 || c.cols <= 0) {
+    cuda::fill(stream(), dx, g.batch * g.in_c * g.in_h * g.in_w, 0.0f);
+    return;
+  }
+  const cuda::ConvDims d = dims(g);
+  float* dcolumns =
+      c.direct ? nullptr
+               : static_cast<float*>(scratch(sizeof(float) * size_t(g.groups * c.rows_g * c.cols)));
+  for (int64_t n = 0; n < g.batch; ++n) {
+    float* image = dx + n * g.in_c * g.in_h * g.in_w;
+    float* dcol = c.direct ? image : dcolumns;
+    for (int64_t k = 0; k < g.groups; ++k)
+      // dcolumns_k [rows_g, cols] = W_k^T [rows_g, cout_g] x dy[n, group k] [cout_g, cols]
+      gemm(true, false, c.rows_g, c.cols, c.cout_g, 1.0f, w + k * c.cout_g * c.rows_g, c.rows_g,
+           dy + (n * g.out_c + k * c.cout_g) * c.cols, c.cols, 0.0f, dcol + k * c.rows_g * c.cols,
+           c.cols);
+    if (!c.direct) cuda::conv_col2im(stream(), d, dcolumns, image);
+  }
+}
+
+void CudaBackend::conv2d_backward_weights(const ConvGeometry& g, const float* x, const float* dy,
+                                          float* dw, float* dbias) {
+  const ConvGemm c = conv_gemm(g);
+  bind();
+  if (g.batch <= 0 || c.cols <= 0) {
+    cuda::fill(stream(), dw, g.out_c * c.rows_g, 0.0f);
+    if (dbias) cuda::fill(stream(), dbias, g.out_c, 0.0f);
+    return;
+  }
+  const cuda::ConvDims d = dims(g);
+  float* columns =
+      c.direct ? nullptr
+               : static_cast<float*>(scratch(sizeof(float) * size_t(g.groups * c.rows_g * c.cols)));
+  for (int64_t n = 0; n < g.batch; ++n) {
+    const float* image = x + n * g.in_c * g.in_h * g.in_w;
+    if (!c.direct) cuda::conv_im2col(stream(), d, image, columns);
+    const float* col = c.direct ? image : columns;
+    for (int64_t k = 0; k < g.groups; ++k)
+      // dW_k [cout_g, rows_g] (+)= dy[n, group k] [cout_g, cols] x columns_k^T [cols, rows_g]
+      gemm(false, true, c.cout_g, c.rows_g, c.cols, 1.0f,
+           dy + (n * g.out_c + k * c.cout_g) * c.cols, c.cols, col + k * c.rows_g * c.cols, c.cols,
+           n == 0 ? 0.0f : 1.0f, dw + k * c.cout_g * c.rows_g, c.rows_g);
+  }
+  if (dbias) cuda::conv_bias_grad(stream(), dy, dbias, g.batch, g.out_c, c.cols);
+}
+
+void CudaBackend::maxpool2d_forward(const PoolGeometry& g, const float* x, float* y,
+                                    int32_t* argmax) {
+  bind();
+  cuda::maxpool2d_forward(stream(), dims(g), x, y, argmax);
+}
+
+void CudaBackend::maxpool2d_backward(const PoolGeometry& g, const float* dy, const int32_t* argmax,
+                                     float* dx) {
+  bind();
+  cuda::maxpool2d_backward(stream(), dims(g), dy, argmax, dx);
+}
+
+void CudaBackend::avgpool2d_forward(const PoolGeometry& g, bool count_include_pad, const float* x,
+                                    float* y) {
+  bind();
+  cuda::avgpool2d_forward(stream(), dims(g), count_include_pad, x, y);
+}
+
+void CudaBackend::avgpool2d_backward(const PoolGeometry& g, bool count_include_pad, const float* dy,
+                                     float* dx) {
+  bind();
+  cuda::avgpool2d_backward(stream(), dims(g), count_include_pad, dy, dx);
+}
+
+// ---- batch normalisation ----
+
+void CudaBackend::channel_moments(const float* x, int64_t batch, int64_t channels, int64_t plane,
+                                  const float* shift, float* sum, float* sumsq) {
+  bind();
+  cuda::channel_moments(stream(), x, batch, channels, plane, shift, sum, sumsq);
+}
+
+void CudaBackend::batchnorm_forward(const float* x, int64_t batch, int64_t channels, int64_t plane,
+                                    const float* mean, const float* var, float eps,
+                                    const float* gamma, const float* beta, float* y) {
+  bind();
+  cuda::batchnorm_forward(stream(), x, batch, channels, plane, mean, var, eps, gamma, beta, y);
+}
+
+void CudaBackend::batchnorm_backward_reduce(const float* x, const float* dy, int64_t batch,
+                                            int64_t channels, int64_t plane, const float* mean,
+                                            const float* var, float eps, float* sum_dy,
+                                            float* sum_dy_xhat) {
+  bind();
+  cuda::batchnorm_backward_reduce(stream(), x, dy, batch, channels, plane, mean, var, eps, sum_dy,
+                                  sum_dy_xhat);
+}
+
+void CudaBackend::batchnorm_backward_data(const float* x, const float* dy, int64_t batch,
+                                          int64_t channels, int64_t plane, const float* mean,
+                                          const float* var, float eps, const float* gamma,
+                                          const float* sum_dy, const float* sum_dy_xhat,
+                                          double count, float* dx) {
+  bind();
+  cuda::batchnorm_backward_data(stream(), x, dy, batch, channels, plane, mean, var, eps, gamma,
+                                sum_dy, sum_dy_xhat, count, dx);
 }
 
 // ---- optimizers ----

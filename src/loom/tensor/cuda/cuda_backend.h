@@ -89,6 +89,10 @@ class CudaBackend final : public Backend {
                        uint64_t first_index) override;
   void dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t n,
                         float p) override;
+  void activation_forward(Activation kind, float alpha, const float* x, float* y,
+                          int64_t n) override;
+  void activation_backward(Activation kind, float alpha, const float* x, const float* y,
+                           const float* dy, float* dx, int64_t n) override;
 
   double softmax_xent(const float* logits, const int32_t* labels, int64_t rows, int64_t cols,
                       float grad_scale, float* dlogits, int64_t* correct,
@@ -104,6 +108,35 @@ class CudaBackend final : public Backend {
                        int64_t w, int64_t size) override;
   void maxpool_backward(const float* dy, const int32_t* argmax, float* dx, int64_t planes,
                         int64_t h, int64_t w, int64_t size) override;
+
+  // Convolution through loom's own kernels: im2col/col2im for any ConvGeometry, then one
+  // cuBLAS GEMM per image and group (a 1x1, stride 1, unpadded convolution skips im2col).
+  void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
+                      float* y) override;
+  void conv2d_backward_data(const ConvGeometry& g, const float* w, const float* dy,
+                            float* dx) override;
+  void conv2d_backward_weights(const ConvGeometry& g, const float* x, const float* dy, float* dw,
+                               float* dbias) override;
+  void maxpool2d_forward(const PoolGeometry& g, const float* x, float* y, int32_t* argmax) override;
+  void maxpool2d_backward(const PoolGeometry& g, const float* dy, const int32_t* argmax,
+                          float* dx) override;
+  void avgpool2d_forward(const PoolGeometry& g, bool count_include_pad, const float* x,
+                         float* y) override;
+  void avgpool2d_backward(const PoolGeometry& g, bool count_include_pad, const float* dy,
+                          float* dx) override;
+
+  void channel_moments(const float* x, int64_t batch, int64_t channels, int64_t plane,
+                       const float* shift, float* sum, float* sumsq) override;
+  void batchnorm_forward(const float* x, int64_t batch, int64_t channels, int64_t plane,
+                         const float* mean, const float* var, float eps, const float* gamma,
+                         const float* beta, float* y) override;
+  void batchnorm_backward_reduce(const float* x, const float* dy, int64_t batch, int64_t channels,
+                                 int64_t plane, const float* mean, const float* var, float eps,
+                                 float* sum_dy, float* sum_dy_xhat) override;
+  void batchnorm_backward_data(const float* x, const float* dy, int64_t batch, int64_t channels,
+                               int64_t plane, const float* mean, const float* var, float eps,
+                               const float* gamma, const float* sum_dy, const float* sum_dy_xhat,
+                               double count, float* dx) override;
 
   void sgd_update(float* p, const float* g, float* v, int64_t n, float lr, float momentum,
                   float weight_decay, bool nesterov) override;

@@ -59,6 +59,61 @@ void maxpool_forward(cudaStream_t s, const float* x, float* y, int32_t* argmax, 
 void maxpool_backward(cudaStream_t s, const float* dy, const int32_t* argmax, float* dx,
                       int64_t planes, int64_t h, int64_t w, int64_t size);
 
+// The geometry of Backend::conv2d_* and *pool2d_* (tensor/backend.h's ConvGeometry and
+// PoolGeometry, whose C++20 comparisons nvcc's C++17 cannot read), copied field by field.
+struct ConvDims {
+  int64_t batch, in_c, in_h, in_w, out_c, out_h, out_w;
+  int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups;
+};
+struct PoolDims {
+  int64_t planes, in_h, in_w, out_h, out_w, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
+};
+
+// activation.cu. kind is the value of loom::Activation (kRelu 0, kLeakyRelu 1, kGelu 2,
+// kSilu 3, kTanh 4, kSigmoid 5; cuda_backend.cc checks the numbering); alpha is LeakyReLU's.
+void activation_forward(cudaStream_t s, int kind, float alpha, const float* x, float* y, int64_t n);
+void activation_backward(cudaStream_t s, int kind, float alpha, const float* x, const float* y,
+                         const float* dy, float* dx, int64_t n);
+
+// conv2d.cu: the pieces of the own-kernel convolution (cuda_backend.cc runs the per-group
+// GEMMs). conv_im2col: image n's columns [in_c kernel_h kernel_w, out_h out_w] (rectangular,
+// strided, padded, dilated window; the groups' rows one block after another); conv_col2im: its
+// adjoint, dx of image n overwritten, gathered in a fixed order (no atomics).
+void conv_im2col(cudaStream_t s, const ConvDims& g, const float* image, float* columns);
+void conv_col2im(cudaStream_t s, const ConvDims& g, const float* columns, float* image);
+// y[n, c, i] += bias[c] over the batch.
+void conv_add_bias(cudaStream_t s, float* y, const float* bias, int64_t batch, int64_t channels,
+                   int64_t plane);
+// dbias[c] = sum over n, i of dy[n, c, i] (overwritten), one block per channel.
+void conv_bias_grad(cudaStream_t s, const float* dy, float* dbias, int64_t batch, int64_t channels,
+                    int64_t plane);
+
+// pool2d.cu. Backward passes overwrite dx and gather (each input sums its windows' shares in
+// output order, the CPU's), so they are exact and deterministic.
+void maxpool2d_forward(cudaStream_t s, const PoolDims& g, const float* x, float* y,
+                       int32_t* argmax);
+void maxpool2d_backward(cudaStream_t s, const PoolDims& g, const float* dy, const int32_t* argmax,
+                        float* dx);
+void avgpool2d_forward(cudaStream_t s, const PoolDims& g, bool count_include_pad, const float* x,
+                       float* y);
+void avgpool2d_backward(cudaStream_t s, const PoolDims& g, bool count_include_pad, const float* dy,
+                        float* dx);
+
+// batchnorm.cu: per-channel sums (one block per channel, in double), and the elementwise
+// passes; the arguments are Backend's.
+void channel_moments(cudaStream_t s, const float* x, int64_t batch, int64_t channels, int64_t plane,
+                     const float* shift, float* sum, float* sumsq);
+void batchnorm_forward(cudaStream_t s, const float* x, int64_t batch, int64_t channels,
+                       int64_t plane, const float* mean, const float* var, float eps,
+                       const float* gamma, const float* beta, float* y);
+void batchnorm_backward_reduce(cudaStream_t s, const float* x, const float* dy, int64_t batch,
+                               int64_t channels, int64_t plane, const float* mean, const float* var,
+                               float eps, float* sum_dy, float* sum_dy_xhat);
+void batchnorm_backward_data(cudaStream_t s, const float* x, const float* dy, int64_t batch,
+                             int64_t channels, int64_t plane, const float* mean, const float* var,
+                             float eps, const float* gamma, const float* sum_dy,
+                             const float* sum_dy_xhat, double count, float* dx);
+
 // sgd.cu, adam.cu (c1, c2: Adam's bias corrections 1/(1 - beta^t), computed by the caller)
 void sgd_update(cudaStream_t s, float* p, const float* g, float* v, int64_t n, float lr,
                 float momentum, float weight_decay, bool nesterov);
