@@ -183,6 +183,21 @@ class Backend {
                                        const float* var, float eps, const float* gamma,
                                        const float* sum_dy, const float* sum_dy_xhat, double count,
                                        float* dx);
+  // Training forward without replicas to sum over, in one call: per channel, mean = sum x
+  // times inv_count, sumsq = sum (x - mean)^2 (both as channel_moments, then rounded to float),
+  // var = sumsq inv_count, and y as batchnorm_forward with them. The default makes those calls;
+  // the CPU backend runs them channel by channel, so the later passes read the channel from
+  // cache.
+  virtual void batchnorm_forward_training(const float* x, int64_t batch, int64_t channels,
+                                          int64_t plane, float inv_count, float eps,
+                                          const float* gamma, const float* beta, float* mean,
+                                          float* var, float* sumsq, float* y);
+  // batchnorm_backward_reduce into sum_dy and sum_dy_xhat, then batchnorm_backward_data with
+  // them, in one call (the same results; the CPU backend goes channel by channel).
+  virtual void batchnorm_backward(const float* x, const float* dy, int64_t batch, int64_t channels,
+                                  int64_t plane, const float* mean, const float* var, float eps,
+                                  const float* gamma, double count, float* sum_dy,
+                                  float* sum_dy_xhat, float* dx);
 
   // ---- optimizer updates on flat spans ----
   // v = momentum v + (g + wd p); p -= lr (nesterov ? g + wd p + momentum v : v)
