@@ -112,6 +112,12 @@ void Backend::conv2d_backward_weights(const ConvGeometry& g, const float* x, con
   }
 }
 
+void Backend::conv2d_backward(const ConvGeometry& g, const float* x, const float* w,
+                              const float* dy, float* dx, float* dw, float* dbias) {
+  conv2d_backward_weights(g, x, dy, dw, dbias);
+  if (dx) conv2d_backward_data(g, w, dy, dx);
+}
+
 namespace {
 // The geometry maxpool_forward takes: window = stride, no padding, floor mode.
 bool tiled_pool(const PoolGeometry& g) {

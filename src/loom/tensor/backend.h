@@ -147,6 +147,10 @@ class Backend {
   // overwritten.
   virtual void conv2d_backward_weights(const ConvGeometry& g, const float* x, const float* dy,
                                        float* dw, float* dbias);
+  // conv2d_backward_weights and, when dx is not null, conv2d_backward_data in one call (the
+  // default makes those two; the CPU backend brings dy into oneDNN's layout once for both).
+  virtual void conv2d_backward(const ConvGeometry& g, const float* x, const float* w,
+                               const float* dy, float* dx, float* dw, float* dbias);
   // argmax[o] is the index within its input plane of the window's first maximum (a window
   // wholly in padding cannot happen: PyTorch's output size rule prevents it).
   virtual void maxpool2d_forward(const PoolGeometry& g, const float* x, float* y, int32_t* argmax);

@@ -67,6 +67,8 @@ class CpuBackend final : public Backend {
                             float* dx) override;
   void conv2d_backward_weights(const ConvGeometry& g, const float* x, const float* dy, float* dw,
                                float* dbias) override;
+  void conv2d_backward(const ConvGeometry& g, const float* x, const float* w, const float* dy,
+                       float* dx, float* dw, float* dbias) override;
   void maxpool2d_forward(const PoolGeometry& g, const float* x, float* y, int32_t* argmax) override;
   void maxpool2d_backward(const PoolGeometry& g, const float* dy, const int32_t* argmax,
                           float* dx) override;

@@ -30,6 +30,11 @@ void CpuBackend::conv2d_backward_weights(const ConvGeometry& g, const float* x, 
   cpu::onednn_conv_backward_weights(g, x, dy, dw, dbias);
 }
 
+void CpuBackend::conv2d_backward(const ConvGeometry& g, const float* x, const float* w,
+                                 const float* dy, float* dx, float* dw, float* dbias) {
+  cpu::onednn_conv_backward(g, x, w, dy, dx, dw, dbias);
+}
+
 // ---- activations ----
 
 namespace {

@@ -233,6 +233,35 @@ void onednn_conv_backward_weights(const ConvGeometry& g, const float* x, const f
   s.wait();
 }
 
+void onednn_conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* dy,
+                          float* dx, float* dw, float* dbias) {
+  Entry& e = entry(g, dbias != nullptr, "backward", [dx](Entry& en) {
+    if (!en.have_bwd_wts) make_backward_weights(en);
+    if (dx && !en.have_bwd_data) make_backward_data(en);
+  });
+  dnnl::stream& s = thread_cache().stream;
+  dnnl::memory& ddst = e.bw_ddst.read(s, dy);
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, e.bw_src.read(s, x)},
+                                             {DNNL_ARG_DIFF_DST, ddst},
+                                             {DNNL_ARG_DIFF_WEIGHTS, e.bw_dwts.write(dw)}};
+  if (dbias) {
+    e.bw_dbias.set_data_handle(dbias);
+    args.emplace(DNNL_ARG_DIFF_BIAS, e.bw_dbias);
+  }
+  e.bwd_wts.execute(s, args);
+  e.bw_dwts.written(s);
+  if (dx) {
+    // The two primitives take dy in the same layout unless oneDNN picked differently.
+    dnnl::memory& data_ddst =
+        e.bd_ddst.inner.get_desc() == ddst.get_desc() ? ddst : e.bd_ddst.read(s, dy);
+    e.bwd_data.execute(s, {{DNNL_ARG_WEIGHTS, e.bd_wts.read(s, w)},
+                           {DNNL_ARG_DIFF_DST, data_ddst},
+                           {DNNL_ARG_DIFF_SRC, e.bd_dsrc.write(dx)}});
+    e.bd_dsrc.written(s);
+  }
+  s.wait();
+}
+
 int64_t onednn_conv_cached_geometries() {
   return int64_t(thread_cache().entries.size());
 }
