@@ -113,7 +113,10 @@ void Conv2d::init_params(Rng& rng, Backend& backend) {
 }
 
 void Conv2d::forward(const Context& ctx, const float* x, float* y, int64_t batch) {
-  ctx.backend->conv2d_forward(geometry(batch), x, wt_, b_, y);
+  if (ctx.training)
+    ctx.backend->conv2d_forward_training(geometry(batch), x, wt_, b_, y);
+  else
+    ctx.backend->conv2d_forward(geometry(batch), x, wt_, b_, y);
 }
 
 void Conv2d::backward(const Context& ctx, const float* x, const float* y, const float* dy,

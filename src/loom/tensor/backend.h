@@ -140,6 +140,13 @@ class Backend {
   // y = conv(x, w) + bias (bias may be null).
   virtual void conv2d_forward(const ConvGeometry& g, const float* x, const float* w,
                               const float* bias, float* y);
+  // conv2d_forward in training: the backend may keep what conv2d_backward needs of x (the CPU
+  // backend keeps it in oneDNN's layout) for the next conv2d_backward on the same x, so x must
+  // not change before that. The default is conv2d_forward.
+  virtual void conv2d_forward_training(const ConvGeometry& g, const float* x, const float* w,
+                                       const float* bias, float* y) {
+    conv2d_forward(g, x, w, bias, y);
+  }
   // dx = conv^T(dy, w), overwritten.
   virtual void conv2d_backward_data(const ConvGeometry& g, const float* w, const float* dy,
                                     float* dx);

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <thread>
 
@@ -150,6 +151,39 @@ TEST(OnednnConv, CombinedBackwardMatchesSeparateOps) {
           EXPECT_EQ(dx2, std::vector<float>(x.size(), 2.0f)) << "dx untouched";
       }
   }
+}
+
+// A training forward keeps x in oneDNN's layout for the next backward on it: the results are
+// the plain ops', for each of two layers of one geometry, and a second backward (nothing kept
+// any more) or a new x after a new training forward give the plain ops' results too.
+TEST(OnednnConv, TrainingForwardKeepsInputForBackward) {
+  CpuBackend be;
+  const ConvGeometry g = geometry(2, 16, 8, 16, 3, 1, 1, 1, 1);
+  const int64_t nx = g.batch * g.in_c * g.in_h * g.in_w;
+  const int64_t ny = g.batch * g.out_c * g.out_h * g.out_w;
+  auto x1 = random_vector(nx, 21), x2 = random_vector(nx, 22);
+  const auto w = random_vector(g.out_c * g.in_c * 9, 23), dy = random_vector(ny, 24);
+  const auto check = [&](const std::vector<float>& x, const char* what) {
+    std::vector<float> dx1(x.size()), dx2(x.size()), dw1(w.size()), dw2(w.size());
+    be.conv2d_backward_weights(g, x.data(), dy.data(), dw1.data(), nullptr);
+    be.conv2d_backward_data(g, w.data(), dy.data(), dx1.data());
+    be.conv2d_backward(g, x.data(), w.data(), dy.data(), dx2.data(), dw2.data(), nullptr);
+    EXPECT_EQ(dw1, dw2) << what;
+    EXPECT_EQ(dx1, dx2) << what;
+  };
+  std::vector<float> y1(static_cast<size_t>(ny)), y2(static_cast<size_t>(ny));
+  be.conv2d_forward_training(g, x1.data(), w.data(), nullptr, y1.data());
+  be.conv2d_forward_training(g, x2.data(), w.data(), nullptr, y2.data());
+  std::vector<float> want(static_cast<size_t>(ny));
+  be.conv2d_forward(g, x1.data(), w.data(), nullptr, want.data());
+  EXPECT_EQ(y1, want);
+  check(x2, "second layer");
+  check(x1, "first layer");
+  check(x1, "again, nothing kept");
+  const auto fresh = random_vector(nx, 25);  // new values in the same storage, a new forward
+  std::copy(fresh.begin(), fresh.end(), x1.begin());
+  be.conv2d_forward_training(g, x1.data(), w.data(), nullptr, y1.data());
+  check(x1, "new values");
 }
 
 TEST(OnednnConv, PrimitivesAreCachedPerGeometry) {

@@ -63,6 +63,8 @@ class CpuBackend final : public Backend {
   // (cpu_layer_ops.cc).
   void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
                       float* y) override;
+  void conv2d_forward_training(const ConvGeometry& g, const float* x, const float* w,
+                               const float* bias, float* y) override;
   void conv2d_backward_data(const ConvGeometry& g, const float* w, const float* dy,
                             float* dx) override;
   void conv2d_backward_weights(const ConvGeometry& g, const float* x, const float* dy, float* dw,

@@ -20,6 +20,11 @@ void CpuBackend::conv2d_forward(const ConvGeometry& g, const float* x, const flo
   cpu::onednn_conv_forward(g, x, w, bias, y);
 }
 
+void CpuBackend::conv2d_forward_training(const ConvGeometry& g, const float* x, const float* w,
+                                         const float* bias, float* y) {
+  cpu::onednn_conv_forward_training(g, x, w, bias, y);
+}
+
 void CpuBackend::conv2d_backward_data(const ConvGeometry& g, const float* w, const float* dy,
                                       float* dx) {
   cpu::onednn_conv_backward_data(g, w, dy, dx);
