@@ -38,7 +38,10 @@ class BatchNorm final : public Layer {
 
  private:
   bool syncing(const Context& ctx) const { return sync_ && ctx.reducer != nullptr; }
-  void batch_statistics(const Context& ctx, const float* x, int64_t batch);
+  // Batch statistics, running statistics and y (count_, mean_, var_ and scratch_ set).
+  void train_forward(const Context& ctx, const float* x, float* y, int64_t batch);
+  void check_count() const;
+  void update_running(Backend& be, const float* sumsq);
 
   int64_t channels_;
   float eps_, momentum_;

@@ -113,14 +113,15 @@ void Conv2d::init_params(Rng& rng, Backend& backend) {
 }
 
 void Conv2d::forward(const Context& ctx, const float* x, float* y, int64_t batch) {
-  ctx.backend->conv2d_forward(geometry(batch), x, wt_, b_, y);
+  if (ctx.training)
+    ctx.backend->conv2d_forward_training(geometry(batch), x, wt_, b_, y);
+  else
+    ctx.backend->conv2d_forward(geometry(batch), x, wt_, b_, y);
 }
 
 void Conv2d::backward(const Context& ctx, const float* x, const float* y, const float* dy,
                       float* dx, int64_t batch) {
-  const ConvGeometry g = geometry(batch);
-  ctx.backend->conv2d_backward_weights(g, x, dy, dwt_, db_);
-  if (dx) ctx.backend->conv2d_backward_data(g, wt_, dy, dx);
+  ctx.backend->conv2d_backward(geometry(batch), x, wt_, dy, dx, dwt_, db_);
 }
 
 }  // namespace loom::nn

@@ -112,6 +112,12 @@ void Backend::conv2d_backward_weights(const ConvGeometry& g, const float* x, con
   }
 }
 
+void Backend::conv2d_backward(const ConvGeometry& g, const float* x, const float* w,
+                              const float* dy, float* dx, float* dw, float* dbias) {
+  conv2d_backward_weights(g, x, dy, dw, dbias);
+  if (dx) conv2d_backward_data(g, w, dy, dx);
+}
+
 namespace {
 // The geometry maxpool_forward takes: window = stride, no padding, floor mode.
 bool tiled_pool(const PoolGeometry& g) {
@@ -154,6 +160,27 @@ void Backend::batchnorm_backward_data(const float*, const float*, int64_t, int64
                                       const float*, const float*, float, const float*, const float*,
                                       const float*, double, float*) {
   unavailable(*this, "batchnorm_backward_data");
+}
+
+void Backend::batchnorm_forward_training(const float* x, int64_t batch, int64_t channels,
+                                         int64_t plane, float inv_count, float eps,
+                                         const float* gamma, const float* beta, float* mean,
+                                         float* var, float* sumsq, float* y) {
+  channel_moments(x, batch, channels, plane, nullptr, mean, nullptr);
+  scale(channels, inv_count, mean);
+  channel_moments(x, batch, channels, plane, mean, nullptr, sumsq);
+  copy(var, sumsq, size_t(channels) * sizeof(float));
+  scale(channels, inv_count, var);
+  batchnorm_forward(x, batch, channels, plane, mean, var, eps, gamma, beta, y);
+}
+
+void Backend::batchnorm_backward(const float* x, const float* dy, int64_t batch, int64_t channels,
+                                 int64_t plane, const float* mean, const float* var, float eps,
+                                 const float* gamma, double count, float* sum_dy,
+                                 float* sum_dy_xhat, float* dx) {
+  batchnorm_backward_reduce(x, dy, batch, channels, plane, mean, var, eps, sum_dy, sum_dy_xhat);
+  batchnorm_backward_data(x, dy, batch, channels, plane, mean, var, eps, gamma, sum_dy, sum_dy_xhat,
+                          count, dx);
 }
 
 }  // namespace loom

@@ -140,6 +140,13 @@ class Backend {
   // y = conv(x, w) + bias (bias may be null).
   virtual void conv2d_forward(const ConvGeometry& g, const float* x, const float* w,
                               const float* bias, float* y);
+  // conv2d_forward in training: the backend may keep what conv2d_backward needs of x (the CPU
+  // backend keeps it in oneDNN's layout) for the next conv2d_backward on the same x, so x must
+  // not change before that. The default is conv2d_forward.
+  virtual void conv2d_forward_training(const ConvGeometry& g, const float* x, const float* w,
+                                       const float* bias, float* y) {
+    conv2d_forward(g, x, w, bias, y);
+  }
   // dx = conv^T(dy, w), overwritten.
   virtual void conv2d_backward_data(const ConvGeometry& g, const float* w, const float* dy,
                                     float* dx);
@@ -147,6 +154,10 @@ class Backend {
   // overwritten.
   virtual void conv2d_backward_weights(const ConvGeometry& g, const float* x, const float* dy,
                                        float* dw, float* dbias);
+  // conv2d_backward_weights and, when dx is not null, conv2d_backward_data in one call (the
+  // default makes those two; the CPU backend brings dy into oneDNN's layout once for both).
+  virtual void conv2d_backward(const ConvGeometry& g, const float* x, const float* w,
+                               const float* dy, float* dx, float* dw, float* dbias);
   // argmax[o] is the index within its input plane of the window's first maximum (a window
   // wholly in padding cannot happen: PyTorch's output size rule prevents it).
   virtual void maxpool2d_forward(const PoolGeometry& g, const float* x, float* y, int32_t* argmax);
@@ -183,6 +194,21 @@ class Backend {
                                        const float* var, float eps, const float* gamma,
                                        const float* sum_dy, const float* sum_dy_xhat, double count,
                                        float* dx);
+  // Training forward without replicas to sum over, in one call: per channel, mean = sum x
+  // times inv_count, sumsq = sum (x - mean)^2 (both as channel_moments, then rounded to float),
+  // var = sumsq inv_count, and y as batchnorm_forward with them. The default makes those calls;
+  // the CPU backend runs them channel by channel, so the later passes read the channel from
+  // cache.
+  virtual void batchnorm_forward_training(const float* x, int64_t batch, int64_t channels,
+                                          int64_t plane, float inv_count, float eps,
+                                          const float* gamma, const float* beta, float* mean,
+                                          float* var, float* sumsq, float* y);
+  // batchnorm_backward_reduce into sum_dy and sum_dy_xhat, then batchnorm_backward_data with
+  // them, in one call (the same results; the CPU backend goes channel by channel).
+  virtual void batchnorm_backward(const float* x, const float* dy, int64_t batch, int64_t channels,
+                                  int64_t plane, const float* mean, const float* var, float eps,
+                                  const float* gamma, double count, float* sum_dy,
+                                  float* sum_dy_xhat, float* dx);
 
   // ---- optimizer updates on flat spans ----
   // v = momentum v + (g + wd p); p -= lr (nesterov ? g + wd p + momentum v : v)

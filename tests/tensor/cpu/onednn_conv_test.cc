@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <thread>
 
@@ -119,6 +120,70 @@ TEST(OnednnConv, BackendDefaultsAgreeWithOnednn) {
     EXPECT_NE(std::string(e.what()).find("is not available on the cpu"), std::string::npos)
         << e.what();
   }
+}
+
+// The combined backward gives the two separate ops' results bit for bit, with and without dx
+// and bias, on geometries oneDNN runs in its blocked layout.
+TEST(OnednnConv, CombinedBackwardMatchesSeparateOps) {
+  CpuBackend be;
+  for (const ConvGeometry& g :
+       {geometry(3, 16, 9, 32, 3, 1, 1, 1, 1), geometry(2, 32, 8, 16, 1, 2, 0, 1, 1)}) {
+    const int64_t nx = g.batch * g.in_c * g.in_h * g.in_w;
+    const int64_t ny = g.batch * g.out_c * g.out_h * g.out_w;
+    const auto x = random_vector(nx, 11),
+               w = random_vector(g.out_c * g.in_c * g.kernel_h * g.kernel_w, 12);
+    const auto b = random_vector(g.out_c, 13), dy = random_vector(ny, 14);
+    std::vector<float> y(static_cast<size_t>(ny));
+    for (const bool bias : {false, true})
+      for (const bool data : {false, true}) {
+        be.conv2d_forward(g, x.data(), w.data(), bias ? b.data() : nullptr, y.data());
+        std::vector<float> dx1(x.size(), 1.0f), dx2(x.size(), 2.0f), dw1(w.size()), dw2(w.size());
+        std::vector<float> db1(size_t(g.out_c)), db2(size_t(g.out_c));
+        be.conv2d_backward_weights(g, x.data(), dy.data(), dw1.data(), bias ? db1.data() : nullptr);
+        if (data) be.conv2d_backward_data(g, w.data(), dy.data(), dx1.data());
+        be.conv2d_backward(g, x.data(), w.data(), dy.data(), data ? dx2.data() : nullptr,
+                           dw2.data(), bias ? db2.data() : nullptr);
+        EXPECT_EQ(dw1, dw2) << "bias " << bias << " data " << data;
+        EXPECT_EQ(db1, db2) << "bias " << bias << " data " << data;
+        if (data)
+          EXPECT_EQ(dx1, dx2) << "bias " << bias;
+        else
+          EXPECT_EQ(dx2, std::vector<float>(x.size(), 2.0f)) << "dx untouched";
+      }
+  }
+}
+
+// A training forward keeps x in oneDNN's layout for the next backward on it: the results are
+// the plain ops', for each of two layers of one geometry, and a second backward (nothing kept
+// any more) or a new x after a new training forward give the plain ops' results too.
+TEST(OnednnConv, TrainingForwardKeepsInputForBackward) {
+  CpuBackend be;
+  const ConvGeometry g = geometry(2, 16, 8, 16, 3, 1, 1, 1, 1);
+  const int64_t nx = g.batch * g.in_c * g.in_h * g.in_w;
+  const int64_t ny = g.batch * g.out_c * g.out_h * g.out_w;
+  auto x1 = random_vector(nx, 21), x2 = random_vector(nx, 22);
+  const auto w = random_vector(g.out_c * g.in_c * 9, 23), dy = random_vector(ny, 24);
+  const auto check = [&](const std::vector<float>& x, const char* what) {
+    std::vector<float> dx1(x.size()), dx2(x.size()), dw1(w.size()), dw2(w.size());
+    be.conv2d_backward_weights(g, x.data(), dy.data(), dw1.data(), nullptr);
+    be.conv2d_backward_data(g, w.data(), dy.data(), dx1.data());
+    be.conv2d_backward(g, x.data(), w.data(), dy.data(), dx2.data(), dw2.data(), nullptr);
+    EXPECT_EQ(dw1, dw2) << what;
+    EXPECT_EQ(dx1, dx2) << what;
+  };
+  std::vector<float> y1(static_cast<size_t>(ny)), y2(static_cast<size_t>(ny));
+  be.conv2d_forward_training(g, x1.data(), w.data(), nullptr, y1.data());
+  be.conv2d_forward_training(g, x2.data(), w.data(), nullptr, y2.data());
+  std::vector<float> want(static_cast<size_t>(ny));
+  be.conv2d_forward(g, x1.data(), w.data(), nullptr, want.data());
+  EXPECT_EQ(y1, want);
+  check(x2, "second layer");
+  check(x1, "first layer");
+  check(x1, "again, nothing kept");
+  const auto fresh = random_vector(nx, 25);  // new values in the same storage, a new forward
+  std::copy(fresh.begin(), fresh.end(), x1.begin());
+  be.conv2d_forward_training(g, x1.data(), w.data(), nullptr, y1.data());
+  check(x1, "new values");
 }
 
 TEST(OnednnConv, PrimitivesAreCachedPerGeometry) {

@@ -63,10 +63,14 @@ class CpuBackend final : public Backend {
   // (cpu_layer_ops.cc).
   void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
                       float* y) override;
+  void conv2d_forward_training(const ConvGeometry& g, const float* x, const float* w,
+                               const float* bias, float* y) override;
   void conv2d_backward_data(const ConvGeometry& g, const float* w, const float* dy,
                             float* dx) override;
   void conv2d_backward_weights(const ConvGeometry& g, const float* x, const float* dy, float* dw,
                                float* dbias) override;
+  void conv2d_backward(const ConvGeometry& g, const float* x, const float* w, const float* dy,
+                       float* dx, float* dw, float* dbias) override;
   void maxpool2d_forward(const PoolGeometry& g, const float* x, float* y, int32_t* argmax) override;
   void maxpool2d_backward(const PoolGeometry& g, const float* dy, const int32_t* argmax,
                           float* dx) override;
@@ -86,6 +90,13 @@ class CpuBackend final : public Backend {
                                int64_t plane, const float* mean, const float* var, float eps,
                                const float* gamma, const float* sum_dy, const float* sum_dy_xhat,
                                double count, float* dx) override;
+  void batchnorm_forward_training(const float* x, int64_t batch, int64_t channels, int64_t plane,
+                                  float inv_count, float eps, const float* gamma, const float* beta,
+                                  float* mean, float* var, float* sumsq, float* y) override;
+  void batchnorm_backward(const float* x, const float* dy, int64_t batch, int64_t channels,
+                          int64_t plane, const float* mean, const float* var, float eps,
+                          const float* gamma, double count, float* sum_dy, float* sum_dy_xhat,
+                          float* dx) override;
 
   void sgd_update(float* p, const float* g, float* v, int64_t n, float lr, float momentum,
                   float weight_decay, bool nesterov) override;

@@ -20,6 +20,11 @@ void CpuBackend::conv2d_forward(const ConvGeometry& g, const float* x, const flo
   cpu::onednn_conv_forward(g, x, w, bias, y);
 }
 
+void CpuBackend::conv2d_forward_training(const ConvGeometry& g, const float* x, const float* w,
+                                         const float* bias, float* y) {
+  cpu::onednn_conv_forward_training(g, x, w, bias, y);
+}
+
 void CpuBackend::conv2d_backward_data(const ConvGeometry& g, const float* w, const float* dy,
                                       float* dx) {
   cpu::onednn_conv_backward_data(g, w, dy, dx);
@@ -28,6 +33,11 @@ void CpuBackend::conv2d_backward_data(const ConvGeometry& g, const float* w, con
 void CpuBackend::conv2d_backward_weights(const ConvGeometry& g, const float* x, const float* dy,
                                          float* dw, float* dbias) {
   cpu::onednn_conv_backward_weights(g, x, dy, dw, dbias);
+}
+
+void CpuBackend::conv2d_backward(const ConvGeometry& g, const float* x, const float* w,
+                                 const float* dy, float* dx, float* dw, float* dbias) {
+  cpu::onednn_conv_backward(g, x, w, dy, dx, dw, dbias);
 }
 
 // ---- activations ----
@@ -281,6 +291,48 @@ void plane_grad_sums(const float* __restrict x, const float* __restrict dy, int6
   s_dy_xmu += sb;
 }
 
+// Channel c of y = x a + b with a = gamma istd, b = beta - mean a, as PyTorch's CPU kernel
+// computes it.
+void normalise_channel(const float* x, int64_t batch, int64_t channels, int64_t plane, int64_t c,
+                       float mean, float var, float eps, float gamma, float beta, float* y) {
+  const float a = gamma / std::sqrt(var + eps);
+  const float b = beta - mean * a;
+  for (int64_t n = 0; n < batch; ++n) {
+    const float* __restrict in = x + (n * channels + c) * plane;
+    float* __restrict out = y + (n * channels + c) * plane;
+    for (int64_t i = 0; i < plane; ++i) out[i] = in[i] * a + b;
+  }
+}
+
+// Channel c's sum of dy and of dy xhat.
+void reduce_channel(const float* x, const float* dy, int64_t batch, int64_t channels, int64_t plane,
+                    int64_t c, float mean, float var, float eps, float& sum_dy,
+                    float& sum_dy_xhat) {
+  double s_dy = 0, s_dy_xmu = 0;
+  for (int64_t n = 0; n < batch; ++n)
+    plane_grad_sums(x + (n * channels + c) * plane, dy + (n * channels + c) * plane, plane, mean,
+                    s_dy, s_dy_xmu);
+  sum_dy = float(s_dy);
+  sum_dy_xhat = float(s_dy_xmu / std::sqrt(double(var) + double(eps)));
+}
+
+// Channel c of dx (batchnorm_backward_data); null sums stand for zeros.
+void data_channel(const float* x, const float* dy, int64_t batch, int64_t channels, int64_t plane,
+                  int64_t c, float mean, float var, float eps, float gamma, const float* sum_dy,
+                  const float* sum_dy_xhat, double count, float* dx) {
+  const double istd = 1.0 / std::sqrt(double(var) + double(eps));
+  // dx = a (dy - b - (x - mean) k)
+  const float a = float(double(gamma) * istd);
+  const float b = sum_dy ? float(double(*sum_dy) / count) : 0.0f;
+  const float k = sum_dy_xhat ? float(double(*sum_dy_xhat) * istd / count) : 0.0f;
+  for (int64_t n = 0; n < batch; ++n) {
+    const float* __restrict in = x + (n * channels + c) * plane;
+    const float* __restrict d = dy + (n * channels + c) * plane;
+    float* __restrict out = dx + (n * channels + c) * plane;
+    for (int64_t i = 0; i < plane; ++i) out[i] = a * (d[i] - b - (in[i] - mean) * k);
+  }
+}
+
 }  // namespace
 
 void CpuBackend::channel_moments(const float* x, int64_t batch, int64_t channels, int64_t plane,
@@ -299,15 +351,27 @@ void CpuBackend::channel_moments(const float* x, int64_t batch, int64_t channels
 void CpuBackend::batchnorm_forward(const float* x, int64_t batch, int64_t channels, int64_t plane,
                                    const float* mean, const float* var, float eps,
                                    const float* gamma, const float* beta, float* y) {
-  // y = x a + b with a = gamma istd, b = beta - mean a, as PyTorch's CPU kernel computes it.
+  for (int64_t c = 0; c < channels; ++c)
+    normalise_channel(x, batch, channels, plane, c, mean[c], var[c], eps, gamma[c], beta[c], y);
+}
+
+void CpuBackend::batchnorm_forward_training(const float* x, int64_t batch, int64_t channels,
+                                            int64_t plane, float inv_count, float eps,
+                                            const float* gamma, const float* beta, float* mean,
+                                            float* var, float* sumsq, float* y) {
+  // Channel by channel (a channel of a ResNet batch is a few hundred KB), so the second and
+  // third passes read it from cache; the same sums in the same order as channel_moments.
   for (int64_t c = 0; c < channels; ++c) {
-    const float a = gamma[c] / std::sqrt(var[c] + eps);
-    const float b = beta[c] - mean[c] * a;
-    for (int64_t n = 0; n < batch; ++n) {
-      const float* __restrict in = x + (n * channels + c) * plane;
-      float* __restrict out = y + (n * channels + c) * plane;
-      for (int64_t i = 0; i < plane; ++i) out[i] = in[i] * a + b;
-    }
+    double s1 = 0, s2 = 0;
+    for (int64_t n = 0; n < batch; ++n)
+      plane_moments(x + (n * channels + c) * plane, plane, 0.0f, s1, s2);
+    mean[c] = float(s1) * inv_count;
+    s1 = s2 = 0;
+    for (int64_t n = 0; n < batch; ++n)
+      plane_moments(x + (n * channels + c) * plane, plane, mean[c], s1, s2);
+    sumsq[c] = float(s2);
+    var[c] = sumsq[c] * inv_count;
+    normalise_channel(x, batch, channels, plane, c, mean[c], var[c], eps, gamma[c], beta[c], y);
   }
 }
 
@@ -315,14 +379,9 @@ void CpuBackend::batchnorm_backward_reduce(const float* x, const float* dy, int6
                                            int64_t channels, int64_t plane, const float* mean,
                                            const float* var, float eps, float* sum_dy,
                                            float* sum_dy_xhat) {
-  for (int64_t c = 0; c < channels; ++c) {
-    double s_dy = 0, s_dy_xmu = 0;
-    for (int64_t n = 0; n < batch; ++n)
-      plane_grad_sums(x + (n * channels + c) * plane, dy + (n * channels + c) * plane, plane,
-                      mean[c], s_dy, s_dy_xmu);
-    sum_dy[c] = float(s_dy);
-    sum_dy_xhat[c] = float(s_dy_xmu / std::sqrt(double(var[c]) + double(eps)));
-  }
+  for (int64_t c = 0; c < channels; ++c)
+    reduce_channel(x, dy, batch, channels, plane, c, mean[c], var[c], eps, sum_dy[c],
+                   sum_dy_xhat[c]);
 }
 
 void CpuBackend::batchnorm_backward_data(const float* x, const float* dy, int64_t batch,
@@ -330,19 +389,21 @@ void CpuBackend::batchnorm_backward_data(const float* x, const float* dy, int64_
                                          const float* var, float eps, const float* gamma,
                                          const float* sum_dy, const float* sum_dy_xhat,
                                          double count, float* dx) {
+  for (int64_t c = 0; c < channels; ++c)
+    data_channel(x, dy, batch, channels, plane, c, mean[c], var[c], eps, gamma[c],
+                 sum_dy ? &sum_dy[c] : nullptr, sum_dy_xhat ? &sum_dy_xhat[c] : nullptr, count, dx);
+}
+
+void CpuBackend::batchnorm_backward(const float* x, const float* dy, int64_t batch,
+                                    int64_t channels, int64_t plane, const float* mean,
+                                    const float* var, float eps, const float* gamma, double count,
+                                    float* sum_dy, float* sum_dy_xhat, float* dx) {
+  // Channel by channel, so the data pass reads x and dy from cache.
   for (int64_t c = 0; c < channels; ++c) {
-    const double istd = 1.0 / std::sqrt(double(var[c]) + double(eps));
-    // dx = a (dy - b - (x - mean) k)
-    const float a = float(double(gamma[c]) * istd);
-    const float b = sum_dy ? float(double(sum_dy[c]) / count) : 0.0f;
-    const float k = sum_dy_xhat ? float(double(sum_dy_xhat[c]) * istd / count) : 0.0f;
-    const float m = mean[c];
-    for (int64_t n = 0; n < batch; ++n) {
-      const float* __restrict in = x + (n * channels + c) * plane;
-      const float* __restrict d = dy + (n * channels + c) * plane;
-      float* __restrict out = dx + (n * channels + c) * plane;
-      for (int64_t i = 0; i < plane; ++i) out[i] = a * (d[i] - b - (in[i] - m) * k);
-    }
+    reduce_channel(x, dy, batch, channels, plane, c, mean[c], var[c], eps, sum_dy[c],
+                   sum_dy_xhat[c]);
+    data_channel(x, dy, batch, channels, plane, c, mean[c], var[c], eps, gamma[c], &sum_dy[c],
+                 &sum_dy_xhat[c], count, dx);
   }
 }
 

@@ -68,6 +68,13 @@ struct Entry {
   dnnl::convolution_backward_weights bwd_wts;
   Arg bw_src, bw_ddst, bw_dwts;
   dnnl::memory bw_dbias;
+  // Training forwards' inputs in the primitive's layout, by loom's pointer, each kept for the
+  // next backward on that pointer (used once).
+  struct Saved {
+    dnnl::memory src;
+    bool fresh = false;
+  };
+  std::unordered_map<const float*, Saved> saved;
 };
 
 // Geometries seen by one thread: the step's layers, the evaluation batch and a last short batch.
@@ -200,6 +207,29 @@ void onednn_conv_forward(const ConvGeometry& g, const float* x, const float* w, 
   s.wait();
 }
 
+void onednn_conv_forward_training(const ConvGeometry& g, const float* x, const float* w,
+                                  const float* bias, float* y) {
+  Entry& e = entry(g, bias != nullptr, "forward", [](Entry&) {});
+  if (!e.fwd_src.to_inner) return onednn_conv_forward(g, x, w, bias, y);
+  dnnl::stream& s = thread_cache().stream;
+  if (e.saved.size() >= 64 && !e.saved.count(x)) e.saved.clear();
+  Entry::Saved& kept = e.saved[x];
+  if (!kept.src) kept.src = dnnl::memory(e.fwd_pd.src_desc(), cpu_engine());
+  e.fwd_src.user.set_data_handle(const_cast<float*>(x));
+  e.fwd_src.to_inner->execute(s, e.fwd_src.user, kept.src);
+  kept.fresh = true;
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, kept.src},
+                                             {DNNL_ARG_WEIGHTS, e.fwd_wts.read(s, w)},
+                                             {DNNL_ARG_DST, e.fwd_dst.write(y)}};
+  if (bias) {
+    e.fwd_bias.set_data_handle(const_cast<float*>(bias));
+    args.emplace(DNNL_ARG_BIAS, e.fwd_bias);
+  }
+  e.fwd.execute(s, args);
+  e.fwd_dst.written(s);
+  s.wait();
+}
+
 void onednn_conv_backward_data(const ConvGeometry& g, const float* w, const float* dy, float* dx) {
   // The backward data primitive does not depend on the bias: join the entry the layer's
   // forward made, whichever it was.
@@ -230,6 +260,44 @@ void onednn_conv_backward_weights(const ConvGeometry& g, const float* x, const f
   }
   e.bwd_wts.execute(s, args);
   e.bw_dwts.written(s);
+  s.wait();
+}
+
+void onednn_conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* dy,
+                          float* dx, float* dw, float* dbias) {
+  Entry& e = entry(g, dbias != nullptr, "backward", [dx](Entry& en) {
+    if (!en.have_bwd_wts) make_backward_weights(en);
+    if (dx && !en.have_bwd_data) make_backward_data(en);
+  });
+  dnnl::stream& s = thread_cache().stream;
+  dnnl::memory& ddst = e.bw_ddst.read(s, dy);
+  // The training forward's reordered x when it kept one in this primitive's layout.
+  dnnl::memory src;
+  const auto kept = e.saved.find(x);
+  if (kept != e.saved.end() && kept->second.fresh &&
+      kept->second.src.get_desc() == e.bw_src.inner.get_desc()) {
+    src = kept->second.src;
+    kept->second.fresh = false;
+  } else {
+    src = e.bw_src.read(s, x);
+  }
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_DIFF_WEIGHTS, e.bw_dwts.write(dw)}};
+  if (dbias) {
+    e.bw_dbias.set_data_handle(dbias);
+    args.emplace(DNNL_ARG_DIFF_BIAS, e.bw_dbias);
+  }
+  e.bwd_wts.execute(s, args);
+  e.bw_dwts.written(s);
+  if (dx) {
+    // The two primitives take dy in the same layout unless oneDNN picked differently.
+    dnnl::memory& data_ddst =
+        e.bd_ddst.inner.get_desc() == ddst.get_desc() ? ddst : e.bd_ddst.read(s, dy);
+    e.bwd_data.execute(s, {{DNNL_ARG_WEIGHTS, e.bd_wts.read(s, w)},
+                           {DNNL_ARG_DIFF_DST, data_ddst},
+                           {DNNL_ARG_DIFF_SRC, e.bd_dsrc.write(dx)}});
+    e.bd_dsrc.written(s);
+  }
   s.wait();
 }
 

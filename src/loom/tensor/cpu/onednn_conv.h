@@ -14,9 +14,16 @@ namespace loom::cpu {
 
 void onednn_conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
                          float* y);
+// onednn_conv_forward, keeping x in the primitive's layout for the next onednn_conv_backward
+// on the same x pointer (which uses it once; x must not change in between).
+void onednn_conv_forward_training(const ConvGeometry& g, const float* x, const float* w,
+                                  const float* bias, float* y);
 void onednn_conv_backward_data(const ConvGeometry& g, const float* w, const float* dy, float* dx);
 void onednn_conv_backward_weights(const ConvGeometry& g, const float* x, const float* dy, float* dw,
                                   float* dbias);
+// Both backward passes (dx when not null), with dy brought into the blocked layout once.
+void onednn_conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* dy,
+                          float* dx, float* dw, float* dbias);
 
 // Geometries cached on the calling thread (for tests of the cache).
 int64_t onednn_conv_cached_geometries();
