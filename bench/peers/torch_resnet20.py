@@ -4,6 +4,7 @@ bench/resnet20.sh compares accuracy and speed against it in the same run.
 
   python bench/peers/torch_resnet20.py --threads 1 --max-steps 60      # speed
   python bench/peers/torch_resnet20.py --threads 2 --epochs 5 --seed 0 # accuracy
+  python bench/peers/torch_resnet20.py --export-onnx r20.onnx          # for model = "r20.onnx"
 
 The network is configs/models/resnet20.toml: a 3x3 convolution to 16 channels, three stages of
 three basic blocks (16, 32, 64 channels; the first block of stages 2 and 3 has stride 2 and a
@@ -36,6 +37,9 @@ parser.add_argument("--batch", type=int, default=128)
 parser.add_argument("--lr", type=float, default=0.1)
 parser.add_argument("--seed", type=int, default=0)
 parser.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+parser.add_argument("--export-onnx", metavar="PATH",
+                    help="write the initialised network as ONNX (training mode: BatchNorm kept) "
+                         "for `loom train --set model=PATH`, and exit")
 args = parser.parse_args()
 os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
 os.environ["OMP_NUM_THREADS"] = str(args.threads)
@@ -109,6 +113,13 @@ def main():
     x_train, y_train, x_test, y_test = load_standardised(args.data)
     x_train, x_test = x_train.view(-1, 1, 28, 28), x_test.view(-1, 1, 28, 28)
     model = resnet20()
+    if args.export_onnx:
+        torch.onnx.export(model, torch.zeros(1, 1, 28, 28), args.export_onnx,
+                          training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                          opset_version=14, input_names=["x"], output_names=["logits"],
+                          dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}})
+        print(f"wrote {args.export_onnx}")
+        return
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4)
     loss_fn = nn.CrossEntropyLoss()
     steps_per_epoch = math.ceil(len(x_train) / args.batch)
