@@ -69,14 +69,15 @@ int model_parallel_block_index(const nn::Model& model) {
   return -1;
 }
 
-std::unique_ptr<nn::Model> build_parallel_model(std::vector<std::unique_ptr<nn::Layer>> layers,
-                                                const ParallelOptions& opts,
-                                                comm::Communicator& comm, Backend& backend,
-                                                const nn::Shape& input_shape, int num_classes,
-                                                uint64_t init_seed) {
-  if (opts.mode == "data" || comm.size() == 1)
-    return std::make_unique<nn::Model>(backend, input_shape, num_classes, std::move(layers));
+namespace {
 
+// The chain `layers` laid out for `opts` (model or hybrid): the layers before the first split
+// dense layer as they are, then one ModelParallelBlock. first_index: the index of the chain's
+// first layer in the whole model, which the block's sublayers keep (their initial weights and
+// dropout streams are drawn by it). params_before: layers before the chain have parameters.
+std::vector<std::unique_ptr<nn::Layer>> parallel_chain(
+    std::vector<std::unique_ptr<nn::Layer>> layers, const ParallelOptions& opts,
+    comm::Communicator& comm, uint64_t init_seed, int first_index, bool params_before_chain) {
   // Roles of the dense layers.
   std::vector<int> dense;
   for (size_t i = 0; i < layers.size(); ++i)
@@ -123,7 +124,7 @@ std::unique_ptr<nn::Model> build_parallel_model(std::vector<std::unique_ptr<nn::
   }
 
   const int start = opts.mode == "model" ? 0 : dense[first_mp];
-  bool params_before = false;
+  bool params_before = params_before_chain;
   for (int i = 0; i < start; ++i) params_before = params_before || layers[size_t(i)]->num_params();
 
   std::shared_ptr<compress::Codec> codec;
@@ -144,7 +145,7 @@ std::unique_ptr<nn::Model> build_parallel_model(std::vector<std::unique_ptr<nn::
     if (lin) {
       const std::string& r = role[k];
       const bool next_is_row = k + 1 < role.size() && role[k + 1] == "row";
-      const std::string name = layer_name(i, l);
+      const std::string name = layer_name(first_index + i, l);
       if (r == "row" && !sharded)
         throw ConfigError(
             fmt::format("key 'parallel.linear': {} is row-parallel but does not "
@@ -168,14 +169,14 @@ std::unique_ptr<nn::Model> build_parallel_model(std::vector<std::unique_ptr<nn::
           shard_cols = col->local_cols();
           full_features = lin->out_features();
         }
-        sub.push_back({std::move(col), i});
+        sub.push_back({std::move(col), first_index + i});
       } else if (r == "row") {
         sub.push_back({std::make_unique<RowParallelLinear>(lin->in_features(), lin->out_features(),
                                                            *ex, name),
-                       i});
+                       first_index + i});
         sharded = false;
       } else {  // replicated: the single-worker layer itself
-        sub.push_back({std::move(layers[size_t(i)]), i});
+        sub.push_back({std::move(layers[size_t(i)]), first_index + i});
       }
       seen_params = true;
       features = lin->out_features();
@@ -184,19 +185,19 @@ std::unique_ptr<nn::Model> build_parallel_model(std::vector<std::unique_ptr<nn::
     }
     if (auto* drop = dynamic_cast<nn::Dropout*>(&l)) {
       sub.push_back({std::make_unique<ParallelDropout>(
-                         drop->p(), i, sharded ? full_features : features,
+                         drop->p(), first_index + i, sharded ? full_features : features,
                          sharded ? shard_first : 0, sharded ? shard_cols : -1, *ex),
-                     i});
+                     first_index + i});
       continue;
     }
     if (sharded && !elementwise(l))
       throw ConfigError(
           fmt::format("parallel: {} sits between a column- and a row-parallel "
                       "dense layer; only ReLU and Dropout can work on a shard",
-                      layer_name(i, l)));
+                      layer_name(first_index + i, l)));
     seen_params = seen_params || l.num_params() > 0;
     features = -1;
-    sub.push_back({std::move(layers[size_t(i)]), i});
+    sub.push_back({std::move(layers[size_t(i)]), first_index + i});
   }
   if (sharded)
     throw ConfigError(
@@ -207,7 +208,21 @@ std::unique_ptr<nn::Model> build_parallel_model(std::vector<std::unique_ptr<nn::
   for (int i = 0; i < start; ++i) out.push_back(std::move(layers[size_t(i)]));
   out.push_back(std::make_unique<ModelParallelBlock>(ex, std::move(sub), init_seed, params_before,
                                                      partial_input));
-  return std::make_unique<nn::Model>(backend, input_shape, num_classes, std::move(out));
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<nn::Model> build_parallel_model(std::vector<std::unique_ptr<nn::Layer>> layers,
+                                                const ParallelOptions& opts,
+                                                comm::Communicator& comm, Backend& backend,
+                                                const nn::Shape& input_shape, int num_classes,
+                                                uint64_t init_seed) {
+  if (opts.mode == "data" || comm.size() == 1)
+    return std::make_unique<nn::Model>(backend, input_shape, num_classes, std::move(layers));
+  return std::make_unique<nn::Model>(
+      backend, input_shape, num_classes,
+      parallel_chain(std::move(layers), opts, comm, init_seed, 0, false));
 }
 
 std::unique_ptr<nn::Model> build_model(const Config& cfg, comm::Communicator& comm,
@@ -215,15 +230,51 @@ std::unique_ptr<nn::Model> build_model(const Config& cfg, comm::Communicator& co
                                        int num_classes) {
   const ParallelOptions opts = parallel_options(cfg);
   // Data parallelism keeps the model whole: a graph stays a graph, and an imported model keeps
-  // its weights (a chain of bare layers has neither).
+  // its weights.
   if (opts.mode == "data" || comm.size() == 1)
     return nn::build_model(cfg, backend, input_shape, num_classes);
   const uint64_t seed = uint64_t(cfg.get_int("seed", 0, 0, INT64_MAX));
-  // Data parallelism takes any graph; model parallelism rewrites a chain of layers.
-  if (opts.mode == "data" || comm.size() == 1)
-    return nn::build_model(cfg, backend, input_shape, num_classes);
-  auto model = build_parallel_model(nn::build_layers(cfg, input_shape, num_classes), opts, comm,
-                                    backend, input_shape, num_classes, seed);
+  std::vector<nn::Node> nodes = nn::build_model_nodes(cfg, input_shape, num_classes);
+  // The chain at the end of the graph: from `tail` on, each layer reads the one before it.
+  int tail = int(nodes.size());
+  while (tail > 0 && nodes[size_t(tail - 1)].inputs == std::vector<int>{tail - 2}) --tail;
+  for (size_t i = size_t(tail); i < nodes.size(); ++i)
+    if (!nodes[i].init_params.empty() || !nodes[i].init_state.empty())
+      throw ConfigError(
+          fmt::format("layer '{}' comes with the weights of an imported model, "
+                      "which model parallelism does not carry over (use parallel "
+                      "= \"data\")",
+                      nodes[i].name));
+  if (tail > 0 && opts.mode != "hybrid")
+    throw ConfigError(fmt::format(
+        "parallel = \"{}\" runs every layer on the gathered batch, which needs a chain of "
+        "layers; layer '{}' joins branches of the graph: use parallel = \"hybrid\" (the graph "
+        "data-parallel up to the dense layers at its end) or \"data\"",
+        opts.mode, nodes[size_t(tail - 1)].name));
+  // Hybrid on a graph: the layers up to the chain stay a data-parallel graph; the chain is laid
+  // out as for a chain model, its sublayers keeping their indices in the whole model.
+  bool params_before = false;
+  std::vector<std::unique_ptr<nn::Layer>> chain;
+  std::vector<std::string> chain_names;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (int(i) < tail) {
+      params_before = params_before || nodes[i].layer->num_params() > 0;
+      continue;
+    }
+    chain.push_back(std::move(nodes[i].layer));
+    chain_names.push_back(nodes[i].name);
+  }
+  std::vector<std::unique_ptr<nn::Layer>> laid_out =
+      parallel_chain(std::move(chain), opts, comm, seed, tail, params_before);
+  nodes.resize(size_t(tail));
+  for (size_t k = 0; k < laid_out.size(); ++k) {
+    nn::Node node;
+    node.name = k + 1 < laid_out.size() ? chain_names[k] : "model_parallel";
+    node.layer = std::move(laid_out[k]);
+    node.inputs = {tail + int(k) - 1};  // kModelInput (-1) for a chain from the input
+    nodes.push_back(std::move(node));
+  }
+  auto model = std::make_unique<nn::Model>(backend, input_shape, num_classes, std::move(nodes));
   nn::apply_loss_options(cfg, *model);
   return model;
 }
