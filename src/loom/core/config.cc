@@ -325,20 +325,17 @@ void Config::check_known(const std::vector<ConfigKeySpec>& known) const {
   }
 }
 
+std::string config_value_text(const ConfigValue& v) {
+  if (!v.is_array) return config_scalar_text(v.value);
+  std::string out = "[";
+  for (size_t i = 0; i < v.array.size(); ++i)
+    out += (i ? ", " : "") + config_scalar_text(v.array[i]);
+  return out + "]";
+}
+
 std::string Config::canonical_text() const {
   std::string out;
-  for (const auto& [key, v] : values_) {
-    out += toml_key(key) + " = ";
-    if (v.is_array) {
-      out += "[";
-      for (size_t i = 0; i < v.array.size(); ++i)
-        out += (i ? ", " : "") + config_scalar_text(v.array[i]);
-      out += "]";
-    } else {
-      out += config_scalar_text(v.value);
-    }
-    out += "\n";
-  }
+  for (const auto& [key, v] : values_) out += toml_key(key) + " = " + config_value_text(v) + "\n";
   return out;
 }
 

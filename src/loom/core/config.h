@@ -74,6 +74,8 @@ class Config {
 // A value as TOML text that parses back to the same value and type: strings quoted and escaped,
 // doubles in their shortest round-trip form with a ".0" when integral.
 std::string config_scalar_text(const ConfigScalar& v);
+// A scalar or an array of them as TOML text, the same way.
+std::string config_value_text(const ConfigValue& v);
 // A TOML basic string holding `s` (quotes, backslashes and control characters escaped).
 std::string toml_quoted(const std::string& s);
 // A dotted key as TOML: parts that are not bare ([A-Za-z0-9_-]+) quoted.

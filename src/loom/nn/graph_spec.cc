@@ -125,18 +125,8 @@ std::string graph_to_toml(const GraphSpec& graph, const std::string& title) {
         out += (i ? ", " : "") + toml_quoted(l.inputs[i]);
       out += "]\n";
     }
-    for (const auto& [key, v] : l.params) {
-      out += toml_key(key) + " = ";
-      if (v.is_array) {
-        out += "[";
-        for (size_t i = 0; i < v.array.size(); ++i)
-          out += (i ? ", " : "") + config_scalar_text(v.array[i]);
-        out += "]";
-      } else {
-        out += config_scalar_text(v.value);
-      }
-      out += "\n";
-    }
+    for (const auto& [key, v] : l.params)
+      out += toml_key(key) + " = " + config_value_text(v) + "\n";
   }
   return out;
 }
