@@ -41,3 +41,13 @@ def load_standardised(data_dir):
     mean, std = x_train.mean(), x_train.std()
     return ((x_train - mean) / std, labels("train-labels-idx1-ubyte"), (x_test - mean) / std,
             labels("t10k-labels-idx1-ubyte"))
+
+
+def accuracy(model, x, y):
+    """Test accuracy of `model` on (x, y) in eval mode, 1000 samples at a time."""
+    model.eval()
+    with torch.no_grad():
+        right = sum((model(x[i:i + 1000]).argmax(1) == y[i:i + 1000]).sum().item()
+                    for i in range(0, len(x), 1000))
+    model.train()
+    return right / len(x)

@@ -51,16 +51,7 @@ except ImportError as e:
     sys.exit(3)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fashion_mnist import load_standardised  # noqa: E402  (beside this file)
-
-
-def accuracy(model, x, y):
-    model.eval()
-    with torch.no_grad():
-        right = sum((model(x[i:i + 1000]).argmax(1) == y[i:i + 1000]).sum().item()
-                    for i in range(0, len(x), 1000))
-    model.train()
-    return right / len(x)
+from fashion_mnist import accuracy, load_standardised  # noqa: E402  (beside this file)
 
 
 def main():

@@ -55,7 +55,7 @@ except ImportError as e:
     sys.stderr.write(f"torch_resnet20.py: {e}: run scripts/setup-bench\n")
     sys.exit(3)
 
-from fashion_mnist import load_standardised  # noqa: E402  (beside this file)
+from fashion_mnist import accuracy, load_standardised  # noqa: E402  (beside this file)
 
 
 class Block(nn.Module):
@@ -98,15 +98,6 @@ def augment(x, gen):
         crop = padded[k, :, di[k]:di[k] + 28, dj[k]:dj[k] + 28]
         out[k] = crop.flip(-1) if flip[k] else crop
     return out
-
-
-def accuracy(model, x, y):
-    model.eval()
-    with torch.no_grad():
-        right = sum((model(x[i:i + 1000]).argmax(1) == y[i:i + 1000]).sum().item()
-                    for i in range(0, len(x), 1000))
-    model.train()
-    return right / len(x)
 
 
 def main():

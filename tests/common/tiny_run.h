@@ -29,6 +29,53 @@ inline Config tiny_run(int workers, int batch, int steps) {
   return cfg;
 }
 
+// A small residual CNN as [[layer]] tables: conv (stride 2) + BatchNorm + ReLU, then a conv +
+// BatchNorm added back ("join"), then flatten and two dense layers. A graph that branches,
+// has non-trained state (16 floats), and ends in a chain that model parallelism can split.
+// Its graph part has 40 + 8 + 148 + 8 = 204 parameters, in front of the dense layers'.
+inline constexpr const char* kTinyResidualGraph = R"(
+[[layer]]
+type = "conv2d"
+out = 4
+kernel = 3
+stride = 2
+padding = 1
+[[layer]]
+type = "batchnorm2d"
+[[layer]]
+type = "relu"
+name = "a"
+[[layer]]
+type = "conv2d"
+out = 4
+kernel = 3
+padding = 1
+[[layer]]
+type = "batchnorm2d"
+[[layer]]
+type = "add"
+name = "join"
+inputs = ["batchnorm2d_1", "a"]
+[[layer]]
+type = "flatten"
+[[layer]]
+type = "linear"
+out = 32
+[[layer]]
+type = "relu"
+[[layer]]
+type = "linear"
+out = 10
+)";
+
+// `base` training kTinyResidualGraph instead of its MLP.
+inline Config with_tiny_residual_graph(const Config& base) {
+  Config cfg = Config::from_string(kTinyResidualGraph, "tiny_residual_graph.toml");
+  for (const auto& [key, value] : base.values())
+    if (key.rfind("mlp.", 0) != 0) cfg.set(key, value.value, value.where);
+  return cfg;
+}
+
 // Largest element-wise |a - b|; a size mismatch fails the test (and returns NaN, which no
 // comparison passes).
 inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {

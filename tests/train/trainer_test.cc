@@ -51,55 +51,20 @@ TEST(Trainer, NWorkersOfBatchBEqualOneWorkerOfBatchNB) {
   EXPECT_GT(max_abs_diff(one.final_params, run_training(other).final_params), 1e-2);
 }
 
-// A graph with BatchNorm and a residual Add, then dense layers: parallel = "hybrid" keeps the
-// graph data-parallel and splits the dense chain at its end over the workers. The math is the
-// data-parallel run's, up to the order of float additions: the graph part's parameters agree.
+// A graph with BatchNorm and a residual Add, then dense layers (kTinyResidualGraph):
+// parallel = "hybrid" keeps the graph data-parallel and splits the dense chain at its end over
+// the workers. The math is the data-parallel run's, up to the order of float additions: the
+// graph part's parameters agree.
 // parallel = "model" needs a chain and is refused naming the layer that joins branches.
 TEST(Trainer, HybridParallelismOnAGraph) {
-  const char* graph = R"(
-[[layer]]
-type = "conv2d"
-out = 4
-kernel = 3
-stride = 2
-padding = 1
-[[layer]]
-type = "batchnorm2d"
-[[layer]]
-type = "relu"
-name = "a"
-[[layer]]
-type = "conv2d"
-out = 4
-kernel = 3
-padding = 1
-[[layer]]
-type = "add"
-name = "join"
-inputs = ["conv2d_1", "a"]
-[[layer]]
-type = "flatten"
-[[layer]]
-type = "linear"
-out = 32
-[[layer]]
-type = "relu"
-[[layer]]
-type = "linear"
-out = 10
-)";
   auto run = [&](const std::string& parallel) {
-    Config cfg = Config::from_string(graph, "graph.toml");
-    const Config base = tiny_run(2, 32, 12);
-    for (const auto& [key, value] : base.values())
-      if (key.rfind("mlp.", 0) != 0) cfg.set(key, value.value, value.where);
+    Config cfg = loom::testing::with_tiny_residual_graph(tiny_run(2, 32, 12));
     cfg.set("parallel", parallel);
     return run_training(cfg);
   };
   const TrainResult data = run("data");
   const TrainResult hybrid = run("hybrid");
-  // conv 4*1*9+4, bn 8, conv 4*4*9+4: the graph part, in front of the flat buffer.
-  const size_t graph_params = 40 + 8 + 148;
+  const size_t graph_params = 204;  // kTinyResidualGraph's part before the dense layers
   ASSERT_GT(hybrid.final_params.size(), graph_params);
   const std::vector<float> a(data.final_params.begin(), data.final_params.begin() + graph_params);
   const std::vector<float> b(hybrid.final_params.begin(),
