@@ -16,7 +16,7 @@ constexpr int kModelInput = -1;  // a node input that is the model's input, name
 struct Node {
   std::string name;  // unique in the model; "{type}_{k}" (k-th layer of that type) unless given
   std::unique_ptr<Layer> layer;
-  std::vector<int> inputs;  // node indices (earlier nodes) or kModelInput
+  std::vector<int> inputs;                     // node indices (earlier nodes) or kModelInput
   std::vector<float> init_params, init_state;  // LayerSpec's: empty, or the layer's sizes
 };
 
