@@ -120,6 +120,10 @@ TEST(Graph, TomlRoundTrip) {
     EXPECT_EQ(back.layers[i].name, g.layers[i].name);
     EXPECT_EQ(back.layers[i].inputs, g.layers[i].inputs);
     ASSERT_EQ(back.layers[i].params.size(), g.layers[i].params.size());
+    for (const auto& [key, v] : g.layers[i].params) {
+      ASSERT_EQ(back.layers[i].params.count(key), 1u) << key;
+      EXPECT_EQ(config_value_text(back.layers[i].params.at(key)), config_value_text(v)) << key;
+    }
   }
   // The built-in MLP written out and read back builds the same model.
   Config cfg;

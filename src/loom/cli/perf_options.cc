@@ -1,5 +1,6 @@
 #include "loom/cli/perf_options.h"
 
+#include "loom/nn/graph_spec.h"
 #include "loom/nn/model_description.h"
 
 namespace loom::cli {
@@ -23,9 +24,7 @@ perf::Workload resolve_workload(const std::string& name) {
   if (n <= 5 || name.substr(n - 5) != ".toml") return perf::reference_workload(name);
   const Config cfg = Config::from_file(name);
   const std::string model = cfg.get_string("model", "mlp");
-  bool inline_graph = false;
-  for (const auto& entry : cfg.values())
-    inline_graph = inline_graph || entry.first.rfind("layer.", 0) == 0;
+  const bool inline_graph = !nn::graph_from_config(cfg).layers.empty();
   if (!inline_graph && (model == "mlp" || model == "cnn"))
     return perf::workload_from_config(cfg, name);
   std::vector<perf::GraphLayer> layers;

@@ -25,16 +25,9 @@ void check_widths(const Config& cfg, const std::string& key, const std::vector<i
           fmt::format("{}: key '{}': width {} out of range [1, 1048576]", cfg.where(key), key, w));
 }
 
-ConfigValue int_value(int64_t v, const std::string& where) {
+ConfigValue value(ConfigScalar v, const std::string& where) {
   ConfigValue c;
-  c.value = v;
-  c.where = where;
-  return c;
-}
-
-ConfigValue double_value(double v, const std::string& where) {
-  ConfigValue c;
-  c.value = v;
+  c.value = std::move(v);
   c.where = where;
   return c;
 }
@@ -59,11 +52,11 @@ GraphSpec mlp_graph(const Config& cfg, const Shape& input_shape, int num_classes
   const std::string w = cfg.has("mlp.hidden") ? cfg.where("mlp.hidden") : g.source;
   add(g, "flatten");
   for (int64_t h : hidden) {
-    add(g, "linear", {{"out", int_value(h, w)}});
+    add(g, "linear", {{"out", value(int64_t{h}, w)}});
     add(g, "relu");
-    if (p > 0) add(g, "dropout", {{"p", double_value(p, w)}});
+    if (p > 0) add(g, "dropout", {{"p", value(p, w)}});
   }
-  add(g, "linear", {{"out", int_value(num_classes, g.source)}});
+  add(g, "linear", {{"out", value(int64_t{num_classes}, g.source)}});
   return g;
 }
 
@@ -80,11 +73,11 @@ GraphSpec cnn_graph(const Config& cfg, const Shape& input_shape, int num_classes
   int64_t h = input_shape[1], w = input_shape[2];
   for (int64_t out : channels) {
     add(g, "conv2d",
-        {{"out", int_value(out, g.source)},
-         {"kernel", int_value(5, g.source)},
-         {"padding", int_value(2, g.source)}});
+        {{"out", value(int64_t{out}, g.source)},
+         {"kernel", value(int64_t{5}, g.source)},
+         {"padding", value(int64_t{2}, g.source)}});
     add(g, "relu");
-    add(g, "maxpool2d", {{"kernel", int_value(2, g.source)}});
+    add(g, "maxpool2d", {{"kernel", value(int64_t{2}, g.source)}});
     h /= 2;
     w /= 2;
     if (h < 1 || w < 1)
@@ -94,10 +87,10 @@ GraphSpec cnn_graph(const Config& cfg, const Shape& input_shape, int num_classes
                       cfg.where("cnn.channels"), channels.size(), shape_text(input_shape)));
   }
   add(g, "flatten");
-  add(g, "linear", {{"out", int_value(hidden, g.source)}});
+  add(g, "linear", {{"out", value(int64_t{hidden}, g.source)}});
   add(g, "relu");
-  if (p > 0) add(g, "dropout", {{"p", double_value(p, g.source)}});
-  add(g, "linear", {{"out", int_value(num_classes, g.source)}});
+  if (p > 0) add(g, "dropout", {{"p", value(p, g.source)}});
+  add(g, "linear", {{"out", value(int64_t{num_classes}, g.source)}});
   return g;
 }
 

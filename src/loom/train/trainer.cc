@@ -385,17 +385,8 @@ class Worker {
   void average_model_state() {
     const int64_t n = model_->num_state();
     if (comm_.size() == 1 || n == 0) return;
-    const float inv = 1.0f / float(comm_.size());
-    if (comm_.device_memory()) {  // nccl: the state stays on the GPU
-      comm_.allreduce(std::span<float>(model_->state(), size_t(n)));
-      backend_->scale(n, inv, model_->state());
-      return;
-    }
-    state_host_.resize(size_t(n));
-    backend_->copy_to_host(state_host_.data(), model_->state(), size_t(n) * sizeof(float));
-    comm_.allreduce(std::span<float>(state_host_));
-    for (float& v : state_host_) v *= inv;
-    backend_->copy_to_device(model_->state(), state_host_.data(), size_t(n) * sizeof(float));
+    reducer_->sum(model_->state(), n);
+    backend_->scale(n, 1.0f / float(comm_.size()), model_->state());
   }
 
   // The strategy's communication figures for the epoch; loss, accuracy and throughput summed
@@ -484,7 +475,6 @@ class Worker {
   // Built by set_up() and start_or_resume() in this order, destroyed in reverse.
   Backend* backend_ = nullptr;
   std::unique_ptr<nn::Model> model_;
-  std::vector<float> state_host_;       // average_model_state()
   std::optional<CommReducer> reducer_;  // BatchNorm with sync = true
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<sync::Strategy> strategy_;
