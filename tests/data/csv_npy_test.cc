@@ -113,6 +113,53 @@ TEST(Npy, RoundTripsEachDtype) {
   EXPECT_EQ(npy_value(parse_npy_header(fi.data(), fi.size(), "i"), fi.data(), 1), -1.0);
 }
 
+// Regression data: --targets gives a shard of float targets (K per record), read back exactly;
+// integer targets, a count that differs from the features' and --labels with --targets are
+// refused naming the file.
+TEST(Npy, ConvertsFloatTargetsForRegression) {
+  testing::TempDir t;
+  const float x[6] = {1, 2, 3, 4, 5, 6};
+  const double y[6] = {0.5, -1.5, 2.25, 8, -0.125, 3};
+  write_npy(t.file("x.npy"), NpyDtype::kFloat32, {3, 2}, x);
+  write_npy(t.file("y.npy"), NpyDtype::kFloat64, {3, 2}, y);
+  ConvertOptions o;
+  o.targets = t.file("y.npy");
+  ShardInfo info = convert_to_shard(t.file("x.npy"), t.file("r.shard"), o);
+  EXPECT_EQ(info.target, ShardTarget::kFloat);
+  EXPECT_EQ(info.target_numel, 2);
+  ShardSource s(t.file("r.shard"), {ShardVerify::kAll, std::nullopt});
+  int64_t idx[2] = {2, 0};
+  float tg[4], xs[4];
+  int32_t lab[2];
+  s.gather_targets(idx, 2, tg);
+  s.gather(idx, 2, xs, lab);
+  EXPECT_EQ(std::vector<float>(tg, tg + 4), (std::vector<float>{-0.125f, 3, 0.5f, -1.5f}));
+  EXPECT_EQ(std::vector<float>(xs, xs + 4), (std::vector<float>{5, 6, 1, 2}));
+  // Re-chunking a shard of float targets keeps them.
+  ShardInfo again = convert_to_shard(t.file("r.shard"), t.file("r2.shard"), {});
+  EXPECT_EQ(again.target_numel, 2);
+  FileSummary sum = inspect_file(t.file("r2.shard"));
+  EXPECT_EQ(sum.target, "float targets x 2");
+  EXPECT_TRUE(sum.label_histogram.empty());
+
+  const int64_t ints[3] = {0, 1, 2};
+  write_npy(t.file("i.npy"), NpyDtype::kInt64, {3}, ints);
+  o.targets = t.file("i.npy");
+  try {
+    convert_to_shard(t.file("x.npy"), t.file("bad.shard"), o);
+    ADD_FAILURE() << "integer targets accepted";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("i.npy: targets must be float32 or float64"));
+  }
+  const float four[4] = {1, 2, 3, 4};
+  write_npy(t.file("y4.npy"), NpyDtype::kFloat32, {4}, four);
+  o.targets = t.file("y4.npy");
+  EXPECT_THROW(convert_to_shard(t.file("x.npy"), t.file("bad.shard"), o), InputError);
+  o.labels = t.file("i.npy");
+  EXPECT_THROW(convert_to_shard(t.file("x.npy"), t.file("bad.shard"), o), ConfigError);
+  EXPECT_FALSE(std::ifstream(t.file("bad.shard")).good());
+}
+
 TEST(Npy, HandWrittenNumpyHeader) {
   // Exactly what numpy 1.24 writes for np.save(f, np.arange(3, dtype='<i8')).
   testing::TempDir t;

@@ -77,9 +77,10 @@ TEST(Shard, LayoutIsAsDocumented) {
   // 10 records of 4 + 6 bytes after a 4096-byte header page.
   ASSERT_EQ(b.size(), 4096u + 100u);
   EXPECT_EQ(std::string(b.begin(), b.begin() + 8), "LOOMSHRD");
-  EXPECT_EQ(b[8], 1);    // version
+  EXPECT_EQ(b[8], 2);    // version
   EXPECT_EQ(b[16], 1);   // dtype uint8
   EXPECT_EQ(b[17], 2);   // ndims
+  EXPECT_EQ(b[18], 0);   // target: class label
   EXPECT_EQ(b[24], 10);  // count
   EXPECT_EQ(b[32], 10);  // record bytes
   EXPECT_EQ(b[40], 4);   // records per chunk
@@ -88,9 +89,9 @@ TEST(Shard, LayoutIsAsDocumented) {
   const uint8_t* r = b.data() + 4096 + 3 * 10;
   EXPECT_EQ(std::vector<uint8_t>(r, r + 10),
             (std::vector<uint8_t>{3, 0, 0, 0, 21, 22, 23, 24, 25, 26}));
-  // Chunk 1's CRC (table at 136 + 4) covers records 4..7.
+  // Chunk 1's CRC (table at 152 + 4) covers records 4..7.
   uint32_t stored;
-  std::memcpy(&stored, b.data() + 140, 4);
+  std::memcpy(&stored, b.data() + 156, 4);
   EXPECT_EQ(stored, crc32c_ref(b.data() + 4096 + 40, 40));
 }
 
@@ -203,7 +204,7 @@ TEST(Shard, CorruptHeaderAndWrongMagic) {
   EXPECT_THAT(open_error(t.file("a.shard")), HasSubstr("wrong magic"));
 }
 
-// A shard a newer loom wrote (version 2, its header CRC made to match) is refused by name.
+// A shard a newer loom wrote (version 3, its header CRC made to match) is refused by name.
 TEST(Shard, NewerFormatVersionIsRefusedNamingTheFile) {
   testing::TempDir t;
   write_u8(t.file("a.shard"), 10);
@@ -214,7 +215,147 @@ TEST(Shard, NewerFormatVersionIsRefusedNamingTheFile) {
   std::memcpy(b.data() + offsetof(ShardHeader, header_crc), &crc, 4);
   spit(t.file("a.shard"), b);
   EXPECT_THAT(open_error(t.file("a.shard")),
-              HasSubstr("shard format version 2 (this loom reads version 1)"));
+              HasSubstr("shard format version 3 (this loom reads versions 1 to 2)"));
+}
+
+// A version 1 file, laid out by hand as the format's first documentation gives it (136-byte
+// header, labels only), reads back as the same records.
+TEST(Shard, Version1FilesAreStillRead) {
+  testing::TempDir t;
+  const int n = 6;
+  std::vector<uint8_t> records;
+  for (int i = 0; i < n; ++i) {
+    const int32_t label = i % 3;
+    const uint8_t* l = reinterpret_cast<const uint8_t*>(&label);
+    records.insert(records.end(), l, l + 4);
+    for (int j = 0; j < 2; ++j) records.push_back(uint8_t(10 * i + j));
+  }
+  ShardHeaderV1 h{};
+  std::memcpy(h.magic, kShardMagic, 8);
+  h.version = 1;
+  h.data_offset = 4096;
+  h.dtype = uint8_t(ShardDtype::kUint8);
+  h.ndims = 1;
+  h.num_classes = 3;
+  h.count = n;
+  h.record_bytes = 6;
+  h.chunk_records = n;
+  h.num_chunks = 1;
+  h.shape[0] = 2;
+  h.mean = 0.5f;
+  h.stddev = 0.25f;
+  const uint32_t chunk = crc32c_ref(records.data(), records.size());
+  h.table_crc = crc32c_ref(&chunk, 4);
+  h.header_crc = crc32c_ref(&h, offsetof(ShardHeaderV1, header_crc));
+  std::vector<uint8_t> file(4096, 0);
+  std::memcpy(file.data(), &h, sizeof h);
+  std::memcpy(file.data() + sizeof h, &chunk, 4);
+  file.insert(file.end(), records.begin(), records.end());
+  spit(t.file("v1.shard"), file);
+  ShardSource s(t.file("v1.shard"), {ShardVerify::kAll, std::nullopt});
+  EXPECT_EQ(s.info().version, 1);
+  EXPECT_EQ(s.info().target, ShardTarget::kClassLabel);
+  EXPECT_EQ(s.count(), n);
+  int64_t idx[2] = {4, 5};
+  float x[4];
+  int32_t y[2];
+  s.gather(idx, 2, x, y);
+  EXPECT_EQ(y[0], 1);
+  EXPECT_EQ(y[1], 2);
+  EXPECT_EQ(x[1], normalise_byte(41, byte_affine({0.5f, 0.25f})));
+}
+
+// Regression data: float targets before float features, read back by gather_targets and
+// carried by the loader's batches next to the features.
+TEST(Shard, FloatTargetsRoundTripThroughTheLoader) {
+  testing::TempDir t;
+  const int n = 12;
+  ShardSpec spec{ShardDtype::kFloat32, {3}, 0, n, 5};
+  spec.target = ShardTarget::kFloat;
+  spec.target_numel = 2;
+  {
+    ShardWriter w(t.file("r.shard"), spec);
+    for (int i = 0; i < n; ++i) {
+      const float x[3] = {float(i), float(i) + 0.5f, -float(i)};
+      const float tg[2] = {float(i) * 0.25f, 100.0f - float(i)};
+      w.append_targets(tg, x);
+    }
+    w.finish();
+  }
+  auto src = std::make_shared<ShardSource>(t.file("r.shard"),
+                                           ShardOpenOptions{ShardVerify::kAll, std::nullopt});
+  EXPECT_EQ(src->info().record_bytes, 8 + 12);
+  EXPECT_EQ(src->target_numel(), 2);
+  EXPECT_EQ(src->num_classes(), 0);
+  Loader loader(src, {.global_batch = 4, .shuffle = true, .prefetch = 2});
+  loader.start_epoch(0);
+  Batch b;
+  int seen = 0;
+  while (loader.next(b)) {
+    ASSERT_NE(b.t, nullptr);
+    for (int64_t k = 0; k < b.size; ++k) {
+      const float i = b.x[k * 3];  // the record's index, as written
+      EXPECT_EQ(b.x[k * 3 + 1], i + 0.5f);
+      EXPECT_EQ(b.t[k * 2], i * 0.25f);
+      EXPECT_EQ(b.t[k * 2 + 1], 100.0f - i);
+      ++seen;
+    }
+  }
+  EXPECT_EQ(seen, n);
+  // A shard of class labels has no float targets to give.
+  write_u8(t.file("a.shard"), 4);
+  ShardSource labels(t.file("a.shard"));
+  int64_t i0 = 0;
+  float tg[2];
+  EXPECT_THROW(labels.gather_targets(&i0, 1, tg), Error);
+}
+
+TEST(Shard, NonFiniteTargetIsRefusedNamingTheRecord) {
+  testing::TempDir t;
+  ShardSpec spec{ShardDtype::kFloat32, {1}, 0, 2, 0};
+  spec.target = ShardTarget::kFloat;
+  spec.target_numel = 1;
+  ShardWriter w(t.file("r.shard"), spec);
+  const float x = 1, ok = 2, bad = std::nanf("");
+  w.append_targets(&ok, &x, "y.npy: record 0");
+  try {
+    w.append_targets(&bad, &x, "y.npy: record 1");
+    ADD_FAILURE() << "a NaN target was written";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("y.npy: record 1"));
+  }
+}
+
+// A token stream keeps its vocabulary in the extra section, under a CRC of its own; the
+// sample reader refuses the stream by name rather than read tokens as labelled samples.
+TEST(Shard, TokenStreamKeepsItsVocabularyUnderACrc) {
+  testing::TempDir t;
+  ShardSpec spec{ShardDtype::kUint16, {1}, 300, 5, 0};
+  spec.target = ShardTarget::kNone;
+  const std::string vocab = "abc\ndef";
+  spec.extra.assign(vocab.begin(), vocab.end());
+  {
+    ShardWriter w(t.file("tok.shard"), spec);
+    for (uint16_t tok : {1, 299, 7, 0, 42}) w.append_features(&tok);
+    w.finish();
+  }
+  auto b = slurp(t.file("tok.shard"));
+  std::vector<uint32_t> crcs;
+  ShardInfo info = parse_shard_header(b.data(), b.size(), b.size(), "tok.shard", &crcs);
+  EXPECT_EQ(info.target, ShardTarget::kNone);
+  EXPECT_EQ(info.num_classes, 300);
+  EXPECT_EQ(info.record_bytes, 2);
+  ASSERT_EQ(info.extra_bytes, int64_t(vocab.size()));
+  EXPECT_EQ(
+      std::string(b.begin() + info.extra_offset, b.begin() + info.extra_offset + info.extra_bytes),
+      vocab);
+  uint16_t second;
+  std::memcpy(&second, b.data() + info.data_offset + 2, 2);
+  EXPECT_EQ(second, 299);
+  EXPECT_THAT(open_error(t.file("tok.shard")), HasSubstr("token stream"));
+  b[size_t(info.extra_offset) + 1] ^= 0x20;
+  spit(t.file("tok.shard"), b);
+  EXPECT_THAT(open_error(t.file("tok.shard")), HasSubstr("vocabulary is corrupt"));
 }
 
 TEST(Shard, ConvertedFromIdxGivesBitwiseTheSameBatches) {

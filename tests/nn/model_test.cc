@@ -65,6 +65,60 @@ TEST(SoftmaxXent, GradientMatchesFiniteDifferences) {
   expect_gradient_matches("dlogits", z, dz, loss, Tolerance{1e-3, 1e-3, 1e-6});
 }
 
+// Mean squared error: the value is the mean over columns of (y - t)^2 summed over rows (PyTorch's
+// MSELoss 'mean' times rows), and its gradient matches central differences of the loss.
+TEST(Mse, ValueAndGradientMatchTheDefinition) {
+  Backend& be = cpu_backend();
+  const int64_t rows = 3, cols = 5;
+  std::vector<float> y = random_vector(rows * cols, 21, -2.0f, 2.0f);
+  const std::vector<float> t = random_vector(rows * cols, 22, -2.0f, 2.0f);
+  double want = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    double row = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      const double d = double(y[size_t(r * cols + c)]) - double(t[size_t(r * cols + c)]);
+      row += d * d;
+    }
+    want += row / double(cols);
+  }
+  std::vector<float> dy(y.size()), scratch(y.size());
+  const float scale = 1.0f / float(rows);
+  EXPECT_NEAR(be.mse(y.data(), t.data(), rows, cols, scale, dy.data()), want, 1e-9 * want);
+  auto loss = [&]() {
+    return be.mse(y.data(), t.data(), rows, cols, scale, scratch.data()) / double(rows);
+  };
+  expect_gradient_matches("dy", y, dy, loss, Tolerance{1e-3, 1e-3, 1e-6});
+}
+
+// A model trained for regression: mse_loss fills the output gradient that backward takes to
+// the parameters, which then match central differences of the mean squared error.
+TEST(Model, MseLossGradientsMatchFiniteDifferences) {
+  std::vector<std::unique_ptr<Layer>> layers;
+  layers.push_back(std::make_unique<Flatten>());
+  layers.push_back(std::make_unique<Linear>(6, 4));
+  layers.push_back(std::make_unique<ReLU>());
+  layers.push_back(std::make_unique<Linear>(4, 2));
+  Model m(cpu_backend(), Shape{6}, 2, std::move(layers));
+  m.init_params(5);
+  const int64_t batch = 3;
+  const std::vector<float> x = random_vector(batch * 6, 23, -1.0f, 1.0f);
+  const std::vector<float> t = random_vector(batch * 2, 24, -1.0f, 1.0f);
+  StepInfo step;
+  auto loss = [&]() {
+    m.forward(x.data(), batch, step);
+    return m.mse_loss(t.data(), 1.0f / float(batch)).loss_sum / double(batch);
+  };
+  loss();
+  m.backward();
+  std::vector<float> params(m.params(), m.params() + m.num_params());
+  const std::vector<float> grads(m.grads(), m.grads() + m.num_params());
+  auto loss_of_params = [&]() {
+    std::copy(params.begin(), params.end(), m.params());
+    return loss();
+  };
+  expect_gradient_matches("params", params, grads, loss_of_params, Tolerance{2e-3, 2e-3, 1e-6});
+}
+
 TEST(Model, FlatBuffersAndRanges) {
   auto model = small_cnn();
   // conv 2*1*9 + 2 = 20, linear 18*6 + 6 = 114, linear 6*3 + 3 = 21

@@ -198,6 +198,24 @@ TEST(CudaOps, SoftmaxXentMatchesCpu) {
   }
 }
 
+TEST(CudaOps, MseMatchesCpu) {
+  LOOM_REQUIRE_GPU();
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1024, 1}, {7, 300}, {64, 10}}) {
+    SCOPED_TRACE(testing::Message() << rows << " x " << cols);
+    auto y = random_floats(size_t(rows * cols), 41, -4.0f, 4.0f);
+    auto t = random_floats(size_t(rows * cols), 42, -4.0f, 4.0f);
+    auto dy = upload(gpu(), y);
+    auto dt = upload(gpu(), t);
+    std::vector<float> grad(y.size());
+    DeviceBuffer<float> dgrad(gpu(), int64_t(y.size()));
+    const double loss_cpu = cpu().mse(y.data(), t.data(), rows, cols, 0.5f, grad.data());
+    const double loss_gpu = gpu().mse(dy.data(), dt.data(), rows, cols, 0.5f, dgrad.data());
+    EXPECT_NEAR(loss_gpu, loss_cpu, 1e-9 * std::abs(loss_cpu));
+    // The same float arithmetic per element: the gradients are the same bits.
+    EXPECT_BITS_EQ(download(gpu(), dgrad), grad);
+  }
+}
+
 TEST(CudaOps, SoftmaxXentRejectsLabelOutOfRangeLikeCpu) {
   LOOM_REQUIRE_GPU();
   const int64_t rows = 5, cols = 10;

@@ -36,9 +36,12 @@ void add_csv_options(CLI::App* c, data::CsvOptions& csv, std::string& delimiter)
 void convert(ConvertArgs& a) {
   a.opts.csv.delimiter = parse_delimiter(a.delimiter);
   data::ShardInfo info = data::convert_to_shard(a.src, a.dst, a.opts);
-  fmt::print("{}: {} records of {} {} ({} classes), {} chunks of {} records, {} bytes\n", a.dst,
-             info.count, fmt::join(info.shape, "x"), data::dtype_name(info.dtype), info.num_classes,
-             info.num_chunks, info.chunk_records, info.file_bytes());
+  const std::string target = info.target == data::ShardTarget::kFloat
+                                 ? fmt::format("{} float targets", info.target_numel)
+                                 : fmt::format("{} classes", info.num_classes);
+  fmt::print("{}: {} records of {} {} ({}), {} chunks of {} records, {} bytes\n", a.dst, info.count,
+             fmt::join(info.shape, "x"), data::dtype_name(info.dtype), target, info.num_chunks,
+             info.chunk_records, info.file_bytes());
 }
 
 struct InspectArgs {
@@ -58,6 +61,8 @@ void inspect(InspectArgs& a) {
                         {"shape", s.shape},
                         {"count", s.count},
                         {"label_histogram", s.label_histogram},
+                        {"target", s.target},
+                        {"shard_version", s.shard_version},
                         {"checksum", s.checksum},
                         {"checksum_ok", s.checksum_ok},
                         {"labels_out_of_range", s.labels_out_of_range}};
@@ -65,6 +70,7 @@ void inspect(InspectArgs& a) {
   } else {
     fmt::print("file:     {}\nformat:   {}\ndtype:    {}\nshape:    {}\ncount:    {}\n", a.file,
                data::format_name(s.format), s.dtype, fmt::join(s.shape, "x"), s.count);
+    if (!s.target.empty()) fmt::print("version:  {}\ntarget:   {}\n", s.shard_version, s.target);
     if (!s.label_histogram.empty()) {
       // The classes that occur, the first kShown of them: a line, not a screenful.
       constexpr int kShown = 64;
@@ -97,6 +103,8 @@ CommandRegistrar convert_reg("data convert", [](CLI::App& parent) {
   c->add_option("SRC", a->src, "source: a folder, .idx[.gz], .csv, .npy or .shard")->required();
   c->add_option("DST", a->dst, "the shard file to write")->required();
   c->add_option("--labels", a->opts.labels, "the labels file for IDX or NPY features");
+  c->add_option("--targets", a->opts.targets,
+                "NPY features: float targets (n,) or (n, K) for regression, instead of --labels");
   c->add_flag("--test", a->opts.test_split, "a Fashion-MNIST folder: convert the t10k set");
   c->add_option("--classes", a->opts.num_classes, "class count (default: 10 for IDX, else max+1)");
   c->add_option("--chunk-records", a->opts.chunk_records, "records per CRC chunk (default ~1 MiB)");

@@ -135,9 +135,65 @@ std::string fmnist_file(const std::string& dir, const std::string& stem) {
       fmt::format("{}/{}[.gz] not found (apt-get install dataset-fashion-mnist)", dir, stem));
 }
 
+// Features as stored (uint8) or as float32, record i of an NPY array of n records.
+void npy_record(const NpyHeader& h, const MappedFile& f, int64_t i, int64_t numel, bool u8,
+                std::vector<float>& row, const void** out) {
+  if (u8) {
+    *out = f.data() + h.data_offset + i * numel;
+    return;
+  }
+  for (int64_t j = 0; j < numel; ++j) row[size_t(j)] = float(npy_value(h, f.data(), i * numel + j));
+  *out = row.data();
+}
+
+// Regression data: features and float targets of shape (n,) or (n, K).
+ShardInfo convert_npy_targets(const std::string& src, const std::string& dst,
+                              const ConvertOptions& o) {
+  MappedFile xf(src), tf(o.targets);
+  NpyHeader xh = parse_npy_header(xf.data(), xf.size(), src);
+  NpyHeader th = parse_npy_header(tf.data(), tf.size(), o.targets);
+  if (xh.shape.empty())
+    throw InputError(fmt::format("{}: a features array needs a first (count) dimension", src));
+  const int64_t n = xh.shape[0];
+  if (th.shape.empty() || th.shape.size() > 2 || th.shape[0] != n)
+    throw InputError(fmt::format("{}: targets must have shape ({},) or ({}, K), the file has ({})",
+                                 o.targets, n, n, fmt::join(th.shape, ", ")));
+  if (th.dtype != NpyDtype::kFloat32 && th.dtype != NpyDtype::kFloat64)
+    throw InputError(fmt::format(
+        "{}: targets must be float32 or float64 (class labels go in --labels), the file has {}",
+        o.targets, npy_dtype_name(th.dtype)));
+  const int64_t k = th.shape.size() == 2 ? th.shape[1] : 1;
+  std::vector<int64_t> shape(xh.shape.begin() + 1, xh.shape.end());
+  if (shape.empty()) shape.push_back(1);
+  const bool u8 = xh.dtype == NpyDtype::kUint8;
+  ShardSpec spec{u8 ? ShardDtype::kUint8 : ShardDtype::kFloat32, shape, 0, n, o.chunk_records};
+  spec.target = ShardTarget::kFloat;
+  spec.target_numel = k;
+  ShardWriter w(dst, spec);
+  const int64_t numel = n ? xh.numel() / n : 0;
+  std::vector<float> row(static_cast<size_t>(numel)), t(static_cast<size_t>(k));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < k; ++j) t[size_t(j)] = float(npy_value(th, tf.data(), i * k + j));
+    const void* features = nullptr;
+    npy_record(xh, xf, i, numel, u8, row, &features);
+    w.append_targets(t.data(), features, fmt::format("{}: record {}", o.targets, i));
+  }
+  w.finish();
+  return w.info();
+}
+
 ShardInfo convert_npy(const std::string& src, const std::string& dst, const ConvertOptions& o) {
+  if (!o.targets.empty()) {
+    if (!o.labels.empty())
+      throw ConfigError(
+          fmt::format("{}: give --labels (classes) or --targets (regression), not both", src));
+    return convert_npy_targets(src, dst, o);
+  }
   if (o.labels.empty())
-    throw ConfigError(fmt::format("{}: an .npy features file needs --labels FILE.npy", src));
+    throw ConfigError(fmt::format(
+        "{}: an .npy features file needs --labels FILE.npy (classes) or --targets FILE.npy "
+        "(float targets)",
+        src));
   MappedFile xf(src), yf(o.labels);
   NpyHeader xh = parse_npy_header(xf.data(), xf.size(), src);
   NpyHeader yh = parse_npy_header(yf.data(), yf.size(), o.labels);
@@ -167,14 +223,9 @@ ShardInfo convert_npy(const std::string& src, const std::string& dst, const Conv
   const int64_t numel = n ? xh.numel() / n : 0;
   std::vector<float> row(static_cast<size_t>(numel));
   for (int64_t i = 0; i < n; ++i) {
-    const std::string where = fmt::format("{}: record {}", o.labels, i);
-    if (u8) {
-      w.append(labels[size_t(i)], xf.data() + xh.data_offset + i * numel, where);
-    } else {
-      for (int64_t j = 0; j < numel; ++j)
-        row[size_t(j)] = float(npy_value(xh, xf.data(), i * numel + j));
-      w.append(labels[size_t(i)], row.data(), where);
-    }
+    const void* features = nullptr;
+    npy_record(xh, xf, i, numel, u8, row, &features);
+    w.append(labels[size_t(i)], features, fmt::format("{}: record {}", o.labels, i));
   }
   w.finish();
   return w.info();
@@ -219,12 +270,25 @@ ShardInfo convert_to_shard(const std::string& src, const std::string& dst,
     case SourceFormat::kShard: {
       ShardSource in(src, {ShardVerify::kAll, std::nullopt});
       const ShardInfo& si = in.info();
-      ShardWriter w(dst, {si.dtype, si.shape, o.num_classes > 0 ? o.num_classes : si.num_classes,
-                          si.count, o.chunk_records});
+      const bool labels = si.target == ShardTarget::kClassLabel;
+      ShardSpec spec{si.dtype, si.shape,
+                     labels && o.num_classes > 0 ? o.num_classes : si.num_classes, si.count,
+                     o.chunk_records};
+      spec.target = si.target;
+      spec.target_numel = si.target_numel;
+      const int64_t tb = si.target_bytes();
+      ShardWriter w(dst, spec);
+      std::vector<float> t(size_t(si.target_numel));
       for (int64_t i = 0; i < si.count; ++i) {
-        int32_t label;
-        std::memcpy(&label, in.record(i), 4);
-        w.append(label, in.record(i) + 4, fmt::format("{}: record {}", src, i));
+        const std::string where = fmt::format("{}: record {}", src, i);
+        if (labels) {
+          int32_t label;
+          std::memcpy(&label, in.record(i), 4);
+          w.append(label, in.record(i) + tb, where);
+        } else {
+          std::memcpy(t.data(), in.record(i), size_t(tb));
+          w.append_targets(t.data(), in.record(i) + tb, where);
+        }
       }
       w.finish();
       return w.info();
@@ -298,9 +362,15 @@ FileSummary inspect_file(const std::string& path, const CsvOptions& csv) {
       s.shape = {si.count};
       s.shape.insert(s.shape.end(), si.shape.begin(), si.shape.end());
       s.count = si.count;
-      std::vector<int32_t> y(size_t(si.count));
-      for (int64_t i = 0; i < si.count; ++i) std::memcpy(&y[size_t(i)], src.record(i), 4);
-      s.label_histogram = histogram(y, si.num_classes, &s.labels_out_of_range);
+      s.target = si.target == ShardTarget::kFloat
+                     ? fmt::format("{} x {}", target_name(si.target), si.target_numel)
+                     : target_name(si.target);
+      s.shard_version = si.version;
+      if (si.target == ShardTarget::kClassLabel) {
+        std::vector<int32_t> y(size_t(si.count));
+        for (int64_t i = 0; i < si.count; ++i) std::memcpy(&y[size_t(i)], src.record(i), 4);
+        s.label_histogram = histogram(y, si.num_classes, &s.labels_out_of_range);
+      }
       std::vector<int64_t> bad = src.bad_chunks();
       s.checksum_ok = bad.empty();
       s.checksum = bad.empty() ? fmt::format("CRC32C ok ({} chunks)", si.num_chunks)

@@ -21,6 +21,7 @@ SourceFormat detect_format(const std::string& path);
 
 struct ConvertOptions {
   std::string labels;       // the labels file when SRC holds only features (IDX, NPY)
+  std::string targets;      // NPY: float targets, (n,) or (n, K), instead of labels: regression
   bool test_split = false;  // a Fashion-MNIST folder: t10k instead of train
   CsvOptions csv;
   int num_classes = 0;                // 0: 10 for IDX, else max label + 1; < 0 is refused
@@ -38,6 +39,8 @@ struct FileSummary {
   std::vector<int64_t> shape;  // of the whole array (count first)
   int64_t count = 0;
   std::vector<int64_t> label_histogram;  // empty if the file holds no labels
+  std::string target;                    // a shard's: "class label", "float targets x K", ...
+  int shard_version = 0;                 // a shard's format version
   int64_t labels_out_of_range = 0;       // a shard's labels outside [0, its class count): corrupt
   std::string checksum;  // "ok (N chunks)", "MISMATCH in chunks ...", or "none in this format"
   bool checksum_ok = true;

@@ -1,4 +1,5 @@
-// An in-memory labelled data set: decoded, normalised float features and int32 labels.
+// An in-memory data set: decoded, normalised float features and int32 labels, or float
+// targets for regression.
 #pragma once
 
 #include <cmath>
@@ -16,7 +17,11 @@ struct Dataset {
   int64_t sample_numel() const;       // product of sample_shape
   int num_classes = 0;
   std::vector<float> features;  // count * sample_numel, normalised
-  std::vector<int32_t> labels;  // count, each in [0, num_classes)
+  std::vector<int32_t> labels;  // count, each in [0, num_classes); zeros for float targets
+  // Regression: target_numel > 0 float targets per sample (count * target_numel), and
+  // num_classes 0.
+  int64_t target_numel = 0;
+  std::vector<float> targets;
 };
 
 // x -> (x/255 - mean) / stddev for uint8 pixels.

@@ -50,6 +50,7 @@ Loader::Loader(std::shared_ptr<const SampleSource> source, LoaderOptions opts)
   for (Slot& s : slots_) {
     s.x.resize(size_t(per_rank_ * numel_));
     s.y.resize(size_t(per_rank_));
+    s.t.resize(size_t(per_rank_ * source_->target_numel()));
     s.idx.resize(size_t(per_rank_));
     if (opts_.augment.enabled()) s.scratch.resize(size_t(numel_));
   }
@@ -141,6 +142,7 @@ void Loader::fill(int64_t step, Slot& slot) const {
   slot.step = step;
   std::copy(order_.begin() + begin, order_.begin() + end, slot.idx.begin());
   source_->gather(slot.idx.data(), slot.size, slot.x.data(), slot.y.data());
+  if (!slot.t.empty()) source_->gather_targets(slot.idx.data(), slot.size, slot.t.data());
   if (opts_.augment.enabled())
     for (int64_t i = 0; i < slot.size; ++i)
       augment_sample(
@@ -285,6 +287,7 @@ bool Loader::next(Batch& out) {
   const Slot& s = slots_[size_t(slot)];
   out.x = s.x.data();
   out.y = s.y.data();
+  out.t = s.t.empty() ? nullptr : s.t.data();
   out.size = s.size;
   out.global_offset = s.offset;
   out.step = s.step;

@@ -47,6 +47,8 @@ struct LoaderOptions {
 struct Batch {
   const float* x = nullptr;  // size * sample_numel floats, contiguous
   const int32_t* y = nullptr;
+  // Float targets (size * target_numel), when the source has them (regression); else null.
+  const float* t = nullptr;
   int64_t size = 0;  // samples on this rank
   // Index within the epoch of this rank's first sample (step*global_batch + rank*b), so
   // per-sample randomness (dropout) is independent of the world size.
@@ -86,6 +88,7 @@ class Loader {
   struct Slot {
     std::vector<float> x;
     std::vector<int32_t> y;
+    std::vector<float> t;
     std::vector<int64_t> idx;
     std::vector<float> scratch;  // augmentation
     int64_t size = 0, offset = 0, step = 0;

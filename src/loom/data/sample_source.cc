@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "loom/core/error.h"
+
 namespace loom::data {
 
 int64_t SampleSource::sample_numel() const {
@@ -14,8 +16,19 @@ void DatasetSource::gather(const int64_t* idx, int64_t n, float* x, int32_t* y) 
   const int64_t numel = ds_.sample_numel();
   for (int64_t i = 0; i < n; ++i) {
     std::memcpy(x + i * numel, ds_.features.data() + idx[i] * numel, size_t(numel) * sizeof(float));
-    y[i] = ds_.labels[size_t(idx[i])];
+    y[i] = ds_.labels.empty() ? 0 : ds_.labels[size_t(idx[i])];
   }
+}
+
+void SampleSource::gather_targets(const int64_t*, int64_t, float*) const {
+  throw Error("this data source holds class labels, not float targets");
+}
+
+void DatasetSource::gather_targets(const int64_t* idx, int64_t n, float* t) const {
+  const int64_t k = ds_.target_numel;
+  if (k == 0) SampleSource::gather_targets(idx, n, t);
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(t + i * k, ds_.targets.data() + idx[i] * k, size_t(k) * sizeof(float));
 }
 
 }  // namespace loom::data

@@ -17,8 +17,13 @@ class SampleSource {
   virtual std::vector<int64_t> sample_shape() const = 0;
   int64_t sample_numel() const;
   virtual int num_classes() const = 0;
+  // 0: each sample has a class label (y of gather). Otherwise each has this many float targets
+  // (regression), read by gather_targets, and gather's labels are 0.
+  virtual int64_t target_numel() const { return 0; }
   // Writes samples idx[0..n) to x (n * sample_numel floats) and y (n labels).
   virtual void gather(const int64_t* idx, int64_t n, float* x, int32_t* y) const = 0;
+  // The float targets of samples idx[0..n): n * target_numel values.
+  virtual void gather_targets(const int64_t* idx, int64_t n, float* t) const;
 
   // Bytes one record occupies where it is stored (what a throttled disk would have to read).
   virtual int64_t stored_record_bytes() const { return 4 + sample_numel() * 4; }
@@ -37,7 +42,9 @@ class DatasetSource final : public SampleSource {
   int64_t count() const override { return ds_.count; }
   std::vector<int64_t> sample_shape() const override { return ds_.sample_shape; }
   int num_classes() const override { return ds_.num_classes; }
+  int64_t target_numel() const override { return ds_.target_numel; }
   void gather(const int64_t* idx, int64_t n, float* x, int32_t* y) const override;
+  void gather_targets(const int64_t* idx, int64_t n, float* t) const override;
 
  private:
   const Dataset& ds_;

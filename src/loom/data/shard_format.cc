@@ -9,10 +9,52 @@
 namespace loom::data {
 
 size_t dtype_size(ShardDtype t) {
-  return t == ShardDtype::kUint8 ? 1 : 4;
+  switch (t) {
+    case ShardDtype::kUint8:
+      return 1;
+    case ShardDtype::kUint16:
+      return 2;
+    case ShardDtype::kFloat32:
+      return 4;
+  }
+  return 4;
 }
 const char* dtype_name(ShardDtype t) {
-  return t == ShardDtype::kUint8 ? "uint8" : "float32";
+  switch (t) {
+    case ShardDtype::kUint8:
+      return "uint8";
+    case ShardDtype::kUint16:
+      return "uint16";
+    case ShardDtype::kFloat32:
+      return "float32";
+  }
+  return "?";
+}
+const char* target_name(ShardTarget t) {
+  switch (t) {
+    case ShardTarget::kClassLabel:
+      return "class label";
+    case ShardTarget::kFloat:
+      return "float targets";
+    case ShardTarget::kNone:
+      return "none (token stream)";
+  }
+  return "?";
+}
+
+int64_t shard_target_bytes(ShardTarget t, int64_t target_numel) {
+  switch (t) {
+    case ShardTarget::kClassLabel:
+      return 4;
+    case ShardTarget::kFloat:
+      return 4 * target_numel;
+    case ShardTarget::kNone:
+      return 0;
+  }
+  return 0;
+}
+int64_t ShardInfo::target_bytes() const {
+  return shard_target_bytes(target, target_numel);
 }
 
 int64_t ShardInfo::numel() const {
@@ -23,27 +65,76 @@ int64_t ShardInfo::numel() const {
 
 ShardInfo parse_shard_header(const uint8_t* data, size_t available, size_t file_size,
                              const std::string& name, std::vector<uint32_t>* chunk_crcs) {
-  ShardHeader h;
-  if (available < sizeof h)
+  if (available < 12)
     throw InputError(fmt::format("{}: truncated shard: {} bytes, the header needs {}", name,
-                                 available, sizeof h));
-  std::memcpy(&h, data, sizeof h);
-  if (std::memcmp(h.magic, kShardMagic, 8) != 0)
+                                 available, sizeof(ShardHeader)));
+  if (std::memcmp(data, kShardMagic, 8) != 0)
     throw InputError(
         fmt::format("{}: wrong magic: not a loom shard (expected \"LOOMSHRD\")", name));
-  if (h.version != kShardVersion)
-    throw InputError(fmt::format("{}: shard format version {} (this loom reads version {})", name,
-                                 h.version, kShardVersion));
-  uint32_t crc = crc32c(data, offsetof(ShardHeader, header_crc));
-  if (crc != h.header_crc)
-    throw InputError(
-        fmt::format("{}: header CRC mismatch (stored {:08x}, computed {:08x}): the "
-                    "header is corrupt",
-                    name, h.header_crc, crc));
+  uint32_t version;
+  std::memcpy(&version, data + 8, 4);
+  if (version != 1 && version != kShardVersion)
+    throw InputError(fmt::format("{}: shard format version {} (this loom reads versions 1 to {})",
+                                 name, version, kShardVersion));
+  // A version 1 header is read into the version 2 layout: class labels, no extra section.
+  ShardHeader h{};
+  size_t header_size = sizeof h;
+  if (version == 1) {
+    ShardHeaderV1 v1;
+    header_size = sizeof v1;
+    if (available < sizeof v1)
+      throw InputError(fmt::format("{}: truncated shard: {} bytes, the header needs {}", name,
+                                   available, sizeof v1));
+    std::memcpy(&v1, data, sizeof v1);
+    const uint32_t crc = crc32c(data, offsetof(ShardHeaderV1, header_crc));
+    if (crc != v1.header_crc)
+      throw InputError(fmt::format(
+          "{}: header CRC mismatch (stored {:08x}, computed {:08x}): the header is corrupt", name,
+          v1.header_crc, crc));
+    std::memcpy(h.magic, v1.magic, 8);
+    h.version = 1;
+    h.data_offset = v1.data_offset;
+    h.dtype = v1.dtype;
+    h.ndims = v1.ndims;
+    h.target = uint8_t(ShardTarget::kClassLabel);
+    h.num_classes = v1.num_classes;
+    h.count = v1.count;
+    h.record_bytes = v1.record_bytes;
+    h.chunk_records = v1.chunk_records;
+    h.num_chunks = v1.num_chunks;
+    std::memcpy(h.shape, v1.shape, sizeof h.shape);
+    h.mean = v1.mean;
+    h.stddev = v1.stddev;
+    h.table_crc = v1.table_crc;
+  } else {
+    if (available < sizeof h)
+      throw InputError(fmt::format("{}: truncated shard: {} bytes, the header needs {}", name,
+                                   available, sizeof h));
+    std::memcpy(&h, data, sizeof h);
+    const uint32_t crc = crc32c(data, offsetof(ShardHeader, header_crc));
+    if (crc != h.header_crc)
+      throw InputError(fmt::format(
+          "{}: header CRC mismatch (stored {:08x}, computed {:08x}): the header is corrupt", name,
+          h.header_crc, crc));
+  }
   ShardInfo info;
-  if (h.dtype != uint8_t(ShardDtype::kUint8) && h.dtype != uint8_t(ShardDtype::kFloat32))
+  info.version = int(version);
+  if (h.dtype != uint8_t(ShardDtype::kUint8) && h.dtype != uint8_t(ShardDtype::kFloat32) &&
+      h.dtype != uint8_t(ShardDtype::kUint16))
     throw InputError(fmt::format("{}: unsupported feature dtype code {}", name, h.dtype));
   info.dtype = ShardDtype(h.dtype);
+  if (h.target > uint8_t(ShardTarget::kNone))
+    throw InputError(fmt::format("{}: unsupported target code {}", name, h.target));
+  info.target = ShardTarget(h.target);
+  if (info.target == ShardTarget::kFloat) {
+    if (h.target_numel < 1 || h.target_numel > kShardMaxTargetNumel)
+      throw InputError(
+          fmt::format("{}: absurd float target size {} per record", name, h.target_numel));
+    info.target_numel = h.target_numel;
+  } else if (h.target_numel != 0) {
+    throw InputError(fmt::format("{}: {} targets with {} float values per record", name,
+                                 target_name(info.target), h.target_numel));
+  }
   if (h.ndims < 1 || h.ndims > kShardMaxDims)
     throw InputError(fmt::format("{}: absurd record shape: {} dimensions", name, h.ndims));
   int64_t numel = 1;
@@ -56,10 +147,15 @@ ShardInfo parse_shard_header(const uint8_t* data, size_t available, size_t file_
     info.shape.push_back(h.shape[i]);
   }
   info.num_classes = int(h.num_classes);
-  if (h.num_classes < 1 || h.num_classes > (1u << 24))
+  if (info.target == ShardTarget::kFloat) {
+    if (h.num_classes != 0)
+      throw InputError(
+          fmt::format("{}: a shard of float targets with a class count {}", name, h.num_classes));
+  } else if (h.num_classes < 1 || h.num_classes > (1u << 24)) {
     throw InputError(fmt::format("{}: absurd class count {}", name, h.num_classes));
+  }
   info.record_bytes = int64_t(h.record_bytes);
-  const int64_t want_record = 4 + numel * int64_t(dtype_size(info.dtype));
+  const int64_t want_record = info.target_bytes() + numel * int64_t(dtype_size(info.dtype));
   if (info.record_bytes != want_record)
     throw InputError(fmt::format("{}: record size {} disagrees with the shape ({} bytes needed)",
                                  name, h.record_bytes, want_record));
@@ -73,7 +169,11 @@ ShardInfo parse_shard_header(const uint8_t* data, size_t available, size_t file_
     throw InputError(fmt::format("{}: {} chunks do not cover {} records of {} per chunk", name,
                                  h.num_chunks, h.count, h.chunk_records));
   info.data_offset = h.data_offset;
-  const int64_t table_end = int64_t(sizeof h) + 4 * info.num_chunks;
+  if (h.extra_bytes > kShardMaxExtraBytes)
+    throw InputError(fmt::format("{}: absurd extra section of {} bytes", name, h.extra_bytes));
+  info.extra_offset = int64_t(header_size) + 4 * info.num_chunks;
+  info.extra_bytes = h.extra_bytes;
+  const int64_t table_end = info.extra_offset + info.extra_bytes;
   if (info.data_offset % int64_t(kShardAlign) != 0 || info.data_offset < table_end)
     throw InputError(fmt::format("{}: data offset {} is not a page boundary past the chunk table",
                                  name, h.data_offset));
@@ -88,8 +188,13 @@ ShardInfo parse_shard_header(const uint8_t* data, size_t available, size_t file_
         int64_t(file_size) < info.file_bytes() ? " (truncated)" : ""));
   if (int64_t(available) < table_end)
     throw InputError(fmt::format("{}: truncated chunk table", name));
-  if (crc32c(data + sizeof h, size_t(4 * info.num_chunks)) != h.table_crc)
+  if (crc32c(data + header_size, size_t(4 * info.num_chunks)) != h.table_crc)
     throw InputError(fmt::format("{}: chunk table CRC mismatch: the header is corrupt", name));
+  if (info.extra_bytes && crc32c(data + info.extra_offset, size_t(info.extra_bytes)) != h.extra_crc)
+    throw InputError(
+        fmt::format("{}: CRC mismatch in the extra section ({} bytes): the "
+                    "vocabulary is corrupt",
+                    name, info.extra_bytes));
   if (!(h.stddev > 0) || !std::isfinite(h.mean) || !std::isfinite(h.stddev))
     throw InputError(
         fmt::format("{}: bad normalisation statistics mean {} stddev {}", name, h.mean, h.stddev));
@@ -98,7 +203,7 @@ ShardInfo parse_shard_header(const uint8_t* data, size_t available, size_t file_
   if (chunk_crcs) {
     chunk_crcs->resize(size_t(info.num_chunks));
     if (info.num_chunks)
-      std::memcpy(chunk_crcs->data(), data + sizeof h, size_t(4 * info.num_chunks));
+      std::memcpy(chunk_crcs->data(), data + header_size, size_t(4 * info.num_chunks));
   }
   return info;
 }

@@ -13,6 +13,10 @@ ShardSource::ShardSource(const std::string& path, ShardOpenOptions opts)
 ShardSource::ShardSource(MappedFile file, ShardOpenOptions opts)
     : file_(std::move(file)), verify_(opts.verify) {
   info_ = parse_shard_header(file_.data(), file_.size(), file_.size(), file_.path(), &crcs_);
+  if (info_.target == ShardTarget::kNone)
+    throw InputError(
+        fmt::format("{}: a token stream (records without targets) is sequence data, not samples",
+                    file_.path()));
   norm_ = opts.norm ? *opts.norm : Normalisation{info_.mean, info_.stddev};
   affine_ = byte_affine(norm_);
   verified_ = std::make_unique<std::atomic<uint8_t>[]>(size_t(info_.num_chunks));
@@ -70,21 +74,44 @@ void ShardSource::gather(const int64_t* idx, int64_t n, float* x, int32_t* y) co
       for (int64_t off = 0; off < info_.record_bytes; off += 64) __builtin_prefetch(ahead + off);
     }
     const uint8_t* r = record(i);
-    int32_t label;
-    std::memcpy(&label, r, 4);
-    if (label < 0 || label >= info_.num_classes)
-      throw InputError(fmt::format("{}: record {}: label {} is outside [0, {})", file_.path(), i,
-                                   label, info_.num_classes));
-    y[k] = label;
+    if (info_.target == ShardTarget::kClassLabel) {
+      int32_t label;
+      std::memcpy(&label, r, 4);
+      if (label < 0 || label >= info_.num_classes)
+        throw InputError(fmt::format("{}: record {}: label {} is outside [0, {})", file_.path(), i,
+                                     label, info_.num_classes));
+      y[k] = label;
+    } else {
+      y[k] = 0;
+    }
     float* out = x + k * numel;
+    const uint8_t* px = r + info_.target_bytes();
     if (info_.dtype == ShardDtype::kUint8) {
       // normalise_byte() as in the IDX path's table: the same bits, vectorised (8 lanes of
       // convert + FMA) instead of a table load per byte.
-      const uint8_t* px = r + 4;
       for (int64_t j = 0; j < numel; ++j) out[j] = normalise_byte(px[j], affine_);
+    } else if (info_.dtype == ShardDtype::kUint16) {
+      for (int64_t j = 0; j < numel; ++j) {
+        uint16_t v;
+        std::memcpy(&v, px + 2 * j, 2);
+        out[j] = float(v);
+      }
     } else {
-      std::memcpy(out, r + 4, size_t(numel) * 4);
+      std::memcpy(out, px, size_t(numel) * 4);
     }
+  }
+}
+
+void ShardSource::gather_targets(const int64_t* idx, int64_t n, float* t) const {
+  if (info_.target != ShardTarget::kFloat) SampleSource::gather_targets(idx, n, t);
+  const int64_t k = info_.target_numel;
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t i = idx[j];
+    if (i < 0 || i >= info_.count)
+      throw Error(
+          fmt::format("{}: record {} requested, the shard has {}", file_.path(), i, info_.count));
+    if (verify_ == ShardVerify::kLazy) ensure_verified(i);
+    std::memcpy(t + j * k, record(i), size_t(k) * 4);
   }
 }
 

@@ -36,7 +36,9 @@ class ShardSource final : public SampleSource {
   int64_t count() const override { return info_.count; }
   std::vector<int64_t> sample_shape() const override { return info_.shape; }
   int num_classes() const override { return info_.num_classes; }
+  int64_t target_numel() const override { return info_.target_numel; }
   void gather(const int64_t* idx, int64_t n, float* x, int32_t* y) const override;
+  void gather_targets(const int64_t* idx, int64_t n, float* t) const override;
   int64_t stored_record_bytes() const override { return info_.record_bytes; }
   int64_t chunk_records() const override { return info_.chunk_records; }
   void will_need(int64_t first, int64_t last) const override;
@@ -45,7 +47,7 @@ class ShardSource final : public SampleSource {
   const ShardInfo& info() const { return info_; }
   const std::string& path() const { return file_.path(); }
   Normalisation normalisation() const { return norm_; }
-  // Raw record bytes (label then features).
+  // Raw record bytes (target then features).
   const uint8_t* record(int64_t i) const;
   // Checks chunk c's CRC32C; InputError naming the file, chunk and records on a mismatch.
   void verify_chunk(int64_t c) const;

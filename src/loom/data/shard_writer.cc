@@ -16,7 +16,20 @@ ShardWriter::ShardWriter(const std::string& path, const ShardSpec& spec)
     : path_(path), tmp_(path + ".tmp." + std::to_string(::getpid())) {
   if (spec.shape.empty() || int(spec.shape.size()) > kShardMaxDims)
     throw InputError(fmt::format("{}: a record shape needs 1..{} dimensions", path, kShardMaxDims));
-  if (spec.num_classes < 1) throw InputError(fmt::format("{}: num_classes must be >= 1", path));
+  if (spec.target == ShardTarget::kFloat) {
+    if (spec.target_numel < 1 || spec.target_numel > kShardMaxTargetNumel)
+      throw InputError(fmt::format("{}: {} float targets per record; give 1 to {}", path,
+                                   spec.target_numel, kShardMaxTargetNumel));
+    if (spec.num_classes != 0)
+      throw Error(fmt::format("{}: a shard of float targets has no class count", path));
+  } else if (spec.num_classes < 1) {
+    throw InputError(fmt::format("{}: num_classes must be >= 1", path));
+  }
+  if (spec.target != ShardTarget::kFloat && spec.target_numel != 0)
+    throw Error(fmt::format("{}: only float targets have a target size", path));
+  if (int64_t(spec.extra.size()) > kShardMaxExtraBytes)
+    throw InputError(fmt::format("{}: an extra section of {} bytes; a shard holds at most {}", path,
+                                 spec.extra.size(), kShardMaxExtraBytes));
   // The bounds parse_shard_header() reads back: a shard written is a shard that loads.
   if (spec.num_classes > (1 << 24))
     throw InputError(
@@ -36,19 +49,24 @@ ShardWriter::ShardWriter(const std::string& path, const ShardSpec& spec)
     throw InputError(fmt::format("{}: {} records per chunk: give 1 to 2^40, or 0 for about 1 MiB",
                                  path, spec.chunk_records));
   info_.dtype = spec.dtype;
+  info_.target = spec.target;
+  info_.target_numel = spec.target_numel;
   info_.shape = spec.shape;
   info_.num_classes = spec.num_classes;
   info_.count = spec.count;
-  info_.record_bytes = 4 + info_.numel() * int64_t(dtype_size(spec.dtype));
+  info_.record_bytes = info_.target_bytes() + info_.numel() * int64_t(dtype_size(spec.dtype));
   info_.chunk_records = spec.chunk_records > 0
                             ? spec.chunk_records
                             : std::max<int64_t>(1, (1 << 20) / info_.record_bytes);
   info_.num_chunks = (info_.count + info_.chunk_records - 1) / info_.chunk_records;
-  const int64_t table_end = int64_t(sizeof(ShardHeader)) + 4 * info_.num_chunks;
+  extra_ = spec.extra;
+  info_.extra_offset = int64_t(sizeof(ShardHeader)) + 4 * info_.num_chunks;
+  info_.extra_bytes = int64_t(extra_.size());
+  const int64_t table_end = info_.extra_offset + info_.extra_bytes;
   info_.data_offset =
       (table_end + int64_t(kShardAlign) - 1) / int64_t(kShardAlign) * int64_t(kShardAlign);
   record_.resize(size_t(info_.record_bytes));
-  if (spec.dtype == ShardDtype::kUint8) hist_.assign(256, 0);
+  if (spec.dtype == ShardDtype::kUint8 && spec.target != ShardTarget::kNone) hist_.assign(256, 0);
   file_ = std::fopen(tmp_.c_str(), "wb");
   if (!file_) throw InputError(fmt::format("{}: cannot create: {}", tmp_, std::strerror(errno)));
   // Header and table are written last; reserve their space now.
@@ -63,16 +81,44 @@ ShardWriter::~ShardWriter() {
 }
 
 void ShardWriter::append(int32_t label, const void* features, const std::string& where) {
-  if (written_ >= info_.count)
-    throw Error(fmt::format("{}: more records appended than the {} announced", path_, info_.count));
+  if (info_.target != ShardTarget::kClassLabel)
+    throw Error(
+        fmt::format("{}: a label appended to a shard of {}", path_, target_name(info_.target)));
   if (label < 0 || label >= info_.num_classes)
     throw InputError(fmt::format("{}: label {} is outside [0, {})",
                                  where.empty() ? fmt::format("record {}", written_) : where, label,
                                  info_.num_classes));
-  std::memcpy(record_.data(), &label, 4);  // little-endian hosts only (x86-64, aarch64)
-  std::memcpy(record_.data() + 4, features, record_.size() - 4);
+  write_record(&label, features);  // little-endian hosts only (x86-64, aarch64)
+}
+
+void ShardWriter::append_targets(const float* targets, const void* features,
+                                 const std::string& where) {
+  if (info_.target != ShardTarget::kFloat)
+    throw Error(fmt::format("{}: float targets appended to a shard of {}", path_,
+                            target_name(info_.target)));
+  for (int64_t j = 0; j < info_.target_numel; ++j)
+    if (!std::isfinite(targets[j]))
+      throw InputError(fmt::format("{}: target {} is {}",
+                                   where.empty() ? fmt::format("record {}", written_) : where, j,
+                                   targets[j]));
+  write_record(targets, features);
+}
+
+void ShardWriter::append_features(const void* features) {
+  if (info_.target != ShardTarget::kNone)
+    throw Error(fmt::format("{}: a record without a target appended to a shard of {}", path_,
+                            target_name(info_.target)));
+  write_record(nullptr, features);
+}
+
+void ShardWriter::write_record(const void* target, const void* features) {
+  if (written_ >= info_.count)
+    throw Error(fmt::format("{}: more records appended than the {} announced", path_, info_.count));
+  const size_t tb = size_t(info_.target_bytes());
+  if (tb) std::memcpy(record_.data(), target, tb);
+  std::memcpy(record_.data() + tb, features, record_.size() - tb);
   if (!hist_.empty())
-    for (size_t i = 4; i < record_.size(); ++i) ++hist_[record_[i]];
+    for (size_t i = tb; i < record_.size(); ++i) ++hist_[record_[i]];
   chunk_crc_ = crc32c(record_.data(), record_.size(), chunk_crc_);
   if (std::fwrite(record_.data(), 1, record_.size(), file_) != record_.size())
     throw InputError(fmt::format("{}: write failed: {}", tmp_, std::strerror(errno)));
@@ -99,6 +145,10 @@ void ShardWriter::finish() {
   h.data_offset = uint32_t(info_.data_offset);
   h.dtype = uint8_t(info_.dtype);
   h.ndims = uint8_t(info_.shape.size());
+  h.target = uint8_t(info_.target);
+  h.target_numel = uint32_t(info_.target_numel);
+  h.extra_bytes = uint32_t(extra_.size());
+  h.extra_crc = extra_.empty() ? 0 : crc32c(extra_.data(), extra_.size());
   h.num_classes = uint32_t(info_.num_classes);
   h.count = uint64_t(info_.count);
   h.record_bytes = uint64_t(info_.record_bytes);
@@ -109,9 +159,11 @@ void ShardWriter::finish() {
   h.stddev = info_.stddev;
   h.table_crc = crc32c(crcs_.data(), crcs_.size() * 4);
   h.header_crc = crc32c(&h, offsetof(ShardHeader, header_crc));
-  bool ok = std::fseek(file_, 0, SEEK_SET) == 0 && std::fwrite(&h, sizeof h, 1, file_) == 1 &&
-            (crcs_.empty() || std::fwrite(crcs_.data(), 4, crcs_.size(), file_) == crcs_.size()) &&
-            std::fflush(file_) == 0 && ::fsync(::fileno(file_)) == 0;
+  bool ok =
+      std::fseek(file_, 0, SEEK_SET) == 0 && std::fwrite(&h, sizeof h, 1, file_) == 1 &&
+      (crcs_.empty() || std::fwrite(crcs_.data(), 4, crcs_.size(), file_) == crcs_.size()) &&
+      (extra_.empty() || std::fwrite(extra_.data(), 1, extra_.size(), file_) == extra_.size()) &&
+      std::fflush(file_) == 0 && ::fsync(::fileno(file_)) == 0;
   ok = std::fclose(file_) == 0 && ok;
   file_ = nullptr;
   if (!ok) throw InputError(fmt::format("{}: write failed: {}", tmp_, std::strerror(errno)));

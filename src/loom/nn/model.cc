@@ -230,6 +230,14 @@ LossResult Model::loss(const int32_t* labels, float grad_scale) {
   return r;
 }
 
+LossResult Model::mse_loss(const float* targets, float grad_scale) {
+  LOOM_CHECK(last_input_ != nullptr, "mse_loss() before forward()");
+  LossResult r;
+  r.loss_sum = backend_->mse(activations_.back().data(), targets, last_batch_ * output_positions_,
+                             num_classes_, grad_scale, slots_[size_t(grad_slot_.back())].data());
+  return r;
+}
+
 void Model::backward(const std::function<void(const ParamRange&)>& on_ready) {
   LOOM_CHECK(last_input_ != nullptr, "backward() before forward()");
   Context ctx = context(last_step_);

@@ -83,6 +83,10 @@ class Model {
   // Softmax cross-entropy of the last forward, one label per output position; fills the
   // logits' gradient scaled by grad_scale.
   LossResult loss(const int32_t* labels, float grad_scale);
+  // Mean squared error of the last forward against float targets, num_classes values per
+  // output position (regression): loss_sum is the sum over rows of each row's mean squared
+  // error; fills the outputs' gradient scaled by grad_scale. `correct` stays 0.
+  LossResult mse_loss(const float* targets, float grad_scale);
   // Backward of the last forward from the loss gradient. After each layer with parameters has
   // written its gradients, on_ready(range) is called: ranges arrive in reverse layer order,
   // which is what lets bucketed allreduce overlap with the rest of backward.

@@ -67,6 +67,10 @@ void Backend::activation_backward(Activation kind, float alpha, const float* x, 
   relu_backward(y, dy, dx, n);
 }
 
+double Backend::mse(const float*, const float*, int64_t, int64_t, float, float*) {
+  unavailable(*this, "mse");
+}
+
 void Backend::conv2d_forward(const ConvGeometry& g, const float* x, const float* w,
                              const float* bias, float* y) {
   if (!im2col_geometry(g)) unavailable(*this, "conv2d_forward (this geometry)");

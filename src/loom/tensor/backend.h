@@ -119,6 +119,12 @@ class Backend {
   virtual double softmax_xent(const float* logits, const int32_t* labels, int64_t rows,
                               int64_t cols, float grad_scale, float* dlogits, int64_t* correct,
                               float label_smoothing = 0.0f) = 0;
+  // Mean squared error of predictions y [rows, cols] against float targets of the same shape:
+  // returns the sum over rows of each row's mean over cols of (y - t)^2 (PyTorch's MSELoss with
+  // reduction 'mean' is this divided by rows), and writes dy = 2 (y - t) / cols * grad_scale
+  // when dy is not null. Sums in double.
+  virtual double mse(const float* y, const float* target, int64_t rows, int64_t cols,
+                     float grad_scale, float* dy);
   // Count of rows whose argmax equals the label.
   virtual int64_t count_correct(const float* logits, const int32_t* labels, int64_t rows,
                                 int64_t cols) = 0;

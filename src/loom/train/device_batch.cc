@@ -11,4 +11,11 @@ DeviceBatch::View DeviceBatch::put(const float* x, const int32_t* y, int64_t row
   return {x_.data(), y_.data()};
 }
 
+const float* DeviceBatch::put_targets(const float* t, int64_t count) {
+  if (backend_.device() == Device::kCpu) return t;
+  if (t_.size() < count) t_ = DeviceBuffer<float>(backend_, count);
+  backend_.copy_to_device(t_.data(), t, size_t(count) * sizeof(float));
+  return t_.data();
+}
+
 }  // namespace loom::train

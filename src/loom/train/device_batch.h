@@ -20,11 +20,14 @@ class DeviceBatch {
   };
   // rows samples of `numel` floats each, and their labels.
   View put(const float* x, const int32_t* y, int64_t rows, int64_t numel);
+  // Float targets (regression), `count` values.
+  const float* put_targets(const float* t, int64_t count);
 
  private:
   Backend& backend_;
   DeviceBuffer<float> x_;
   DeviceBuffer<int32_t> y_;
+  DeviceBuffer<float> t_;
 };
 
 }  // namespace loom::train

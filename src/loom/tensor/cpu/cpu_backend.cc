@@ -207,6 +207,22 @@ double CpuBackend::softmax_xent(const float* logits, const int32_t* labels, int6
   return loss;
 }
 
+double CpuBackend::mse(const float* y, const float* target, int64_t rows, int64_t cols,
+                       float grad_scale, float* dy) {
+  double loss = 0;
+  const float g = 2.0f / float(cols) * grad_scale;
+  for (int64_t r = 0; r < rows; ++r) {
+    double row = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      const float d = y[r * cols + c] - target[r * cols + c];
+      row += double(d) * double(d);
+      if (dy) dy[r * cols + c] = d * g;
+    }
+    loss += row / double(cols);
+  }
+  return loss;
+}
+
 int64_t CpuBackend::count_correct(const float* logits, const int32_t* labels, int64_t rows,
                                   int64_t cols) {
   int64_t right = 0;

@@ -447,6 +447,20 @@ double CudaBackend::softmax_xent(const float* logits, const int32_t* labels, int
   return out[0];
 }
 
+double CudaBackend::mse(const float* y, const float* target, int64_t rows, int64_t cols,
+                        float grad_scale, float* dy) {
+  if (rows <= 0) return 0.0;
+  LOOM_CHECK_GT(cols, 0);
+  bind();
+  auto* ws = static_cast<double*>(scratch(sizeof(double) * size_t(rows + 2)));
+  cuda::mse_rows(stream(), y, target, rows, cols, grad_scale, dy, ws);
+  // reduce_loss sums two per-row arrays; the second sum (of the same losses) is not used.
+  cuda::reduce_loss(stream(), ws, ws, rows, ws + rows);
+  double out[2];
+  std::memcpy(out, read_back(ws + rows, sizeof(out)), sizeof(out));
+  return out[0];
+}
+
 int64_t CudaBackend::count_correct(const float* logits, const int32_t* labels, int64_t rows,
                                    int64_t cols) {
   int64_t right = 0;

@@ -97,6 +97,8 @@ class CudaBackend final : public Backend {
   double softmax_xent(const float* logits, const int32_t* labels, int64_t rows, int64_t cols,
                       float grad_scale, float* dlogits, int64_t* correct,
                       float label_smoothing = 0.0f) override;
+  double mse(const float* y, const float* target, int64_t rows, int64_t cols, float grad_scale,
+             float* dy) override;
   int64_t count_correct(const float* logits, const int32_t* labels, int64_t rows,
                         int64_t cols) override;
 

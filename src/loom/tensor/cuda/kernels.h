@@ -47,6 +47,11 @@ void softmax_xent_rows(cudaStream_t s, const float* logits, const int32_t* label
 void reduce_loss(cudaStream_t s, const double* row_loss, const double* row_correct, int64_t rows,
                  double* out);
 
+// mse.cu: row_loss[r] = mean over cols of (y - t)^2 in double; dy = 2 (y - t) / cols *
+// grad_scale when not null (as the CPU backend).
+void mse_rows(cudaStream_t s, const float* y, const float* target, int64_t rows, int64_t cols,
+              float grad_scale, float* dy, double* row_loss);
+
 // im2col.cu (one image, NCHW)
 void im2col(cudaStream_t s, const float* image, int64_t channels, int64_t height, int64_t width,
             int64_t kernel, int64_t pad, int64_t stride, float* columns);
