@@ -402,6 +402,30 @@ TEST(OnnxExport, FixedBatchOption) {
   EXPECT_EQ(p.doc_string(), "a test");
 }
 
+// The importer reads a Sum only over activations of one shape.
+TEST(OnnxExport, ImportedSumOfDifferentShapesNamesTheNode) {
+  SKIP_WITHOUT_ONNX();
+  auto m = model_from_toml(kAllLayers, {1, 28, 28});
+  onnx::ModelProto p = parse(onnx_model_bytes(*m, m->params(), m->state()));
+  bool edited = false;
+  for (auto& n : *p.mutable_graph()->mutable_node())
+    if (n.op_type() == "Sum") {
+      n.set_input(2, "input");  // [batch, 1, 28, 28] among [batch, 8, 28, 28]
+      edited = true;
+    }
+  ASSERT_TRUE(edited);
+  std::string bytes;
+  ASSERT_TRUE(p.SerializeToString(&bytes));
+  try {
+    graph_from_onnx_bytes(bytes.data(), bytes.size(), "edited.onnx", {1, 28, 28});
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("node 'add_0' (Sum)"), std::string::npos) << what;
+    EXPECT_NE(what.find("[batch, 1, 28, 28]"), std::string::npos) << what;
+  }
+}
+
 #endif  // LOOM_HAVE_ONNX
 
 // A layer loom's factory does not make, as the model-parallel rewrite puts in a model.
