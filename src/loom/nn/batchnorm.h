@@ -35,6 +35,9 @@ class BatchNorm final : public Layer {
   void forward(const Context& ctx, const float* x, float* y, int64_t batch) override;
   void backward(const Context& ctx, const float* x, const float* y, const float* dy, float* dx,
                 int64_t batch) override;
+  int64_t channels() const { return channels_; }
+  float eps() const { return eps_; }
+  float momentum() const { return momentum_; }
 
  private:
   bool syncing(const Context& ctx) const { return sync_ && ctx.reducer != nullptr; }

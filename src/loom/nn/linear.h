@@ -26,6 +26,7 @@ class Linear final : public Layer {
 
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
+  bool has_bias() const { return bias_; }
 
  private:
   int64_t in_, out_;

@@ -44,6 +44,7 @@ class Concat final : public Layer {
                       int64_t batch) override;
   void backward_inputs(const Context& ctx, const std::vector<const float*>& xs, const float* y,
                        const float* dy, const std::vector<float*>& dxs, int64_t batch) override;
+  int64_t axis() const { return axis_; }
 
  private:
   int64_t axis_;

@@ -44,6 +44,7 @@ const std::vector<std::string>& onnx_ops() {
                                                "Reshape",
                                                "Shape",
                                                "Sigmoid",
+                                               "Sum",
                                                "Tanh",
                                                "Unsqueeze"};
   return ops;
@@ -236,6 +237,7 @@ class Importer {
   void flatten(const onnx::NodeProto& n);
   void reshape(const onnx::NodeProto& n);
   void concat(const onnx::NodeProto& n);
+  void sum(const onnx::NodeProto& n);
   void pad(const onnx::NodeProto& n);
   // Input 0 of a Conv or pooling node, with the padding of a Pad before it (0 if none).
   const Value& padded_activation(const onnx::NodeProto& n, int64_t& pad_h, int64_t& pad_w) const;
@@ -636,6 +638,7 @@ void Importer::read_node(const onnx::NodeProto& n) {
   if (op == "Flatten") return flatten(n);
   if (op == "Reshape") return reshape(n);
   if (op == "Concat") return concat(n);
+  if (op == "Sum") return sum(n);
   if (op == "Pad") return pad(n);
   if (op == "Shape") return fold_shape(n);
   if (op == "Gather") return fold_gather(n);
@@ -963,9 +966,9 @@ void Importer::batchnorm(const onnx::NodeProto& n) {
   only_attrs(n, {"epsilon", "momentum", "training_mode", "spatial"});
   unused_outputs_from(n, 1);
   const Value& x = activation(n, 0);
-  if (x.shape.size() != 1 && x.shape.size() != 3)
-    fail_node(n, fmt::format("input is {}; loom normalises [batch, features] and "
-                             "[batch, C, H, W]",
+  if (x.shape.size() < 1 || x.shape.size() > 3)
+    fail_node(n, fmt::format("input is {}; loom normalises [batch, features], [batch, C, L] "
+                             "and [batch, C, H, W]",
                              batch_shape_text(x.shape)));
   const int64_t c = x.shape[0];
   std::vector<float> params, state;
@@ -1103,6 +1106,22 @@ void Importer::concat(const onnx::NodeProto& n) {
   if (xs.size() == 1) return alias(n, *xs[0]);
   LayerSpec& l = emit(n, "concat", xs, out);
   if (axis != 1) l.params["axis"] = cv(axis - 1);
+}
+
+// loom's export writes an add of more than two inputs as one Sum.
+void Importer::sum(const onnx::NodeProto& n) {
+  only_attrs(n, {});
+  if (n.input_size() < 1) fail_node_input(n, "it has no inputs");
+  std::vector<const Value*> xs;
+  for (int k = 0; k < n.input_size(); ++k) {
+    xs.push_back(&activation(n, k));
+    if (xs.back()->shape != xs[0]->shape)
+      fail_node(n, fmt::format("inputs {} and {} differ; loom adds activations of one shape only "
+                               "(no broadcasting)",
+                               batch_shape_text(xs[0]->shape), batch_shape_text(xs.back()->shape)));
+  }
+  if (xs.size() == 1) return alias(n, *xs[0]);
+  emit(n, "add", xs, xs[0]->shape);
 }
 
 void Importer::pad(const onnx::NodeProto& n) {

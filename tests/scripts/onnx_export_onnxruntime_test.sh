@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# loom's ONNX export run by onnxruntime: the built-in MLP and CNN, ResNet-20 and a graph of every
+# layer type, each trained for a few SGD steps on Fashion-MNIST (weights and BatchNorm statistics
+# off their initial values), must give loom's logits on 500 test images: the same class on every
+# sample and every logit within 1e-4 of the sample's largest (tests/python/
+# onnx_export_onnxruntime.py). Skips without libonnx-dev (no helper), onnxruntime in .venv, or
+# Fashion-MNIST.
+# $1 = the built loom, $2 = loom_onnx_export_sample (tests/tools/), absent without ONNX.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+SAMPLE=${2:-}
+PY="$ROOT/.venv/bin/python"
+if [ -z "$SAMPLE" ]; then
+  echo "SKIP: this loom was built without libonnx-dev, so it has no ONNX export"; exit 77
+fi
+if [ ! -x "$PY" ] || ! "$PY" -c "import numpy, onnxruntime" 2>/dev/null; then
+  echo "SKIP: .venv/bin/python has no onnxruntime (run scripts/setup-test-python)"; exit 77
+fi
+DATA=/usr/share/datasets/fashion-mnist  # loom's default data.dir
+if [ ! -e "$DATA/t10k-images-idx3-ubyte.gz" ] && [ ! -e "$DATA/t10k-images-idx3-ubyte" ]; then
+  echo "SKIP: no Fashion-MNIST in $DATA (apt-get install dataset-fashion-mnist)"; exit 77
+fi
+SAMPLE=$(realpath "$SAMPLE")
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+cd "$T"
+fail() { echo "FAIL: $*"; exit 1; }
+
+cat > all_layers.toml <<'G'
+[[layer]]
+type = "conv2d"
+name = "stem"
+out = 8
+kernel = 3
+padding = 1
+[[layer]]
+type = "batchnorm2d"
+name = "stem_bn"
+eps = 1e-3
+[[layer]]
+type = "leakyrelu"
+name = "act0"
+slope = 0.1
+[[layer]]
+type = "conv2d"
+name = "grouped"
+out = 8
+kernel = [3, 5]
+padding = [1, 2]
+groups = 2
+bias = false
+[[layer]]
+type = "silu"
+[[layer]]
+type = "conv2d"
+name = "dilated"
+input = "act0"
+out = 8
+kernel = 3
+padding = 2
+dilation = 2
+[[layer]]
+type = "gelu"
+[[layer]]
+type = "add"
+inputs = ["silu_0", "gelu_0", "act0"]
+[[layer]]
+type = "concat"
+inputs = ["add_0", "act0"]
+[[layer]]
+type = "maxpool2d"
+kernel = 3
+stride = 2
+padding = 1
+ceil_mode = true
+[[layer]]
+type = "tanh"
+[[layer]]
+type = "avgpool2d"
+kernel = 3
+stride = 2
+padding = 1
+count_include_pad = false
+[[layer]]
+type = "sigmoid"
+name = "sig"
+[[layer]]
+type = "avgpool2d"
+name = "avg_ceil"
+kernel = 3
+stride = 2
+ceil_mode = true
+[[layer]]
+type = "flatten"
+[[layer]]
+type = "globalavgpool2d"
+input = "sig"
+[[layer]]
+type = "concat"
+name = "features"
+inputs = ["flatten_0", "globalavgpool2d_0"]
+[[layer]]
+type = "linear"
+out = 32
+bias = false
+[[layer]]
+type = "batchnorm1d"
+[[layer]]
+type = "relu"
+[[layer]]
+type = "dropout"
+p = 0.3
+[[layer]]
+type = "linear"
+out = 10
+G
+
+run() {  # name model options...
+  local name=$1 model=$2; shift 2
+  "$SAMPLE" "$model" "$name" "$@" --data-dir "$DATA" --samples 500 > "$name.log" 2>&1 ||
+    { cat "$name.log"; fail "loom_onnx_export_sample $*"; }
+  cat "$name.log"
+}
+run mlp mlp --steps 100 --set 'mlp.hidden=[256, 128]'
+run cnn cnn --steps 60 --set 'cnn.channels=[16, 32]' --set cnn.hidden=128
+run resnet20 resnet20 --steps 10 --batch 16 --lr 0.05
+run all_layers all_layers.toml --steps 60 --batch 32 --lr 0.02
+"$PY" "$ROOT/tests/python/onnx_export_onnxruntime.py" --tol 1e-4 mlp cnn resnet20 all_layers ||
+  fail "onnxruntime disagrees with loom"
+echo "ok"
