@@ -62,11 +62,13 @@ Dataset parse_csv(const char* data, size_t size, const std::string& name, const 
     if (ncells != columns)
       throw InputError(fmt::format("{}:{}: {} columns, expected {} (as on the {} line)", name,
                                    line_no, ncells, columns, opts.header ? "header" : "first"));
-    if (columns < 2)
+    if (columns < (opts.labels ? 2 : 1))
       throw InputError(fmt::format("{}:{}: a record needs a label and at least one feature column",
                                    name, line_no));
-    label_col = opts.label_column >= 0 ? opts.label_column : columns + opts.label_column;
-    if (label_col < 0 || label_col >= columns)
+    label_col = !opts.labels              ? -1
+                : opts.label_column >= 0 ? opts.label_column
+                                         : columns + opts.label_column;
+    if (opts.labels && (label_col < 0 || label_col >= columns))
       throw InputError(fmt::format("{}: label column {} does not exist ({} columns)", name,
                                    opts.label_column, columns));
     size_t cpos = 0;
@@ -104,7 +106,7 @@ Dataset parse_csv(const char* data, size_t size, const std::string& name, const 
     max_label = std::max(max_label, label);
   }
   ds.count = int64_t(ds.labels.size());
-  ds.sample_shape = {columns > 0 ? columns - 1 : 0};
+  ds.sample_shape = {columns > 0 ? columns - (opts.labels ? 1 : 0) : 0};
   ds.num_classes = opts.num_classes > 0 ? opts.num_classes : max_label + 1;
   if (ds.count == 0) throw InputError(fmt::format("{}: no records", name));
   return ds;

@@ -18,6 +18,7 @@ struct CsvOptions {
   int label_column = -1;              // index of the label column; negative counts from the end
   int num_classes = 0;                // labels must lie in [0, num_classes); 0: max label + 1
   int64_t max_classes = kMaxClasses;  // with num_classes 0: labels must lie below this
+  bool labels = true;                 // false: every column is a feature (inputs to predict)
 };
 
 // Text for an error message: printable ASCII as it is, every other byte as \xNN, cut after
