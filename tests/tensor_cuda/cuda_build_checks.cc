@@ -5,14 +5,17 @@
 // types; the file name keeps it out of the *_test.cc glob of CPU-only builds.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "loom/config.h"
 #include "loom/core/error.h"
 #include "loom/tensor/backend_registry.h"
 #include "loom/tensor/cuda/cuda_backend.h"
 #include "loom/tensor/cuda/cuda_check.h"
+#include "loom/tensor/cuda/cudnn_conv.h"
 #include "loom/tensor/cuda/memory_pool.h"
 #include "tensor_cuda/gpu_compare.h"
 
@@ -97,6 +100,84 @@ TEST(CudaBackendSetup, AFailedConstructorLeavesNoStaleError) {
   std::vector<float> host(1000);
   be.copy_to_host(host.data(), x.data(), host.size() * sizeof(float));
   EXPECT_EQ(host[999], 2.0f);
+}
+
+// Needs no GPU: loading cuDNN and resolving its functions is host work (handles are made on
+// first use, where a GPU is needed). A build with cuDNN opens it or names the library it could
+// not load; a build without says how to build it.
+TEST(CudnnBuild, OpensTheLibraryOrSaysWhy) {
+  std::string why;
+  const auto dnn = CudnnConv::open(0, false, &why);
+  RecordProperty("cudnn", dnn ? dnn->version() : why);  // in the test report
+#if LOOM_HAVE_CUDNN
+  if (dnn) {
+    EXPECT_EQ(dnn->version().rfind(std::to_string(LOOM_TEST_CUDNN_MAJOR) + ".", 0), 0u)
+        << dnn->version();
+    EXPECT_EQ(dnn->stats().calls, 0);
+  } else {
+    EXPECT_NE(why.find("libcudnn.so." + std::to_string(LOOM_TEST_CUDNN_MAJOR)), std::string::npos)
+        << why;
+  }
+#else
+  EXPECT_EQ(dnn, nullptr);
+  EXPECT_NE(why.find("-DLOOM_CUDNN=ON"), std::string::npos) << why;
+#endif
+}
+
+TEST(CudnnBuild, GeometryTextNamesEveryField) {
+  ConvGeometry g;
+  g.batch = 2, g.in_c = 4, g.in_h = 9, g.in_w = 7, g.out_c = 6, g.out_h = 5, g.out_w = 8;
+  g.kernel_h = 3, g.kernel_w = 2, g.stride_h = 2, g.stride_w = 1, g.pad_h = 1, g.pad_w = 0;
+  g.dilation_h = 1, g.dilation_w = 2, g.groups = 2;
+  EXPECT_EQ(describe_conv(g),
+            "conv2d batch 2, in 4x9x7, out 6x5x8, kernel 3x2, stride 2x1, padding 1x0, "
+            "dilation 1x2, groups 2");
+}
+
+// LOOM_CUDNN picks the engine when a backend is made; a value it does not know is a
+// ConfigError naming it.
+TEST(CudaBackendSetup, CudnnEnvironmentVariableChoosesTheEngine) {
+  std::string why;
+  LOOM_REQUIRE_GPU_BECAUSE(have_gpu(&why), why);
+  struct Restore {
+    std::string old;
+    bool had = false;
+    Restore() {
+      if (const char* v = std::getenv("LOOM_CUDNN")) old = v, had = true;
+    }
+    ~Restore() {
+      if (had) {
+        setenv("LOOM_CUDNN", old.c_str(), 1);
+      } else {
+        unsetenv("LOOM_CUDNN");
+      }
+    }
+  } restore;
+  setenv("LOOM_CUDNN", "0", 1);
+  {
+    CudaBackend be(0);
+    EXPECT_EQ(be.conv_engine(), "loom");
+    EXPECT_NE(be.cudnn_unavailable().find("LOOM_CUDNN=0"), std::string::npos)
+        << be.cudnn_unavailable();
+  }
+  setenv("LOOM_CUDNN", "sometimes", 1);
+  try {
+    CudaBackend be(0);
+    FAIL() << "no throw";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("LOOM_CUDNN=sometimes"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  setenv("LOOM_CUDNN", "1", 1);
+  try {
+    CudaBackend be(0);
+    EXPECT_EQ(be.conv_engine().rfind("cudnn ", 0), 0u) << be.conv_engine();
+  } catch (const ConfigError& e) {
+    // Only where cuDNN cannot run: the error says why.
+    EXPECT_NE(std::string(e.what()).find("cuDNN was asked for (LOOM_CUDNN=1) but"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // A communication thread on the side stream: its ops run after the mark it entered at, and
