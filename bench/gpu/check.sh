@@ -231,7 +231,7 @@ case "$cudnn" in
 esac
 echo "expected skips: $expected_skips"
 groups=(
-  "setup|CudaCheck.*:CudaPool.*:CudaBackendSetup.*:CudaStreams.*|30"
+  "setup|CudaCheck.*:CudaPool.*:CudaBackendSetup.*:CudaStreams.*:CudnnBuild.*|30"
   "ops|CudaOps.*:CudaLayerOps.*:CudaModel.*|60"
   "codecs|CudaCodecs.*|30"
   "multirank|CudaMultiRank.*|40"

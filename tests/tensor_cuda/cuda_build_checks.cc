@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -122,6 +123,49 @@ TEST(CudnnBuild, OpensTheLibraryOrSaysWhy) {
   EXPECT_EQ(dnn, nullptr);
   EXPECT_NE(why.find("-DLOOM_CUDNN=ON"), std::string::npos) << why;
 #endif
+}
+
+// Host work too: cuDNN's descriptors for loom's geometries, and cuDNN's own output size for
+// them, which must be PyTorch's rule (the convolution descriptor takes padding, stride and
+// dilation in that order: a mix-up shows here). Sizes past cuDNN's int range, and an output
+// size other than the rule's, are not taken.
+TEST(CudnnBuild, DescriptorsGiveTheOutputSizeOfPyTorchsRule) {
+  std::string why;
+  const auto dnn = CudnnConv::open(0, false, &why);
+  if (!dnn) GTEST_SKIP() << "no cuDNN: " << why;
+  auto conv = [](int64_t batch, int64_t c, int64_t h, int64_t w, int64_t k, int64_t kh, int64_t kw,
+                 int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,
+                 int64_t groups) {
+    ConvGeometry g;
+    g.batch = batch, g.in_c = c, g.in_h = h, g.in_w = w, g.out_c = k, g.kernel_h = kh;
+    g.kernel_w = kw, g.stride_h = sh, g.stride_w = sw, g.pad_h = ph, g.pad_w = pw;
+    g.dilation_h = dh, g.dilation_w = dw, g.groups = groups;
+    g.out_h = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1;
+    g.out_w = (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
+    return g;
+  };
+  const ConvGeometry taken[] = {
+      conv(2, 4, 9, 7, 6, 3, 2, 2, 1, 1, 0, 1, 2, 2),
+      conv(3, 3, 8, 8, 5, 1, 1, 1, 1, 0, 0, 1, 1, 1),
+      conv(2, 4, 7, 7, 4, 1, 1, 2, 2, 0, 0, 1, 1, 1),
+      conv(2, 8, 16, 15, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1),
+      conv(2, 6, 11, 13, 4, 3, 3, 1, 3, 2, 1, 2, 1, 2),
+      conv(1, 6, 10, 10, 6, 3, 3, 1, 1, 2, 2, 2, 2, 6),
+      conv(2, 8, 9, 9, 8, 5, 5, 1, 1, 2, 2, 1, 1, 8),
+      conv(2, 2, 5, 5, 3, 5, 5, 3, 3, 2, 2, 1, 1, 1),
+      conv(1, 3, 31, 17, 4, 7, 3, 3, 2, 3, 0, 2, 3, 1),
+  };
+  for (const ConvGeometry& g : taken) EXPECT_TRUE(dnn->takes(g)) << describe_conv(g);
+  ConvGeometry cropped = taken[0];
+  cropped.out_h -= 1;
+  EXPECT_FALSE(dnn->takes(cropped));
+  ConvGeometry wide = taken[1];
+  wide.out_w += 1;
+  EXPECT_FALSE(dnn->takes(wide));
+  // 2^31 input elements: past cuDNN's int sizes.
+  EXPECT_FALSE(dnn->takes(conv(int64_t(1) << 16, 8, 64, 64, 8, 1, 1, 1, 1, 0, 0, 1, 1, 1)));
+  EXPECT_EQ(dnn->stats().plans, int64_t(std::size(taken)) + 3);
+  EXPECT_EQ(dnn->stats().calls, 0);
 }
 
 TEST(CudnnBuild, GeometryTextNamesEveryField) {

@@ -387,6 +387,11 @@ bool CudnnConv::ready(const CudnnLane& lane, std::string* why) {
   return true;
 }
 
+bool CudnnConv::takes(const ConvGeometry& g) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->plan(g).usable;
+}
+
 bool CudnnConv::forward(const CudnnLane& lane, const ConvGeometry& g, const float* x,
                         const float* w, const float* bias, float* y) {
   const Api& api = impl_->api;
@@ -452,6 +457,9 @@ std::string CudnnConv::version() const {
 }
 bool CudnnConv::ready(const CudnnLane&, std::string* why) {
   if (why) *why = "this build has no cuDNN";
+  return false;
+}
+bool CudnnConv::takes(const ConvGeometry&) {
   return false;
 }
 bool CudnnConv::forward(const CudnnLane&, const ConvGeometry&, const float*, const float*,

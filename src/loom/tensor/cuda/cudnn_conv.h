@@ -65,6 +65,11 @@ class CudnnConv {
   // with cuDNN's reason in *why, when cuDNN cannot run here.
   bool ready(const CudnnLane& lane, std::string* why);
 
+  // Whether cuDNN takes the geometry: its descriptors (made and cached here; host work, no
+  // handle or GPU needed) fit and give the geometry's output size. The calls below may still
+  // decline it when no algorithm passes.
+  bool takes(const ConvGeometry& g);
+
   // Each returns false, having queued nothing, when cuDNN declines the geometry: a size past
   // cuDNN's int range, an output size other than PyTorch's rule gives (cuDNN computes its own),
   // or no deterministic fp32 algorithm within the workspace limit. The caller then runs its
