@@ -168,6 +168,22 @@ TEST(CudnnBuild, DescriptorsGiveTheOutputSizeOfPyTorchsRule) {
   EXPECT_EQ(dnn->stats().calls, 0);
 }
 
+// Without a GPU cudnnCreate fails: ready() says so with cuDNN's status and the call's name,
+// and says the same again without retrying.
+TEST(CudnnBuild, NoGpuHandleErrorNamesTheCall) {
+  if (have_gpu()) GTEST_SKIP() << "a GPU is present; this checks the message without one";
+  std::string why;
+  const auto dnn = CudnnConv::open(0, false, &why);
+  if (!dnn) GTEST_SKIP() << "no cuDNN: " << why;
+  std::string first, again;
+  EXPECT_FALSE(dnn->ready({0, nullptr, nullptr}, &first));
+  EXPECT_NE(first.find("cuDNN error"), std::string::npos) << first;
+  EXPECT_NE(first.find("in cudnnCreate on device 0"), std::string::npos) << first;
+  EXPECT_FALSE(dnn->ready({0, nullptr, nullptr}, &again));
+  EXPECT_EQ(again, first);
+  RecordProperty("cudnn_error", first);
+}
+
 TEST(CudnnBuild, GeometryTextNamesEveryField) {
   ConvGeometry g;
   g.batch = 2, g.in_c = 4, g.in_h = 9, g.in_w = 7, g.out_c = 6, g.out_h = 5, g.out_w = 8;

@@ -116,8 +116,10 @@ class CudaBackend final : public Backend {
   // ---- which code runs the convolutions ----
   // kAuto: cuDNN when this build has it and it loads and starts here, else loom's own kernels.
   // kCudnn: cuDNN or an error (ConfigError from here when it cannot be loaded or started).
-  // kLoom: loom's own kernels. The constructor takes the mode from the environment variable
-  // LOOM_CUDNN (unset or "auto", "1" for kCudnn, "0" for kLoom).
+  // kLoom: loom's own kernels. Under kAuto and kCudnn a geometry cuDNN declines
+  // (CudnnConv::forward) runs on loom's kernels, counted in cudnn_stats(). The constructor takes
+  // the mode from the environment variable LOOM_CUDNN (unset or "auto", "1" for kCudnn, "0" for
+  // kLoom).
   enum class ConvEngine { kAuto, kCudnn, kLoom };
   void set_conv_engine(ConvEngine engine);
   // What the next convolution runs on: "cudnn <version>" or "loom".
