@@ -1,13 +1,13 @@
-// The CUDA backend: cuBLAS GEMM, one kernel file per op (kernels.h), device memory from a
-// caching pool, and two streams. A thread queues every op on its current stream, in call
-// order: the compute stream, or the communication stream for a thread that entered it
-// (Backend::enter_side, SideStream): a sync strategy's communication thread, which then
-// waits for the one mark its bucket needs (mark(k), recorded by the compute thread when the
-// bucket's gradients are queued) instead of for everything queued on the compute stream so
-// far. Ops that return a host value (softmax_xent, count_correct, has_non_finite) and
-// copy_to_host wait for the calling thread's stream. comm_wait_for_compute() orders the comm
-// stream after everything queued on the compute stream so far, compute_wait_for_comm() (and
-// join_side) the reverse.
+// The CUDA backend: cuBLAS GEMM, one kernel file per op (kernels.h), convolutions through
+// cuDNN where it runs (cudnn_conv.h), device memory from a caching pool, and two streams. A thread
+// queues every op on its current stream, in call order: the compute stream, or the communication
+// stream for a thread that entered it (Backend::enter_side, SideStream): a sync strategy's
+// communication thread, which then waits for the one mark its bucket needs (mark(k), recorded by
+// the compute thread when the bucket's gradients are queued) instead of for everything queued on
+// the compute stream so far. Ops that return a host value (softmax_xent, count_correct,
+// has_non_finite) and copy_to_host wait for the calling thread's stream. comm_wait_for_compute()
+// orders the comm stream after everything queued on the compute stream so far,
+// compute_wait_for_comm() (and join_side) the reverse.
 #pragma once
 
 #include <cublas_api.h>
