@@ -325,9 +325,24 @@ struct CudnnConv::Impl {
   // What a call runs with, or null when cuDNN declines (counted).
   struct Ready {
     cudnnHandle_t handle = nullptr;
-    const Plan* plan = nullptr;
+    Plan* plan = nullptr;
     Choice choice;
   };
+
+  // cuDNN refused the chosen algorithm at its call (NOT_SUPPORTED: a limit on padding, shape or
+  // shared memory the ranking did not show): this direction of the geometry is declined from
+  // now on, and this call counted as declined, so the caller's kernels run instead. Any other
+  // failure is an error.
+  bool refused(cudnnStatus_t s, Plan& p, Direction d) {
+    const bool not_supported = s == CUDNN_STATUS_NOT_SUPPORTED || (int(s) / 1000 == 3);
+    if (!not_supported) return false;
+    std::lock_guard<std::mutex> lock(mu);
+    p.choice[d].found = false;
+    --stats.calls;
+    ++stats.declined;
+    (void)cudaGetLastError();
+    return true;
+  }
   Ready prepare(Direction d, const CudnnLane& lane, const ConvGeometry& g) {
     std::lock_guard<std::mutex> lock(mu);
     Ready r;
@@ -397,11 +412,14 @@ bool CudnnConv::forward(const CudnnLane& lane, const ConvGeometry& g, const floa
   const Api& api = impl_->api;
   const Impl::Ready r = impl_->prepare(kForward, lane, g);
   if (!r.plan) return false;
-  const Plan& p = *r.plan;
+  Plan& p = *r.plan;
   void* work = r.choice.workspace ? lane.workspace(r.choice.workspace) : nullptr;
   const float one = 1.0f, zero = 0.0f;
-  LOOM_CUDNN(cudnnConvolutionForward, g, r.handle, &one, p.x, x, p.w, w, p.conv[kForward],
-             cudnnConvolutionFwdAlgo_t(r.choice.algo), work, r.choice.workspace, &zero, p.y, y);
+  const cudnnStatus_t s = api.cudnnConvolutionForward(
+      r.handle, &one, p.x, x, p.w, w, p.conv[kForward], cudnnConvolutionFwdAlgo_t(r.choice.algo),
+      work, r.choice.workspace, &zero, p.y, y);
+  if (impl_->refused(s, p, kForward)) return false;
+  if (s != CUDNN_STATUS_SUCCESS) call_failed(api, s, "cudnnConvolutionForward", g);
   if (bias) LOOM_CUDNN(cudnnAddTensor, g, r.handle, &one, p.bias, bias, &one, p.y, y);
   return true;
 }
@@ -411,12 +429,14 @@ bool CudnnConv::backward_data(const CudnnLane& lane, const ConvGeometry& g, cons
   const Api& api = impl_->api;
   const Impl::Ready r = impl_->prepare(kBackwardData, lane, g);
   if (!r.plan) return false;
-  const Plan& p = *r.plan;
+  Plan& p = *r.plan;
   void* work = r.choice.workspace ? lane.workspace(r.choice.workspace) : nullptr;
   const float one = 1.0f, zero = 0.0f;
-  LOOM_CUDNN(cudnnConvolutionBackwardData, g, r.handle, &one, p.w, w, p.y, dy,
-             p.conv[kBackwardData], cudnnConvolutionBwdDataAlgo_t(r.choice.algo), work,
-             r.choice.workspace, &zero, p.x, dx);
+  const cudnnStatus_t s = api.cudnnConvolutionBackwardData(
+      r.handle, &one, p.w, w, p.y, dy, p.conv[kBackwardData],
+      cudnnConvolutionBwdDataAlgo_t(r.choice.algo), work, r.choice.workspace, &zero, p.x, dx);
+  if (impl_->refused(s, p, kBackwardData)) return false;
+  if (s != CUDNN_STATUS_SUCCESS) call_failed(api, s, "cudnnConvolutionBackwardData", g);
   return true;
 }
 
@@ -425,12 +445,14 @@ bool CudnnConv::backward_weights(const CudnnLane& lane, const ConvGeometry& g, c
   const Api& api = impl_->api;
   const Impl::Ready r = impl_->prepare(kBackwardFilter, lane, g);
   if (!r.plan) return false;
-  const Plan& p = *r.plan;
+  Plan& p = *r.plan;
   void* work = r.choice.workspace ? lane.workspace(r.choice.workspace) : nullptr;
   const float one = 1.0f, zero = 0.0f;
-  LOOM_CUDNN(cudnnConvolutionBackwardFilter, g, r.handle, &one, p.x, x, p.y, dy,
-             p.conv[kBackwardFilter], cudnnConvolutionBwdFilterAlgo_t(r.choice.algo), work,
-             r.choice.workspace, &zero, p.w, dw);
+  const cudnnStatus_t s = api.cudnnConvolutionBackwardFilter(
+      r.handle, &one, p.x, x, p.y, dy, p.conv[kBackwardFilter],
+      cudnnConvolutionBwdFilterAlgo_t(r.choice.algo), work, r.choice.workspace, &zero, p.w, dw);
+  if (impl_->refused(s, p, kBackwardFilter)) return false;
+  if (s != CUDNN_STATUS_SUCCESS) call_failed(api, s, "cudnnConvolutionBackwardFilter", g);
   if (dbias)
     LOOM_CUDNN(cudnnConvolutionBackwardBias, g, r.handle, &one, p.y, dy, &zero, p.bias, dbias);
   return true;

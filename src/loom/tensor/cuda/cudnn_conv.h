@@ -72,7 +72,9 @@ class CudnnConv {
 
   // Each returns false, having queued nothing, when cuDNN declines the geometry: a size past
   // cuDNN's int range, an output size other than PyTorch's rule gives (cuDNN computes its own),
-  // or no deterministic fp32 algorithm within the workspace limit. The caller then runs its
+  // no deterministic fp32 algorithm within the workspace limit, or the chosen algorithm
+  // refused at its call (CUDNN_STATUS_NOT_SUPPORTED*; that direction of the geometry is then
+  // declined from now on). The caller then runs its
   // own kernels. cuDNN errors throw loom::Error naming the call and the geometry.
   // y = conv(x, w) + bias (bias may be null).
   bool forward(const CudnnLane& lane, const ConvGeometry& g, const float* x, const float* w,
