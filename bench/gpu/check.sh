@@ -2,12 +2,13 @@
 # The device check: one run, under about 4 minutes, on a machine with a GPU. In order:
 #   1. the GPU (nvidia-smi), and the binaries' libraries (ldd: nothing "not found", NCCL
 #      included) before anything runs;
-#   2. versions (driver, runtime) and the NCCL transport's start-up time (loom_gpu_bench
-#      --parts info,nccl; NCCL gets 60 s);
+#   2. versions (driver, runtime), whether cuDNN runs here (the convolutions' engine), and the
+#      NCCL transport's start-up time (loom_gpu_bench --parts info,nccl; NCCL gets 60 s);
 #   3. the GPU tests in groups (every op and codec against the CPU reference, several ranks on
 #      one GPU, the NCCL transport, training), with CUDA_LAUNCH_BLOCKING=1 so a bad launch is
 #      reported at its own call, and NCCL_DEBUG=WARN;
-#   4. a trimmed benchmark (MLP training, GEMM, copy bandwidth, the codec kernels);
+#   4. a trimmed benchmark (MLP training, GEMM, convolutions on loom's kernels and on cuDNN,
+#      copy bandwidth, the codec kernels);
 #   5. optional: --torch (PyTorch eager on the same MLP), --train (`loom train` on nccl).
 # Every step has its own `timeout -k`, and the whole run a budget (CHECK_BUDGET_S, default 230
 # s): a step that no longer fits is not started and counts as failed.
@@ -112,9 +113,10 @@ fi
 record gpu "$([ $GPU -eq 1 ] && echo present || echo absent)" "\"required\": $REQUIRED"
 
 # CUDA's libraries: the toolkit's, and PyTorch's pip wheels' as a fallback (NCCL may exist
-# only there: nvidia-nccl-cu13).
+# only there: nvidia-nccl-cu13; cuDNN, which loom loads at run time and does not carry, in
+# nvidia-cudnn-cu1x).
 libpath=/usr/local/cuda/lib64
-for mod in nvidia.cublas nvidia.cuda_runtime nvidia.nccl; do
+for mod in nvidia.cublas nvidia.cuda_runtime nvidia.nccl nvidia.cudnn; do
   d=$(python3 -c "import $mod, os; print(os.path.join(list($mod.__path__)[0], 'lib'))" 2>/dev/null) &&
     libpath="$libpath:$d"
 done
@@ -198,18 +200,40 @@ step "versions and NCCL start-up (limit 60 s)"
 NCCL_DEBUG=WARN run_limited info 60 "$BENCH_BIN" --parts info,nccl --json "$RES" ||
   fail "info and NCCL start-up (loom_gpu_bench --parts info,nccl)"
 
+# cuDNN is not carried (hundreds of MB): the binaries load this machine's, when it has one.
+# loom_gpu_bench's info line says whether it runs ("cudnn 9.x.y") or why not.
+cudnn=$(python3 - "$RES" <<'PY' 2>/dev/null
+import json, sys
+for l in open(sys.argv[1]):
+    if '"metric": "info"' in l:
+        print(json.loads(l).get("cudnn", "not reported"))
+        break
+else:
+    print("not reported (no info line)")
+PY
+)
+echo "cuDNN: $cudnn"
+record cudnn "$(case "$cudnn" in cudnn*) echo runs ;; *) echo unavailable ;; esac)"
+
 # ---- 3. the tests ----
 step "GPU tests"
-# Expected skips with a GPU: the no-GPU message test always; the training test without
-# Fashion-MNIST. Any other skip means a test did not run: a failure.
-expected_skips="CudaBackendSetup.NoGpuIsAConfigErrorNamingTheCause"
+# Expected skips with a GPU: the no-GPU message tests always; the training test without
+# Fashion-MNIST; the cuDNN convolution tests where cuDNN does not run (above). Any other skip
+# means a test did not run: a failure.
+expected_skips="CudaBackendSetup.NoGpuIsAConfigErrorNamingTheCause CudnnBuild.NoGpuHandleErrorNamesTheCall"
 if [ -z "${LOOM_FASHION_MNIST_DIR:-}" ] || [ ! -e "${LOOM_FASHION_MNIST_DIR}/train-images-idx3-ubyte.gz" ]; then
   expected_skips="$expected_skips NcclTraining.OneGpuWorkerMatchesTheCpuRun"
 fi
+case "$cudnn" in
+  cudnn*) ;;
+  *) expected_skips="$expected_skips CudaLayerOps.ConvolutionOnCudnnMatchesCpu"
+     expected_skips="$expected_skips CudaLayerOps.ConvolutionCudnnDeclinesAnOutputSizeItWouldNotCompute"
+     expected_skips="$expected_skips CudnnBuild.DescriptorsGiveTheOutputSizeOfPyTorchsRule" ;;
+esac
 echo "expected skips: $expected_skips"
 groups=(
-  "setup|CudaCheck.*:CudaPool.*:CudaBackendSetup.*:CudaStreams.*|30"
-  "ops|CudaOps.*:CudaLayerOps.*:CudaModel.*|40"
+  "setup|CudaCheck.*:CudaPool.*:CudaBackendSetup.*:CudaStreams.*:CudnnBuild.*|30"
+  "ops|CudaOps.*:CudaLayerOps.*:CudaModel.*|60"
   "codecs|CudaCodecs.*|30"
   "multirank|CudaMultiRank.*|40"
   "nccl|Nccl.*|60"
@@ -265,8 +289,9 @@ fi
 
 # ---- 4. the trimmed benchmark ----
 step "benchmark (trimmed)"
-NCCL_DEBUG=WARN run_limited bench 60 "$BENCH_BIN" --parts mlp,gemm,bandwidth,codecs \
-  --warmup 10 --steps 60 --gemm-size 4096 --gemm-reps 10 --copy-mib 256 --copy-reps 10 --tf32 \
+NCCL_DEBUG=WARN run_limited bench 60 "$BENCH_BIN" --parts mlp,gemm,conv,bandwidth,codecs \
+  --warmup 10 --steps 60 --gemm-size 4096 --gemm-reps 10 --conv-reps 5 --copy-mib 256 \
+  --copy-reps 10 --tf32 \
   --json "$RES" || fail "benchmark"
 
 # ---- 5. optional comparisons ----
@@ -335,7 +360,7 @@ summary = {"bench": "gpu", "metric": "summary", "gpu": gpu, "gpu_required": requ
            "tests": {s: sum(1 for t in tests if t["status"] == s) for s in ("passed", "failed", "skipped")},
            "tests_failed": [t["test"] for t in tests if t["status"] == "failed"],
            "device": info.get("device"), "cuda_driver": info.get("cuda_driver"),
-           "cuda_runtime": info.get("cuda_runtime"),
+           "cuda_runtime": info.get("cuda_runtime"), "cudnn": info.get("cudnn"),
            "nccl_startup_s": pick(op="nccl_startup")}
 for prec in ("fp32", "tf32"):
     loom = pick(framework="loom", precision=prec)
@@ -349,6 +374,10 @@ summary["relu_fraction_of_copy"] = next((r.get("fraction_of_copy") for r in rows
 for r in rows:
     if r.get("op") == "codec":
         summary[f"codec_{r['codec']}_{r['direction']}_fraction_of_copy"] = r.get("fraction_of_copy")
+for r in rows:
+    if r.get("op") == "conv":
+        engine = "cudnn" if str(r.get("engine", "")).startswith("cudnn") else "loom"
+        summary[f"conv_{engine}_{r['shape'].replace(' ', '_')}_TFLOPs"] = r.get("value")
 summary["loom_train_nccl_samples_per_s"] = pick(op="train_nccl")
 summary["gemm_fp32_TFLOPs"] = pick(op="gemm", precision="fp32")
 summary["gemm_tf32_TFLOPs"] = pick(op="gemm", precision="tf32")

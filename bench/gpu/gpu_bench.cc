@@ -3,6 +3,8 @@
 //     0.9, batch 1024 by default) on synthetic data already on the device: forward, loss (which
 //     reads the loss back every step, as training does), backward, update;
 //   - fp32 GEMM TFLOP/s through the backend (cuBLAS), and with TF32 when asked;
+//   - conv: a convolution layer's forward and both backward ops on loom's kernels and on
+//     cuDNN (where it runs), TFLOP/s per shape;
 //   - device-to-device copy bandwidth and ReLU bandwidth (bytes read + written);
 //   - the GPU codecs' encode and decode (fp16, bf16, 1-bit, int8, top-k), as bytes moved per second
 //   and as a
@@ -90,11 +92,26 @@ void bench_info(Backend& be) {
     }
     (void)cudaGetLastError();
   }
+  // cuDNN: whether the convolutions can run on it here (bench/gpu/check.sh expects the cuDNN
+  // test to skip only where this says it cannot). Asked of a second backend, so that starting
+  // cuDNN does not change the one being measured.
+  std::string cudnn = "no CUDA backend";
+  if (cuda_be) {
+    try {
+      loom::CudaBackend probe(cuda_be->device_index());
+      probe.set_conv_engine(loom::CudaBackend::ConvEngine::kCudnn);
+      cudnn = probe.conv_engine();
+    } catch (const loom::Error& e) {
+      cudnn = fmt::format("unavailable: {}", e.what());
+    }
+    fmt::print("  convolutions      {} (this backend: {})\n", cudnn, cuda_be->conv_engine());
+  }
   json j = {{"bench", "gpu"},
             {"metric", "info"},
             {"device", be.name()},
             {"cuda_driver", version_text(driver)},
-            {"cuda_runtime", version_text(runtime)}};
+            {"cuda_runtime", version_text(runtime)},
+            {"cudnn", cudnn}};
   fmt::print("{}\n", j.dump());
   if (g_json) {
     fmt::print(g_json, "{}\n", j.dump());
@@ -195,6 +212,68 @@ void bench_gemm(Backend& be, int64_t size, int reps, const std::string& precisio
   const double secs = sw.seconds();
   report(fmt::format("gemm {} {}^3 TFLOP/s", precision, n), 2.0 * n * n * n * reps / secs * 1e-12,
          "TFLOP/s", {{"op", "gemm"}, {"precision", precision}, {"n", n}, {"reps", reps}});
+}
+
+// One convolution layer's training work (forward, backward data, backward weights) on each
+// engine of the CUDA backend: loom's own kernels and cuDNN (where it runs), as TFLOP/s of the
+// three ops' 6 N K C R S P Q / groups multiply-adds counted twice.
+void bench_conv(int device, int reps) {
+  struct Shape {
+    const char* name;
+    loom::ConvGeometry g;
+  };
+  auto make = [](int64_t batch, int64_t c, int64_t hw, int64_t k, int64_t kernel, int64_t stride,
+                 int64_t groups) {
+    loom::ConvGeometry g;
+    g.batch = batch, g.in_c = c, g.in_h = hw, g.in_w = hw, g.out_c = k;
+    g.kernel_h = g.kernel_w = kernel, g.stride_h = g.stride_w = stride;
+    g.pad_h = g.pad_w = kernel / 2, g.groups = groups;
+    g.out_h = (hw + 2 * g.pad_h - kernel) / stride + 1;
+    g.out_w = (hw + 2 * g.pad_w - kernel) / stride + 1;
+    return g;
+  };
+  const Shape shapes[] = {{"resnet20 3x3 64ch 8x8 b128", make(128, 64, 8, 64, 3, 1, 1)},
+                          {"resnet20 3x3 16ch 32x32 b128", make(128, 16, 32, 16, 3, 1, 1)},
+                          {"3x3 256ch 14x14 b64", make(64, 256, 14, 256, 3, 1, 1)},
+                          {"1x1 256->1024 14x14 b64", make(64, 256, 14, 1024, 1, 1, 1)},
+                          {"depthwise 3x3 256ch 14x14 b16", make(16, 256, 14, 256, 3, 1, 256)}};
+  for (const char* engine : {"loom", "cudnn"}) {
+    loom::CudaBackend be(device);
+    try {
+      be.set_conv_engine(std::strcmp(engine, "loom") == 0 ? loom::CudaBackend::ConvEngine::kLoom
+                                                          : loom::CudaBackend::ConvEngine::kCudnn);
+    } catch (const loom::ConfigError& e) {
+      fmt::print("  conv on {}: not run ({})\n", engine, e.what());
+      continue;
+    }
+    for (const Shape& sh : shapes) {
+      const loom::ConvGeometry& g = sh.g;
+      const int64_t nx = g.batch * g.in_c * g.in_h * g.in_w;
+      const int64_t ny = g.batch * g.out_c * g.out_h * g.out_w;
+      const int64_t nw = g.out_c * (g.in_c / g.groups) * g.kernel_h * g.kernel_w;
+      DeviceBuffer<float> x(be, nx), y(be, ny), w(be, nw), b(be, g.out_c), dx(be, nx), dw(be, nw),
+          db(be, g.out_c);
+      be.fill(x.data(), nx, 0.5f);
+      be.fill(w.data(), nw, 0.25f);
+      auto step = [&] {
+        be.conv2d_forward(g, x.data(), w.data(), b.data(), y.data());
+        be.conv2d_backward_data(g, w.data(), y.data(), dx.data());
+        be.conv2d_backward_weights(g, x.data(), y.data(), dw.data(), db.data());
+      };
+      step();  // descriptors, algorithm choice, workspace
+      be.synchronize();
+      loom::Stopwatch sw;
+      for (int r = 0; r < reps; ++r) step();
+      be.synchronize();
+      const double secs = sw.seconds() / reps;
+      const double flops = 3.0 * 2.0 * double(ny) * double(nw / g.out_c);
+      report(fmt::format("conv {} {} TFLOP/s", engine, sh.name), flops / secs * 1e-12, "TFLOP/s",
+             {{"op", "conv"},
+              {"engine", be.conv_engine()},
+              {"shape", sh.name},
+              {"ms_per_step", secs * 1e3}});
+    }
+  }
 }
 
 void bench_bandwidth(Backend& be, int64_t bytes, int reps) {
@@ -303,29 +382,31 @@ void bench_codecs(Backend& be, int64_t bytes, int reps) {
 int main(int argc, char** argv) {
   CLI::App app{"loom GPU benchmark: MLP training, GEMM, copy bandwidth"};
   int64_t batch = 1024, gemm_size = 8192, copy_mib = 1024;
-  int warmup = 20, steps = 200, gemm_reps = 10, copy_reps = 20;
-  std::string json_path, parts_text = "info,mlp,gemm,bandwidth,codecs";
+  int warmup = 20, steps = 200, gemm_reps = 10, copy_reps = 20, conv_reps = 10;
+  std::string json_path, parts_text = "info,mlp,gemm,conv,bandwidth,codecs";
   bool tf32 = false;
   app.add_option("--batch", batch, "MLP batch size");
   app.add_option("--warmup", warmup, "untimed MLP steps");
   app.add_option("--steps", steps, "timed MLP steps");
   app.add_option("--gemm-size", gemm_size, "square GEMM size");
   app.add_option("--gemm-reps", gemm_reps, "timed GEMMs");
+  app.add_option("--conv-reps", conv_reps, "timed convolution steps per shape and engine");
   app.add_option("--copy-mib", copy_mib, "bytes per copy, MiB");
   app.add_option("--copy-reps", copy_reps, "timed copies (and codec calls)");
   app.add_option("--json", json_path, "append JSON lines here (stdout always gets them)");
   app.add_flag("--tf32", tf32,
                "also time GEMM and the MLP with TF32 tensor cores (LOOM_CUDA_TF32=1)");
   app.add_option("--parts", parts_text,
-                 "comma-separated, in this order: info, nccl, mlp, gemm, bandwidth, codecs");
+                 "comma-separated, in this order: info, nccl, mlp, gemm, conv, bandwidth, "
+                 "codecs");
   CLI11_PARSE(app, argc, argv);
   std::set<std::string> parts;
   {
     std::stringstream ss(parts_text);
     for (std::string p; std::getline(ss, p, ',');) {
       if (p.empty()) continue;
-      if (p != "info" && p != "nccl" && p != "mlp" && p != "gemm" && p != "bandwidth" &&
-          p != "codecs") {
+      if (p != "info" && p != "nccl" && p != "mlp" && p != "gemm" && p != "conv" &&
+          p != "bandwidth" && p != "codecs") {
         fmt::print(stderr, "loom_gpu_bench: unknown part '{}'\n", p);
         return 2;
       }
@@ -357,6 +438,10 @@ int main(int argc, char** argv) {
     if (want("nccl")) bench_nccl_startup();
     if (want("mlp")) bench_mlp(*be, batch, warmup, steps, "fp32");
     if (want("gemm")) bench_gemm(*be, gemm_size, gemm_reps, "fp32");
+    if (want("conv")) {
+      if (auto* cuda_be = dynamic_cast<loom::CudaBackend*>(be.get()))
+        bench_conv(cuda_be->device_index(), conv_reps);
+    }
     if (want("bandwidth") || want("codecs")) bench_bandwidth(*be, copy_mib << 20, copy_reps);
     if (want("codecs")) bench_codecs(*be, copy_mib << 20, copy_reps);
     if (tf32 && (want("gemm") || want("mlp"))) {

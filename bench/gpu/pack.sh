@@ -4,6 +4,8 @@
 # toml++, libgomp, ...), into build-gpu-carry/loom-gpu.tar.xz (about 15-20 MB): small enough to
 # carry to a GPU machine that has no Debian packages, where check.sh unpacks and runs it.
 # Libraries every machine has (glibc, libstdc++) and CUDA's own (cudart, cuBLAS, driver) stay.
+# cuDNN is not linked (the CUDA backend loads it at run time, where the machine has it) and not
+# carried: its engine libraries are hundreds of MB.
 #   bench/gpu/pack.sh            # uses build-cuda/ (LOOM_BUILD_DIR to change)
 set -euo pipefail
 cd "$(dirname "$0")/../.."

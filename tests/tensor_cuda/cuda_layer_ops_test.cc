@@ -15,6 +15,8 @@
 
 #include "loom/core/config.h"
 #include "loom/nn/model_zoo.h"
+#include "loom/tensor/cuda/cuda_backend.h"
+#include "loom/tensor/cuda/cudnn_conv.h"
 #include "tensor_cuda/gpu_compare.h"
 
 namespace loom::test {
@@ -80,68 +82,191 @@ ConvGeometry conv(int64_t batch, int64_t in_c, int64_t in_h, int64_t in_w, int64
   return g;
 }
 
+struct ConvCase {
+  ConvGeometry g;
+  bool bias;
+};
+
+std::string describe(const ConvGeometry& g) {
+  return fmt::format(
+      "batch {} in {}x{}x{} out {}x{}x{} kernel {}x{} stride {}x{} pad {}x{} dilation {}x{} "
+      "groups {}",
+      g.batch, g.in_c, g.in_h, g.in_w, g.out_c, g.out_h, g.out_w, g.kernel_h, g.kernel_w,
+      g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h, g.dilation_w, g.groups);
+}
+
+// One geometry through conv2d_forward, conv2d_backward_data and conv2d_backward_weights on
+// `gpu` and on the CPU backend (oneDNN), with the same inputs; outputs start from garbage (all
+// three overwrite) and carry canaries. Returns the GPU's dw and dbias for determinism checks.
+std::vector<float> expect_conv_matches_cpu(Backend& gpu, const ConvCase& cs, uint64_t seed,
+                                           double budget, double bias_budget) {
+  const ConvGeometry& g = cs.g;
+  SCOPED_TRACE(describe(g) + (cs.bias ? ", bias" : ", no bias"));
+  const size_t nx = size_t(g.batch * g.in_c * g.in_h * g.in_w);
+  const size_t ny = size_t(g.batch * g.out_c * g.out_h * g.out_w);
+  const size_t nw = size_t(g.out_c * (g.in_c / g.groups) * g.kernel_h * g.kernel_w);
+  auto x = random_floats(nx, seed++), w = random_floats(nw, seed++);
+  auto b = random_floats(size_t(g.out_c), seed++), gy = random_floats(ny, seed++);
+  auto dxg = upload(gpu, x), dwg = upload(gpu, w), dbg = upload(gpu, b), dgy = upload(gpu, gy);
+
+  std::vector<float> y = random_floats(ny, seed++);
+  DeviceBuffer<float> dy = upload_guarded(gpu, y);
+  cpu().conv2d_forward(g, x.data(), w.data(), cs.bias ? b.data() : nullptr, y.data());
+  gpu.conv2d_forward(g, dxg.data(), dwg.data(), cs.bias ? dbg.data() : nullptr, dy.data());
+  EXPECT_NMSE_LE(download(gpu, dy, ny), y, budget);
+  EXPECT_CANARY(gpu, dy, ny);
+
+  std::vector<float> dx = random_floats(nx, seed++);
+  DeviceBuffer<float> ddx = upload_guarded(gpu, dx);
+  cpu().conv2d_backward_data(g, w.data(), gy.data(), dx.data());
+  gpu.conv2d_backward_data(g, dwg.data(), dgy.data(), ddx.data());
+  EXPECT_NMSE_LE(download(gpu, ddx, nx), dx, budget);
+  EXPECT_CANARY(gpu, ddx, nx);
+
+  std::vector<float> dw = random_floats(nw, seed++), dbias = random_floats(b.size(), seed++);
+  DeviceBuffer<float> ddw = upload_guarded(gpu, dw), ddbias = upload_guarded(gpu, dbias);
+  const std::vector<float> dbias_before = dbias;
+  cpu().conv2d_backward_weights(g, x.data(), gy.data(), dw.data(),
+                                cs.bias ? dbias.data() : nullptr);
+  gpu.conv2d_backward_weights(g, dxg.data(), dgy.data(), ddw.data(),
+                              cs.bias ? ddbias.data() : nullptr);
+  std::vector<float> got = download(gpu, ddw, nw);
+  EXPECT_NMSE_LE(got, dw, budget);
+  EXPECT_CANARY(gpu, ddw, nw);
+  const std::vector<float> got_bias = download(gpu, ddbias, b.size());
+  if (cs.bias) {
+    EXPECT_NMSE_LE(got_bias, dbias, bias_budget);
+  } else {
+    EXPECT_BITS_EQ(got_bias, dbias_before);  // not asked for: untouched
+  }
+  EXPECT_CANARY(gpu, ddbias, b.size());
+  got.insert(got.end(), got_bias.begin(), got_bias.end());
+  return got;
+}
+
+ConvCase conv_case(ConvGeometry g, bool bias) {
+  return {g, bias};
+}
+
+// The default engine (cuDNN where it runs, else loom's kernels).
 TEST(CudaLayerOps, ConvolutionForwardAndBackwardMatchCpu) {
   LOOM_REQUIRE_GPU();
-  struct Case {
-    ConvGeometry g;
-    bool bias;
-  };
-  const Case cases[] = {
+  const ConvCase cases[] = {
       // rectangular kernel, stride and padding, dilation, two groups
-      {conv(2, 4, 9, 7, 6, 3, 2, 2, 1, 1, 0, 1, 2, 2), true},
+      conv_case(conv(2, 4, 9, 7, 6, 3, 2, 2, 1, 1, 0, 1, 2, 2), true),
       // 1x1, stride 1, no padding: the direct path (no im2col)
-      {conv(3, 3, 8, 8, 5, 1, 1, 1, 1, 0, 0, 1, 1, 1), true},
+      conv_case(conv(3, 3, 8, 8, 5, 1, 1, 1, 1, 0, 0, 1, 1, 1), true),
       // depthwise, dilated, padding wider than the kernel reaches
-      {conv(1, 6, 10, 10, 6, 3, 3, 1, 1, 2, 2, 2, 2, 6), false},
+      conv_case(conv(1, 6, 10, 10, 6, 3, 3, 1, 1, 2, 2, 2, 2, 6), false),
       // 1x1 with stride 2: im2col again
-      {conv(2, 4, 7, 7, 4, 1, 1, 2, 2, 0, 0, 1, 1, 1), false},
+      conv_case(conv(2, 4, 7, 7, 4, 1, 1, 2, 2, 0, 0, 1, 1, 1), false),
       // a large stride that skips input pixels, square kernel the size of the image
-      {conv(2, 2, 5, 5, 3, 5, 5, 3, 3, 2, 2, 1, 1, 1), true},
+      conv_case(conv(2, 2, 5, 5, 3, 5, 5, 3, 3, 2, 2, 1, 1, 1), true),
   };
+  const bool dnn = dynamic_cast<CudaBackend&>(gpu()).conv_engine() != "loom";
   uint64_t seed = 50;
-  for (const Case& cs : cases) {
-    const ConvGeometry& g = cs.g;
-    SCOPED_TRACE(testing::Message()
-                 << "batch " << g.batch << " in " << g.in_c << "x" << g.in_h << "x" << g.in_w
-                 << " out " << g.out_c << "x" << g.out_h << "x" << g.out_w << " kernel "
-                 << g.kernel_h << "x" << g.kernel_w << " stride " << g.stride_h << "x" << g.stride_w
-                 << " pad " << g.pad_h << "x" << g.pad_w << " dilation " << g.dilation_h << "x"
-                 << g.dilation_w << " groups " << g.groups);
-    const size_t nx = size_t(g.batch * g.in_c * g.in_h * g.in_w);
-    const size_t ny = size_t(g.batch * g.out_c * g.out_h * g.out_w);
-    const size_t nw = size_t(g.out_c * (g.in_c / g.groups) * g.kernel_h * g.kernel_w);
-    auto x = random_floats(nx, seed++), w = random_floats(nw, seed++);
-    auto b = random_floats(size_t(g.out_c), seed++), gy = random_floats(ny, seed++);
-    auto dxg = upload(gpu(), x), dwg = upload(gpu(), w), dbg = upload(gpu(), b),
-         dgy = upload(gpu(), gy);
-
-    std::vector<float> y(ny, 0.0f);
-    DeviceBuffer<float> dy = guarded<float>(gpu(), ny);
-    cpu().conv2d_forward(g, x.data(), w.data(), cs.bias ? b.data() : nullptr, y.data());
-    gpu().conv2d_forward(g, dxg.data(), dwg.data(), cs.bias ? dbg.data() : nullptr, dy.data());
-    EXPECT_NMSE_LE(download(gpu(), dy, ny), y, kNmseGemm);
-    EXPECT_CANARY(gpu(), dy, ny);
-
-    // Backward data: dx is overwritten (start from garbage on both).
-    std::vector<float> dx = random_floats(nx, seed++);
-    DeviceBuffer<float> ddx = upload_guarded(gpu(), dx);
-    cpu().conv2d_backward_data(g, w.data(), gy.data(), dx.data());
-    gpu().conv2d_backward_data(g, dwg.data(), dgy.data(), ddx.data());
-    EXPECT_NMSE_LE(download(gpu(), ddx, nx), dx, kNmseGemm);
-    EXPECT_CANARY(gpu(), ddx, nx);
-
-    // Backward weights: dw and dbias overwritten.
-    std::vector<float> dw = random_floats(nw, seed++), dbias = random_floats(b.size(), seed++);
-    DeviceBuffer<float> ddw = upload_guarded(gpu(), dw), ddbias = upload_guarded(gpu(), dbias);
-    cpu().conv2d_backward_weights(g, x.data(), gy.data(), dw.data(),
-                                  cs.bias ? dbias.data() : nullptr);
-    gpu().conv2d_backward_weights(g, dxg.data(), dgy.data(), ddw.data(),
-                                  cs.bias ? ddbias.data() : nullptr);
-    EXPECT_NMSE_LE(download(gpu(), ddw, nw), dw, kNmseGemm);
-    EXPECT_CANARY(gpu(), ddw, nw);
-    if (cs.bias) EXPECT_NMSE_LE(download(gpu(), ddbias, b.size()), dbias, kNmseReduction);
-    EXPECT_CANARY(gpu(), ddbias, b.size());
+  for (const ConvCase& cs : cases) {
+    expect_conv_matches_cpu(gpu(), cs, seed, dnn ? kNmseCudnnConv : kNmseGemm,
+                            dnn ? kNmseCudnnConv : kNmseReduction);
+    seed += 10;
   }
+}
+
+// The geometries both convolution engines are checked on: stride 2, padding, dilation 2,
+// groups 2 and depthwise, with and without bias, 1x1, 3x3 and 5x5 kernels, rectangular ones,
+// and batches large enough for cuDNN's transform algorithms (FFT, Winograd).
+std::vector<ConvCase> engine_cases() {
+  return {
+      conv_case(conv(2, 4, 9, 7, 6, 3, 2, 2, 1, 1, 0, 1, 2, 2), true),      // rect, groups 2
+      conv_case(conv(3, 3, 8, 8, 5, 1, 1, 1, 1, 0, 0, 1, 1, 1), true),      // 1x1 direct
+      conv_case(conv(2, 4, 7, 7, 4, 1, 1, 2, 2, 0, 0, 1, 1, 1), false),     // 1x1 stride 2
+      conv_case(conv(4, 8, 12, 12, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1), true),   // 3x3 "same"
+      conv_case(conv(2, 8, 16, 15, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1), false),   // 3x3 stride 2
+      conv_case(conv(2, 6, 11, 13, 4, 3, 3, 1, 1, 2, 2, 2, 2, 2), true),    // dilation 2, groups 2
+      conv_case(conv(1, 6, 10, 10, 6, 3, 3, 1, 1, 2, 2, 2, 2, 6), false),   // depthwise, dilated
+      conv_case(conv(2, 8, 9, 9, 8, 5, 5, 1, 1, 2, 2, 1, 1, 8), true),      // depthwise 5x5
+      conv_case(conv(3, 16, 14, 14, 32, 5, 5, 1, 1, 2, 2, 1, 1, 1), true),  // 5x5
+      conv_case(conv(2, 2, 5, 5, 3, 5, 5, 3, 3, 2, 2, 1, 1, 1), false),     // stride 3 > pixels
+      conv_case(conv(32, 16, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1), true),   // batch 32
+  };
+}
+
+TEST(CudaLayerOps, ConvolutionOnLoomKernelsMatchesCpu) {
+  LOOM_REQUIRE_GPU();
+  CudaBackend be(0);
+  be.set_conv_engine(CudaBackend::ConvEngine::kLoom);
+  ASSERT_EQ(be.conv_engine(), "loom");
+  EXPECT_EQ(be.name().find("cuDNN"), std::string::npos) << be.name();
+  uint64_t seed = 500;
+  for (const ConvCase& cs : engine_cases()) {
+    expect_conv_matches_cpu(be, cs, seed, kNmseGemm, kNmseReduction);
+    seed += 10;
+  }
+  EXPECT_EQ(be.cudnn_stats().calls, 0);
+}
+
+// cuDNN on every geometry (none declined, every call through cuDNN), and deterministic: the
+// weight and bias gradients, the one place a cuDNN algorithm may use atomics, are the same
+// bits on a second run.
+TEST(CudaLayerOps, ConvolutionOnCudnnMatchesCpu) {
+  LOOM_REQUIRE_GPU();
+  CudaBackend be(0);
+  try {
+    be.set_conv_engine(CudaBackend::ConvEngine::kCudnn);
+  } catch (const ConfigError& e) {
+    // bench/gpu/check.sh counts this skip as expected only where loom_gpu_bench --parts info
+    // found cuDNN unable to run.
+    GTEST_SKIP() << "cuDNN cannot run here: " << e.what();
+  }
+  ASSERT_EQ(be.conv_engine().rfind("cudnn ", 0), 0u) << be.conv_engine();
+  EXPECT_NE(be.name().find("cuDNN"), std::string::npos) << be.name();
+  const std::vector<ConvCase> cases = engine_cases();
+  uint64_t seed = 500;
+  for (const ConvCase& cs : cases) {
+    const auto first = expect_conv_matches_cpu(be, cs, seed, kNmseCudnnConv, kNmseCudnnConv);
+    const auto again = expect_conv_matches_cpu(be, cs, seed, kNmseCudnnConv, kNmseCudnnConv);
+    SCOPED_TRACE(describe(cs.g));
+    EXPECT_BITS_EQ(again, first);
+    seed += 10;
+  }
+  const cuda::CudnnStats st = be.cudnn_stats();
+  EXPECT_EQ(st.declined, 0);
+  EXPECT_EQ(st.calls, int64_t(6 * cases.size()));  // three ops, twice each
+  EXPECT_EQ(st.plans, int64_t(cases.size()));      // one cached plan per geometry
+  EXPECT_EQ(be.cudnn_unavailable(), "");
+}
+
+// Under kAuto a geometry cuDNN does not take runs on loom's kernels: an output size other
+// than PyTorch's rule (here one row and column short of it, as a caller cropping the output
+// would ask) is declined and counted, and the result is loom's.
+TEST(CudaLayerOps, ConvolutionCudnnDeclinesAnOutputSizeItWouldNotCompute) {
+  LOOM_REQUIRE_GPU();
+  CudaBackend dnn(0), own(0);
+  try {
+    dnn.set_conv_engine(CudaBackend::ConvEngine::kCudnn);
+  } catch (const ConfigError& e) {
+    GTEST_SKIP() << "cuDNN cannot run here: " << e.what();
+  }
+  own.set_conv_engine(CudaBackend::ConvEngine::kLoom);
+  ConvGeometry g = conv(2, 3, 9, 9, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1);
+  g.out_h -= 1;
+  g.out_w -= 1;
+  const size_t nx = size_t(g.batch * g.in_c * g.in_h * g.in_w);
+  const size_t ny = size_t(g.batch * g.out_c * g.out_h * g.out_w);
+  const size_t nw = size_t(g.out_c * g.in_c * g.kernel_h * g.kernel_w);
+  const auto x = random_floats(nx, 610), w = random_floats(nw, 611);
+  std::vector<float> got[2];
+  int i = 0;
+  for (CudaBackend* be : {&dnn, &own}) {
+    auto dx = upload(*be, x), dw = upload(*be, w);
+    DeviceBuffer<float> dy = guarded<float>(*be, ny);
+    be->conv2d_forward(g, dx.data(), dw.data(), nullptr, dy.data());
+    got[i++] = download(*be, dy, ny);
+    EXPECT_CANARY(*be, dy, ny);
+  }
+  EXPECT_BITS_EQ(got[0], got[1]);
+  EXPECT_EQ(dnn.cudnn_stats().declined, 1);
+  EXPECT_EQ(dnn.cudnn_stats().calls, 0);
 }
 
 // PyTorch's output size: floor or ceil, and in ceil mode no window starting in the padding.

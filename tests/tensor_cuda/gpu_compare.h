@@ -24,6 +24,10 @@ namespace loom::test {
 // kind of difference was allowed and why.
 // fp32 GEMM: cuBLAS sums K products in another order (and blocks); ~1e-7 relative per element.
 constexpr double kNmseGemm = 1e-10;
+// Convolution through cuDNN: its FFT and Winograd algorithms transform the data and back, with
+// errors of about 1e-5 relative per element (and its bias gradient sums in float); a wrong
+// index, padding or group still shows as 1e-3 or more.
+constexpr double kNmseCudnnConv = 1e-8;
 // Reductions in a different order (bias gradients, channel sums).
 constexpr double kNmseReduction = 1e-11;
 // Elementwise arithmetic where nvcc may fuse a multiply-add into one FMA and g++ does not.

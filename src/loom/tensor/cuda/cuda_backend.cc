@@ -26,9 +26,23 @@ constexpr size_t kStageMaxBytes = size_t(64) << 20;
 // The CUDA backend's environment knobs, read here only (docs/gpu.md lists them):
 //   LOOM_CUDA_TF32=1  lets cuBLAS use TF32 tensor cores for fp32 GEMM (default 0: plain fp32,
 //                     the CPU's precision; TF32 keeps 10 mantissa bits).
+//   LOOM_CUDNN=0|1|auto  which code runs the convolutions (CudaBackend::ConvEngine): loom's
+//                     kernels, cuDNN or an error, cuDNN when it can (the default).
 bool tf32_enabled() {
   const char* v = std::getenv("LOOM_CUDA_TF32");
   return v && std::strcmp(v, "0") != 0 && *v != '\0';
+}
+
+CudaBackend::ConvEngine conv_engine_from_env() {
+  const char* v = std::getenv("LOOM_CUDNN");
+  if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0)
+    return CudaBackend::ConvEngine::kAuto;
+  if (std::strcmp(v, "0") == 0) return CudaBackend::ConvEngine::kLoom;
+  if (std::strcmp(v, "1") == 0) return CudaBackend::ConvEngine::kCudnn;
+  throw ConfigError(fmt::format(
+      "LOOM_CUDNN={}: expected 0 (loom's convolution kernels), 1 (cuDNN, an error where it "
+      "cannot run) or auto (cuDNN where it can run)",
+      v));
 }
 
 int& current_device_cache() {
@@ -64,8 +78,8 @@ CudaBackend::CudaBackend(int device) : device_(device), pool_(device) {
     bind();
     cudaDeviceProp prop{};
     LOOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
-    name_ = fmt::format("cuda ({}, sm_{}{}, cuBLAS{})", prop.name, prop.major, prop.minor,
-                        tf32_enabled() ? " tf32" : "");
+    device_label_ = fmt::format("{}, sm_{}{}, cuBLAS{}", prop.name, prop.major, prop.minor,
+                                tf32_enabled() ? " tf32" : "");
     // Non-blocking streams: they do not serialise with the legacy default stream that other
     // libraries may use.
     LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
@@ -76,6 +90,7 @@ CudaBackend::CudaBackend(int device) : device_(device), pool_(device) {
     // side stream's on its first GEMM, which a communication thread rarely needs.
     cublas_[0] = make_cublas(compute_);
     LOOM_CUDA_CHECK(cudaMallocHost(&pinned_, kPinnedBytes));
+    set_conv_engine(conv_engine_from_env());
   } catch (...) {
     release();
     throw;
@@ -94,6 +109,7 @@ void CudaBackend::release() noexcept {
   if (side_of_this_thread() == this) side_of_this_thread() = nullptr;
   if (compute_) LOOM_CUDA_IGNORE(cudaStreamSynchronize(compute_));
   if (comm_) LOOM_CUDA_IGNORE(cudaStreamSynchronize(comm_));
+  cudnn_.reset();  // its handles are bound to the streams destroyed below
   for (Scratch& sc : scratch_) {
     if (sc.p) pool_.deallocate(sc.p);
     sc = Scratch{};
@@ -127,6 +143,85 @@ void CudaBackend::bind() const {
     LOOM_CUDA_CHECK(cudaSetDevice(device_));
     cached = device_;
   }
+}
+
+std::string CudaBackend::name() const {
+  std::lock_guard<std::mutex> lock(conv_mu_);
+  return name_;
+}
+
+void CudaBackend::update_name() {
+  const bool dnn = conv_mode_.load() != ConvEngine::kLoom && cudnn_ != nullptr;
+  name_ = fmt::format("cuda ({}{})", device_label_,
+                      dnn ? fmt::format(", cuDNN {}", cudnn_->version()) : std::string());
+}
+
+void CudaBackend::set_conv_engine(ConvEngine engine) {
+  bind();
+  std::lock_guard<std::mutex> lock(conv_mu_);
+  if (engine == ConvEngine::kLoom) {
+    cudnn_why_not_ = "loom's own kernels were asked for (LOOM_CUDNN=0)";
+  } else {
+    std::string why;
+    if (!cudnn_) cudnn_ = cuda::CudnnConv::open(device_, tf32_enabled(), &why);
+    // Asked for by name: start it now (this loads cuDNN's engine libraries), so that a cuDNN
+    // that cannot run here is an error before any work; under kAuto on the first convolution.
+    if (cudnn_ && engine == ConvEngine::kCudnn && !cudnn_->ready({0, compute_, nullptr}, &why)) {
+      conv_mode_ = ConvEngine::kLoom;
+      cudnn_why_not_ = why;
+      update_name();
+      throw ConfigError(
+          fmt::format("backend 'cuda': cuDNN was asked for (LOOM_CUDNN=1) but {}", why));
+    }
+    if (!cudnn_) {
+      conv_mode_ = ConvEngine::kLoom;
+      cudnn_why_not_ = why;
+      update_name();
+      if (engine == ConvEngine::kCudnn)
+        throw ConfigError(
+            fmt::format("backend 'cuda': cuDNN was asked for (LOOM_CUDNN=1) but {}", why));
+      return;
+    }
+    cudnn_why_not_.clear();
+  }
+  conv_mode_ = engine;
+  update_name();
+}
+
+std::string CudaBackend::conv_engine() const {
+  std::lock_guard<std::mutex> lock(conv_mu_);
+  if (conv_mode_.load() == ConvEngine::kLoom || !cudnn_) return "loom";
+  return "cudnn " + cudnn_->version();
+}
+
+std::string CudaBackend::cudnn_unavailable() const {
+  std::lock_guard<std::mutex> lock(conv_mu_);
+  return cudnn_why_not_;
+}
+
+cuda::CudnnStats CudaBackend::cudnn_stats() const {
+  std::lock_guard<std::mutex> lock(conv_mu_);
+  return cudnn_ ? cudnn_->stats() : cuda::CudnnStats{};
+}
+
+cuda::CudnnLane CudaBackend::cudnn_lane() {
+  return {lane(), stream(), [this](size_t bytes) { return scratch(bytes); }};
+}
+
+cuda::CudnnConv* CudaBackend::cudnn_for_call() {
+  const ConvEngine mode = conv_mode_.load();
+  if (mode == ConvEngine::kLoom) return nullptr;
+  std::string why;
+  if (cudnn_->ready(cudnn_lane(), &why)) return cudnn_.get();
+  if (mode == ConvEngine::kCudnn)
+    throw Error(fmt::format("backend 'cuda': cuDNN was asked for (LOOM_CUDNN=1) but {}", why));
+  // kAuto: this machine's cuDNN cannot start (an engine library missing, a GPU it does not
+  // know); loom's kernels from now on, and name() and cudnn_unavailable() say so.
+  std::lock_guard<std::mutex> lock(conv_mu_);
+  conv_mode_ = ConvEngine::kLoom;
+  cudnn_why_not_ = why;
+  update_name();
+  return nullptr;
 }
 
 cublasHandle_t CudaBackend::make_cublas(cudaStream_t stream) {
@@ -549,6 +644,8 @@ void CudaBackend::conv2d_forward(const ConvGeometry& g, const float* x, const fl
   const ConvGemm c = conv_gemm(g);
   if (g.batch <= 0 || g.out_c <= 0 || c.cols <= 0) return;
   bind();
+  if (cuda::CudnnConv* dnn = cudnn_for_call(); dnn && dnn->forward(cudnn_lane(), g, x, w, bias, y))
+    return;
   const cuda::ConvDims d = dims(g);
   float* columns =
       c.direct ? nullptr
@@ -575,6 +672,9 @@ void CudaBackend::conv2d_backward_data(const ConvGeometry& g, const float* w, co
     cuda::fill(stream(), dx, g.batch * g.in_c * g.in_h * g.in_w, 0.0f);
     return;
   }
+  if (cuda::CudnnConv* dnn = cudnn_for_call();
+      dnn && dnn->backward_data(cudnn_lane(), g, w, dy, dx))
+    return;
   const cuda::ConvDims d = dims(g);
   float* dcolumns =
       c.direct ? nullptr
@@ -600,6 +700,9 @@ void CudaBackend::conv2d_backward_weights(const ConvGeometry& g, const float* x,
     if (dbias) cuda::fill(stream(), dbias, g.out_c, 0.0f);
     return;
   }
+  if (cuda::CudnnConv* dnn = cudnn_for_call();
+      dnn && dnn->backward_weights(cudnn_lane(), g, x, dy, dw, dbias))
+    return;
   const cuda::ConvDims d = dims(g);
   float* columns =
       c.direct ? nullptr

@@ -1,24 +1,26 @@
-// The CUDA backend: cuBLAS GEMM, one kernel file per op (kernels.h), device memory from a
-// caching pool, and two streams. A thread queues every op on its current stream, in call
-// order: the compute stream, or the communication stream for a thread that entered it
-// (Backend::enter_side, SideStream): a sync strategy's communication thread, which then
-// waits for the one mark its bucket needs (mark(k), recorded by the compute thread when the
-// bucket's gradients are queued) instead of for everything queued on the compute stream so
-// far. Ops that return a host value (softmax_xent, count_correct, has_non_finite) and
-// copy_to_host wait for the calling thread's stream. comm_wait_for_compute() orders the comm
-// stream after everything queued on the compute stream so far, compute_wait_for_comm() (and
-// join_side) the reverse.
+// The CUDA backend: cuBLAS GEMM, one kernel file per op (kernels.h), convolutions through
+// cuDNN where it runs (cudnn_conv.h), device memory from a caching pool, and two streams. A thread
+// queues every op on its current stream, in call order: the compute stream, or the communication
+// stream for a thread that entered it (Backend::enter_side, SideStream): a sync strategy's
+// communication thread, which then waits for the one mark its bucket needs (mark(k), recorded by
+// the compute thread when the bucket's gradients are queued) instead of for everything queued on
+// the compute stream so far. Ops that return a host value (softmax_xent, count_correct,
+// has_non_finite) and copy_to_host wait for the calling thread's stream. comm_wait_for_compute()
+// orders the comm stream after everything queued on the compute stream so far,
+// compute_wait_for_comm() (and join_side) the reverse.
 #pragma once
 
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "loom/tensor/backend.h"
+#include "loom/tensor/cuda/cudnn_conv.h"
 #include "loom/tensor/cuda/memory_pool.h"
 
 namespace loom {
@@ -32,7 +34,9 @@ class CudaBackend final : public Backend {
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   Device device() const override { return Device::kCuda; }
-  std::string name() const override { return name_; }
+  // "cuda (<GPU>, sm_<arch>, cuBLAS[ tf32][, cuDNN <version>])": cuDNN named while it runs the
+  // convolutions.
+  std::string name() const override;
   int device_index() const { return device_; }
   // Makes this backend's device current on the calling thread (a communication thread's).
   void bind_device() const { bind(); }
@@ -111,7 +115,25 @@ class CudaBackend final : public Backend {
   void maxpool_backward(const float* dy, const int32_t* argmax, float* dx, int64_t planes,
                         int64_t h, int64_t w, int64_t size) override;
 
-  // Convolution through loom's own kernels: im2col/col2im for any ConvGeometry, then one
+  // ---- which code runs the convolutions ----
+  // kAuto: cuDNN when this build has it and it loads and starts here, else loom's own kernels.
+  // kCudnn: cuDNN or an error (ConfigError from here when it cannot be loaded or started).
+  // kLoom: loom's own kernels. Under kAuto and kCudnn a geometry cuDNN declines
+  // (CudnnConv::forward) runs on loom's kernels, counted in cudnn_stats(). The constructor takes
+  // the mode from the environment variable LOOM_CUDNN (unset or "auto", "1" for kCudnn, "0" for
+  // kLoom).
+  enum class ConvEngine { kAuto, kCudnn, kLoom };
+  void set_conv_engine(ConvEngine engine);
+  // What the next convolution runs on: "cudnn <version>" or "loom".
+  std::string conv_engine() const;
+  // Why convolutions do not run on cuDNN (empty when they do): not built, not loadable, not
+  // able to start on this GPU, or turned off.
+  std::string cudnn_unavailable() const;
+  // Calls cuDNN ran and declined (zeros when it is not in use).
+  cuda::CudnnStats cudnn_stats() const;
+
+  // Convolution through cuDNN (cudnn_conv.h) when the engine is cuDNN and it takes the
+  // geometry, else through loom's own kernels: im2col/col2im for any ConvGeometry, then one
   // cuBLAS GEMM per image and group (a 1x1, stride 1, unpadded convolution skips im2col).
   void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
                       float* y) override;
@@ -164,9 +186,21 @@ class CudaBackend final : public Backend {
   // Copies `bytes` of device memory into the calling thread's pinned readback buffer and
   // waits for its stream.
   const void* read_back(const void* src, size_t bytes);
+  // cuDNN for this call (its lane's handle made), or null for loom's kernels; under kAuto a
+  // cuDNN that cannot start hands every later convolution to loom's kernels.
+  cuda::CudnnConv* cudnn_for_call();
+  cuda::CudnnLane cudnn_lane();
+  void update_name();  // under conv_mu_
 
   int device_;
+  std::string device_label_;  // "<GPU>, sm_<arch>, cuBLAS[ tf32]"
   std::string name_;
+  // The convolution engine: mode, the opened library (null when not built, not loadable or not
+  // asked for) and why cuDNN is not used. name_ and the strings under conv_mu_.
+  mutable std::mutex conv_mu_;
+  std::atomic<ConvEngine> conv_mode_{ConvEngine::kLoom};
+  std::unique_ptr<cuda::CudnnConv> cudnn_;
+  std::string cudnn_why_not_;
   cuda::MemoryPool pool_;
   cudaStream_t compute_ = nullptr, comm_ = nullptr;
   cudaEvent_t compute_done_ = nullptr, comm_done_ = nullptr;
