@@ -65,7 +65,7 @@ Dataset parse_csv(const char* data, size_t size, const std::string& name, const 
     if (columns < (opts.labels ? 2 : 1))
       throw InputError(fmt::format("{}:{}: a record needs a label and at least one feature column",
                                    name, line_no));
-    label_col = !opts.labels              ? -1
+    label_col = !opts.labels             ? -1
                 : opts.label_column >= 0 ? opts.label_column
                                          : columns + opts.label_column;
     if (opts.labels && (label_col < 0 || label_col >= columns))

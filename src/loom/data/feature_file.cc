@@ -29,9 +29,9 @@ void check_record_shape(const std::string& path, const std::vector<int64_t>& rec
   const bool same_values = product(record) == product(model);
   const bool flat = record.size() == 1;
   if (same_values && (flat || record == model || record == squeezed)) return;
-  throw InputError(fmt::format(
-      "{}: records of shape {} ({} values); the model takes {} ({} values)", path,
-      fmt::join(record, "x"), product(record), fmt::join(model, "x"), product(model)));
+  throw InputError(
+      fmt::format("{}: records of shape {} ({} values); the model takes {} ({} values)", path,
+                  fmt::join(record, "x"), product(record), fmt::join(model, "x"), product(model)));
 }
 
 FeatureArray from_bytes(const std::string& path, const uint8_t* bytes, int64_t count,
@@ -75,9 +75,10 @@ FeatureArray read_features(const std::string& path, const std::vector<int64_t>& 
     case SourceFormat::kIdx: {
       IdxArray a = read_idx(path);
       if (a.dims.size() < 2)
-        throw InputError(fmt::format("{}: an IDX of inputs needs a count and a record shape, "
-                                     "this has {} dimension(s)",
-                                     path, a.dims.size()));
+        throw InputError(
+            fmt::format("{}: an IDX of inputs needs a count and a record shape, "
+                        "this has {} dimension(s)",
+                        path, a.dims.size()));
       const std::vector<int64_t> record(a.dims.begin() + 1, a.dims.end());
       check_record_shape(path, record, sample_shape);
       return from_bytes(path, a.bytes.data(), a.dims[0], sample_shape, byte_norm);
