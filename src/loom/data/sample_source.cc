@@ -18,4 +18,18 @@ void DatasetSource::gather(const int64_t* idx, int64_t n, float* x, int32_t* y) 
   }
 }
 
+Dataset materialise(const SampleSource& src) {
+  Dataset ds;
+  ds.name = "shards";
+  ds.count = src.count();
+  ds.sample_shape = src.sample_shape();
+  ds.num_classes = src.num_classes();
+  ds.features.resize(size_t(ds.count * src.sample_numel()));
+  ds.labels.resize(size_t(ds.count));
+  std::vector<int64_t> idx(size_t(ds.count));
+  for (int64_t i = 0; i < ds.count; ++i) idx[size_t(i)] = i;
+  src.gather(idx.data(), ds.count, ds.features.data(), ds.labels.data());
+  return ds;
+}
+
 }  // namespace loom::data

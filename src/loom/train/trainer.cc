@@ -1,6 +1,7 @@
 #include "loom/train/trainer.h"
 
 #include <cmath>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -19,6 +20,8 @@
 #include "loom/data/pipeline_config.h"
 #include "loom/data/set_checks.h"
 #include "loom/data/shard_source.h"
+#include "loom/nn/graph_builder.h"
+#include "loom/nn/model_file.h"
 #include "loom/nn/model_zoo.h"
 #include "loom/optim/lr_schedule.h"
 #include "loom/optim/optimizer.h"
@@ -35,6 +38,7 @@
 #include "loom/train/run_identity.h"
 #include "loom/train/run_writer.h"
 #include "loom/train/train_config.h"
+#include "loom/train/trained_model.h"
 
 namespace loom::train {
 namespace {
@@ -98,21 +102,6 @@ double evaluate(comm::Communicator& c, nn::Model& model, const data::Dataset& te
   double v[1] = {correct};
   allreduce_sum(c, v);
   return v[0] / double(test.count);
-}
-
-// Reads every record of a source into memory (the test set, for evaluation).
-data::Dataset materialise(const data::SampleSource& src) {
-  data::Dataset ds;
-  ds.name = "shards";
-  ds.count = src.count();
-  ds.sample_shape = src.sample_shape();
-  ds.num_classes = src.num_classes();
-  ds.features.resize(size_t(ds.count * src.sample_numel()));
-  ds.labels.resize(size_t(ds.count));
-  std::vector<int64_t> idx(size_t(ds.count));
-  for (int64_t i = 0; i < ds.count; ++i) idx[size_t(i)] = i;
-  src.gather(idx.data(), ds.count, ds.features.data(), ds.labels.data());
-  return ds;
 }
 
 // One rank's training run: set up, start (or resume), the epochs, and rank 0's result.
@@ -518,6 +507,28 @@ std::string choose_output_dir(const Config& cfg, const TrainOptions& options) {
   return dir;
 }
 
+// Rank 0, at the end: <dir>/model.safetensors with the final parameters and state, written
+// atomically (a reader sees the previous file or the whole new one). Returns its path, or ""
+// when rank 0's parameters are not the whole model (model-parallel layers hold slices).
+std::string write_model_file(const Config& cfg, const TrainResult& r, const nn::Model& layout,
+                             const nn::GraphSpec& graph,
+                             const std::optional<data::Normalisation>& input_norm,
+                             const std::string& dir) {
+  if ((sync::parallel_options(cfg).mode != "data" && r.world > 1) ||
+      int64_t(r.final_params.size()) != layout.num_params() ||
+      int64_t(r.final_state.size()) != layout.num_state()) {
+    log_warn(
+        "{} not written: with parallel = \"{}\" over {} workers rank 0 holds slices of the "
+        "dense layers, not the whole model; load a checkpoint per rank instead",
+        nn::kModelFileName, sync::parallel_options(cfg).mode, r.world);
+    return "";
+  }
+  const std::string path = (std::filesystem::path(dir) / nn::kModelFileName).string();
+  write_file_atomically(path, nn::model_file_bytes(layout, graph, r.final_params, r.final_state,
+                                                   trained_model_metadata(r.steps, input_norm)));
+  return path;
+}
+
 }  // namespace
 
 TrainResult run_training(const Config& given, const TrainOptions& options) {
@@ -560,6 +571,7 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
   std::optional<data::Dataset> train_set;
   data::Dataset test_set;
   std::shared_ptr<const data::SampleSource> train_source;
+  std::optional<data::Normalisation> input_norm;  // IDX pixels: recorded in model.safetensors
   if (!pipeline.train_shards.empty()) {
     if (s.eval && pipeline.test_shards.empty())
       throw ConfigError(
@@ -568,11 +580,12 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
                       cfg.where("data.train_shards")));
     train_source = std::make_shared<data::ShardSource>(pipeline.train_shards);
     if (!pipeline.test_shards.empty())
-      test_set = materialise(data::ShardSource(pipeline.test_shards));
+      test_set = data::materialise(data::ShardSource(pipeline.test_shards));
   } else {
     data::Normalisation norm;
     train_set = data::load_fashion_mnist(s.data_dir, true, std::nullopt, &norm);
     test_set = data::load_fashion_mnist(s.data_dir, false, norm, nullptr);
+    input_norm = norm;
     train_source = std::make_shared<data::DatasetSource>(*train_set);
   }
   data::check_data_sets(*train_source,
@@ -590,10 +603,15 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
                  : "");
 
   // The model graph is built once here, on the data's shapes, so that a bad graph stops the
-  // run before any worker starts or output.dir is touched.
+  // run before any worker starts or output.dir is touched. The graph and this host copy of the
+  // model's layout name the tensors of model.safetensors at the end.
+  const nn::GraphSpec graph =
+      nn::model_graph(cfg, train_source->sample_shape(), train_source->num_classes());
+  const std::unique_ptr<nn::Model> layout = std::make_unique<nn::Model>(
+      cpu_backend(), train_source->sample_shape(), train_source->num_classes(),
+      nn::build_nodes(graph, train_source->sample_shape()));
   {
-    const auto model = nn::build_model(cfg, cpu_backend(), train_source->sample_shape(),
-                                       train_source->num_classes());
+    const std::unique_ptr<nn::Model>& model = layout;
     if (options.print_model) {
       if (lead) fmt::print("{}\n", model->summary());
       return TrainResult{};
@@ -634,6 +652,8 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
         .run();
   });
   result.wall_s = wall.seconds();
+  if (writer.enabled())
+    result.model_file = write_model_file(cfg, result, *layout, graph, input_norm, writer.dir());
   if (lead) {
     nlohmann::json summary = {
         {"test_acc", result.test_acc >= 0 ? nlohmann::json(result.test_acc) : nullptr},
