@@ -27,10 +27,10 @@ using data::testing::TempDir;
 std::vector<uint8_t> file_of(const std::string& header, const std::vector<uint8_t>& data,
                              int64_t claimed_length = -1) {
   const uint64_t n = claimed_length < 0 ? header.size() : uint64_t(claimed_length);
-  std::vector<uint8_t> out(8);
+  std::vector<uint8_t> out(8 + header.size() + data.size());
   for (int i = 0; i < 8; ++i) out[size_t(i)] = uint8_t(n >> (8 * i));
-  out.insert(out.end(), header.begin(), header.end());
-  out.insert(out.end(), data.begin(), data.end());
+  if (!header.empty()) std::memcpy(out.data() + 8, header.data(), header.size());
+  if (!data.empty()) std::memcpy(out.data() + 8 + header.size(), data.data(), data.size());
   return out;
 }
 
