@@ -518,8 +518,8 @@ std::string write_model_file(const Config& cfg, const TrainResult& r, const nn::
       int64_t(r.final_params.size()) != layout.num_params() ||
       int64_t(r.final_state.size()) != layout.num_state()) {
     log_warn(
-        "{} not written: with parallel = \"{}\" over {} workers rank 0 holds slices of the "
-        "dense layers, not the whole model; load a checkpoint per rank instead",
+        "{} not written: with parallel = \"{}\" over {} workers rank 0 holds only its slices of "
+        "the dense layers, not the whole model",
         nn::kModelFileName, sync::parallel_options(cfg).mode, r.world);
     return "";
   }
