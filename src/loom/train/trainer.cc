@@ -652,8 +652,16 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
         .run();
   });
   result.wall_s = wall.seconds();
-  if (writer.enabled())
-    result.model_file = write_model_file(cfg, result, *layout, graph, input_norm, writer.dir());
+  // A failed write of the weights (a full disk) still leaves the summary of what was trained,
+  // then stops with the error: the run's figures are not lost with its weights.
+  std::string model_error;
+  if (writer.enabled()) {
+    try {
+      result.model_file = write_model_file(cfg, result, *layout, graph, input_norm, writer.dir());
+    } catch (const InputError& e) {
+      model_error = e.what();
+    }
+  }
   if (lead) {
     nlohmann::json summary = {
         {"test_acc", result.test_acc >= 0 ? nlohmann::json(result.test_acc) : nullptr},
@@ -668,9 +676,15 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
         {"interrupted", result.interrupted},
         {"params_fnv1a64", fmt::format("{:016x}", fnv1a64(result.final_params.data(),
                                                           result.final_params.size() * 4))}};
+    summary["model_file"] = result.model_file.empty()
+                                ? nlohmann::json(nullptr)
+                                : nlohmann::json(std::string(nn::kModelFileName));
     writer.write_summary(summary);
   }
   timeline.write();
+  if (!model_error.empty())
+    throw InputError(fmt::format("the run trained {} steps, but its weights were not saved: {}",
+                                 result.steps, model_error));
   return result;
 }
 
