@@ -222,8 +222,9 @@ class Worker {
     writer_.open();
     writer_.write_config(cfg_.canonical_text());
     if (guard_->resumed()) writer_.keep_epochs_through(step_ / steps_per_epoch_, step_);
-    log_info("output: {} (config.toml, metrics.jsonl, summary.json{})", writer_.dir(),
-             guard_->writes_checkpoints() ? ", checkpoints/" : "");
+    log_info(
+        "output: {} (config.toml, metrics.jsonl{}; summary.json and model.safetensors at the end)",
+        writer_.dir(), guard_->writes_checkpoints() ? ", checkpoints/" : "");
   }
 
   // The epoch's steps from where step_ stands, then its figures, evaluation and report.
