@@ -17,6 +17,7 @@
 #include "loom/core/error.h"
 #include "loom/nn/graph_builder.h"
 #include "loom/nn/model_file.h"
+#include "loom/nn/onnx_import.h"
 #include "loom/tensor/cpu/cpu_backend.h"
 
 namespace loom::nn {
@@ -361,6 +362,38 @@ TEST(ModelFile, TensorsThatDoNotMatchTheGraphAreRefusedNamingThem) {
               std::string::npos)
         << e.what();
   }
+}
+
+// An imported ONNX network: its graph written as TOML in the metadata and its weights as
+// tensors rebuild the model with PyTorch's outputs (the fixture holds BatchNorm and convs).
+TEST(ModelFile, AnImportedOnnxModelRoundTripsThroughTheFile) {
+  if (!onnx_import_built()) GTEST_SKIP() << "this loom was built without libonnx-dev";
+  const Shape in = {1, 8, 8};
+  const GraphSpec g =
+      graph_from_onnx(std::string(LOOM_SOURCE_DIR) + "/tests/data/onnx/convnet.onnx", in);
+  std::unique_ptr<Model> m;
+  try {
+    m = std::make_unique<Model>(cpu_backend(), in, 10, build_nodes(g, in));
+  } catch (const ConfigError& e) {
+    GTEST_SKIP() << "the fixture does not build here: " << e.what();
+  }
+  m->init_params(3);  // the imported weights, not draws
+  const std::vector<float> params(m->params(), m->params() + m->num_params());
+  const std::vector<float> state(m->state(), m->state() + m->num_state());
+  TempDir t;
+  const std::string path = t.file("convnet.safetensors");
+  const std::vector<uint8_t> bytes = model_file_bytes(*m, g, params, state);
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  const auto back = build_model_from_file(read_model_file(path), cpu_backend());
+  std::vector<float> x(2 * 64);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(float(i) * 0.3f);
+  StepInfo eval;
+  eval.training = false;
+  const float* y0 = m->forward(x.data(), 2, eval);
+  const std::vector<float> want(y0, y0 + 2 * m->num_classes());
+  const float* y1 = back->forward(x.data(), 2, eval);
+  EXPECT_EQ(std::memcmp(y1, want.data(), want.size() * 4), 0);
 }
 
 }  // namespace
