@@ -611,6 +611,7 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
   const std::unique_ptr<nn::Model> layout = std::make_unique<nn::Model>(
       cpu_backend(), train_source->sample_shape(), train_source->num_classes(),
       nn::build_nodes(graph, train_source->sample_shape()));
+  nn::apply_loss_options(cfg, *layout);  // checks loss.* here too
   {
     const std::unique_ptr<nn::Model>& model = layout;
     if (options.print_model) {
