@@ -39,6 +39,12 @@ mkdir copy && cp run-step-000000000020.safetensors copy/model.safetensors
 "$LOOM" eval copy --data /usr/share/datasets/fashion-mnist > copy.log 2>&1 ||
   { cat copy.log; fail "eval of an exported checkpoint (no config beside it)"; }
 
+# Another set: a shard file (normalised by its own statistics, as shards are).
+"$LOOM" data convert /usr/share/datasets/fashion-mnist test.shard --test > convert.log 2>&1 ||
+  { cat convert.log; fail "data convert"; }
+"$LOOM" eval run --data test.shard > shard.log 2>&1 || { cat shard.log; fail "eval --data shard"; }
+grep -q "on test.shard" shard.log && grep -q "samples 10000" shard.log || { cat shard.log; fail "eval --data shard"; }
+
 expect2 missing.log "nope: no such run directory" "$LOOM" eval nope
 expect2 missing2.log "nope: no such run directory, checkpoint or model file" \
   "$LOOM" export nope --weights x.safetensors

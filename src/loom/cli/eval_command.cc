@@ -63,8 +63,9 @@ void run_eval(const EvalArgs& args) {
   Stopwatch watch;
   const train::EvalResult r = train::evaluate_model(*m.model, set);
   const double seconds = watch.seconds();
-  fmt::print("loom eval: {}{} on {} ({} threads, {:.2f} s)\n", m.weights,
-             m.steps >= 0 ? fmt::format(" ({} steps)", m.steps) : "", source, threads, seconds);
+  fmt::print("loom eval: {}{} on {} ({} thread{}, {:.2f} s)\n", m.weights,
+             m.steps >= 0 ? fmt::format(" ({} steps)", m.steps) : "", source, threads,
+             threads == 1 ? "" : "s", seconds);
   fmt::print("{}", train::eval_text(r));
   if (!args.json.empty()) {
     nlohmann::json j = train::eval_json(r);
