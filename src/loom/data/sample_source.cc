@@ -31,4 +31,23 @@ void DatasetSource::gather_targets(const int64_t* idx, int64_t n, float* t) cons
     std::memcpy(t + i * k, ds_.targets.data() + idx[i] * k, size_t(k) * sizeof(float));
 }
 
+Dataset materialise(const SampleSource& src) {
+  Dataset ds;
+  ds.name = "shards";
+  ds.count = src.count();
+  ds.sample_shape = src.sample_shape();
+  ds.num_classes = src.num_classes();
+  ds.features.resize(size_t(ds.count * src.sample_numel()));
+  ds.labels.resize(size_t(ds.count));
+  std::vector<int64_t> idx(size_t(ds.count));
+  for (int64_t i = 0; i < ds.count; ++i) idx[size_t(i)] = i;
+  src.gather(idx.data(), ds.count, ds.features.data(), ds.labels.data());
+  ds.target_numel = src.target_numel();
+  if (ds.target_numel > 0) {
+    ds.targets.resize(size_t(ds.count * ds.target_numel));
+    src.gather_targets(idx.data(), ds.count, ds.targets.data());
+  }
+  return ds;
+}
+
 }  // namespace loom::data

@@ -50,4 +50,7 @@ class DatasetSource final : public SampleSource {
   const Dataset& ds_;
 };
 
+// Every record of a source in memory, in order (a test set, for evaluation).
+Dataset materialise(const SampleSource& src);
+
 }  // namespace loom::data

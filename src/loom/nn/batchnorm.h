@@ -25,11 +25,18 @@ class BatchNorm final : public Layer {
   std::vector<std::array<int64_t, 2>> param_matrices() const override {
     return {{1, channels_}, {1, channels_}};  // gamma, then beta
   }
+  // PyTorch's names: gamma is "weight", beta "bias".
+  std::vector<TensorSpec> param_tensors() const override {
+    return {{"weight", {channels_}}, {"bias", {channels_}}};
+  }
   void bind(float* params, float* grads) override;
   void init_params(Rng& rng, Backend& backend) override;
   int64_t flops_per_sample() const override { return 4 * channels_ * plane_; }
   int64_t num_state() const override { return 2 * channels_; }
   bool reduces_across_replicas() const override { return sync_; }
+  std::vector<TensorSpec> state_tensors() const override {
+    return {{"running_mean", {channels_}}, {"running_var", {channels_}}};
+  }
   void bind_state(float* state) override;
   void init_state(Backend& backend) override;
   void forward(const Context& ctx, const float* x, float* y, int64_t batch) override;

@@ -90,6 +90,13 @@ std::vector<std::array<int64_t, 2>> Conv2d::param_matrices() const {
   return m;
 }
 
+std::vector<TensorSpec> Conv2d::param_tensors() const {
+  std::vector<TensorSpec> t{
+      {"weight", {o_.out_channels, o_.in_channels / o_.groups, o_.kernel_h, o_.kernel_w}}};
+  if (o_.bias) t.push_back({"bias", {o_.out_channels}});
+  return t;
+}
+
 ConvGeometry Conv2d::geometry(int64_t batch) const {
   ConvGeometry g = geometry_;
   g.batch = batch;

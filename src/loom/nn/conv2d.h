@@ -27,6 +27,7 @@ class Conv2d final : public Layer {
   Shape build(const Shape& input) override;
   int64_t num_params() const override { return weight_count() + (o_.bias ? o_.out_channels : 0); }
   std::vector<std::array<int64_t, 2>> param_matrices() const override;
+  std::vector<TensorSpec> param_tensors() const override;
   void bind(float* params, float* grads) override;
   void init_params(Rng& rng, Backend& backend) override;
   int64_t flops_per_sample() const override {

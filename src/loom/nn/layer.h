@@ -16,6 +16,14 @@ using Shape = std::vector<int64_t>;  // per-sample shape, batch excluded
 int64_t numel(const Shape& s);
 std::string shape_text(const Shape& s);
 
+// One named tensor of a layer's parameters or state: a piece of its flat range, in order, with
+// the shape it has as a weight file's tensor ("weight" [out, in] of a Linear). Names and
+// shapes follow PyTorch's modules, so a model file reads like a state_dict.
+struct TensorSpec {
+  std::string name;
+  Shape shape;
+};
+
 // Sums across the data-parallel replicas, for a layer whose forward needs statistics of the
 // global batch (BatchNorm with `sync = true`). The sync layer provides one; nn knows no
 // communicator. Every replica calls sum() in the same order with the same n.
@@ -51,6 +59,12 @@ class Layer {
     if (num_params() == 0) return {};
     return {{1, num_params()}};
   }
+  // The named tensors the num_params() parameters form, end to end in flat order (their sizes
+  // add up to num_params()). Default: one tensor "params" of them all.
+  virtual std::vector<TensorSpec> param_tensors() const {
+    if (num_params() == 0) return {};
+    return {{"params", {num_params()}}};
+  }
   // Views into the model's flat buffers, num_params() floats each.
   virtual void bind(float* params, float* grads) {}
   virtual void init_params(Rng& rng, Backend& backend) {}
@@ -62,6 +76,11 @@ class Layer {
   virtual int64_t num_state() const { return 0; }
   // True if forward and backward call Context::reducer (BatchNorm with sync = true).
   virtual bool reduces_across_replicas() const { return false; }
+  // The named tensors of the num_state() values, as param_tensors() (default: one "state").
+  virtual std::vector<TensorSpec> state_tensors() const {
+    if (num_state() == 0) return {};
+    return {{"state", {num_state()}}};
+  }
   virtual void bind_state(float* state) {}
   virtual void init_state(Backend& backend) {}
 

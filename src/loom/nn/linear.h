@@ -16,6 +16,10 @@ class Linear final : public Layer {
     if (!bias_) return {{out_, in_}};
     return {{out_, in_}, {1, out_}};  // W [out, in], then b
   }
+  std::vector<TensorSpec> param_tensors() const override {
+    if (!bias_) return {{"weight", {out_, in_}}};
+    return {{"weight", {out_, in_}}, {"bias", {out_}}};
+  }
   void bind(float* params, float* grads) override;
   // PyTorch's default: U(-1/sqrt(in), 1/sqrt(in)) for weights and bias.
   void init_params(Rng& rng, Backend& backend) override;

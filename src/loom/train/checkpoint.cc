@@ -107,6 +107,9 @@ CheckpointFile make_train_file(WorkerParts& w, const TrainPosition& pos,
   // Non-trained state (BatchNorm running statistics) is identical on every rank.
   if (w.model.num_state() > 0)
     f.put_f32("model.state", device_to_vector(w.backend, w.model.state(), w.model.num_state()));
+  f.put_i64(kCheckpointInputShape, w.model.input_shape());
+  const int64_t classes[1] = {w.model.num_classes()};
+  f.put_i64(kCheckpointNumClasses, classes);
   f.put_text("config", config);
   f.put_text("describe", w.model.summary());
   return f;

@@ -44,6 +44,11 @@ struct TrainPosition {
   int64_t step_in_epoch() const { return steps_per_epoch ? step % steps_per_epoch : 0; }
 };
 
+// train.ckpt's sections naming the model's per-sample input shape and classes, so a
+// checkpoint can be loaded as a model without its data (trained_model.h).
+inline constexpr const char* kCheckpointInputShape = "model.input_shape";
+inline constexpr const char* kCheckpointNumClasses = "model.num_classes";
+
 // train.ckpt and rank-R.ckpt of one worker's state.
 CheckpointFile make_train_file(WorkerParts& w, const TrainPosition& pos, const std::string& config);
 CheckpointFile make_rank_file(WorkerParts& w, const TrainPosition& pos, int rank);

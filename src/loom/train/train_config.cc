@@ -32,7 +32,8 @@ std::vector<ConfigKeySpec> own_keys() {
       {"progress", ConfigType::kString, "\"auto\"",
        "\"bar\", \"lines\", \"none\" or \"auto\" (bar on a terminal)"},
       {"output.dir", ConfigType::kString, "\"runs/latest\"",
-       "where metrics.jsonl, summary.json and config.toml go (\"\" = nowhere); one that holds a "
+       "where metrics.jsonl, summary.json, model.safetensors and config.toml go (\"\" = nowhere); "
+       "one that holds a "
        "run is refused (loom train --force replaces it); \"{n}\" in it takes the next free "
        "number"},
       {"train.accumulate", ConfigType::kInt, "1",

@@ -1,6 +1,7 @@
 #include "loom/train/trainer.h"
 
 #include <cmath>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -19,6 +20,8 @@
 #include "loom/data/pipeline_config.h"
 #include "loom/data/set_checks.h"
 #include "loom/data/shard_source.h"
+#include "loom/nn/graph_builder.h"
+#include "loom/nn/model_file.h"
 #include "loom/nn/model_zoo.h"
 #include "loom/optim/lr_schedule.h"
 #include "loom/optim/optimizer.h"
@@ -35,6 +38,7 @@
 #include "loom/train/run_identity.h"
 #include "loom/train/run_writer.h"
 #include "loom/train/train_config.h"
+#include "loom/train/trained_model.h"
 
 namespace loom::train {
 namespace {
@@ -98,21 +102,6 @@ double evaluate(comm::Communicator& c, nn::Model& model, const data::Dataset& te
   double v[1] = {correct};
   allreduce_sum(c, v);
   return v[0] / double(test.count);
-}
-
-// Reads every record of a source into memory (the test set, for evaluation).
-data::Dataset materialise(const data::SampleSource& src) {
-  data::Dataset ds;
-  ds.name = "shards";
-  ds.count = src.count();
-  ds.sample_shape = src.sample_shape();
-  ds.num_classes = src.num_classes();
-  ds.features.resize(size_t(ds.count * src.sample_numel()));
-  ds.labels.resize(size_t(ds.count));
-  std::vector<int64_t> idx(size_t(ds.count));
-  for (int64_t i = 0; i < ds.count; ++i) idx[size_t(i)] = i;
-  src.gather(idx.data(), ds.count, ds.features.data(), ds.labels.data());
-  return ds;
 }
 
 // One rank's training run: set up, start (or resume), the epochs, and rank 0's result.
@@ -233,8 +222,9 @@ class Worker {
     writer_.open();
     writer_.write_config(cfg_.canonical_text());
     if (guard_->resumed()) writer_.keep_epochs_through(step_ / steps_per_epoch_, step_);
-    log_info("output: {} (config.toml, metrics.jsonl, summary.json{})", writer_.dir(),
-             guard_->writes_checkpoints() ? ", checkpoints/" : "");
+    log_info(
+        "output: {} (config.toml, metrics.jsonl{}; summary.json and model.safetensors at the end)",
+        writer_.dir(), guard_->writes_checkpoints() ? ", checkpoints/" : "");
   }
 
   // The epoch's steps from where step_ stands, then its figures, evaluation and report.
@@ -518,6 +508,28 @@ std::string choose_output_dir(const Config& cfg, const TrainOptions& options) {
   return dir;
 }
 
+// Rank 0, at the end: <dir>/model.safetensors with the final parameters and state, written
+// atomically (a reader sees the previous file or the whole new one). Returns its path, or ""
+// when rank 0's parameters are not the whole model (model-parallel layers hold slices).
+std::string write_model_file(const Config& cfg, const TrainResult& r, const nn::Model& layout,
+                             const nn::GraphSpec& graph,
+                             const std::optional<data::Normalisation>& input_norm,
+                             const std::string& dir) {
+  if ((sync::parallel_options(cfg).mode != "data" && r.world > 1) ||
+      int64_t(r.final_params.size()) != layout.num_params() ||
+      int64_t(r.final_state.size()) != layout.num_state()) {
+    log_warn(
+        "{} not written: with parallel = \"{}\" over {} workers rank 0 holds only its slices of "
+        "the dense layers, not the whole model",
+        nn::kModelFileName, sync::parallel_options(cfg).mode, r.world);
+    return "";
+  }
+  const std::string path = (std::filesystem::path(dir) / nn::kModelFileName).string();
+  write_file_atomically(path, nn::model_file_bytes(layout, graph, r.final_params, r.final_state,
+                                                   trained_model_metadata(r.steps, input_norm)));
+  return path;
+}
+
 }  // namespace
 
 TrainResult run_training(const Config& given, const TrainOptions& options) {
@@ -560,6 +572,7 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
   std::optional<data::Dataset> train_set;
   data::Dataset test_set;
   std::shared_ptr<const data::SampleSource> train_source;
+  std::optional<data::Normalisation> input_norm;  // IDX pixels: recorded in model.safetensors
   if (!pipeline.train_shards.empty()) {
     if (s.eval && pipeline.test_shards.empty())
       throw ConfigError(
@@ -568,11 +581,12 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
                       cfg.where("data.train_shards")));
     train_source = std::make_shared<data::ShardSource>(pipeline.train_shards);
     if (!pipeline.test_shards.empty())
-      test_set = materialise(data::ShardSource(pipeline.test_shards));
+      test_set = data::materialise(data::ShardSource(pipeline.test_shards));
   } else {
     data::Normalisation norm;
     train_set = data::load_fashion_mnist(s.data_dir, true, std::nullopt, &norm);
     test_set = data::load_fashion_mnist(s.data_dir, false, norm, nullptr);
+    input_norm = norm;
     train_source = std::make_shared<data::DatasetSource>(*train_set);
   }
   data::check_data_sets(*train_source,
@@ -590,10 +604,16 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
                  : "");
 
   // The model graph is built once here, on the data's shapes, so that a bad graph stops the
-  // run before any worker starts or output.dir is touched.
+  // run before any worker starts or output.dir is touched. The graph and this host copy of the
+  // model's layout name the tensors of model.safetensors at the end.
+  const nn::GraphSpec graph =
+      nn::model_graph(cfg, train_source->sample_shape(), train_source->num_classes());
+  const std::unique_ptr<nn::Model> layout = std::make_unique<nn::Model>(
+      cpu_backend(), train_source->sample_shape(), train_source->num_classes(),
+      nn::build_nodes(graph, train_source->sample_shape()));
+  nn::apply_loss_options(cfg, *layout);  // checks loss.* here too
   {
-    const auto model = nn::build_model(cfg, cpu_backend(), train_source->sample_shape(),
-                                       train_source->num_classes());
+    const std::unique_ptr<nn::Model>& model = layout;
     if (options.print_model) {
       if (lead) fmt::print("{}\n", model->summary());
       return TrainResult{};
@@ -634,6 +654,16 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
         .run();
   });
   result.wall_s = wall.seconds();
+  // A failed write of the weights (a full disk) still leaves the summary of what was trained,
+  // then stops with the error: the run's figures are not lost with its weights.
+  std::string model_error;
+  if (writer.enabled()) {
+    try {
+      result.model_file = write_model_file(cfg, result, *layout, graph, input_norm, writer.dir());
+    } catch (const InputError& e) {
+      model_error = e.what();
+    }
+  }
   if (lead) {
     nlohmann::json summary = {
         {"test_acc", result.test_acc >= 0 ? nlohmann::json(result.test_acc) : nullptr},
@@ -648,9 +678,15 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
         {"interrupted", result.interrupted},
         {"params_fnv1a64", fmt::format("{:016x}", fnv1a64(result.final_params.data(),
                                                           result.final_params.size() * 4))}};
+    summary["model_file"] = result.model_file.empty()
+                                ? nlohmann::json(nullptr)
+                                : nlohmann::json(std::string(nn::kModelFileName));
     writer.write_summary(summary);
   }
   timeline.write();
+  if (!model_error.empty())
+    throw InputError(fmt::format("the run trained {} steps, but its weights were not saved: {}",
+                                 result.steps, model_error));
   return result;
 }
 

@@ -36,6 +36,7 @@ struct TrainResult {
   bool interrupted = false;         // stopped by SIGINT/SIGTERM (after writing a checkpoint)
   std::string checkpoint;           // the last checkpoint written ("" = none)
   std::string output_dir;           // where config.toml, metrics.jsonl, summary.json went
+  std::string model_file;           // <output_dir>/model.safetensors ("" = not written)
   double wall_s = 0;                // the whole run, set-up and data loading included
 };
 

@@ -1,0 +1,104 @@
+// `loom eval RUN [--checkpoint DIR] [--data PATH] [--json FILE] [--threads N]`: a trained
+// run's final weights (or one of its checkpoints) on its config's test set or on another set:
+// loss, accuracy and the confusion matrix (train/evaluation.h).
+#include <fmt/format.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "loom/cli/commands.h"
+#include "loom/core/error.h"
+#include "loom/core/format_version.h"
+#include "loom/core/timer.h"
+#include "loom/tensor/cpu/cpu_backend.h"
+#include "loom/train/evaluation.h"
+#include "loom/train/trained_model.h"
+
+namespace loom::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The version of `loom eval --json` output.
+constexpr int64_t kEvalFormatVersion = 1;
+
+struct EvalArgs {
+  std::string run;
+  std::string checkpoint;  // --checkpoint DIR
+  std::string data;        // --data PATH
+  std::string json;        // --json FILE
+  int threads = 0;         // 0: every core
+};
+
+// --checkpoint as given, or a step-N name inside the run's checkpoints/.
+std::string checkpoint_path(const EvalArgs& args) {
+  std::error_code ec;
+  if (fs::exists(args.checkpoint, ec)) return args.checkpoint;
+  const fs::path inside = fs::path(args.run) / "checkpoints" / args.checkpoint;
+  if (fs::exists(inside, ec)) return inside.string();
+  throw InputError(
+      fmt::format("{}: no such checkpoint directory (nor {})", args.checkpoint, inside.string()));
+}
+
+void run_eval(const EvalArgs& args) {
+  std::error_code ec;
+  if (!fs::exists(args.run, ec))
+    throw InputError(fmt::format("{}: no such run directory or model file", args.run));
+  Backend& be = cpu_backend();
+  const int threads =
+      args.threads > 0 ? args.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  be.set_intra_op_threads(threads);
+  train::TrainedModel m =
+      train::load_trained_model(args.checkpoint.empty() ? args.run : checkpoint_path(args), be);
+  // The weights from a checkpoint, the data from the run's config when the checkpoint has none
+  // to say otherwise: a checkpoint carries its config, so this only fills in a model file's.
+  if (!m.has_config && fs::is_regular_file(fs::path(args.run) / "config.toml", ec)) {
+    m.config = Config::from_file((fs::path(args.run) / "config.toml").string());
+    m.has_config = true;
+  }
+  std::string source;
+  const data::Dataset set = train::load_eval_set(m, args.data, &source);
+  Stopwatch watch;
+  const train::EvalResult r = train::evaluate_model(*m.model, set);
+  const double seconds = watch.seconds();
+  fmt::print("loom eval: {}{} on {} ({} thread{}, {:.2f} s)\n", m.weights,
+             m.steps >= 0 ? fmt::format(" ({} steps)", m.steps) : "", source, threads,
+             threads == 1 ? "" : "s", seconds);
+  fmt::print("{}", train::eval_text(r));
+  if (!args.json.empty()) {
+    nlohmann::json j = train::eval_json(r);
+    j[kFormatVersionKey] = kEvalFormatVersion;
+    j["weights"] = m.weights;
+    j["data"] = source;
+    j["steps"] = m.steps;
+    std::ofstream out(args.json);
+    out << j.dump(2) << "\n";
+    if (!out)
+      throw InputError(fmt::format("{}: cannot write: {}", args.json, std::strerror(errno)));
+  }
+}
+
+CommandRegistrar reg("eval", [](CLI::App& app) {
+  auto args = std::make_shared<EvalArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "eval", "evaluate a trained run: loss, accuracy and confusion matrix on its test set");
+  cmd->add_option("run", args->run,
+                  "a run directory (its model.safetensors, else its newest checkpoint), a "
+                  "checkpoint directory or a model file")
+      ->required();
+  cmd->add_option("--checkpoint", args->checkpoint,
+                  "evaluate this checkpoint (a directory, or a step-N name under the run's "
+                  "checkpoints/) instead of the final weights");
+  cmd->add_option("--data", args->data,
+                  "evaluate on this set instead of the config's test set: a shard file, or a "
+                  "directory of IDX files (its t10k set)");
+  cmd->add_option("--json", args->json, "also write the figures as JSON to FILE");
+  cmd->add_option("--threads", args->threads, "threads for the forward (default: every core)")
+      ->check(CLI::Range(1, 1024));
+  cmd->callback([args] { run_eval(*args); });
+});
+
+}  // namespace
+}  // namespace loom::cli

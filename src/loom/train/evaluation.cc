@@ -1,0 +1,169 @@
+#include "loom/train/evaluation.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "loom/core/error.h"
+#include "loom/data/pipeline_config.h"
+#include "loom/data/sample_source.h"
+#include "loom/data/shard_source.h"
+#include "loom/train/device_batch.h"
+
+namespace loom::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The t10k IDX files of `dir`, normalised as the run normalised its training data: the mean
+// and deviation its model file records, else those of `train_dir`'s training images (what the
+// training loop computes).
+data::Dataset idx_test_set(const TrainedModel& m, const std::string& dir,
+                           const std::string& train_dir) {
+  std::optional<data::Normalisation> norm = m.input_normalisation;
+  if (!norm) {
+    data::Normalisation computed;
+    data::load_fashion_mnist(train_dir, true, std::nullopt, &computed);
+    norm = computed;
+  }
+  return data::load_fashion_mnist(dir, false, norm, nullptr);
+}
+
+}  // namespace
+
+data::Dataset load_eval_set(const TrainedModel& m, const std::string& data_path,
+                            std::string* source) {
+  data::Dataset set;
+  std::string from;
+  if (data_path.empty()) {
+    if (!m.has_config)
+      throw InputError(fmt::format(
+          "{}: no config.toml beside it names a test set; give one with --data", m.weights));
+    const data::PipelineConfig p = data::read_pipeline_config(m.config);
+    if (!p.test_shards.empty()) {
+      set = data::materialise(data::ShardSource(p.test_shards));
+      from = p.test_shards;
+    } else {
+      const std::string dir = m.config.get_string("data.dir", data::kDefaultFashionMnistDir);
+      set = idx_test_set(m, dir, dir);
+      from = dir;
+    }
+  } else {
+    std::error_code ec;
+    if (fs::is_directory(data_path, ec)) {
+      const std::string train_dir =
+          m.has_config ? m.config.get_string("data.dir", data::kDefaultFashionMnistDir) : data_path;
+      set = idx_test_set(m, data_path, train_dir);
+    } else if (fs::exists(data_path, ec)) {
+      set = data::materialise(data::ShardSource(data_path));
+    } else {
+      throw InputError(fmt::format("{}: no such data file (shards) or directory (IDX)", data_path));
+    }
+    from = data_path;
+  }
+  if (set.sample_shape != m.input_shape)
+    throw InputError(fmt::format("{}: samples of shape {}; the model takes {}", from,
+                                 nn::shape_text(set.sample_shape), nn::shape_text(m.input_shape)));
+  if (set.num_classes > m.num_classes)
+    throw InputError(fmt::format("{}: labels of {} classes; the model has {}", from,
+                                 set.num_classes, m.num_classes));
+  for (size_t i = 0; i < set.labels.size(); ++i)
+    if (set.labels[i] < 0 || set.labels[i] >= m.num_classes)
+      throw InputError(fmt::format("{}: record {} has label {}; the model has {} classes", from, i,
+                                   set.labels[i], m.num_classes));
+  if (set.count == 0) throw InputError(fmt::format("{}: no samples to evaluate", from));
+  if (source) *source = from;
+  return set;
+}
+
+EvalResult evaluate_model(nn::Model& model, const data::Dataset& set, int64_t chunk) {
+  if (model.output_positions() != 1)
+    throw InputError(
+        fmt::format("the model gives {} outputs per sample; evaluation takes one label per sample",
+                    model.output_positions()));
+  EvalResult r;
+  r.count = set.count;
+  r.num_classes = model.num_classes();
+  const int64_t k = r.num_classes;
+  r.confusion.assign(size_t(k * k), 0);
+  const int64_t numel = set.sample_numel();
+  Backend& be = model.backend();
+  DeviceBatch on_device(be);
+  std::vector<float> logits;
+  double loss_sum = 0;
+  int64_t right = 0;
+  for (int64_t i = 0; i < set.count; i += chunk) {
+    const int64_t n = std::min(chunk, set.count - i);
+    nn::StepInfo info;
+    info.training = false;
+    const DeviceBatch::View v =
+        on_device.put(set.features.data() + i * numel, set.labels.data() + i, n, numel);
+    const float* out = model.forward(v.x, n, info);
+    logits.resize(size_t(n * k));
+    be.copy_to_host(logits.data(), out, logits.size() * sizeof(float));
+    loss_sum += model.loss(v.y, 1.0f).loss_sum;
+    for (int64_t s = 0; s < n; ++s) {
+      const float* z = logits.data() + s * k;
+      int64_t arg = 0;
+      for (int64_t c = 1; c < k; ++c)
+        if (z[c] > z[arg]) arg = c;
+      const int64_t label = set.labels[size_t(i + s)];
+      ++r.confusion[size_t(label * k + arg)];
+      right += arg == label;
+    }
+  }
+  r.loss = loss_sum / double(set.count);
+  r.accuracy = double(right) / double(set.count);
+  return r;
+}
+
+nlohmann::json eval_json(const EvalResult& r) {
+  const int64_t k = r.num_classes;
+  nlohmann::json rows = nlohmann::json::array();
+  nlohmann::json per_class = nlohmann::json::array();
+  for (int64_t t = 0; t < k; ++t) {
+    nlohmann::json row = nlohmann::json::array();
+    int64_t total = 0;
+    for (int64_t p = 0; p < k; ++p) {
+      row.push_back(r.confusion[size_t(t * k + p)]);
+      total += r.confusion[size_t(t * k + p)];
+    }
+    rows.push_back(row);
+    per_class.push_back(
+        {{"class", t},
+         {"count", total},
+         {"recall", total ? nlohmann::json(double(r.confusion[size_t(t * k + t)]) / double(total))
+                          : nlohmann::json(nullptr)}});
+  }
+  return {{"count", r.count}, {"loss", r.loss},    {"accuracy", r.accuracy},
+          {"num_classes", k}, {"confusion", rows}, {"per_class", per_class}};
+}
+
+std::string eval_text(const EvalResult& r) {
+  const int64_t k = r.num_classes;
+  std::string out =
+      fmt::format("samples {}  loss {:.4f}  accuracy {:.4f}\n", r.count, r.loss, r.accuracy);
+  out += "confusion matrix (rows: true class, columns: predicted; recall at the right)\n";
+  int64_t widest = 1;
+  for (int64_t v : r.confusion)
+    widest = std::max<int64_t>(widest, int64_t(fmt::format("{}", v).size()));
+  const int w = int(std::max<int64_t>(widest, 3));
+  out += fmt::format("{:>5} ", "");
+  for (int64_t p = 0; p < k; ++p) out += fmt::format(" {:>{}}", p, w);
+  out += "  recall\n";
+  for (int64_t t = 0; t < k; ++t) {
+    int64_t total = 0;
+    out += fmt::format("{:>5} ", t);
+    for (int64_t p = 0; p < k; ++p) {
+      const int64_t v = r.confusion[size_t(t * k + p)];
+      total += v;
+      out += fmt::format(" {:>{}}", v, w);
+    }
+    out += total ? fmt::format("  {:.4f}\n", double(r.confusion[size_t(t * k + t)]) / double(total))
+                 : std::string("  -\n");
+  }
+  return out;
+}
+
+}  // namespace loom::train

@@ -1,0 +1,45 @@
+// Evaluating a trained model (trained_model.h) on a labelled set: loss, accuracy and the
+// confusion matrix. `loom eval` is this over the run's test set or another set.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "loom/data/dataset.h"
+#include "loom/nn/model.h"
+#include "loom/train/trained_model.h"
+
+namespace loom::train {
+
+struct EvalResult {
+  int64_t count = 0;
+  double loss = 0;      // mean softmax cross-entropy (no label smoothing)
+  double accuracy = 0;  // argmax (the first of equal logits) equals the label
+  int num_classes = 0;
+  // confusion[t * num_classes + p]: samples of class t predicted as p.
+  std::vector<int64_t> confusion;
+};
+
+// The set to evaluate `m` on, and a description of where it came from:
+//   - data_path empty: the test set of the run's config, read as training reads it
+//     (data.test_shards, or the t10k IDX files of data.dir normalised like the training set);
+//   - a file: a shard file (`loom data convert`);
+//   - a directory: its t10k IDX files, normalised as the run normalised its data.
+// InputError when there is no config to name the test set, or the set's samples do not have
+// the model's input shape or its labels exceed the model's classes.
+data::Dataset load_eval_set(const TrainedModel& m, const std::string& data_path,
+                            std::string* source);
+
+// Forward in evaluation mode (dropout off, BatchNorm's running statistics) in chunks of
+// `chunk` samples, as the training loop evaluates.
+EvalResult evaluate_model(nn::Model& model, const data::Dataset& set, int64_t chunk = 1000);
+
+// {"count", "loss", "accuracy", "num_classes", "confusion": [[...], ...], "per_class": [...]}
+nlohmann::json eval_json(const EvalResult& r);
+
+// A text table: loss, accuracy, then the confusion matrix with per-class recall.
+std::string eval_text(const EvalResult& r);
+
+}  // namespace loom::train

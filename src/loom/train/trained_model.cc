@@ -1,0 +1,154 @@
+#include "loom/train/trained_model.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "loom/core/error.h"
+#include "loom/data/pipeline_config.h"
+#include "loom/data/shard_source.h"
+#include "loom/nn/graph_builder.h"
+#include "loom/nn/model_file.h"
+#include "loom/nn/model_zoo.h"
+#include "loom/train/checkpoint.h"
+#include "loom/train/checkpoint_format.h"
+
+namespace loom::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kStepsKey = "steps";
+constexpr const char* kMeanKey = "input_mean";
+constexpr const char* kStddevKey = "input_stddev";
+
+std::optional<float> metadata_float(const std::map<std::string, std::string>& m,
+                                    const std::string& key) {
+  const auto it = m.find(key);
+  if (it == m.end()) return std::nullopt;
+  try {
+    size_t used = 0;
+    const float v = std::stof(it->second, &used);
+    if (used == it->second.size()) return v;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+TrainedModel from_model_file(const std::string& file, Backend& backend) {
+  nn::ModelFile f = nn::read_model_file(file);
+  TrainedModel m;
+  m.model = nn::build_model_from_file(f, backend);
+  m.graph = std::move(f.graph);
+  m.input_shape = f.input_shape;
+  m.num_classes = f.num_classes;
+  m.weights = file;
+  const auto& meta = f.file.metadata();
+  if (const auto it = meta.find(kStepsKey); it != meta.end()) {
+    try {
+      m.steps = std::stoll(it->second);
+    } catch (const std::exception&) {
+      m.steps = -1;
+    }
+  }
+  const std::optional<float> mean = metadata_float(meta, kMeanKey);
+  const std::optional<float> stddev = metadata_float(meta, kStddevKey);
+  if (mean && stddev) m.input_normalisation = data::Normalisation{*mean, *stddev};
+  const fs::path config = fs::path(file).parent_path() / "config.toml";
+  if (fs::is_regular_file(config)) {
+    m.config = Config::from_file(config.string());
+    m.has_config = true;
+  }
+  return m;
+}
+
+// The data's per-sample shape and classes, for a checkpoint that does not record them: the
+// config's training shards, or its IDX test set.
+void shape_from_data(const Config& cfg, nn::Shape& shape, int& classes) {
+  const data::PipelineConfig p = data::read_pipeline_config(cfg);
+  if (!p.train_shards.empty()) {
+    const data::ShardSource s(p.train_shards);
+    shape = s.sample_shape();
+    classes = s.num_classes();
+    return;
+  }
+  const data::Dataset test =
+      data::load_fashion_mnist(cfg.get_string("data.dir", data::kDefaultFashionMnistDir), false,
+                               data::Normalisation{}, nullptr);
+  shape = test.sample_shape;
+  classes = test.num_classes;
+}
+
+TrainedModel from_checkpoint(const std::string& dir, Backend& backend) {
+  const std::string path = (fs::path(dir) / "train.ckpt").string();
+  const CheckpointFile ckpt = CheckpointFile::read(path);
+  TrainedModel m;
+  m.weights = path;
+  m.from_checkpoint = true;
+  m.config = Config::from_string(ckpt.text("config"), path + ":config");
+  m.has_config = true;
+  m.steps = ckpt.i64("position", 5)[0];
+  if (ckpt.has(kCheckpointInputShape) && ckpt.has(kCheckpointNumClasses)) {
+    m.input_shape = ckpt.i64(kCheckpointInputShape);
+    m.num_classes = int(ckpt.i64(kCheckpointNumClasses, 1)[0]);
+    for (int64_t d : m.input_shape)
+      if (d < 1 || d > (int64_t(1) << 31))
+        throw InputError(
+            fmt::format("{}: section '{}' holds a dimension {}", path, kCheckpointInputShape, d));
+    if (m.input_shape.empty() || m.num_classes < 1)
+      throw InputError(fmt::format("{}: sections '{}' and '{}' name no model input", path,
+                                   kCheckpointInputShape, kCheckpointNumClasses));
+  } else {
+    shape_from_data(m.config, m.input_shape, m.num_classes);
+  }
+  m.graph = nn::model_graph(m.config, m.input_shape, m.num_classes);
+  m.model = std::make_unique<nn::Model>(backend, m.input_shape, m.num_classes,
+                                        nn::build_nodes(m.graph, m.input_shape));
+  const std::vector<float> params = ckpt.f32("params");
+  if (int64_t(params.size()) != m.model->num_params())
+    throw InputError(
+        fmt::format("{}: section 'params' holds {} parameters; the model of its config has {} (a "
+                    "model-parallel run's checkpoint holds only rank 0's slices)",
+                    path, params.size(), m.model->num_params()));
+  if (!params.empty())
+    backend.copy_to_device(m.model->params(), params.data(), params.size() * sizeof(float));
+  if (m.model->num_state() > 0) {
+    const std::vector<float> state = ckpt.f32("model.state", m.model->num_state());
+    backend.copy_to_device(m.model->state(), state.data(), state.size() * sizeof(float));
+  }
+  return m;
+}
+
+}  // namespace
+
+TrainedModel load_trained_model(const std::string& path, Backend& backend) {
+  const fs::path p(path);
+  std::error_code ec;
+  if (fs::is_regular_file(p, ec)) return from_model_file(path, backend);
+  if (!fs::is_directory(p, ec))
+    throw InputError(fmt::format("{}: no such run directory, checkpoint or model file", path));
+  if (fs::is_regular_file(p / nn::kModelFileName, ec))
+    return from_model_file((p / nn::kModelFileName).string(), backend);
+  if (fs::exists(p / "train.ckpt", ec) || fs::is_directory(p / "checkpoints", ec) ||
+      p.filename() == "checkpoints")
+    return from_checkpoint(find_latest_checkpoint(path), backend);
+  throw InputError(fmt::format(
+      "{}: holds neither {} (written at the end of a run) nor a checkpoint (train.ckpt, or "
+      "checkpoints/step-N)",
+      path, nn::kModelFileName));
+}
+
+std::map<std::string, std::string> trained_model_metadata(
+    int64_t steps, const std::optional<data::Normalisation>& input_normalisation) {
+  std::map<std::string, std::string> m;
+  m[kStepsKey] = std::to_string(steps);
+  // fmt's shortest form reads back to the same float, so an evaluation normalises exactly as
+  // the run did.
+  if (input_normalisation) {
+    m[kMeanKey] = fmt::format("{}", input_normalisation->mean);
+    m[kStddevKey] = fmt::format("{}", input_normalisation->stddev);
+  }
+  return m;
+}
+
+}  // namespace loom::train

@@ -1,0 +1,55 @@
+// A trained run's model, loaded for use outside training (`loom eval`, `loom export`, and
+// whatever else runs a finished model): the built nn::Model holding the trained parameters and
+// state, the graph it was built from, the run's config and the data shape it takes.
+//
+//   Backend& be = cpu_backend();
+//   TrainedModel m = load_trained_model("runs/mlp", be);   // or a checkpoint directory
+//   const float* logits = m.model->forward(x, batch, nn::StepInfo{.training = false});
+//
+// The weights come from one of:
+//   - a run's model.safetensors (nn/model_file.h), written at the end of every run; the model
+//     is rebuilt from the graph in its metadata, so the file stands on its own, and the run's
+//     config.toml beside it (if there) becomes `config`;
+//   - a checkpoint directory (checkpoints/step-N, written by train.checkpoint_every,
+//     train.checkpoint_minutes or a stop signal): train.ckpt's parameters, state and config,
+//     the model rebuilt from that config.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "loom/core/config.h"
+#include "loom/data/dataset.h"
+#include "loom/nn/graph_spec.h"
+#include "loom/nn/model.h"
+
+namespace loom::train {
+
+struct TrainedModel {
+  std::unique_ptr<nn::Model> model;  // on the backend given, trained parameters and state
+  nn::GraphSpec graph;               // what `model` was built from
+  Config config;                     // the run's config (see has_config)
+  bool has_config = false;           // false: a model file with no config.toml beside it
+  nn::Shape input_shape;             // per sample
+  int num_classes = 0;
+  std::string weights;  // the file the parameters came from (model.safetensors, train.ckpt)
+  bool from_checkpoint = false;
+  int64_t steps = -1;  // training steps behind the weights (-1: not recorded)
+  // How the run normalised IDX pixels ((v/255 - mean)/stddev), when the file records it.
+  std::optional<data::Normalisation> input_normalisation;
+};
+
+// `path`: a run directory holding model.safetensors, a model file itself (*.safetensors), a
+// checkpoint directory (holding train.ckpt), or a run directory or checkpoints/ folder with no
+// model.safetensors (its newest complete checkpoint). InputError naming the path when it is
+// none of these, and naming the file and tensor when weights do not match the graph (a missing
+// or extra tensor, another shape, a checkpoint of a model-parallel run).
+TrainedModel load_trained_model(const std::string& path, Backend& backend);
+
+// The metadata train adds to model.safetensors for these fields (steps, input normalisation).
+std::map<std::string, std::string> trained_model_metadata(
+    int64_t steps, const std::optional<data::Normalisation>& input_normalisation);
+
+}  // namespace loom::train
