@@ -193,9 +193,10 @@ TEST(Validation, KeepBestReturnsTheBestEpochAndItsWeights) {
   EXPECT_EQ(lines[0]["best_epoch"], 1);
 }
 
-// A run resumed from a checkpoint mid-epoch 1 or early in epoch 2 holds out the same records,
-// trains the same bits, and keeps the same best epoch (carried in the checkpoint). A resume
-// that would hold out other records is refused.
+// A run resumed from a checkpoint mid-epoch 1, early in epoch 2 or at the end of epoch 1 holds
+// out the same records, trains the same bits, and keeps the same best epoch (carried in the
+// checkpoint, or evaluated again at an epoch's end). A resume that would hold out other
+// records is refused.
 TEST(Validation, ResumeAcrossTheSplitIsExact) {
   TempDir t;
   const std::string dir = t.file("run");
@@ -216,6 +217,27 @@ TEST(Validation, ResumeAcrossTheSplitIsExact) {
     EXPECT_EQ(r.best_params, full.best_params) << step;
     EXPECT_EQ(r.test_acc, full.test_acc) << step;
   }
+  // A checkpoint at an epoch's last step is written before that epoch is evaluated: the
+  // resumed run evaluates it, so a best first epoch is not lost.
+  TempDir t2;
+  Config at_ends = cfg;
+  at_ends.set("output.dir", t2.file("run"));
+  at_ends.set("train.checkpoint_every", int64_t(13));
+  const TrainResult ends = run_training(at_ends);
+  EXPECT_EQ(ends.final_params, full.final_params);
+  EXPECT_EQ(ends.best_epoch, full.best_epoch);
+  // From the end of epoch 1 (lost if epoch 1 is the best) and from the end of the run (lost
+  // if epoch 2 is): one of the two fails if an epoch's end is not evaluated on resume.
+  for (int step : {13, 26}) {
+    Config from_end = at_ends;
+    from_end.set("train.resume",
+                 (fs::path(t2.path()) / "run" / "checkpoints" / checkpoint_name(step)).string());
+    const TrainResult r = run_training(from_end);
+    EXPECT_EQ(r.best_epoch, full.best_epoch) << step;
+    EXPECT_EQ(r.best_params, full.best_params) << step;
+    EXPECT_EQ(r.best_val_acc, full.best_val_acc) << step;
+  }
+
   // 0.11 leaves 53400 records: the same 13 steps an epoch, but other records held out.
   Config other = cfg;
   other.set("data.validation", 0.11);

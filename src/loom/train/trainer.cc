@@ -133,6 +133,7 @@ class Worker {
     check_same_run(comm_, cfg_);
     set_up();
     start_or_resume();
+    reconsider_resumed_epoch();
     // Every rank has built its parts from the whole config (model, optimizer, strategy,
     // schedule, checkpoint) and loaded its checkpoint: only now may the run touch output.dir.
     if (comm_.size() > 1) comm_.barrier();
@@ -289,10 +290,11 @@ class Worker {
   }
 
   // Rank 0, train.keep_best: the epoch's weights when its validation figure beats the best so
-  // far (accuracy, then loss; an equal one keeps the earlier epoch). A partial epoch (a stop
-  // signal) is not a candidate: its figure is not an epoch's.
+  // far (accuracy, then loss; an equal one keeps the earlier epoch). An epoch cut short by a
+  // stop signal is not a candidate (a resume trains the rest of it); the last one max_steps
+  // leaves is, as it ends the run.
   void keep_if_best(EpochMetrics& m) {
-    const bool whole = m.steps > 0 && step_ % steps_per_epoch_ == 0;
+    const bool whole = m.steps > 0 && (step_ % steps_per_epoch_ == 0 || step_ >= total_steps_);
     const bool better = best_.epoch == 0 || m.val_acc > best_.val_acc ||
                         (m.val_acc == best_.val_acc && m.val_loss < best_.val_loss);
     if (whole && better) {
@@ -308,6 +310,24 @@ class Worker {
                                best_.state.size() * sizeof(float));
     }
     m.best_epoch = best_.epoch;
+  }
+
+  // A checkpoint written at an epoch's last step precedes that epoch's evaluation, so the
+  // checkpoint's best weights cannot include it. With train.keep_best, a run resumed there
+  // evaluates the restored weights -- the epoch's final ones, the same bits -- so the epoch
+  // stays a candidate. The same decision on every rank: evaluation is collective.
+  void reconsider_resumed_epoch() {
+    if (!guard_->resumed() || !s_.keep_best || !s_.eval || !validation_ || step_ == 0 ||
+        step_ % steps_per_epoch_ != 0)
+      return;
+    const Figures v = evaluate(comm_, *model_, *validation_);
+    if (!lead_ || best_.epoch >= step_ / steps_per_epoch_) return;
+    EpochMetrics m;
+    m.epoch = step_ / steps_per_epoch_;
+    m.steps = steps_per_epoch_;
+    m.val_acc = v.acc;
+    m.val_loss = v.loss;
+    keep_if_best(m);
   }
 
   // A resumed epoch: the shuffle is a function of (seed, epoch), so skipping the batches
