@@ -287,6 +287,30 @@ TEST(SweepState, CarriesTheFormatVersionAndRefusesANewerOne) {
   fs::remove_all(d);
 }
 
+// A sweep directory whose state was ranked by another metric (an older sweep, ranked by
+// test_acc) is refused rather than its figures ranked as validation figures.
+TEST(SweepRunner, AStateRankedByAnotherMetricIsRefused) {
+  const fs::path d = fresh_dir("other_metric");
+  SweepSpec spec = spec_of("[grid]\n\"optim.lr\" = [0.1]\n", d);
+  TrialRecord r;
+  r.trial = expand_trials(spec)[0];
+  r.status = TrialStatus::kOk;
+  r.metric = 0.9;
+  fs::create_directories(spec.dir);
+  save_sweep_state(spec.dir, "test_acc", {r});
+  SweepRunOptions opts;
+  opts.command = {"/bin/false"};
+  try {
+    run_sweep(spec, opts);
+    ADD_FAILURE() << "a state ranked by test_acc was reused";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("state.json"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'test_acc'"), std::string::npos) << msg;
+  }
+  fs::remove_all(d);
+}
+
 // A trial whose summary.json is of a newer format version fails with the reason.
 TEST(SweepRunner, ATrialSummaryOfANewerVersionFailsTheTrialNamingIt) {
   const fs::path d = fresh_dir("summary_version");
