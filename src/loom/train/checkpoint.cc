@@ -170,13 +170,12 @@ TrainPosition restore_parts(WorkerParts& w, const CheckpointFile& train, const C
   pos.validation_split =
       train.has("data.validation_split") ? uint64_t(train.i64("data.validation_split", 1)[0]) : 0;
   if (pos.validation_split != expect.validation_split)
-    throw InputError(
-        fmt::format("{}: trained with {} validation split than this run's (data.validation or the "
-                    "training data changed?): a resume must hold out the same records",
-                    src,
-                    pos.validation_split == 0      ? "no"
-                    : expect.validation_split == 0 ? "a"
-                                                   : "another"));
+    throw InputError(fmt::format(
+        "{}: {}: a resume must hold out the same records (data.validation)", src,
+        pos.validation_split == 0 ? "trained without a validation split; this run holds one out"
+        : expect.validation_split == 0 ? "trained with a validation split; this run holds none out"
+                                       : "trained with another validation split than this run's "
+                                         "(data.validation or the training data changed?)"));
   if (pos.step < 0 || !(pos.lr_scale > 0 && pos.lr_scale <= 1))
     throw InputError(fmt::format("{}: position out of range (step {}, lr scale {})", src, pos.step,
                                  pos.lr_scale));
