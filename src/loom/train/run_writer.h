@@ -16,7 +16,7 @@ namespace loom::train {
 
 // The versions of the metrics.jsonl lines and of summary.json that this build writes and reads.
 // Metrics version 2: epoch lines carry the validation split's val_loss and val_acc; the test
-// set is no longer evaluated per epoch (version 1 lines have a per-epoch test_acc instead).
+// set is not evaluated per epoch (version 1 lines have a per-epoch test_acc instead).
 inline constexpr int64_t kMetricsFormatVersion = 2;
 inline constexpr int64_t kSummaryFormatVersion = 1;
 
