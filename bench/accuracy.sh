@@ -57,7 +57,7 @@ run_one() {
     "$LOOM" train "$root/configs/mlp.toml" --set seed="$seed" --set epochs="$EPOCHS" \
       --set lr.schedule="$sched" --set progress=none --set output.dir="$work/$name" \
       > "$work/$name.log" 2>&1
-    grep -o '"test_acc":[0-9.]*' "$work/$name/metrics.jsonl" | tail -1 | cut -d: -f2 > "$work/$name.acc"
+    grep -o '"test_acc": *[0-9.]*' "$work/$name/summary.json" | tr -d ' ' | cut -d: -f2 > "$work/$name.acc"
   else
     "$PY" "$PEER" --threads 1 --seed "$seed" --epochs "$EPOCHS" --schedule "$sched" \
       > "$work/$name.log" 2>&1

@@ -42,7 +42,7 @@ j = {"bench": "model_parallel", "case": name, "parallel": mode, "activations": a
      "bytes_per_step": sum(e["bytes_sent"] for e in m) / max(steps, 1),
      "samples_per_s": sum(e["samples_per_s"] * e["seconds"] for e in m) / max(secs, 1e-9),
      "comm_s_per_step": sum(e["comm_s"] for e in m) / max(steps, 1),
-     "test_acc": m[-1]["test_acc"]}
+     "test_acc": json.load(open(d + "/summary.json"))["test_acc"]}
 print(f"{name:<22} {mode:<6} {act:<5} {j['bytes_per_step']/1e6:>12.2f} {j['samples_per_s']:>10.1f} "
       f"{1e3*j['comm_s_per_step']:>10.1f} {j['test_acc']:>8.4f}")
 print(json.dumps(j), file=sys.stderr)
@@ -74,7 +74,7 @@ if [[ $WHAT == accuracy || $WHAT == all ]]; then
 import json, sys
 out, epochs, seeds = sys.argv[1], sys.argv[2], sys.argv[3:]
 def acc(k, s):
-    return [j for j in (json.loads(l) for l in open(f"{out}/acc-model-{k}-s{s}/metrics.jsonl") if l.strip()) if j.get("kind", "epoch") == "epoch"][-1]["test_acc"]
+    return json.load(open(f"{out}/acc-model-{k}-s{s}/summary.json"))["test_acc"]
 diffs = []
 for s in seeds:
     f, i = acc("fp32", s), acc("int8", s)

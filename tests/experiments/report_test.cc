@@ -25,12 +25,21 @@ void write(const fs::path& p, const std::string& text) {
   std::ofstream(p) << text;
 }
 
+// An epoch line of this build's format: validation figures after the epoch, no test figure.
 std::string epoch_line(int epoch, double loss, double acc, int workers) {
   return fmt::format(
+      R"({{"epoch":{},"steps":100,"train_loss":{},"train_acc":{},"val_loss":{},"val_acc":{},)"
+      R"("seconds":2.0,"samples_per_s":{},"compute_s":1.2,"comm_s":0.9,"exposed_comm_s":0.3,)"
+      R"("loader_wait_s":0.1,"bytes_sent":1000000,"workers":{},"format_version":2}})",
+      epoch, loss, acc - 0.02, loss + 0.05, acc, 6400 * workers, workers);
+}
+
+// An epoch line of metrics format 1, which evaluated the test set after every epoch.
+std::string epoch_line_v1(int epoch, double loss, double acc) {
+  return fmt::format(
       R"({{"epoch":{},"steps":100,"train_loss":{},"train_acc":{},"test_acc":{},"seconds":2.0,)"
-      R"("samples_per_s":{},"compute_s":1.2,"comm_s":0.9,"exposed_comm_s":0.3,)"
-      R"("loader_wait_s":0.1,"bytes_sent":1000000,"workers":{}}})",
-      epoch, loss, acc - 0.02, acc, 6400 * workers, workers);
+      R"("samples_per_s":6400,"workers":1,"format_version":1}})",
+      epoch, loss, acc - 0.02, acc);
 }
 
 // Three runs: complete, cut short (no summary, a truncated last line), config only.
@@ -69,9 +78,13 @@ TEST(Report, SyntheticRunsGiveThePlotsAndNameTheProblems) {
     for (size_t p = html.find(what); p != std::string::npos; p = html.find(what, p + 1)) ++n;
     return n;
   };
-  // Loss, accuracy, throughput, step breakdown; final accuracy, throughput. No scaling chart:
-  // the runs with 1 and 2 workers also differ in their codec.
-  EXPECT_EQ(count("<svg"), 6u);
+  // Loss, accuracy, validation loss, throughput, step breakdown; final accuracy, throughput.
+  // No scaling chart: the runs with 1 and 2 workers also differ in their codec.
+  EXPECT_EQ(count("<svg"), 7u);
+  EXPECT_NE(html.find("Validation loss"), std::string::npos);
+  EXPECT_NE(html.find("val acc (last epoch)"), std::string::npos);
+  EXPECT_NE(html.find("test acc (final weights)"), std::string::npos);
+  EXPECT_EQ(html.find("metrics format 1"), std::string::npos);
   EXPECT_GE(count("<polyline class=\"series\""), 2u * 3 + 2);
   EXPECT_GE(count("<rect class=\"bar\""), 3u);
   EXPECT_NE(html.find("Where a step's time goes"), std::string::npos);
@@ -147,26 +160,39 @@ std::string load_error(const fs::path& run) {
   return "";
 }
 
-// Lines written by this build (format_version 1) and by older ones (none) are read alike; a
-// metrics line or summary of a newer version stops the report naming the file and version.
+// Lines written by this build (format_version 2), by format 1 (a per-epoch test_acc) and by
+// older ones (none) are read; a metrics line or summary of a newer version stops the report
+// naming the file and version.
 TEST(Report, NewerFormatVersionsAreRefusedNamingTheFile) {
   const fs::path d = fresh_dir("versions");
   nlohmann::json v1 = nlohmann::json::parse(epoch_line(2, 0.45, 0.84, 1));
   v1["format_version"] = 1;
-  write(d / "mixed/metrics.jsonl", epoch_line(1, 0.6, 0.80, 1) + "\n" + v1.dump() + "\n");
+  nlohmann::json v0 = v1;
+  v0.erase("format_version");
+  write(d / "mixed/metrics.jsonl", v0.dump() + "\n" + v1.dump() + "\n");
   write(d / "mixed/summary.json", R"({"format_version":1,"test_acc":0.86})");
   const auto runs = load_runs({(d / "mixed").string()});
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].epochs.size(), 2u);
   EXPECT_TRUE(runs[0].summary.has_value());
 
+  // A run of metrics format 1 keeps its per-epoch test curve, named for what it is, and its
+  // last epoch's test accuracy stands for the final one when the summary is missing.
+  write(d / "old/metrics.jsonl",
+        epoch_line_v1(1, 0.6, 0.80) + "\n" + epoch_line_v1(2, 0.5, 0.83) + "\n");
+  const auto old = load_runs({(d / "old").string()});
+  ASSERT_EQ(old.size(), 1u);
+  const std::string html = render_report(old, {});
+  EXPECT_NE(html.find("(test, per epoch: metrics format 1)"), std::string::npos);
+  EXPECT_NE(html.find("<td>0.8300</td>"), std::string::npos);
+
   nlohmann::json v9 = v1;
-  v9["format_version"] = 9;
+  v9["format_version"] = 3;
   write(d / "newer_metrics/metrics.jsonl", epoch_line(1, 0.6, 0.80, 1) + "\n" + v9.dump() + "\n");
   std::string msg = load_error(d / "newer_metrics");
   EXPECT_NE(msg.find((d / "newer_metrics/metrics.jsonl").string() + ":2"), std::string::npos)
       << msg;
-  EXPECT_NE(msg.find("metrics format version 9"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("metrics format version 3"), std::string::npos) << msg;
 
   write(d / "newer_summary/metrics.jsonl", epoch_line(1, 0.6, 0.80, 1) + "\n");
   write(d / "newer_summary/summary.json", R"({"format_version":2,"test_acc":0.86})");

@@ -57,7 +57,9 @@ codec = ["fp32", "int8"]
 "optim.lr" = [0.05, 0.1, 0.2]
 )",
                               fresh_dir("grid"));
-  ASSERT_EQ(s.fixed.size(), 1u);
+  // epochs, and the validation split the default metric (val_acc) needs.
+  ASSERT_EQ(s.fixed.size(), 2u);
+  EXPECT_EQ(s.fixed[1], (std::pair<std::string, std::string>("data.validation", "0.1")));
   const auto trials = expand_trials(s);
   ASSERT_EQ(trials.size(), 6u);
   EXPECT_EQ(trials[0].name, "t000");
@@ -114,8 +116,19 @@ TEST(SweepSpec, BadInputIsNamed) {
   // An empty list, and no grid at all.
   e = error_of("[grid]\nworkers = []\n");
   EXPECT_NE(e.find("empty list"), std::string::npos) << e;
-  e = error_of("metric = \"test_acc\"\n");
+  e = error_of("metric = \"val_acc\"\n");
   EXPECT_NE(e.find("grid is empty"), std::string::npos) << e;
+  // Ranking by the test set is refused, naming the key.
+  e = error_of("metric = \"test_acc\"\n[grid]\nworkers = [1]\n");
+  EXPECT_NE(e.find("sweep.toml:1"), std::string::npos) << e;
+  EXPECT_NE(e.find("val_acc"), std::string::npos) << e;
+  e = error_of("metric = \"test_loss\"\n[grid]\nworkers = [1]\n");
+  EXPECT_NE(e.find("test set"), std::string::npos) << e;
+  // A validation metric with data.validation = 0 would leave every trial without it.
+  e = error_of("[set]\n\"data.validation\" = 0\n[grid]\nworkers = [1]\n");
+  EXPECT_NE(e.find("data.validation = 0"), std::string::npos) << e;
+  e = error_of("[grid]\n\"data.validation\" = [0.1, 0]\n");
+  EXPECT_NE(e.find("data.validation"), std::string::npos) << e;
   // Keys the sweep owns, and ranges in grid mode.
   e = error_of("[grid]\n\"output.dir\" = [\"a\"]\n");
   EXPECT_NE(e.find("output.dir"), std::string::npos) << e;
@@ -133,16 +146,18 @@ TEST(SweepSpec, DefaultGoalMinimisesLossesAndTimes) {
   EXPECT_FALSE(default_maximize("exposed_comm_s"));
 }
 
-// A stand-in for `loom train`: reads optim.lr and output.dir from the --set arguments, logs
-// each run to a counter file, fails like loom does for lr = 0.5, else writes a summary whose
-// test_acc is the lr.
+// A stand-in for `loom train`: reads optim.lr, data.validation and output.dir from the --set
+// arguments, logs each run to a counter file, fails like loom does for lr = 0.5, else writes a
+// summary whose val_acc is the lr and whose test_acc orders the trials the other way round (so
+// a ranking by the test set would be seen), and records the data.validation it was given.
 fs::path fake_trainer(const fs::path& dir) {
   const fs::path script = dir / "fake_train.sh";
   std::ofstream f(script);
   f << "out=''; lr=''\n"
        "while [ $# -gt 0 ]; do\n"
        "  if [ \"$1\" = --set ]; then shift; case \"$1\" in\n"
-       "    output.dir=*) out=\"${1#output.dir=}\";; optim.lr=*) lr=\"${1#optim.lr=}\";; esac; fi\n"
+       "    output.dir=*) out=\"${1#output.dir=}\";; optim.lr=*) lr=\"${1#optim.lr=}\";;\n"
+       "    data.validation=*) val=\"${1#data.validation=}\";; esac; fi\n"
        "  shift\n"
        "done\n"
        "out=$(echo \"$out\" | tr -d '\"')\n"
@@ -153,7 +168,10 @@ fs::path fake_trainer(const fs::path& dir) {
        "echo \"loom: error: --set optim.lr: 0.5 diverges\" >&2; exit 2; fi\n"
        "mkdir -p \"$out\"\n"
        "echo \"{\\\"epoch\\\":1,\\\"train_loss\\\":1.5}\" > \"$out/metrics.jsonl\"\n"
-       "echo \"{\\\"test_acc\\\":$lr,\\\"samples_per_s\\\":100}\" > \"$out/summary.json\"\n";
+       "test=$(awk \"BEGIN { print 1 - $lr }\")\n"
+       "echo \"{\\\"val_acc\\\":$lr,\\\"test_acc\\\":$test,\\\"samples_per_s\\\":100}\" > "
+       "\"$out/summary.json\"\n"
+       "echo \"$val\" > \"$out/validation.txt\"\n";
   return script;
 }
 
@@ -178,7 +196,8 @@ TEST(SweepRunner, RecordsFailuresRanksAndResumesWithoutRerunning) {
   ASSERT_TRUE(out.records[2].metric.has_value());
   EXPECT_DOUBLE_EQ(*out.records[2].metric, 0.3);
 
-  // Ranked best first (test_acc is maximised), the failed trial last.
+  // Ranked best first by val_acc (maximised), not by test_acc (the reverse order), the failed
+  // trial last.
   const auto ranked = rank_trials(spec, out.records);
   EXPECT_EQ(ranked[0].trial.name, "t002");
   EXPECT_EQ(ranked[1].trial.name, "t003");
@@ -192,8 +211,16 @@ TEST(SweepRunner, RecordsFailuresRanksAndResumesWithoutRerunning) {
   std::string header, first;
   std::getline(csv, header);
   std::getline(csv, first);
-  EXPECT_EQ(header.rfind("rank,trial,status,optim.lr,test_acc", 0), 0u) << header;
-  EXPECT_EQ(first.rfind("1,t002,ok,0.3,0.3", 0), 0u) << first;
+  EXPECT_EQ(header.rfind("rank,trial,status,optim.lr,val_acc,test_acc", 0), 0u) << header;
+  EXPECT_EQ(first.rfind("1,t002,ok,0.3,0.3,0.7", 0), 0u) << first;
+  EXPECT_NE(table.find("ranked by val_acc"), std::string::npos) << table;
+  EXPECT_NE(table.find("test_acc (not used)"), std::string::npos) << table;
+  // Nothing set data.validation: every trial held out the sweep's default fraction.
+  EXPECT_TRUE(spec.validation_added);
+  std::ifstream given(fs::path(spec.dir) / "trials" / "t002" / "validation.txt");
+  std::string fraction;
+  std::getline(given, fraction);
+  EXPECT_EQ(fraction, kSweepValidation);
 
   // Run again: every trial finished, nothing runs.
   out = run_sweep(spec, opts);
@@ -257,6 +284,30 @@ TEST(SweepState, CarriesTheFormatVersionAndRefusesANewerOne) {
   const std::string msg = state_error(d.string());
   EXPECT_NE(msg.find((d / "state.json").string()), std::string::npos) << msg;
   EXPECT_NE(msg.find("sweep state format version 4"), std::string::npos) << msg;
+  fs::remove_all(d);
+}
+
+// A sweep directory whose state was ranked by another metric (an older sweep, ranked by
+// test_acc) is refused rather than its figures ranked as validation figures.
+TEST(SweepRunner, AStateRankedByAnotherMetricIsRefused) {
+  const fs::path d = fresh_dir("other_metric");
+  SweepSpec spec = spec_of("[grid]\n\"optim.lr\" = [0.1]\n", d);
+  TrialRecord r;
+  r.trial = expand_trials(spec)[0];
+  r.status = TrialStatus::kOk;
+  r.metric = 0.9;
+  fs::create_directories(spec.dir);
+  save_sweep_state(spec.dir, "test_acc", {r});
+  SweepRunOptions opts;
+  opts.command = {"/bin/false"};
+  try {
+    run_sweep(spec, opts);
+    ADD_FAILURE() << "a state ranked by test_acc was reused";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("state.json"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'test_acc'"), std::string::npos) << msg;
+  }
   fs::remove_all(d);
 }
 
@@ -355,6 +406,38 @@ batch = [0, 16]
   EXPECT_NE(out.records[0].error.find("batch"), std::string::npos) << out.records[0].error;
   EXPECT_EQ(out.records[1].status, TrialStatus::kOk) << out.records[1].error;
   EXPECT_TRUE(out.records[1].metric.has_value());
+  fs::remove_all(d);
+}
+
+// The real `loom train` ranked by the default metric: each trial's summary.json has val_acc
+// from the split the sweep held out, and that is the trial's metric, not its test_acc.
+TEST(SweepRunner, RealLoomTrialsAreRankedByValidationAccuracy) {
+  const fs::path loom = fs::path(LOOM_BINARY_DIR) / "loom";
+  if (!fs::exists(loom)) GTEST_SKIP() << loom << " not built";
+  const fs::path d = fresh_dir("real_val");
+  SweepSpec spec = spec_of(R"(
+[set]
+max_steps = 20
+epochs = 1
+batch = 64
+"mlp.hidden" = 16
+[grid]
+"optim.lr" = [0.05, 0.1]
+)",
+                           d);
+  EXPECT_EQ(spec.metric, "val_acc");
+  SweepRunOptions opts;
+  opts.command = {loom.string(), "train"};
+  const SweepOutcome out = run_sweep(spec, opts);
+  ASSERT_EQ(out.records.size(), 2u);
+  for (const auto& r : out.records) {
+    ASSERT_EQ(r.status, TrialStatus::kOk) << r.error;
+    std::ifstream in(fs::path(spec.dir) / "trials" / r.trial.name / "summary.json");
+    const nlohmann::json summary = nlohmann::json::parse(in);
+    EXPECT_EQ(summary["val_samples"], 6000);
+    ASSERT_TRUE(r.metric.has_value());
+    EXPECT_EQ(*r.metric, summary["val_acc"].get<double>());
+  }
   fs::remove_all(d);
 }
 

@@ -276,7 +276,7 @@ TEST(CheckpointResume, MetricsKeepEarlierEpochsAcrossAResume) {
   EXPECT_EQ(read_lines(metrics), resumed);
   // Every line and the summary carry the format version (docs/formats.md).
   for (const auto& line : resumed)
-    EXPECT_NE(line.find("\"format_version\":1"), std::string::npos) << line;
+    EXPECT_NE(line.find("\"format_version\":2"), std::string::npos) << line;
   std::ifstream summary(fs::path(dir.path()) / "summary.json");
   std::stringstream summary_text;
   summary_text << summary.rdbuf();

@@ -174,7 +174,12 @@ TEST(RunDir, SummaryHasWallTimeVersionAndLossAndNullsWhatWasNotEvaluated) {
   const auto lines = lines_of(fs::path(dir) / "metrics.jsonl");
   ASSERT_EQ(lines.size(), 1u);  // 12 steps, a step line every 50: the epoch line alone
   EXPECT_EQ(lines[0]["kind"], "epoch");
-  EXPECT_TRUE(lines[0]["test_acc"].is_null());
+  // The test set is never evaluated per epoch; without a validation split there is no
+  // per-epoch held-out figure at all.
+  EXPECT_FALSE(lines[0].contains("test_acc"));
+  EXPECT_TRUE(lines[0]["val_acc"].is_null());
+  EXPECT_TRUE(lines[0]["val_loss"].is_null());
+  EXPECT_EQ(lines[0]["format_version"], 2);
 }
 
 // Each warning about a corrupt checkpoint once, though `loom train --resume` looks twice.

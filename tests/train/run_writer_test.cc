@@ -44,7 +44,8 @@ TEST(RunWriter, MetricsLinesAndSummaryCarryTheFormatVersion) {
   const nlohmann::json summary = nlohmann::json::parse(in);
   EXPECT_EQ(summary.at("format_version"), kSummaryFormatVersion);
   EXPECT_EQ(summary.at("params_fnv1a64"), "0123456789abcdef");
-  EXPECT_EQ(kMetricsFormatVersion, 1);
+  // Metrics version 2: per-epoch validation figures instead of a per-epoch test_acc.
+  EXPECT_EQ(kMetricsFormatVersion, 2);
   EXPECT_EQ(kSummaryFormatVersion, 1);
 }
 
@@ -81,7 +82,10 @@ TEST(RunWriter, ParseMetricsLineSkipsWhatIsNotAnEpochRecord) {
   EXPECT_FALSE(parse_metrics_line("[1,2]", "f:1"));
   EXPECT_FALSE(parse_metrics_line("{\"steps\":3}", "f:1"));
   EXPECT_TRUE(parse_metrics_line("{\"epoch\":3}", "f:1"));
-  EXPECT_THROW(parse_metrics_line("{\"epoch\":3,\"format_version\":2}", "f:1"), InputError);
+  // Version 1 (a per-epoch test_acc) and 2 (val_loss, val_acc) are read; 3 is refused.
+  EXPECT_TRUE(parse_metrics_line("{\"epoch\":3,\"format_version\":1,\"test_acc\":0.8}", "f:1"));
+  EXPECT_TRUE(parse_metrics_line("{\"epoch\":3,\"format_version\":2,\"val_acc\":0.8}", "f:1"));
+  EXPECT_THROW(parse_metrics_line("{\"epoch\":3,\"format_version\":3}", "f:1"), InputError);
 }
 
 }  // namespace

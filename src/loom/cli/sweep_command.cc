@@ -20,6 +20,12 @@ struct SweepArgs {
 
 void run_sweep_command(const SweepArgs& args) {
   const experiments::SweepSpec spec = experiments::load_sweep(args.path);
+  fmt::print("loom sweep: trials ranked by {}{}\n", spec.metric,
+             spec.validation_added
+                 ? fmt::format(", each holding out data.validation = {} of its training data "
+                               "(set data.validation to choose another split)",
+                               experiments::kSweepValidation)
+                 : "");
   if (args.list) {
     for (const auto& t : experiments::expand_trials(spec)) fmt::print("{}  {}\n", t.name, t.key());
     return;

@@ -21,6 +21,7 @@ enum class RngPurpose : uint32_t {
   kCodec = 5,
   kSynthetic = 6,
   kTest = 7,
+  kValidation = 8,  // which training records data.validation holds out
 };
 
 // 64-bit mixing (splitmix64 finaliser, Steele et al. 2014).

@@ -31,9 +31,9 @@ void DatasetSource::gather_targets(const int64_t* idx, int64_t n, float* t) cons
     std::memcpy(t + i * k, ds_.targets.data() + idx[i] * k, size_t(k) * sizeof(float));
 }
 
-Dataset materialise(const SampleSource& src) {
+Dataset materialise(const SampleSource& src, const std::string& name) {
   Dataset ds;
-  ds.name = "shards";
+  ds.name = name;
   ds.count = src.count();
   ds.sample_shape = src.sample_shape();
   ds.num_classes = src.num_classes();

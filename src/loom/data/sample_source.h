@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "loom/data/dataset.h"
@@ -51,6 +52,6 @@ class DatasetSource final : public SampleSource {
 };
 
 // Every record of a source in memory, in order (a test set, for evaluation).
-Dataset materialise(const SampleSource& src);
+Dataset materialise(const SampleSource& src, const std::string& name = "shards");
 
 }  // namespace loom::data

@@ -46,25 +46,32 @@ void check_data_sets(const SampleSource& train, const std::string& train_name, c
   if (train.sample_numel() < 1)
     throw InputError(fmt::format("{}: samples of shape {} hold no features", train_name,
                                  shape_text(train.sample_shape())));
-  if (!test) return;
-  if (test->count == 0)
+  if (test) check_held_out_set(train, train_name, *test, test_name, "test");
+}
+
+void check_held_out_set(const SampleSource& train, const std::string& train_name,
+                        const Dataset& set, const std::string& set_name, const char* role) {
+  const std::string off =
+      std::string(role) == "test" ? "set eval = false" : "set data.validation = 0";
+  if (set.count == 0)
+    throw InputError(
+        fmt::format("{}: the {} set is empty: nothing to evaluate (or {})", set_name, role, off));
+  if (set.sample_shape != train.sample_shape())
     throw InputError(fmt::format(
-        "{}: the test set is empty: nothing to evaluate (or set eval = false)", test_name));
-  if (test->sample_shape != train.sample_shape())
-    throw InputError(fmt::format(
-        "{}: test samples of shape {} differ from the training samples' {} ({}): the model "
+        "{}: {} samples of shape {} differ from the training samples' {} ({}): the model "
         "takes the training shape; convert both sets from data of the same shape",
-        test_name, shape_text(test->sample_shape), shape_text(train.sample_shape()), train_name));
-  if (test->num_classes != train.num_classes())
+        set_name, role, shape_text(set.sample_shape), shape_text(train.sample_shape()),
+        train_name));
+  if (set.num_classes != train.num_classes())
     throw InputError(fmt::format(
-        "{}: the test set has {} classes, the training set {} ({}): the model has one output "
+        "{}: the {} set has {} classes, the training set {} ({}): the model has one output "
         "per training class; convert both with the same `--classes N`",
-        test_name, test->num_classes, train.num_classes(), train_name));
-  const int64_t bad = first_non_finite(*test);
+        set_name, role, set.num_classes, train.num_classes(), train_name));
+  const int64_t bad = first_non_finite(set);
   if (bad >= 0)
     throw InputError(
-        fmt::format("{}: test record {} holds a NaN or Inf feature: the accuracy would be made up",
-                    test_name, bad));
+        fmt::format("{}: {} record {} holds a NaN or Inf feature: the accuracy would be made up",
+                    set_name, role, bad));
 }
 
 int32_t checked_label(double value, int64_t max_classes, const std::string& file, int64_t record,

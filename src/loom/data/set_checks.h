@@ -25,6 +25,10 @@ constexpr int64_t kShardMaxClasses = int64_t(1) << 24;
 void check_data_sets(const SampleSource& train, const std::string& train_name, const Dataset* test,
                      const std::string& test_name, int64_t max_classes,
                      const std::string& max_where);
+// The checks above for one held-out set (`role`: "test" or "validation"): not empty, the
+// training set's sample shape and class count, finite features. InputError naming `set_name`.
+void check_held_out_set(const SampleSource& train, const std::string& train_name,
+                        const Dataset& set, const std::string& set_name, const char* role);
 
 // A label value read from a file: an integer in [0, max_classes), else InputError naming the
 // file and the record, and how to raise the bound. Returns it as int32.

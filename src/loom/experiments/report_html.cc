@@ -137,25 +137,34 @@ std::string fmt_or_dash(double v, const char* f, bool valid) {
   return valid ? fmt::format(fmt::runtime(f), v) : "&ndash;";
 }
 
+// The test accuracy of the final weights: summary.json's; a run without one (cut short) of
+// metrics format 1 has its last epoch's per-epoch test figure, which was the same thing.
+double final_test_acc(const RunData& r) {
+  const double legacy = r.last("test_acc", -1);
+  return r.summary ? num_or(*r.summary, "test_acc", legacy) : legacy;
+}
+
 std::string summary_table(const std::vector<RunData>& runs, const std::vector<StepTimes>& st) {
   std::string h =
       "<div class=\"card\"><table><thead><tr><th>run</th><th>differs in</th><th>status</th>"
       "<th>epochs</th>"
-      "<th>steps</th><th>workers</th><th>train loss</th><th>test acc</th><th>samples/s</th>"
+      "<th>steps</th><th>workers</th><th>train loss</th><th>val acc (last epoch)</th>"
+      "<th>test acc (final weights)</th><th>samples/s</th>"
       "<th>step ms</th><th>compute ms</th><th>exposed comm ms</th><th>loader wait ms</th>"
       "<th>MB sent / step</th></tr></thead><tbody>\n";
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunData& r = runs[i];
     const StepTimes& t = st[i];
     const bool has = !r.epochs.empty();
-    double test_acc = r.last("test_acc", -1);
-    if (r.summary) test_acc = num_or(*r.summary, "test_acc", test_acc);
+    const double test_acc = final_test_acc(r);
+    const double val_acc = r.last("val_acc", -1);
     const bool complete = r.summary.has_value() && r.problems.empty();
     h += fmt::format(
         "<tr><td class=\"run\"><i style=\"background:{}\"></i><span title=\"{}\">{}</span></td>"
         "<td class=\"keys\">{}</td>"
         "<td><span class=\"badge {}\">{}</span></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+        "</tr>\n",
         color_of(i), escape(r.dir), escape(r.display()),
         r.label.empty() ? "&ndash;" : escape(r.label), complete ? "ok" : "warn",
         complete    ? "complete"
@@ -163,6 +172,7 @@ std::string summary_table(const std::vector<RunData>& runs, const std::vector<St
                     : "incomplete",
         r.epochs.size(), t.steps, t.workers > 0 ? std::to_string(t.workers) : "&ndash;",
         fmt_or_dash(r.last("train_loss"), "{:.4f}", has),
+        fmt_or_dash(val_acc, "{:.4f}", val_acc >= 0),
         fmt_or_dash(test_acc, "{:.4f}", test_acc >= 0),
         fmt_or_dash(t.samples_per_s, "{:.0f}", t.samples_per_s > 0),
         fmt_or_dash(t.step_ms, "{:.2f}", t.steps > 0),
@@ -205,7 +215,16 @@ std::string render_report(const std::vector<RunData>& runs, const ReportOptions&
   body += card(svg::line_chart(loss),
                "mean over each train.log_every steps (the step lines of metrics.jsonl), else "
                "over each epoch");
-  std::vector<svg::Series> acc = curves(runs, "test_acc", 0.0);
+  std::vector<svg::Series> acc = curves(runs, "val_acc", 0.0);
+  // Metrics format 1 evaluated the test set after every epoch; those curves stay drawn, named
+  // for what they are.
+  bool legacy_test = false;
+  for (auto s : curves(runs, "test_acc", 0.0)) {
+    if (s.points.empty()) continue;
+    s.name += " (test, per epoch: metrics format 1)";
+    acc.push_back(std::move(s));
+    legacy_test = true;
+  }
   for (auto s : curves(runs, "train_acc", 0.0)) {
     s.name += " (train)";
     s.dashed = true;
@@ -213,8 +232,17 @@ std::string render_report(const std::vector<RunData>& runs, const ReportOptions&
   }
   svg::LineChart accuracy{"Accuracy", "epoch", "accuracy", acc};
   body += card(svg::line_chart(accuracy),
-               "solid: test accuracy after each epoch; dashed: "
-               "training accuracy during the epoch");
+               std::string("solid: accuracy on the validation split (data.validation) after each "
+                           "epoch; dashed: training accuracy during the epoch. The test set is "
+                           "evaluated once, on the final weights (the table)") +
+                   (legacy_test ? "; runs of an older loom evaluated it after every epoch" : ""));
+  std::vector<svg::Series> val_loss = curves(runs, "val_loss", 0.0);
+  bool any_val_loss = false;
+  for (const auto& s : val_loss) any_val_loss |= !s.points.empty();
+  if (any_val_loss) {
+    svg::LineChart vl{"Validation loss", "epoch", "mean loss", val_loss};
+    body += card(svg::line_chart(vl), "on the validation split after each epoch");
+  }
   svg::LineChart speed{"Throughput", "epoch", "samples/s", curves(runs, "samples_per_s", 0.0)};
   speed.y_from_zero = true;
   body += card(svg::line_chart(speed));
@@ -236,15 +264,14 @@ std::string render_report(const std::vector<RunData>& runs, const ReportOptions&
   if (runs.size() > 1) {
     body += "<h2>Comparison</h2><div class=\"grid\">\n";
     svg::BarChart acc_bars;
-    acc_bars.title = "Final test accuracy";
+    acc_bars.title = "Test accuracy of the final weights";
     acc_bars.segment_names = {""};
     acc_bars.segment_colors = {color_of(0)};
     svg::BarChart speed_bars = acc_bars;
     speed_bars.title = "Throughput";
     speed_bars.unit = "samples/s";
     for (size_t i = 0; i < runs.size(); ++i) {
-      double ta = runs[i].last("test_acc", -1);
-      if (runs[i].summary) ta = num_or(*runs[i].summary, "test_acc", ta);
+      const double ta = final_test_acc(runs[i]);
       acc_bars.rows.push_back(runs[i].display());
       acc_bars.values.push_back({std::max(0.0, ta)});
       acc_bars.row_colors.push_back(color_of(i));

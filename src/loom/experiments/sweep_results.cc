@@ -54,8 +54,8 @@ std::string results_table(const SweepSpec& spec, const std::vector<TrialRecord>&
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> head = {"rank", "trial", "status"};
   head.insert(head.end(), keys.begin(), keys.end());
-  head.push_back(spec.metric + (spec.maximize ? " (max)" : " (min)"));
-  for (const char* h : {"test_acc", "samples/s", "seconds", "note"}) head.push_back(h);
+  head.push_back(spec.metric + (spec.maximize ? " (max, ranks)" : " (min, ranks)"));
+  for (const char* h : {"test_acc (not used)", "samples/s", "seconds", "note"}) head.push_back(h);
   rows.push_back(head);
   int rank = 0;
   for (const auto& r : ranked) {
@@ -75,7 +75,17 @@ std::string results_table(const SweepSpec& spec, const std::vector<TrialRecord>&
   std::vector<size_t> width(head.size(), 0);
   for (const auto& row : rows)
     for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-  std::string out;
+  std::string out = fmt::format(
+      "ranked by {} ({}){}; test_acc is each trial's final weights on the test set, shown "
+      "and never used to choose\n",
+      spec.metric, spec.maximize ? "highest first" : "lowest first",
+      ranks_by_validation(spec.metric)
+          ? spec.validation_added
+                ? fmt::format(" on a validation split of data.validation = {} of each trial's "
+                              "training data",
+                              kSweepValidation)
+                : std::string(" on each trial's validation split (data.validation)")
+          : std::string(""));
   for (size_t ri = 0; ri < rows.size(); ++ri) {
     std::string line;
     for (size_t i = 0; i < rows[ri].size(); ++i)

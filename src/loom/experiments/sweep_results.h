@@ -13,8 +13,9 @@ namespace loom::experiments {
 // pending, or a run that did not write it) follow in trial order.
 std::vector<TrialRecord> rank_trials(const SweepSpec& spec, std::vector<TrialRecord> records);
 
-// A fixed-width table: rank, trial, status, one column per swept key, the metric, test
-// accuracy, samples/s, seconds, and the first line of the error for failed trials.
+// A line saying what ranks the trials (the metric, on which split), then a fixed-width table:
+// rank, trial, status, one column per swept key, the metric, test accuracy (shown, never
+// ranked), samples/s, seconds, and the first line of the error for failed trials.
 std::string results_table(const SweepSpec& spec, const std::vector<TrialRecord>& ranked);
 // The same as CSV (RFC 4180 quoting), with the whole error text. Written to `path`.
 void write_results_csv(const SweepSpec& spec, const std::vector<TrialRecord>& ranked,

@@ -262,7 +262,17 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepRunOptions& options) {
   SweepOutcome out;
   const std::vector<Trial> trials = expand_trials(spec);
   std::map<std::string, TrialRecord> previous;
-  for (auto& r : load_sweep_state(spec.dir)) previous[r.trial.name + " " + r.trial.key()] = r;
+  std::string recorded_metric;
+  std::vector<TrialRecord> recorded = load_sweep_state(spec.dir, &recorded_metric);
+  // Figures recorded under another metric (an older sweep ranked by test_acc) would be ranked
+  // as this one's.
+  if (!recorded.empty() && !recorded_metric.empty() && recorded_metric != spec.metric)
+    throw InputError(fmt::format(
+        "{}/state.json: its trials were ranked by '{}', this sweep ranks by '{}' (the default "
+        "is val_acc, on a validation split): their figures cannot be reused; give the sweep "
+        "another dir, or delete the state file to run the trials again",
+        spec.dir, recorded_metric, spec.metric));
+  for (auto& r : recorded) previous[r.trial.name + " " + r.trial.key()] = r;
   std::vector<size_t> queue;
   for (const Trial& t : trials) {
     TrialRecord r;

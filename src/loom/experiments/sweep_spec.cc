@@ -20,7 +20,8 @@ const std::vector<ConfigKeySpec>& sweep_own_keys() {
   static const std::vector<ConfigKeySpec> keys = {
       {"base", ConfigType::kString, "\"\"", "base config file"},
       {"mode", ConfigType::kString, "\"grid\"", "grid or random"},
-      {"metric", ConfigType::kString, "\"test_acc\"", "ranks the trials"},
+      {"metric", ConfigType::kString, "\"val_acc\"",
+       "ranks the trials (a validation figure or a speed, never a test figure)"},
       {"goal", ConfigType::kString, "\"max\"", "max or min"},
       {"trials", ConfigType::kInt, "0", "random mode: how many draws"},
       {"seed", ConfigType::kInt, "0", "random mode: seed of the draws"},
@@ -99,6 +100,52 @@ ConfigScalar draw(const SweepRange& r, Rng& rng) {
   return ConfigScalar(std::stod(fmt::format("{:.4g}", x)));
 }
 
+// A value of data.validation that holds nothing out (0), from a config or a [set] line.
+bool holds_nothing_out(const ConfigScalar& v) {
+  return (v.index() == 1 && std::get<int64_t>(v) == 0) ||
+         (v.index() == 2 && std::get<double>(v) == 0);
+}
+
+// The metric is a validation figure: every trial must hold a validation split out. Where
+// neither the sweep nor its base config says how, the sweep holds out kSweepValidation; one
+// that sets data.validation = 0 would leave the trials without the metric, which is refused.
+void ensure_validation(SweepSpec& s) {
+  for (const auto& [k, text] : s.fixed)
+    if (k == "data.validation") {
+      const Config one = Config::from_string("v = " + text, "[set]");
+      if (holds_nothing_out(one.values().at("v").value))
+        throw ConfigError(fmt::format(
+            "{}: [set] data.validation = 0 leaves the trials without the metric '{}': hold "
+            "out a fraction (e.g. 0.1) or rank by another metric",
+            s.path, s.metric));
+      return;
+    }
+  for (const auto& [k, values] : s.grid)
+    if (k == "data.validation") {
+      for (const auto& v : values)
+        if (holds_nothing_out(v))
+          throw ConfigError(fmt::format(
+              "{}: [grid] data.validation holds 0, which leaves a trial without the metric '{}'",
+              s.path, s.metric));
+      return;
+    }
+  for (const auto& r : s.ranges)
+    if (r.key == "data.validation") return;
+  if (!s.base.empty()) {
+    const Config base = Config::from_file(s.base);
+    if (base.has("data.validation")) {
+      if (holds_nothing_out(base.values().at("data.validation").value))
+        throw ConfigError(fmt::format(
+            "{}: data.validation = 0 leaves the trials of {} without the metric '{}': set "
+            "data.validation under [set] in the sweep file, or rank by another metric",
+            base.where("data.validation"), s.path, s.metric));
+      return;
+    }
+  }
+  s.fixed.emplace_back("data.validation", kSweepValidation);
+  s.validation_added = true;
+}
+
 }  // namespace
 
 std::string Trial::key() const {
@@ -135,7 +182,14 @@ SweepSpec parse_sweep(const Config& cfg, const std::string& path) {
     throw ConfigError(fmt::format("{}: key 'base': {} does not exist", cfg.where("base"), s.base));
   s.dir = cfg.get_string("dir", (fs::path("sweeps") / fs::path(path).stem()).string());
   s.mode = cfg.get_choice("mode", "grid", {"grid", "random"});
-  s.metric = cfg.get_string("metric", "test_acc");
+  s.metric = cfg.get_string("metric", "val_acc");
+  if (s.metric.rfind("test_", 0) == 0)
+    throw ConfigError(fmt::format(
+        "{}: key 'metric': \"{}\" would choose the trial by the test set, and its test figure "
+        "would then no longer estimate accuracy on unseen data; rank by \"val_acc\" or "
+        "\"val_loss\" (the validation split, data.validation) -- the table shows test_acc "
+        "beside it",
+        cfg.where("metric"), s.metric));
   s.maximize =
       cfg.get_choice("goal", default_maximize(s.metric) ? "max" : "min", {"max", "min"}) == "max";
   s.trials = cfg.get_int("trials", 0, 0, 1 << 20);
@@ -189,7 +243,12 @@ SweepSpec parse_sweep(const Config& cfg, const std::string& path) {
     if (s.trials == 0)
       throw ConfigError(fmt::format("{}: random mode needs trials = N (N >= 1)", path));
   }
+  if (ranks_by_validation(s.metric)) ensure_validation(s);
   return s;
+}
+
+bool ranks_by_validation(const std::string& metric) {
+  return metric.rfind("val_", 0) == 0 || metric.rfind("best_val_", 0) == 0;
 }
 
 std::vector<Trial> expand_trials(const SweepSpec& spec) {

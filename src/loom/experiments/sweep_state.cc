@@ -92,7 +92,7 @@ void save_sweep_state(const std::string& dir, const std::string& metric,
         fmt::format("{}: cannot rename to {}: {}", tmp.string(), path.string(), ec.message()));
 }
 
-std::vector<TrialRecord> load_sweep_state(const std::string& dir) {
+std::vector<TrialRecord> load_sweep_state(const std::string& dir, std::string* metric) {
   const fs::path path = fs::path(dir) / "state.json";
   std::ifstream in(path);
   if (!in) return {};
@@ -102,6 +102,10 @@ std::vector<TrialRecord> load_sweep_state(const std::string& dir) {
   try {
     const nlohmann::json state = nlohmann::json::parse(ss.str());
     check_format_version(state, kSweepStateFormatVersion, "sweep state", path.string());
+    if (metric)
+      *metric = state.contains("metric") && state["metric"].is_string()
+                    ? state["metric"].get<std::string>()
+                    : std::string();
     for (const auto& t : state.at("trials")) {
       TrialRecord r;
       r.trial.index = t.at("index").get<int64_t>();

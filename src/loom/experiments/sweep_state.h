@@ -35,7 +35,8 @@ inline constexpr int64_t kSweepStateFormatVersion = 1;
 void save_sweep_state(const std::string& dir, const std::string& metric,
                       const std::vector<TrialRecord>& records);
 // Records read back; empty when there is no state file. A corrupt file, or one of a newer
-// format version, is an InputError that names it (delete it to start over).
-std::vector<TrialRecord> load_sweep_state(const std::string& dir);
+// format version, is an InputError that names it (delete it to start over). `metric`, when
+// not null, receives the metric the records were ranked by ("" when the file has none).
+std::vector<TrialRecord> load_sweep_state(const std::string& dir, std::string* metric = nullptr);
 
 }  // namespace loom::experiments

@@ -110,6 +110,18 @@ CheckpointFile make_train_file(WorkerParts& w, const TrainPosition& pos,
   f.put_i64(kCheckpointInputShape, w.model.input_shape());
   const int64_t classes[1] = {w.model.num_classes()};
   f.put_i64(kCheckpointNumClasses, classes);
+  if (pos.validation_split != 0) {
+    const int64_t split[1] = {int64_t(pos.validation_split)};
+    f.put_i64("data.validation_split", split);
+  }
+  if (w.best && w.best->epoch > 0) {
+    const int64_t epoch[1] = {w.best->epoch};
+    f.put_i64("best.epoch", epoch);
+    const double figures[2] = {w.best->val_acc, w.best->val_loss};
+    f.put_f64("best.val_acc_loss", figures);
+    f.put_f32("best.params", w.best->params);
+    if (!w.best->state.empty()) f.put_f32("best.state", w.best->state);
+  }
   f.put_text("config", config);
   f.put_text("describe", w.model.summary());
   return f;
@@ -158,6 +170,15 @@ TrainPosition restore_parts(WorkerParts& w, const CheckpointFile& train, const C
                     src, pos.steps_per_epoch, expect.steps_per_epoch));
   if (pos.seed != expect.seed)
     throw InputError(fmt::format("{}: seed {}; this run has seed {}", src, pos.seed, expect.seed));
+  pos.validation_split =
+      train.has("data.validation_split") ? uint64_t(train.i64("data.validation_split", 1)[0]) : 0;
+  if (pos.validation_split != expect.validation_split)
+    throw InputError(fmt::format(
+        "{}: {}: a resume must hold out the same records (data.validation)", src,
+        pos.validation_split == 0 ? "trained without a validation split; this run holds one out"
+        : expect.validation_split == 0 ? "trained with a validation split; this run holds none out"
+                                       : "trained with another validation split than this run's "
+                                         "(data.validation or the training data changed?)"));
   if (pos.step < 0 || !(pos.lr_scale > 0 && pos.lr_scale <= 1))
     throw InputError(fmt::format("{}: position out of range (step {}, lr scale {})", src, pos.step,
                                  pos.lr_scale));
@@ -187,6 +208,15 @@ TrainPosition restore_parts(WorkerParts& w, const CheckpointFile& train, const C
   for (const optim::StateBuffer& b : w.optimizer.state())
     vector_to_device(w.backend, b.data, rank.f32("optim." + b.name, b.size));
   w.optimizer.set_steps(rank.i64("optim.steps", 1)[0]);
+  if (w.best && train.has("best.epoch")) {
+    w.best->epoch = train.i64("best.epoch", 1)[0];
+    const std::vector<double> figures = train.f64("best.val_acc_loss", 2);
+    w.best->val_acc = figures[0];
+    w.best->val_loss = figures[1];
+    w.best->params = train.f32("best.params", w.model.num_params());
+    w.best->state = w.model.num_state() > 0 ? train.f32("best.state", w.model.num_state())
+                                            : std::vector<float>{};
+  }
   return pos;
 }
 

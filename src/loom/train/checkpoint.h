@@ -24,12 +24,24 @@
 
 namespace loom::train {
 
+// The weights of the epoch with the best validation figure so far (train.keep_best), rank 0's,
+// in host memory. epoch 0: none yet.
+struct BestWeights {
+  int64_t epoch = 0;
+  double val_acc = -1, val_loss = 0;
+  std::vector<float> params;
+  std::vector<float> state;  // Model::state() (BatchNorm running statistics)
+};
+
 // The parts of one worker that a checkpoint covers.
 struct WorkerParts {
   Backend& backend;
   nn::Model& model;
   optim::Optimizer& optimizer;
   sync::Strategy& strategy;
+  // train.keep_best: saved in train.ckpt and restored on resume, so a resumed run keeps the
+  // best epoch trained before its checkpoint. nullptr: not kept.
+  BestWeights* best;
 };
 
 // Where the run is: everything besides the parts that the next steps depend on.
@@ -40,6 +52,9 @@ struct TrainPosition {
   uint64_t seed = 0;      // every random stream derives from (seed, rank, purpose, step)
   double lr_scale = 1.0;  // lowered by skipped NaN steps (train.nan_policy = "skip")
   int64_t nan_skips = 0;  // consecutive skipped steps so far
+  // FNV-1a 64 of the training records data.validation holds out (0: none). A resume must
+  // train on the same records, so a checkpoint of another split is refused.
+  uint64_t validation_split = 0;
   int64_t epoch() const { return steps_per_epoch ? step / steps_per_epoch : 0; }
   int64_t step_in_epoch() const { return steps_per_epoch ? step % steps_per_epoch : 0; }
 };

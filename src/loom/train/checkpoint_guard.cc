@@ -74,11 +74,12 @@ GuardOptions read_guard_options(const Config& cfg) {
 }
 
 StepGuard::StepGuard(const Config& cfg, comm::Communicator& c, WorkerParts parts,
-                     int64_t steps_per_epoch, uint64_t seed)
+                     int64_t steps_per_epoch, uint64_t seed, uint64_t validation_split)
     : opt_(read_guard_options(cfg)), config_text_(cfg.canonical_text()), comm_(c), parts_(parts) {
   pos_.steps_per_epoch = steps_per_epoch;
   pos_.world = c.size();
   pos_.seed = seed;
+  pos_.validation_split = validation_split;
   if (parts_.backend.device() != Device::kCpu) opt_.check_grads = false;
 }
 

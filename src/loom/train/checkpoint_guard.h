@@ -2,7 +2,7 @@
 // resuming from a checkpoint, the NaN/Inf policy, SIGINT/SIGTERM, and periodic checkpoints.
 // The loop stays ignorant of the details:
 //
-//   StepGuard guard(cfg, comm, parts, steps_per_epoch, seed);
+//   StepGuard guard(cfg, comm, parts, steps_per_epoch, seed, validation_split);
 //   int64_t step = guard.resume();                      // 0, or the checkpoint's step
 //   strategy->start();  guard.restore_strategy();
 //   ... per step:  guard.begin_step(step);  lr *= guard.lr_scale();
@@ -53,8 +53,9 @@ class StepGuard {
  public:
   enum class Outcome { kDone, kSkipped, kStop };
 
+  // validation_split: TrainPosition::validation_split of this run (0: nothing held out).
   StepGuard(const Config& cfg, comm::Communicator& c, WorkerParts parts, int64_t steps_per_epoch,
-            uint64_t seed);
+            uint64_t seed, uint64_t validation_split = 0);
   // Before Strategy::start(): loads the newest checkpoint under train.resume (if set) on every
   // rank (parameters, optimizer, position) and returns the global step to continue from (0
   // without resume). After start(), restore_strategy() hands the strategy its sections.

@@ -15,7 +15,9 @@
 namespace loom::train {
 
 // The versions of the metrics.jsonl lines and of summary.json that this build writes and reads.
-inline constexpr int64_t kMetricsFormatVersion = 1;
+// Metrics version 2: epoch lines carry the validation split's val_loss and val_acc; the test
+// set is not evaluated per epoch (version 1 lines have a per-epoch test_acc instead).
+inline constexpr int64_t kMetricsFormatVersion = 2;
 inline constexpr int64_t kSummaryFormatVersion = 1;
 
 // Parses one metrics.jsonl line; `where` names the file and line. nullopt for a line that is

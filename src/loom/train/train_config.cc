@@ -28,7 +28,9 @@ std::vector<ConfigKeySpec> own_keys() {
        "mpirun)"},
       {"backend", ConfigType::kString, "\"cpu\"",
        "compute backend: cpu, or cuda (with transport = \"nccl\")"},
-      {"eval", ConfigType::kBool, "true", "test accuracy after each epoch"},
+      {"eval", ConfigType::kBool, "true",
+       "validation figures after each epoch (with data.validation) and the test set once at "
+       "the end"},
       {"progress", ConfigType::kString, "\"auto\"",
        "\"bar\", \"lines\", \"none\" or \"auto\" (bar on a terminal)"},
       {"output.dir", ConfigType::kString, "\"runs/latest\"",
@@ -39,6 +41,9 @@ std::vector<ConfigKeySpec> own_keys() {
       {"train.accumulate", ConfigType::kInt, "1",
        "micro-batches of `batch` samples per step (>= 1): k runs k forward/backward passes "
        "and one synchronisation, like one step of k x batch"},
+      {"train.keep_best", ConfigType::kBool, "false",
+       "keep the weights of the epoch with the best validation accuracy (needs "
+       "data.validation); summary.json names the epoch"},
       {"train.log_every", ConfigType::kInt, "50",
        "a \"step\" line in metrics.jsonl every this many steps (0 = epoch lines only)"},
       {"log.level", ConfigType::kString, "\"info\"", "debug, info, warn, error, quiet"},

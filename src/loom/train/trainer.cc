@@ -22,6 +22,7 @@
 #include "loom/data/shard_source.h"
 #include "loom/nn/graph_builder.h"
 #include "loom/nn/model_file.h"
+#include "loom/data/validation_split.h"
 #include "loom/nn/model_zoo.h"
 #include "loom/optim/lr_schedule.h"
 #include "loom/optim/optimizer.h"
@@ -49,6 +50,7 @@ struct Settings {
   int64_t log_every;   // a "step" line in metrics.jsonl every this many steps (0 = none)
   uint64_t seed;
   bool eval, shuffle;
+  bool keep_best;  // train.keep_best
   std::string data_dir;
   ProgressMode progress;
 };
@@ -65,6 +67,7 @@ Settings read_settings(const Config& cfg) {
   s.seed = uint64_t(cfg.get_int("seed", 0, 0, INT64_MAX));
   s.eval = cfg.get_bool("eval", true);
   s.shuffle = cfg.get_bool("data.shuffle", true);
+  s.keep_best = cfg.get_bool("train.keep_best", false);
   s.data_dir = cfg.get_string("data.dir", data::kDefaultFashionMnistDir);
   s.progress = parse_progress_mode(cfg.get_string("progress", "auto"));
   return s;
@@ -75,12 +78,18 @@ void allreduce_sum(comm::Communicator& c, std::span<double> v) {
   if (c.size() > 1) c.allreduce(v.data(), v.size_bytes(), comm::sum_f64());
 }
 
-// One rank's share of evaluating the test set: returns (correct, count) summed over ranks.
-double evaluate(comm::Communicator& c, nn::Model& model, const data::Dataset& test) {
+// Accuracy and mean loss per sample of a held-out set (validation or test).
+struct Figures {
+  double acc = -1, loss = -1;
+};
+
+// One rank's share of evaluating a held-out set, summed over the ranks (every rank gets the
+// figures).
+Figures evaluate(comm::Communicator& c, nn::Model& model, const data::Dataset& test) {
   const int64_t chunk = 1000;
   const comm::BlockRange mine = comm::block_range(size_t(test.count), c.size(), c.rank());
   const int64_t numel = test.sample_numel();
-  double correct = 0;
+  double correct = 0, loss_sum = 0;
   Backend& be = model.backend();
   DeviceBatch on_device(be);
   // The same number of forward calls on every rank (a model-parallel block exchanges in each):
@@ -98,24 +107,27 @@ double evaluate(comm::Communicator& c, nn::Model& model, const data::Dataset& te
         on_device.put(test.features.data() + i * numel, test.labels.data() + i, n, numel);
     const float* logits = model.forward(v.x, n, info);
     correct += double(be.count_correct(logits, v.y, n, model.num_classes()));
+    loss_sum += model.loss(v.y, 0.0f).loss_sum;  // the gradient it writes is never used
   }
-  double v[1] = {correct};
+  double v[2] = {correct, loss_sum};
   allreduce_sum(c, v);
-  return v[0] / double(test.count);
+  return {v[0] / double(test.count), v[1] / double(test.count)};
 }
 
 // One rank's training run: set up, start (or resume), the epochs, and rank 0's result.
 class Worker {
  public:
   Worker(const Config& cfg, const Settings& s, comm::Communicator& c,
-         std::shared_ptr<const data::SampleSource> train, const data::Dataset& test,
-         const data::PipelineConfig& pipeline, TrainResult& result, RunWriter& writer,
-         const TrainOptions& options)
+         std::shared_ptr<const data::SampleSource> train, const data::Dataset* validation,
+         uint64_t validation_split, const data::Dataset& test, const data::PipelineConfig& pipeline,
+         TrainResult& result, RunWriter& writer, const TrainOptions& options)
       : cfg_(cfg),
         s_(s),
         comm_(c),
         train_(std::move(train)),
-        test_(test),
+        validation_(validation),
+        validation_split_(validation_split),
+        test_set_(test),
         pipeline_(pipeline),
         result_(result),
         writer_(writer),
@@ -125,6 +137,7 @@ class Worker {
     check_same_run(comm_, cfg_);
     set_up();
     start_or_resume();
+    reconsider_resumed_epoch();
     // Every rank has built its parts from the whole config (model, optimizer, strategy,
     // schedule, checkpoint) and loaded its checkpoint: only now may the run touch output.dir.
     if (comm_.size() > 1) comm_.barrier();
@@ -132,6 +145,8 @@ class Worker {
     for (int64_t epoch = step_ / steps_per_epoch_;
          epoch < s_.epochs && step_ < total_steps_ && !guard_->interrupted(); ++epoch)
       run_epoch(epoch);
+    // The test set, once, on the final weights: nothing during the run was chosen by it.
+    if (s_.eval) test_ = evaluate(comm_, *model_, test_set_);
     if (lead_) finish();
   }
 
@@ -207,8 +222,9 @@ class Worker {
   // Checkpoints, resume, the NaN policy and stop signals (checkpoint_guard.h); then the
   // strategy starts from step 0 or from where the checkpoint left off.
   void start_or_resume() {
-    guard_.emplace(cfg_, comm_, WorkerParts{*backend_, *model_, *optimizer_, *strategy_},
-                   steps_per_epoch_, s_.seed);
+    BestWeights* best = s_.keep_best && lead_ ? &best_ : nullptr;
+    guard_.emplace(cfg_, comm_, WorkerParts{*backend_, *model_, *optimizer_, *strategy_, best},
+                   steps_per_epoch_, s_.seed, validation_split_);
     step_ = guard_->resume();  // 0, or where the checkpoint left off
     strategy_->start();
     guard_->restore_strategy();
@@ -265,12 +281,58 @@ class Worker {
     interval_.seconds += interval_.watch.seconds();
     interval_.watch.reset();
     // After the last step, before the last evaluation: block momentum folds in its last
-    // partial block here, so the final test accuracy is that of the global model.
+    // partial block here, so the final figures are those of the global model.
     if (step_ >= total_steps_ || epoch + 1 == s_.epochs) strategy_->finish();
     m.seconds = epoch_watch.seconds();
     close_epoch(m, totals);
-    if (s_.eval) m.test_acc = evaluate(comm_, *model_, test_);
+    if (s_.eval && validation_) {
+      const Figures v = evaluate(comm_, *model_, *validation_);
+      m.val_acc = v.acc;
+      m.val_loss = v.loss;
+      if (lead_ && s_.keep_best) keep_if_best(m);
+    }
     if (lead_) report_epoch(m);
+  }
+
+  // Rank 0, train.keep_best: the epoch's weights when its validation figure beats the best so
+  // far (accuracy, then loss; an equal one keeps the earlier epoch). An epoch cut short by a
+  // stop signal is not a candidate (a resume trains the rest of it); the last one max_steps
+  // leaves is, as it ends the run.
+  void keep_if_best(EpochMetrics& m) {
+    const bool whole = m.steps > 0 && (step_ % steps_per_epoch_ == 0 || step_ >= total_steps_);
+    const bool better = best_.epoch == 0 || m.val_acc > best_.val_acc ||
+                        (m.val_acc == best_.val_acc && m.val_loss < best_.val_loss);
+    if (whole && better) {
+      best_.epoch = m.epoch;
+      best_.val_acc = m.val_acc;
+      best_.val_loss = m.val_loss;
+      best_.params.resize(size_t(model_->num_params()));
+      backend_->copy_to_host(best_.params.data(), model_->params(),
+                             best_.params.size() * sizeof(float));
+      best_.state.resize(size_t(model_->num_state()));
+      if (!best_.state.empty())
+        backend_->copy_to_host(best_.state.data(), model_->state(),
+                               best_.state.size() * sizeof(float));
+    }
+    m.best_epoch = best_.epoch;
+  }
+
+  // A checkpoint written at an epoch's last step precedes that epoch's evaluation, so the
+  // checkpoint's best weights cannot include it. With train.keep_best, a run resumed there
+  // evaluates the restored weights -- the epoch's final ones, the same bits -- so the epoch
+  // stays a candidate. The same decision on every rank: evaluation is collective.
+  void reconsider_resumed_epoch() {
+    if (!guard_->resumed() || !s_.keep_best || !s_.eval || !validation_ || step_ == 0 ||
+        step_ % steps_per_epoch_ != 0)
+      return;
+    const Figures v = evaluate(comm_, *model_, *validation_);
+    if (!lead_ || best_.epoch >= step_ / steps_per_epoch_) return;
+    EpochMetrics m;
+    m.epoch = step_ / steps_per_epoch_;
+    m.steps = steps_per_epoch_;
+    m.val_acc = v.acc;
+    m.val_loss = v.loss;
+    keep_if_best(m);
   }
 
   // A resumed epoch: the shuffle is a function of (seed, epoch), so skipping the batches
@@ -404,7 +466,20 @@ class Worker {
     result_.checkpoint = guard_->last_checkpoint();
     result_.steps = step_;
     result_.samples_per_s = total_seconds_ > 0 ? double(total_samples_) / total_seconds_ : 0;
-    result_.test_acc = result_.epochs.empty() ? -1 : result_.epochs.back().test_acc;
+    result_.test_acc = test_.acc;
+    result_.test_loss = test_.loss;
+    result_.val_samples = validation_ ? validation_->count : 0;
+    if (!result_.epochs.empty()) {
+      result_.val_acc = result_.epochs.back().val_acc;
+      result_.val_loss = result_.epochs.back().val_loss;
+    }
+    if (best_.epoch > 0) {
+      result_.best_epoch = best_.epoch;
+      result_.best_val_acc = best_.val_acc;
+      result_.best_val_loss = best_.val_loss;
+      result_.best_params = std::move(best_.params);
+      result_.best_state = std::move(best_.state);
+    }
     result_.train_loss = result_.epochs.empty() ? 0 : result_.epochs.back().train_loss;
     result_.epochs_done = result_.epochs.empty() ? (step_ + steps_per_epoch_ - 1) / steps_per_epoch_
                                                  : result_.epochs.back().epoch;
@@ -421,12 +496,17 @@ class Worker {
     progress_->end_epoch();
     const double step_ms = m.steps ? 1e3 * m.seconds / double(m.steps) : 0;
     log_info(
-        "epoch {}/{}: loss {:.4f}  train acc {:.4f}  test acc {}  {:.0f} samples/s  "
+        "epoch {}/{}: loss {:.4f}  train acc {:.4f}  {}  {:.0f} samples/s  "
         "step {:.2f} ms (compute {:.2f}, exposed comm {:.2f}, loader wait {:.2f} = {:.1f}% "
         "stall)",
         m.epoch, epochs_to_run_, m.train_loss, m.train_acc,
-        m.test_acc >= 0 ? fmt::format("{:.4f}", m.test_acc) : "-", m.samples_per_s, step_ms,
-        m.steps ? 1e3 * m.compute_s / double(m.steps) : 0,
+        m.val_acc >= 0 ? fmt::format("val loss {:.4f}  val acc {:.4f}{}", m.val_loss, m.val_acc,
+                                     m.best_epoch == 0 ? ""
+                                     : m.best_epoch == m.epoch
+                                         ? " (best)"
+                                         : fmt::format(" (best: epoch {})", m.best_epoch))
+                       : std::string("val -"),
+        m.samples_per_s, step_ms, m.steps ? 1e3 * m.compute_s / double(m.steps) : 0,
         m.steps ? 1e3 * m.exposed_comm_s / double(m.steps) : 0,
         m.steps ? 1e3 * m.loader_wait_s / double(m.steps) : 0,
         m.seconds > 0 ? 100.0 * m.loader_wait_s / m.seconds : 0);
@@ -435,7 +515,8 @@ class Worker {
                         {"steps", m.steps},
                         {"train_loss", m.train_loss},
                         {"train_acc", m.train_acc},
-                        {"test_acc", m.test_acc >= 0 ? nlohmann::json(m.test_acc) : nullptr},
+                        {"val_loss", m.val_acc >= 0 ? nlohmann::json(m.val_loss) : nullptr},
+                        {"val_acc", m.val_acc >= 0 ? nlohmann::json(m.val_acc) : nullptr},
                         {"seconds", m.seconds},
                         {"samples_per_s", m.samples_per_s},
                         {"compute_s", m.compute_s},
@@ -448,6 +529,7 @@ class Worker {
                         {"exchanges_per_sample",
                          m.steps > 0 ? double(m.exchanges) / double(m.steps * global_batch_) : 0},
                         {"workers", comm_.size()}};
+    if (s_.keep_best) j["best_epoch"] = m.best_epoch > 0 ? nlohmann::json(m.best_epoch) : nullptr;
     writer_.append_metrics(j);
     result_.epochs.push_back(m);
   }
@@ -456,7 +538,9 @@ class Worker {
   const Settings& s_;
   comm::Communicator& comm_;
   std::shared_ptr<const data::SampleSource> train_;
-  const data::Dataset& test_;
+  const data::Dataset* validation_;  // nullptr: no validation split
+  uint64_t validation_split_;        // TrainPosition::validation_split
+  const data::Dataset& test_set_;
   const data::PipelineConfig& pipeline_;
   TrainResult& result_;
   RunWriter& writer_;
@@ -482,6 +566,8 @@ class Worker {
   int64_t step_ = 0;          // global steps done
   double total_seconds_ = 0;  // all epochs' training loops
   int64_t total_samples_ = 0;
+  Figures test_;      // the final weights on the test set (eval = true)
+  BestWeights best_;  // rank 0, train.keep_best
 };
 
 }  // namespace
@@ -528,6 +614,72 @@ std::string write_model_file(const Config& cfg, const TrainResult& r, const nn::
   write_file_atomically(path, nn::model_file_bytes(layout, graph, r.final_params, r.final_state,
                                                    trained_model_metadata(r.steps, input_norm)));
   return path;
+}
+
+// The validation split (data.validation), in memory for evaluation after each epoch.
+struct HeldOut {
+  std::optional<data::Dataset> set;  // none: no validation split
+  uint64_t fingerprint = 0;          // TrainPosition::validation_split
+  std::string describe;              // for the log: "10% held out" or the file
+};
+
+// data.validation: a fraction of the training source held out (`train` becomes the rest), or a
+// shard file. ConfigError/InputError naming the key or the file when the split leaves too few
+// samples to train on or to evaluate, or the file does not fit the training data. Before any
+// worker starts, so a bad split never touches output.dir.
+HeldOut hold_out_validation(const Config& cfg, const Settings& s,
+                            const data::PipelineConfig& pipeline, int workers,
+                            std::shared_ptr<const data::SampleSource>& train) {
+  const data::ValidationChoice choice = data::read_validation_choice(cfg);
+  HeldOut h;
+  const std::string where = cfg.where("data.validation");
+  if (s.keep_best && !choice.enabled())
+    throw ConfigError(
+        fmt::format("{}: train.keep_best keeps the weights of the best validation figure: set "
+                    "data.validation (a fraction of the training data, or a shard file) too",
+                    cfg.where("train.keep_best")));
+  if (s.keep_best && !s.eval)
+    throw ConfigError(
+        fmt::format("{}: train.keep_best needs the validation figures that eval = false turns off",
+                    cfg.where("train.keep_best")));
+  if (!choice.enabled()) return h;
+  const int64_t per_worker = s.batch * s.accumulate;
+  if (!choice.shards.empty()) {
+    if (pipeline.train_shards.empty())
+      throw ConfigError(fmt::format(
+          "{}: data.validation = \"{}\" (a shard file) needs data.train_shards too: the "
+          "validation set must be normalised like the training shards (or give a fraction)",
+          where, choice.shards));
+    h.set = data::materialise(data::ShardSource(choice.shards), choice.shards);
+    data::check_held_out_set(*train, pipeline.train_shards, *h.set, choice.shards, "validation");
+    h.describe = choice.shards;
+    // A file is its own split: the training records stay as they are. Its contents tell a
+    // resume whether it validates on the same set.
+    h.fingerprint = fnv1a64(h.set->features.data(), h.set->features.size() * sizeof(float),
+                            fnv1a64(h.set->labels.data(), h.set->labels.size() * sizeof(int32_t)));
+    if (h.fingerprint == 0) h.fingerprint = 1;
+  } else {
+    const int64_t count = train->count();
+    data::ValidationSplit split = data::split_for_validation(count, choice.fraction, s.seed);
+    const int64_t held = int64_t(split.validation.size());
+    if (held < per_worker * workers)
+      throw ConfigError(fmt::format(
+          "{}: data.validation = {} holds out {} of the {} training samples, fewer than one "
+          "batch per worker ({} workers x {}): too few to give a validation figure; raise it",
+          where, choice.fraction, held, count, workers, per_worker));
+    if (int64_t(split.train.size()) < per_worker * workers)
+      throw ConfigError(fmt::format(
+          "{}: data.validation = {} holds out {} of the {} training samples and leaves {}, "
+          "fewer than one global batch ({} workers x {}): nothing left to train on; lower it",
+          where, choice.fraction, held, count, split.train.size(), workers, per_worker));
+    h.fingerprint = fnv1a64(split.validation.data(), split.validation.size() * sizeof(int64_t));
+    if (h.fingerprint == 0) h.fingerprint = 1;
+    h.set = data::materialise(data::SubsetSource(train, split.validation),
+                              fmt::format("validation split of {}", held));
+    h.describe = fmt::format("{:g}% of the training data held out", 100 * choice.fraction);
+    train = std::make_shared<data::SubsetSource>(train, std::move(split.train));
+  }
+  return h;
 }
 
 }  // namespace
@@ -581,7 +733,7 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
                       cfg.where("data.train_shards")));
     train_source = std::make_shared<data::ShardSource>(pipeline.train_shards);
     if (!pipeline.test_shards.empty())
-      test_set = data::materialise(data::ShardSource(pipeline.test_shards));
+      test_set = data::materialise(data::ShardSource(pipeline.test_shards), "shards");
   } else {
     data::Normalisation norm;
     train_set = data::load_fashion_mnist(s.data_dir, true, std::nullopt, &norm);
@@ -594,9 +746,13 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
                         s.eval ? &test_set : nullptr,
                         pipeline.test_shards.empty() ? s.data_dir : pipeline.test_shards,
                         pipeline.max_classes, cfg.where("data.max_classes"));
+  const HeldOut held_out = hold_out_validation(cfg, s, pipeline, world->size(), train_source);
   train_source = data::maybe_throttle(train_source, pipeline);
   if (lead)
-    log_info("data: {} training and {} test samples from {} ({:.2f} s){}", train_source->count(),
+    log_info("data: {} training{} and {} test samples from {} ({:.2f} s){}", train_source->count(),
+             held_out.set
+                 ? fmt::format(", {} validation ({})", held_out.set->count, held_out.describe)
+                 : "",
              test_set.count, pipeline.train_shards.empty() ? s.data_dir : pipeline.train_shards,
              load_watch.seconds(),
              pipeline.throttle_mbps > 0
@@ -649,8 +805,8 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
       if (sync::ps_server_rank(cfg, c)) return sync::run_ps_server(cfg, c);
       trainers = sync::ps_training_comm(cfg, c);
     }
-    Worker(cfg, s, trainers ? *trainers : c, train_source, test_set, pipeline, result, writer,
-           options)
+    Worker(cfg, s, trainers ? *trainers : c, train_source, held_out.set ? &*held_out.set : nullptr,
+           held_out.fingerprint, test_set, pipeline, result, writer, options)
         .run();
   });
   result.wall_s = wall.seconds();
@@ -665,8 +821,13 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
     }
   }
   if (lead) {
+    const auto figure = [](double v) { return v >= 0 ? nlohmann::json(v) : nullptr; };
     nlohmann::json summary = {
-        {"test_acc", result.test_acc >= 0 ? nlohmann::json(result.test_acc) : nullptr},
+        {"test_acc", figure(result.test_acc)},
+        {"test_loss", figure(result.test_loss)},
+        {"val_acc", figure(result.val_acc)},
+        {"val_loss", figure(result.val_loss)},
+        {"val_samples", result.val_samples},
         {"train_loss", result.train_loss},
         {"samples_per_s", result.samples_per_s},
         {"workers", result.world},
@@ -681,6 +842,11 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
     summary["model_file"] = result.model_file.empty()
                                 ? nlohmann::json(nullptr)
                                 : nlohmann::json(std::string(nn::kModelFileName));
+    if (s.keep_best) {
+      summary["best_epoch"] = result.best_epoch > 0 ? nlohmann::json(result.best_epoch) : nullptr;
+      summary["best_val_acc"] = result.best_epoch > 0 ? figure(result.best_val_acc) : nullptr;
+      summary["best_val_loss"] = result.best_epoch > 0 ? figure(result.best_val_loss) : nullptr;
+    }
     writer.write_summary(summary);
   }
   timeline.write();

@@ -14,8 +14,12 @@ namespace loom::train {
 struct EpochMetrics {
   int64_t epoch = 0;  // 1-based
   int64_t steps = 0;
-  double train_loss = 0, train_acc = 0, test_acc = -1;  // test_acc -1: not evaluated
-  double seconds = 0;  // training loop wall time, evaluation excluded
+  double train_loss = 0, train_acc = 0;
+  // On the validation split (data.validation) after the epoch; -1: not evaluated (no split,
+  // or eval = false). The test set is never evaluated per epoch.
+  double val_loss = -1, val_acc = -1;
+  int64_t best_epoch = 0;  // train.keep_best: the best epoch so far, this one included (0: off)
+  double seconds = 0;      // training loop wall time, evaluation excluded
   double samples_per_s = 0;
   double compute_s = 0, comm_s = 0, exposed_comm_s = 0, loader_wait_s = 0;
   int64_t bytes_sent = 0;
@@ -25,19 +29,30 @@ struct EpochMetrics {
 struct TrainResult {
   std::vector<EpochMetrics> epochs;  // those this process ran (a resumed run: from its epoch)
   int64_t epochs_done = 0;           // epochs reached over the whole run, resumes included
-  double test_acc = -1;              // -1: not evaluated (eval = false)
-  double train_loss = 0;             // the last epoch's
-  double samples_per_s = 0;          // over all epochs' training loops
+  // The final weights on the test set, evaluated once at the end; -1: not evaluated
+  // (eval = false).
+  double test_acc = -1, test_loss = -1;
+  double val_acc = -1, val_loss = -1;  // the last epoch's validation figures (-1: none)
+  int64_t val_samples = 0;             // records in the validation split (0: none)
+  double train_loss = 0;               // the last epoch's
+  double samples_per_s = 0;            // over all epochs' training loops
   int world = 1;
   int64_t steps = 0;
   std::string describe;             // model, optimizer, strategy
   std::vector<float> final_params;  // rank 0's parameters at the end
   std::vector<float> final_state;   // and its non-trained state (BatchNorm running statistics)
-  bool interrupted = false;         // stopped by SIGINT/SIGTERM (after writing a checkpoint)
-  std::string checkpoint;           // the last checkpoint written ("" = none)
-  std::string output_dir;           // where config.toml, metrics.jsonl, summary.json went
-  std::string model_file;           // <output_dir>/model.safetensors ("" = not written)
-  double wall_s = 0;                // the whole run, set-up and data loading included
+  // train.keep_best: the epoch with the highest validation accuracy (ties: the lower validation
+  // loss, then the earlier epoch), resumes included, its figures, and rank 0's parameters and
+  // Model::state() at its end. best_epoch 0: not kept (or no epoch finished).
+  int64_t best_epoch = 0;
+  double best_val_acc = -1, best_val_loss = -1;
+  std::vector<float> best_params;
+  std::vector<float> best_state;
+  bool interrupted = false;  // stopped by SIGINT/SIGTERM (after writing a checkpoint)
+  std::string checkpoint;    // the last checkpoint written ("" = none)
+  std::string output_dir;    // where config.toml, metrics.jsonl, summary.json went
+  std::string model_file;    // <output_dir>/model.safetensors ("" = not written)
+  double wall_s = 0;         // the whole run, set-up and data loading included
 };
 
 struct TrainOptions {
