@@ -1,5 +1,5 @@
-// `loom export RUN --weights [OUT] [--npy DIR] [--force]`: a trained run's model (its final
-// model.safetensors, or a checkpoint) in the formats other tools read. RUN is what
+// `loom export RUN --weights [OUT] [--onnx FILE] [--npy DIR] [--force]`: a trained run's model (its
+// final model.safetensors, or a checkpoint) in the formats other tools read. RUN is what
 // train::load_trained_model takes: a run directory, a checkpoint directory or a model file.
 //
 // Each format is one target: an option that asks for it, a default output path, and a function
@@ -14,6 +14,7 @@
 #include "loom/core/error.h"
 #include "loom/data/npy.h"
 #include "loom/nn/model_file.h"
+#include "loom/nn/onnx_export.h"
 #include "loom/tensor/cpu/cpu_backend.h"
 #include "loom/train/checkpoint_format.h"
 #include "loom/train/trained_model.h"
@@ -29,6 +30,7 @@ struct ExportArgs {
   CLI::Option* weights_opt = nullptr;
   std::string weights;  // --weights [OUT]
   std::string npy;      // --npy DIR
+  std::string onnx;     // --onnx FILE
 };
 
 // The model's parameters and state in host memory.
@@ -86,10 +88,12 @@ void write_npy_dir(const train::TrainedModel& m, const HostWeights& w, const std
 
 void run_export(const ExportArgs& args) {
   const bool want_weights = args.weights_opt->count() > 0;
-  if (!want_weights && args.npy.empty())
+  if (!want_weights && args.npy.empty() && args.onnx.empty())
     throw InputError(
         "loom export: nothing to export; ask for a format: --weights [OUT] (safetensors), "
-        "--npy DIR");
+        "--onnx FILE, --npy DIR");
+  if (!args.onnx.empty() && !nn::onnx_export_built())
+    throw ConfigError("loom export --onnx: this loom was built without ONNX (libonnx-dev)");
   train::TrainedModel m = train::load_trained_model(args.run, cpu_backend());
   const HostWeights w = host_weights(*m.model);
   std::vector<Target> targets;
@@ -100,6 +104,13 @@ void run_export(const ExportArgs& args) {
          [&](const std::string& p) { write_weights(m, w, p); }});
   if (!args.npy.empty())
     targets.push_back({"--npy", args.npy, [&](const std::string& p) { write_npy_dir(m, w, p); }});
+  if (!args.onnx.empty())
+    targets.push_back({"--onnx", args.onnx, [&](const std::string& p) {
+                         nn::OnnxExportOptions o;
+                         o.doc = fmt::format("trained by loom: {}", m.weights);
+                         nn::export_onnx(*m.model, w.params.data(),
+                                         w.state.empty() ? nullptr : w.state.data(), p, o);
+                       }});
   for (const Target& t : targets) {
     std::error_code ec;
     if (fs::exists(t.path, ec) && !args.force)
@@ -119,7 +130,8 @@ void run_export(const ExportArgs& args) {
 CommandRegistrar reg("export", [](CLI::App& app) {
   auto args = std::make_shared<ExportArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "export", "write a trained run's model in formats other tools read (safetensors, NumPy)");
+      "export",
+      "write a trained run's model in formats other tools read (safetensors, ONNX, NumPy)");
   cmd->add_option("run", args->run,
                   "a run directory (its model.safetensors, else its newest checkpoint), a "
                   "checkpoint directory (checkpoints/step-N) or a model file")
@@ -129,6 +141,8 @@ CommandRegistrar reg("export", [](CLI::App& app) {
                       "the weights as safetensors, with the graph in the metadata (default OUT: "
                       "<run name>.safetensors, or <run name>-step-N.safetensors for a checkpoint)")
           ->expected(0, 1);
+  cmd->add_option("--onnx", args->onnx,
+                  "the model as ONNX (opset 13) for onnxruntime and other runtimes");
   cmd->add_option("--npy", args->npy, "one NumPy file per tensor in DIR (<layer>.<tensor>.npy)");
   cmd->add_flag("--force", args->force, "replace outputs that exist");
   cmd->callback([args] { run_export(*args); });

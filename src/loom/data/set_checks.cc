@@ -62,6 +62,11 @@ void check_held_out_set(const SampleSource& train, const std::string& train_name
         "takes the training shape; convert both sets from data of the same shape",
         set_name, role, shape_text(set.sample_shape), shape_text(train.sample_shape()),
         train_name));
+  if (set.target_numel != train.target_numel())
+    throw InputError(fmt::format(
+        "{}: the {} set has {} float targets per sample, the training set {} ({}); 0 means "
+        "class labels",
+        set_name, role, set.target_numel, train.target_numel(), train_name));
   if (set.num_classes != train.num_classes())
     throw InputError(fmt::format(
         "{}: the {} set has {} classes, the training set {} ({}): the model has one output "

@@ -230,6 +230,19 @@ LossResult Model::loss(const int32_t* labels, float grad_scale) {
   return r;
 }
 
+const char* loss_kind_name(LossKind k) {
+  return k == LossKind::kMse ? "mse" : "cross_entropy";
+}
+
+LossResult Model::loss(const int32_t* labels, const float* targets, float grad_scale) {
+  if (loss_kind_ == LossKind::kMse) {
+    LOOM_CHECK(targets != nullptr, "the mse loss needs float targets");
+    return mse_loss(targets, grad_scale);
+  }
+  LOOM_CHECK(labels != nullptr, "the cross-entropy loss needs labels");
+  return loss(labels, grad_scale);
+}
+
 LossResult Model::mse_loss(const float* targets, float grad_scale) {
   LOOM_CHECK(last_input_ != nullptr, "mse_loss() before forward()");
   LossResult r;

@@ -30,6 +30,11 @@ struct StepInfo {
   int64_t sample_offset = 0;  // global index of this batch's first sample
 };
 
+// What the model is trained to minimise (`loss.type`): softmax cross-entropy against class
+// labels, or mean squared error against float targets (regression).
+enum class LossKind { kCrossEntropy, kMse };
+const char* loss_kind_name(LossKind k);  // "cross_entropy", "mse"
+
 struct LossResult {
   double loss_sum = 0;  // summed over the batch
   int64_t correct = 0;
@@ -87,6 +92,11 @@ class Model {
   // output position (regression): loss_sum is the sum over rows of each row's mean squared
   // error; fills the outputs' gradient scaled by grad_scale. `correct` stays 0.
   LossResult mse_loss(const float* targets, float grad_scale);
+  void set_loss_kind(LossKind k) { loss_kind_ = k; }
+  LossKind loss_kind() const { return loss_kind_; }
+  // The model's loss of the last forward: cross-entropy against `labels`, or the mean squared
+  // error against `targets` (the other may be null).
+  LossResult loss(const int32_t* labels, const float* targets, float grad_scale);
   // Backward of the last forward from the loss gradient. After each layer with parameters has
   // written its gradients, on_ready(range) is called: ranges arrive in reverse layer order,
   // which is what lets bucketed allreduce overlap with the rest of backward.
@@ -102,6 +112,7 @@ class Model {
   int num_classes_;
   int64_t output_positions_ = 1;
   float label_smoothing_ = 0;
+  LossKind loss_kind_ = LossKind::kCrossEntropy;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<std::string> names_;
   std::vector<std::vector<int>> inputs_;

@@ -27,6 +27,8 @@ namespace loom::nn {
 
 inline constexpr int64_t kModelFileVersion = 1;
 inline constexpr const char* kModelFileName = "model.safetensors";
+// train.keep_best: the weights of the epoch with the best validation figure.
+inline constexpr const char* kBestModelFileName = "model.best.safetensors";
 
 // One named tensor of a model: a piece of its flat parameter buffer (state = false) or of its
 // flat state buffer (state = true).

@@ -106,6 +106,8 @@ std::vector<ConfigKeySpec> model_config_keys() {
        "\"mlp\", \"cnn\", a graph of the zoo (`loom models list`), a graph file (.toml) "
        "or an ONNX file (.onnx)"},
       {"layer.", ConfigType::kArray, "", "[[layer]] tables: the model graph inline"},
+      {"loss.type", ConfigType::kString, "\"cross_entropy\"",
+       "\"cross_entropy\" (class labels) or \"mse\" (float targets: regression shards)"},
       {"loss.label_smoothing", ConfigType::kDouble, "0",
        "cross-entropy target (1 - eps) onehot + eps / classes, as PyTorch's label_smoothing"},
       {"mlp.hidden", ConfigType::kArray, "[1024, 1024]", "widths of the MLP's hidden layers"},
@@ -185,8 +187,25 @@ std::unique_ptr<Model> build_model(const Config& cfg, Backend& backend, const Sh
   return model;
 }
 
+LossKind loss_kind_from_config(const Config& cfg) {
+  const std::string type = cfg.get_string("loss.type", "cross_entropy");
+  if (type == "cross_entropy") return LossKind::kCrossEntropy;
+  if (type == "mse") {
+    if (cfg.get_double("loss.label_smoothing", 0.0, 0.0, 1.0) > 0)
+      throw ConfigError(fmt::format(
+          "{}: label smoothing is a cross-entropy option; loss.type = \"mse\" has no labels",
+          cfg.where("loss.label_smoothing")));
+    return LossKind::kMse;
+  }
+  throw ConfigError(
+      fmt::format("{}: loss.type = \"{}\": give \"cross_entropy\" (class labels) "
+                  "or \"mse\" (float targets)",
+                  cfg.where("loss.type"), type));
+}
+
 void apply_loss_options(const Config& cfg, Model& model) {
   model.set_label_smoothing(float(cfg.get_double("loss.label_smoothing", 0.0, 0.0, 1.0)));
+  model.set_loss_kind(loss_kind_from_config(cfg));
 }
 
 }  // namespace loom::nn

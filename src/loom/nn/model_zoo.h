@@ -40,7 +40,9 @@ std::vector<Node> build_model_nodes(const Config& cfg, const Shape& input_shape,
 std::vector<std::unique_ptr<Layer>> build_layers(const Config& cfg, const Shape& input_shape,
                                                  int num_classes);
 
-// The loss keys of `cfg` (loss.label_smoothing) applied to `model`.
+// loss.type: ConfigError naming the key for an unknown type, or label smoothing with "mse".
+LossKind loss_kind_from_config(const Config& cfg);
+// The loss keys of `cfg` (loss.type, loss.label_smoothing) applied to `model`.
 void apply_loss_options(const Config& cfg, Model& model);
 
 // input_shape is per sample ({1, 28, 28} for Fashion-MNIST); an MLP flattens it first.

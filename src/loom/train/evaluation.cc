@@ -65,6 +65,17 @@ data::Dataset load_eval_set(const TrainedModel& m, const std::string& data_path,
   if (set.sample_shape != m.input_shape)
     throw InputError(fmt::format("{}: samples of shape {}; the model takes {}", from,
                                  nn::shape_text(set.sample_shape), nn::shape_text(m.input_shape)));
+  if (m.loss == nn::LossKind::kMse) {
+    if (set.target_numel != m.num_classes)
+      throw InputError(fmt::format("{}: {} float targets per sample; the regression model gives {}",
+                                   from, set.target_numel, m.num_classes));
+    if (set.count == 0) throw InputError(fmt::format("{}: no samples to evaluate", from));
+    if (source) *source = from;
+    return set;
+  }
+  if (set.target_numel > 0)
+    throw InputError(
+        fmt::format("{}: float targets (regression data); the model is a classifier", from));
   if (set.num_classes > m.num_classes)
     throw InputError(fmt::format("{}: labels of {} classes; the model has {}", from,
                                  set.num_classes, m.num_classes));
@@ -86,10 +97,27 @@ EvalResult evaluate_model(nn::Model& model, const data::Dataset& set, int64_t ch
   r.count = set.count;
   r.num_classes = model.num_classes();
   const int64_t k = r.num_classes;
-  r.confusion.assign(size_t(k * k), 0);
   const int64_t numel = set.sample_numel();
   Backend& be = model.backend();
   DeviceBatch on_device(be);
+  if (model.loss_kind() == nn::LossKind::kMse) {
+    r.regression = true;
+    double sum = 0;
+    for (int64_t i = 0; i < set.count; i += chunk) {
+      const int64_t n = std::min(chunk, set.count - i);
+      nn::StepInfo info;
+      info.training = false;
+      const DeviceBatch::View v =
+          on_device.put(set.features.data() + i * numel, set.labels.data() + i, n, numel);
+      model.forward(v.x, n, info);
+      sum +=
+          model.mse_loss(on_device.put_targets(set.targets.data() + i * k, n * k), 1.0f).loss_sum;
+    }
+    r.loss = sum / double(set.count);
+    r.accuracy = -1;
+    return r;
+  }
+  r.confusion.assign(size_t(k * k), 0);
   std::vector<float> logits;
   double loss_sum = 0;
   int64_t right = 0;
@@ -120,6 +148,7 @@ EvalResult evaluate_model(nn::Model& model, const data::Dataset& set, int64_t ch
 
 nlohmann::json eval_json(const EvalResult& r) {
   const int64_t k = r.num_classes;
+  if (r.regression) return {{"count", r.count}, {"loss", r.loss}, {"mse", r.loss}, {"outputs", k}};
   nlohmann::json rows = nlohmann::json::array();
   nlohmann::json per_class = nlohmann::json::array();
   for (int64_t t = 0; t < k; ++t) {
@@ -142,6 +171,9 @@ nlohmann::json eval_json(const EvalResult& r) {
 
 std::string eval_text(const EvalResult& r) {
   const int64_t k = r.num_classes;
+  if (r.regression)
+    return fmt::format("samples {}  mean squared error {:.6g} (mean over {} outputs)\n", r.count,
+                       r.loss, k);
   std::string out =
       fmt::format("samples {}  loss {:.4f}  accuracy {:.4f}\n", r.count, r.loss, r.accuracy);
   out += "confusion matrix (rows: true class, columns: predicted; recall at the right)\n";

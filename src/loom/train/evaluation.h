@@ -15,8 +15,9 @@ namespace loom::train {
 
 struct EvalResult {
   int64_t count = 0;
-  double loss = 0;      // mean softmax cross-entropy (no label smoothing)
-  double accuracy = 0;  // argmax (the first of equal logits) equals the label
+  double loss = 0;      // mean softmax cross-entropy (no label smoothing), or mean squared error
+  double accuracy = 0;  // argmax (the first of equal logits) equals the label; -1: regression
+  bool regression = false;  // a model trained with loss.type = "mse": no accuracy, no confusion
   int num_classes = 0;
   // confusion[t * num_classes + p]: samples of class t predicted as p.
   std::vector<int64_t> confusion;

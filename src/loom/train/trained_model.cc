@@ -20,6 +20,7 @@ namespace {
 
 constexpr const char* kStepsKey = "steps";
 constexpr const char* kMeanKey = "input_mean";
+constexpr const char* kLossKey = "loss";
 constexpr const char* kStddevKey = "input_stddev";
 
 std::optional<float> metadata_float(const std::map<std::string, std::string>& m,
@@ -54,6 +55,17 @@ TrainedModel from_model_file(const std::string& file, Backend& backend) {
   const std::optional<float> mean = metadata_float(meta, kMeanKey);
   const std::optional<float> stddev = metadata_float(meta, kStddevKey);
   if (mean && stddev) m.input_normalisation = data::Normalisation{*mean, *stddev};
+  // Files written before the key existed hold classifiers.
+  if (const auto it = meta.find(kLossKey); it != meta.end()) {
+    if (it->second == "mse")
+      m.loss = nn::LossKind::kMse;
+    else if (it->second != "cross_entropy")
+      throw InputError(
+          fmt::format("{}: metadata '{}' is \"{}\"; this loom knows "
+                      "\"cross_entropy\" and \"mse\"",
+                      file, kLossKey, it->second));
+  }
+  m.model->set_loss_kind(m.loss);
   const fs::path config = fs::path(file).parent_path() / "config.toml";
   if (fs::is_regular_file(config)) {
     m.config = Config::from_file(config.string());
@@ -104,6 +116,8 @@ TrainedModel from_checkpoint(const std::string& dir, Backend& backend) {
   m.graph = nn::model_graph(m.config, m.input_shape, m.num_classes);
   m.model = std::make_unique<nn::Model>(backend, m.input_shape, m.num_classes,
                                         nn::build_nodes(m.graph, m.input_shape));
+  m.loss = nn::loss_kind_from_config(m.config);
+  m.model->set_loss_kind(m.loss);
   const std::vector<float> params = ckpt.f32("params");
   if (int64_t(params.size()) != m.model->num_params())
     throw InputError(
@@ -139,9 +153,11 @@ TrainedModel load_trained_model(const std::string& path, Backend& backend) {
 }
 
 std::map<std::string, std::string> trained_model_metadata(
-    int64_t steps, const std::optional<data::Normalisation>& input_normalisation) {
+    int64_t steps, const std::optional<data::Normalisation>& input_normalisation,
+    nn::LossKind loss) {
   std::map<std::string, std::string> m;
   m[kStepsKey] = std::to_string(steps);
+  m[kLossKey] = nn::loss_kind_name(loss);
   // fmt's shortest form reads back to the same float, so an evaluation normalises exactly as
   // the run did.
   if (input_normalisation) {

@@ -39,6 +39,8 @@ struct TrainedModel {
   int64_t steps = -1;  // training steps behind the weights (-1: not recorded)
   // How the run normalised IDX pixels ((v/255 - mean)/stddev), when the file records it.
   std::optional<data::Normalisation> input_normalisation;
+  // What it was trained to minimise: cross-entropy (a classifier) or mse (regression outputs).
+  nn::LossKind loss = nn::LossKind::kCrossEntropy;
 };
 
 // `path`: a run directory holding model.safetensors, a model file itself (*.safetensors), a
@@ -50,6 +52,7 @@ TrainedModel load_trained_model(const std::string& path, Backend& backend);
 
 // The metadata train adds to model.safetensors for these fields (steps, input normalisation).
 std::map<std::string, std::string> trained_model_metadata(
-    int64_t steps, const std::optional<data::Normalisation>& input_normalisation);
+    int64_t steps, const std::optional<data::Normalisation>& input_normalisation,
+    nn::LossKind loss = nn::LossKind::kCrossEntropy);
 
 }  // namespace loom::train

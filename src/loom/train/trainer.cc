@@ -20,9 +20,9 @@
 #include "loom/data/pipeline_config.h"
 #include "loom/data/set_checks.h"
 #include "loom/data/shard_source.h"
+#include "loom/data/validation_split.h"
 #include "loom/nn/graph_builder.h"
 #include "loom/nn/model_file.h"
-#include "loom/data/validation_split.h"
 #include "loom/nn/model_zoo.h"
 #include "loom/optim/lr_schedule.h"
 #include "loom/optim/optimizer.h"
@@ -92,6 +92,7 @@ Figures evaluate(comm::Communicator& c, nn::Model& model, const data::Dataset& t
   double correct = 0, loss_sum = 0;
   Backend& be = model.backend();
   DeviceBatch on_device(be);
+  const bool regression = model.loss_kind() == nn::LossKind::kMse;
   // The same number of forward calls on every rank (a model-parallel block exchanges in each):
   // as many as rank 0's share (the largest) needs, each rank splitting its own share evenly.
   const int64_t calls =
@@ -106,12 +107,39 @@ Figures evaluate(comm::Communicator& c, nn::Model& model, const data::Dataset& t
     const DeviceBatch::View v =
         on_device.put(test.features.data() + i * numel, test.labels.data() + i, n, numel);
     const float* logits = model.forward(v.x, n, info);
+    if (regression) {
+      const int64_t k = test.target_numel;
+      loss_sum +=
+          model.mse_loss(on_device.put_targets(test.targets.data() + i * k, n * k), 0.0f).loss_sum;
+      continue;
+    }
     correct += double(be.count_correct(logits, v.y, n, model.num_classes()));
     loss_sum += model.loss(v.y, 0.0f).loss_sum;  // the gradient it writes is never used
   }
   double v[2] = {correct, loss_sum};
   allreduce_sum(c, v);
-  return {v[0] / double(test.count), v[1] / double(test.count)};
+  // Regression has no accuracy: -1, as for a figure not evaluated.
+  return {regression ? -1.0 : v[0] / double(test.count), v[1] / double(test.count)};
+}
+
+// The model's outputs per sample: one per class, or one per float target (regression).
+int output_size(const data::SampleSource& s) {
+  return s.target_numel() > 0 ? int(s.target_numel()) : s.num_classes();
+}
+
+// loss.type against what the data holds: cross-entropy needs class labels, mse float targets.
+void check_loss_fits_data(const Config& cfg, nn::LossKind kind, const data::SampleSource& s,
+                          const std::string& data_name) {
+  const bool targets = s.target_numel() > 0;
+  if (kind == nn::LossKind::kMse && !targets)
+    throw ConfigError(fmt::format(
+        "{}: loss.type = \"mse\" needs float targets; {} holds class labels (convert regression "
+        "data with `loom data convert X.npy OUT --targets Y.npy`)",
+        cfg.where("loss.type"), data_name));
+  if (kind == nn::LossKind::kCrossEntropy && targets)
+    throw ConfigError(fmt::format(
+        "{}: {} holds {} float targets per sample (regression): set loss.type = \"mse\"",
+        cfg.where("loss.type"), data_name, s.target_numel()));
 }
 
 // One rank's training run: set up, start (or resume), the epochs, and rank 0's result.
@@ -170,7 +198,8 @@ class Worker {
     trace::bind_thread(comm_.rank(), trace::kComputeTid, "compute", true);
     backend_->set_intra_op_threads(int(s_.threads));
     model_ = sync::build_model(cfg_, comm_, *backend_, train_->sample_shape(),
-                               train_->num_classes());  // parallel.* (model_parallel_model.h)
+                               output_size(*train_));  // parallel.* (model_parallel_model.h)
+    nn::apply_loss_options(cfg_, *model_);
     model_->init_params(s_.seed);
     reducer_.emplace(comm_, *backend_);
     model_->set_reducer(&*reducer_);
@@ -396,8 +425,11 @@ class Worker {
       info.sample_offset = batch.global_offset + first;
       const DeviceBatch::View in =
           on_device.put(batch.x + first * numel, batch.y + first, n, numel);
+      const int64_t targets = train_->target_numel();
+      const float* t =
+          batch.t ? on_device.put_targets(batch.t + first * targets, n * targets) : nullptr;
       model_->forward(in.x, n, info);
-      const nn::LossResult r = model_->loss(in.y, strategy_->grad_scale(batch.size));
+      const nn::LossResult r = model_->loss(in.y, t, strategy_->grad_scale(batch.size));
       guard_->check_loss(r.loss_sum, step_);
       total.loss_sum += r.loss_sum;
       total.correct += r.correct;
@@ -611,8 +643,18 @@ std::string write_model_file(const Config& cfg, const TrainResult& r, const nn::
     return "";
   }
   const std::string path = (std::filesystem::path(dir) / nn::kModelFileName).string();
-  write_file_atomically(path, nn::model_file_bytes(layout, graph, r.final_params, r.final_state,
-                                                   trained_model_metadata(r.steps, input_norm)));
+  write_file_atomically(
+      path, nn::model_file_bytes(layout, graph, r.final_params, r.final_state,
+                                 trained_model_metadata(r.steps, input_norm, layout.loss_kind())));
+  // train.keep_best: the best epoch's weights beside the final ones, in the same format.
+  if (r.best_epoch > 0 && int64_t(r.best_params.size()) == layout.num_params() &&
+      int64_t(r.best_state.size()) == layout.num_state()) {
+    std::map<std::string, std::string> meta =
+        trained_model_metadata(-1, input_norm, layout.loss_kind());
+    meta["epoch"] = std::to_string(r.best_epoch);
+    write_file_atomically((std::filesystem::path(dir) / nn::kBestModelFileName).string(),
+                          nn::model_file_bytes(layout, graph, r.best_params, r.best_state, meta));
+  }
   return path;
 }
 
@@ -763,11 +805,13 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
   // run before any worker starts or output.dir is touched. The graph and this host copy of the
   // model's layout name the tensors of model.safetensors at the end.
   const nn::GraphSpec graph =
-      nn::model_graph(cfg, train_source->sample_shape(), train_source->num_classes());
+      nn::model_graph(cfg, train_source->sample_shape(), output_size(*train_source));
   const std::unique_ptr<nn::Model> layout = std::make_unique<nn::Model>(
-      cpu_backend(), train_source->sample_shape(), train_source->num_classes(),
+      cpu_backend(), train_source->sample_shape(), output_size(*train_source),
       nn::build_nodes(graph, train_source->sample_shape()));
   nn::apply_loss_options(cfg, *layout);  // checks loss.* here too
+  check_loss_fits_data(cfg, layout->loss_kind(), *train_source,
+                       pipeline.train_shards.empty() ? s.data_dir : pipeline.train_shards);
   {
     const std::unique_ptr<nn::Model>& model = layout;
     if (options.print_model) {
