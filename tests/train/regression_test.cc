@@ -104,8 +104,7 @@ TEST(Regression, TheLossMustFitTheData) {
     run_training(cfg);
     ADD_FAILURE() << "cross-entropy on float targets";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("set loss.type = \"mse\""), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("set loss.type = \"mse\""), std::string::npos) << e.what();
   }
   cfg.set("loss.type", std::string("huber"));
   EXPECT_THROW(run_training(cfg), ConfigError);

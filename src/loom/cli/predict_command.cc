@@ -56,7 +56,9 @@ struct Table {
   std::vector<std::string> names;  // CSV header, one per column
   std::vector<bool> is_class;      // per column: a class index (written as an integer)
   std::vector<double> values;      // rows * cols
-  bool integral() const { return std::all_of(is_class.begin(), is_class.end(), [](bool b) { return b; }); }
+  bool integral() const {
+    return std::all_of(is_class.begin(), is_class.end(), [](bool b) { return b; });
+  }
   // NPY: an int64 class column of one class is written as shape (rows,).
   bool squeeze = false;
 };
@@ -140,8 +142,7 @@ Table classification_table(const std::vector<float>& logits, int64_t rows, int64
     }
     std::iota(order.begin(), order.end(), 0);
     // Largest first; a tie keeps the smaller class first, as argmax does.
-    std::stable_sort(order.begin(), order.end(),
-                     [z](int64_t x, int64_t y) { return z[x] > z[y]; });
+    std::stable_sort(order.begin(), order.end(), [z](int64_t x, int64_t y) { return z[x] > z[y]; });
     for (int64_t j = 0; j < t.cols; ++j) t.values.push_back(double(order[size_t(j)]));
   }
   return t;
@@ -164,8 +165,7 @@ Table topk_csv_table(const std::vector<float>& logits, int64_t rows, int64_t cla
     const float* z = logits.data() + r * classes;
     softmax(z, classes, p);
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [z](int64_t x, int64_t y) { return z[x] > z[y]; });
+    std::stable_sort(order.begin(), order.end(), [z](int64_t x, int64_t y) { return z[x] > z[y]; });
     for (int64_t j = 0; j < k; ++j) {
       t.values.push_back(double(order[size_t(j)]));
       t.values.push_back(p[size_t(order[size_t(j)])]);
@@ -204,7 +204,8 @@ void run_predict(const PredictArgs& a) {
   const int threads =
       a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   be.set_intra_op_threads(threads);
-  train::TrainedModel m = train::load_trained_model(a.checkpoint.empty() ? a.run : a.checkpoint, be);
+  train::TrainedModel m =
+      train::load_trained_model(a.checkpoint.empty() ? a.run : a.checkpoint, be);
   data::CsvOptions csv;
   csv.delimiter = a.delimiter == "tab" || a.delimiter == "\\t" ? '\t' : a.delimiter.at(0);
   csv.header = a.header;
@@ -213,8 +214,8 @@ void run_predict(const PredictArgs& a) {
   if (in.count == 0) throw InputError(fmt::format("{}: no records", a.input));
 
   nn::Model& model = *m.model;
-  const int64_t numel = std::accumulate(in.sample_shape.begin(), in.sample_shape.end(),
-                                        int64_t(1), std::multiplies<int64_t>());
+  const int64_t numel = std::accumulate(in.sample_shape.begin(), in.sample_shape.end(), int64_t(1),
+                                        std::multiplies<int64_t>());
   const int64_t cols = model.output_positions() * model.num_classes();
   std::vector<float> outputs(size_t(in.count * cols));
   nn::StepInfo info;
@@ -235,10 +236,11 @@ void run_predict(const PredictArgs& a) {
   else
     t = classification_table(outputs, in.count, cols, a);
   write_table(t, a.output, format);
-  fmt::print("loom predict: {} samples from {} through {} ({} threads, {:.2f} s, {:.0f} samples/s) "
-             "-> {}\n",
-             in.count, a.input, m.weights, threads, seconds,
-             seconds > 0 ? double(in.count) / seconds : 0.0, a.output);
+  fmt::print(
+      "loom predict: {} samples from {} through {} ({} threads, {:.2f} s, {:.0f} samples/s) "
+      "-> {}\n",
+      in.count, a.input, m.weights, threads, seconds,
+      seconds > 0 ? double(in.count) / seconds : 0.0, a.output);
 }
 
 CommandRegistrar reg("predict", [](CLI::App& app) {
