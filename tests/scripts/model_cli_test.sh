@@ -27,6 +27,8 @@ acc=$(grep -o 'test accuracy [0-9.]*' train.log | awk '{print $3}')
 grep -q "accuracy $acc" eval.log || { cat eval.log; fail "eval's accuracy is not the run's $acc"; }
 grep -q "confusion matrix" eval.log || { cat eval.log; fail "no confusion matrix"; }
 grep -q '"format_version": 1' eval.json && grep -q '"confusion"' eval.json || fail "eval.json"
+expect2 json.log "eval.json: exists" "$LOOM" eval run --json eval.json
+"$LOOM" eval run --json eval.json --force > jf.log 2>&1 || { cat jf.log; fail "eval --json --force"; }
 "$LOOM" eval run --checkpoint step-000000000020 > ck.log 2>&1 || { cat ck.log; fail "eval --checkpoint"; }
 grep -q "step-000000000020/train.ckpt (20 steps)" ck.log || { cat ck.log; fail "eval --checkpoint names"; }
 

@@ -2,6 +2,7 @@
 // run's final weights (or one of its checkpoints) on its config's test set or on another set:
 // loss, accuracy and the confusion matrix (train/evaluation.h).
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -29,6 +30,7 @@ struct EvalArgs {
   std::string checkpoint;  // --checkpoint DIR
   std::string data;        // --data PATH
   std::string json;        // --json FILE
+  bool force = false;      // --force: replace an existing --json FILE
   int threads = 0;         // 0: every core
 };
 
@@ -46,6 +48,10 @@ void run_eval(const EvalArgs& args) {
   std::error_code ec;
   if (!fs::exists(args.run, ec))
     throw InputError(fmt::format("{}: no such run directory or model file", args.run));
+  if (!args.json.empty() && fs::exists(args.json, ec) && !args.force)
+    throw InputError(fmt::format(
+        "{}: exists; loom eval does not replace earlier results unless --force is given",
+        args.json));
   Backend& be = cpu_backend();
   const int threads =
       args.threads > 0 ? args.threads : int(std::max(1u, std::thread::hardware_concurrency()));
@@ -73,10 +79,16 @@ void run_eval(const EvalArgs& args) {
     j["weights"] = m.weights;
     j["data"] = source;
     j["steps"] = m.steps;
-    std::ofstream out(args.json);
+    // Through a temporary file and a rename: an interrupted eval leaves no half-written JSON.
+    const std::string tmp = fmt::format("{}.tmp.{}", args.json, ::getpid());
+    std::ofstream out(tmp);
     out << j.dump(2) << "\n";
-    if (!out)
-      throw InputError(fmt::format("{}: cannot write: {}", args.json, std::strerror(errno)));
+    out.close();
+    if (!out || std::rename(tmp.c_str(), args.json.c_str()) != 0) {
+      const std::string why = std::strerror(errno);
+      std::remove(tmp.c_str());
+      throw InputError(fmt::format("{}: cannot write: {}", args.json, why));
+    }
   }
 }
 
@@ -95,6 +107,7 @@ CommandRegistrar reg("eval", [](CLI::App& app) {
                   "evaluate on this set instead of the config's test set: a shard file, or a "
                   "directory of IDX files (its t10k set)");
   cmd->add_option("--json", args->json, "also write the figures as JSON to FILE");
+  cmd->add_flag("--force", args->force, "replace an existing --json FILE");
   cmd->add_option("--threads", args->threads, "threads for the forward (default: every core)")
       ->check(CLI::Range(1, 1024));
   cmd->callback([args] { run_eval(*args); });
