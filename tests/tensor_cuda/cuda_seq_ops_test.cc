@@ -79,8 +79,8 @@ TEST(CudaSeqOps, LayerNormMatchesCpu) {
     const auto gamma = random_floats(size_t(cols), 11, 0.5f, 1.5f);
     const auto beta = random_floats(size_t(cols), 12);
     const auto dy = random_floats(x.size(), 13);
-    std::vector<float> y(x.size()), mean(size_t(rows)), rstd(size_t(rows)), dx(x.size()),
-        dg(size_t(cols)), db(size_t(cols));
+    const auto r = static_cast<size_t>(rows), c = static_cast<size_t>(cols);
+    std::vector<float> y(x.size()), mean(r), rstd(r), dx(x.size()), dg(c), db(c);
     cpu().layernorm_forward(x.data(), rows, cols, 1e-5f, gamma.data(), beta.data(), y.data(),
                             mean.data(), rstd.data());
     cpu().layernorm_backward(x.data(), dy.data(), rows, cols, gamma.data(), mean.data(),
