@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "grad_check.h"
+#include "loom/core/config.h"
 #include "loom/core/error.h"
 #include "loom/nn/attention.h"
 #include "loom/nn/embedding.h"
@@ -19,6 +20,7 @@
 #include "loom/nn/layernorm.h"
 #include "loom/nn/linear.h"
 #include "loom/nn/model.h"
+#include "loom/nn/model_zoo.h"
 #include "reference_data.h"
 
 namespace loom::nn {
@@ -495,6 +497,17 @@ TEST(SeqGraph, IgnoredLabelsAndTheMeanOverCountedTokens) {
   EXPECT_THROW(m.loss(bad.data(), 1.0f), InputError);
   bad[3] = -2;
   EXPECT_THROW(m.loss(bad.data(), 1.0f), InputError);
+}
+
+TEST(SeqGraph, IgnoreIndexFromTheConfig) {
+  const Config cfg = Config::from_string(
+      transformer_toml(5, 4, 8, 2, 1) + "[loss]\nignore_index = -100\n", "run.toml");
+  auto m = build_model(cfg, cpu_backend(), {4}, 5);
+  EXPECT_TRUE(m->has_ignore_index());
+  EXPECT_EQ(m->ignore_index(), -100);
+  auto plain = build_model(Config::from_string(transformer_toml(5, 4, 8, 2, 1), "run.toml"),
+                           cpu_backend(), {4}, 5);
+  EXPECT_FALSE(plain->has_ignore_index());
 }
 
 // Two blocks learn a repeated sequence in which the current token does not determine the next

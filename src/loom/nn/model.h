@@ -89,6 +89,8 @@ class Model {
     has_ignore_index_ = true;
   }
   void clear_ignore_index() { has_ignore_index_ = false; }
+  bool has_ignore_index() const { return has_ignore_index_; }
+  int32_t ignore_index() const { return ignore_index_; }
   // Softmax cross-entropy of the last forward, one label per output position; fills the
   // logits' gradient scaled by grad_scale.
   LossResult loss(const int32_t* labels, float grad_scale);
