@@ -20,6 +20,7 @@
 #include "loom/nn/layernorm.h"
 #include "loom/nn/linear.h"
 #include "loom/nn/model.h"
+#include "loom/nn/model_description.h"
 #include "loom/nn/model_zoo.h"
 #include "reference_data.h"
 
@@ -391,6 +392,24 @@ TEST(SeqGraph, LayersAndShapesFromToml) {
   const int64_t saved = 2 * (3 * T * D + 2 * T * T + T * D) + 5 * 2 * T;
   EXPECT_EQ(m.activation_floats_per_sample(), outputs + saved);
   EXPECT_NE(m.summary().find("Attention(dim 8, heads 2)"), std::string::npos);
+}
+
+// What the performance model reads of a config: the same counts, without a Model.
+TEST(SeqGraph, DescribedLayersCarryTheCounts) {
+  const int V = 11, T = 6, D = 8;
+  const Config cfg = Config::from_string(transformer_toml(V, T, D, 2, 1), "run.toml");
+  const auto layers = describe_layers(cfg, {T}, V);
+  bool seen = false;
+  for (const auto& l : layers) {
+    if (l.name != "att0") continue;
+    seen = true;
+    EXPECT_EQ(l.kind, "Attention");
+    EXPECT_EQ(l.in, T * D);
+    EXPECT_EQ(l.out, T * D);
+    EXPECT_EQ(l.params, 4 * D * D + 4 * D);
+    EXPECT_EQ(l.flops, 2 * T * D * 3 * D + 2 * T * D * D + 4 * T * T * D);
+  }
+  EXPECT_TRUE(seen);
 }
 
 TEST(SeqGraph, BadTablesAreErrorsNamingTheLayer) {
