@@ -146,6 +146,8 @@ class CudaBackend final : public Backend {
 
   // ---- sequence models: embedding.cu, layernorm.cu, causal_softmax.cu, xent_ignore.cu, and
   // cuBLAS's strided batched GEMM ----
+  // embedding_forward returns whether an id was bad, so like softmax_xent it waits for the
+  // calling thread's stream.
   int64_t embedding_forward(const float* ids, const float* table, int64_t n, int64_t vocab,
                             int64_t dim, float* y) override;
   void embedding_backward(const float* ids, const float* dy, int64_t n, int64_t vocab, int64_t dim,
