@@ -70,6 +70,10 @@ class Layer {
   virtual void init_params(Rng& rng, Backend& backend) {}
   // Forward multiply-adds x2 per sample (backward costs about twice this).
   virtual int64_t flops_per_sample() const { return 0; }
+  // Floats per sample the layer keeps from forward for backward beyond its output (attention's
+  // projections and probabilities, LayerNorm's row statistics): with the outputs, what a
+  // batch's activations cost in memory (Model::activation_floats_per_sample).
+  virtual int64_t saved_floats_per_sample() const { return 0; }
 
   // Non-trained state (BatchNorm's running statistics): a view into the model's flat state
   // buffer, num_state() floats, which checkpoints hold and replicas keep identical.

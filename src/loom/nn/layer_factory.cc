@@ -2,8 +2,11 @@
 
 #include "loom/core/error.h"
 #include "loom/nn/activation.h"
+#include "loom/nn/attention.h"
 #include "loom/nn/batchnorm.h"
 #include "loom/nn/conv2d.h"
+#include "loom/nn/embedding.h"
+#include "loom/nn/layernorm.h"
 #include "loom/nn/linear.h"
 #include "loom/nn/merge.h"
 #include "loom/nn/pointwise.h"
@@ -16,12 +19,14 @@ namespace {
 constexpr int64_t kMaxWidth = int64_t(1) << 24;
 
 std::unique_ptr<Layer> make_linear(LayerArgs& a, const std::vector<Shape>& in) {
-  if (in[0].size() != 1)
-    a.fail(fmt::format("input {} is not [features]; put a flatten layer before it",
-                       shape_text(in[0])));
+  if (in[0].size() != 1 && in[0].size() != 2)
+    a.fail(
+        fmt::format("input {} is not [features] or [positions, features]; put a flatten "
+                    "layer before it",
+                    shape_text(in[0])));
   const int64_t out = a.require_int("out", 1, kMaxWidth);
   const bool bias = a.get_bool("bias", true);
-  return std::make_unique<Linear>(in[0][0], out, bias);
+  return std::make_unique<Linear>(in[0].back(), out, bias);
 }
 
 std::unique_ptr<Layer> make_conv2d(LayerArgs& a, const std::vector<Shape>& in) {
@@ -80,11 +85,47 @@ std::unique_ptr<Layer> make_dropout(LayerArgs& a, const std::vector<Shape>&) {
   return std::make_unique<Dropout>(float(a.get_double("p", 0.5, 0.0, 0.99)));
 }
 
+std::unique_ptr<Layer> make_embedding(LayerArgs& a, const std::vector<Shape>& in) {
+  if (in[0].size() != 1)
+    a.fail(fmt::format("input {} is not [time] (one token id per position)", shape_text(in[0])));
+  const int64_t vocab = a.require_int("vocab", 1, kMaxWidth);
+  const int64_t dim = a.require_int("dim", 1, 65536);
+  return std::make_unique<Embedding>(vocab, dim);
+}
+
+std::unique_ptr<Layer> make_position_embedding(LayerArgs& a, const std::vector<Shape>& in) {
+  const int64_t max_len = a.require_int("max_len", 1, 1 << 20);
+  const int64_t dim = a.require_int("dim", 1, 65536);
+  if (in[0].size() != 2 || in[0][1] != dim)
+    a.fail(fmt::format("input {} is not [time, {}]", shape_text(in[0]), dim));
+  if (in[0][0] > max_len)
+    a.fail(fmt::format("input {} has {} positions, more than max_len = {}", shape_text(in[0]),
+                       in[0][0], max_len));
+  return std::make_unique<PositionEmbedding>(max_len, dim);
+}
+
+std::unique_ptr<Layer> make_attention(LayerArgs& a, const std::vector<Shape>& in) {
+  const int64_t dim = a.require_int("dim", 1, 65536);
+  const int64_t heads = a.require_int("heads", 1, 4096);
+  if (dim % heads != 0) a.fail("heads", fmt::format("= {} does not divide dim = {}", heads, dim));
+  const double dropout = a.get_double("dropout", 0.0, 0.0, 1.0);
+  if (dropout != 0.0)
+    a.fail("dropout", fmt::format("= {}: attention dropout is not implemented; only 0 is "
+                                  "accepted (put a dropout layer after the attention instead)",
+                                  dropout));
+  const bool bias = a.get_bool("bias", true);
+  if (in[0].size() != 2 || in[0][1] != dim)
+    a.fail(fmt::format("input {} is not [time, {}]", shape_text(in[0]), dim));
+  return std::make_unique<CausalSelfAttention>(dim, heads, bias);
+}
+
 }  // namespace
 
 const std::vector<LayerType>& layer_types() {
   static const std::vector<LayerType> types = {
-      {"linear", "out, bias = true", "y = x W^T + b over [features]", make_linear},
+      {"linear", "out, bias = true",
+       "y = x W^T + b over [features], or over the last axis of [positions, features]",
+       make_linear},
       {"conv2d", "out, kernel, stride = 1, padding = 0, dilation = 1, groups = 1, bias = true",
        "2-D convolution of [C, H, W] (kernel, stride, padding, dilation: n or [h, w])",
        make_conv2d},
@@ -125,6 +166,18 @@ const std::vector<LayerType>& layer_types() {
        [](LayerArgs& a, const std::vector<Shape>& in) {
          return std::make_unique<Concat>(a.get_int("axis", 0, 0, int64_t(in[0].size()) - 1));
        }},
+      {"embedding", "vocab, dim",
+       "[time] token ids (integers in [0, vocab), carried as floats) -> [time, dim] table rows",
+       make_embedding},
+      {"position_embedding", "max_len, dim",
+       "adds a learned [max_len, dim] table's first time rows to [time, dim]",
+       make_position_embedding},
+      {"layernorm", "eps = 1e-5", "layer normalisation over the last axis, learned gain and bias",
+       [](LayerArgs& a, const std::vector<Shape>&) {
+         return std::make_unique<LayerNorm>(float(a.get_double("eps", 1e-5, 1e-12, 1.0)));
+       }},
+      {"attention", "dim, heads, dropout = 0, bias = true",
+       "causal multi-head self-attention over [time, dim] (position i sees 0..i)", make_attention},
   };
   return types;
 }

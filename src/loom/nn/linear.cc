@@ -18,9 +18,16 @@ std::string Linear::describe() const {
 }
 
 Shape Linear::build(const Shape& input) {
+  if (input.size() >= 2 && input.back() == in_ && numel(input) != in_) {
+    rows_ = numel(input) / in_;
+    Shape out = input;
+    out.back() = out_;
+    return out;
+  }
   if (numel(input) != in_)
     throw ConfigError(fmt::format("{}: input has {} features per sample ({}), expected {}",
                                   describe(), numel(input), shape_text(input), in_));
+  rows_ = 1;
   return {out_};
 }
 
@@ -38,13 +45,15 @@ void Linear::init_params(Rng& rng, Backend& backend) {
   backend.copy_to_device(w_, host.data(), host.size() * sizeof(float));
 }
 
-void Linear::forward(const Context& ctx, const float* x, float* y, int64_t batch) {
+void Linear::forward(const Context& ctx, const float* x, float* y, int64_t samples) {
+  const int64_t batch = samples * rows_;
   ctx.backend->gemm(false, true, batch, out_, in_, 1.0f, x, in_, w_, in_, 0.0f, y, out_);
   if (bias_) ctx.backend->add_bias(y, b_, batch, out_);
 }
 
 void Linear::backward(const Context& ctx, const float* x, const float* y, const float* dy,
-                      float* dx, int64_t batch) {
+                      float* dx, int64_t samples) {
+  const int64_t batch = samples * rows_;
   Backend& be = *ctx.backend;
   be.gemm(true, false, out_, in_, batch, 1.0f, dy, out_, x, in_, 0.0f, dw_, in_);  // dW = dy^T x
   if (bias_) be.sum_rows(dy, db_, batch, out_);

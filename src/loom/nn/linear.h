@@ -1,4 +1,7 @@
-// Fully connected layer: y = x W^T + b, W is [out, in] row-major (as PyTorch stores it).
+// Fully connected layer: y = x W^T + b, W is [out, in] row-major (as PyTorch stores it). On an
+// input [..., in] of rank 2 or more it acts on the last axis and the others are rows, as
+// torch.nn.Linear does ([time, in] -> [time, out]); any other input with `in` values per sample
+// is one row of them ([1, 28, 28] into Linear(784) -> [out]).
 #pragma once
 
 #include "loom/nn/layer.h"
@@ -23,7 +26,7 @@ class Linear final : public Layer {
   void bind(float* params, float* grads) override;
   // PyTorch's default: U(-1/sqrt(in), 1/sqrt(in)) for weights and bias.
   void init_params(Rng& rng, Backend& backend) override;
-  int64_t flops_per_sample() const override { return 2 * in_ * out_; }
+  int64_t flops_per_sample() const override { return 2 * rows_ * in_ * out_; }
   void forward(const Context& ctx, const float* x, float* y, int64_t batch) override;
   void backward(const Context& ctx, const float* x, const float* y, const float* dy, float* dx,
                 int64_t batch) override;
@@ -35,6 +38,7 @@ class Linear final : public Layer {
  private:
   int64_t in_, out_;
   bool bias_;
+  int64_t rows_ = 1;  // per sample: the leading axes of a [..., in] input
   float *w_ = nullptr, *b_ = nullptr, *dw_ = nullptr, *db_ = nullptr;
 };
 

@@ -149,6 +149,7 @@ int64_t Model::flops_per_sample() const {
 int64_t Model::activation_floats_per_sample() const {
   int64_t n = 0;
   for (const auto& s : out_shapes_) n += numel(s);
+  for (const auto& l : layers_) n += l->saved_floats_per_sample();
   return n;
 }
 
@@ -213,7 +214,12 @@ const float* Model::forward(const float* x, int64_t batch, const StepInfo& step)
     trace::Span span;  // timeline: one span per layer (trace.h; one branch when off)
     if (trace::enabled())
       span.begin(fmt::format("fwd {} {}", names_[i], layers_[i]->kind()), "forward");
-    layers_[i]->forward_inputs(ctx, xs, activations_[i].data(), batch);
+    try {
+      layers_[i]->forward_inputs(ctx, xs, activations_[i].data(), batch);
+    } catch (const InputError& e) {
+      // Bad values in the batch (a token id outside an embedding's vocabulary): say where.
+      throw InputError(fmt::format("layer '{}': {}", names_[i], e.what()));
+    }
   }
   last_input_ = x;
   last_batch_ = batch;
@@ -224,9 +230,26 @@ const float* Model::forward(const float* x, int64_t batch, const StepInfo& step)
 LossResult Model::loss(const int32_t* labels, float grad_scale) {
   LOOM_CHECK(last_input_ != nullptr, "loss() before forward()");
   LossResult r;
-  r.loss_sum = backend_->softmax_xent(
-      activations_.back().data(), labels, last_batch_ * output_positions_, num_classes_, grad_scale,
-      slots_[size_t(grad_slot_.back())].data(), &r.correct, label_smoothing_);
+  const int64_t rows = last_batch_ * output_positions_;
+  if (has_ignore_index_) {
+    r.loss_sum =
+        backend_->softmax_xent_ignore(activations_.back().data(), labels, rows, num_classes_,
+                                      grad_scale, slots_[size_t(grad_slot_.back())].data(),
+                                      &r.correct, label_smoothing_, ignore_index_, &r.counted);
+    return r;
+  }
+  r.loss_sum = backend_->softmax_xent(activations_.back().data(), labels, rows, num_classes_,
+                                      grad_scale, slots_[size_t(grad_slot_.back())].data(),
+                                      &r.correct, label_smoothing_);
+  r.counted = rows;
+  return r;
+}
+
+LossResult Model::loss_mean_over_counted(const int32_t* labels, float grad_scale) {
+  LossResult r = loss(labels, grad_scale);
+  const float per = r.counted > 0 ? 1.0f / float(r.counted) : 0.0f;
+  backend_->scale(last_batch_ * output_positions_ * num_classes_, per,
+                  slots_[size_t(grad_slot_.back())].data());
   return r;
 }
 

@@ -36,8 +36,9 @@ enum class LossKind { kCrossEntropy, kMse };
 const char* loss_kind_name(LossKind k);  // "cross_entropy", "mse"
 
 struct LossResult {
-  double loss_sum = 0;  // summed over the batch
+  double loss_sum = 0;  // summed over the batch's counted labels
   int64_t correct = 0;
+  int64_t counted = 0;  // labels that counted: all of them, less those equal to the ignore index
 };
 
 class Model {
@@ -85,6 +86,16 @@ class Model {
   int64_t output_positions() const { return output_positions_; }
   // PyTorch's label smoothing of the cross-entropy targets: (1 - eps) onehot + eps / classes.
   void set_label_smoothing(float eps) { label_smoothing_ = eps; }
+  // Labels equal to `label` (padding tokens of a sequence, say -1) then count for nothing in
+  // loss(): no loss, no correct prediction, a zero gradient. Any other label outside the
+  // classes stays an error.
+  void set_ignore_index(int32_t label) {
+    ignore_index_ = label;
+    has_ignore_index_ = true;
+  }
+  void clear_ignore_index() { has_ignore_index_ = false; }
+  bool has_ignore_index() const { return has_ignore_index_; }
+  int32_t ignore_index() const { return ignore_index_; }
   // Softmax cross-entropy of the last forward, one label per output position; fills the
   // logits' gradient scaled by grad_scale.
   LossResult loss(const int32_t* labels, float grad_scale);
@@ -97,6 +108,10 @@ class Model {
   // The model's loss of the last forward: cross-entropy against `labels`, or the mean squared
   // error against `targets` (the other may be null).
   LossResult loss(const int32_t* labels, const float* targets, float grad_scale);
+  // loss(), with the gradient of the mean over the counted labels instead of the sum: the
+  // logits' gradient is scaled by grad_scale / counted (zero when nothing counted). loss_sum
+  // stays the sum; loss_sum / counted is the mean.
+  LossResult loss_mean_over_counted(const int32_t* labels, float grad_scale);
   // Backward of the last forward from the loss gradient. After each layer with parameters has
   // written its gradients, on_ready(range) is called: ranges arrive in reverse layer order,
   // which is what lets bucketed allreduce overlap with the rest of backward.
@@ -113,6 +128,8 @@ class Model {
   int64_t output_positions_ = 1;
   float label_smoothing_ = 0;
   LossKind loss_kind_ = LossKind::kCrossEntropy;
+  int32_t ignore_index_ = -1;
+  bool has_ignore_index_ = false;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<std::string> names_;
   std::vector<std::vector<int>> inputs_;

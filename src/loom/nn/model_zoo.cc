@@ -1,5 +1,7 @@
 #include "loom/nn/model_zoo.h"
 
+#include <limits>
+
 #include "loom/core/error.h"
 #include "loom/nn/onnx_import.h"
 
@@ -110,6 +112,8 @@ std::vector<ConfigKeySpec> model_config_keys() {
        "\"cross_entropy\" (class labels) or \"mse\" (float targets: regression shards)"},
       {"loss.label_smoothing", ConfigType::kDouble, "0",
        "cross-entropy target (1 - eps) onehot + eps / classes, as PyTorch's label_smoothing"},
+      {"loss.ignore_index", ConfigType::kInt, "none",
+       "labels equal to this add no loss and no gradient (padding positions of a sequence)"},
       {"mlp.hidden", ConfigType::kArray, "[1024, 1024]", "widths of the MLP's hidden layers"},
       {"mlp.dropout", ConfigType::kDouble, "0.5", "dropout after each hidden ReLU (0 = none)"},
       {"cnn.channels", ConfigType::kArray, "[32, 64]", "channels of each 5x5 conv + 2x2 pool"},
@@ -206,6 +210,10 @@ LossKind loss_kind_from_config(const Config& cfg) {
 void apply_loss_options(const Config& cfg, Model& model) {
   model.set_label_smoothing(float(cfg.get_double("loss.label_smoothing", 0.0, 0.0, 1.0)));
   model.set_loss_kind(loss_kind_from_config(cfg));
+  if (cfg.has("loss.ignore_index"))
+    model.set_ignore_index(
+        int32_t(cfg.get_int("loss.ignore_index", -1, std::numeric_limits<int32_t>::min(),
+                            std::numeric_limits<int32_t>::max())));
 }
 
 }  // namespace loom::nn

@@ -187,4 +187,37 @@ void Backend::batchnorm_backward(const float* x, const float* dy, int64_t batch,
                           count, dx);
 }
 
+int64_t Backend::embedding_forward(const float*, const float*, int64_t, int64_t, int64_t, float*) {
+  unavailable(*this, "embedding_forward");
+}
+void Backend::embedding_backward(const float*, const float*, int64_t, int64_t, int64_t, float*) {
+  unavailable(*this, "embedding_backward");
+}
+void Backend::layernorm_forward(const float*, int64_t, int64_t, float, const float*, const float*,
+                                float*, float*, float*) {
+  unavailable(*this, "layernorm_forward");
+}
+void Backend::layernorm_backward(const float*, const float*, int64_t, int64_t, const float*,
+                                 const float*, const float*, float*, float*, float*) {
+  unavailable(*this, "layernorm_backward");
+}
+void Backend::gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                           const float* a, int64_t lda, int64_t stride_a, const float* b,
+                           int64_t ldb, int64_t stride_b, float beta, float* c, int64_t ldc,
+                           int64_t stride_c, int64_t batch) {
+  for (int64_t i = 0; i < batch; ++i)
+    gemm(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
+         c + i * stride_c, ldc);
+}
+void Backend::causal_softmax_forward(const float*, float*, int64_t, int64_t) {
+  unavailable(*this, "causal_softmax_forward");
+}
+void Backend::causal_softmax_backward(const float*, const float*, float*, int64_t, int64_t) {
+  unavailable(*this, "causal_softmax_backward");
+}
+double Backend::softmax_xent_ignore(const float*, const int32_t*, int64_t, int64_t, float, float*,
+                                    int64_t*, float, int32_t, int64_t*) {
+  unavailable(*this, "softmax_xent_ignore");
+}
+
 }  // namespace loom

@@ -227,6 +227,55 @@ class Backend {
                            int64_t t) = 0;
   // True if any of x[0..n) is NaN or Inf.
   virtual bool has_non_finite(const float* x, int64_t n) = 0;
+
+  // ---- sequence models: embeddings, layer normalisation, attention, token losses ----
+  // The defaults throw naming the op and the backend (gemm_batched loops over gemm); the CPU
+  // and CUDA backends override them all.
+
+  // y[i, :] = table[ids[i], :] for the n token ids (floats holding integers, as the data path
+  // carries them) into a [vocab, dim] table. Returns -1, or the index i of the first id that is
+  // not an integer in [0, vocab) (y is then unspecified).
+  virtual int64_t embedding_forward(const float* ids, const float* table, int64_t n, int64_t vocab,
+                                    int64_t dim, float* y);
+  // dtable = sum over i with ids[i] = v of dy[i, :], overwritten (rows no id names are zero);
+  // each row sums its tokens in index order, so the result does not depend on scheduling.
+  virtual void embedding_backward(const float* ids, const float* dy, int64_t n, int64_t vocab,
+                                  int64_t dim, float* dtable);
+
+  // Layer normalisation over the last axis of [rows, cols]: mean and variance of each row (sums
+  // in double, the variance from a second pass over x - mean), rstd = 1 / sqrt(var + eps),
+  // y = (x - mean) rstd gamma + beta. mean and rstd (rows each) are kept for backward.
+  virtual void layernorm_forward(const float* x, int64_t rows, int64_t cols, float eps,
+                                 const float* gamma, const float* beta, float* y, float* mean,
+                                 float* rstd);
+  // With xhat = (x - mean) rstd and g = dy gamma: dx = rstd (g - mean(g) - xhat mean(g xhat))
+  // per row (dx may be null), dgamma = sum_rows dy xhat and dbeta = sum_rows dy (overwritten,
+  // summed in double).
+  virtual void layernorm_backward(const float* x, const float* dy, int64_t rows, int64_t cols,
+                                  const float* gamma, const float* mean, const float* rstd,
+                                  float* dx, float* dgamma, float* dbeta);
+
+  // `batch` GEMMs as gemm(), matrix i at a + i stride_a, b + i stride_b, c + i stride_c.
+  virtual void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                            float alpha, const float* a, int64_t lda, int64_t stride_a,
+                            const float* b, int64_t ldb, int64_t stride_b, float beta, float* c,
+                            int64_t ldc, int64_t stride_c, int64_t batch);
+  // Causal softmax of `blocks` square [t, t] score matrices: row i of a block is the softmax of
+  // its entries 0..i (exponentials and sum in double); entries past the diagonal become 0.
+  // x and y may be the same buffer.
+  virtual void causal_softmax_forward(const float* x, float* y, int64_t blocks, int64_t t);
+  // dx = y (dy - sum_j y dy) per row, over the causal entries; 0 past the diagonal. dx may be dy.
+  virtual void causal_softmax_backward(const float* y, const float* dy, float* dx, int64_t blocks,
+                                       int64_t t);
+
+  // softmax_xent where rows whose label equals ignore_index count for nothing: no loss, no
+  // correct prediction, a zero gradient row. *counted (if not null) is the number of other
+  // rows. Any other label outside [0, cols) is an InputError. With no ignored row the loss,
+  // gradient and count are softmax_xent's.
+  virtual double softmax_xent_ignore(const float* logits, const int32_t* labels, int64_t rows,
+                                     int64_t cols, float grad_scale, float* dlogits,
+                                     int64_t* correct, float label_smoothing, int32_t ignore_index,
+                                     int64_t* counted);
 };
 
 // The calling thread on `backend`'s side stream for its lifetime, after mark `after_mark`.

@@ -105,6 +105,25 @@ class CpuBackend final : public Backend {
   void adam_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
                    float beta2, float eps, float weight_decay, bool decoupled, int64_t t) override;
   bool has_non_finite(const float* x, int64_t n) override;
+
+  // Sequence-model ops (cpu_seq_ops.cc): plain loops, sums in double; gemm_batched runs its
+  // GEMMs one after another through gemm().
+  int64_t embedding_forward(const float* ids, const float* table, int64_t n, int64_t vocab,
+                            int64_t dim, float* y) override;
+  void embedding_backward(const float* ids, const float* dy, int64_t n, int64_t vocab, int64_t dim,
+                          float* dtable) override;
+  void layernorm_forward(const float* x, int64_t rows, int64_t cols, float eps, const float* gamma,
+                         const float* beta, float* y, float* mean, float* rstd) override;
+  void layernorm_backward(const float* x, const float* dy, int64_t rows, int64_t cols,
+                          const float* gamma, const float* mean, const float* rstd, float* dx,
+                          float* dgamma, float* dbeta) override;
+  void causal_softmax_forward(const float* x, float* y, int64_t blocks, int64_t t) override;
+  void causal_softmax_backward(const float* y, const float* dy, float* dx, int64_t blocks,
+                               int64_t t) override;
+  double softmax_xent_ignore(const float* logits, const int32_t* labels, int64_t rows, int64_t cols,
+                             float grad_scale, float* dlogits, int64_t* correct,
+                             float label_smoothing, int32_t ignore_index,
+                             int64_t* counted) override;
 };
 
 // Process-wide CPU backend (stateless apart from per-thread settings).

@@ -809,4 +809,103 @@ bool CudaBackend::has_non_finite(const float* x, int64_t n) {
   return found != 0;
 }
 
+// ---- sequence models ----
+
+int64_t CudaBackend::embedding_forward(const float* ids, const float* table, int64_t n,
+                                       int64_t vocab, int64_t dim, float* y) {
+  if (n <= 0) return -1;
+  bind();
+  auto* first_bad = static_cast<unsigned long long*>(scratch(sizeof(unsigned long long)));
+  const unsigned long long none = ~0ull;  // every byte 0xff
+  LOOM_CUDA_CHECK(cudaMemsetAsync(first_bad, 0xff, sizeof(none), stream()));
+  cuda::embedding_forward(stream(), ids, table, n, vocab, dim, y, first_bad);
+  unsigned long long bad = 0;
+  std::memcpy(&bad, read_back(first_bad, sizeof(bad)), sizeof(bad));
+  return bad == none ? -1 : int64_t(bad);
+}
+
+void CudaBackend::embedding_backward(const float* ids, const float* dy, int64_t n, int64_t vocab,
+                                     int64_t dim, float* dtable) {
+  bind();
+  cuda::embedding_backward(stream(), ids, dy, n, vocab, dim, dtable);
+}
+
+void CudaBackend::layernorm_forward(const float* x, int64_t rows, int64_t cols, float eps,
+                                    const float* gamma, const float* beta, float* y, float* mean,
+                                    float* rstd) {
+  bind();
+  cuda::layernorm_forward(stream(), x, rows, cols, eps, gamma, beta, y, mean, rstd);
+}
+
+void CudaBackend::layernorm_backward(const float* x, const float* dy, int64_t rows, int64_t cols,
+                                     const float* gamma, const float* mean, const float* rstd,
+                                     float* dx, float* dgamma, float* dbeta) {
+  bind();
+  cuda::layernorm_backward(stream(), x, dy, rows, cols, gamma, mean, rstd, dx, dgamma, dbeta);
+}
+
+void CudaBackend::gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                               float alpha, const float* a, int64_t lda, int64_t stride_a,
+                               const float* b, int64_t ldb, int64_t stride_b, float beta, float* c,
+                               int64_t ldc, int64_t stride_c, int64_t batch) {
+  if (m <= 0 || n <= 0 || batch <= 0) return;
+  bind();
+  // Row-major to column-major as in gemm(): operands swapped, m with n.
+  LOOM_CUDA_CHECK(cublasSgemmStridedBatched_64(
+      cublas(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
+      &alpha, b, ldb, stride_b, a, lda, stride_a, &beta, c, ldc, stride_c, batch));
+}
+
+void CudaBackend::causal_softmax_forward(const float* x, float* y, int64_t blocks, int64_t t) {
+  bind();
+  cuda::causal_softmax_forward(stream(), x, y, blocks, t);
+}
+
+void CudaBackend::causal_softmax_backward(const float* y, const float* dy, float* dx,
+                                          int64_t blocks, int64_t t) {
+  bind();
+  cuda::causal_softmax_backward(stream(), y, dy, dx, blocks, t);
+}
+
+double CudaBackend::softmax_xent_ignore(const float* logits, const int32_t* labels, int64_t rows,
+                                        int64_t cols, float grad_scale, float* dlogits,
+                                        int64_t* correct, float label_smoothing,
+                                        int32_t ignore_index, int64_t* counted) {
+  if (!(label_smoothing >= 0.0f && label_smoothing <= 1.0f))
+    throw InputError(fmt::format("label smoothing {} is outside [0, 1]", label_smoothing));
+  if (rows <= 0) {
+    if (correct) *correct = 0;
+    if (counted) *counted = 0;
+    return 0.0;
+  }
+  LOOM_CHECK_GT(cols, 0);
+  bind();
+  // Scratch: per-row loss, correct and counted flags, then (loss, correct) and (counted, -).
+  auto* ws = static_cast<double*>(scratch(sizeof(double) * size_t(3 * rows + 4)));
+  double *loss = ws, *right = ws + rows, *count = ws + 2 * rows, *sums = ws + 3 * rows;
+  cuda::softmax_xent_rows(stream(), logits, labels, rows, cols, grad_scale, label_smoothing,
+                          dlogits, loss, right);
+  cuda::clear_ignored_rows(stream(), labels, rows, cols, ignore_index, dlogits, loss, right, count);
+  cuda::reduce_loss(stream(), loss, right, rows, sums);
+  cuda::reduce_loss(stream(), count, count, rows, sums + 2);
+  double out[4];
+  std::memcpy(out, read_back(sums, sizeof(out)), sizeof(out));
+  // A label outside [0, cols) that is not the ignored one leaves its row's loss NaN.
+  if (std::isnan(out[0])) {
+    std::vector<int32_t> host(static_cast<size_t>(rows));
+    copy_to_host(host.data(), labels, host.size() * sizeof(int32_t));
+    for (int64_t r = 0; r < rows; ++r) {
+      const int32_t l = host[size_t(r)];
+      if (l != ignore_index && (l < 0 || l >= cols))
+        throw InputError(
+            fmt::format("label {} of row {} is outside the {} classes (and is not "
+                        "the ignored label {})",
+                        l, r, cols, ignore_index));
+    }
+  }
+  if (correct) *correct = int64_t(out[1]);
+  if (counted) *counted = int64_t(out[2]);
+  return out[0];
+}
+
 }  // namespace loom

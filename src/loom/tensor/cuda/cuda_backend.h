@@ -168,6 +168,31 @@ class CudaBackend final : public Backend {
                    float beta2, float eps, float weight_decay, bool decoupled, int64_t t) override;
   bool has_non_finite(const float* x, int64_t n) override;
 
+  // ---- sequence models: embedding.cu, layernorm.cu, causal_softmax.cu, xent_ignore.cu, and
+  // cuBLAS's strided batched GEMM ----
+  // embedding_forward returns whether an id was bad, so like softmax_xent it waits for the
+  // calling thread's stream.
+  int64_t embedding_forward(const float* ids, const float* table, int64_t n, int64_t vocab,
+                            int64_t dim, float* y) override;
+  void embedding_backward(const float* ids, const float* dy, int64_t n, int64_t vocab, int64_t dim,
+                          float* dtable) override;
+  void layernorm_forward(const float* x, int64_t rows, int64_t cols, float eps, const float* gamma,
+                         const float* beta, float* y, float* mean, float* rstd) override;
+  void layernorm_backward(const float* x, const float* dy, int64_t rows, int64_t cols,
+                          const float* gamma, const float* mean, const float* rstd, float* dx,
+                          float* dgamma, float* dbeta) override;
+  void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                    const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
+                    int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c,
+                    int64_t batch) override;
+  void causal_softmax_forward(const float* x, float* y, int64_t blocks, int64_t t) override;
+  void causal_softmax_backward(const float* y, const float* dy, float* dx, int64_t blocks,
+                               int64_t t) override;
+  double softmax_xent_ignore(const float* logits, const int32_t* labels, int64_t rows, int64_t cols,
+                             float grad_scale, float* dlogits, int64_t* correct,
+                             float label_smoothing, int32_t ignore_index,
+                             int64_t* counted) override;
+
  private:
   // Makes this backend's device current on the calling thread (cheap when it already is).
   void bind() const;

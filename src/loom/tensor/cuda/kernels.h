@@ -128,4 +128,29 @@ void adam_update(cudaStream_t s, float* p, const float* g, float* m, float* v, i
 // non_finite.cu: *flag (device int, zeroed by the caller) becomes 1 if any value is NaN/Inf.
 void find_non_finite(cudaStream_t s, const float* x, int64_t n, int* flag);
 
+// embedding.cu. *first_bad (device, set to n or more by the caller) becomes the smallest index
+// of an id that is not an integer in [0, vocab) when there is one; y is then unspecified.
+void embedding_forward(cudaStream_t s, const float* ids, const float* table, int64_t n,
+                       int64_t vocab, int64_t dim, float* y, unsigned long long* first_bad);
+void embedding_backward(cudaStream_t s, const float* ids, const float* dy, int64_t n, int64_t vocab,
+                        int64_t dim, float* dtable);
+
+// layernorm.cu (dx may be null)
+void layernorm_forward(cudaStream_t s, const float* x, int64_t rows, int64_t cols, float eps,
+                       const float* gamma, const float* beta, float* y, float* mean, float* rstd);
+void layernorm_backward(cudaStream_t s, const float* x, const float* dy, int64_t rows, int64_t cols,
+                        const float* gamma, const float* mean, const float* rstd, float* dx,
+                        float* dgamma, float* dbeta);
+
+// causal_softmax.cu (x and y, dy and dx, may be the same buffer)
+void causal_softmax_forward(cudaStream_t s, const float* x, float* y, int64_t blocks, int64_t t);
+void causal_softmax_backward(cudaStream_t s, const float* y, const float* dy, float* dx,
+                             int64_t blocks, int64_t t);
+
+// xent_ignore.cu: after softmax_xent_rows, rows labelled ignore_index get zero loss, correct and
+// gradient; row_counted[r] is 1 for the other rows, 0 for those.
+void clear_ignored_rows(cudaStream_t s, const int32_t* labels, int64_t rows, int64_t cols,
+                        int32_t ignore_index, float* dlogits, double* row_loss, double* row_correct,
+                        double* row_counted);
+
 }  // namespace loom::cuda
