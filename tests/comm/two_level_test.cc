@@ -12,6 +12,7 @@
 #include <string>
 
 #include "comm/comm_test_util.h"
+#include "comm/counting.h"
 #include "loom/comm/algorithms.h"
 #include "loom/comm/comm_options.h"
 #include "loom/comm/group_communicator.h"
@@ -21,6 +22,7 @@
 namespace loom::comm {
 namespace {
 
+using testing::Counting;
 using testing::expected_sum;
 using testing::make_input;
 
@@ -151,27 +153,6 @@ TEST(TwoLevelAllreduce, AnyReducer) {
     for (double x : d) EXPECT_EQ(x, 7.5);
   });
 }
-
-// Counts the bytes each rank sends to every peer; forwards point-to-point only.
-class Counting final : public Communicator {
- public:
-  Counting(Communicator& inner, std::vector<int64_t>& sent)
-      : Communicator(inner.options()), inner_(inner), sent_(sent) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  std::string name() const override { return "counting"; }
-  Request isend(int p, const void* d, size_t b, int t) override {
-    sent_[size_t(p)] += int64_t(b);
-    return inner_.isend(p, d, b, t);
-  }
-  Request irecv(int p, void* d, size_t b, int t) override { return inner_.irecv(p, d, b, t); }
-  void wait(Request& r) override { inner_.wait(r); }
-  void abort(const std::string& why) override { inner_.abort(why); }
-
- private:
-  Communicator& inner_;
-  std::vector<int64_t>& sent_;
-};
 
 TEST(TwoLevelAllreduce, SendsWhatTheModelSaysAcrossAndInsideMachines) {
   // M machines of L ranks, N floats divisible by L x M: each rank sends 2(M-1)/M x N/L floats
