@@ -13,7 +13,8 @@
 // world.
 //
 // Collectives are written once on point-to-point (ring_*.cc, halving_doubling_allreduce.cc,
-// binomial_broadcast.cc, dissemination_barrier.cc; see algorithms.h) and therefore work over
+// two_level_allreduce.cc, binomial_broadcast.cc, dissemination_barrier.cc; see algorithms.h;
+// comm.algorithm picks the allreduce, docs/comm.md) and therefore work over
 // every transport; a transport may override a collective with a faster native path (the
 // thread transport reduces straight out of shared buffers). Every rank must call the same
 // collectives in the same order with the same sizes.
