@@ -7,7 +7,8 @@
 #   netns_up            create $NB_NS0 and $NB_NS1 (10.231.0.1 <-> 10.231.0.2)
 #   netns_shape RATE    tbf on the egress of both veth ends; RATE like 1gbit, 10gbit, or off
 #   netns_down          delete both namespaces (the veth goes with them)
-#   netns_mpirun_cmd F  the mpirun command putting one rank in each namespace (hostfile F)
+#   netns_mpirun_cmd F [S]  the mpirun command putting S ranks (default 1) in each namespace
+#                       (hostfile F), ranks 0..S-1 in the first
 #   netns_preflight S L what every test-bed script checks first (root, loom L with MPI, mpirun)
 #   netns_begin PREFIX  a scratch folder $NB_WORK; it and the namespaces go on any exit
 #
@@ -40,13 +41,16 @@ netns_begin() {
   trap 'exit 130' INT TERM
 }
 
-# netns_mpirun_cmd HOSTFILE: writes a hostfile naming the two namespaces as nodes and prints
-# the mpirun command (add -np and the program) that starts one rank in each through
+# netns_mpirun_cmd HOSTFILE [SLOTS]: writes a hostfile naming the two namespaces as nodes with
+# SLOTS (default 1) each and prints the mpirun command (add -np and the program) that starts
+# SLOTS ranks in each, the first namespace's slots filled first (--map-by slot), through
 # rsh_agent.sh, over Open MPI's TCP transport on the veth. --bind-to none: both "nodes" are
 # this machine, and each would bind its rank to core 0.
 netns_mpirun_cmd() {
-  printf '%s slots=1\n%s slots=1\n' "$NB_NS0" "$NB_NS1" >"$1"
+  local slots=${2:-1}
+  printf '%s slots=%s\n%s slots=%s\n' "$NB_NS0" "$slots" "$NB_NS1" "$slots" >"$1"
   echo "ip netns exec $NB_NS0 mpirun --allow-run-as-root --hostfile $1 --bind-to none" \
+    "--map-by slot" \
     "--mca plm_rsh_agent $NB_DIR/rsh_agent.sh --mca plm_rsh_no_tree_spawn 1" \
     "--mca oob_tcp_if_include $NB_NET --mca btl tcp,self --mca btl_tcp_if_include $NB_NET"
 }

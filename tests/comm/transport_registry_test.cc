@@ -1,6 +1,7 @@
 // The transport registry's contract for the nccl transport, on any build and any machine: it
 // is known; when not built, asking for it names the build option; when built on a machine
-// without a GPU, creating its world is a ConfigError that says so (never a crash).
+// without a GPU, creating its world is a ConfigError that says so (never a crash); it refuses
+// comm.algorithm other than "auto". The thread world takes comm.algorithm and faked machines.
 #include "loom/comm/transport_registry.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "loom/core/error.h"
 
@@ -44,6 +46,28 @@ TEST(TransportRegistry, NcclWorldWithoutEnoughGpusIsAConfigError) {
   EXPECT_TRUE(e.find("no CUDA device") != std::string::npos ||
               e.find("one GPU per worker") != std::string::npos)
       << e;
+}
+
+TEST(TransportRegistry, NcclRefusesAnAllreduceAlgorithmOfLooms) {
+  if (!transport_built("nccl")) GTEST_SKIP() << "nccl transport not built";
+  // Refused before any GPU is looked for: NCCL's collectives are its own.
+  CommOptions o;
+  o.algorithm = AllreduceAlgorithm::kTwoLevel;
+  const std::string e = config_error([&] { create_world("nccl", 4096, o); });
+  EXPECT_NE(e.find("comm.algorithm = \"two-level\""), std::string::npos) << e;
+  EXPECT_NE(e.find("NCCL's own collectives"), std::string::npos) << e;
+}
+
+TEST(TransportRegistry, ThreadWorldTakesTheAlgorithmAndFakedMachines) {
+  CommOptions o;
+  o.algorithm = AllreduceAlgorithm::kTwoLevel;
+  o.ranks_per_node = 2;
+  auto world = create_world("thread", 4, o);
+  EXPECT_EQ(world->local(3).machine_of_rank(), (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_EQ(world->local(0).allreduce_path(4), Communicator::AllreducePath::kTwoLevel);
+  o.ranks_per_node = 3;  // machines of 3 and 1
+  const std::string e = config_error([&] { create_world("thread", 4, o); });
+  EXPECT_NE(e.find("2 machines with 3, 1 ranks"), std::string::npos) << e;
 }
 
 }  // namespace

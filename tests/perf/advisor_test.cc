@@ -121,7 +121,13 @@ TEST(Advisor, RanksWhatLoomRunsWithTheModelsErrorBandAndTheDominantTerm) {
   EXPECT_LE(a.band, kPassMark);
   EXPECT_LE(a.typical, a.band);
   for (const auto& o : a.ranked) {
-    EXPECT_EQ(o.sync.algorithm, "ring");  // loom's allreduce; it has no hierarchical one
+    // loom's allreduce: the ring, or two-level (exact only) across machines of several GPUs
+    if (o.sync.algorithm != "ring") {
+      EXPECT_EQ(o.sync.algorithm, "two-level") << o.label();
+      EXPECT_EQ(o.sync.codec, "fp32") << o.label();
+      EXPECT_GT(o.nodes, 1) << o.label();
+      EXPECT_GT(o.gpus / o.nodes, 1) << o.label();
+    }
     EXPECT_FALSE(o.est.dominant().empty());
   }
   const std::string report = advice_report(a, r, Catalog::builtin());

@@ -64,7 +64,7 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 TinyRun run_tiny(const Config& cfg, int workers, int steps, int batch, const StrategyMaker& make) {
   const Blobs& data = blobs();
-  comm::CommOptions opts;
+  comm::CommOptions opts = comm::comm_options_from_config(cfg);  // comm.algorithm and the like
   opts.timeout_s = 10;
   auto world = comm::create_world("thread", workers, opts);
   TinyRun run;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 
 #include "loom/comm/communicator.h"
 
@@ -27,6 +28,19 @@ void ring_allreduce(Communicator& c, void* data, size_t count, const Reducer& r)
 // that is not a power of two, the first 2*rem ranks pair up (even sends to odd) before and
 // after, rem = n - 2^floor(log2 n). Fewer messages than the ring: for small buffers.
 void halving_doubling_allreduce(Communicator& c, void* data, size_t count, const Reducer& r);
+
+// Two-level (hierarchical) allreduce, as Horovod's HOROVOD_HIERARCHICAL_ALLREDUCE: with M machines
+// of L ranks each (`machine_of_rank`, as Communicator::machine_of_rank), (1) ring reduce-scatter
+// among the L ranks of each machine, so local rank i holds its machine's sum of block i
+// (block_range(count, L, i)); (2) allreduce of block i among the M ranks with local rank i, one per
+// machine (ring, or halving-doubling where the largest block is under
+// options().small_message_bytes); (3) ring allgather inside each machine. Per rank: 2(L-1)/L of the
+// data to ranks of its own machine, 2(M-1)/M of its 1/L block to other machines (the ring's
+// 2(n-1)/n in all, with (L-1)/L of it kept inside the machine). Any reducer. Machines with
+// different numbers of ranks: ConfigError. Local rank i is the i-th lowest rank of its machine;
+// ranks need not be numbered machine by machine.
+void two_level_allreduce(Communicator& c, std::span<const int> machine_of_rank, void* data,
+                         size_t count, const Reducer& r);
 
 // Binomial tree broadcast from `root`: ceil(log2 n) rounds.
 void binomial_broadcast(Communicator& c, void* data, size_t bytes, int root);

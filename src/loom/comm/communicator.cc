@@ -1,10 +1,14 @@
 #include "loom/comm/communicator.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "loom/comm/algorithms.h"
 #include "loom/core/error.h"
+#include "loom/core/log.h"
 
 namespace loom::comm {
 
@@ -43,6 +47,67 @@ Reducer sum_i64() {
 }
 Reducer max_i64() {
   return {sizeof(int64_t), &max_i64_fn};
+}
+
+std::vector<std::string> allreduce_algorithm_names() {
+  return {"auto", "ring", "halving-doubling", "two-level"};
+}
+
+std::string allreduce_algorithm_name(AllreduceAlgorithm a) {
+  switch (a) {
+    case AllreduceAlgorithm::kAuto:
+      return "auto";
+    case AllreduceAlgorithm::kRing:
+      return "ring";
+    case AllreduceAlgorithm::kHalvingDoubling:
+      return "halving-doubling";
+    case AllreduceAlgorithm::kTwoLevel:
+      return "two-level";
+  }
+  return "?";
+}
+
+std::vector<int> consecutive_machines(int world_size, int ranks_per_node) {
+  LOOM_CHECK(world_size >= 0 && ranks_per_node > 0, "{} ranks per machine", ranks_per_node);
+  std::vector<int> m(static_cast<size_t>(world_size));
+  for (int r = 0; r < world_size; ++r) m[size_t(r)] = r / ranks_per_node;
+  return m;
+}
+
+int MachineLayout::ranks_per_machine() const {
+  if (ranks.empty()) return 0;
+  for (const auto& m : ranks)
+    if (m.size() != ranks.front().size()) return 0;
+  return int(ranks.front().size());
+}
+
+std::string MachineLayout::describe() const {
+  const int per = ranks_per_machine();
+  if (per > 0)
+    return fmt::format("{} machine{} x {} rank{}", machines(), machines() == 1 ? "" : "s", per,
+                       per == 1 ? "" : "s");
+  std::string counts;
+  for (const auto& m : ranks) counts += (counts.empty() ? "" : ", ") + std::to_string(m.size());
+  return fmt::format("{} machines with {} ranks", machines(), counts);
+}
+
+MachineLayout machine_layout(std::span<const int> machine_of_rank, int world_size) {
+  MachineLayout l;
+  if (machine_of_rank.empty()) {
+    l.ranks.emplace_back();
+    for (int r = 0; r < world_size; ++r) l.ranks.back().push_back(r);
+    return l;
+  }
+  LOOM_CHECK(int(machine_of_rank.size()) == world_size, "{} machine ids for {} ranks",
+             machine_of_rank.size(), world_size);
+  // Ranks are visited in increasing order, so machines come out numbered by their lowest rank.
+  std::map<int, size_t> index;
+  for (int r = 0; r < world_size; ++r) {
+    auto [it, fresh] = index.emplace(machine_of_rank[size_t(r)], l.ranks.size());
+    if (fresh) l.ranks.emplace_back();
+    l.ranks[it->second].push_back(r);
+  }
+  return l;
 }
 
 BlockRange block_range(size_t count, int n, int r) {
@@ -88,10 +153,85 @@ void Communicator::broadcast(std::span<float> data, int root) {
   broadcast(data.data(), data.size_bytes(), root);
 }
 
+void Communicator::set_machines(std::vector<int> machine_of_rank) {
+  const MachineLayout layout = machine_layout(machine_of_rank, size());
+  machine_of_rank_ = std::move(machine_of_rank);
+  const int per = layout.ranks_per_machine();
+  two_level_applies_ = layout.machines() > 1 && per > 1;
+  const bool asked = options_.algorithm == AllreduceAlgorithm::kTwoLevel;
+  const std::string faked = options_.ranks_per_node > 0
+                                ? fmt::format(" (comm.ranks_per_node = {} over {} ranks)",
+                                              options_.ranks_per_node, size())
+                                : std::string();
+  if (asked && per == 0) {
+    throw ConfigError(fmt::format(
+        "comm.algorithm = \"two-level\" needs the same number of ranks on every machine, but "
+        "the {} ranks run on {}{}: place as many ranks on each machine, or use comm.algorithm = "
+        "\"auto\" (flat on such a layout)",
+        size(), layout.describe(), faked));
+  }
+  if (rank() != 0 || size() == 1) return;  // one line per world, from rank 0
+  if (asked && layout.machines() == 1) {
+    log_warn(
+        "comm.algorithm = \"two-level\": all {} ranks run on one machine{}, so allreduce takes "
+        "the transport's flat path (comm.ranks_per_node fakes machines)",
+        size(), faked);
+  } else if (asked && per == 1) {
+    log_warn(
+        "comm.algorithm = \"two-level\": every machine runs one rank{}, so allreduce takes the "
+        "transport's flat path (two-level would be one allreduce across machines)",
+        faked);
+  } else if (options_.algorithm == AllreduceAlgorithm::kAuto && per == 0) {
+    log_info(
+        "comm.algorithm = \"auto\": the ranks run on {}{}, so allreduce stays flat "
+        "(two-level needs the same number of ranks on every machine)",
+        layout.describe(), faked);
+  }
+}
+
+Communicator::AllreducePath Communicator::allreduce_path(size_t bytes) const {
+  switch (options_.algorithm) {
+    case AllreduceAlgorithm::kRing:
+      return AllreducePath::kRing;
+    case AllreduceAlgorithm::kHalvingDoubling:
+      return AllreducePath::kHalvingDoubling;
+    case AllreduceAlgorithm::kTwoLevel:
+      return two_level_applies_ ? AllreducePath::kTwoLevel : AllreducePath::kTransport;
+    case AllreduceAlgorithm::kAuto:
+      // Small buffers are latency-bound: the flat path's fewer messages win there.
+      return two_level_applies_ && bytes >= options_.small_message_bytes
+                 ? AllreducePath::kTwoLevel
+                 : AllreducePath::kTransport;
+  }
+  return AllreducePath::kTransport;
+}
+
+bool Communicator::allreduce_by_algorithm(void* data, size_t bytes, const Reducer& reducer) {
+  const AllreducePath path = allreduce_path(bytes);
+  if (path == AllreducePath::kTransport) return false;
+  check_reducer(reducer, bytes);
+  const size_t count = bytes / reducer.elem_size;
+  switch (path) {
+    case AllreducePath::kRing:
+      algo::ring_allreduce(*this, data, count, reducer);
+      break;
+    case AllreducePath::kHalvingDoubling:
+      algo::halving_doubling_allreduce(*this, data, count, reducer);
+      break;
+    case AllreducePath::kTwoLevel:
+      algo::two_level_allreduce(*this, machine_of_rank_, data, count, reducer);
+      break;
+    case AllreducePath::kTransport:
+      break;
+  }
+  return true;
+}
+
 void Communicator::allreduce(void* data, size_t bytes, const Reducer& reducer) {
   check_reducer(reducer, bytes);
   const size_t count = bytes / reducer.elem_size;
   if (size() == 1) return;
+  if (allreduce_by_algorithm(data, bytes, reducer)) return;
   if (bytes < options_.small_message_bytes) {
     algo::halving_doubling_allreduce(*this, data, count, reducer);
   } else {

@@ -13,7 +13,8 @@
 // world.
 //
 // Collectives are written once on point-to-point (ring_*.cc, halving_doubling_allreduce.cc,
-// binomial_broadcast.cc, dissemination_barrier.cc; see algorithms.h) and therefore work over
+// two_level_allreduce.cc, binomial_broadcast.cc, dissemination_barrier.cc; see algorithms.h;
+// comm.algorithm picks the allreduce, docs/comm.md) and therefore work over
 // every transport; a transport may override a collective with a faster native path (the
 // thread transport reduces straight out of shared buffers). Every rank must call the same
 // collectives in the same order with the same sizes.
@@ -27,12 +28,26 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace loom::comm {
 
 // Tags 0 .. kMaxUserTag are the caller's; collectives use the range above it.
 inline constexpr int kMaxUserTag = (1 << 14) - 1;
 inline constexpr int kCollectiveTagBase = 1 << 14;
+
+// comm.algorithm: which algorithm a float (or any reducer's) allreduce runs.
+enum class AllreduceAlgorithm {
+  kAuto,             // "auto": two-level where ranks span machines with several ranks each
+                     // (buffers of at least comm.small_kib), else the transport's own path
+  kRing,             // "ring": algo::ring_allreduce over point-to-point, always
+  kHalvingDoubling,  // "halving-doubling": algo::halving_doubling_allreduce, always
+  kTwoLevel,         // "two-level": algo::two_level_allreduce; the flat path (with a warning)
+                     // where there is one machine or one rank per machine
+};
+// "auto", "ring", "halving-doubling", "two-level".
+std::vector<std::string> allreduce_algorithm_names();
+std::string allreduce_algorithm_name(AllreduceAlgorithm a);
 
 struct CommOptions {
   double timeout_s = 30.0;                // comm.timeout_s: how long wait() waits for a peer
@@ -41,7 +56,29 @@ struct CommOptions {
   // comm.node_shm: MPI ranks that all run on one machine meet in a shared window for float
   // allreduce, reduce-scatter, allgather and barrier (mpi/node_shared_memory.h).
   bool node_shared_memory = true;
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;  // comm.algorithm
+  // comm.ranks_per_node: > 0 fakes machines of that many consecutive ranks (rank r on machine
+  // r / ranks_per_node) instead of the machines the transport finds, for tests and for the
+  // thread transport, whose ranks all share one machine; 0: as found.
+  int ranks_per_node = 0;
 };
+
+// Which machine each rank runs on, as comm.ranks_per_node fakes it: rank r on machine
+// r / ranks_per_node (the last machine has fewer ranks where it does not divide the world).
+std::vector<int> consecutive_machines(int world_size, int ranks_per_node);
+
+// The machines of a world: ranks[m] lists the ranks on machine m in increasing order; machines
+// are numbered by their lowest rank.
+struct MachineLayout {
+  std::vector<std::vector<int>> ranks;
+  int machines() const { return int(ranks.size()); }
+  // The number of ranks on every machine, or 0 where machines differ.
+  int ranks_per_machine() const;
+  // "2 machines x 2 ranks" or "3 machines with 2, 2, 1 ranks".
+  std::string describe() const;
+};
+// `machine_of_rank[r]`: any id, equal for ranks on one machine; empty: one machine of `world`.
+MachineLayout machine_layout(std::span<const int> machine_of_rank, int world_size);
 
 // How raw-byte collectives combine elements: acc[i] = acc[i] (op) in[i] for `count` elements
 // of `elem_size` bytes. Must be associative and commutative (the order of a ring differs
@@ -179,13 +216,35 @@ class Communicator {
 
   // A fresh tag in the collective range for the next collective call. Every rank calls the
   // collectives in the same order, so every rank draws the same tag.
-  int next_collective_tag();
+  // A sub-communicator (group_communicator.h) draws its tags from the communicator it views, so
+  // the tags of the collectives it runs never meet those of the parent's.
+  virtual int next_collective_tag();
+
+  // ---- machines (for comm.algorithm = "two-level") ----
+  // Which machine each rank runs on (empty: all on one machine). The transport records it when
+  // the world starts (mpi: MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) gathered from every rank;
+  // thread: one machine), unless comm.ranks_per_node fakes it.
+  const std::vector<int>& machine_of_rank() const { return machine_of_rank_; }
+  // Records the machines and checks them against comm.algorithm: ConfigError for "two-level"
+  // over machines with different numbers of ranks; rank 0 logs (once) where "two-level" falls
+  // back to the flat path (one machine, or one rank per machine). Every rank of a world is
+  // given the same list.
+  void set_machines(std::vector<int> machine_of_rank);
+  // The allreduce comm.algorithm and the machines choose for `bytes`.
+  enum class AllreducePath { kTransport, kRing, kHalvingDoubling, kTwoLevel };
+  AllreducePath allreduce_path(size_t bytes) const;
 
  protected:
+  // Runs the point-to-point algorithm allreduce_path() names and returns true, or returns false
+  // for kTransport: a transport's allreduce override calls it first.
+  bool allreduce_by_algorithm(void* data, size_t bytes, const Reducer& reducer);
+
   CommOptions options_;
 
  private:
   uint32_t collective_seq_ = 0;
+  std::vector<int> machine_of_rank_;
+  bool two_level_applies_ = false;  // several machines, the same number (> 1) of ranks on each
 };
 
 }  // namespace loom::comm

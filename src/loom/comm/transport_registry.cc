@@ -85,6 +85,14 @@ std::unique_ptr<World> create_world(const std::string& transport, int workers,
     throw ConfigError(fmt::format("comm.timeout_s = {} must be > 0", options.timeout_s));
   }
   if (t != "nccl") return host_world(t, workers, options);
+  if (options.algorithm != AllreduceAlgorithm::kAuto) {
+    // Its collectives are NCCL's own on device memory (which already ring or tree across
+    // machines); the algorithms of algorithms.h reduce in host memory.
+    throw ConfigError(fmt::format(
+        "comm.algorithm = \"{}\" runs on host memory (transports thread and mpi); the nccl "
+        "transport uses NCCL's own collectives: leave comm.algorithm = \"auto\"",
+        allreduce_algorithm_name(options.algorithm)));
+  }
 #if LOOM_HAVE_NCCL
   // NCCL's id travels through the host world: MPI ranks under a launcher, else threads.
   return make_nccl_world(

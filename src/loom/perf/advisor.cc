@@ -35,17 +35,33 @@ namespace {
 // Candidate syncs, simplest first: a codec is chosen only if it beats the simpler ones by
 // more than 5% (Agarwal et al., MLSys 2022: compression rarely beats tuned fp16/fp32). The
 // exchange is loom's bucketed allreduce, whose buckets (megabytes) its Communicator sends by
-// ring (comm/algorithms.h; halving-doubling only for small buffers); loom has no hierarchical
-// allreduce.
-std::vector<SyncSpec> candidate_syncs(const std::vector<std::string>& codecs) {
+// ring (comm/algorithms.h; halving-doubling only for small buffers), or, on several machines
+// of several GPUs each, by its two-level allreduce (comm.algorithm = "two-level",
+// comm::algo::two_level_allreduce). Codecs run their own flat collectives, so two-level is a
+// candidate with fp32 only, after the ring (it must beat it by 5% too).
+std::vector<SyncSpec> candidate_syncs(const std::vector<std::string>& codecs, int nodes,
+                                      int gpus_per_node) {
   std::vector<SyncSpec> out;
   for (const auto& codec : codecs) {
     SyncSpec s;
     s.algorithm = "ring";
     s.codec = codec;
     out.push_back(s);
+    if (codec == "fp32" && nodes > 1 && gpus_per_node > 1) {
+      s.algorithm = "two-level";
+      out.push_back(s);
+    }
   }
   return out;
+}
+
+// How loom is told to run a sync: the allreduce strategy, its algorithm where it is not the
+// default, and the codec.
+std::string loom_sync_text(const SyncSpec& s) {
+  if (s.algorithm == "two-level")
+    return fmt::format("sync allreduce (two-level: comm.algorithm = \"two-level\") with codec {}",
+                       s.codec);
+  return fmt::format("sync allreduce ({}) with codec {}", s.algorithm, s.codec);
 }
 
 // Higher is better: samples/s (time to train), samples/s per capital dollar (rentals: per
@@ -168,7 +184,7 @@ Advice advise(const Catalog& cat, const AdviseRequest& req_in) {
       AdviseOption best = base;
       best.inter = inter;
       bool have = false;
-      for (const SyncSpec& s : candidate_syncs(req.codecs)) {
+      for (const SyncSpec& s : candidate_syncs(req.codecs, base.nodes, k)) {
         StepEstimate e = CostModel(req.workload, c, s, req.train, d).estimate();
         if (!e.fits) {
           need_gb[g.name] = e.memory.total() / 1e9;
@@ -476,11 +492,9 @@ std::string advice_report(const Advice& a, const AdviseRequest& req, const Catal
     else
       what = fmt::format("compute dominates (communication {} hidden behind backward)",
                          e.comm_exposed_s < 0.05 * e.step_s ? "mostly" : "partly");
-    o += fmt::format(
-        "{}. {}: {:.0f} samples/s; {}; {}; {:.1f} of {:.0f} GB used; loom: sync allreduce ({}) "
-        "with codec {}.\n",
-        i + 1, r.label(), e.samples_per_s, what, parts, e.memory.total() / 1e9, r.gpu_memory_gb,
-        r.sync.algorithm, r.sync.codec);
+    o += fmt::format("{}. {}: {:.0f} samples/s; {}; {}; {:.1f} of {:.0f} GB used; loom: {}.\n",
+                     i + 1, r.label(), e.samples_per_s, what, parts, e.memory.total() / 1e9,
+                     r.gpu_memory_gb, loom_sync_text(r.sync));
     if (cat.hosts().count(r.host)) {
       const HostClassSpec& h = cat.host(r.host);
       o += fmt::format("   host: {} ({}), {} each ({}, {}); {}.\n", h.name, h.description,

@@ -10,7 +10,8 @@
 // dollar of capital and energy over the hours; all three are shown.
 // Configurations where the model does not fit the GPU's memory are never recommended; a
 // budget that buys no machine says what the cheapest one costs.
-// It recommends only what loom runs: its allreduce algorithms (ring, halving-doubling), its
+// It recommends only what loom runs: its allreduce algorithms (ring, halving-doubling, and
+// two-level across machines of several GPUs, with fp32), its
 // codecs, and fp32 training (loom has no mixed precision: a mixed request is ranked at fp32
 // and says so). Each prediction carries the band of the model's leave-one-out error over the
 // published validation set (validation_set.h), and says which term dominates the step.

@@ -80,6 +80,14 @@ double parameter_server(const Topology& t, double bytes) {
 
 }  // namespace
 
+LinkBytes two_level_link_bytes(const Topology& t, double bytes) {
+  const double M = t.nodes, K = t.gpus_per_node;
+  LinkBytes b;
+  b.intra = 2 * (K - 1) / K * bytes;
+  b.inter = 2 * (M - 1) / M * bytes / K;
+  return b;
+}
+
 double allreduce_seconds(Algorithm a, const Topology& t, double bytes) {
   const double n = t.ranks(), M = t.nodes, K = t.gpus_per_node;
   if (n <= 1 || bytes <= 0) return 0;
@@ -98,12 +106,13 @@ double allreduce_seconds(Algorithm a, const Topology& t, double bytes) {
       return launch_s(t) + intra + inter;
     }
     case Algorithm::kTwoLevel: {
-      // Intra-node reduce-scatter, inter-node ring allreduce of each GPU's 1/K shard (the K
-      // rings cross the node's NICs at once), intra-node all-gather.
-      const double rs = K > 1 ? (K - 1) * ai + (K - 1) / K * bytes / bi : 0;
-      const double inter =
-          M > 1 ? 2 * (M - 1) * ae + 2 * (M - 1) / M * (bytes / K) / per_flow(t, K) : 0;
-      return launch_s(t) + 2 * rs + inter;
+      // Intra-node reduce-scatter and all-gather (K-1 steps each), inter-node ring allreduce
+      // of each GPU's 1/K shard (2(M-1) steps; the K rings cross the node's NICs at once).
+      // The stages run one after the other, as in comm::algo::two_level_allreduce.
+      const LinkBytes b = two_level_link_bytes(t, bytes);
+      const double intra = K > 1 ? 2 * (K - 1) * ai + b.intra / bi : 0;
+      const double inter = M > 1 ? 2 * (M - 1) * ae + b.inter / per_flow(t, K) : 0;
+      return launch_s(t) + intra + inter;
     }
     case Algorithm::kParameterServer:
       return launch_s(t) + parameter_server(t, bytes);

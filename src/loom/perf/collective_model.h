@@ -45,6 +45,16 @@ struct Topology {
 Algorithm algorithm_from_name(const std::string& name);  // ring, hd, two-level, ps
 std::vector<std::string> algorithm_names();
 
+// Bytes each rank of a two-level allreduce of `bytes` sends: to ranks of its own node
+// (reduce-scatter and allgather among K ranks: 2(K-1)/K x bytes) and to other nodes (a ring
+// allreduce of its 1/K block among M nodes: 2(M-1)/M x bytes/K), as loom's
+// comm::algo::two_level_allreduce sends them (tests/measure/two_level_traffic_test.cc counts).
+struct LinkBytes {
+  double intra = 0;
+  double inter = 0;
+};
+LinkBytes two_level_link_bytes(const Topology& t, double bytes);
+
 // Seconds to allreduce `bytes` (the payload each rank contributes).
 double allreduce_seconds(Algorithm a, const Topology& t, double bytes);
 // Seconds to all-gather `bytes` from every rank to every rank (ring).

@@ -2,6 +2,7 @@
 #include <optional>
 #include <variant>
 
+#include "loom/comm/comm_options.h"
 #include "loom/compress/device_codec.h"
 #include "loom/compress/device_codec_registry.h"
 #include "loom/compress/registry.h"
@@ -181,6 +182,8 @@ std::vector<ConfigKeySpec> sync_config_keys() {
     keys.push_back(k);
   for (auto& k : ps_config_keys()) keys.push_back(k);
   for (auto& k : parallel_config_keys()) keys.push_back(k);
+  // The algorithm of the allreduce strategy's (and bmuf's) allreduce, read by the communicator.
+  for (auto& k : comm::comm_algorithm_config_keys()) keys.push_back(k);
   return keys;
 }
 

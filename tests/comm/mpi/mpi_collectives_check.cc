@@ -1,6 +1,11 @@
 // The MPI transport's checks, run under mpirun for 1..4 ranks (registered in cmake/comm.cmake):
 //   collectives (default): every collective and algorithm, counts including 0, 1 and odd sizes,
 //                          against closed-form sums; exit 0 when all hold.
+//   two-level: comm.algorithm = "two-level" over machines of 2 consecutive ranks (faked with
+//              comm.ranks_per_node): allreduce (float, odd counts, every other reducer) against
+//              closed-form sums and the flat ring's bits; exit 0 when all hold.
+//   two-level-uneven: the same over 3 ranks (machines of 2 and 1): every rank must refuse at
+//              the start naming the layout (stderr; exit 2).
 //   collectives-no-room: the same where the shared window's backing directory is too small
 //                        (mpi_small_shm_test.sh): every collective must go point to point.
 //   silent <rank> <timeout_s>: <rank> sleeps; the others must fail naming it (stderr; exit 3).
@@ -97,9 +102,32 @@ void check_collectives(Communicator& c, bool want_shared_memory) {
   expect(x[0] == n - 1 && x[1] == 0, "max_i64");
   // Every rank of these runs is on this machine: with more than one, the shared-memory
   // collectives must be the ones tested above, unless the run took the room away.
+  // mpirun started every rank here: MPI_Comm_split_type finds one machine.
+  expect(machine_layout(c.machine_of_rank(), n).machines() == 1, "all ranks on one machine");
   expect(mpi_node_shared_memory(c) == (n > 1 && want_shared_memory),
          want_shared_memory ? "the ranks meet in the node's shared memory"
                             : "no shared window without room for one");
+}
+
+void check_two_level(Communicator& c) {
+  const int n = c.size(), r = c.rank();
+  expect(c.machine_of_rank() == consecutive_machines(n, 2), "machines of 2 consecutive ranks");
+  expect(c.allreduce_path(1 << 20) == Communicator::AllreducePath::kTwoLevel, "two-level chosen");
+  for (size_t count :
+       {size_t(0), size_t(1), size_t(3), size_t(7), size_t(1001), size_t(4099), size_t(300001)}) {
+    std::vector<float> v = make_input(r, count), flat = make_input(r, count);
+    c.allreduce(std::span<float>(v));
+    algo::ring_allreduce(c, flat.data(), count, sum_f32());
+    bool ok = v == flat;
+    for (size_t i = 0; i < count; ++i) ok = ok && v[i] == expected_sum(n, i);
+    expect(ok, fmt::format("two-level allreduce n={} count={} rank={}", n, count, r));
+  }
+  std::vector<int64_t> x = {int64_t(r), -int64_t(r)};
+  c.allreduce(x.data(), x.size() * sizeof(int64_t), max_i64());
+  expect(x[0] == n - 1 && x[1] == 0, "two-level max_i64");
+  std::vector<double> d(33, 0.5 * r);
+  c.allreduce(d.data(), d.size() * sizeof(double), sum_f64());
+  expect(d[32] == 0.25 * n * (n - 1), "two-level sum_f64");
 }
 
 }  // namespace
@@ -110,6 +138,10 @@ int main(int argc, char** argv) {
   o.ring_chunk_bytes = 4096;  // several chunks per block at these sizes: pipelining runs
   o.small_message_bytes = 1024;
   if (mode == "silent" && argc > 3) o.timeout_s = std::atof(argv[3]);
+  if (mode == "two-level" || mode == "two-level-uneven") {
+    o.algorithm = AllreduceAlgorithm::kTwoLevel;
+    o.ranks_per_node = 2;
+  }
   try {
     auto world = create_world("mpi", 0, o);
     Communicator& c = world->local(0);
@@ -119,6 +151,15 @@ int main(int argc, char** argv) {
       c.allreduce(f.data(), sizeof(int64_t), sum_i64());
       if (c.rank() == 0)
         std::printf("%s: %d ranks, %lld failures\n", f[0] ? "FAIL" : "ok", c.size(),
+                    (long long)f[0]);
+      return f[0] == 0 ? 0 : 1;
+    }
+    if (mode == "two-level" || mode == "two-level-uneven") {
+      check_two_level(c);
+      std::vector<int64_t> f = {failures};
+      c.allreduce(f.data(), sizeof(int64_t), sum_i64());
+      if (c.rank() == 0)
+        std::printf("%s: two-level, %d ranks, %lld failures\n", f[0] ? "FAIL" : "ok", c.size(),
                     (long long)f[0]);
       return f[0] == 0 ? 0 : 1;
     }

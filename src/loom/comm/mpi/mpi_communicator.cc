@@ -34,6 +34,47 @@ constexpr size_t kMaxPiece = size_t(1) << 30;
 // MPI_Allreduce 1.1-2.6x (docs/comm.md).
 constexpr size_t kNodeShmBytes = size_t(16) << 20;
 
+// Which machine each rank runs on: the lowest world rank of the ranks that share its memory
+// (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)), gathered from every rank, so every rank holds
+// the same list. Where the split fails, the processor names (host names) are compared.
+std::vector<int> detect_machines(MPI_Comm comm) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  std::vector<int> leaders(static_cast<size_t>(size));
+  MPI_Comm node = MPI_COMM_NULL;
+  int ok =
+      MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) == MPI_SUCCESS &&
+              node != MPI_COMM_NULL
+          ? 1
+          : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm);  // one method on every rank
+  if (ok) {
+    int leader = rank;
+    MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, node);
+    MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, comm);
+  } else {
+    char name[MPI_MAX_PROCESSOR_NAME] = {};
+    int len = 0;
+    MPI_Get_processor_name(name, &len);
+    std::vector<char> all(size_t(size) * MPI_MAX_PROCESSOR_NAME);
+    MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
+                  MPI_CHAR, comm);
+    for (int r = 0; r < size; ++r) {
+      leaders[size_t(r)] = r;
+      for (int q = 0; q < r; ++q) {
+        if (std::strncmp(&all[size_t(q) * MPI_MAX_PROCESSOR_NAME],
+                         &all[size_t(r) * MPI_MAX_PROCESSOR_NAME], MPI_MAX_PROCESSOR_NAME) == 0) {
+          leaders[size_t(r)] = q;
+          break;
+        }
+      }
+    }
+  }
+  if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
+  return leaders;
+}
+
 struct MpiRequest : RequestState {
   std::vector<MPI_Request> reqs;
 };
@@ -48,6 +89,8 @@ class MpiCommunicator final : public Communicator {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
     if (o.node_shared_memory) shm_ = NodeSharedMemory::create(comm_, kNodeShmBytes);
+    set_machines(o.ranks_per_node > 0 ? consecutive_machines(size_, o.ranks_per_node)
+                                      : detect_machines(comm_));
   }
   ~MpiCommunicator() override {
     if (failed_) {
@@ -112,6 +155,7 @@ class MpiCommunicator final : public Communicator {
   bool shared_memory() const { return shm_ != nullptr; }
 
   void allreduce(void* data, size_t bytes, const Reducer& red) override {
+    if (size_ > 1 && allreduce_by_algorithm(data, bytes, red)) return;  // comm.algorithm
     if (!use_shm(bytes)) return Communicator::allreduce(data, bytes, red);
     const BlockRange mine = share_for_reduction(data, bytes, red, "allreduce");
     reduce_block(data, mine, red, true);
@@ -405,7 +449,13 @@ class MpiWorld final : public World {
       MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
       owns_mpi_ = true;
     }
-    comm_ = std::make_unique<MpiCommunicator>(o);
+    try {
+      comm_ = std::make_unique<MpiCommunicator>(o);
+    } catch (const ConfigError&) {
+      // Every rank refuses the same layout (the same gathered list): end MPI cleanly.
+      if (owns_mpi_) MPI_Finalize();
+      throw;
+    }
   }
   ~MpiWorld() override {
     const bool failed = comm_->failed();

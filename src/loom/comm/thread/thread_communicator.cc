@@ -170,6 +170,7 @@ void ThreadCommunicator::allreduce(void* data, size_t bytes, const Reducer& red)
   LOOM_CHECK(red.fn != nullptr && red.elem_size > 0 && bytes % red.elem_size == 0,
              "{} bytes in {}-byte elements", bytes, red.elem_size);
   if (size() == 1) return;
+  if (allreduce_by_algorithm(data, bytes, red)) return;  // comm.algorithm over point-to-point
   publish(data, bytes, "allreduce");
   reduce_block(block_range(bytes / red.elem_size, size(), rank_), red, true);
   world_->barrier(rank_, options_.timeout_s);  // nobody returns while others still write

@@ -19,6 +19,11 @@ ThreadWorld::ThreadWorld(int size, CommOptions options) {
   }
   state_ = std::make_shared<ThreadWorldState>(size, options);
   for (int r = 0; r < size; ++r) comms_.push_back(std::make_unique<ThreadCommunicator>(state_, r));
+  // Every thread runs on this machine; comm.ranks_per_node may fake several.
+  const std::vector<int> machines = options.ranks_per_node > 0
+                                        ? consecutive_machines(size, options.ranks_per_node)
+                                        : std::vector<int>();
+  for (auto& c : comms_) c->set_machines(machines);
 }
 
 ThreadWorld::~ThreadWorld() = default;

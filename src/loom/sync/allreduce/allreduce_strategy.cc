@@ -73,6 +73,18 @@ AllreduceStrategy::AllreduceStrategy(comm::Communicator& comm, nn::Model& model,
                                               options_.sgd_weight_decay, false);
     for (const Bucket& b : buckets_) local_velocity_.emplace_back(size_t(b.count), 0.0f);
   }
+  // comm.algorithm = "two-level" (or "auto" over several machines) runs on allreduce; the
+  // sharded update's reduce-scatter and allgather are flat. So buckets it carries are
+  // all-reduced and every rank updates all of them (the same bits on every rank).
+  for (const Bucket& b : buckets_) {
+    two_level_ =
+        two_level_ || (comm_.size() > 1 && comm_.allreduce_path(size_t(b.count) * sizeof(float)) ==
+                                               comm::Communicator::AllreducePath::kTwoLevel);
+  }
+  if (two_level_ && !options_.codec) {
+    unsharded_for_two_level_ = options_.shard_optimizer;
+    options_.shard_optimizer = false;
+  }
   const int world = comm_.size();
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const size_t n = size_t(buckets_[b].count);
@@ -113,15 +125,30 @@ std::string AllreduceStrategy::describe() const {
   }
   if (options_.clip_norm > 0.0f)
     codec_extras += fmt::format(", gradient norm clipped to {:g}", options_.clip_norm);
-  return fmt::format("allreduce over {} ({} worker{}), {} bucket{} of <= {} KiB, {}{}{}{}; {}",
-                     comm_.name(), comm_.size(), comm_.size() == 1 ? "" : "s", buckets_.size(),
-                     buckets_.size() == 1 ? "" : "s", options_.bucket_bytes >> 10,
+  // Which algorithm carries the buckets where comm.algorithm or the machines choose one.
+  std::string algorithm;
+  if (two_level_) {
+    algorithm = fmt::format(", two-level ({}){}",
+                            comm::machine_layout(comm_.machine_of_rank(), comm_.size()).describe(),
+                            compressed() ? " for exact buckets, codec buckets flat" : "");
+  } else if (comm_.options().algorithm != comm::AllreduceAlgorithm::kAuto && comm_.size() > 1) {
+    algorithm = fmt::format(
+        ", comm.algorithm {}{}", comm::allreduce_algorithm_name(comm_.options().algorithm),
+        comm_.options().algorithm == comm::AllreduceAlgorithm::kTwoLevel
+            ? " (flat: " + comm::machine_layout(comm_.machine_of_rank(), comm_.size()).describe() +
+                  ")"
+            : "");
+  }
+  return fmt::format("allreduce over {} ({} worker{}{}), {} bucket{} of <= {} KiB, {}{}{}{}; {}",
+                     comm_.name(), comm_.size(), comm_.size() == 1 ? "" : "s", algorithm,
+                     buckets_.size(), buckets_.size() == 1 ? "" : "s", options_.bucket_bytes >> 10,
                      options_.combine == CombineWhere::kThread ? "overlapped with backward"
                      : options_.combine == CombineWhere::kInline
                          ? "during backward, on the compute thread"
                          : "after backward",
                      sharded                    ? ", optimizer sharded"
                      : options_.shard_optimizer ? ", optimizer not sharded (codec)"
+                     : unsharded_for_two_level_ ? ", optimizer not sharded (two-level allreduce)"
                                                 : "",
                      plain_sgd_ ? options_.momentum_masking
                                       ? ", momentum correction with masking (DGC)"

@@ -6,7 +6,10 @@
 // and sliced by offset, so the arithmetic per element is exactly that of a full update), and
 // the updated parameters are all-gathered: every replica ends the step with the same bits,
 // and each rank does 1/N of the optimizer's memory traffic (ZeRO stage 1, Rajbhandari et al.
-// 2020). Without sharding, the bucket is all-reduced and every rank updates all of it.
+// 2020). Without sharding, the bucket is all-reduced and every rank updates all of it. Where
+// the communicator's allreduce runs two-level (comm.algorithm, docs/comm.md) the optimizer is
+// not sharded: the sharded update's reduce-scatter and allgather are flat, and the point of
+// two-level is to keep most of the bucket's traffic inside each machine.
 //
 // With a codec (options.codec, config key `codec`), each bucket's gradient travels through
 // sync::compressed_allreduce instead, and the strategy owns that bucket's codec state
@@ -125,6 +128,8 @@ class AllreduceStrategy final : public Strategy {
   bool exact_now(int b) const;
 
   comm::Communicator& comm_;
+  bool two_level_ = false;                // some bucket's allreduce runs two-level
+  bool unsharded_for_two_level_ = false;  // sync.shard_optimizer was on, two-level turned it off
   nn::Model& model_;
   optim::Optimizer& optimizer_;
   AllreduceOptions options_;

@@ -1,0 +1,160 @@
+#!/bin/bash
+# bench/netns/two_level.sh - the two-level allreduce against the flat ring on 2 emulated
+# machines x 2 ranks joined by a shaped link, with the performance model's predictions:
+#
+#   sudo bench/netns/two_level.sh [--loom PATH] [--steps N] [--rate 1gbit] [--repeats R]
+#
+# Two network namespaces joined by a veth (lib.sh) shaped with tbf to RATE; `mpirun -np 4`
+# puts ranks 0, 1 in the first namespace and 2, 3 in the second (each namespace is its own
+# node to Open MPI, so loom finds 2 machines x 2 ranks through MPI_Comm_split_type; TCP
+# between all ranks). It trains the Fashion-MNIST MLP (configs/mlp.toml: 784-1024-1024-10,
+# batch 128 per rank, 1 thread per rank, no evaluation) for N steps in three configs:
+#   ring          comm.algorithm = "ring", sync.shard_optimizer = false: the flat ring
+#                 allreduce in its best rank order (the ring crosses the link once each way)
+#   ring-sharded  comm.algorithm = "ring": the sharded update's flat reduce-scatter and
+#                 allgather (the default before two-level; the same bytes as the ring)
+#   two-level     comm.algorithm = "two-level" (what "auto" picks on this layout)
+# and reads samples/s (training loop only) from summary.json; with --repeats R the configs take
+# turns R times and the best is kept. Then `loom bench calibrate` measures this machine and
+# `loom scale` predicts 2 x 2 this-machine ranks on a link of RATE (tbf: 1448 payload bytes in
+# 1514 on the wire), --sync ring and --sync two-level. Prints a table, the ratio two-level /
+# ring (measured and predicted), and one JSON object per line ({"bench":"netns_two_level"}).
+# The namespaces are deleted on exit. Needs root, iproute2, Open MPI, loom built with MPI.
+# Figures are speeds: on a shared machine they move with the load (they are a benchmark, not
+# a test).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+LOOM=${LOOM:-$root/build/loom}
+STEPS=${STEPS:-60}
+RATE=${RATE:-1gbit}
+REPEATS=${REPEATS:-1}
+TIMEOUT=${TIMEOUT:-600}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --loom) LOOM=$2; shift 2 ;;
+    --steps) STEPS=$2; shift 2 ;;
+    --rate) RATE=$2; shift 2 ;;
+    --repeats) REPEATS=$2; shift 2 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    *) echo "two_level.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+# shellcheck source=bench/netns/lib.sh
+. "$here/lib.sh"
+netns_preflight two_level.sh "$LOOM"
+case $RATE in
+  *gbit) gbps=${RATE%gbit} ;;
+  *mbit) gbps=$(awk "BEGIN{print ${RATE%mbit} / 1000}") ;;
+  *) echo "two_level.sh: --rate '$RATE' is not NNgbit / NNmbit" >&2; exit 2 ;;
+esac
+
+config_args() {
+  case $1 in
+    ring) echo "comm.algorithm=ring sync.shard_optimizer=false" ;;
+    ring-sharded) echo "comm.algorithm=ring" ;;
+    two-level) echo "comm.algorithm=two-level" ;;
+  esac
+}
+CONFIGS="ring ring-sharded two-level"
+
+netns_begin loom_two_level
+work=$NB_WORK
+netns_up
+netns_shape "$RATE"
+read -ra MPIRUN <<<"$(netns_mpirun_cmd "$work/hosts" 2)"
+
+run_one() {  # config repeat -> prints samples/s (nan on failure)
+  local cfg=$1 out="$work/$1-$2" sets=() a
+  for a in $(config_args "$cfg"); do sets+=(--set "$a"); done
+  mkdir -p "$out"
+  if ! timeout "$TIMEOUT" "${MPIRUN[@]}" -np 4 "$LOOM" train "$root/configs/mlp.toml" \
+      --set max_steps="$STEPS" --set epochs=1 --set eval=false --set progress=none \
+      --set threads=1 --set output.dir="$out" "${sets[@]}" >"$out/log" 2>&1; then
+    echo "two_level.sh: $cfg failed; last lines of its log:" >&2
+    tail -5 "$out/log" >&2
+    echo nan
+    return
+  fi
+  /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["samples_per_s"])' \
+    "$out/summary.json"
+}
+
+results="$work/results"
+: >"$results"
+echo "# $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg): 2 x 2 ranks, link $RATE" >&2
+for rep in $(seq "$REPEATS"); do
+  for cfg in $CONFIGS; do
+    sps=$(run_one "$cfg" "$rep")
+    echo "$cfg $sps" >>"$results"
+    printf '  %-13s %8s samples/s\n' "$cfg" "$sps" >&2
+  done
+done
+# What the strategy said it ran (the first rank's log line), for the record.
+grep -h -m1 -o "allreduce over mpi ([^)]*)[^;]*" "$work/two-level-1/log" >&2 || true
+
+# The model: this machine's measured rates, 2 machines x 2 ranks, the shaped link as "inter"
+# and the MPI transport's measured allreduce as the link inside a machine.
+echo "# calibrating (loom bench calibrate, thread and 2 MPI ranks)" >&2
+"$LOOM" bench calibrate -o "$work/cal.jsonl" >/dev/null 2>&1
+mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 \
+  "$LOOM" bench calibrate -o "$work/cal_mpi.jsonl" >/dev/null 2>&1 || true
+grep '"transport":"mpi"' "$work/cal_mpi.jsonl" >>"$work/cal.jsonl" 2>/dev/null || true
+intra=this-machine-thread
+grep -q '"transport":"mpi"' "$work/cal.jsonl" && intra=this-machine-mpi
+cat >"$work/link.toml" <<TOML
+[[link]]
+name = "netns-shaped"
+kind = "ethernet"
+gbs = $(awk "BEGIN{print $gbps / 8 * 1448 / 1514}")
+latency_us = 50
+efficiency = 1
+source = "tbf at $RATE, TCP payload 1448 of 1514 bytes per frame"
+TOML
+predict() {  # sync -> seconds per step at 4 ranks
+  "$LOOM" scale --gpu this-machine --calibration "$work/cal.jsonl" --catalog "$work/link.toml" \
+    --workload "$root/configs/mlp.toml" --nodes 2 --gpus-per-node 2 --inter netns-shaped \
+    --intra "$intra" --sync "$1" --svg "" --json 2>/dev/null >"$work/predict-$1.json" || true
+  /usr/bin/python3 - "$work/predict-$1.json" <<'PY'
+import json, sys
+best = None
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if not line.startswith("{"):
+        continue
+    j = json.loads(line)
+    if j.get("gpus") == 4:
+        best = j.get("samples_per_s")
+print(best if best is not None else "nan")
+PY
+}
+pred_ring=$(predict ring)
+pred_two=$(predict two-level)
+
+/usr/bin/python3 - "$results" "$STEPS" "$RATE" "$pred_ring" "$pred_two" "$intra" <<'PY'
+import json, math, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+steps, rate, intra = int(sys.argv[2]), sys.argv[3], sys.argv[6]
+pred = {"ring": float(sys.argv[4]), "two-level": float(sys.argv[5])}
+best = {}
+for cfg, s in rows:
+    s = float(s)
+    if cfg not in best or (not math.isnan(s) and (math.isnan(best[cfg]) or s > best[cfg])):
+        best[cfg] = s
+def ratio(a, b):
+    return a / b if b and not math.isnan(a) and not math.isnan(b) else float("nan")
+print(f"2 machines (network namespaces) x 2 ranks, link {rate}, MLP 784-1024-1024-10, "
+      f"batch 128/rank, {steps} steps; model: this machine's calibration, intra {intra}")
+print(f"{'config':<13} {'samples/s':>10} {'predicted':>10}")
+for cfg in best:
+    p = pred.get(cfg, float("nan"))
+    print(f"{cfg:<13} {best[cfg]:>10.0f} {p:>10.0f}")
+m = ratio(best.get("two-level", float("nan")), best.get("ring", float("nan")))
+p = ratio(pred["two-level"], pred["ring"])
+print(f"two-level / ring: measured {m:.2f}, predicted {p:.2f}")
+for cfg in best:
+    j = {"bench": "netns_two_level", "link": rate, "config": cfg, "ranks": 4, "machines": 2,
+         "steps": steps, "samples_per_s": best[cfg], "predicted_samples_per_s": pred.get(cfg)}
+    print(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v)
+                      for k, v in j.items()}))
+PY
