@@ -529,6 +529,23 @@ TEST(SeqGraph, IgnoreIndexFromTheConfig) {
   EXPECT_FALSE(plain->has_ignore_index());
 }
 
+// The zoo's gpt-char: 128 byte tokens in, 128 x 256 logits out, and the parameters of GPT-2's
+// block layout at width 128 counted by hand: embeddings 256*128 + 128*128; per block two
+// LayerNorms (2*128 each), attention (3*128*128 + 3*128 + 128*128 + 128), the MLP
+// (128*512 + 512 + 512*128 + 128); the final LayerNorm and the head (128*256 + 256).
+TEST(SeqGraph, GptCharFromTheZoo) {
+  const Config cfg = Config::from_string("model = \"gpt-char\"\n", "run.toml");
+  auto m = build_model(cfg, cpu_backend(), {128}, 256);
+  const int64_t block =
+      2 * 256 + (3 * 128 * 128 + 3 * 128 + 128 * 128 + 128) + (128 * 512 + 512 + 512 * 128 + 128);
+  EXPECT_EQ(m->num_params(), 256 * 128 + 128 * 128 + 4 * block + 256 + 128 * 256 + 256);
+  EXPECT_EQ(m->output_positions(), 128);
+  EXPECT_EQ(m->output_shape(int(m->layers().size()) - 1), (Shape{128, 256}));
+  EXPECT_GE(m->find_layer("b3_attn"), 0);
+  // Another vocabulary than the graph's 256 is a shape error at the head.
+  EXPECT_THROW(build_model(cfg, cpu_backend(), {128}, 65), ConfigError);
+}
+
 // Two blocks learn a repeated sequence in which the current token does not determine the next
 // one (0 is followed by 1, 2 and 3 in turn): the model must look back through attention. A
 // window's first position has nothing to look back at, so its label is ignored.

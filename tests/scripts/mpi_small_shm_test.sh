@@ -2,14 +2,15 @@
 # MPI ranks on one machine whose shared-window backing directory has too little room (an 8 MiB
 # tmpfs, as a container's small /dev/shm): loom must see it, say so, and run every collective
 # point to point, never hang in Open MPI's window creation. Usage: mpi_small_shm_test.sh
-# path/to/loom (the MPI check executable lives beside it). Skipped (exit 0) without an MPI build
+# path/to/loom (the MPI check executable lives beside it). Skipped (exit 77) without an MPI build
 # or without the right to mount a tmpfs.
 set -uo pipefail
 check="$(dirname "$1")/loom_comm_mpi_check"
-if [ ! -x "$check" ] || ! command -v mpirun >/dev/null; then echo "skipped: no MPI build"; exit 0; fi
+[ -x "$check" ] || check="$(dirname "$1")/tests/comm/mpi/loom_comm_mpi_check"
+if [ ! -x "$check" ] || ! command -v mpirun >/dev/null; then echo "SKIP: no MPI build"; exit 77; fi
 dir=$(mktemp -d)
 if ! mount -t tmpfs -o size=8m tmpfs "$dir" 2>/dev/null; then
-  rmdir "$dir"; echo "skipped: cannot mount a tmpfs here"; exit 0
+  rmdir "$dir"; echo "SKIP: cannot mount a tmpfs here"; exit 77
 fi
 trap 'umount "$dir"; rmdir "$dir"' EXIT
 out=$(mktemp)

@@ -5,7 +5,7 @@
 # ranks with two-level and with the ring: both run, and each says which algorithm it runs.
 # Usage: mpi_two_level_test.sh path/to/loom (the MPI check executable is beside it or in the
 # build tree's tests/comm/mpi/).
-# Skipped (exit 0) without an MPI build.
+# Skipped (exit 77) without an MPI build.
 set -uo pipefail
 loom=$1
 check="$(dirname "$loom")/loom_comm_mpi_check"

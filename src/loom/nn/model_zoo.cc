@@ -8,6 +8,7 @@
 namespace loom::nn {
 
 extern const char* const kBuiltinResnet20Toml;
+extern const char* const kBuiltinGptCharToml;
 
 namespace {
 
@@ -18,6 +19,7 @@ struct BuiltinGraph {
 
 const BuiltinGraph kBuiltinGraphs[] = {
     {"resnet20", &kBuiltinResnet20Toml},
+    {"gpt-char", &kBuiltinGptCharToml},
 };
 
 void check_widths(const Config& cfg, const std::string& key, const std::vector<int64_t>& widths) {
