@@ -93,6 +93,10 @@ class Backend {
   void set_matmul_precision(Precision p);
   Precision matmul_precision() const { return matmul_precision_.load(std::memory_order_relaxed); }
 
+ private:
+  std::atomic<Precision> matmul_precision_{Precision::kFp32};
+
+ public:
   // ---- dense algebra ----
   // C[M,N] = alpha * op(A) * op(B) + beta * C; op(A) is [M,K], op(B) is [K,N].
   virtual void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -244,9 +248,6 @@ class Backend {
                            int64_t t) = 0;
   // True if any of x[0..n) is NaN or Inf.
   virtual bool has_non_finite(const float* x, int64_t n) = 0;
-
- private:
-  std::atomic<Precision> matmul_precision_{Precision::kFp32};
 };
 
 // The calling thread on `backend`'s side stream for its lifetime, after mark `after_mark`.
