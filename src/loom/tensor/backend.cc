@@ -32,6 +32,30 @@ struct Scratch {
 
 }  // namespace
 
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp16:
+      return "fp16";
+  }
+  return "?";
+}
+
+std::string Backend::matmul_precision_unsupported(Precision p) const {
+  if (p == Precision::kFp32) return "";
+  return fmt::format("the {} backend runs fp32 matrix products only", name());
+}
+
+void Backend::set_matmul_precision(Precision p) {
+  const std::string why = matmul_precision_unsupported(p);
+  if (!why.empty())
+    throw ConfigError(fmt::format("{} matrix products: {}", precision_name(p), why));
+  matmul_precision_.store(p, std::memory_order_relaxed);
+}
+
 const char* activation_name(Activation a) {
   switch (a) {
     case Activation::kRelu:

@@ -3,6 +3,7 @@
 // model runs on the CPU backend (cpu/) and the CUDA backend (cuda/). All matrices are row-major.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -17,6 +18,12 @@ const char* device_name(Device d);
 // (ignored by the others). GELU is the exact erf form, PyTorch's default.
 enum class Activation { kRelu, kLeakyRelu, kGelu, kSilu, kTanh, kSigmoid };
 const char* activation_name(Activation a);
+
+// Number format of the inputs of the layers' matrix products (gemm and the conv2d_* ops).
+// Products are always accumulated and written in fp32; kBf16 and kFp16 round the inputs (A and
+// B of gemm; x, w and dy of a convolution) to nearest even first. docs/precision.md.
+enum class Precision { kFp32, kBf16, kFp16 };
+const char* precision_name(Precision p);  // "fp32", "bf16", "fp16"
 
 // A batch of NCHW images through a grouped, strided, padded, dilated 2-D convolution, as
 // PyTorch defines it: out = (in + 2 pad - dilation (kernel - 1) - 1) / stride + 1. Weights are
@@ -76,6 +83,20 @@ class Backend {
   // thread of the thread transport sets its own.
   virtual void set_intra_op_threads(int threads) = 0;
 
+  // ---- precision of the matrix products ----
+  // gemm and the conv2d_* ops round their inputs to matmul_precision() (fp32 by default); the
+  // other ops, and every output, are fp32 whatever it is. It applies to every thread that uses
+  // this backend. The empty string when this backend runs `p` on this machine, else why not
+  // (the base class runs fp32 only).
+  virtual std::string matmul_precision_unsupported(Precision p) const;
+  // Throws ConfigError with matmul_precision_unsupported(p) when that is not empty.
+  void set_matmul_precision(Precision p);
+  Precision matmul_precision() const { return matmul_precision_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<Precision> matmul_precision_{Precision::kFp32};
+
+ public:
   // ---- dense algebra ----
   // C[M,N] = alpha * op(A) * op(B) + beta * C; op(A) is [M,K], op(B) is [K,N].
   virtual void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,

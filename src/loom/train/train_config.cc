@@ -28,6 +28,9 @@ std::vector<ConfigKeySpec> own_keys() {
        "mpirun)"},
       {"backend", ConfigType::kString, "\"cpu\"",
        "compute backend: cpu, or cuda (with transport = \"nccl\")"},
+      {"precision", ConfigType::kString, "\"fp32\"",
+       "inputs of the Linear and Conv2d matrix products: fp32, bf16 (CPU with AVX512_BF16; "
+       "fp32 accumulation, weights, gradients, optimizer and loss), fp16 (backend = \"cuda\")"},
       {"eval", ConfigType::kBool, "true",
        "validation figures after each epoch (with data.validation) and the test set once at "
        "the end"},

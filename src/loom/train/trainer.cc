@@ -53,7 +53,27 @@ struct Settings {
   bool keep_best;  // train.keep_best
   std::string data_dir;
   ProgressMode progress;
+  Precision precision;  // of the layers' matrix products (docs/precision.md)
 };
+
+// `precision`: fp32, bf16 where the CPU backend can run it, fp16 with backend = "cuda" (whose
+// backend answers for itself when the workers start).
+Precision read_precision(const Config& cfg) {
+  const std::string name = cfg.get_choice("precision", "fp32", {"fp32", "bf16", "fp16"});
+  const Precision p = name == "bf16"   ? Precision::kBf16
+                      : name == "fp16" ? Precision::kFp16
+                                       : Precision::kFp32;
+  const bool cuda = cfg.get_string("backend", "cpu") == "cuda";
+  std::string why;
+  if (p == Precision::kFp16 && !cuda)
+    why = "fp16 runs with backend = \"cuda\" only";
+  else if (!cuda)
+    why = cpu_backend().matmul_precision_unsupported(p);
+  if (!why.empty())
+    throw ConfigError(
+        fmt::format("{}: key 'precision': \"{}\": {}", cfg.where("precision"), name, why));
+  return p;
+}
 
 Settings read_settings(const Config& cfg) {
   Settings s;
@@ -70,6 +90,7 @@ Settings read_settings(const Config& cfg) {
   s.keep_best = cfg.get_bool("train.keep_best", false);
   s.data_dir = cfg.get_string("data.dir", data::kDefaultFashionMnistDir);
   s.progress = parse_progress_mode(cfg.get_string("progress", "auto"));
+  s.precision = read_precision(cfg);
   return s;
 }
 
@@ -197,6 +218,11 @@ class Worker {
     backend_ = device ? device : &cpu_backend();
     trace::bind_thread(comm_.rank(), trace::kComputeTid, "compute", true);
     backend_->set_intra_op_threads(int(s_.threads));
+    const std::string why = backend_->matmul_precision_unsupported(s_.precision);
+    if (!why.empty())
+      throw ConfigError(fmt::format("{}: key 'precision': \"{}\": {}", cfg_.where("precision"),
+                                    precision_name(s_.precision), why));
+    backend_->set_matmul_precision(s_.precision);
     model_ = sync::build_model(cfg_, comm_, *backend_, train_->sample_shape(),
                                output_size(*train_));  // parallel.* (model_parallel_model.h)
     nn::apply_loss_options(cfg_, *model_);
@@ -214,6 +240,11 @@ class Worker {
           fmt::format("model:\n{}\noptimizer: {}, {}\nsync: {}", model_->summary(),
                       optimizer_->describe(), schedule_.describe(), strategy_->describe());
       log_info("{}", result_.describe);
+      log_info("precision: {}", s_.precision == Precision::kFp32
+                                    ? "fp32"
+                                    : fmt::format("{} inputs of the matrix products (Linear, "
+                                                  "Conv2d), fp32 everything else",
+                                                  precision_name(s_.precision)));
     }
     progress_.emplace(lead_ ? s_.progress : ProgressMode::kNone, epochs_to_run_, steps_per_epoch_,
                       global_batch_, total_steps_);
@@ -840,6 +871,10 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
   RunWriter writer(lead ? output_dir : "", !cfg.get_string("train.resume", "").empty());
   TrainResult result;
   result.output_dir = output_dir;
+  // The CPU backend is shared by the process: later runs (tests, sweeps, benches) start in fp32.
+  struct Fp32Again {
+    ~Fp32Again() { cpu_backend().set_matmul_precision(Precision::kFp32); }
+  } fp32_again;
   world->run([&](comm::Communicator& c) {
     // sync = "ps", ps.placement = "ranks": the last ps.servers ranks run the server loop
     // instead of training; the others train over a communicator of their own.

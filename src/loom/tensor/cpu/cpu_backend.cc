@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include "loom/core/error.h"
 #include "loom/core/rng.h"
 #include "loom/tensor/cpu/gemm.h"
+#include "loom/tensor/cpu/onednn_matmul.h"
 #include "loom/tensor/cpu/philox_blocks.h"
 
 namespace loom {
@@ -60,7 +62,29 @@ void CpuBackend::set_intra_op_threads(int threads) {
 void CpuBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                       const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                       float* c, int64_t ldc) {
+  // bf16 runs on oneDNN's matmul primitive whichever library LOOM_GEMM picks for fp32 (the
+  // others have no bf16 GEMM); an empty product keeps sgemm's handling.
+  if (matmul_precision() == Precision::kBf16 && m > 0 && n > 0 && k > 0) {
+    cpu::onednn_matmul(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                       Precision::kBf16);
+    return;
+  }
   cpu::sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+std::string CpuBackend::matmul_precision_unsupported(Precision p) const {
+  switch (p) {
+    case Precision::kFp32:
+      return "";
+    case Precision::kBf16:
+      if (cpu::bf16_hidden_for_tests() || !cpu_has_avx512_bf16())
+        return "this CPU lacks AVX512_BF16 (the avx512_bf16 flag of /proc/cpuinfo), which "
+               "oneDNN's bf16 matmul and convolution kernels need";
+      return "";
+    case Precision::kFp16:
+      return "fp16 matrix products run on backend = \"cuda\" only";
+  }
+  return "unknown precision";
 }
 
 void CpuBackend::add_bias(float* __restrict y, const float* __restrict bias, int64_t rows,
@@ -357,6 +381,18 @@ bool CpuBackend::has_non_finite(const float* x, int64_t n) {
   }
   return any != 0;
 }
+
+namespace cpu {
+namespace {
+std::atomic<bool> g_hide_bf16{false};
+}  // namespace
+void hide_bf16_for_tests(bool hide) {
+  g_hide_bf16 = hide;
+}
+bool bf16_hidden_for_tests() {
+  return g_hide_bf16.load();
+}
+}  // namespace cpu
 
 Backend& cpu_backend() {
   static CpuBackend backend;

@@ -21,6 +21,9 @@ class CpuBackend final : public Backend {
                  int64_t cols) override;
   void set_intra_op_threads(int threads) override;
 
+  // bf16 needs AVX512_BF16 (oneDNN's kernels; without it oneDNN would emulate bf16 slowly).
+  std::string matmul_precision_unsupported(Precision p) const override;
+
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
             const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
             int64_t ldc) override;
@@ -126,7 +129,14 @@ class CpuBackend final : public Backend {
                              int64_t* counted) override;
 };
 
-// Process-wide CPU backend (stateless apart from per-thread settings).
+// Process-wide CPU backend (stateless apart from per-thread settings and the matmul precision).
 Backend& cpu_backend();
+
+namespace cpu {
+// Makes the CPU backend answer as on a CPU without AVX512_BF16, so that tests see the
+// configuration error such a machine gives.
+void hide_bf16_for_tests(bool hide);
+bool bf16_hidden_for_tests();
+}  // namespace cpu
 
 }  // namespace loom

@@ -17,27 +17,27 @@ namespace loom {
 
 void CpuBackend::conv2d_forward(const ConvGeometry& g, const float* x, const float* w,
                                 const float* bias, float* y) {
-  cpu::onednn_conv_forward(g, x, w, bias, y);
+  cpu::onednn_conv_forward(g, x, w, bias, y, matmul_precision());
 }
 
 void CpuBackend::conv2d_forward_training(const ConvGeometry& g, const float* x, const float* w,
                                          const float* bias, float* y) {
-  cpu::onednn_conv_forward_training(g, x, w, bias, y);
+  cpu::onednn_conv_forward_training(g, x, w, bias, y, matmul_precision());
 }
 
 void CpuBackend::conv2d_backward_data(const ConvGeometry& g, const float* w, const float* dy,
                                       float* dx) {
-  cpu::onednn_conv_backward_data(g, w, dy, dx);
+  cpu::onednn_conv_backward_data(g, w, dy, dx, matmul_precision());
 }
 
 void CpuBackend::conv2d_backward_weights(const ConvGeometry& g, const float* x, const float* dy,
                                          float* dw, float* dbias) {
-  cpu::onednn_conv_backward_weights(g, x, dy, dw, dbias);
+  cpu::onednn_conv_backward_weights(g, x, dy, dw, dbias, matmul_precision());
 }
 
 void CpuBackend::conv2d_backward(const ConvGeometry& g, const float* x, const float* w,
                                  const float* dy, float* dx, float* dw, float* dbias) {
-  cpu::onednn_conv_backward(g, x, w, dy, dx, dw, dbias);
+  cpu::onednn_conv_backward(g, x, w, dy, dx, dw, dbias, matmul_precision());
 }
 
 // ---- activations ----

@@ -17,9 +17,9 @@ using dims = dnnl::memory::dims;
 using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
 
-// A primitive is bound to the geometry (batch included), to whether there is a bias, and to
-// the calling thread's OpenMP thread count.
-using Key = std::tuple<ConvGeometry, bool, int>;
+// A primitive is bound to the geometry (batch included), to whether there is a bias, to the
+// calling thread's OpenMP thread count and to the precision of its inputs.
+using Key = std::tuple<ConvGeometry, bool, int, Precision>;
 
 // One of a primitive's arguments: loom's plain buffer (`user`, its handle set per call) and,
 // when the primitive wants another layout, a buffer of that layout and the reorders between.
@@ -55,6 +55,7 @@ struct Arg {
 };
 
 struct Entry {
+  dt in_type = dt::f32;                                // of x, w and dy inside the primitives
   dnnl::memory::desc src_md, wts_md, bias_md, dst_md;  // loom's layouts
   dims strides, dilates, pad_l, pad_r;
   dnnl::convolution_forward::primitive_desc fwd_pd;
@@ -95,8 +96,16 @@ ThreadCache& thread_cache() {
   return cache;
 }
 
-dnnl::memory::desc any(const dnnl::memory::desc& md) {
-  return dnnl::memory::desc(md.dims(), dt::f32, tag::any);
+// md's shape in the layout the primitive picks, with elements of `type`: the inputs (x, w,
+// dy) are bf16 in bf16 primitives, the outputs always f32.
+dnnl::memory::desc any(const dnnl::memory::desc& md, dt type = dt::f32) {
+  return dnnl::memory::desc(md.dims(), type, tag::any);
+}
+
+dt input_type(Precision p) {
+  LOOM_CHECK(p == Precision::kFp32 || p == Precision::kBf16,
+             "the oneDNN convolution runs fp32 or bf16, not {}", precision_name(p));
+  return p == Precision::kBf16 ? dt::bf16 : dt::f32;
 }
 
 std::string geometry_text(const ConvGeometry& g) {
@@ -107,9 +116,10 @@ std::string geometry_text(const ConvGeometry& g) {
       g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h, g.dilation_w, g.groups);
 }
 
-Entry make_entry(const ConvGeometry& g, bool bias) {
+Entry make_entry(const ConvGeometry& g, bool bias, Precision precision) {
   dnnl::engine& engine = cpu_engine();
   Entry e;
+  e.in_type = input_type(precision);
   e.src_md = dnnl::memory::desc({g.batch, g.in_c, g.in_h, g.in_w}, dt::f32, tag::nchw);
   e.dst_md = dnnl::memory::desc({g.batch, g.out_c, g.out_h, g.out_w}, dt::f32, tag::nchw);
   if (g.groups == 1) {
@@ -131,8 +141,9 @@ Entry make_entry(const ConvGeometry& g, bool bias) {
   // ones (nChw8c) it runs its direct JIT kernels, and the reorders to and from them cost a few
   // percent of the convolution.
   const dnnl::convolution_forward::desc fwd_desc(
-      dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, any(e.src_md),
-      any(e.wts_md), e.bias_md, any(e.dst_md), e.strides, e.dilates, e.pad_l, e.pad_r);
+      dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+      any(e.src_md, e.in_type), any(e.wts_md, e.in_type), e.bias_md, any(e.dst_md), e.strides,
+      e.dilates, e.pad_l, e.pad_r);
   e.fwd_pd = dnnl::convolution_forward::primitive_desc(fwd_desc, engine);
   e.fwd = dnnl::convolution_forward(e.fwd_pd);
   e.fwd_src = Arg(e.src_md, e.fwd_pd.src_desc(), engine);
@@ -144,9 +155,9 @@ Entry make_entry(const ConvGeometry& g, bool bias) {
 
 void make_backward_data(Entry& e) {
   dnnl::engine& engine = cpu_engine();
-  const dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct,
-                                                   any(e.src_md), any(e.wts_md), any(e.dst_md),
-                                                   e.strides, e.dilates, e.pad_l, e.pad_r);
+  const dnnl::convolution_backward_data::desc desc(
+      dnnl::algorithm::convolution_direct, any(e.src_md), any(e.wts_md, e.in_type),
+      any(e.dst_md, e.in_type), e.strides, e.dilates, e.pad_l, e.pad_r);
   const dnnl::convolution_backward_data::primitive_desc pd(desc, engine, e.fwd_pd);
   e.bwd_data = dnnl::convolution_backward_data(pd);
   e.bd_wts = Arg(e.wts_md, pd.weights_desc(), engine);
@@ -158,8 +169,8 @@ void make_backward_data(Entry& e) {
 void make_backward_weights(Entry& e) {
   dnnl::engine& engine = cpu_engine();
   const dnnl::convolution_backward_weights::desc desc(
-      dnnl::algorithm::convolution_direct, any(e.src_md), any(e.wts_md), e.bias_md, any(e.dst_md),
-      e.strides, e.dilates, e.pad_l, e.pad_r);
+      dnnl::algorithm::convolution_direct, any(e.src_md, e.in_type), any(e.wts_md), e.bias_md,
+      any(e.dst_md, e.in_type), e.strides, e.dilates, e.pad_l, e.pad_r);
   const dnnl::convolution_backward_weights::primitive_desc pd(desc, engine, e.fwd_pd);
   e.bwd_wts = dnnl::convolution_backward_weights(pd);
   e.bw_src = Arg(e.src_md, pd.src_desc(), engine);
@@ -172,28 +183,29 @@ void make_backward_weights(Entry& e) {
 // The cached entry of (g, bias) on this thread, made if new. `what` names the primitive for
 // the error message.
 template <typename Make>
-Entry& entry(const ConvGeometry& g, bool bias, const char* what, Make&& complete) {
+Entry& entry(const ConvGeometry& g, bool bias, Precision precision, const char* what,
+             Make&& complete) {
   ThreadCache& cache = thread_cache();
-  const Key key{g, bias, omp_get_max_threads()};
+  const Key key{g, bias, omp_get_max_threads(), precision};
   try {
     auto it = cache.entries.find(key);
     if (it == cache.entries.end()) {
       if (cache.entries.size() >= kMaxCachedGeometries) cache.entries.clear();
-      it = cache.entries.emplace(key, make_entry(g, bias)).first;
+      it = cache.entries.emplace(key, make_entry(g, bias, precision)).first;
     }
     complete(it->second);
     return it->second;
   } catch (const dnnl::error& err) {
-    throw Error(fmt::format("oneDNN convolution {} for {} could not be created: {}", what,
-                            geometry_text(g), err.what()));
+    throw Error(fmt::format("oneDNN {} convolution {} for {} could not be created: {}",
+                            precision_name(precision), what, geometry_text(g), err.what()));
   }
 }
 
 }  // namespace
 
 void onednn_conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
-                         float* y) {
-  Entry& e = entry(g, bias != nullptr, "forward", [](Entry&) {});
+                         float* y, Precision precision) {
+  Entry& e = entry(g, bias != nullptr, precision, "forward", [](Entry&) {});
   dnnl::stream& s = thread_cache().stream;
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, e.fwd_src.read(s, x)},
                                              {DNNL_ARG_WEIGHTS, e.fwd_wts.read(s, w)},
@@ -208,9 +220,9 @@ void onednn_conv_forward(const ConvGeometry& g, const float* x, const float* w, 
 }
 
 void onednn_conv_forward_training(const ConvGeometry& g, const float* x, const float* w,
-                                  const float* bias, float* y) {
-  Entry& e = entry(g, bias != nullptr, "forward", [](Entry&) {});
-  if (!e.fwd_src.to_inner) return onednn_conv_forward(g, x, w, bias, y);
+                                  const float* bias, float* y, Precision precision) {
+  Entry& e = entry(g, bias != nullptr, precision, "forward", [](Entry&) {});
+  if (!e.fwd_src.to_inner) return onednn_conv_forward(g, x, w, bias, y, precision);
   dnnl::stream& s = thread_cache().stream;
   if (e.saved.size() >= 64 && !e.saved.count(x)) e.saved.clear();
   Entry::Saved& kept = e.saved[x];
@@ -230,11 +242,13 @@ void onednn_conv_forward_training(const ConvGeometry& g, const float* x, const f
   s.wait();
 }
 
-void onednn_conv_backward_data(const ConvGeometry& g, const float* w, const float* dy, float* dx) {
+void onednn_conv_backward_data(const ConvGeometry& g, const float* w, const float* dy, float* dx,
+                               Precision precision) {
   // The backward data primitive does not depend on the bias: join the entry the layer's
   // forward made, whichever it was.
-  const bool bias = thread_cache().entries.count(Key{g, true, omp_get_max_threads()}) > 0;
-  Entry& e = entry(g, bias, "backward data", [](Entry& en) {
+  const bool bias =
+      thread_cache().entries.count(Key{g, true, omp_get_max_threads(), precision}) > 0;
+  Entry& e = entry(g, bias, precision, "backward data", [](Entry& en) {
     if (!en.have_bwd_data) make_backward_data(en);
   });
   dnnl::stream& s = thread_cache().stream;
@@ -246,8 +260,8 @@ void onednn_conv_backward_data(const ConvGeometry& g, const float* w, const floa
 }
 
 void onednn_conv_backward_weights(const ConvGeometry& g, const float* x, const float* dy, float* dw,
-                                  float* dbias) {
-  Entry& e = entry(g, dbias != nullptr, "backward weights", [](Entry& en) {
+                                  float* dbias, Precision precision) {
+  Entry& e = entry(g, dbias != nullptr, precision, "backward weights", [](Entry& en) {
     if (!en.have_bwd_wts) make_backward_weights(en);
   });
   dnnl::stream& s = thread_cache().stream;
@@ -264,8 +278,8 @@ void onednn_conv_backward_weights(const ConvGeometry& g, const float* x, const f
 }
 
 void onednn_conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* dy,
-                          float* dx, float* dw, float* dbias) {
-  Entry& e = entry(g, dbias != nullptr, "backward", [dx](Entry& en) {
+                          float* dx, float* dw, float* dbias, Precision precision) {
+  Entry& e = entry(g, dbias != nullptr, precision, "backward", [dx](Entry& en) {
     if (!en.have_bwd_wts) make_backward_weights(en);
     if (dx && !en.have_bwd_data) make_backward_data(en);
   });

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
 #include <tuple>
 
 #include "loom/core/error.h"
@@ -16,12 +17,19 @@ using dt = dnnl::memory::data_type;
 
 // Everything a primitive is specialised for. alpha and beta are baked in as an output scale and
 // a sum post-op: the training step only ever uses (1, 0), so runtime scales would buy nothing.
-using Key =
-    std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float, float, int>;
+using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float,
+                       float, int, Precision>;
+
+// A bf16 copy of an fp32 operand: the reorder rounds to nearest even.
+struct Rounded {
+  dnnl::memory half;
+  dnnl::reorder to_half;
+};
 
 struct Entry {
   dnnl::matmul primitive;
-  dnnl::memory a, b, c;
+  dnnl::memory a, b, c;             // loom's fp32 buffers
+  std::optional<Rounded> a16, b16;  // with bf16: what the primitive reads
 };
 
 // Shapes seen by one thread: the step's GEMMs, the evaluation batches and a last short batch.
@@ -44,12 +52,22 @@ ThreadCache& thread_cache() {
 }
 
 // Row-major [rows, cols] stored transposed or not, with leading dimension ld.
-dnnl::memory::desc matrix(int64_t rows, int64_t cols, bool transposed, int64_t ld) {
-  return dnnl::memory::desc(dims{rows, cols}, dt::f32, transposed ? dims{1, ld} : dims{ld, 1});
+dnnl::memory::desc matrix(int64_t rows, int64_t cols, bool transposed, int64_t ld,
+                          dt type = dt::f32) {
+  return dnnl::memory::desc(dims{rows, cols}, type, transposed ? dims{1, ld} : dims{ld, 1});
+}
+
+// The operand `user` rounded into a dense bf16 matrix of the same orientation.
+Rounded rounded(const dnnl::memory& user, int64_t rows, int64_t cols, bool transposed) {
+  const auto md = matrix(rows, cols, transposed, transposed ? rows : cols, dt::bf16);
+  dnnl::memory half(md, user.get_engine());
+  return Rounded{half, dnnl::reorder(user, half)};
 }
 
 Entry make_entry(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                 int64_t lda, int64_t ldb, float beta, int64_t ldc) {
+                 int64_t lda, int64_t ldb, float beta, int64_t ldc, Precision precision) {
+  LOOM_CHECK(precision == Precision::kFp32 || precision == Precision::kBf16,
+             "the oneDNN matmul runs fp32 or bf16, not {}", precision_name(precision));
   const auto a_md = matrix(m, k, trans_a, lda);
   const auto b_md = matrix(k, n, trans_b, ldb);
   const auto c_md = matrix(m, n, false, ldc);
@@ -61,29 +79,49 @@ Entry make_entry(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
     attr.set_post_ops(ops);
   }
   dnnl::engine& engine = cpu_engine();
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
-  return Entry{dnnl::matmul(pd), dnnl::memory(a_md, engine, DNNL_MEMORY_NONE),
-               dnnl::memory(b_md, engine, DNNL_MEMORY_NONE),
-               dnnl::memory(c_md, engine, DNNL_MEMORY_NONE)};
+  Entry e;
+  e.a = dnnl::memory(a_md, engine, DNNL_MEMORY_NONE);
+  e.b = dnnl::memory(b_md, engine, DNNL_MEMORY_NONE);
+  e.c = dnnl::memory(c_md, engine, DNNL_MEMORY_NONE);
+  if (precision == Precision::kBf16) {
+    e.a16 = rounded(e.a, m, k, trans_a);
+    e.b16 = rounded(e.b, k, n, trans_b);
+  }
+  const dnnl::matmul::primitive_desc pd(
+      dnnl::matmul::desc(e.a16 ? e.a16->half.get_desc() : a_md,
+                         e.b16 ? e.b16->half.get_desc() : b_md, c_md),
+      attr, engine);
+  e.primitive = dnnl::matmul(pd);
+  return e;
+}
+
+// The primitive's operand: the fp32 buffer itself or its bf16 rounding.
+dnnl::memory& operand(dnnl::stream& s, dnnl::memory& user, std::optional<Rounded>& half) {
+  if (!half) return user;
+  half->to_half.execute(s, user, half->half);
+  return half->half;
 }
 
 }  // namespace
 
 void onednn_matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-                   int64_t ldc) {
+                   int64_t ldc, Precision precision) {
   ThreadCache& cache = thread_cache();
-  const Key key{trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, omp_get_max_threads()};
+  const Key key{trans_a,  trans_b, m, n, k, lda, ldb, ldc, alpha, beta, omp_get_max_threads(),
+                precision};
   auto it = cache.entries.find(key);
   if (it == cache.entries.end()) {
     if (cache.entries.size() >= kMaxCachedPrimitives) cache.entries.clear();
     try {
       it = cache.entries
-               .emplace(key, make_entry(trans_a, trans_b, m, n, k, alpha, lda, ldb, beta, ldc))
+               .emplace(key, make_entry(trans_a, trans_b, m, n, k, alpha, lda, ldb, beta, ldc,
+                                        precision))
                .first;
     } catch (const dnnl::error& e) {
-      throw Error(fmt::format("oneDNN matmul {}x{}x{} (trans {}{}) could not be created: {}", m, n,
-                              k, trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', e.what()));
+      throw Error(fmt::format("oneDNN {} matmul {}x{}x{} (trans {}{}) could not be created: {}",
+                              precision_name(precision), m, n, k, trans_a ? 'T' : 'N',
+                              trans_b ? 'T' : 'N', e.what()));
     }
   }
   Entry& e = it->second;
@@ -91,8 +129,9 @@ void onednn_matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
   e.a.set_data_handle(const_cast<float*>(a));
   e.b.set_data_handle(const_cast<float*>(b));
   e.c.set_data_handle(c);
-  e.primitive.execute(cache.stream,
-                      {{DNNL_ARG_SRC, e.a}, {DNNL_ARG_WEIGHTS, e.b}, {DNNL_ARG_DST, e.c}});
+  e.primitive.execute(cache.stream, {{DNNL_ARG_SRC, operand(cache.stream, e.a, e.a16)},
+                                     {DNNL_ARG_WEIGHTS, operand(cache.stream, e.b, e.b16)},
+                                     {DNNL_ARG_DST, e.c}});
   cache.stream.wait();
 }
 

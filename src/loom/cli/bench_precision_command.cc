@@ -1,0 +1,263 @@
+// `loom bench precision`: what bf16 matrix products buy on this CPU, in one run at one thread.
+// For the default MLP (configs/mlp.toml) and ResNet-20 (configs/resnet20.toml): training
+// samples/s in fp32 and in bf16 (interleaved rounds, the best of each), the same step's
+// matrix products alone (each Linear's three GEMMs and each Conv2d's forward and backward at
+// the step's shapes) timed in both precisions, and the ratio of the two speed-ups: how much of
+// the kernels' gain the whole step keeps. With --accuracy, also the default MLP's test accuracy
+// after its full run (3 epochs, 2 workers as the default job) in both precisions.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "loom/cli/commands.h"
+#include "loom/config.h"
+#include "loom/core/config.h"
+#include "loom/core/error.h"
+#include "loom/nn/conv2d.h"
+#include "loom/nn/graph_builder.h"
+#include "loom/nn/linear.h"
+#include "loom/nn/model.h"
+#include "loom/nn/model_zoo.h"
+#include "loom/tensor/backend_registry.h"
+#include "loom/tensor/cpu/onednn_conv.h"
+#include "loom/tensor/cpu/onednn_matmul.h"
+#include "loom/train/trainer.h"
+
+namespace loom::cli {
+namespace {
+
+struct Args {
+  std::string configs = "configs";  // from the repository root
+  int64_t mlp_steps = 300, resnet_steps = 20;
+  int rounds = 3;
+  bool accuracy = false;
+  std::string json_path;
+};
+
+// "model name" of /proc/cpuinfo, with the family and model numbers (a VM may show a bare name).
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, name = "unknown CPU", family, model;
+  const auto value = [&line] {
+    const auto colon = line.find(':');
+    return colon == std::string::npos ? std::string() : line.substr(colon + 2);
+  };
+  while (std::getline(in, line) && line.find_first_not_of(" \t") != std::string::npos) {
+    if (line.rfind("model name", 0) == 0) name = value();
+    if (line.rfind("cpu family", 0) == 0) family = value();
+    if (line.rfind("model\t", 0) == 0) model = value();
+  }
+  if (family.empty()) return name;
+  return fmt::format("{} (family {}, model {})", name, family, model);
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The step's matrix products of a model: buffers for each, and one pass over them all.
+class StepProducts {
+ public:
+  StepProducts(const Config& cfg, int64_t batch) {
+    const nn::Shape sample{1, 28, 28};  // Fashion-MNIST
+    const nn::GraphSpec graph = nn::model_graph(cfg, sample, 10);
+    nn::Model model(cpu_backend(), sample, 10, nn::build_nodes(graph, sample));
+    // The model asks no input gradient of a layer that no layer with parameters feeds (its
+    // first in a chain); counted the same way here.
+    bool params_below = false;
+    for (size_t i = 0; i < model.layers().size(); ++i) {
+      const nn::Layer* layer = model.layers()[i].get();
+      const bool dx = params_below;
+      params_below = params_below || layer->num_params() > 0;
+      const std::vector<int>& in = model.layer_inputs(int(i));
+      const nn::Shape in_shape = in.empty() || in[0] < 0 ? sample : model.output_shape(in[0]);
+      if (const auto* l = dynamic_cast<const nn::Linear*>(layer)) {
+        linears_.push_back({batch, l->in_features(), l->out_features(), dx});
+      } else if (const auto* c = dynamic_cast<const nn::Conv2d*>(layer)) {
+        const nn::Conv2dOptions& o = c->options();
+        ConvGeometry g;
+        g.batch = batch, g.in_c = in_shape.at(0), g.in_h = in_shape.at(1), g.in_w = in_shape.at(2);
+        g.out_c = o.out_channels, g.kernel_h = o.kernel_h, g.kernel_w = o.kernel_w;
+        g.stride_h = o.stride_h, g.stride_w = o.stride_w, g.pad_h = o.pad_h, g.pad_w = o.pad_w;
+        g.dilation_h = o.dilation_h, g.dilation_w = o.dilation_w, g.groups = o.groups;
+        g.out_h = (g.in_h + 2 * g.pad_h - g.dilation_h * (g.kernel_h - 1) - 1) / g.stride_h + 1;
+        g.out_w = (g.in_w + 2 * g.pad_w - g.dilation_w * (g.kernel_w - 1) - 1) / g.stride_w + 1;
+        convs_.push_back({g, o.bias, dx});
+      }
+    }
+    int64_t most = 0;
+    for (const auto& l : linears_)
+      most = std::max({most, l.batch * l.in, l.batch * l.out, l.in * l.out});
+    for (const auto& [g, bias, dx] : convs_)
+      most =
+          std::max({most, g.batch * g.in_c * g.in_h * g.in_w, g.batch * g.out_c * g.out_h * g.out_w,
+                    g.out_c * g.in_c / g.groups * g.kernel_h * g.kernel_w});
+    for (auto* v : {&a_, &b_, &c_, &d_, &e_, &f_}) v->assign(size_t(most), 0.01f);
+  }
+
+  // Seconds of one pass: every product of forward and backward once.
+  double pass(Precision p) {
+    const double t0 = now_s();
+    for (const auto& l : linears_) {
+      cpu::onednn_matmul(false, true, l.batch, l.out, l.in, 1.0f, a_.data(), l.in, b_.data(), l.in,
+                         0.0f, c_.data(), l.out, p);
+      cpu::onednn_matmul(true, false, l.out, l.in, l.batch, 1.0f, c_.data(), l.out, a_.data(), l.in,
+                         0.0f, d_.data(), l.in, p);
+      if (l.dx)
+        cpu::onednn_matmul(false, false, l.batch, l.in, l.out, 1.0f, c_.data(), l.out, b_.data(),
+                           l.in, 0.0f, e_.data(), l.in, p);
+    }
+    for (const auto& [g, bias, dx] : convs_) {
+      cpu::onednn_conv_forward_training(g, a_.data(), b_.data(), bias ? d_.data() : nullptr,
+                                        c_.data(), p);
+      cpu::onednn_conv_backward(g, a_.data(), b_.data(), c_.data(), dx ? e_.data() : nullptr,
+                                d_.data(), bias ? f_.data() : nullptr, p);
+    }
+    return now_s() - t0;
+  }
+
+  // The median of `repeats` passes after a warm-up pass.
+  double seconds(Precision p, int repeats) {
+    pass(p);
+    std::vector<double> t;
+    for (int i = 0; i < repeats; ++i) t.push_back(pass(p));
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  }
+
+  size_t linears() const { return linears_.size(); }
+  size_t convs() const { return convs_.size(); }
+
+ private:
+  struct Gemm {
+    int64_t batch, in, out;
+    bool dx;
+  };
+  struct Conv {
+    ConvGeometry g;
+    bool bias, dx;
+  };
+  std::vector<Gemm> linears_;
+  std::vector<Conv> convs_;
+  std::vector<float> a_, b_, c_, d_, e_, f_;
+};
+
+struct Figures {
+  double sps[2] = {0, 0};   // training samples/s, fp32 and bf16 (best of the rounds)
+  double gemm[2] = {0, 0};  // seconds of the step's products alone
+};
+
+Config quiet(const std::string& path, int64_t steps, const std::string& precision) {
+  Config cfg = Config::from_file(path);
+  cfg.set("workers", int64_t(1));
+  cfg.set("threads", int64_t(1));
+  cfg.set("max_steps", steps);
+  cfg.set("eval", false);
+  cfg.set("progress", std::string("none"));
+  cfg.set("log.level", std::string("warn"));
+  cfg.set("output.dir", std::string(""));
+  cfg.set("precision", precision);
+  return cfg;
+}
+
+Figures measure(const std::string& name, const std::string& path, int64_t steps, int rounds,
+                std::ofstream& json) {
+  Figures f;
+  const Config base = Config::from_file(path);
+  const int64_t batch = base.get_int("batch", 128, 1, 1 << 20);
+  cpu_backend().set_intra_op_threads(1);
+  StepProducts products(base, batch);
+  const char* names[2] = {"fp32", "bf16"};
+  const Precision precisions[2] = {Precision::kFp32, Precision::kBf16};
+  // Training runs and the products alone take turns, round by round, and each figure is the
+  // best of its rounds: the machine's speed drifts, and the two figures of a ratio should see
+  // the same spells.
+  for (int k = 0; k < 2; ++k) f.gemm[k] = 1e30;
+  for (int round = 0; round < rounds; ++round)
+    for (int k = 0; k < 2; ++k) {
+      const train::TrainResult r = train::run_training(quiet(path, steps, names[k]));
+      f.sps[k] = std::max(f.sps[k], r.samples_per_s);
+      cpu_backend().set_intra_op_threads(1);
+      const double alone = products.seconds(precisions[k], 9);
+      f.gemm[k] = std::min(f.gemm[k], alone);
+      fmt::print("  {} round {} {}: {:.1f} samples/s, products alone {:.2f} ms\n", name, round + 1,
+                 names[k], r.samples_per_s, 1e3 * alone);
+    }
+  const double train_ratio = f.sps[1] / f.sps[0], gemm_ratio = f.gemm[0] / f.gemm[1];
+  fmt::print(
+      "{}: training {:.1f} -> {:.1f} samples/s (bf16/fp32 {:.2f}); the step's {} GEMM "
+      "layers and {} convolutions alone {:.2f} -> {:.2f} ms (bf16/fp32 speed {:.2f}); ratio of "
+      "ratios {:.2f}\n",
+      name, f.sps[0], f.sps[1], train_ratio, products.linears(), products.convs(), 1e3 * f.gemm[0],
+      1e3 * f.gemm[1], gemm_ratio, train_ratio / gemm_ratio);
+  const nlohmann::json j = {{"bench", "precision"},
+                            {"model", name},
+                            {"fp32_samples_per_s", f.sps[0]},
+                            {"bf16_samples_per_s", f.sps[1]},
+                            {"train_ratio", train_ratio},
+                            {"fp32_products_s", f.gemm[0]},
+                            {"bf16_products_s", f.gemm[1]},
+                            {"products_ratio", gemm_ratio},
+                            {"ratio_of_ratios", train_ratio / gemm_ratio}};
+  fmt::print("{}\n", j.dump());
+  if (json) json << j.dump() << '\n';
+  return f;
+}
+
+void run(const Args& a) {
+  const std::string why = cpu_backend().matmul_precision_unsupported(Precision::kBf16);
+  if (!why.empty()) throw ConfigError(fmt::format("loom bench precision: bf16: {}", why));
+  std::ofstream json;
+  if (!a.json_path.empty()) json.open(a.json_path);
+  fmt::print("loom bench precision on {}: 1 thread, fp32 against bf16 matrix products\n",
+             cpu_model());
+  measure("MLP", a.configs + "/mlp.toml", a.mlp_steps, a.rounds, json);
+  measure("ResNet-20", a.configs + "/resnet20.toml", a.resnet_steps, a.rounds, json);
+  if (!a.accuracy) return;
+  double acc[2] = {0, 0};
+  const char* names[2] = {"fp32", "bf16"};
+  for (int k = 0; k < 2; ++k) {
+    Config cfg = Config::from_file(a.configs + "/mlp.toml");
+    cfg.set("workers", int64_t(2));  // the default job
+    cfg.set("progress", std::string("none"));
+    cfg.set("log.level", std::string("warn"));
+    cfg.set("output.dir", std::string(""));
+    cfg.set("precision", std::string(names[k]));
+    acc[k] = train::run_training(cfg).test_acc;
+  }
+  fmt::print(
+      "MLP test accuracy after its full run (2 workers): fp32 {:.4f}, bf16 {:.4f} ({:+.2f} "
+      "points)\n",
+      acc[0], acc[1], 100 * (acc[1] - acc[0]));
+  const nlohmann::json j = {{"bench", "precision"},
+                            {"model", "MLP"},
+                            {"fp32_test_acc", acc[0]},
+                            {"bf16_test_acc", acc[1]}};
+  fmt::print("{}\n", j.dump());
+  if (json) json << j.dump() << '\n';
+}
+
+CommandRegistrar reg("bench precision", [](CLI::App& bench) {
+  auto a = std::make_shared<Args>();
+  CLI::App* cmd = bench.add_subcommand(
+      "precision", "bf16 against fp32 matrix products: training and kernel speed, accuracy");
+  cmd->add_option("--configs", a->configs, "folder holding mlp.toml and resnet20.toml");
+  cmd->add_option("--mlp-steps", a->mlp_steps, "training steps of each MLP run")
+      ->check(CLI::Range(10, 1000000));
+  cmd->add_option("--resnet-steps", a->resnet_steps, "training steps of each ResNet-20 run")
+      ->check(CLI::Range(5, 1000000));
+  cmd->add_option("--rounds", a->rounds, "interleaved fp32/bf16 rounds; the best of each counts")
+      ->check(CLI::Range(1, 100));
+  cmd->add_flag("--accuracy", a->accuracy,
+                "also train the default MLP fully in both precisions and compare test accuracy");
+  cmd->add_option("--json", a->json_path, "also write the JSON lines to this file");
+  cmd->callback([a] { run(*a); });
+});
+
+}  // namespace
+}  // namespace loom::cli
