@@ -25,6 +25,8 @@
 #include "loom/nn/model.h"
 #include "loom/tensor/cpu/cpu_backend.h"
 #include "loom/train/checkpoint.h"
+#include "loom/train/evaluation.h"
+#include "loom/train/trained_model.h"
 #include "loom/train/trainer.h"
 
 namespace loom::train {
@@ -119,6 +121,17 @@ TEST(TokenTraining, LearnsARepeatedPatternAndReportsBitsPerCharacter) {
   EXPECT_NEAR(s["test_bits_per_character"].get<double>(), r.test_loss / std::log(2.0),
               1e-12 * r.test_loss);
   EXPECT_GT(s["tokens_per_s"].get<double>(), 0);
+  // `loom eval` of the run: its test stream as windows, the same per-token figures.
+  TrainedModel m = load_trained_model(dir.file("run"), cpu_backend());
+  std::string from;
+  const data::Dataset set = load_eval_set(m, "", &from);
+  EXPECT_EQ(set.labels_per_sample, 1);
+  EXPECT_EQ(set.token_unit, "character");
+  const EvalResult e = evaluate_model(*m.model, set);
+  EXPECT_EQ(e.tokens, 399);
+  EXPECT_NEAR(e.loss, r.test_loss, 1e-6 * r.test_loss);
+  EXPECT_EQ(e.accuracy, r.test_acc);
+  EXPECT_NEAR(eval_json(e)["bits_per_character"].get<double>(), e.loss / std::log(2.0), 1e-12);
   const auto epochs = lines_of(fs::path(dir.file("run")) / "metrics.jsonl", "epoch");
   ASSERT_EQ(epochs.size(), 3u);
   for (size_t i = 0; i < epochs.size(); ++i) {
