@@ -161,7 +161,11 @@ Vocabulary decode_vocabulary(const uint8_t* data, size_t n, int64_t num_classes,
   return v;
 }
 
-TokenShard::TokenShard(const std::string& path, bool verify) : file_(path) {
+TokenShard::TokenShard(const std::string& path, bool verify)
+    : TokenShard(MappedFile(path), verify) {}
+
+TokenShard::TokenShard(MappedFile file, bool verify) : file_(std::move(file)) {
+  const std::string& path = file_.path();
   info_ = parse_shard_header(file_.data(), file_.size(), file_.size(), file_.path(), &crcs_);
   if (info_.target != ShardTarget::kNone)
     throw InputError(

@@ -51,6 +51,8 @@ class TokenShard {
  public:
   // verify = false: no CRC check at open (`loom data inspect` reports bad chunks instead).
   explicit TokenShard(const std::string& path, bool verify = true);
+  // Over a file already mapped (or MappedFile::borrow'ed bytes).
+  TokenShard(MappedFile file, bool verify);
   int64_t size() const { return info_.count; }  // tokens
   const Vocabulary& vocabulary() const { return vocab_; }
   const ShardInfo& info() const { return info_; }
