@@ -202,5 +202,26 @@ TEST(Report, NewerFormatVersionsAreRefusedNamingTheFile) {
   fs::remove_all(d);
 }
 
+// A token run's summary names the unit of its bits: the report shows them per byte (or
+// character), and a report of image runs alone has no token table.
+TEST(Report, TokenRunsShowBitsPerTheirUnit) {
+  const fs::path d = fresh_dir("tokens");
+  write(d / "bytes/config.toml", "data.context = 1\n");
+  write(d / "bytes/metrics.jsonl", epoch_line(1, 2.5, 0.3, 1) + "\n");
+  write(d / "bytes/summary.json",
+        R"({"test_acc":null,"samples_per_s":100,"workers":1,"token_unit":"byte",)"
+        R"("val_bits_per_byte":3.25,"train_bits_per_byte":3.5,"test_bits_per_byte":null,)"
+        R"("tokens_per_s":12345,"context":1,"vocab":{"kind":"bytes","size":256}})");
+  const std::string html = render_report(load_runs({(d / "bytes").string()}), {});
+  EXPECT_NE(html.find("<td>bits per byte</td><td>3.5000</td><td>3.2500</td><td>&ndash;</td>"
+                      "<td>12345</td>"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("256 bytes"), std::string::npos);
+  const fs::path runs = synthetic_runs();
+  EXPECT_EQ(render_report(load_runs({(runs / "fp32").string()}), {}).find("token run"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace loom::experiments

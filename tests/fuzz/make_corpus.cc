@@ -9,6 +9,7 @@
 #include "loom/data/idx.h"
 #include "loom/data/npy.h"
 #include "loom/data/shard_writer.h"
+#include "loom/data/token_shard.h"
 
 using namespace loom::data;
 
@@ -44,6 +45,18 @@ int main(int argc, char** argv) {
     ShardWriter w(dir + "/shard/f32.shard", {ShardDtype::kFloat32, {3}, 3, 2, 0});
     w.append(2, f);
     w.append(0, f + 3);
+    w.finish();
+  }
+  {
+    ShardSpec spec{ShardDtype::kUint8, {1}, 3, 4, 2};
+    spec.target = ShardTarget::kNone;
+    Vocabulary v;
+    v.kind = VocabKind::kChars;
+    v.chars = {"a", "b", "\xc3\xa9"};
+    v.size = 3;
+    spec.extra = encode_vocabulary(v);
+    ShardWriter w(dir + "/shard/chars.shard", spec);
+    for (uint8_t t : {0, 2, 1, 2}) w.append_features(&t);
     w.finish();
   }
   return 0;

@@ -9,6 +9,7 @@
 #include "loom/core/error.h"
 #include "loom/data/convert.h"
 #include "loom/data/loader_bench.h"
+#include "loom/data/token_shard.h"
 
 namespace loom::cli {
 namespace {
@@ -17,6 +18,8 @@ struct ConvertArgs {
   std::string src, dst;
   data::ConvertOptions opts;
   std::string delimiter = ",";
+  bool text = false;            // --text: SRC is text, written as a token stream
+  std::string vocab = "bytes";  // --vocab
 };
 
 char parse_delimiter(const std::string& d) {
@@ -33,7 +36,25 @@ void add_csv_options(CLI::App* c, data::CsvOptions& csv, std::string& delimiter)
       ->default_val(-1);
 }
 
+void convert_text(const ConvertArgs& a) {
+  if (a.vocab != "bytes" && a.vocab != "chars")
+    throw ConfigError(fmt::format("--vocab {}: give bytes or chars", a.vocab));
+  if (a.opts.chunk_records < 0)
+    throw ConfigError(
+        fmt::format("--chunk-records {}: give >= 1 records per chunk (or 0: about 1 MiB)",
+                    a.opts.chunk_records));
+  const data::ShardInfo info = data::convert_text(
+      a.src, a.dst, a.vocab == "chars" ? data::TextVocab::kChars : data::TextVocab::kBytes,
+      a.opts.chunk_records);
+  fmt::print("{}: {} tokens ({}, vocabulary {} {}), {} chunks, {} bytes\n", a.dst, info.count,
+             data::dtype_name(info.dtype), info.num_classes, a.vocab, info.num_chunks,
+             info.file_bytes());
+}
+
 void convert(ConvertArgs& a) {
+  if (a.text) return convert_text(a);
+  if (a.vocab != "bytes")
+    throw ConfigError("--vocab chooses the tokens of --text: give --text too");
   a.opts.csv.delimiter = parse_delimiter(a.delimiter);
   data::ShardInfo info = data::convert_to_shard(a.src, a.dst, a.opts);
   const std::string target = info.target == data::ShardTarget::kFloat
@@ -66,11 +87,13 @@ void inspect(InspectArgs& a) {
                         {"checksum", s.checksum},
                         {"checksum_ok", s.checksum_ok},
                         {"labels_out_of_range", s.labels_out_of_range}};
+    if (s.vocab_size > 0) j["vocabulary"] = {{"kind", s.vocab_kind}, {"size", s.vocab_size}};
     fmt::print("{}\n", j.dump());
   } else {
     fmt::print("file:     {}\nformat:   {}\ndtype:    {}\nshape:    {}\ncount:    {}\n", a.file,
                data::format_name(s.format), s.dtype, fmt::join(s.shape, "x"), s.count);
     if (!s.target.empty()) fmt::print("version:  {}\ntarget:   {}\n", s.shard_version, s.target);
+    if (s.vocab_size > 0) fmt::print("vocab:    {} tokens, {}\n", s.vocab_size, s.vocab_kind);
     if (!s.label_histogram.empty()) {
       // The classes that occur, the first kShown of them: a line, not a screenful.
       constexpr int kShown = 64;
@@ -106,6 +129,11 @@ CommandRegistrar convert_reg("data convert", [](CLI::App& parent) {
   c->add_option("--targets", a->opts.targets,
                 "NPY features: float targets (n,) or (n, K) for regression, instead of --labels");
   c->add_flag("--test", a->opts.test_split, "a Fashion-MNIST folder: convert the t10k set");
+  c->add_flag("--text", a->text,
+              "SRC is a text file: write a token stream (one token per byte or character)");
+  c->add_option("--vocab", a->vocab,
+                "--text: bytes (256 tokens, any file) or chars (the text's distinct UTF-8 "
+                "characters, sorted)");
   c->add_option("--classes", a->opts.num_classes, "class count (default: 10 for IDX, else max+1)");
   c->add_option("--chunk-records", a->opts.chunk_records, "records per CRC chunk (default ~1 MiB)");
   c->add_option("--max-classes", a->opts.max_classes,

@@ -53,7 +53,8 @@ void run_train(const TrainArgs& args) {
   if (!r.epochs.empty())
     fmt::print("loom: done: {}, {}, test accuracy {}{}{}, {:.0f} samples/s ({}){}\n",
                plural(r.epochs_done, "epoch"), plural(r.steps, "step"),
-               r.test_acc >= 0 ? fmt::format("{:.4f}", r.test_acc) : "not evaluated (eval = false)",
+               r.test_acc >= 0 ? fmt::format("{:.4f}", r.test_acc)
+                               : "not evaluated (eval = false, or no test set)",
                r.val_acc >= 0 ? fmt::format(", last val accuracy {:.4f}", r.val_acc) : "",
                r.best_epoch > 0 ? fmt::format(", best epoch {} (val accuracy {:.4f}, weights kept)",
                                               r.best_epoch, r.best_val_acc)

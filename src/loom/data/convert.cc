@@ -16,6 +16,7 @@
 #include "loom/data/npy.h"
 #include "loom/data/shard_source.h"
 #include "loom/data/shard_writer.h"
+#include "loom/data/token_shard.h"
 
 namespace loom::data {
 
@@ -356,6 +357,23 @@ FileSummary inspect_file(const std::string& path, const CsvOptions& csv) {
       break;
     }
     case SourceFormat::kShard: {
+      if (is_token_shard(path)) {
+        const TokenShard t(path, false);
+        const ShardInfo& si = t.info();
+        s.dtype = dtype_name(si.dtype);
+        s.shape = {si.count};
+        s.count = si.count;
+        s.target = target_name(si.target);
+        s.shard_version = si.version;
+        s.vocab_kind = vocab_kind_name(t.vocabulary().kind);
+        s.vocab_size = t.vocabulary().size;
+        const std::vector<int64_t> bad = t.bad_chunks();
+        s.checksum_ok = bad.empty();
+        s.checksum = bad.empty() ? fmt::format("CRC32C ok ({} chunks)", si.num_chunks)
+                                 : fmt::format("CRC32C MISMATCH in {} of {} chunks: {}", bad.size(),
+                                               si.num_chunks, fmt::join(bad, ", "));
+        break;
+      }
       ShardSource src(path, {ShardVerify::kNone, std::nullopt});
       const ShardInfo& si = src.info();
       s.dtype = dtype_name(si.dtype);

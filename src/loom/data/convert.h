@@ -44,6 +44,9 @@ struct FileSummary {
   int64_t labels_out_of_range = 0;       // a shard's labels outside [0, its class count): corrupt
   std::string checksum;  // "ok (N chunks)", "MISMATCH in chunks ...", or "none in this format"
   bool checksum_ok = true;
+  // A token shard's vocabulary: its kind ("bytes", "chars", "ids") and size; 0: not tokens.
+  std::string vocab_kind;
+  int64_t vocab_size = 0;
 };
 // Labels are checked as convert checks them (csv.max_classes bounds NPY and CSV labels), so
 // the histogram stays small.

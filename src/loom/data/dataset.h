@@ -18,6 +18,11 @@ struct Dataset {
   int num_classes = 0;
   std::vector<float> features;  // count * sample_numel, normalised
   std::vector<int32_t> labels;  // count, each in [0, num_classes); zeros for float targets
+  // Labels per sample: 1, or one per position (token windows: labels holds count * this).
+  int64_t labels_per_sample = 1;
+  // Token windows: what one token is ("byte", "character", "token"), the unit of bits per
+  // token; empty for other data.
+  std::string token_unit;
   // Regression: target_numel > 0 float targets per sample (count * target_numel), and
   // num_classes 0.
   int64_t target_numel = 0;

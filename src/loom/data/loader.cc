@@ -42,6 +42,7 @@ Loader::Loader(std::shared_ptr<const SampleSource> source, LoaderOptions opts)
         shape_.size()));
   per_rank_ = opts_.global_batch / opts_.world;
   numel_ = source_->sample_numel();
+  labels_ = source_->labels_per_sample();
   const int64_t n = source_->count();
   steps_ =
       opts_.drop_last ? n / opts_.global_batch : (n + opts_.global_batch - 1) / opts_.global_batch;
@@ -49,7 +50,7 @@ Loader::Loader(std::shared_ptr<const SampleSource> source, LoaderOptions opts)
   slots_.resize(opts_.prefetch == 0 ? 1 : size_t(opts_.prefetch) + 1);
   for (Slot& s : slots_) {
     s.x.resize(size_t(per_rank_ * numel_));
-    s.y.resize(size_t(per_rank_));
+    s.y.resize(size_t(per_rank_ * labels_));
     s.t.resize(size_t(per_rank_ * source_->target_numel()));
     s.idx.resize(size_t(per_rank_));
     if (opts_.augment.enabled()) s.scratch.resize(size_t(numel_));
@@ -141,7 +142,7 @@ void Loader::fill(int64_t step, Slot& slot) const {
   slot.offset = begin;
   slot.step = step;
   std::copy(order_.begin() + begin, order_.begin() + end, slot.idx.begin());
-  source_->gather(slot.idx.data(), slot.size, slot.x.data(), slot.y.data());
+  source_->gather_in_epoch(epoch_, slot.idx.data(), slot.size, slot.x.data(), slot.y.data());
   if (!slot.t.empty()) source_->gather_targets(slot.idx.data(), slot.size, slot.t.data());
   if (opts_.augment.enabled())
     for (int64_t i = 0; i < slot.size; ++i)
@@ -287,6 +288,7 @@ bool Loader::next(Batch& out) {
   const Slot& s = slots_[size_t(slot)];
   out.x = s.x.data();
   out.y = s.y.data();
+  out.labels_per_sample = labels_;
   out.t = s.t.empty() ? nullptr : s.t.data();
   out.size = s.size;
   out.global_offset = s.offset;

@@ -45,8 +45,9 @@ struct LoaderOptions {
 };
 
 struct Batch {
-  const float* x = nullptr;  // size * sample_numel floats, contiguous
-  const int32_t* y = nullptr;
+  const float* x = nullptr;       // size * sample_numel floats, contiguous
+  const int32_t* y = nullptr;     // size * labels_per_sample labels
+  int64_t labels_per_sample = 1;  // SampleSource::labels_per_sample (a token window: its length)
   // Float targets (size * target_numel), when the source has them (regression); else null.
   const float* t = nullptr;
   int64_t size = 0;  // samples on this rank
@@ -108,7 +109,7 @@ class Loader {
   std::shared_ptr<const SampleSource> source_;
   LoaderOptions opts_;
   std::vector<int64_t> shape_;
-  int64_t per_rank_ = 0, numel_ = 0, steps_ = 0;
+  int64_t per_rank_ = 0, numel_ = 0, steps_ = 0, labels_ = 1;
   int64_t epoch_ = 0;
   std::vector<int64_t> order_;  // this epoch's sample order
   // Bounded-memory shuffle: window w covers positions [window_end_[w-1], window_end_[w]) and

@@ -13,13 +13,17 @@ std::vector<ConfigKeySpec> data_config_keys() {
        "emulate a slow disk at this many MB/s (0 = off)"},
       {"data.train_shards", ConfigType::kString, "\"\"",
        "a loom shard file to train from (from `loom data convert`) instead of data.dir"},
+      {"data.context", ConfigType::kInt, "(none)",
+       "tokens per window when data.train_shards is a token stream (`loom data convert --text`): "
+       "each sample is a window, its labels the next token at every position"},
       {"data.test_shards", ConfigType::kString, "\"\"",
        "a loom shard file to evaluate on (its sample shape and class count must be the "
        "training set's)"},
       {"data.validation", ConfigType::kDouble, "0",
        "a fraction in [0, 1) of the training data held out, chosen by the seed, for the "
        "per-epoch validation figures (val_loss, val_acc), or a shard file to validate on "
-       "(with data.train_shards); 0 = none: no per-epoch held-out figure, the test set is "
+       "(with data.train_shards; a token stream holds out its last fraction of tokens); 0 = none: "
+       "no per-epoch held-out figure, the test set is "
        "evaluated once at the end either way"},
       {"data.max_classes", ConfigType::kInt, "65536",
        "the largest class count a training set may have (the model has one output per class)"},

@@ -16,7 +16,9 @@ void DatasetSource::gather(const int64_t* idx, int64_t n, float* x, int32_t* y) 
   const int64_t numel = ds_.sample_numel();
   for (int64_t i = 0; i < n; ++i) {
     std::memcpy(x + i * numel, ds_.features.data() + idx[i] * numel, size_t(numel) * sizeof(float));
-    y[i] = ds_.labels.empty() ? 0 : ds_.labels[size_t(idx[i])];
+    const int64_t l = ds_.labels_per_sample;
+    for (int64_t j = 0; j < l; ++j)
+      y[i * l + j] = ds_.labels.empty() ? 0 : ds_.labels[size_t(idx[i] * l + j)];
   }
 }
 
@@ -38,7 +40,8 @@ Dataset materialise(const SampleSource& src, const std::string& name) {
   ds.sample_shape = src.sample_shape();
   ds.num_classes = src.num_classes();
   ds.features.resize(size_t(ds.count * src.sample_numel()));
-  ds.labels.resize(size_t(ds.count));
+  ds.labels_per_sample = src.labels_per_sample();
+  ds.labels.resize(size_t(ds.count * ds.labels_per_sample));
   std::vector<int64_t> idx(size_t(ds.count));
   for (int64_t i = 0; i < ds.count; ++i) idx[size_t(i)] = i;
   src.gather(idx.data(), ds.count, ds.features.data(), ds.labels.data());

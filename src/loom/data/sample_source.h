@@ -21,8 +21,17 @@ class SampleSource {
   // 0: each sample has a class label (y of gather). Otherwise each has this many float targets
   // (regression), read by gather_targets, and gather's labels are 0.
   virtual int64_t target_numel() const { return 0; }
-  // Writes samples idx[0..n) to x (n * sample_numel floats) and y (n labels).
+  // Class labels per sample: 1, or one per position of a sequence sample (token windows).
+  virtual int64_t labels_per_sample() const { return 1; }
+  // Writes samples idx[0..n) to x (n * sample_numel floats) and y (n * labels_per_sample
+  // labels).
   virtual void gather(const int64_t* idx, int64_t n, float* x, int32_t* y) const = 0;
+  // The samples of `epoch`: the loader calls this. A source whose samples move from epoch to
+  // epoch (token windows at a per-epoch offset) overrides it; gather() is then its epoch 0.
+  virtual void gather_in_epoch(int64_t epoch, const int64_t* idx, int64_t n, float* x,
+                               int32_t* y) const {
+    gather(idx, n, x, y);
+  }
   // The float targets of samples idx[0..n): n * target_numel values.
   virtual void gather_targets(const int64_t* idx, int64_t n, float* t) const;
 
@@ -44,6 +53,7 @@ class DatasetSource final : public SampleSource {
   std::vector<int64_t> sample_shape() const override { return ds_.sample_shape; }
   int num_classes() const override { return ds_.num_classes; }
   int64_t target_numel() const override { return ds_.target_numel; }
+  int64_t labels_per_sample() const override { return ds_.labels_per_sample; }
   void gather(const int64_t* idx, int64_t n, float* x, int32_t* y) const override;
   void gather_targets(const int64_t* idx, int64_t n, float* t) const override;
 

@@ -17,7 +17,10 @@ class ThrottledSource final : public SampleSource {
   int64_t count() const override { return inner_->count(); }
   std::vector<int64_t> sample_shape() const override { return inner_->sample_shape(); }
   int num_classes() const override { return inner_->num_classes(); }
+  int64_t labels_per_sample() const override { return inner_->labels_per_sample(); }
   void gather(const int64_t* idx, int64_t n, float* x, int32_t* y) const override;
+  void gather_in_epoch(int64_t epoch, const int64_t* idx, int64_t n, float* x,
+                       int32_t* y) const override;
   int64_t stored_record_bytes() const override { return inner_->stored_record_bytes(); }
   int64_t chunk_records() const override { return inner_->chunk_records(); }
   void will_need(int64_t a, int64_t b) const override { inner_->will_need(a, b); }

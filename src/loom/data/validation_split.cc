@@ -64,9 +64,14 @@ SubsetSource::SubsetSource(std::shared_ptr<const SampleSource> base, std::vector
 }
 
 void SubsetSource::gather(const int64_t* idx, int64_t n, float* x, int32_t* y) const {
+  gather_in_epoch(0, idx, n, x, y);
+}
+
+void SubsetSource::gather_in_epoch(int64_t epoch, const int64_t* idx, int64_t n, float* x,
+                                   int32_t* y) const {
   std::vector<int64_t> mapped(size_t(std::max<int64_t>(n, 0)));
   for (int64_t i = 0; i < n; ++i) mapped[size_t(i)] = ids_[size_t(idx[i])];
-  base_->gather(mapped.data(), n, x, y);
+  base_->gather_in_epoch(epoch, mapped.data(), n, x, y);
 }
 
 void SubsetSource::gather_targets(const int64_t* idx, int64_t n, float* t) const {

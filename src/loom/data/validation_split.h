@@ -45,7 +45,10 @@ class SubsetSource final : public SampleSource {
   std::vector<int64_t> sample_shape() const override { return base_->sample_shape(); }
   int num_classes() const override { return base_->num_classes(); }
   int64_t target_numel() const override { return base_->target_numel(); }
+  int64_t labels_per_sample() const override { return base_->labels_per_sample(); }
   void gather(const int64_t* idx, int64_t n, float* x, int32_t* y) const override;
+  void gather_in_epoch(int64_t epoch, const int64_t* idx, int64_t n, float* x,
+                       int32_t* y) const override;
   void gather_targets(const int64_t* idx, int64_t n, float* t) const override;
   int64_t stored_record_bytes() const override { return base_->stored_record_bytes(); }
   int64_t chunk_records() const override { return 0; }

@@ -184,6 +184,41 @@ std::string summary_table(const std::vector<RunData>& runs, const std::vector<St
   return h + "</tbody></table></div>\n";
 }
 
+// Runs on token windows (summary.json has token_unit): their figures in bits per byte,
+// character or token -- the unit each run's vocabulary names -- and tokens/s. Empty when none.
+std::string token_table(const std::vector<RunData>& runs) {
+  std::string rows;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RunData& r = runs[i];
+    if (!r.summary || !r.summary->contains("token_unit") || !(*r.summary)["token_unit"].is_string())
+      continue;
+    const nlohmann::json& s = *r.summary;
+    const std::string unit = s["token_unit"].get<std::string>();
+    const auto bits = [&](const char* split) {
+      const double v = num_or(s, fmt::format("{}_bits_per_{}", split, unit).c_str(), -1);
+      return fmt_or_dash(v, "{:.4f}", v >= 0);
+    };
+    const std::string vocab = s.contains("vocab") && s["vocab"].is_object()
+                                  ? fmt::format("{} {}", num_or(s["vocab"], "size", 0),
+                                                s["vocab"].value("kind", std::string("?")))
+                                  : std::string("?");
+    rows += fmt::format(
+        "<tr><td class=\"run\"><i style=\"background:{}\"></i>{}</td><td>{}</td><td>{}</td>"
+        "<td>bits per {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+        color_of(i), escape(r.display()), escape(vocab),
+        fmt_or_dash(num_or(s, "context", 0), "{:.0f}", num_or(s, "context", 0) > 0), escape(unit),
+        bits("train"), bits("val"), bits("test"),
+        fmt_or_dash(num_or(s, "tokens_per_s", 0), "{:.0f}", num_or(s, "tokens_per_s", 0) > 0));
+  }
+  if (rows.empty()) return "";
+  return "<div class=\"card\"><table><thead><tr><th>token run</th><th>vocabulary</th>"
+         "<th>context</th><th>unit</th><th>train</th><th>val</th><th>test</th>"
+         "<th>tokens/s</th></tr></thead><tbody>\n" +
+         rows +
+         "</tbody></table><p class=\"note\">losses of the token runs in bits (nats / ln 2) per "
+         "unit of their vocabulary: bytes, characters or token ids</p></div>\n";
+}
+
 }  // namespace
 
 std::string render_report(const std::vector<RunData>& runs, const ReportOptions& options) {
@@ -209,6 +244,7 @@ std::string render_report(const std::vector<RunData>& runs, const ReportOptions&
         "read</h3><ul>" +
         problems + "</ul></div>\n";
   body += summary_table(runs, st);
+  body += token_table(runs);
 
   body += "<h2>Training</h2><div class=\"grid\">\n";
   svg::LineChart loss{"Training loss", "step", "mean loss", loss_curves(runs)};

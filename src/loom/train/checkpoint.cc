@@ -114,6 +114,10 @@ CheckpointFile make_train_file(WorkerParts& w, const TrainPosition& pos,
     const int64_t split[1] = {int64_t(pos.validation_split)};
     f.put_i64("data.validation_split", split);
   }
+  if (pos.vocabulary != 0) {
+    const int64_t vocab[1] = {int64_t(pos.vocabulary)};
+    f.put_i64("data.vocabulary", vocab);
+  }
   if (w.best && w.best->epoch > 0) {
     const int64_t epoch[1] = {w.best->epoch};
     f.put_i64("best.epoch", epoch);
@@ -179,6 +183,15 @@ TrainPosition restore_parts(WorkerParts& w, const CheckpointFile& train, const C
         : expect.validation_split == 0 ? "trained with a validation split; this run holds none out"
                                        : "trained with another validation split than this run's "
                                          "(data.validation or the training data changed?)"));
+  pos.vocabulary = train.has("data.vocabulary") ? uint64_t(train.i64("data.vocabulary", 1)[0]) : 0;
+  if (pos.vocabulary != expect.vocabulary)
+    throw InputError(fmt::format(
+        "{}: {}: the same token ids would mean other tokens", src,
+        pos.vocabulary == 0      ? "trained without a token vocabulary; this run trains on tokens"
+        : expect.vocabulary == 0 ? "trained on tokens; this run's data are not a token stream"
+                                 : fmt::format("trained on vocabulary {:016x}; this run's data "
+                                               "have vocabulary {:016x} (another text or --vocab?)",
+                                               pos.vocabulary, expect.vocabulary)));
   if (pos.step < 0 || !(pos.lr_scale > 0 && pos.lr_scale <= 1))
     throw InputError(fmt::format("{}: position out of range (step {}, lr scale {})", src, pos.step,
                                  pos.lr_scale));

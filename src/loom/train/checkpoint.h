@@ -55,6 +55,9 @@ struct TrainPosition {
   // FNV-1a 64 of the training records data.validation holds out (0: none). A resume must
   // train on the same records, so a checkpoint of another split is refused.
   uint64_t validation_split = 0;
+  // Vocabulary::fingerprint() of a run on token windows (0: not tokens). Another vocabulary
+  // gives the same ids other meanings, so a checkpoint of another one is refused.
+  uint64_t vocabulary = 0;
   int64_t epoch() const { return steps_per_epoch ? step / steps_per_epoch : 0; }
   int64_t step_in_epoch() const { return steps_per_epoch ? step % steps_per_epoch : 0; }
 };

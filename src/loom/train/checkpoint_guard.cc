@@ -74,12 +74,14 @@ GuardOptions read_guard_options(const Config& cfg) {
 }
 
 StepGuard::StepGuard(const Config& cfg, comm::Communicator& c, WorkerParts parts,
-                     int64_t steps_per_epoch, uint64_t seed, uint64_t validation_split)
+                     int64_t steps_per_epoch, uint64_t seed, uint64_t validation_split,
+                     uint64_t vocabulary)
     : opt_(read_guard_options(cfg)), config_text_(cfg.canonical_text()), comm_(c), parts_(parts) {
   pos_.steps_per_epoch = steps_per_epoch;
   pos_.world = c.size();
   pos_.seed = seed;
   pos_.validation_split = validation_split;
+  pos_.vocabulary = vocabulary;
   if (parts_.backend.device() != Device::kCpu) opt_.check_grads = false;
 }
 

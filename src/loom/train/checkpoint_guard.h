@@ -53,9 +53,10 @@ class StepGuard {
  public:
   enum class Outcome { kDone, kSkipped, kStop };
 
-  // validation_split: TrainPosition::validation_split of this run (0: nothing held out).
+  // validation_split: TrainPosition::validation_split of this run (0: nothing held out);
+  // vocabulary: TrainPosition::vocabulary (0: not a token run).
   StepGuard(const Config& cfg, comm::Communicator& c, WorkerParts parts, int64_t steps_per_epoch,
-            uint64_t seed, uint64_t validation_split = 0);
+            uint64_t seed, uint64_t validation_split = 0, uint64_t vocabulary = 0);
   // Before Strategy::start(): loads the newest checkpoint under train.resume (if set) on every
   // rank (parameters, optimizer, position) and returns the global step to continue from (0
   // without resume). After start(), restore_strategy() hands the strategy its sections.

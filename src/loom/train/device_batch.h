@@ -18,8 +18,9 @@ class DeviceBatch {
     const float* x;
     const int32_t* y;
   };
-  // rows samples of `numel` floats each, and their labels.
-  View put(const float* x, const int32_t* y, int64_t rows, int64_t numel);
+  // rows samples of `numel` floats each, and their labels (labels_per_row each).
+  View put(const float* x, const int32_t* y, int64_t rows, int64_t numel,
+           int64_t labels_per_row = 1);
   // Float targets (regression), `count` values.
   const float* put_targets(const float* t, int64_t count);
 

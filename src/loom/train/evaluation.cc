@@ -8,6 +8,8 @@
 #include "loom/data/pipeline_config.h"
 #include "loom/data/sample_source.h"
 #include "loom/data/shard_source.h"
+#include "loom/data/token_shard.h"
+#include "loom/data/token_windows.h"
 #include "loom/train/device_batch.h"
 
 namespace loom::train {
@@ -30,6 +32,31 @@ data::Dataset idx_test_set(const TrainedModel& m, const std::string& dir,
   return data::load_fashion_mnist(dir, false, norm, nullptr);
 }
 
+// A token shard cut into the windows the model reads (its input is [context]), at offset 0 as
+// the training run evaluated them.
+data::Dataset token_windows(const TrainedModel& m, const std::string& path) {
+  auto shard = std::make_shared<const data::TokenShard>(path);
+  if (m.input_shape.size() != 1)
+    throw InputError(
+        fmt::format("{}: a token stream; the model takes samples of shape {}, not "
+                    "windows of tokens",
+                    path, nn::shape_text(m.input_shape)));
+  if (shard->vocabulary().size != m.num_classes)
+    throw InputError(fmt::format("{}: a vocabulary of {} tokens; the model predicts {}", path,
+                                 shard->vocabulary().size, m.num_classes));
+  data::WindowOptions wo;
+  wo.context = m.input_shape[0];
+  data::Dataset set = data::materialise(data::TokenWindowSource(shard, wo), path);
+  set.token_unit = data::vocab_unit(shard->vocabulary().kind);
+  return set;
+}
+
+// A shard file: token windows when it is a token stream, else its samples.
+data::Dataset shard_set(const TrainedModel& m, const std::string& path) {
+  if (data::is_token_shard(path)) return token_windows(m, path);
+  return data::materialise(data::ShardSource(path));
+}
+
 }  // namespace
 
 data::Dataset load_eval_set(const TrainedModel& m, const std::string& data_path,
@@ -42,8 +69,13 @@ data::Dataset load_eval_set(const TrainedModel& m, const std::string& data_path,
           "{}: no config.toml beside it names a test set; give one with --data", m.weights));
     const data::PipelineConfig p = data::read_pipeline_config(m.config);
     if (!p.test_shards.empty()) {
-      set = data::materialise(data::ShardSource(p.test_shards));
+      set = shard_set(m, p.test_shards);
       from = p.test_shards;
+    } else if (m.config.has("data.context")) {
+      throw InputError(fmt::format(
+          "{}: the run trained on token windows without data.test_shards: give a token shard "
+          "to evaluate on with --data",
+          m.weights));
     } else {
       const std::string dir = m.config.get_string("data.dir", data::kDefaultFashionMnistDir);
       set = idx_test_set(m, dir, dir);
@@ -56,7 +88,7 @@ data::Dataset load_eval_set(const TrainedModel& m, const std::string& data_path,
           m.has_config ? m.config.get_string("data.dir", data::kDefaultFashionMnistDir) : data_path;
       set = idx_test_set(m, data_path, train_dir);
     } else if (fs::exists(data_path, ec)) {
-      set = data::materialise(data::ShardSource(data_path));
+      set = shard_set(m, data_path);
     } else {
       throw InputError(fmt::format("{}: no such data file (shards) or directory (IDX)", data_path));
     }
@@ -89,11 +121,18 @@ data::Dataset load_eval_set(const TrainedModel& m, const std::string& data_path,
 }
 
 EvalResult evaluate_model(nn::Model& model, const data::Dataset& set, int64_t chunk) {
-  if (model.output_positions() != 1)
+  // Token windows: one label per position; other sets one per sample.
+  const int64_t per = set.labels_per_sample;
+  if (model.output_positions() != per)
     throw InputError(
-        fmt::format("the model gives {} outputs per sample; evaluation takes one label per sample",
-                    model.output_positions()));
+        fmt::format("the model gives {} outputs per sample; the set has {} label(s) per sample",
+                    model.output_positions(), per));
+  if (per > 1) chunk = std::max<int64_t>(1, chunk / per);
   EvalResult r;
+  if (!set.token_unit.empty()) {
+    r.tokens = set.count * per;
+    r.token_unit = set.token_unit;
+  }
   r.count = set.count;
   r.num_classes = model.num_classes();
   const int64_t k = r.num_classes;
@@ -126,23 +165,23 @@ EvalResult evaluate_model(nn::Model& model, const data::Dataset& set, int64_t ch
     nn::StepInfo info;
     info.training = false;
     const DeviceBatch::View v =
-        on_device.put(set.features.data() + i * numel, set.labels.data() + i, n, numel);
+        on_device.put(set.features.data() + i * numel, set.labels.data() + i * per, n, numel, per);
     const float* out = model.forward(v.x, n, info);
-    logits.resize(size_t(n * k));
+    logits.resize(size_t(n * per * k));
     be.copy_to_host(logits.data(), out, logits.size() * sizeof(float));
     loss_sum += model.loss(v.y, 1.0f).loss_sum;
-    for (int64_t s = 0; s < n; ++s) {
+    for (int64_t s = 0; s < n * per; ++s) {
       const float* z = logits.data() + s * k;
       int64_t arg = 0;
       for (int64_t c = 1; c < k; ++c)
         if (z[c] > z[arg]) arg = c;
-      const int64_t label = set.labels[size_t(i + s)];
+      const int64_t label = set.labels[size_t(i * per + s)];
       ++r.confusion[size_t(label * k + arg)];
       right += arg == label;
     }
   }
-  r.loss = loss_sum / double(set.count);
-  r.accuracy = double(right) / double(set.count);
+  r.loss = loss_sum / double(set.count * per);
+  r.accuracy = double(right) / double(set.count * per);
   return r;
 }
 
@@ -165,8 +204,14 @@ nlohmann::json eval_json(const EvalResult& r) {
          {"recall", total ? nlohmann::json(double(r.confusion[size_t(t * k + t)]) / double(total))
                           : nlohmann::json(nullptr)}});
   }
-  return {{"count", r.count}, {"loss", r.loss},    {"accuracy", r.accuracy},
-          {"num_classes", k}, {"confusion", rows}, {"per_class", per_class}};
+  nlohmann::json j = {{"count", r.count}, {"loss", r.loss},    {"accuracy", r.accuracy},
+                      {"num_classes", k}, {"confusion", rows}, {"per_class", per_class}};
+  if (!r.token_unit.empty()) {
+    j["tokens"] = r.tokens;
+    j["token_unit"] = r.token_unit;
+    j["bits_per_" + r.token_unit] = r.loss / 0.6931471805599453;
+  }
+  return j;
 }
 
 std::string eval_text(const EvalResult& r) {
@@ -174,6 +219,12 @@ std::string eval_text(const EvalResult& r) {
   if (r.regression)
     return fmt::format("samples {}  mean squared error {:.6g} (mean over {} outputs)\n", r.count,
                        r.loss, k);
+  // Token windows: per-token figures; a confusion matrix of the vocabulary is not printed.
+  if (!r.token_unit.empty())
+    return fmt::format(
+        "windows {}  tokens {}  loss {:.4f} nats/token = {:.4f} bits/{}  accuracy {:.4f} "
+        "(per token; --json has the confusion matrix)\n",
+        r.count, r.tokens, r.loss, r.loss / 0.6931471805599453, r.token_unit, r.accuracy);
   std::string out =
       fmt::format("samples {}  loss {:.4f}  accuracy {:.4f}\n", r.count, r.loss, r.accuracy);
   out += "confusion matrix (rows: true class, columns: predicted; recall at the right)\n";

@@ -18,6 +18,10 @@ struct EvalResult {
   double loss = 0;      // mean softmax cross-entropy (no label smoothing), or mean squared error
   double accuracy = 0;  // argmax (the first of equal logits) equals the label; -1: regression
   bool regression = false;  // a model trained with loss.type = "mse": no accuracy, no confusion
+  // Token windows: loss (nats) and accuracy are per token, over `tokens` positions of `count`
+  // windows; token_unit names the unit of bits = loss / ln 2 ("byte", "character", "token").
+  int64_t tokens = 0;
+  std::string token_unit;
   int num_classes = 0;
   // confusion[t * num_classes + p]: samples of class t predicted as p.
   std::vector<int64_t> confusion;

@@ -36,8 +36,19 @@ std::string clock_text(double seconds) {
 }
 }  // namespace
 
+void Progress::set_tokens(int64_t tokens_per_sample, const std::string& unit) {
+  tokens_per_sample_ = tokens_per_sample;
+  unit_ = unit;
+}
+
 void Progress::step(int64_t epoch, int64_t step_in_epoch, double loss, double samples_per_s) {
   if (mode_ == ProgressMode::kNone) return;
+  // "samples/s ... loss 0.1234", or for tokens "tokens/s ... loss 1.2345 (1.7810 bits/byte)".
+  const bool tokens = tokens_per_sample_ > 0;
+  const double rate = tokens ? samples_per_s * double(tokens_per_sample_) : samples_per_s;
+  const char* rate_unit = tokens ? "tokens/s" : "samples/s";
+  const std::string bits =
+      tokens ? fmt::format(" ({:.4f} bits/{})", loss / 0.6931471805599453, unit_) : "";
   // The last epoch under max_steps ends early: its bar fills at the run's last step.
   const int64_t epoch_steps = std::min(steps_, total_steps_ - epoch * steps_);
   const double frac = double(step_in_epoch + 1) / double(std::max<int64_t>(epoch_steps, 1));
@@ -51,18 +62,18 @@ void Progress::step(int64_t epoch, int64_t step_in_epoch, double loss, double sa
     const int width = 28, filled = int(frac * width);
     std::string bar(size_t(filled), '=');
     if (filled < width) bar += '>' + std::string(size_t(width - filled - 1), ' ');
-    std::fprintf(stderr, "\repoch %lld/%lld [%s] %3d%%  %.0f samples/s  ETA %s  loss %.4f  ",
-                 (long long)epoch + 1, (long long)epochs_, bar.c_str(), int(frac * 100),
-                 samples_per_s, clock_text(eta).c_str(), loss);
+    std::fprintf(stderr, "\repoch %lld/%lld [%s] %3d%%  %.0f %s  ETA %s  loss %.4f%s  ",
+                 (long long)epoch + 1, (long long)epochs_, bar.c_str(), int(frac * 100), rate,
+                 rate_unit, clock_text(eta).c_str(), loss, bits.c_str());
     std::fflush(stderr);
     return;
   }
   const int decile = int(frac * 10);
   if (decile == last_decile_ || decile == 0) return;
   last_decile_ = decile;
-  std::fprintf(stderr, "epoch %lld/%lld %3d%%  %.0f samples/s  ETA %s  loss %.4f\n",
-               (long long)epoch + 1, (long long)epochs_, decile * 10, samples_per_s,
-               clock_text(eta).c_str(), loss);
+  std::fprintf(stderr, "epoch %lld/%lld %3d%%  %.0f %s  ETA %s  loss %.4f%s\n",
+               (long long)epoch + 1, (long long)epochs_, decile * 10, rate, rate_unit,
+               clock_text(eta).c_str(), loss, bits.c_str());
 }
 
 void Progress::end_epoch() {

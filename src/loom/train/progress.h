@@ -18,6 +18,9 @@ class Progress {
   // counts what is left of those.
   Progress(ProgressMode mode, int64_t epochs, int64_t steps_per_epoch, int64_t samples_per_step,
            int64_t total_steps);
+  // A run on token windows: rates in tokens/s (`tokens_per_sample` per sample) and the loss, in
+  // nats per token, followed by bits per `unit` ("byte", "character", "token").
+  void set_tokens(int64_t tokens_per_sample, const std::string& unit);
   void step(int64_t epoch, int64_t step_in_epoch, double loss, double samples_per_s);
   // Clears the bar; the caller prints the epoch's summary line after it.
   void end_epoch();
@@ -26,6 +29,8 @@ class Progress {
   ProgressMode mode_;
   int64_t epochs_, steps_, samples_per_step_, total_steps_;
   int last_decile_ = -1;
+  int64_t tokens_per_sample_ = 0;  // 0: not a token run
+  std::string unit_;
   double last_draw_ = 0;
 };
 

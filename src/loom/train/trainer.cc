@@ -20,6 +20,8 @@
 #include "loom/data/pipeline_config.h"
 #include "loom/data/set_checks.h"
 #include "loom/data/shard_source.h"
+#include "loom/data/token_shard.h"
+#include "loom/data/token_windows.h"
 #include "loom/data/validation_split.h"
 #include "loom/nn/graph_builder.h"
 #include "loom/nn/model_file.h"
@@ -106,8 +108,10 @@ struct Figures {
 
 // One rank's share of evaluating a held-out set, summed over the ranks (every rank gets the
 // figures).
+// Token windows (labels_per_sample > 1): accuracy and loss per token, over count x positions.
 Figures evaluate(comm::Communicator& c, nn::Model& model, const data::Dataset& test) {
-  const int64_t chunk = 1000;
+  const int64_t per = test.labels_per_sample;
+  const int64_t chunk = std::max<int64_t>(1, 1000 / per);  // about 1000 rows of logits
   const comm::BlockRange mine = comm::block_range(size_t(test.count), c.size(), c.rank());
   const int64_t numel = test.sample_numel();
   double correct = 0, loss_sum = 0;
@@ -125,8 +129,8 @@ Figures evaluate(comm::Communicator& c, nn::Model& model, const data::Dataset& t
     const int64_t i = int64_t(mine.begin + part.begin), n = int64_t(part.size());
     nn::StepInfo info;
     info.training = false;
-    const DeviceBatch::View v =
-        on_device.put(test.features.data() + i * numel, test.labels.data() + i, n, numel);
+    const DeviceBatch::View v = on_device.put(test.features.data() + i * numel,
+                                              test.labels.data() + i * per, n, numel, per);
     const float* logits = model.forward(v.x, n, info);
     if (regression) {
       const int64_t k = test.target_numel;
@@ -134,13 +138,43 @@ Figures evaluate(comm::Communicator& c, nn::Model& model, const data::Dataset& t
           model.mse_loss(on_device.put_targets(test.targets.data() + i * k, n * k), 0.0f).loss_sum;
       continue;
     }
-    correct += double(be.count_correct(logits, v.y, n, model.num_classes()));
+    correct += double(be.count_correct(logits, v.y, n * per, model.num_classes()));
     loss_sum += model.loss(v.y, 0.0f).loss_sum;  // the gradient it writes is never used
   }
   double v[2] = {correct, loss_sum};
   allreduce_sum(c, v);
   // Regression has no accuracy: -1, as for a figure not evaluated.
-  return {regression ? -1.0 : v[0] / double(test.count), v[1] / double(test.count)};
+  const double rows = double(test.count * per);
+  return {regression ? -1.0 : v[0] / rows, v[1] / rows};
+}
+
+// A run on a token stream (data.train_shards is a token shard, cut into windows of
+// data.context tokens): the vocabulary names the unit of the bits in every output.
+struct TokenRun {
+  bool enabled = false;
+  int64_t context = 0;
+  std::shared_ptr<const data::TokenShard> shard;  // the training stream
+  data::Vocabulary vocab;
+  std::string unit() const { return data::vocab_unit(vocab.kind); }
+  // "val_bits_per_byte", "test_bits_per_character", ...
+  std::string bits_key(const char* prefix) const {
+    return fmt::format("{}_bits_per_{}", prefix, unit());
+  }
+};
+constexpr double kLn2 = 0.6931471805599453;  // nats per bit
+
+// The windows of a token shard for evaluation (offset 0), in memory. InputError naming the file
+// when its vocabulary is not the training stream's.
+data::Dataset token_eval_set(const TokenRun& t, const std::string& path, const char* role) {
+  auto shard = std::make_shared<const data::TokenShard>(path);
+  if (shard->vocabulary().fingerprint() != t.vocab.fingerprint())
+    throw InputError(fmt::format(
+        "{}: the {} stream's vocabulary, {}, is not the training stream's, {} ({}): convert "
+        "both with the same --vocab from text with the same characters",
+        path, role, shard->vocabulary().describe(), t.vocab.describe(), t.shard->path()));
+  data::WindowOptions wo;
+  wo.context = t.context;
+  return data::materialise(data::TokenWindowSource(shard, wo), path);
 }
 
 // The model's outputs per sample: one per class, or one per float target (regression).
@@ -169,7 +203,8 @@ class Worker {
   Worker(const Config& cfg, const Settings& s, comm::Communicator& c,
          std::shared_ptr<const data::SampleSource> train, const data::Dataset* validation,
          uint64_t validation_split, const data::Dataset& test, const data::PipelineConfig& pipeline,
-         TrainResult& result, RunWriter& writer, const TrainOptions& options)
+         TrainResult& result, RunWriter& writer, const TrainOptions& options,
+         const TokenRun& tokens)
       : cfg_(cfg),
         s_(s),
         comm_(c),
@@ -180,7 +215,8 @@ class Worker {
         pipeline_(pipeline),
         result_(result),
         writer_(writer),
-        options_(options) {}
+        options_(options),
+        tokens_(tokens) {}
 
   void run() {
     check_same_run(comm_, cfg_);
@@ -195,7 +231,8 @@ class Worker {
          epoch < s_.epochs && step_ < total_steps_ && !guard_->interrupted(); ++epoch)
       run_epoch(epoch);
     // The test set, once, on the final weights: nothing during the run was chosen by it.
-    if (s_.eval) test_ = evaluate(comm_, *model_, test_set_);
+    // A token run may have no test stream (data.test_shards is optional there).
+    if (s_.eval && test_set_.count > 0) test_ = evaluate(comm_, *model_, test_set_);
     if (lead_) finish();
   }
 
@@ -248,6 +285,7 @@ class Worker {
     }
     progress_.emplace(lead_ ? s_.progress : ProgressMode::kNone, epochs_to_run_, steps_per_epoch_,
                       global_batch_, total_steps_);
+    if (tokens_.enabled) progress_->set_tokens(tokens_.context, tokens_.unit());
   }
 
   // This rank's share of each global batch, and how many steps the run takes.
@@ -284,7 +322,8 @@ class Worker {
   void start_or_resume() {
     BestWeights* best = s_.keep_best && lead_ ? &best_ : nullptr;
     guard_.emplace(cfg_, comm_, WorkerParts{*backend_, *model_, *optimizer_, *strategy_, best},
-                   steps_per_epoch_, s_.seed, validation_split_);
+                   steps_per_epoch_, s_.seed, validation_split_,
+                   tokens_.enabled ? tokens_.vocab.fingerprint() : 0);
     step_ = guard_->resume();  // 0, or where the checkpoint left off
     strategy_->start();
     guard_->restore_strategy();
@@ -321,19 +360,21 @@ class Worker {
       const std::optional<nn::LossResult> r = train_step(batch, on_device, m.compute_s);
       ++step_;
       ++m.steps;
+      // Figures per label: per sample, or per token of token windows.
+      const double labels = double(batch.size * batch.labels_per_sample);
       if (r) {
         totals.loss_sum += r->loss_sum;
         totals.correct += double(r->correct);
-        totals.seen += double(batch.size);
+        totals.seen += labels;
         interval_.loss_sum += r->loss_sum;
         interval_.correct += double(r->correct);
-        interval_.seen += double(batch.size);
+        interval_.seen += labels;
       }
       if (log_every_ > 0 && step_ % log_every_ == 0) log_step(epoch);
       if (!r) continue;  // rolled back: left out of the epoch's loss and accuracy
       if (lead_) {
         const double el = epoch_watch.seconds();
-        progress_->step(epoch, batch.step, r->loss_sum / double(batch.size),
+        progress_->step(epoch, batch.step, r->loss_sum / labels,
                         el > 0 ? double(m.steps * global_batch_) / el : 0);
       }
       if (guard_->interrupted()) break;  // a stop signal: checkpoint written, leave
@@ -409,14 +450,19 @@ class Worker {
     allreduce_sum(comm_, sums);
     const double seconds = interval_.seconds + interval_.watch.seconds();
     if (lead_) {
-      nlohmann::json j = {{"kind", "step"},
-                          {"epoch", epoch + 1},
-                          {"step", step_},
-                          {"train_loss", sums[2] > 0 ? nlohmann::json(sums[0] / sums[2]) : nullptr},
-                          {"train_acc", sums[2] > 0 ? nlohmann::json(sums[1] / sums[2]) : nullptr},
-                          {"samples_per_s", seconds > 0 ? sums[2] / seconds : 0},
-                          {"lr", schedule_.at(step_ - 1) * double(guard_->lr_scale())},
-                          {"seconds", seconds}};
+      nlohmann::json j = {
+          {"kind", "step"},
+          {"epoch", epoch + 1},
+          {"step", step_},
+          {"train_loss", sums[2] > 0 ? nlohmann::json(sums[0] / sums[2]) : nullptr},
+          {"train_acc", sums[2] > 0 ? nlohmann::json(sums[1] / sums[2]) : nullptr},
+          {"samples_per_s",
+           seconds > 0 ? sums[2] / double(train_->labels_per_sample()) / seconds : 0},
+          {"lr", schedule_.at(step_ - 1) * double(guard_->lr_scale())},
+          {"seconds", seconds}};
+      if (tokens_.enabled)
+        add_token_figures(j, sums[2] > 0 ? sums[0] / sums[2] : -1, -1,
+                          seconds > 0 ? sums[2] / seconds : 0);
       writer_.append_metrics(j);
     }
     interval_ = Interval();
@@ -447,6 +493,7 @@ class Worker {
     const float lr = float(schedule_.at(step_)) * guard_->lr_scale();
     strategy_->begin_step(step_, lr);
     const int64_t numel = train_->sample_numel();
+    const int64_t per = batch.labels_per_sample;
     const int64_t k = s_.accumulate;
     Stopwatch compute;
     nn::LossResult total;
@@ -455,12 +502,13 @@ class Worker {
       const int64_t first = int64_t(part.begin), n = int64_t(part.size());
       info.sample_offset = batch.global_offset + first;
       const DeviceBatch::View in =
-          on_device.put(batch.x + first * numel, batch.y + first, n, numel);
+          on_device.put(batch.x + first * numel, batch.y + first * per, n, numel, per);
       const int64_t targets = train_->target_numel();
       const float* t =
           batch.t ? on_device.put_targets(batch.t + first * targets, n * targets) : nullptr;
       model_->forward(in.x, n, info);
-      const nn::LossResult r = model_->loss(in.y, t, strategy_->grad_scale(batch.size));
+      // The mean over the batch's labels: its samples, or every position of its windows.
+      const nn::LossResult r = model_->loss(in.y, t, strategy_->grad_scale(batch.size * per));
       guard_->check_loss(r.loss_sum, step_);
       total.loss_sum += r.loss_sum;
       total.correct += r.correct;
@@ -517,9 +565,11 @@ class Worker {
     allreduce_sum(comm_, sums);
     m.train_loss = sums[2] > 0 ? sums[0] / sums[2] : 0;
     m.train_acc = sums[2] > 0 ? sums[1] / sums[2] : 0;
-    m.samples_per_s = m.seconds > 0 ? sums[2] / m.seconds : 0;
+    // seen counts labels: a token window's are its positions.
+    const double samples = sums[2] / double(train_->labels_per_sample());
+    m.samples_per_s = m.seconds > 0 ? samples / m.seconds : 0;
     total_seconds_ += m.seconds;
-    total_samples_ += int64_t(sums[2]);
+    total_samples_ += int64_t(samples);
   }
 
   // Rank 0: the run's figures and its final parameters for the caller.
@@ -593,8 +643,29 @@ class Worker {
                          m.steps > 0 ? double(m.exchanges) / double(m.steps * global_batch_) : 0},
                         {"workers", comm_.size()}};
     if (s_.keep_best) j["best_epoch"] = m.best_epoch > 0 ? nlohmann::json(m.best_epoch) : nullptr;
+    if (tokens_.enabled) {
+      add_token_figures(j, m.train_loss, m.val_acc >= 0 ? m.val_loss : -1,
+                        m.samples_per_s * double(tokens_.context));
+      log_info("epoch {}/{}: {} tokens/s, train {:.4f} bits/{}{}", m.epoch, epochs_to_run_,
+               fmt::format("{:.0f}", m.samples_per_s * double(tokens_.context)),
+               m.train_loss / kLn2, tokens_.unit(),
+               m.val_acc >= 0 ? fmt::format(", val {:.4f} nats/token = {:.4f} bits/{}", m.val_loss,
+                                            m.val_loss / kLn2, tokens_.unit())
+                              : std::string());
+    }
     writer_.append_metrics(j);
     result_.epochs.push_back(m);
+  }
+
+  // A token run's lines of metrics.jsonl: the losses (nats per token) in bits per byte,
+  // character or token as well, named by the unit. A figure < 0 is not evaluated.
+  void add_token_figures(nlohmann::json& j, double train_loss, double val_loss,
+                         double tokens_per_s) const {
+    j["token_unit"] = tokens_.unit();
+    j["tokens_per_s"] = tokens_per_s;
+    j[tokens_.bits_key("train")] = train_loss >= 0 ? nlohmann::json(train_loss / kLn2) : nullptr;
+    if (j.contains("val_loss"))
+      j[tokens_.bits_key("val")] = val_loss >= 0 ? nlohmann::json(val_loss / kLn2) : nullptr;
   }
 
   const Config& cfg_;
@@ -608,6 +679,7 @@ class Worker {
   TrainResult& result_;
   RunWriter& writer_;
   const TrainOptions& options_;
+  const TokenRun& tokens_;
 
   // Built by set_up() and start_or_resume() in this order, destroyed in reverse.
   Backend* backend_ = nullptr;
@@ -696,13 +768,109 @@ struct HeldOut {
   std::string describe;              // for the log: "10% held out" or the file
 };
 
+// data.train_shards a token stream: a token run, with data.context. ConfigError for
+// data.context without a token stream or a token stream without it.
+TokenRun open_token_run(const Config& cfg, const data::PipelineConfig& pipeline) {
+  TokenRun t;
+  t.enabled = !pipeline.train_shards.empty() && data::is_token_shard(pipeline.train_shards);
+  if (!t.enabled) {
+    if (cfg.has("data.context"))
+      throw ConfigError(fmt::format(
+          "{}: data.context cuts a token stream into windows; data.train_shards is {} (convert "
+          "text with `loom data convert --text FILE DST`)",
+          cfg.where("data.context"),
+          pipeline.train_shards.empty()
+              ? std::string("not set")
+              : fmt::format("\"{}\", not a token stream", pipeline.train_shards)));
+    return t;
+  }
+  if (!cfg.has("data.context"))
+    throw ConfigError(fmt::format(
+        "{}: data.train_shards \"{}\" is a token stream: set data.context, the tokens per "
+        "window",
+        cfg.where("data.train_shards"), pipeline.train_shards));
+  t.context = cfg.get_int("data.context", 0, 1, int64_t(1) << 20);
+  t.shard = std::make_shared<const data::TokenShard>(pipeline.train_shards);
+  t.vocab = t.shard->vocabulary();
+  return t;
+}
+
+// The model predicts one token per position of a window: its output must be [context, vocab].
+void check_model_fits_windows(const Config& cfg, const nn::Model& m, const TokenRun& t) {
+  if (m.output_positions() != t.context)
+    throw ConfigError(fmt::format(
+        "{}: the model's output has {} position(s) of {} classes; windows of data.context = {} "
+        "need one prediction per position ([{}, {}])",
+        cfg.where("data.context"), m.output_positions(), m.num_classes(), t.context, t.context,
+        t.vocab.size));
+}
+
+// summary.json of a token run: the vocabulary, the rate in tokens/s, and every loss (nats per
+// token) as bits per byte, character or token, named by the unit.
+void add_token_summary(nlohmann::json& j, const TrainResult& r, const TokenRun& t) {
+  const auto bits = [](double v) { return v >= 0 ? nlohmann::json(v / kLn2) : nullptr; };
+  j["token_unit"] = t.unit();
+  j["vocab"] = {{"kind", data::vocab_kind_name(t.vocab.kind)},
+                {"size", t.vocab.size},
+                {"fingerprint", fmt::format("{:016x}", t.vocab.fingerprint())}};
+  j["context"] = t.context;
+  j["tokens_per_s"] = r.samples_per_s * double(t.context);
+  j[t.bits_key("train")] = bits(r.train_loss);
+  j[t.bits_key("val")] = bits(r.val_loss);
+  j[t.bits_key("test")] = bits(r.test_loss);
+}
+
+// A token run's data.validation fraction: the last round(fraction x tokens) tokens of the stream
+// are the validation windows (offset 0), the tokens before them the training windows -- a split
+// by position, so no validation token is ever trained on, not even as a label.
+HeldOut hold_out_token_tail(const Config& cfg, const Settings& s, double fraction, int workers,
+                            std::shared_ptr<const data::SampleSource>& train,
+                            const TokenRun& tokens) {
+  const std::string where = cfg.where("data.validation");
+  const int64_t n = tokens.shard->size();
+  const int64_t held = std::min<int64_t>(n, std::llround(fraction * double(n)));
+  const int64_t cut = n - held;
+  data::WindowOptions val;
+  val.context = tokens.context;
+  val.begin = cut;
+  data::WindowOptions tr = val;
+  tr.begin = 0;
+  tr.end = cut;
+  tr.random_offset = s.shuffle;
+  tr.seed = s.seed;
+  const int64_t val_windows = data::window_count(held, tokens.context, false);
+  const int64_t train_windows = data::window_count(cut, tokens.context, tr.random_offset);
+  const int64_t per_worker = s.batch * s.accumulate;
+  if (val_windows < 1)
+    throw ConfigError(fmt::format(
+        "{}: data.validation = {} holds out the last {} of {} tokens, fewer than one window of "
+        "data.context = {} and the token after it: raise it",
+        where, fraction, held, n, tokens.context));
+  if (train_windows < per_worker * workers)
+    throw ConfigError(fmt::format(
+        "{}: data.validation = {} leaves {} tokens to train on, {} windows of data.context = {}, "
+        "fewer than one global batch ({} workers x {}): lower it",
+        where, fraction, cut, train_windows, tokens.context, workers, per_worker));
+  HeldOut h;
+  h.set = data::materialise(data::TokenWindowSource(tokens.shard, val),
+                            fmt::format("tokens [{}, {})", cut, n));
+  const int64_t range[2] = {cut, n};
+  h.fingerprint = fnv1a64(range, sizeof range);
+  if (h.fingerprint == 0) h.fingerprint = 1;
+  h.describe = fmt::format("the last {:g}% of the tokens, [{}, {}), as {} windows", 100 * fraction,
+                           cut, n, val_windows);
+  train = std::make_shared<data::TokenWindowSource>(tokens.shard, tr);
+  return h;
+}
+
 // data.validation: a fraction of the training source held out (`train` becomes the rest), or a
 // shard file. ConfigError/InputError naming the key or the file when the split leaves too few
 // samples to train on or to evaluate, or the file does not fit the training data. Before any
 // worker starts, so a bad split never touches output.dir.
 HeldOut hold_out_validation(const Config& cfg, const Settings& s,
                             const data::PipelineConfig& pipeline, int workers,
-                            std::shared_ptr<const data::SampleSource>& train) {
+                            std::shared_ptr<const data::SampleSource>& train,
+                            const TokenRun& tokens) {
   const data::ValidationChoice choice = data::read_validation_choice(cfg);
   HeldOut h;
   const std::string where = cfg.where("data.validation");
@@ -723,14 +891,20 @@ HeldOut hold_out_validation(const Config& cfg, const Settings& s,
           "{}: data.validation = \"{}\" (a shard file) needs data.train_shards too: the "
           "validation set must be normalised like the training shards (or give a fraction)",
           where, choice.shards));
-    h.set = data::materialise(data::ShardSource(choice.shards), choice.shards);
-    data::check_held_out_set(*train, pipeline.train_shards, *h.set, choice.shards, "validation");
+    if (tokens.enabled) {
+      h.set = token_eval_set(tokens, choice.shards, "validation");
+    } else {
+      h.set = data::materialise(data::ShardSource(choice.shards), choice.shards);
+      data::check_held_out_set(*train, pipeline.train_shards, *h.set, choice.shards, "validation");
+    }
     h.describe = choice.shards;
     // A file is its own split: the training records stay as they are. Its contents tell a
     // resume whether it validates on the same set.
     h.fingerprint = fnv1a64(h.set->features.data(), h.set->features.size() * sizeof(float),
                             fnv1a64(h.set->labels.data(), h.set->labels.size() * sizeof(int32_t)));
     if (h.fingerprint == 0) h.fingerprint = 1;
+  } else if (tokens.enabled) {
+    return hold_out_token_tail(cfg, s, choice.fraction, workers, train, tokens);
   } else {
     const int64_t count = train->count();
     data::ValidationSplit split = data::split_for_validation(count, choice.fraction, s.seed);
@@ -798,7 +972,17 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
   data::Dataset test_set;
   std::shared_ptr<const data::SampleSource> train_source;
   std::optional<data::Normalisation> input_norm;  // IDX pixels: recorded in model.safetensors
-  if (!pipeline.train_shards.empty()) {
+  const TokenRun tokens = open_token_run(cfg, pipeline);
+  if (tokens.enabled) {
+    // The whole stream until data.validation takes its tail; the test stream is optional.
+    data::WindowOptions wo;
+    wo.context = tokens.context;
+    wo.random_offset = s.shuffle;
+    wo.seed = s.seed;
+    train_source = std::make_shared<data::TokenWindowSource>(tokens.shard, wo);
+    if (s.eval && !pipeline.test_shards.empty())
+      test_set = token_eval_set(tokens, pipeline.test_shards, "test");
+  } else if (!pipeline.train_shards.empty()) {
     if (s.eval && pipeline.test_shards.empty())
       throw ConfigError(
           fmt::format("{}: data.train_shards needs data.test_shards too (or eval = "
@@ -814,12 +998,13 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
     input_norm = norm;
     train_source = std::make_shared<data::DatasetSource>(*train_set);
   }
-  data::check_data_sets(*train_source,
-                        pipeline.train_shards.empty() ? s.data_dir : pipeline.train_shards,
-                        s.eval ? &test_set : nullptr,
-                        pipeline.test_shards.empty() ? s.data_dir : pipeline.test_shards,
-                        pipeline.max_classes, cfg.where("data.max_classes"));
-  const HeldOut held_out = hold_out_validation(cfg, s, pipeline, world->size(), train_source);
+  data::check_data_sets(
+      *train_source, pipeline.train_shards.empty() ? s.data_dir : pipeline.train_shards,
+      s.eval && !(tokens.enabled && pipeline.test_shards.empty()) ? &test_set : nullptr,
+      pipeline.test_shards.empty() ? s.data_dir : pipeline.test_shards, pipeline.max_classes,
+      cfg.where("data.max_classes"));
+  const HeldOut held_out =
+      hold_out_validation(cfg, s, pipeline, world->size(), train_source, tokens);
   train_source = data::maybe_throttle(train_source, pipeline);
   if (lead)
     log_info("data: {} training{} and {} test samples from {} ({:.2f} s){}", train_source->count(),
@@ -841,6 +1026,7 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
       cpu_backend(), train_source->sample_shape(), output_size(*train_source),
       nn::build_nodes(graph, train_source->sample_shape()));
   nn::apply_loss_options(cfg, *layout);  // checks loss.* here too
+  if (tokens.enabled) check_model_fits_windows(cfg, *layout, tokens);
   check_loss_fits_data(cfg, layout->loss_kind(), *train_source,
                        pipeline.train_shards.empty() ? s.data_dir : pipeline.train_shards);
   {
@@ -885,7 +1071,7 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
       trainers = sync::ps_training_comm(cfg, c);
     }
     Worker(cfg, s, trainers ? *trainers : c, train_source, held_out.set ? &*held_out.set : nullptr,
-           held_out.fingerprint, test_set, pipeline, result, writer, options)
+           held_out.fingerprint, test_set, pipeline, result, writer, options, tokens)
         .run();
   });
   result.wall_s = wall.seconds();
@@ -921,6 +1107,7 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
     summary["model_file"] = result.model_file.empty()
                                 ? nlohmann::json(nullptr)
                                 : nlohmann::json(std::string(nn::kModelFileName));
+    if (tokens.enabled) add_token_summary(summary, result, tokens);
     if (s.keep_best) {
       summary["best_epoch"] = result.best_epoch > 0 ? nlohmann::json(result.best_epoch) : nullptr;
       summary["best_val_acc"] = result.best_epoch > 0 ? figure(result.best_val_acc) : nullptr;
