@@ -22,6 +22,7 @@ enum class RngPurpose : uint32_t {
   kSynthetic = 6,
   kTest = 7,
   kValidation = 8,  // which training records data.validation holds out
+  kSample = 9,      // `loom sample`: the draws of generated tokens
 };
 
 // 64-bit mixing (splitmix64 finaliser, Steele et al. 2014).
