@@ -58,9 +58,10 @@ std::vector<int32_t> encode(const std::string& text, const data::Vocabulary& v) 
   if (v.kind != data::VocabKind::kChars) {
     for (unsigned char c : text) {
       if (int64_t(c) >= v.size)
-        throw InputError(fmt::format("--prompt: byte {} at offset {} is outside the vocabulary "
-                                     "of {} tokens",
-                                     int(c), ids.size(), v.size));
+        throw InputError(
+            fmt::format("--prompt: byte {} at offset {} is outside the vocabulary "
+                        "of {} tokens",
+                        int(c), ids.size(), v.size));
       ids.push_back(c);
     }
     return ids;
@@ -105,8 +106,8 @@ int32_t draw(const float* z, int64_t n, const SampleArgs& a, Rng& rng) {
   std::vector<double> p(static_cast<size_t>(k));
   double sum = 0;
   for (int64_t j = 0; j < k; ++j)
-    sum += p[size_t(j)] = std::exp((double(z[order[size_t(j)]]) - double(z[order[0]])) /
-                                   a.temperature);
+    sum += p[size_t(j)] =
+        std::exp((double(z[order[size_t(j)]]) - double(z[order[0]])) / a.temperature);
   // 53 random bits, so even a long tail keeps its share.
   const double u = double(rng.next_u64() >> 11) * 0x1.0p-53 * sum;
   double acc = 0;
@@ -124,13 +125,15 @@ void run_sample(const SampleArgs& a) {
   if (a.top_k < 0) throw ConfigError(fmt::format("--top-k {}: give 0 (all) or more", a.top_k));
   if (a.prompt.empty()) throw ConfigError("--prompt: give at least one character to start from");
   Backend& be = cpu_backend();
-  train::TrainedModel m = train::load_trained_model(a.checkpoint.empty() ? a.run : a.checkpoint, be);
+  train::TrainedModel m =
+      train::load_trained_model(a.checkpoint.empty() ? a.run : a.checkpoint, be);
   const data::Vocabulary vocab = run_vocabulary(m, a.run);
   nn::Model& model = *m.model;
   if (m.input_shape.size() != 1 || model.output_positions() != m.input_shape[0])
-    throw InputError(fmt::format("{}: the model takes {} and predicts {} positions; a language "
-                                 "model takes [context] token ids and predicts each next token",
-                                 a.run, nn::shape_text(m.input_shape), model.output_positions()));
+    throw InputError(
+        fmt::format("{}: the model takes {} and predicts {} positions; a language "
+                    "model takes [context] token ids and predicts each next token",
+                    a.run, nn::shape_text(m.input_shape), model.output_positions()));
   const int64_t context = m.input_shape[0];
   std::vector<int32_t> tokens = encode(a.prompt, vocab);
   Rng rng(a.seed, 0, RngPurpose::kSample);
@@ -158,8 +161,9 @@ CommandRegistrar reg("sample", [](CLI::App& app) {
   auto a = std::make_shared<SampleArgs>();
   CLI::App* cmd =
       app.add_subcommand("sample", "generate text from a trained language model (token shards)");
-  cmd->add_option("run", a->run, "a run directory (its model.safetensors, else its newest "
-                                 "checkpoint) of a run on token shards")
+  cmd->add_option("run", a->run,
+                  "a run directory (its model.safetensors, else its newest "
+                  "checkpoint) of a run on token shards")
       ->required();
   cmd->add_option("--prompt", a->prompt, "the text to continue")->required();
   cmd->add_option("--length", a->length, "tokens to generate")->default_val(200);
