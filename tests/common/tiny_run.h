@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -33,40 +35,11 @@ inline Config tiny_run(int workers, int batch, int steps) {
 // BatchNorm added back ("join"), then flatten and two dense layers. A graph that branches,
 // has non-trained state (16 floats), and ends in a chain that model parallelism can split.
 // Its graph part has 40 + 8 + 148 + 8 = 204 parameters, in front of the dense layers'.
-inline constexpr const char* kTinyResidualGraph = R"(
-[[layer]]
-type = "conv2d"
-out = 4
-kernel = 3
-stride = 2
-padding = 1
-[[layer]]
-type = "batchnorm2d"
-[[layer]]
-type = "relu"
-name = "a"
-[[layer]]
-type = "conv2d"
-out = 4
-kernel = 3
-padding = 1
-[[layer]]
-type = "batchnorm2d"
-[[layer]]
-type = "add"
-name = "join"
-inputs = ["batchnorm2d_1", "a"]
-[[layer]]
-type = "flatten"
-[[layer]]
-type = "linear"
-out = 32
-[[layer]]
-type = "relu"
-[[layer]]
-type = "linear"
-out = 10
-)";
+// tests/common/tiny_residual.toml, read once.
+inline const std::string kTinyResidualGraph = [] {
+  std::ifstream f(std::string(LOOM_SOURCE_DIR) + "/tests/common/tiny_residual.toml");
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}();
 
 // `base` training kTinyResidualGraph instead of its MLP.
 inline Config with_tiny_residual_graph(const Config& base) {

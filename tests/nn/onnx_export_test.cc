@@ -35,99 +35,12 @@ namespace fs = std::filesystem;
 #define SKIP_WITHOUT_ONNX() \
   if (!onnx_export_built()) GTEST_SKIP() << "this loom was built without libonnx-dev"
 
-// Every layer type of the factory, with non-default parameters where they have any: a residual
-// Add of three branches, a Concat of channels and one of features, grouped, dilated and
-// rectangular convolutions, BatchNorm over images and over features, and pools with padding
-// and ceil_mode.
-const char* const kAllLayers = R"(
-[[layer]]
-type = "conv2d"
-name = "stem"
-out = 8
-kernel = 3
-padding = 1
-[[layer]]
-type = "batchnorm2d"
-name = "stem_bn"
-eps = 1e-3
-momentum = 0.2
-[[layer]]
-type = "leakyrelu"
-name = "act0"
-slope = 0.1
-[[layer]]
-type = "conv2d"
-name = "grouped"
-out = 8
-kernel = [3, 5]
-padding = [1, 2]
-groups = 2
-bias = false
-[[layer]]
-type = "silu"
-[[layer]]
-type = "conv2d"
-name = "dilated"
-input = "act0"
-out = 8
-kernel = 3
-padding = 2
-dilation = 2
-[[layer]]
-type = "gelu"
-[[layer]]
-type = "add"
-inputs = ["silu_0", "gelu_0", "act0"]
-[[layer]]
-type = "concat"
-inputs = ["add_0", "act0"]
-[[layer]]
-type = "maxpool2d"
-kernel = 3
-stride = 2
-padding = 1
-ceil_mode = true
-[[layer]]
-type = "tanh"
-[[layer]]
-type = "avgpool2d"
-kernel = 3
-stride = 2
-padding = 1
-count_include_pad = false
-[[layer]]
-type = "sigmoid"
-name = "sig"
-[[layer]]
-type = "avgpool2d"
-name = "avg_ceil"
-kernel = 3
-stride = 2
-ceil_mode = true
-[[layer]]
-type = "flatten"
-[[layer]]
-type = "globalavgpool2d"
-input = "sig"
-[[layer]]
-type = "concat"
-name = "features"
-inputs = ["flatten_0", "globalavgpool2d_0"]
-[[layer]]
-type = "linear"
-out = 32
-bias = false
-[[layer]]
-type = "batchnorm1d"
-[[layer]]
-type = "relu"
-[[layer]]
-type = "dropout"
-p = 0.3
-[[layer]]
-type = "linear"
-out = 10
-)";
+// Every layer type of the factory (tests/data/onnx/all_layers.toml says which parameters).
+const std::string kAllLayers = [] {
+  const std::string path = std::string(LOOM_SOURCE_DIR) + "/tests/data/onnx/all_layers.toml";
+  std::ifstream f(path);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}();
 
 // A model with random parameters and BatchNorm statistics far from their initial 0 and 1, so
 // an export that ignored them (or swapped mean and variance) could not pass.

@@ -17,35 +17,9 @@ trap 'rm -rf "$T"' EXIT
 cd "$T"
 fail() { echo "FAIL: $*"; exit 1; }
 
-# A residual graph with BatchNorm (trained running statistics) and a dense head.
-cat > net.toml <<'G'
-[[layer]]
-type = "conv2d"
-out = 4
-kernel = 3
-stride = 2
-padding = 1
-[[layer]]
-type = "batchnorm2d"
-[[layer]]
-type = "relu"
-name = "a"
-[[layer]]
-type = "conv2d"
-out = 4
-kernel = 3
-padding = 1
-[[layer]]
-type = "batchnorm2d"
-[[layer]]
-type = "add"
-inputs = ["batchnorm2d_1", "a"]
-[[layer]]
-type = "flatten"
-[[layer]]
-type = "linear"
-out = 10
-G
+# A residual graph with BatchNorm (trained running statistics) and a dense head: the one the
+# C++ tests train (tests/common/tiny_residual.toml).
+cp "$(dirname "$(realpath "$0")")/../common/tiny_residual.toml" net.toml
 "$LOOM" train --set model=net.toml --set workers=2 --set batch=32 --set max_steps=10 \
   --set train.checkpoint_every=5 --set eval=false --set progress=none --set output.dir=run \
   > train.log 2>&1 || { cat train.log; fail "training"; }
@@ -53,7 +27,7 @@ G
 "$LOOM" export run/checkpoints/step-000000000010 --npy npy > export.log 2>&1 ||
   { cat export.log; fail "export --npy"; }
 "$PY" "$ROOT/tests/python/compare_safetensors.py" run/model.safetensors npy resaved.safetensors \
-  conv2d_0.weight=4,1,3,3 conv2d_0.bias=4 batchnorm2d_1.running_mean=4 linear_0.weight=10,784 \
+  conv2d_0.weight=4,1,3,3 conv2d_0.bias=4 batchnorm2d_1.running_mean=4 linear_0.weight=32,784 linear_1.weight=10,32 \
   > compare.log 2>&1 || { cat compare.log; fail "safetensors' reading differs from loom's values"; }
 cat compare.log
 
