@@ -22,3 +22,21 @@ features: dict = dict(_loom.features)
 git_rev: str = _loom.git_rev
 
 __all__ = ["codecs", "LostPeerError", "NumericError", "__version__", "features", "git_rev"]
+
+
+def load(path) -> "_loom.TrainedModel":
+    """A trained run's model (a run directory, its model.safetensors, or a checkpoint
+    directory), as ``loom eval`` loads it, on the CPU:
+
+        m = loom.load("runs/mlp")
+        logits = m.predict(X)            # float32 (N, m.outputs); X float32 (N, *m.input_shape)
+        m.evaluate(X, y)                 # {"count", "loss", "accuracy", "confusion"}
+
+    X is what the model takes (normalised as training normalised it; ``m.input_normalisation``
+    gives (mean, stddev) of IDX pixels scaled to [0, 1] where the run recorded them). A
+    missing path raises OSError (FileNotFoundError), a malformed run ValueError."""
+    import os
+    return _loom.TrainedModel(os.fspath(path))
+
+
+__all__.append("load")

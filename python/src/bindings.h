@@ -38,5 +38,6 @@ std::span<std::byte> byte_view(const py::array& a, const char* what, bool write)
 
 void register_codecs(py::module_& m);
 void register_collectives(py::module_& m);
+void register_models(py::module_& m);
 
 }  // namespace loom::python

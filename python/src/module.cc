@@ -68,4 +68,5 @@ PYBIND11_MODULE(_loom, m) {
   });
   register_codecs(m);
   register_collectives(m);
+  register_models(m);
 }

@@ -2,7 +2,8 @@
 # loom's Python package (docs/python.md): pytest over tests/python/loom against the package
 # installed in .venv (scripts/setup-python-package, which scripts/test runs). Skips (77) with a
 # message where the package or pytest is not installed (no network for pip). $1 = the built
-# loom (unused: the package carries its own build of the libraries).
+# loom, which test_models.py trains a run with (the package carries its own build of the
+# libraries).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PY="$ROOT/.venv/bin/python"
@@ -14,4 +15,5 @@ fi
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 # Run from outside the source tree so `import loom` finds the installed package, not python/loom.
+export LOOM_BIN=$(realpath "${1:-}" 2>/dev/null || true)
 cd "$T" && "$PY" -m pytest -q -p no:cacheprovider "$ROOT/tests/python/loom"
