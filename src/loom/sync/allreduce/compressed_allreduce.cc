@@ -24,13 +24,11 @@ void two_stage_allreduce(comm::Communicator& c, const Codec& codec, std::span<fl
   const size_t E = st.slot_bytes;
   if (E == 0) return;  // an empty bucket
   auto bytes_of = [&](int j) { return codec.encoded_bytes(st.stripes[j].size()); };
-  auto stripe = [&](int j) { return data.subspan(st.stripes[j].begin, st.stripes[j].size()); };
 
   // Stage 1: encode every stripe with its worker residual; send each to its owner.
   trace::Span phase;  // timeline (core/trace.h): encode, send/receive, decode phases
   phase.next("encode", "codec");
-  for (int j = 0; j < N; ++j)
-    codec.encode(stripe(j), st.worker[j], {slot(st.send, E, j), bytes_of(j)});
+  stripes_encode(codec, data, st);
   phase.next("send/receive", "comm");
   const int tag = c.next_collective_tag();
   std::vector<comm::Request> reqs;
@@ -43,24 +41,14 @@ void two_stage_allreduce(comm::Communicator& c, const Codec& codec, std::span<fl
       reqs.push_back(c.isend(j, slot(st.send, E, j), bytes_of(j), tag));
   c.wait_all(reqs);
 
-  // Owner: decode and sum in rank order (the same order on every owner), re-encode the sum
-  // with the owner-side residual into my slot of the gather buffer.
   phase.next("decode + encode sum", "codec");
-  std::span<float> sum(st.scratch.data(), st.stripes[me].size());
-  for (int i = 0; i < N; ++i) {
-    const std::byte* in = i == me ? slot(st.send, E, me) : slot(st.recv, E, i);
-    codec.decode({in, mine}, sum, i == 0 ? DecodeMode::kWrite : DecodeMode::kAccumulate);
-  }
-  std::byte* out = slot(st.gather, E, me);
-  std::memset(out, 0, E);
-  codec.encode(sum, st.owner, {out, mine});
+  stripes_reduce(codec, st);
 
   // Stage 2: allgather the owners' encodings; everyone decodes every stripe.
   phase.next("allgather", "comm");
   c.allgather(st.gather.data(), E * size_t(N), E);
   phase.next("decode", "codec");
-  for (int j = 0; j < N; ++j)
-    codec.decode({slot(st.gather, E, j), bytes_of(j)}, stripe(j), DecodeMode::kWrite);
+  stripes_decode(codec, data, st);
 }
 
 void gather_allreduce(comm::Communicator& c, const Codec& codec, std::span<float> data,
@@ -190,6 +178,36 @@ CompressedAllreduceState make_compressed_allreduce_state(const Codec& codec, siz
         2 * size_t(world - 1) * (plan.p_floats + plan.q_floats) * sizeof(float) / size_t(world);
   }
   return st;
+}
+
+void stripes_encode(const Codec& codec, std::span<const float> data, CompressedAllreduceState& st) {
+  LOOM_CHECK(st.aggregation == Aggregation::kStripes && data.size() == st.n,
+             "stripes_encode: a kStripes state of {} elements, given {}", st.n, data.size());
+  for (int j = 0; j < st.world; ++j)
+    codec.encode(data.subspan(st.stripes[j].begin, st.stripes[j].size()), st.worker[j],
+                 {slot(st.send, st.slot_bytes, j), codec.encoded_bytes(st.stripes[j].size())});
+}
+
+void stripes_reduce(const Codec& codec, CompressedAllreduceState& st) {
+  const int me = st.rank;
+  const size_t E = st.slot_bytes, mine = codec.encoded_bytes(st.stripes[me].size());
+  // Decode and sum in rank order (the same order on every owner), re-encode the sum with the
+  // owner-side residual into my slot of the gather buffer.
+  std::span<float> sum(st.scratch.data(), st.stripes[me].size());
+  for (int i = 0; i < st.world; ++i) {
+    const std::byte* in = i == me ? slot(st.send, E, me) : slot(st.recv, E, i);
+    codec.decode({in, mine}, sum, i == 0 ? DecodeMode::kWrite : DecodeMode::kAccumulate);
+  }
+  std::byte* out = slot(st.gather, E, me);
+  std::memset(out, 0, E);
+  codec.encode(sum, st.owner, {out, mine});
+}
+
+void stripes_decode(const Codec& codec, std::span<float> data, CompressedAllreduceState& st) {
+  LOOM_CHECK_EQ(data.size(), st.n);
+  for (int j = 0; j < st.world; ++j)
+    codec.decode({slot(st.gather, st.slot_bytes, j), codec.encoded_bytes(st.stripes[j].size())},
+                 data.subspan(st.stripes[j].begin, st.stripes[j].size()), DecodeMode::kWrite);
 }
 
 void compressed_allreduce(comm::Communicator& c, const Codec& codec, std::span<float> data,

@@ -72,6 +72,19 @@ bool can_gather(const compress::Codec& codec);
 void compressed_allreduce(comm::Communicator& c, const compress::Codec& codec,
                           std::span<float> data, CompressedAllreduceState& state);
 
+// The codec work of kStripes' two stages without the transport, for callers that move the
+// bytes themselves (the Python package's PyTorch DDP hook, docs/python.md): stripes_encode
+// encodes stripe j of data into slot j of st.send; after each owner has received the others'
+// encodings of its stripe into st.recv (slot i from rank i), stripes_reduce sums them in rank
+// order and encodes the sum into this rank's slot of st.gather; after the gather buffer holds
+// every owner's slot, stripes_decode writes the decoded sum into data. compressed_allreduce
+// runs exactly these between its sends, so both give the same bits.
+void stripes_encode(const compress::Codec& codec, std::span<const float> data,
+                    CompressedAllreduceState& st);
+void stripes_reduce(const compress::Codec& codec, CompressedAllreduceState& st);
+void stripes_decode(const compress::Codec& codec, std::span<float> data,
+                    CompressedAllreduceState& st);
+
 // Bytes one rank sends per compressed_allreduce of n elements over `world` ranks, and the
 // same for a plain fp32 ring allreduce (2 (N-1)/N * 4n), for logs and the bench.
 // (For PowerSGD, with the default view; a state with matrices holds its own in wire_bytes.)
