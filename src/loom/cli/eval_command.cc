@@ -7,9 +7,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include "loom/cli/commands.h"
+#include "loom/cli/trained_run.h"
 #include "loom/core/error.h"
 #include "loom/core/format_version.h"
 #include "loom/core/timer.h"
@@ -34,16 +34,6 @@ struct EvalArgs {
   int threads = 0;         // 0: every core
 };
 
-// --checkpoint as given, or a step-N name inside the run's checkpoints/.
-std::string checkpoint_path(const EvalArgs& args) {
-  std::error_code ec;
-  if (fs::exists(args.checkpoint, ec)) return args.checkpoint;
-  const fs::path inside = fs::path(args.run) / "checkpoints" / args.checkpoint;
-  if (fs::exists(inside, ec)) return inside.string();
-  throw InputError(
-      fmt::format("{}: no such checkpoint directory (nor {})", args.checkpoint, inside.string()));
-}
-
 void run_eval(const EvalArgs& args) {
   std::error_code ec;
   if (!fs::exists(args.run, ec))
@@ -53,11 +43,8 @@ void run_eval(const EvalArgs& args) {
         "{}: exists; loom eval does not replace earlier results unless --force is given",
         args.json));
   Backend& be = cpu_backend();
-  const int threads =
-      args.threads > 0 ? args.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  be.set_intra_op_threads(threads);
-  train::TrainedModel m =
-      train::load_trained_model(args.checkpoint.empty() ? args.run : checkpoint_path(args), be);
+  const int threads = use_forward_threads(be, args.threads);
+  train::TrainedModel m = train::load_trained_model(weights_path(args.run, args.checkpoint), be);
   // The weights from a checkpoint, the data from the run's config when the checkpoint has none
   // to say otherwise: a checkpoint carries its config, so this only fills in a model file's.
   if (!m.has_config && fs::is_regular_file(fs::path(args.run) / "config.toml", ec)) {

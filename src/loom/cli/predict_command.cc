@@ -13,9 +13,9 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
-#include <thread>
 
 #include "loom/cli/commands.h"
+#include "loom/cli/trained_run.h"
 #include "loom/core/error.h"
 #include "loom/core/timer.h"
 #include "loom/data/feature_file.h"
@@ -201,11 +201,8 @@ void run_predict(const PredictArgs& a) {
     throw InputError(fmt::format("{}: no such run directory or model file", a.run));
 
   Backend& be = cpu_backend();
-  const int threads =
-      a.threads > 0 ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  be.set_intra_op_threads(threads);
-  train::TrainedModel m =
-      train::load_trained_model(a.checkpoint.empty() ? a.run : a.checkpoint, be);
+  const int threads = use_forward_threads(be, a.threads);
+  train::TrainedModel m = train::load_trained_model(weights_path(a.run, a.checkpoint), be);
   data::CsvOptions csv;
   csv.delimiter = a.delimiter == "tab" || a.delimiter == "\\t" ? '\t' : a.delimiter.at(0);
   csv.header = a.header;
@@ -255,7 +252,9 @@ CommandRegistrar reg("predict", [](CLI::App& app) {
       ->required();
   cmd->add_option("--output", a->output, "where to write predictions: FILE.npy or FILE.csv")
       ->required();
-  cmd->add_option("--checkpoint", a->checkpoint, "use this checkpoint directory's weights");
+  cmd->add_option("--checkpoint", a->checkpoint,
+                  "use this checkpoint's weights (a directory, or a step-N name under the run's "
+                  "checkpoints/)");
   cmd->add_option("--top-k", a->top_k,
                   "the k most probable classes (CSV: with their probabilities)")
       ->default_val(1);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "loom/cli/commands.h"
+#include "loom/cli/trained_run.h"
 #include "loom/core/error.h"
 #include "loom/core/rng.h"
 #include "loom/data/pipeline_config.h"
@@ -125,8 +126,7 @@ void run_sample(const SampleArgs& a) {
   if (a.top_k < 0) throw ConfigError(fmt::format("--top-k {}: give 0 (all) or more", a.top_k));
   if (a.prompt.empty()) throw ConfigError("--prompt: give at least one character to start from");
   Backend& be = cpu_backend();
-  train::TrainedModel m =
-      train::load_trained_model(a.checkpoint.empty() ? a.run : a.checkpoint, be);
+  train::TrainedModel m = train::load_trained_model(weights_path(a.run, a.checkpoint), be);
   const data::Vocabulary vocab = run_vocabulary(m, a.run);
   nn::Model& model = *m.model;
   if (m.input_shape.size() != 1 || model.output_positions() != m.input_shape[0])
@@ -174,7 +174,9 @@ CommandRegistrar reg("sample", [](CLI::App& app) {
       ->default_val(0);
   cmd->add_option("--seed", a->seed, "the draws' seed: the same seed gives the same text")
       ->default_val(0);
-  cmd->add_option("--checkpoint", a->checkpoint, "use this checkpoint directory's weights");
+  cmd->add_option("--checkpoint", a->checkpoint,
+                  "use this checkpoint's weights (a directory, or a step-N name under the run's "
+                  "checkpoints/)");
   cmd->callback([a] { run_sample(*a); });
 });
 

@@ -76,21 +76,25 @@ ShardInfo parse_shard_header(const uint8_t* data, size_t available, size_t file_
   if (version != 1 && version != kShardVersion)
     throw InputError(fmt::format("{}: shard format version {} (this loom reads versions 1 to {})",
                                  name, version, kShardVersion));
+  // Both versions: the header's size, then its CRC over the bytes before the CRC field.
+  const size_t header_size = version == 1 ? sizeof(ShardHeaderV1) : sizeof(ShardHeader);
+  const size_t crc_at =
+      version == 1 ? offsetof(ShardHeaderV1, header_crc) : offsetof(ShardHeader, header_crc);
+  if (available < header_size)
+    throw InputError(fmt::format("{}: truncated shard: {} bytes, the header needs {}", name,
+                                 available, header_size));
+  uint32_t stored_crc;
+  std::memcpy(&stored_crc, data + crc_at, 4);
+  const uint32_t crc = crc32c(data, crc_at);
+  if (crc != stored_crc)
+    throw InputError(fmt::format(
+        "{}: header CRC mismatch (stored {:08x}, computed {:08x}): the header is corrupt", name,
+        stored_crc, crc));
   // A version 1 header is read into the version 2 layout: class labels, no extra section.
   ShardHeader h{};
-  size_t header_size = sizeof h;
   if (version == 1) {
     ShardHeaderV1 v1;
-    header_size = sizeof v1;
-    if (available < sizeof v1)
-      throw InputError(fmt::format("{}: truncated shard: {} bytes, the header needs {}", name,
-                                   available, sizeof v1));
     std::memcpy(&v1, data, sizeof v1);
-    const uint32_t crc = crc32c(data, offsetof(ShardHeaderV1, header_crc));
-    if (crc != v1.header_crc)
-      throw InputError(fmt::format(
-          "{}: header CRC mismatch (stored {:08x}, computed {:08x}): the header is corrupt", name,
-          v1.header_crc, crc));
     std::memcpy(h.magic, v1.magic, 8);
     h.version = 1;
     h.data_offset = v1.data_offset;
@@ -107,15 +111,7 @@ ShardInfo parse_shard_header(const uint8_t* data, size_t available, size_t file_
     h.stddev = v1.stddev;
     h.table_crc = v1.table_crc;
   } else {
-    if (available < sizeof h)
-      throw InputError(fmt::format("{}: truncated shard: {} bytes, the header needs {}", name,
-                                   available, sizeof h));
     std::memcpy(&h, data, sizeof h);
-    const uint32_t crc = crc32c(data, offsetof(ShardHeader, header_crc));
-    if (crc != h.header_crc)
-      throw InputError(fmt::format(
-          "{}: header CRC mismatch (stored {:08x}, computed {:08x}): the header is corrupt", name,
-          h.header_crc, crc));
   }
   ShardInfo info;
   info.version = int(version);
