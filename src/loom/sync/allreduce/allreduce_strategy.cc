@@ -79,8 +79,10 @@ AllreduceStrategy::AllreduceStrategy(comm::Communicator& comm, nn::Model& model,
   // host codec runs two-level where it can.
   const int world = comm_.size();
   for (const Bucket& b : buckets_) {
-    const bool two = world > 1 && comm_.allreduce_path(size_t(b.count) * sizeof(float)) ==
-                                      comm::Communicator::AllreducePath::kTwoLevel;
+    // (Device memory: the transport's own collectives, which reduce on the device.)
+    const bool two = world > 1 && !comm_.device_memory() &&
+                     comm_.allreduce_path(size_t(b.count) * sizeof(float)) ==
+                         comm::Communicator::AllreducePath::kTwoLevel;
     bucket_two_level_.push_back(two ? 1 : 0);
     two_level_ = two_level_ || two;
   }
@@ -112,6 +114,7 @@ AllreduceStrategy::AllreduceStrategy(comm::Communicator& comm, nn::Model& model,
           fmt::format("bucket {}", b), options_.aggregation));
       bytes_per_step_ += small ? int64_t(sync::fp32_allreduce_wire_bytes(n, world))
                                : int64_t(two_level_states_.back().wire_bytes());
+      if (!small) codec_cross_bytes_ += int64_t(two_level_states_.back().inter_bytes);
     } else if (compressed()) {
       codec_states_.push_back(sync::make_compressed_allreduce_state(
           *options_.codec, n, world, comm_.rank(), fmt::format("bucket {}", b),
@@ -171,11 +174,13 @@ std::string AllreduceStrategy::describe() const {
   std::string algorithm;
   if (two_level_) {
     std::string codec_where;
-    if (compressed())
-      codec_where =
-          codec_flat_because_.empty()
-              ? ", codec across machines only"
-              : fmt::format(" for exact buckets, codec buckets flat ({})", codec_flat_because_);
+    if (compressed() && codec_flat_because_.empty())
+      codec_where = fmt::format(
+          ", codec across machines only ({:.3f} MB/step encoded to other "
+          "machines per rank, fp32 inside)",
+          double(codec_cross_bytes_) / 1e6);
+    else if (compressed())
+      codec_where = fmt::format(" for exact buckets, codec buckets flat ({})", codec_flat_because_);
     algorithm = fmt::format(", two-level ({}){}",
                             comm::machine_layout(comm_.machine_of_rank(), comm_.size()).describe(),
                             codec_where);

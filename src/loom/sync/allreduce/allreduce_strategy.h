@@ -164,6 +164,7 @@ class AllreduceStrategy final : public Strategy {
   std::vector<sync::DeviceAllreduceState> device_states_;
   std::unique_ptr<BackgroundQueue> queue_;
   int64_t bytes_per_step_ = 0;
+  int64_t codec_cross_bytes_ = 0;  // of those, encoded bytes to other machines (two-level codec)
   int64_t step_ = 0;
   float lr_ = 0;
   double comm_seconds_ = 0;  // written by the comm thread, read after wait_idle()
