@@ -144,6 +144,21 @@ TEST(CheckpointResume, TwoLevelCodecResidualsResumeExactly) {
   }
 }
 
+TEST(CheckpointResume, TwoLevelShardedOptimizerResumesExactly) {
+  // Each rank updates (and keeps optimizer state for) its two-level block only.
+  TempDir dir;
+  Config cfg = run_config(dir.path());
+  cfg.set("epochs", int64_t(1));
+  cfg.set("workers", int64_t(4));
+  cfg.set("batch", int64_t(1024));
+  cfg.set("optim.momentum", 0.9);
+  cfg.set("comm.algorithm", std::string("two-level"));
+  cfg.set("comm.ranks_per_node", int64_t(2));
+  const TrainResult full = run_training(cfg);
+  const std::string from = (fs::path(dir.path()) / "checkpoints" / checkpoint_name(5)).string();
+  EXPECT_EQ(resume_from(cfg, from), full.final_params);
+}
+
 // fp16 keeps its residual in bf16 (ResidualFormat::kBf16): the checkpoint holds it as floats
 // (every one a bfloat16 value) and the resumed run reaches the same bits.
 TEST(CheckpointResume, Bf16ResidualsResumeExactly) {
