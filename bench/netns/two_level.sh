@@ -3,6 +3,7 @@
 # machines x 2 ranks joined by a shaped link, with the performance model's predictions:
 #
 #   sudo bench/netns/two_level.sh [--loom PATH] [--steps N] [--rate 1gbit] [--repeats R]
+#                                 [--codec NAME] [--configs "LIST"]
 #
 # Two network namespaces joined by a veth (lib.sh) shaped with tbf to RATE; `mpirun -np 4`
 # puts ranks 0, 1 in the first namespace and 2, 3 in the second (each namespace is its own
@@ -14,11 +15,17 @@
 #   ring-sharded  comm.algorithm = "ring": the sharded update's flat reduce-scatter and
 #                 allgather (the default before two-level; the same bytes as the ring)
 #   two-level     comm.algorithm = "two-level" (what "auto" picks on this layout)
-# and reads samples/s (training loop only) from summary.json; with --repeats R the configs take
-# turns R times and the best is kept. Then `loom bench calibrate` measures this machine and
-# `loom scale` predicts 2 x 2 this-machine ranks on a link of RATE (tbf: 1448 payload bytes in
-# 1514 on the wire), --sync ring and --sync two-level. Prints a table, the ratio two-level /
-# ring (measured and predicted), and one JSON object per line ({"bench":"netns_two_level"}).
+#   codec-flat    codec = NAME (--codec, default onebit), comm.algorithm = "ring": the codec's
+#                 own exchange over all 4 ranks (every rank sends each owner its stripe)
+#   codec-two-level  codec = NAME, comm.algorithm = "two-level": fp32 inside each namespace, the
+#                 codec only across the link (sync/allreduce/two_level_compressed_allreduce.h)
+# (--configs picks some of them, e.g. --configs "codec-flat codec-two-level"), and reads
+# samples/s (training loop only) from summary.json; with --repeats R the configs take turns R
+# times and the best is kept. Then `loom bench calibrate` measures this machine and `loom scale`
+# predicts 2 x 2 this-machine ranks on a link of RATE (tbf: 1448 payload bytes in 1514 on the
+# wire), --sync ring and --sync two-level, without and with the codec. Prints a table, the ratios
+# two-level / ring and codec two-level / codec flat (measured and predicted), and one JSON
+# object per line ({"bench":"netns_two_level"}).
 # The namespaces are deleted on exit. Needs root, iproute2, Open MPI, loom built with MPI.
 # Figures are speeds: on a shared machine they move with the load (they are a benchmark, not
 # a test).
@@ -30,13 +37,17 @@ STEPS=${STEPS:-60}
 RATE=${RATE:-1gbit}
 REPEATS=${REPEATS:-1}
 TIMEOUT=${TIMEOUT:-600}
+CODEC=${CODEC:-onebit}
+CONFIGS=${CONFIGS:-"ring ring-sharded two-level codec-flat codec-two-level"}
 while [ $# -gt 0 ]; do
   case $1 in
     --loom) LOOM=$2; shift 2 ;;
     --steps) STEPS=$2; shift 2 ;;
     --rate) RATE=$2; shift 2 ;;
     --repeats) REPEATS=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    --codec) CODEC=$2; shift 2 ;;
+    --configs) CONFIGS=$2; shift 2 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "two_level.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -54,9 +65,13 @@ config_args() {
     ring) echo "comm.algorithm=ring sync.shard_optimizer=false" ;;
     ring-sharded) echo "comm.algorithm=ring" ;;
     two-level) echo "comm.algorithm=two-level" ;;
+    codec-flat) echo "comm.algorithm=ring codec=$CODEC" ;;
+    codec-two-level) echo "comm.algorithm=two-level codec=$CODEC" ;;
+    *) echo "two_level.sh: unknown config '$1' (ring, ring-sharded, two-level, codec-flat," \
+         "codec-two-level)" >&2; exit 2 ;;
   esac
 }
-CONFIGS="ring ring-sharded two-level"
+for cfg in $CONFIGS; do config_args "$cfg" >/dev/null; done
 
 netns_begin loom_two_level
 work=$NB_WORK
@@ -82,16 +97,19 @@ run_one() {  # config repeat -> prints samples/s (nan on failure)
 
 results="$work/results"
 : >"$results"
-echo "# $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg): 2 x 2 ranks, link $RATE" >&2
+echo "# $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg): 2 x 2 ranks, link $RATE," \
+  "codec $CODEC" >&2
 for rep in $(seq "$REPEATS"); do
   for cfg in $CONFIGS; do
     sps=$(run_one "$cfg" "$rep")
     echo "$cfg $sps" >>"$results"
-    printf '  %-13s %8s samples/s\n' "$cfg" "$sps" >&2
+    printf '  %-16s %8s samples/s\n' "$cfg" "$sps" >&2
   done
 done
 # What the strategy said it ran (the first rank's log line), for the record.
-grep -h -m1 -o "allreduce over mpi ([^)]*)[^;]*" "$work/two-level-1/log" >&2 || true
+for cfg in two-level codec-two-level; do
+  [ -f "$work/$cfg-1/log" ] && grep -h -m1 -o "allreduce over mpi (.*" "$work/$cfg-1/log" >&2
+done || true
 
 # The model: this machine's measured rates, 2 machines x 2 ranks, the shaped link as "inter"
 # and the MPI transport's measured allreduce as the link inside a machine.
@@ -111,11 +129,12 @@ latency_us = 50
 efficiency = 1
 source = "tbf at $RATE, TCP payload 1448 of 1514 bytes per frame"
 TOML
-predict() {  # sync -> seconds per step at 4 ranks
+predict() {  # sync codec -> samples/s at 4 ranks
   "$LOOM" scale --gpu this-machine --calibration "$work/cal.jsonl" --catalog "$work/link.toml" \
     --workload "$root/configs/mlp.toml" --nodes 2 --gpus-per-node 2 --inter netns-shaped \
-    --intra "$intra" --sync "$1" --svg "" --json 2>/dev/null >"$work/predict-$1.json" || true
-  /usr/bin/python3 - "$work/predict-$1.json" <<'PY'
+    --intra "$intra" --sync "$1" --codec "$2" --svg "" --json 2>/dev/null \
+    >"$work/predict-$1-$2.json" || true
+  /usr/bin/python3 - "$work/predict-$1-$2.json" <<'PY'
 import json, sys
 best = None
 for line in open(sys.argv[1]):
@@ -128,14 +147,18 @@ for line in open(sys.argv[1]):
 print(best if best is not None else "nan")
 PY
 }
-pred_ring=$(predict ring)
-pred_two=$(predict two-level)
+pred_ring=$(predict ring fp32)
+pred_two=$(predict two-level fp32)
+pred_codec_flat=$(predict ring "$CODEC")
+pred_codec_two=$(predict two-level "$CODEC")
 
-/usr/bin/python3 - "$results" "$STEPS" "$RATE" "$pred_ring" "$pred_two" "$intra" <<'PY'
+/usr/bin/python3 - "$results" "$STEPS" "$RATE" "$pred_ring" "$pred_two" "$intra" \
+  "$pred_codec_flat" "$pred_codec_two" "$CODEC" <<'PY'
 import json, math, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
-steps, rate, intra = int(sys.argv[2]), sys.argv[3], sys.argv[6]
-pred = {"ring": float(sys.argv[4]), "two-level": float(sys.argv[5])}
+steps, rate, intra, codec = int(sys.argv[2]), sys.argv[3], sys.argv[6], sys.argv[9]
+pred = {"ring": float(sys.argv[4]), "two-level": float(sys.argv[5]),
+        "codec-flat": float(sys.argv[7]), "codec-two-level": float(sys.argv[8])}
 best = {}
 for cfg, s in rows:
     s = float(s)
@@ -144,16 +167,19 @@ for cfg, s in rows:
 def ratio(a, b):
     return a / b if b and not math.isnan(a) and not math.isnan(b) else float("nan")
 print(f"2 machines (network namespaces) x 2 ranks, link {rate}, MLP 784-1024-1024-10, "
-      f"batch 128/rank, {steps} steps; model: this machine's calibration, intra {intra}")
-print(f"{'config':<13} {'samples/s':>10} {'predicted':>10}")
+      f"batch 128/rank, {steps} steps, codec {codec}; model: this machine's calibration, "
+      f"intra {intra}")
+print(f"{'config':<16} {'samples/s':>10} {'predicted':>10}")
 for cfg in best:
     p = pred.get(cfg, float("nan"))
-    print(f"{cfg:<13} {best[cfg]:>10.0f} {p:>10.0f}")
-m = ratio(best.get("two-level", float("nan")), best.get("ring", float("nan")))
-p = ratio(pred["two-level"], pred["ring"])
-print(f"two-level / ring: measured {m:.2f}, predicted {p:.2f}")
+    print(f"{cfg:<16} {best[cfg]:>10.0f} {p:>10.0f}")
+for a, b in (("two-level", "ring"), ("codec-two-level", "codec-flat")):
+    if a in best and b in best:
+        m, p = ratio(best[a], best[b]), ratio(pred[a], pred[b])
+        print(f"{a} / {b}: measured {m:.2f}, predicted {p:.2f}")
 for cfg in best:
     j = {"bench": "netns_two_level", "link": rate, "config": cfg, "ranks": 4, "machines": 2,
+         "codec": codec if cfg.startswith("codec") else "fp32",
          "steps": steps, "samples_per_s": best[cfg], "predicted_samples_per_s": pred.get(cfg)}
     print(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v)
                       for k, v in j.items()}))

@@ -188,6 +188,53 @@ TEST(TwoLevelAllreduce, SendsWhatTheModelSaysAcrossAndInsideMachines) {
   }
 }
 
+TEST(TwoLevelReduceScatter, OwnsOneBlockOfTheSumAndTheAllgatherRestoresTheWhole) {
+  // The sharded update's halves: each rank owns sub-block `machine` of block `local`, all owned
+  // ranges tile the buffer once, the owner holds the exact sum there, and after the two-level
+  // allgather every rank holds every owner's values. Bytes: the flat reduce-scatter's and
+  // allgather's, 2 (n - n/(L M)) floats, with 2 (M-1)/M x N/L of them across machines.
+  for (const Shape& s : {Shape{4, 2}, Shape{6, 3}, Shape{6, 2}, Shape{8, 4}}) {
+    const int L = s.per, M = s.n / s.per;
+    const std::vector<int> machines = consecutive_machines(s.n, L);
+    for (size_t count : {size_t(7), size_t(1001), size_t(24000)}) {
+      std::vector<BlockRange> owned(size_t(s.n));
+      std::vector<std::vector<int64_t>> sent(static_cast<size_t>(s.n),
+                                             std::vector<int64_t>(size_t(s.n), 0));
+      auto out = run(s.n, kOptions[0], [&](Communicator& c) {
+        Counting counting(c, sent[size_t(c.rank())]);
+        std::vector<float> v = make_input(c.rank(), count);
+        const BlockRange mine =
+            algo::two_level_reduce_scatter(counting, machines, v.data(), count, sum_f32());
+        owned[size_t(c.rank())] = mine;
+        for (size_t i = mine.begin; i < mine.end; ++i)
+          EXPECT_EQ(v[i], expected_sum(s.n, i)) << where(s.n, L, count) << " i=" << i;
+        // Every element outside its block becomes a marker the allgather must overwrite.
+        std::vector<float> params(count, -1.0f);
+        for (size_t i = mine.begin; i < mine.end; ++i) params[i] = v[i] + float(i);
+        algo::two_level_allgather(counting, machines, params.data(), count, sizeof(float));
+        return params;
+      });
+      std::vector<int> cover(count, 0);
+      for (int r = 0; r < s.n; ++r) {
+        for (size_t i = owned[size_t(r)].begin; i < owned[size_t(r)].end; ++i) ++cover[i];
+        for (size_t i = 0; i < count; ++i)
+          ASSERT_EQ(out[size_t(r)][i], expected_sum(s.n, i) + float(i))
+              << where(s.n, L, count) << " rank=" << r << " i=" << i;
+      }
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(cover[i], 1) << where(s.n, L, count);
+      if (count % size_t(s.n) != 0) continue;
+      for (int r = 0; r < s.n; ++r) {
+        int64_t across = 0, inside = 0;
+        for (int q = 0; q < s.n; ++q)
+          (machines[size_t(q)] == machines[size_t(r)] ? inside : across) +=
+              sent[size_t(r)][size_t(q)];
+        EXPECT_EQ(across, int64_t(2 * (M - 1) * (count / size_t(s.n)) * sizeof(float)));
+        EXPECT_EQ(inside, int64_t(2 * (L - 1) * (count / size_t(L)) * sizeof(float)));
+      }
+    }
+  }
+}
+
 TEST(TwoLevelAllreduce, RefusesMachinesWithDifferentRankCounts) {
   ThreadWorld world(5, kOptions[0]);
   std::mutex mu;

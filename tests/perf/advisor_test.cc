@@ -121,10 +121,11 @@ TEST(Advisor, RanksWhatLoomRunsWithTheModelsErrorBandAndTheDominantTerm) {
   EXPECT_LE(a.band, kPassMark);
   EXPECT_LE(a.typical, a.band);
   for (const auto& o : a.ranked) {
-    // loom's allreduce: the ring, or two-level (exact only) across machines of several GPUs
+    // loom's allreduce: the ring, or two-level (any codec but PowerSGD) across machines of
+    // several GPUs
     if (o.sync.algorithm != "ring") {
       EXPECT_EQ(o.sync.algorithm, "two-level") << o.label();
-      EXPECT_EQ(o.sync.codec, "fp32") << o.label();
+      EXPECT_NE(o.sync.codec, "powersgd") << o.label();
       EXPECT_GT(o.nodes, 1) << o.label();
       EXPECT_GT(o.gpus / o.nodes, 1) << o.label();
     }

@@ -52,6 +52,33 @@ TEST(Collectives, TwoLevelMovesTheSameBytesOverTheNicButFewerSlowSteps) {
             allreduce_seconds(Algorithm::kRing, t, 1e3));
 }
 
+TEST(Collectives, TwoLevelCodecEncodesOnlyTheCrossNodeStage) {
+  Topology t{4, 4, link(10, 5), link(1, 50)};
+  const double S = 64e6;
+  const double rs = 3 * 5e-6 + 0.75 * S / 10e9;  // each fp32 stage inside a node
+  // 1-bit: 1 + 64/2048 bits per element; stripes to their owners, owners' sums gathered.
+  const CodecModel onebit = codec_model("onebit");
+  const double r = (1 + 64.0 / 2048) / 32;
+  const LinkBytes b = two_level_codec_link_bytes(t, S, onebit);
+  EXPECT_NEAR(b.intra, 2 * 0.75 * S, 1e-3);            // fp32, as without a codec
+  EXPECT_NEAR(b.inter, 2 * 0.75 * (S / 4) * r, 1e-3);  // the fp32 shard's, times the ratio
+  // 4 shards cross the 1 GB/s NIC at once (0.25 GB/s each); the stripes' two collectives.
+  EXPECT_NEAR(two_level_codec_seconds(t, S, onebit),
+              2 * kLaunch + 2 * rs + 2 * 3 * 50e-6 + 2 * 0.75 * (S / 4) * r / 0.25e9, 1e-12);
+  // Top-k's encodings are all-gathered: (M-1) shards' worth, M-1 messages.
+  const CodecModel topk = codec_model("topk");
+  EXPECT_NEAR(two_level_codec_link_bytes(t, S, topk).inter, 3 * (S / 4) * topk.ratio(), 1e-3);
+  EXPECT_NEAR(two_level_codec_seconds(t, S, topk),
+              kLaunch + 2 * rs + 3 * 50e-6 + 3 * (S / 4) * topk.ratio() / 0.25e9, 1e-12);
+  // fp32 through it is the plain two-level allreduce; fp16 halves only the NIC term.
+  EXPECT_NEAR(two_level_codec_seconds(t, S, codec_model("fp32")),
+              allreduce_seconds(Algorithm::kTwoLevel, t, S), 1e-12);
+  EXPECT_NEAR(two_level_codec_seconds(t, S, codec_model("fp32")) -
+                  two_level_codec_seconds(t, S, codec_model("fp16")),
+              0.5 * 2 * 0.75 * S / 1e9, 1e-9);
+  EXPECT_THROW(two_level_codec_seconds(t, S, codec_model("powersgd")), InputError);
+}
+
 TEST(Collectives, OversubscriptionAndFlowCapsSlowTheSharedNic) {
   Topology t{4, 4, link(10, 5), link(1, 50)};
   const double S = 64e6, base = allreduce_seconds(Algorithm::kTwoLevel, t, S);

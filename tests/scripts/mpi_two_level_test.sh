@@ -2,7 +2,9 @@
 # comm.algorithm = "two-level" under mpirun -np 4 with machines of 2 ranks faked
 # (comm.ranks_per_node = 2): the allreduce sums like the flat ring; with 3 ranks (machines of
 # 2 and 1) every rank refuses at the start, naming the layout. Then a short `loom train` of 4
-# ranks with two-level and with the ring: both run, and each says which algorithm it runs.
+# ranks with two-level and with the ring: both run, and each says which algorithm it runs
+# (two-level sharding the optimizer); and with codec = "onebit" two-level, which says the codec
+# runs across machines only.
 # Usage: mpi_two_level_test.sh path/to/loom (the MPI check executable is beside it or in the
 # build tree's tests/comm/mpi/).
 # Skipped (exit 77) without an MPI build.
@@ -41,4 +43,13 @@ grep -q "sync: allreduce over mpi (4 workers, two-level (2 machines x 2 ranks))"
   { cat "$dir/two-level.log"; echo "FAIL: the strategy does not say it runs two-level"; exit 1; }
 grep -q "sync: allreduce over mpi (4 workers, comm.algorithm ring)" "$dir/ring.log" ||
   { cat "$dir/ring.log"; echo "FAIL: the strategy does not say it runs the ring"; exit 1; }
+grep -q "optimizer sharded (two-level)" "$dir/two-level.log" ||
+  { cat "$dir/two-level.log"; echo "FAIL: two-level does not shard the optimizer"; exit 1; }
+# A codec two-level: fp32 inside the faked machines, 1-bit across them.
+"${mpirun[@]}" -np 4 "$loom" train --set max_steps=3 --set eval=false --set "mlp.hidden=[64]" \
+  --set progress=none --set comm.algorithm=two-level --set comm.ranks_per_node=2 \
+  --set codec=onebit --set output.dir="$dir/onebit" --force >"$dir/onebit.log" 2>&1 ||
+  { cat "$dir/onebit.log"; echo "FAIL: training with codec onebit two-level"; exit 1; }
+grep -q "two-level (2 machines x 2 ranks), codec across machines only" "$dir/onebit.log" ||
+  { cat "$dir/onebit.log"; echo "FAIL: the codec does not run two-level"; exit 1; }
 echo "ok"

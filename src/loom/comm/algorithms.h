@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <span>
+#include <vector>
 
 #include "loom/comm/communicator.h"
 
@@ -41,6 +42,32 @@ void halving_doubling_allreduce(Communicator& c, void* data, size_t count, const
 // ranks need not be numbered machine by machine.
 void two_level_allreduce(Communicator& c, std::span<const int> machine_of_rank, void* data,
                          size_t count, const Reducer& r);
+
+// One rank's place in a two-level collective: its machine (numbered by lowest rank, as
+// machine_layout) and local index, the ranks of its machine (`intra`, local index order) and
+// the ranks with its local index on every machine (`across`, machine order). Build a
+// GroupCommunicator on each to run the stages. Machines with different numbers of ranks:
+// ConfigError.
+struct TwoLevelGroups {
+  int machines = 1, per_machine = 1;  // M, L
+  int machine = 0, local = 0;
+  std::vector<int> intra, across;
+};
+TwoLevelGroups two_level_groups(std::span<const int> machine_of_rank, int world_size, int rank);
+
+// The two halves of two_level_allreduce, for a sharded update (ZeRO stage 1) across machines:
+// two_level_reduce_scatter runs the ring reduce-scatter inside the machine (local rank i holds
+// its machine's sum of block i = block_range(count, L, i)), then a ring reduce-scatter of block i
+// across machines, so the rank on machine m ends owning sub-block m of block i
+// (two_level_owned) with the sum over all ranks; it returns that range. two_level_allgather is
+// its inverse: every rank starts owning two_level_owned and ends with the whole buffer. Together
+// they send what two_level_allreduce sends (with a ring across machines) and every rank owns
+// about count / (L M) elements, as with the flat reduce-scatter.
+BlockRange two_level_owned(const TwoLevelGroups& g, size_t count);
+BlockRange two_level_reduce_scatter(Communicator& c, std::span<const int> machine_of_rank,
+                                    void* data, size_t count, const Reducer& r);
+void two_level_allgather(Communicator& c, std::span<const int> machine_of_rank, void* data,
+                         size_t count, size_t elem_size);
 
 // Binomial tree broadcast from `root`: ceil(log2 n) rounds.
 void binomial_broadcast(Communicator& c, void* data, size_t bytes, int root);

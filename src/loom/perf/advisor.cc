@@ -37,8 +37,9 @@ namespace {
 // exchange is loom's bucketed allreduce, whose buckets (megabytes) its Communicator sends by
 // ring (comm/algorithms.h; halving-doubling only for small buffers), or, on several machines
 // of several GPUs each, by its two-level allreduce (comm.algorithm = "two-level",
-// comm::algo::two_level_allreduce). Codecs run their own flat collectives, so two-level is a
-// candidate with fp32 only, after the ring (it must beat it by 5% too).
+// comm::algo::two_level_allreduce; with a codec, sync::two_level_compressed_allreduce: fp32
+// inside machines, the codec across them). Two-level is a candidate after the ring with every
+// codec but PowerSGD (whose factors stay a flat exchange), and must beat it by 5% too.
 std::vector<SyncSpec> candidate_syncs(const std::vector<std::string>& codecs, int nodes,
                                       int gpus_per_node) {
   std::vector<SyncSpec> out;
@@ -47,7 +48,7 @@ std::vector<SyncSpec> candidate_syncs(const std::vector<std::string>& codecs, in
     s.algorithm = "ring";
     s.codec = codec;
     out.push_back(s);
-    if (codec == "fp32" && nodes > 1 && gpus_per_node > 1) {
+    if (codec != "powersgd" && nodes > 1 && gpus_per_node > 1) {
       s.algorithm = "two-level";
       out.push_back(s);
     }

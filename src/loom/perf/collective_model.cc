@@ -1,5 +1,7 @@
 #include "loom/perf/collective_model.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -86,6 +88,38 @@ LinkBytes two_level_link_bytes(const Topology& t, double bytes) {
   b.intra = 2 * (K - 1) / K * bytes;
   b.inter = 2 * (M - 1) / M * bytes / K;
   return b;
+}
+
+LinkBytes two_level_codec_link_bytes(const Topology& t, double bytes, const CodecModel& codec) {
+  if (codec.collectives != 1)
+    throw InputError(
+        fmt::format("codec {} has no two-level exchange (its factors need whole "
+                    "matrices; its allreduces run two-level in fp32)",
+                    codec.name));
+  const double M = t.nodes, K = t.gpus_per_node;
+  LinkBytes b = two_level_link_bytes(t, bytes);
+  const double shard = codec.ratio() * bytes / K;
+  b.inter =
+      codec.aggregation == Aggregation::kAllgather ? (M - 1) * shard : 2 * (M - 1) / M * shard;
+  return b;
+}
+
+double two_level_codec_seconds(const Topology& t, double bytes, const CodecModel& codec) {
+  const double M = t.nodes, K = t.gpus_per_node;
+  if (t.ranks() <= 1 || bytes <= 0) return 0;
+  const LinkBytes b = two_level_codec_link_bytes(t, bytes, codec);
+  const double ai = t.intra.alpha_s(), ae = t.inter.alpha_s();
+  const double intra = K > 1 ? 2 * (K - 1) * ai + b.intra / t.intra.bytes_per_s() : 0;
+  // Messages in sequence across nodes: a ring allreduce's 2(M-1); the stripes' all-to-all
+  // (M-1) and ring allgather (M-1); top-k's ring allgather (M-1). An extra launch for the
+  // stripes' second collective, as stripe_exchange_seconds.
+  double inter = 0;
+  if (M > 1) {
+    const double steps = codec.aggregation == Aggregation::kAllgather ? M - 1 : 2 * (M - 1);
+    inter = steps * ae + b.inter / per_flow(t, K) +
+            (codec.aggregation == Aggregation::kStripeExchange ? launch_s(t) : 0);
+  }
+  return launch_s(t) + intra + inter;
 }
 
 double allreduce_seconds(Algorithm a, const Topology& t, double bytes) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "loom/perf/catalog.h"
+#include "loom/perf/codec_model.h"
 
 namespace loom::perf {
 
@@ -54,6 +55,18 @@ struct LinkBytes {
   double inter = 0;
 };
 LinkBytes two_level_link_bytes(const Topology& t, double bytes);
+
+// A codec's exchange in two levels, as loom's sync::two_level_compressed_allreduce runs it: the
+// reduce-scatter and all-gather inside each node stay fp32 (the bytes and steps of
+// two_level_link_bytes), and only the exchange across nodes of each GPU's 1/K shard is encoded,
+// among the M GPUs with one local index, one per node: per rank 2(M-1)/M x ratio x bytes/K for a
+// codec summed in an allreduce or in stripes (each stripe to its owner, the owners' re-encoded
+// sums gathered), (M-1) x ratio x bytes/K for one whose encodings are all-gathered (top-k). The
+// K shards cross each node's NICs at once. PowerSGD is not exchanged this way (its factors need
+// whole matrices; loom allreduces them two-level in fp32 instead): InputError.
+LinkBytes two_level_codec_link_bytes(const Topology& t, double bytes, const CodecModel& codec);
+// Seconds of that exchange for `bytes` of fp32 gradient per rank.
+double two_level_codec_seconds(const Topology& t, double bytes, const CodecModel& codec);
 
 // Seconds to allreduce `bytes` (the payload each rank contributes).
 double allreduce_seconds(Algorithm a, const Topology& t, double bytes);

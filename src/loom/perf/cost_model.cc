@@ -169,20 +169,31 @@ MemoryBreakdown CostModel::memory_per_gpu(const StepContext& x) const {
   m.optimizer = train_.optimizer == "sgd" ? 0 : train_.optimizer == "momentum" ? 4 * P : 8 * P;
   m.activations = x.batch * x.act_bytes;
   if (x.ranks > 1 || sync_.bmuf) {
-    m.codec = P * 4 * codec_.ratio() + (codec_.error_feedback ? 4 * P : 0);
+    // Error feedback keeps a residual per parameter; two-level, one per node-shard only.
+    const double residual = two_level_codec(x) ? 4 * P / x.topo.gpus_per_node : 4 * P;
+    m.codec = P * 4 * codec_.ratio() + (codec_.error_feedback ? residual : 0);
     if (sync_.bmuf) m.codec += 8 * P;  // block start weights and block momentum
   }
   m.reserve = 0.5e9;  // CUDA context, library workspaces (estimate)
   return m;
 }
 
-double CostModel::codec_time(const StepContext& x, double fp32_bytes) const {
+bool CostModel::two_level_codec(const StepContext& x) const {
+  return algorithm_ == Algorithm::kTwoLevel && !sync_.codec_inside_nodes &&
+         codec_.collectives == 1 && x.topo.nodes > 1 && x.topo.gpus_per_node > 1;
+}
+
+double CostModel::codec_time(const StepContext& x, double fp32_bytes_all) const {
+  // Two-level: each rank encodes only its node-shard, 1/K of the bucket, in an exchange among
+  // the M nodes (sync/allreduce/two_level_compressed_allreduce.h).
+  const bool two = two_level_codec(x);
+  const double fp32_bytes = two ? fp32_bytes_all / x.topo.gpus_per_node : fp32_bytes_all;
   if (auto it = derating_.codec_enc_dec_gbs.find(codec_.name);
       it != derating_.codec_enc_dec_gbs.end()) {
     // Stripe exchange per rank: encode the gradient, re-encode its own 1/n stripe of the
     // sum; decode n stripes of 1/n as owner and the n gathered stripes (compressed
     // allreduce, compress/compressed_allreduce.h). Summable codecs: encode + decode once.
-    const double n = x.ranks;
+    const double n = two ? x.topo.nodes : x.ranks;
     const bool stripes = codec_.aggregation == Aggregation::kStripeExchange;
     const double enc = stripes ? 1 + 1 / n : 1, dec = stripes ? 2 : 1;
     return fp32_bytes * (enc / (it->second.first * 1e9) + dec / (it->second.second * 1e9));
@@ -196,6 +207,8 @@ double CostModel::codec_time(const StepContext& x, double fp32_bytes) const {
 }
 
 double CostModel::link_time(const StepContext& x, double fp32_bytes) const {
+  // fp32 inside nodes, the codec across them (two_level_codec_seconds).
+  if (two_level_codec(x)) return two_level_codec_seconds(x.topo, fp32_bytes, codec_);
   const double wire = fp32_bytes * codec_.ratio();
   if (codec_.aggregation == Aggregation::kAllgather) return allgather_seconds(x.topo, wire);
   if (codec_.aggregation == Aggregation::kStripeExchange)

@@ -65,6 +65,11 @@ struct SyncSpec {
   // ZeRO-1: with an uncompressed allreduce each rank updates 1/n of the parameters (loom's
   // sync.shard_optimizer; codecs turn it off).
   bool shard_optimizer = false;
+  // With algorithm two-level: false (loom's sync::two_level_compressed_allreduce) encodes only
+  // the exchange across nodes, the stages inside nodes stay fp32; true casts or encodes before
+  // a hierarchical allreduce of the encoded bytes, all stages shrinking (Horovod's fp16
+  // compression, ChainerMN's half-precision allreduce: the published systems' way).
+  bool codec_inside_nodes = false;
   // The framework's coordination per step on more than one worker (catalog [[framework]]).
   double step_overhead_s = 0;
   // Share of the run's steps a codec's warm-up sums exactly in fp32 before the codec starts
@@ -140,6 +145,9 @@ class CostModel {
   MemoryBreakdown memory_per_gpu(const StepContext& x) const;
   // Encoding and decoding `fp32_bytes` of gradients, and sending their encoded form.
   double codec_time(const StepContext& x, double fp32_bytes) const;
+  // Whether the codec runs two-level (algorithm two-level over several nodes of several GPUs,
+  // any codec but PowerSGD): fp32 inside nodes, encoded across them.
+  bool two_level_codec(const StepContext& x) const;
   double link_time(const StepContext& x, double fp32_bytes) const;
   Exchange gradient_exchange(const StepContext& x, double bwd_s) const;
   Exchange bmuf_exchange(const StepContext& x, double bwd_s) const;

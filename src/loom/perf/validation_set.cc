@@ -117,6 +117,8 @@ struct Predictor {
     s.codec = codec;
     s.bucket_mb = c.bucket_mb;
     s.overlap = c.overlap;
+    // The published systems cast (fp16) before their hierarchical allreduce.
+    s.codec_inside_nodes = true;
     s.step_overhead_s = cat.framework(c.framework).step_overhead_ms * 1e-3;
     TrainSpec t;
     t.batch = c.batch;

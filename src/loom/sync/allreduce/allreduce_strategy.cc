@@ -3,6 +3,7 @@
 #include <cstring>
 #include <span>
 
+#include "loom/comm/algorithms.h"
 #include "loom/compress/device_codec_registry.h"
 #include "loom/core/error.h"
 #include "loom/core/timer.h"
@@ -73,19 +74,31 @@ AllreduceStrategy::AllreduceStrategy(comm::Communicator& comm, nn::Model& model,
                                               options_.sgd_weight_decay, false);
     for (const Bucket& b : buckets_) local_velocity_.emplace_back(size_t(b.count), 0.0f);
   }
-  // comm.algorithm = "two-level" (or "auto" over several machines) runs on allreduce; the
-  // sharded update's reduce-scatter and allgather are flat. So buckets it carries are
-  // all-reduced and every rank updates all of them (the same bits on every rank).
-  for (const Bucket& b : buckets_) {
-    two_level_ =
-        two_level_ || (comm_.size() > 1 && comm_.allreduce_path(size_t(b.count) * sizeof(float)) ==
-                                               comm::Communicator::AllreducePath::kTwoLevel);
-  }
-  if (two_level_ && !options_.codec) {
-    unsharded_for_two_level_ = options_.shard_optimizer;
-    options_.shard_optimizer = false;
-  }
+  // comm.algorithm = "two-level" (or "auto" over several machines) decides per bucket, by its
+  // size; such a bucket is all-reduced, reduce-scattered and all-gathered in two levels, and its
+  // host codec runs two-level where it can.
   const int world = comm_.size();
+  for (const Bucket& b : buckets_) {
+    // (Device memory: the transport's own collectives, which reduce on the device.)
+    const bool two = world > 1 && !comm_.device_memory() &&
+                     comm_.allreduce_path(size_t(b.count) * sizeof(float)) ==
+                         comm::Communicator::AllreducePath::kTwoLevel;
+    bucket_two_level_.push_back(two ? 1 : 0);
+    two_level_ = two_level_ || two;
+  }
+  if (two_level_)
+    groups_ = comm::algo::two_level_groups(comm_.machine_of_rank(), world, comm_.rank());
+  if (two_level_ && compressed()) {
+    if (device_codec_)
+      codec_flat_because_ = "device codecs exchange flat";
+    else if (!can_two_level(*options_.codec))
+      codec_flat_because_ = fmt::format(
+          "{} factors whole matrices, which node-shards cut; its "
+          "float allreduces run two-level",
+          options_.codec->name());
+    else if (plain_sgd_ && options_.momentum_masking)
+      codec_flat_because_ = "momentum masking reads each worker's own residual";
+  }
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const size_t n = size_t(buckets_[b].count);
     const bool small = int64_t(n) < options_.codec_min_elements;
@@ -94,16 +107,48 @@ AllreduceStrategy::AllreduceStrategy(comm::Communicator& comm, nn::Model& model,
           *device_codec_, model.backend(), n, world, comm_.rank(), fmt::format("bucket {}", b)));
       bytes_per_step_ += small ? int64_t(sync::fp32_allreduce_wire_bytes(n, world))
                                : int64_t(device_states_.back().wire_bytes);
+    } else if (compressed() && bucket_two_level_[b] && codec_flat_because_.empty()) {
+      codec_states_.emplace_back();
+      two_level_states_.push_back(sync::make_two_level_compressed_state(
+          *options_.codec, n, comm_.machine_of_rank(), world, comm_.rank(),
+          fmt::format("bucket {}", b), options_.aggregation));
+      bytes_per_step_ += small ? int64_t(sync::fp32_allreduce_wire_bytes(n, world))
+                               : int64_t(two_level_states_.back().wire_bytes());
+      if (!small) codec_cross_bytes_ += int64_t(two_level_states_.back().inter_bytes);
     } else if (compressed()) {
       codec_states_.push_back(sync::make_compressed_allreduce_state(
           *options_.codec, n, world, comm_.rank(), fmt::format("bucket {}", b),
           bucket_matrices(model, buckets_[b]), options_.aggregation));
+      two_level_states_.emplace_back();
       bytes_per_step_ += small ? int64_t(sync::fp32_allreduce_wire_bytes(n, world))
                                : int64_t(codec_states_.back().wire_bytes);
     } else if (world > 1) {
       bytes_per_step_ += int64_t(sync::fp32_allreduce_wire_bytes(n, world));
     }
   }
+}
+
+comm::BlockRange AllreduceStrategy::owned(int b) const {
+  const size_t n = size_t(buckets_[size_t(b)].count);
+  return bucket_two_level_[size_t(b)] ? comm::algo::two_level_owned(groups_, n)
+                                      : comm::block_range(n, comm_.size(), comm_.rank());
+}
+
+int64_t AllreduceStrategy::sharded_bytes(int b) const {
+  const size_t n = size_t(buckets_[size_t(b)].count);
+  if (!bucket_two_level_[size_t(b)]) {
+    // Reduce-scatter moves (n-1)/n of the bucket out, allgather the same again.
+    return int64_t(2 * (n - owned(b).size()) * sizeof(float));
+  }
+  // Each ring sends every block but one (algorithms.h): inside the machine the blocks of L,
+  // across machines the sub-blocks of M of this rank's block.
+  const int L = groups_.per_machine, M = groups_.machines, i = groups_.local, m = groups_.machine;
+  const size_t block = comm::block_range(n, L, i).size();
+  const size_t floats = 2 * n - comm::block_range(n, L, i).size() -
+                        comm::block_range(n, L, (i + 1) % L).size() + 2 * block -
+                        comm::block_range(block, M, m).size() -
+                        comm::block_range(block, M, (m + 1) % M).size();
+  return int64_t(floats * sizeof(float));
 }
 
 std::string AllreduceStrategy::describe() const {
@@ -128,9 +173,17 @@ std::string AllreduceStrategy::describe() const {
   // Which algorithm carries the buckets where comm.algorithm or the machines choose one.
   std::string algorithm;
   if (two_level_) {
+    std::string codec_where;
+    if (compressed() && codec_flat_because_.empty())
+      codec_where = fmt::format(
+          ", codec across machines only ({:.3f} MB/step encoded to other "
+          "machines per rank, fp32 inside)",
+          double(codec_cross_bytes_) / 1e6);
+    else if (compressed())
+      codec_where = fmt::format(" for exact buckets, codec buckets flat ({})", codec_flat_because_);
     algorithm = fmt::format(", two-level ({}){}",
                             comm::machine_layout(comm_.machine_of_rank(), comm_.size()).describe(),
-                            compressed() ? " for exact buckets, codec buckets flat" : "");
+                            codec_where);
   } else if (comm_.options().algorithm != comm::AllreduceAlgorithm::kAuto && comm_.size() > 1) {
     algorithm = fmt::format(
         ", comm.algorithm {}{}", comm::allreduce_algorithm_name(comm_.options().algorithm),
@@ -146,9 +199,9 @@ std::string AllreduceStrategy::describe() const {
                      : options_.combine == CombineWhere::kInline
                          ? "during backward, on the compute thread"
                          : "after backward",
-                     sharded                    ? ", optimizer sharded"
+                     sharded && two_level_      ? ", optimizer sharded (two-level)"
+                     : sharded                  ? ", optimizer sharded"
                      : options_.shard_optimizer ? ", optimizer not sharded (codec)"
-                     : unsharded_for_two_level_ ? ", optimizer not sharded (two-level allreduce)"
                                                 : "",
                      plain_sgd_ ? options_.momentum_masking
                                       ? ", momentum correction with masking (DGC)"
@@ -190,9 +243,12 @@ void AllreduceStrategy::combine(int b) {
     // Nothing to combine; clip_and_update() updates.
   } else if (clip && sharded()) {
     phase.next("reduce-scatter", "comm");
-    comm_.reduce_scatter(std::span<float>(grads, n));
-    const comm::BlockRange mine = comm::block_range(n, world, comm_.rank());
-    comm_bytes_ += int64_t(2 * (n - mine.size()) * sizeof(float));  // and the allgather
+    if (bucket_two_level_[size_t(b)])
+      comm::algo::two_level_reduce_scatter(comm_, comm_.machine_of_rank(), grads, n,
+                                           comm::sum_f32());
+    else
+      comm_.reduce_scatter(std::span<float>(grads, n));
+    comm_bytes_ += sharded_bytes(b);  // and the allgather
   } else if (world == 1) {
     phase.next("optimizer", "optim");
     optimizer_.update(params, grads, bucket.offset, bucket.count, lr_);
@@ -211,6 +267,17 @@ void AllreduceStrategy::combine(int b) {
     comm_bytes_ += int64_t(st.wire_bytes);
   } else if (compressed()) {
     combine_compressed(b);
+  } else if (options_.shard_optimizer && !clip && bucket_two_level_[size_t(b)]) {
+    // Two levels: the machine's block, then this rank's part of it across machines.
+    phase.next("reduce-scatter", "comm");
+    const comm::BlockRange mine = comm::algo::two_level_reduce_scatter(
+        comm_, comm_.machine_of_rank(), grads, n, comm::sum_f32());
+    phase.next("optimizer", "optim");
+    optimizer_.update(params + mine.begin, grads + mine.begin, bucket.offset + int64_t(mine.begin),
+                      int64_t(mine.size()), lr_);
+    phase.next("allgather", "comm");
+    comm::algo::two_level_allgather(comm_, comm_.machine_of_rank(), params, n, sizeof(float));
+    comm_bytes_ += sharded_bytes(b);
   } else if (options_.shard_optimizer && !clip) {
     // Reduce-scatter, this rank's block of the update, allgather: fused into one pass over
     // shared buffers by the thread transport.
@@ -220,9 +287,7 @@ void AllreduceStrategy::combine(int b) {
           optimizer_.update(params + begin, grads + begin, bucket.offset + int64_t(begin),
                             int64_t(end - begin), lr_);
         });
-    // Reduce-scatter moves (n-1)/n of the bucket out, allgather the same again.
-    const comm::BlockRange mine = comm::block_range(n, world, comm_.rank());
-    comm_bytes_ += int64_t(2 * (n - mine.size()) * sizeof(float));
+    comm_bytes_ += sharded_bytes(b);
   } else {
     phase.next("allreduce", "comm");
     comm_.allreduce(std::span<float>(grads, n));
@@ -236,29 +301,31 @@ void AllreduceStrategy::combine(int b) {
 void AllreduceStrategy::clip_and_update() {
   Stopwatch watch;
   trace::Span span("clip and update", "optim");
-  const int world = comm_.size();
-  const int rank = comm_.rank();
   float* grads = model_.grads();
   float* params = model_.params();
   // Each rank's part of the combined gradient: its own blocks when sharded, else all of it.
-  auto part = [&](const Bucket& b) {
-    const comm::BlockRange r = sharded() ? comm::block_range(size_t(b.count), world, rank)
-                                         : comm::BlockRange{0, size_t(b.count)};
+  auto part = [&](size_t i) {
+    const Bucket& b = buckets_[i];
+    const comm::BlockRange r = sharded() ? owned(int(i)) : comm::BlockRange{0, size_t(b.count)};
     return std::pair<int64_t, int64_t>(b.offset + int64_t(r.begin), int64_t(r.size()));
   };
   double sq[1] = {0};
-  for (const Bucket& b : buckets_) {
-    const auto [offset, count] = part(b);
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    const auto [offset, count] = part(i);
     sq[0] += optim::squared_norm(grads + offset, count);
   }
   if (sharded()) comm_.allreduce(sq, sizeof(sq), comm::sum_f64());
   const float f = optim::clip_factor(sq[0], options_.clip_norm);
   for (size_t i = 0; i < buckets_.size(); ++i) {
     const Bucket& b = buckets_[i];
-    const auto [offset, count] = part(b);
+    const auto [offset, count] = part(i);
     if (f != 1.0f) model_.backend().scale(count, f, grads + offset);
     optimizer_.update(params + offset, grads + offset, offset, count, lr_);
-    if (sharded()) comm_.allgather(std::span<float>(params + b.offset, size_t(b.count)));
+    if (sharded() && bucket_two_level_[i])
+      comm::algo::two_level_allgather(comm_, comm_.machine_of_rank(), params + b.offset,
+                                      size_t(b.count), sizeof(float));
+    else if (sharded())
+      comm_.allgather(std::span<float>(params + b.offset, size_t(b.count)));
   }
   // On the step's path after backward: end_step's wait counts it as exposed already.
   stats_.comm_seconds += watch.seconds();
@@ -284,6 +351,12 @@ void AllreduceStrategy::combine_compressed(int b) {
     phase.next("allreduce", "comm");
     comm_.allreduce(std::span<float>(grads, n));
     comm_bytes_ += int64_t(sync::fp32_allreduce_wire_bytes(n, comm_.size()));
+  } else if (two_level_states_[size_t(b)].n > 0) {
+    // fp32 inside the machine, the codec across machines; the same bits on every rank.
+    sync::TwoLevelCompressedState& st = two_level_states_[size_t(b)];
+    phase.next("two-level compressed allreduce", "comm");
+    sync::two_level_compressed_allreduce(comm_, *options_.codec, std::span<float>(grads, n), st);
+    comm_bytes_ += int64_t(st.wire_bytes());
   } else {
     // The decoded sum is the same bits on every rank, so full updates keep replicas equal.
     sync::CompressedAllreduceState& st = codec_states_[size_t(b)];
@@ -359,8 +432,12 @@ void AllreduceStrategy::end_step() {
 namespace loom::sync {
 
 void AllreduceStrategy::save_state(StrategyState& out) const {
-  for (size_t b = 0; b < codec_states_.size(); ++b)
-    save_codec_states(codec_states_[b], fmt::format("bucket{}", b), out);
+  for (size_t b = 0; b < codec_states_.size(); ++b) {
+    if (two_level_states_[b].n > 0)
+      save_codec_states(two_level_states_[b].cross, fmt::format("bucket{}.node_shard", b), out);
+    else
+      save_codec_states(codec_states_[b], fmt::format("bucket{}", b), out);
+  }
   for (size_t b = 0; b < local_velocity_.size(); ++b)
     out.floats[fmt::format("bucket{}.local_velocity", b)] = local_velocity_[b];
   for (size_t b = 0; b < device_states_.size(); ++b) {
@@ -375,8 +452,12 @@ void AllreduceStrategy::save_state(StrategyState& out) const {
 }
 
 void AllreduceStrategy::restore_state(const StrategyState& in) {
-  for (size_t b = 0; b < codec_states_.size(); ++b)
-    restore_codec_states(codec_states_[b], fmt::format("bucket{}", b), in);
+  for (size_t b = 0; b < codec_states_.size(); ++b) {
+    if (two_level_states_[b].n > 0)
+      restore_codec_states(two_level_states_[b].cross, fmt::format("bucket{}.node_shard", b), in);
+    else
+      restore_codec_states(codec_states_[b], fmt::format("bucket{}", b), in);
+  }
   for (size_t b = 0; b < local_velocity_.size(); ++b)
     local_velocity_[b] =
         in.need_floats(fmt::format("bucket{}.local_velocity", b), local_velocity_[b].size());

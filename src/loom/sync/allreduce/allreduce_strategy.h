@@ -7,9 +7,11 @@
 // the updated parameters are all-gathered: every replica ends the step with the same bits,
 // and each rank does 1/N of the optimizer's memory traffic (ZeRO stage 1, Rajbhandari et al.
 // 2020). Without sharding, the bucket is all-reduced and every rank updates all of it. Where
-// the communicator's allreduce runs two-level (comm.algorithm, docs/comm.md) the optimizer is
-// not sharded: the sharded update's reduce-scatter and allgather are flat, and the point of
-// two-level is to keep most of the bucket's traffic inside each machine.
+// the communicator's allreduce runs two-level (comm.algorithm, docs/comm.md) a bucket it
+// carries is all-reduced two-level, or, sharded, reduce-scattered in two levels (inside the
+// machine, then the machine's block across machines: comm::algo::two_level_reduce_scatter), each
+// rank updates the 1/(L M) it then owns, and the parameters are all-gathered in two levels: the
+// flat sharded update's traffic, with most of it kept inside each machine.
 //
 // With a codec (options.codec, config key `codec`), each bucket's gradient travels through
 // sync::compressed_allreduce instead, and the strategy owns that bucket's codec state
@@ -17,7 +19,11 @@
 // optimizer is then not sharded: the decoded sum is the same bits on every rank, so every
 // rank updates the whole bucket from it and the replicas stay identical. (Sharding would
 // need the updated parameters all-gathered in fp32, which is the very traffic the codec
-// removes.) A world of one sends nothing, so it skips the codec. With gradients in device
+// removes.) Where the bucket's allreduce runs two-level, the host codec runs two-level too
+// (two_level_compressed_allreduce.h): fp32 inside each machine, the codec only across machines,
+// its error feedback kept per node-shard; PowerSGD, momentum masking (which reads each worker's
+// own residual) and device codecs keep the flat exchange, and describe() says so. A world of
+// one sends nothing, so it skips the codec. With gradients in device
 // memory (the nccl transport) the codec runs as device kernels and the encodings are
 // all-gathered (device_compressed_allreduce.h); PowerSGD has no device kernels. On a device
 // the communication thread works on the backend's side stream (Backend::enter_side), after
@@ -51,6 +57,7 @@
 #include "loom/sync/allreduce/buckets.h"
 #include "loom/sync/allreduce/compressed_allreduce.h"
 #include "loom/sync/allreduce/device_compressed_allreduce.h"
+#include "loom/sync/allreduce/two_level_compressed_allreduce.h"
 #include "loom/sync/background_queue.h"
 #include "loom/sync/strategy.h"
 
@@ -106,8 +113,10 @@ class AllreduceStrategy final : public Strategy {
   void on_gradients_ready(const nn::ParamRange& range) override;
   void end_step() override;
   // Codec state per bucket: worker- and owner-side residuals, PowerSGD's Q, encode counts
-  // (sections "bucket<b>.worker<j>.{residual,aux,steps}", "bucket<b>.owner.*"), and with
-  // momentum correction each bucket's local velocity ("bucket<b>.local_velocity").
+  // (sections "bucket<b>.worker<j>.{residual,aux,steps}", "bucket<b>.owner.*"; a bucket whose
+  // codec runs two-level keeps its node-shard's under "bucket<b>.node_shard.worker<j>.*" and
+  // "bucket<b>.node_shard.owner.*"), and with momentum correction each bucket's local velocity
+  // ("bucket<b>.local_velocity").
   void save_state(StrategyState& out) const override;
   void restore_state(const StrategyState& in) override;
 
@@ -124,12 +133,19 @@ class AllreduceStrategy final : public Strategy {
   void combine_compressed(int b);
   bool compressed() const { return options_.codec != nullptr && comm_.size() > 1; }
   bool sharded() const { return options_.shard_optimizer && !options_.codec && comm_.size() > 1; }
+  // The elements of bucket b this rank updates when sharded (flat or two-level block).
+  comm::BlockRange owned(int b) const;
+  // Bytes this rank sends for bucket b's sharded update (reduce-scatter and allgather).
+  int64_t sharded_bytes(int b) const;
   // Whether bucket b is summed exactly at the current step (warm-up, or too small to compress).
   bool exact_now(int b) const;
 
   comm::Communicator& comm_;
-  bool two_level_ = false;                // some bucket's allreduce runs two-level
-  bool unsharded_for_two_level_ = false;  // sync.shard_optimizer was on, two-level turned it off
+  bool two_level_ = false;                 // some bucket's allreduce runs two-level
+  std::vector<uint8_t> bucket_two_level_;  // per bucket: its allreduce runs two-level
+  comm::algo::TwoLevelGroups groups_;      // this rank's machine and local index, where two_level_
+  // Why codec buckets stay flat although their allreduce runs two-level ("" where they do not).
+  std::string codec_flat_because_;
   nn::Model& model_;
   optim::Optimizer& optimizer_;
   AllreduceOptions options_;
@@ -139,12 +155,16 @@ class AllreduceStrategy final : public Strategy {
   std::vector<std::vector<float>> local_velocity_;
   std::unique_ptr<optim::Optimizer> plain_sgd_;
   std::vector<sync::CompressedAllreduceState> codec_states_;  // one per bucket (host)
+  // One per bucket (host codec); active (n > 0) where the bucket's codec runs two-level, whose
+  // codec_states_ entry is then empty.
+  std::vector<sync::TwoLevelCompressedState> two_level_states_;
   // Gradients in device memory (nccl): the codec's device kernels and per-bucket device state
   // (compress/device_compressed_allreduce.h) instead of codec_states_.
   std::unique_ptr<compress::DeviceCodec> device_codec_;
   std::vector<sync::DeviceAllreduceState> device_states_;
   std::unique_ptr<BackgroundQueue> queue_;
   int64_t bytes_per_step_ = 0;
+  int64_t codec_cross_bytes_ = 0;  // of those, encoded bytes to other machines (two-level codec)
   int64_t step_ = 0;
   float lr_ = 0;
   double comm_seconds_ = 0;  // written by the comm thread, read after wait_idle()
