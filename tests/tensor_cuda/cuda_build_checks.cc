@@ -176,10 +176,10 @@ TEST(CudnnBuild, NoGpuHandleErrorNamesTheCall) {
   const auto dnn = CudnnConv::open(0, false, &why);
   if (!dnn) GTEST_SKIP() << "no cuDNN: " << why;
   std::string first, again;
-  EXPECT_FALSE(dnn->ready({0, nullptr, nullptr}, &first));
+  EXPECT_FALSE(dnn->ready({0, nullptr, nullptr, nullptr}, &first));
   EXPECT_NE(first.find("cuDNN error"), std::string::npos) << first;
   EXPECT_NE(first.find("in cudnnCreate on device 0"), std::string::npos) << first;
-  EXPECT_FALSE(dnn->ready({0, nullptr, nullptr}, &again));
+  EXPECT_FALSE(dnn->ready({0, nullptr, nullptr, nullptr}, &again));
   EXPECT_EQ(again, first);
   RecordProperty("cudnn_error", first);
 }
