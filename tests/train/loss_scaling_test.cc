@@ -102,6 +102,12 @@ TEST(LossScaling, PowerOfTwoScalesLeaveTheTrainedBitsAsUnscaledTraining) {
   const std::vector<float> scaled = run_training(scaled_run("", 12)).final_params;
   ASSERT_EQ(scaled.size(), reference.size());
   EXPECT_EQ(scaled, reference);
+  // With train.accumulate each micro-batch's gradients are unscaled before they are summed:
+  // the same bits again.
+  Config plain_acc = plain, scaled_acc = scaled_run("", 12);
+  plain_acc.set("train.accumulate", int64_t(2));
+  scaled_acc.set("train.accumulate", int64_t(2));
+  EXPECT_EQ(run_training(scaled_acc).final_params, run_training(plain_acc).final_params);
   // A scale that is not a power of two may round twice per gradient: equal to float rounding
   // (and far from the 1000x gradients of a missing unscale).
   Config odd = scaled_run("", 12);
