@@ -37,9 +37,9 @@ TEST(NcclTraining, OneGpuWorkerMatchesTheCpuRun) {
   EXPECT_NEAR(a.test_acc, b.test_acc, 0.01);
 }
 
-// The same run with bf16 and fp16 matrix products (fp16 with its default dynamic loss scaling,
-// starting at 2^16, so the first steps overflow and are skipped while the scale finds its
-// level): the loss falls as in fp32 and the test accuracy agrees.
+// The same run with bf16 and fp16 matrix products (fp16 with its default dynamic loss scaling
+// from 2^16, skipping any step that overflows): the loss falls as in fp32 and the test
+// accuracy agrees.
 TEST(NcclTraining, LowPrecisionTrainsAsFp32Does) {
   LOOM_REQUIRE_GPU();
   const char* env = std::getenv("LOOM_FASHION_MNIST_DIR");

@@ -1,5 +1,6 @@
 #include "loom/train/checkpoint_guard.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -32,12 +33,14 @@ bool all_finite(const float* x, int64_t n) {
 }
 
 std::mutex fault_hook_mu;
+std::atomic<bool> fault_hook_set{false};  // so a run without the hook takes no lock per range
 std::function<bool(int, int64_t)>& fault_hook() {
   static std::function<bool(int, int64_t)> hook;
   return hook;
 }
 
 bool fault_hook_fires(int rank, int64_t step) {
+  if (!fault_hook_set.load(std::memory_order_acquire)) return false;
   std::lock_guard<std::mutex> lock(fault_hook_mu);
   return fault_hook() && fault_hook()(rank, step);
 }
@@ -46,6 +49,7 @@ bool fault_hook_fires(int rank, int64_t step) {
 
 void set_gradient_fault_hook(std::function<bool(int rank, int64_t step)> hook) {
   std::lock_guard<std::mutex> lock(fault_hook_mu);
+  fault_hook_set.store(static_cast<bool>(hook), std::memory_order_release);
   fault_hook() = std::move(hook);
 }
 
