@@ -16,6 +16,7 @@
 
 #include "common/tiny_run.h"
 #include "data/temp_dir.h"
+#include "loom/core/cpu_features.h"
 #include "loom/core/error.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/checkpoint_format.h"
@@ -115,6 +116,22 @@ TEST(LossScaling, PowerOfTwoScalesLeaveTheTrainedBitsAsUnscaledTraining) {
   odd.set("loss_scale.growth_interval", int64_t(100));
   const std::vector<float> rounded = run_training(odd).final_params;
   EXPECT_LE(loom::testing::max_abs_diff(rounded, reference), 1e-5);
+}
+
+// Rounding to nearest even commutes with a power-of-two scale, so bf16 products on scaled
+// gradients round to the scaled bits of the unscaled ones: the same parameters again.
+TEST(LossScaling, PowerOfTwoScalesLeaveBf16TrainingBitsAlone) {
+  if (!cpu_has_avx512_bf16()) GTEST_SKIP() << "this CPU lacks AVX512_BF16: no bf16 products";
+  Config plain = scaled_run("", 12);
+  plain.set("precision", std::string("bf16"));
+  plain.set("loss_scale.mode", std::string("none"));
+  Config scaled = scaled_run("", 12);
+  scaled.set("precision", std::string("bf16"));
+  const std::vector<float> reference = run_training(plain).final_params;
+  EXPECT_EQ(run_training(scaled).final_params, reference);
+  Config fp32 = plain;
+  fp32.set("precision", std::string("fp32"));
+  EXPECT_NE(run_training(fp32).final_params, reference);  // bf16 really ran
 }
 
 TEST(LossScaling, AnOverflowOnOneWorkerSkipsTheStepOnAllAndHalvesTheScale) {
