@@ -438,6 +438,15 @@ int main(int argc, char** argv) {
     if (want("nccl")) bench_nccl_startup();
     if (want("mlp")) bench_mlp(*be, batch, warmup, steps, "fp32");
     if (want("gemm")) bench_gemm(*be, gemm_size, gemm_reps, "fp32");
+    // The low-precision products (docs/precision.md): the same GEMM and MLP step with bf16 and
+    // fp16 inputs, fp32 accumulation, on the same backend.
+    for (loom::Precision p : {loom::Precision::kBf16, loom::Precision::kFp16}) {
+      if (!(want("gemm") || want("mlp")) || !be->matmul_precision_unsupported(p).empty()) continue;
+      be->set_matmul_precision(p);
+      if (want("gemm")) bench_gemm(*be, gemm_size, gemm_reps, loom::precision_name(p));
+      if (want("mlp")) bench_mlp(*be, batch, warmup, steps, loom::precision_name(p));
+      be->set_matmul_precision(loom::Precision::kFp32);
+    }
     if (want("conv")) {
       if (auto* cuda_be = dynamic_cast<loom::CudaBackend*>(be.get()))
         bench_conv(cuda_be->device_index(), conv_reps);

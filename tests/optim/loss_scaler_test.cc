@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "loom/core/error.h"
@@ -100,6 +101,49 @@ TEST(LossScaler, BadOptionsAreConfigErrors) {
   EXPECT_THROW(
       LossScaler({.initial = 8.0f, .growth_interval = 1, .min_scale = 16.0f, .max_scale = 4.0f}),
       ConfigError);
+}
+
+TEST(LossScaler, RestorePutsBackAStateInRangeOnly) {
+  LossScalerOptions o;
+  o.growth_interval = 4;
+  LossScaler s(o);
+  EXPECT_TRUE(s.restore(1024.0f, 3, 7));
+  EXPECT_EQ(s.scale(), 1024.0f);
+  EXPECT_EQ(s.clean_streak(), 3);
+  EXPECT_EQ(s.skipped_steps(), 7);
+  EXPECT_TRUE(s.update(false));  // the 4th clean step in a row doubles
+  EXPECT_EQ(s.scale(), 2048.0f);
+  for (auto [scale, streak, skipped] :
+       {std::tuple{0.5f, int64_t(0), int64_t(0)}, std::tuple{1e9f, int64_t(0), int64_t(0)},
+        std::tuple{8.0f, int64_t(4), int64_t(0)}, std::tuple{8.0f, int64_t(-1), int64_t(0)},
+        std::tuple{8.0f, int64_t(0), int64_t(-2)}}) {
+    EXPECT_FALSE(s.restore(scale, streak, skipped)) << scale << " " << streak << " " << skipped;
+    EXPECT_EQ(s.scale(), 2048.0f);  // unchanged
+  }
+}
+
+TEST(LossScaler, ConfigTurnsItOnWithFp16OrWhenAskedFor) {
+  Config cfg;
+  EXPECT_FALSE(read_loss_scaler_options(cfg).has_value());  // fp32 by default
+  cfg.set("precision", std::string("bf16"));
+  EXPECT_FALSE(read_loss_scaler_options(cfg).has_value());  // bf16 has fp32's range
+  cfg.set("precision", std::string("fp16"));
+  const auto on = read_loss_scaler_options(cfg);
+  ASSERT_TRUE(on.has_value());
+  EXPECT_EQ(on->initial, 65536.0f);
+  EXPECT_EQ(on->growth_interval, 2000);
+  cfg.set("loss_scale.mode", std::string("none"));
+  EXPECT_FALSE(read_loss_scaler_options(cfg).has_value());
+  Config fp32;
+  fp32.set("loss_scale.mode", std::string("dynamic"));
+  fp32.set("loss_scale.initial", 256.0);
+  fp32.set("loss_scale.growth_interval", int64_t(10));
+  const auto asked = read_loss_scaler_options(fp32);
+  ASSERT_TRUE(asked.has_value());
+  EXPECT_EQ(asked->initial, 256.0f);
+  EXPECT_EQ(asked->growth_interval, 10);
+  fp32.set("loss_scale.min", 512.0);  // above initial
+  EXPECT_THROW(read_loss_scaler_options(fp32), ConfigError);
 }
 
 }  // namespace

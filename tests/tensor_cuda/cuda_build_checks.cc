@@ -165,6 +165,15 @@ TEST(CudnnBuild, DescriptorsGiveTheOutputSizeOfPyTorchsRule) {
   // 2^31 input elements: past cuDNN's int sizes.
   EXPECT_FALSE(dnn->takes(conv(int64_t(1) << 16, 8, 64, 64, 8, 1, 1, 1, 1, 0, 0, 1, 1, 1)));
   EXPECT_EQ(dnn->stats().plans, int64_t(std::size(taken)) + 3);
+  // bf16 and fp16 (Backend::set_matmul_precision): descriptors of those types, a plan of each
+  // geometry per precision, the same output sizes and refusals.
+  for (Precision p : {Precision::kBf16, Precision::kFp16}) {
+    for (const ConvGeometry& g : taken)
+      EXPECT_TRUE(dnn->takes(g, p)) << precision_name(p) << " " << describe_conv(g);
+    EXPECT_FALSE(dnn->takes(cropped, p)) << precision_name(p);
+    EXPECT_FALSE(dnn->takes(wide, p)) << precision_name(p);
+  }
+  EXPECT_EQ(dnn->stats().plans, 3 * (int64_t(std::size(taken)) + 2) + 1);
   EXPECT_EQ(dnn->stats().calls, 0);
 }
 
@@ -176,10 +185,10 @@ TEST(CudnnBuild, NoGpuHandleErrorNamesTheCall) {
   const auto dnn = CudnnConv::open(0, false, &why);
   if (!dnn) GTEST_SKIP() << "no cuDNN: " << why;
   std::string first, again;
-  EXPECT_FALSE(dnn->ready({0, nullptr, nullptr}, &first));
+  EXPECT_FALSE(dnn->ready({0, nullptr, nullptr, nullptr}, &first));
   EXPECT_NE(first.find("cuDNN error"), std::string::npos) << first;
   EXPECT_NE(first.find("in cudnnCreate on device 0"), std::string::npos) << first;
-  EXPECT_FALSE(dnn->ready({0, nullptr, nullptr}, &again));
+  EXPECT_FALSE(dnn->ready({0, nullptr, nullptr, nullptr}, &again));
   EXPECT_EQ(again, first);
   RecordProperty("cudnn_error", first);
 }

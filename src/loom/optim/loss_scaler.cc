@@ -43,6 +43,49 @@ bool LossScaler::unscale(Backend& backend, float* grads, int64_t n) {
   return update(bad);
 }
 
+bool LossScaler::restore(float scale, int64_t streak, int64_t skipped) {
+  if (!(scale >= options_.min_scale && scale <= options_.max_scale) || streak < 0 ||
+      streak >= options_.growth_interval || skipped < 0)
+    return false;
+  scale_ = scale;
+  streak_ = streak;
+  skipped_ = skipped;
+  return true;
+}
+
+std::vector<ConfigKeySpec> loss_scaler_config_keys() {
+  return {
+      {"loss_scale.mode", ConfigType::kString, "\"auto\"",
+       "dynamic loss scaling: \"auto\" (dynamic with precision = \"fp16\"), \"dynamic\" "
+       "(in any precision), \"none\""},
+      {"loss_scale.initial", ConfigType::kDouble, "65536",
+       "the first loss scale (a power of two keeps unscaled gradients exact)"},
+      {"loss_scale.growth_interval", ConfigType::kInt, "2000",
+       "clean steps in a row before the scale doubles (an overflowed step is skipped and "
+       "halves it)"},
+      {"loss_scale.min", ConfigType::kDouble, "1", "the scale never halves below this"},
+      {"loss_scale.max", ConfigType::kDouble, "16777216", "the scale never doubles above this"},
+  };
+}
+
+std::optional<LossScalerOptions> read_loss_scaler_options(const Config& cfg) {
+  const std::string mode = cfg.get_choice("loss_scale.mode", "auto", {"auto", "dynamic", "none"});
+  const bool on =
+      mode == "dynamic" || (mode == "auto" && cfg.get_string("precision", "fp32") == "fp16");
+  if (!on) return std::nullopt;
+  LossScalerOptions o;
+  o.initial = float(cfg.get_double("loss_scale.initial", o.initial, 1e-30, 1e30));
+  o.growth_interval =
+      cfg.get_int("loss_scale.growth_interval", o.growth_interval, 1, int64_t(1) << 40);
+  o.min_scale = float(cfg.get_double("loss_scale.min", o.min_scale, 1e-30, 1e30));
+  o.max_scale = float(cfg.get_double("loss_scale.max", o.max_scale, 1e-30, 1e30));
+  if (o.min_scale > o.max_scale || o.initial < o.min_scale || o.initial > o.max_scale)
+    throw ConfigError(
+        fmt::format("{}: loss_scale.initial {} must lie in [loss_scale.min {}, loss_scale.max {}]",
+                    cfg.where("loss_scale.initial"), o.initial, o.min_scale, o.max_scale));
+  return o;
+}
+
 std::string LossScaler::describe() const {
   return fmt::format("dynamic loss scale {} (x2 after {} clean steps, /2 on overflow, in [{}, {}])",
                      scale_, options_.growth_interval, options_.min_scale, options_.max_scale);

@@ -6,13 +6,18 @@
 // `growth_interval` clean steps in a row s doubles, to keep as much of the small gradients as
 // the range allows. The weights' update sees the gradients divided by s again.
 //
-// Only fp16 needs it: bf16 has fp32's exponent range. The trainer does not run fp16 matrix
-// products on any backend yet, so this unit is not wired into training (docs/precision.md).
+// Only fp16 needs it (bf16 has fp32's exponent range), but it runs in any precision, as
+// PyTorch's GradScaler does: the training loop (train/checkpoint_guard.h) scales the loss's
+// gradient, unscales each gradient range before the sync strategy sees it, and skips a step
+// that overflowed on any worker (docs/precision.md).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "loom/core/config.h"
 #include "loom/tensor/backend.h"
 
 namespace loom::optim {
@@ -43,12 +48,24 @@ class LossScaler {
 
   int64_t skipped_steps() const { return skipped_; }
   int64_t clean_streak() const { return streak_; }
+  const LossScalerOptions& options() const { return options_; }
   std::string describe() const;
+  // Puts back what scale(), clean_streak() and skipped_steps() said (a checkpoint's); false,
+  // changing nothing, when they are out of this scaler's range (scale outside [min, max], a
+  // streak outside [0, growth_interval), a negative count).
+  bool restore(float scale, int64_t streak, int64_t skipped);
 
  private:
   LossScalerOptions options_;
   float scale_;
   int64_t streak_ = 0, skipped_ = 0;
 };
+
+// Keys: loss_scale.mode ("auto": dynamic with precision = "fp16", none otherwise; "dynamic";
+// "none"), loss_scale.initial, loss_scale.growth_interval, loss_scale.min, loss_scale.max.
+std::vector<ConfigKeySpec> loss_scaler_config_keys();
+// The run's loss scaler options, or nullopt when it does not scale its loss. ConfigError
+// naming the key for a value out of range.
+std::optional<LossScalerOptions> read_loss_scaler_options(const Config& cfg);
 
 }  // namespace loom::optim

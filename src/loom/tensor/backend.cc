@@ -49,6 +49,10 @@ std::string Backend::matmul_precision_unsupported(Precision p) const {
   return fmt::format("the {} backend runs fp32 matrix products only", name());
 }
 
+void Backend::note_non_finite(const float* x, int64_t n, float* flag) {
+  if (has_non_finite(x, n)) fill(flag, 1, 1.0f);
+}
+
 void Backend::set_matmul_precision(Precision p) {
   const std::string why = matmul_precision_unsupported(p);
   if (!why.empty())

@@ -248,6 +248,11 @@ class Backend {
                            int64_t t) = 0;
   // True if any of x[0..n) is NaN or Inf.
   virtual bool has_non_finite(const float* x, int64_t n) = 0;
+  // *flag (one float of this backend's memory) becomes 1 if any of x[0..n) is NaN or Inf, and
+  // is left as it is otherwise: the loss scaler's overflow check, which a device backend
+  // queues without waiting (has_non_finite returns a host value, so it waits). The default
+  // calls has_non_finite.
+  virtual void note_non_finite(const float* x, int64_t n, float* flag);
 
   // ---- sequence models: embeddings, layer normalisation, attention, token losses ----
   // The defaults throw naming the op and the backend (gemm_batched loops over gemm); the CPU

@@ -97,6 +97,12 @@ CheckpointFile make_train_file(WorkerParts& w, const TrainPosition& pos,
   f.put_i64("position", p);
   const double lr[1] = {pos.lr_scale};
   f.put_f64("lr_scale", lr);
+  if (pos.loss_scale > 0) {
+    const double scale[1] = {pos.loss_scale};
+    f.put_f64("loss_scale", scale);
+    const int64_t counts[2] = {pos.loss_scale_streak, pos.overflow_skips};
+    f.put_i64("loss_scale.streak_skips", counts);
+  }
   // Every stream is counter-based: dropout keys derive from (seed, step), the shuffle and the
   // augmentation from (seed, epoch), codecs keep their own counters in the strategy state.
   const int64_t rng[3] = {int64_t(pos.seed), pos.step, pos.epoch()};
@@ -161,6 +167,12 @@ TrainPosition restore_parts(WorkerParts& w, const CheckpointFile& train, const C
   pos.seed = uint64_t(p[3]);
   pos.nan_skips = p[4];
   pos.lr_scale = train.f64("lr_scale", 1)[0];
+  if (train.has("loss_scale")) {  // the guard checks it against this run's scaler
+    pos.loss_scale = train.f64("loss_scale", 1)[0];
+    const std::vector<int64_t> counts = train.i64("loss_scale.streak_skips", 2);
+    pos.loss_scale_streak = counts[0];
+    pos.overflow_skips = counts[1];
+  }
   const std::string& src = train.source();
   if (pos.world != expect.world)
     throw InputError(

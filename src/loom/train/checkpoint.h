@@ -52,6 +52,10 @@ struct TrainPosition {
   uint64_t seed = 0;      // every random stream derives from (seed, rank, purpose, step)
   double lr_scale = 1.0;  // lowered by skipped NaN steps (train.nan_policy = "skip")
   int64_t nan_skips = 0;  // consecutive skipped steps so far
+  // Dynamic loss scaling (optim/loss_scaler.h): the scale for the next step, its clean steps
+  // in a row and the steps skipped for overflow so far. loss_scale 0: the run does not scale.
+  double loss_scale = 0;
+  int64_t loss_scale_streak = 0, overflow_skips = 0;
   // FNV-1a 64 of the training records data.validation holds out (0: none). A resume must
   // train on the same records, so a checkpoint of another split is refused.
   uint64_t validation_split = 0;

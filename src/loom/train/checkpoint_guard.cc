@@ -1,8 +1,11 @@
 #include "loom/train/checkpoint_guard.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
+#include <mutex>
 
 #include "loom/core/error.h"
 #include "loom/core/log.h"
@@ -29,7 +32,26 @@ bool all_finite(const float* x, int64_t n) {
   return bad == 0;
 }
 
+std::mutex fault_hook_mu;
+std::atomic<bool> fault_hook_set{false};  // so a run without the hook takes no lock per range
+std::function<bool(int, int64_t)>& fault_hook() {
+  static std::function<bool(int, int64_t)> hook;
+  return hook;
+}
+
+bool fault_hook_fires(int rank, int64_t step) {
+  if (!fault_hook_set.load(std::memory_order_acquire)) return false;
+  std::lock_guard<std::mutex> lock(fault_hook_mu);
+  return fault_hook() && fault_hook()(rank, step);
+}
+
 }  // namespace
+
+void set_gradient_fault_hook(std::function<bool(int rank, int64_t step)> hook) {
+  std::lock_guard<std::mutex> lock(fault_hook_mu);
+  fault_hook_set.store(static_cast<bool>(hook), std::memory_order_release);
+  fault_hook() = std::move(hook);
+}
 
 std::vector<ConfigKeySpec> checkpoint_config_keys() {
   return {
@@ -64,6 +86,7 @@ GuardOptions read_guard_options(const Config& cfg) {
   o.nan_lr_factor = cfg.get_double("train.nan_lr_factor", 0.5, 1e-6, 1.0);
   o.nan_max_skips = cfg.get_int("train.nan_max_skips", 5, 0, int64_t(1) << 40);
   o.check_grads = cfg.get_bool("train.nan_check_grads", true);
+  o.loss_scaling = optim::read_loss_scaler_options(cfg);
   const std::string out = cfg.get_string("output.dir", "runs/latest");
   if (!out.empty()) o.checkpoint_root = (std::filesystem::path(out) / "checkpoints").string();
   if (out.empty() && (o.every_steps > 0 || o.every_minutes > 0))
@@ -83,6 +106,12 @@ StepGuard::StepGuard(const Config& cfg, comm::Communicator& c, WorkerParts parts
   pos_.validation_split = validation_split;
   pos_.vocabulary = vocabulary;
   if (parts_.backend.device() != Device::kCpu) opt_.check_grads = false;
+  if (opt_.loss_scaling) {
+    scaler_.emplace(*opt_.loss_scaling);
+    overflow_ = DeviceBuffer<float>(parts_.backend, 1);
+    pos_.loss_scale = scaler_->scale();
+    if (c.rank() == 0) log_info("loss scaling: {}", scaler_->describe());
+  }
 }
 
 int64_t StepGuard::resume() {
@@ -91,10 +120,54 @@ int64_t StepGuard::resume() {
   resumed_rank_file_ = std::make_unique<CheckpointFile>(std::move(ck.rank_file));
   pos_ = ck.pos;
   step_ = pos_.step;
+  restore_scaler(ck.dir);
   if (comm_.rank() == 0)
     log_info("resumed from {}: step {} (epoch {}, step {} of it), lr scale {}", ck.dir, pos_.step,
              pos_.epoch() + 1, pos_.step_in_epoch(), pos_.lr_scale);
   return pos_.step;
+}
+
+void StepGuard::restore_scaler(const std::string& dir) {
+  if (!scaler_) {
+    if (pos_.loss_scale > 0)
+      throw InputError(fmt::format(
+          "{}: trained with dynamic loss scaling (scale {}); this run does not scale its loss "
+          "(loss_scale.mode, precision): resume with the same settings",
+          dir, pos_.loss_scale));
+    return;
+  }
+  if (pos_.loss_scale <= 0)
+    throw InputError(fmt::format(
+        "{}: trained without dynamic loss scaling; this run scales its loss (loss_scale.mode, "
+        "precision): resume with the same settings",
+        dir));
+  if (!scaler_->restore(float(pos_.loss_scale), pos_.loss_scale_streak, pos_.overflow_skips))
+    throw InputError(
+        fmt::format("{}: loss scale {} after {} clean steps is outside this run's scaler ({})", dir,
+                    pos_.loss_scale, pos_.loss_scale_streak, scaler_->describe()));
+}
+
+void StepGuard::add_loss_scale_figures(nlohmann::json& j) const {
+  if (!scaler_) return;
+  j["loss_scale"] = scaler_->scale();
+  j["overflow_skips"] = scaler_->skipped_steps();
+}
+
+bool StepGuard::scaler_step(bool overflow) {
+  const float before = scaler_->scale();
+  const bool apply = scaler_->update(overflow);
+  if (!apply) {
+    snapshot_.restore(parts_);
+    if (comm_.rank() == 0)
+      log_info(
+          "step {}: the gradients overflowed at loss scale {:g}: step skipped (parameters and "
+          "optimizer rolled back), loss scale now {:g}",
+          step_, before, scaler_->scale());
+  }
+  pos_.loss_scale = scaler_->scale();
+  pos_.loss_scale_streak = scaler_->clean_streak();
+  pos_.overflow_skips = scaler_->skipped_steps();
+  return !apply;
 }
 
 void StepGuard::restore_strategy() {
@@ -106,7 +179,9 @@ void StepGuard::restore_strategy() {
 void StepGuard::begin_step(int64_t step) {
   step_ = step;
   bad_code_ = 0;
-  if (opt_.nan_policy == NanPolicy::kSkip) snapshot_.capture(parts_);
+  fault_injected_ = false;
+  if (scaler_) parts_.backend.fill(overflow_.data(), 1, 0.0f);
+  if (opt_.nan_policy == NanPolicy::kSkip || scaler_) snapshot_.capture(parts_);
 }
 
 void StepGuard::check_loss(double loss_sum, int64_t step) {
@@ -114,6 +189,17 @@ void StepGuard::check_loss(double loss_sum, int64_t step) {
 }
 
 void StepGuard::check_grads(const nn::ParamRange& range) {
+  float* g = parts_.model.grads() + range.offset;
+  if (!fault_injected_ && range.count > 0 && fault_hook_fires(comm_.rank(), step_)) {
+    parts_.backend.fill(g, 1, std::numeric_limits<float>::infinity());
+    fault_injected_ = true;
+  }
+  if (scaler_) {
+    // A non-finite scaled gradient is the scaler's overflow, not the NaN policy's business.
+    parts_.backend.note_non_finite(g, range.count, overflow_.data());
+    parts_.backend.scale(range.count, 1.0f / scaler_->scale(), g);
+    return;
+  }
   if (!opt_.check_grads || bad_code_ != 0) return;
   if (!all_finite(parts_.model.grads() + range.offset, range.count))
     bad_code_ = bad_code(kBadGrad, comm_.rank(), range.layer);
@@ -138,7 +224,9 @@ StepGuard::Outcome StepGuard::end_step(int64_t steps_done) {
   const bool time_due = opt_.every_minutes > 0 && comm_.rank() == 0 &&
                         since_checkpoint_.seconds() >= 60.0 * opt_.every_minutes;
   run_stop_check_hook(comm_.rank(), steps_done);
-  int64_t flags[3] = {bad_code_, int64_t(stop_signal()), time_due ? 1 : 0};
+  float overflow = 0;
+  if (scaler_) parts_.backend.copy_to_host(&overflow, overflow_.data(), sizeof(float));
+  int64_t flags[4] = {bad_code_, int64_t(stop_signal()), time_due ? 1 : 0, overflow != 0 ? 1 : 0};
   if (comm_.size() > 1) comm_.allreduce(flags, sizeof(flags), comm::max_i64());
   pos_.step = steps_done;
 
@@ -179,6 +267,9 @@ StepGuard::Outcome StepGuard::end_step(int64_t steps_done) {
   }
   pos_.nan_skips = 0;
   previous_skip_loss_bad_ = false;
+  // An overflowed step is rolled back before a checkpoint or a stop, which then keep the
+  // state from before it and the halved scale.
+  const bool overflow_skip = scaler_ && scaler_step(flags[3] != 0);
 
   if (flags[1] != 0) {
     interrupted_ = true;
@@ -193,7 +284,7 @@ StepGuard::Outcome StepGuard::end_step(int64_t steps_done) {
   if (opt_.checkpoints() &&
       ((opt_.every_steps > 0 && steps_done % opt_.every_steps == 0) || flags[2] != 0))
     write_checkpoint(steps_done);
-  return Outcome::kDone;
+  return overflow_skip ? Outcome::kSkipped : Outcome::kDone;
 }
 
 std::string StepGuard::write_checkpoint(int64_t steps_done) {

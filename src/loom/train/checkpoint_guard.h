@@ -11,17 +11,30 @@
 //                  switch (guard.end_step(step + 1)) { kDone, kSkipped, kStop }
 //
 // end_step is a collective when the world has more than one rank: every rank contributes its
-// flags (non-finite numbers, a stop signal, rank 0's clock for time-based checkpoints) to one
-// allreduce of three integers, so all ranks take the same decision at the same step.
+// flags (non-finite numbers, a stop signal, rank 0's clock for time-based checkpoints, an
+// overflow of its loss-scaled gradients) to one allreduce of four integers, so all ranks take
+// the same decision at the same step.
+//
+// Dynamic loss scaling (loss_scale.*, optim/loss_scaler.h, docs/precision.md) lives here too,
+// since it needs what the NaN skip policy has: the loop multiplies the loss's gradient by
+// loss_scale(); check_grads divides each range by it (before the strategy sees the range) and
+// notes non-finite values on the device without waiting; end_step agrees on an overflow across
+// the ranks and then rolls the step back on every rank (parameters, optimizer, strategy state)
+// and halves the scale, or counts a clean step. The scaler's state travels in train.ckpt.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "loom/core/config.h"
 #include "loom/core/timer.h"
+#include "loom/optim/loss_scaler.h"
+#include "loom/tensor/buffer.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/signals.h"
 
@@ -39,6 +52,7 @@ struct GuardOptions {
   double nan_lr_factor = 0.5;  // train.nan_lr_factor: lr scale *= this per skipped step
   int64_t nan_max_skips = 5;   // train.nan_max_skips: consecutive skips before aborting
   bool check_grads = true;     // train.nan_check_grads
+  std::optional<optim::LossScalerOptions> loss_scaling;  // loss_scale.*; nullopt: none
   bool checkpoints() const {
     return !checkpoint_root.empty() && (every_steps > 0 || every_minutes > 0);
   }
@@ -68,11 +82,21 @@ class StepGuard {
   // This rank's loss for its batch. Non-finite: remembered for end_step (the step still runs,
   // so the ranks stay in lockstep).
   void check_loss(double loss_sum, int64_t step);
-  // During backward, before the strategy sees the range (host memory only).
+  // During backward, before the strategy sees the range: with loss scaling, notes non-finite
+  // values (on the backend, without waiting) and unscales the range; else the NaN policy's
+  // check (host memory only).
   void check_grads(const nn::ParamRange& range);
-  // After Strategy::end_step. kSkipped: a rank saw NaN/Inf under the skip policy and the step
-  // was rolled back; kStop: a stop signal arrived, a checkpoint was written, leave the loop.
-  // Throws NumericError (step, rank, layer) under the abort policy or after too many skips.
+  // What the loss's gradient is multiplied by this step: the loss scale, 1 without scaling.
+  float loss_scale() const { return scaler_ ? scaler_->scale() : 1.0f; }
+  // The scaler (null without loss scaling).
+  const optim::LossScaler* loss_scaler() const { return scaler_ ? &*scaler_ : nullptr; }
+  // With loss scaling, "loss_scale" (for the next step) and "overflow_skips" (steps skipped
+  // so far) into a metrics.jsonl line.
+  void add_loss_scale_figures(nlohmann::json& j) const;
+  // After Strategy::end_step. kSkipped: a rank saw NaN/Inf under the skip policy, or the
+  // loss-scaled gradients overflowed on a rank, and the step was rolled back; kStop: a stop signal
+  // arrived, a checkpoint was written, leave the loop. Throws NumericError (step, rank, layer)
+  // under the abort policy or after too many skips.
   Outcome end_step(int64_t steps_done);
   bool interrupted() const { return interrupted_; }
   bool writes_checkpoints() const { return opt_.checkpoints(); }
@@ -81,6 +105,12 @@ class StepGuard {
  private:
   std::string write_checkpoint(int64_t steps_done);
   std::string describe_bad(int64_t code) const;
+  // The loss scaler's verdict on the step, agreed by every rank: rolls an overflowed step
+  // back; then the scale moves and pos_ follows it. True when the step was skipped.
+  bool scaler_step(bool overflow);
+  // The resumed position's scaler state into scaler_ (InputError naming the checkpoint when
+  // it and this run disagree on loss scaling).
+  void restore_scaler(const std::string& dir);
 
   GuardOptions opt_;
   std::string config_text_;
@@ -96,6 +126,14 @@ class StepGuard {
   bool previous_skip_loss_bad_ = false;  // the last step was skipped for a NaN/Inf loss
   std::string last_checkpoint_;
   std::unique_ptr<CheckpointFile> resumed_rank_file_;
+  std::optional<optim::LossScaler> scaler_;
+  DeviceBuffer<float> overflow_;  // 1 float on the backend: this rank's step overflowed
+  bool fault_injected_ = false;   // the gradient fault hook fired this step
 };
+
+// Test hook: while set, check_grads makes the first gradient of a step's first range +Inf on
+// the ranks and steps (0-based) where the hook returns true, once per step, as an overflow of
+// the scaled gradients would. nullptr clears it.
+void set_gradient_fault_hook(std::function<bool(int rank, int64_t step)> hook);
 
 }  // namespace loom::train

@@ -460,6 +460,7 @@ class Worker {
            seconds > 0 ? sums[2] / double(train_->labels_per_sample()) / seconds : 0},
           {"lr", schedule_.at(step_ - 1) * double(guard_->lr_scale())},
           {"seconds", seconds}};
+      guard_->add_loss_scale_figures(j);
       if (tokens_.enabled)
         add_token_figures(j, sums[2] > 0 ? sums[0] / sums[2] : -1, -1,
                           seconds > 0 ? sums[2] / seconds : 0);
@@ -507,8 +508,10 @@ class Worker {
       const float* t =
           batch.t ? on_device.put_targets(batch.t + first * targets, n * targets) : nullptr;
       model_->forward(in.x, n, info);
-      // The mean over the batch's labels: its samples, or every position of its windows.
-      const nn::LossResult r = model_->loss(in.y, t, strategy_->grad_scale(batch.size * per));
+      // The mean over the batch's labels: its samples, or every position of its windows,
+      // times the loss scale (1 without loss_scale.*; the guard unscales each range).
+      const nn::LossResult r =
+          model_->loss(in.y, t, strategy_->grad_scale(batch.size * per) * guard_->loss_scale());
       guard_->check_loss(r.loss_sum, step_);
       total.loss_sum += r.loss_sum;
       total.correct += r.correct;
@@ -643,6 +646,7 @@ class Worker {
                          m.steps > 0 ? double(m.exchanges) / double(m.steps * global_batch_) : 0},
                         {"workers", comm_.size()}};
     if (s_.keep_best) j["best_epoch"] = m.best_epoch > 0 ? nlohmann::json(m.best_epoch) : nullptr;
+    guard_->add_loss_scale_figures(j);
     if (tokens_.enabled) {
       add_token_figures(j, m.train_loss, m.val_acc >= 0 ? m.val_loss : -1,
                         m.samples_per_s * double(tokens_.context));

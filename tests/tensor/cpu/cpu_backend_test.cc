@@ -402,6 +402,19 @@ TEST(CpuBackend, HasNonFiniteAtEveryPosition) {
     }
   }
   EXPECT_FALSE(be.has_non_finite(nullptr, 0));
+  // note_non_finite sets the flag on a NaN or Inf and never clears it.
+  float flag = 0;
+  std::vector<float> x = random_vector(100, 7);
+  be.note_non_finite(x.data(), 100, &flag);
+  EXPECT_EQ(flag, 0.0f);
+  x[63] = std::numeric_limits<float>::infinity();
+  be.note_non_finite(x.data(), 63, &flag);
+  EXPECT_EQ(flag, 0.0f);
+  be.note_non_finite(x.data(), 100, &flag);
+  EXPECT_EQ(flag, 1.0f);
+  x[63] = 1.0f;
+  be.note_non_finite(x.data(), 100, &flag);
+  EXPECT_EQ(flag, 1.0f);
 }
 
 }  // namespace

@@ -78,6 +78,7 @@ CudaBackend::CudaBackend(int device) : device_(device), pool_(device) {
     bind();
     cudaDeviceProp prop{};
     LOOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+    sm_ = prop.major * 10 + prop.minor;
     device_label_ = fmt::format("{}, sm_{}{}, cuBLAS{}", prop.name, prop.major, prop.minor,
                                 tf32_enabled() ? " tf32" : "");
     // Non-blocking streams: they do not serialise with the legacy default stream that other
@@ -110,10 +111,11 @@ void CudaBackend::release() noexcept {
   if (compute_) LOOM_CUDA_IGNORE(cudaStreamSynchronize(compute_));
   if (comm_) LOOM_CUDA_IGNORE(cudaStreamSynchronize(comm_));
   cudnn_.reset();  // its handles are bound to the streams destroyed below
-  for (Scratch& sc : scratch_) {
-    if (sc.p) pool_.deallocate(sc.p);
-    sc = Scratch{};
-  }
+  for (Scratch* group : {scratch_, low_})
+    for (int l = 0; l < 2; ++l) {
+      if (group[l].p) pool_.deallocate(group[l].p);
+      group[l] = Scratch{};
+    }
   for (cublasHandle_t& h : cublas_) {
     if (h) LOOM_CUDA_IGNORE(cublasDestroy(h));
     h = nullptr;
@@ -166,7 +168,8 @@ void CudaBackend::set_conv_engine(ConvEngine engine) {
     if (!cudnn_) cudnn_ = cuda::CudnnConv::open(device_, tf32_enabled(), &why);
     // Asked for by name: start it now (this loads cuDNN's engine libraries), so that a cuDNN
     // that cannot run here is an error before any work; under kAuto on the first convolution.
-    if (cudnn_ && engine == ConvEngine::kCudnn && !cudnn_->ready({0, compute_, nullptr}, &why)) {
+    if (cudnn_ && engine == ConvEngine::kCudnn &&
+        !cudnn_->ready({0, compute_, nullptr, nullptr}, &why)) {
       conv_mode_ = ConvEngine::kLoom;
       cudnn_why_not_ = why;
       update_name();
@@ -205,7 +208,8 @@ cuda::CudnnStats CudaBackend::cudnn_stats() const {
 }
 
 cuda::CudnnLane CudaBackend::cudnn_lane() {
-  return {lane(), stream(), [this](size_t bytes) { return scratch(bytes); }};
+  return {lane(), stream(), [this](size_t bytes) { return scratch(bytes); },
+          [this](size_t bytes) { return low_scratch(bytes); }};
 }
 
 cuda::CudnnConv* CudaBackend::cudnn_for_call() {
@@ -248,7 +252,14 @@ cublasHandle_t CudaBackend::cublas() {
 }
 
 void* CudaBackend::scratch(size_t bytes) {
-  Scratch& sc = scratch_[lane()];
+  return grow(scratch_[lane()], bytes);
+}
+
+void* CudaBackend::low_scratch(size_t bytes) {
+  return grow(low_[lane()], bytes);
+}
+
+void* CudaBackend::grow(Scratch& sc, size_t bytes) {
   if (bytes > sc.bytes) {
     if (sc.p) deallocate(sc.p);
     sc.p = nullptr;
@@ -413,11 +424,62 @@ void CudaBackend::synchronize() {
 
 // ---- dense algebra ----
 
+std::string CudaBackend::matmul_precision_unsupported(Precision p) const {
+  switch (p) {
+    case Precision::kFp32:
+    case Precision::kFp16:
+      return "";
+    case Precision::kBf16:
+      if (sm_ < 80)
+        return fmt::format(
+            "this GPU ({}) is sm_{}; bf16 matrix products need sm_80 (Ampere) or later",
+            device_label_, sm_);
+      return "";
+  }
+  return "unknown precision";
+}
+
+void CudaBackend::low_precision_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                                     float alpha, const float* a, int64_t lda, int64_t stride_a,
+                                     const float* b, int64_t ldb, int64_t stride_b, float beta,
+                                     float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
+  const bool bf16 = matmul_precision() == Precision::kBf16;
+  const cuda::LowFormat format = bf16 ? cuda::LowFormat::kBf16 : cuda::LowFormat::kFp16;
+  const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_16F;
+  // The operands as stored (row-major): A is [m, k] or, transposed, [k, m]; B [k, n] or [n, k].
+  const int64_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
+  const int64_t b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
+  const auto aligned = [](int64_t values) { return (size_t(values) * 2 + 255) / 256 * 256; };
+  const size_t a_bytes = aligned(batch * a_rows * a_cols);
+  char* low = static_cast<char*>(low_scratch(a_bytes + aligned(batch * b_rows * b_cols)));
+  cuda::round_matrices(stream(), format, a, batch, a_rows, a_cols, lda, stride_a, low);
+  cuda::round_matrices(stream(), format, b, batch, b_rows, b_cols, ldb, stride_b, low + a_bytes);
+  // Packed copies: each matrix's leading dimension is its column count. Row-major to
+  // column-major as in gemm(): operands swapped, m with n.
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (batch == 1) {
+    LOOM_CUDA_CHECK(cublasGemmEx_64(cublas(), op_b, op_a, n, m, k, &alpha, low + a_bytes, type,
+                                    b_cols, low, type, a_cols, &beta, c, CUDA_R_32F, ldc,
+                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  } else {
+    LOOM_CUDA_CHECK(cublasGemmStridedBatchedEx_64(
+        cublas(), op_b, op_a, n, m, k, &alpha, low + a_bytes, type, b_cols, b_rows * b_cols, low,
+        type, a_cols, a_rows * a_cols, &beta, c, CUDA_R_32F, ldc, stride_c, batch,
+        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+}
+
 void CudaBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                        const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                        float* c, int64_t ldc) {
   if (m <= 0 || n <= 0) return;
   bind();
+  // An empty product (k = 0) keeps cublasSgemm's handling (C = beta C) in every precision.
+  if (matmul_precision() != Precision::kFp32 && k > 0) {
+    low_precision_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1);
+    return;
+  }
   // cuBLAS is column-major. A row-major matrix is the column-major view of its transpose, so
   // row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands (and
   // m with n) and keep each one's transpose flag.
@@ -644,7 +706,8 @@ void CudaBackend::conv2d_forward(const ConvGeometry& g, const float* x, const fl
   const ConvGemm c = conv_gemm(g);
   if (g.batch <= 0 || g.out_c <= 0 || c.cols <= 0) return;
   bind();
-  if (cuda::CudnnConv* dnn = cudnn_for_call(); dnn && dnn->forward(cudnn_lane(), g, x, w, bias, y))
+  if (cuda::CudnnConv* dnn = cudnn_for_call();
+      dnn && dnn->forward(cudnn_lane(), g, x, w, bias, y, matmul_precision()))
     return;
   const cuda::ConvDims d = dims(g);
   float* columns =
@@ -673,7 +736,7 @@ void CudaBackend::conv2d_backward_data(const ConvGeometry& g, const float* w, co
     return;
   }
   if (cuda::CudnnConv* dnn = cudnn_for_call();
-      dnn && dnn->backward_data(cudnn_lane(), g, w, dy, dx))
+      dnn && dnn->backward_data(cudnn_lane(), g, w, dy, dx, matmul_precision()))
     return;
   const cuda::ConvDims d = dims(g);
   float* dcolumns =
@@ -701,7 +764,7 @@ void CudaBackend::conv2d_backward_weights(const ConvGeometry& g, const float* x,
     return;
   }
   if (cuda::CudnnConv* dnn = cudnn_for_call();
-      dnn && dnn->backward_weights(cudnn_lane(), g, x, dy, dw, dbias))
+      dnn && dnn->backward_weights(cudnn_lane(), g, x, dy, dw, dbias, matmul_precision()))
     return;
   const cuda::ConvDims d = dims(g);
   float* columns =
@@ -809,6 +872,12 @@ bool CudaBackend::has_non_finite(const float* x, int64_t n) {
   return found != 0;
 }
 
+void CudaBackend::note_non_finite(const float* x, int64_t n, float* flag) {
+  if (n <= 0) return;
+  bind();
+  cuda::mark_non_finite(stream(), x, n, flag);
+}
+
 // ---- sequence models ----
 
 int64_t CudaBackend::embedding_forward(const float* ids, const float* table, int64_t n,
@@ -850,6 +919,11 @@ void CudaBackend::gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n,
                                int64_t ldc, int64_t stride_c, int64_t batch) {
   if (m <= 0 || n <= 0 || batch <= 0) return;
   bind();
+  if (matmul_precision() != Precision::kFp32 && k > 0) {
+    low_precision_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta,
+                       c, ldc, stride_c, batch);
+    return;
+  }
   // Row-major to column-major as in gemm(): operands swapped, m with n.
   LOOM_CUDA_CHECK(cublasSgemmStridedBatched_64(
       cublas(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,

@@ -76,6 +76,13 @@ class CudaBackend final : public Backend {
   void synchronize() override;
   void set_intra_op_threads(int threads) override {}  // the GPU picks its own parallelism
 
+  // fp16 runs on every GPU this build targets; bf16 needs sm_80 or later (cuBLAS's bf16 GEMM
+  // and cuDNN's bf16 convolutions). In bf16 and fp16, gemm and gemm_batched round A and B to
+  // the format (nearest even) into scratch and run cublasGemmEx with fp32 accumulation
+  // (CUBLAS_COMPUTE_32F) and an fp32 C, so alpha, beta and C are fp32 as in fp32 mode; the
+  // convolutions follow on either engine (see conv2d_forward). docs/precision.md.
+  std::string matmul_precision_unsupported(Precision p) const override;
+
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
             const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
             int64_t ldc) override;
@@ -135,6 +142,11 @@ class CudaBackend final : public Backend {
   // Convolution through cuDNN (cudnn_conv.h) when the engine is cuDNN and it takes the
   // geometry, else through loom's own kernels: im2col/col2im for any ConvGeometry, then one
   // cuBLAS GEMM per image and group (a 1x1, stride 1, unpadded convolution skips im2col).
+  // In bf16 or fp16, loom's kernels run their GEMMs in that precision (gemm rounds the
+  // im2col columns and the weights, fp32 accumulation and output: what the CPU backend's
+  // oneDNN convolutions compute); cuDNN runs on rounded copies of x, w and dy with its
+  // PSEUDO_HALF / PSEUDO_BFLOAT16 configuration (fp32 accumulation), which writes y, dx and dw
+  // in the low format, widened back to fp32; the bias and its gradient stay fp32.
   void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
                       float* y) override;
   void conv2d_backward_data(const ConvGeometry& g, const float* w, const float* dy,
@@ -167,6 +179,7 @@ class CudaBackend final : public Backend {
   void adam_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
                    float beta2, float eps, float weight_decay, bool decoupled, int64_t t) override;
   bool has_non_finite(const float* x, int64_t n) override;
+  void note_non_finite(const float* x, int64_t n, float* flag) override;
 
   // ---- sequence models: embedding.cu, layernorm.cu, causal_softmax.cu, xent_ignore.cu, and
   // cuBLAS's strided batched GEMM ----
@@ -208,6 +221,19 @@ class CudaBackend final : public Backend {
   // Scratch device memory of at least `bytes`, reused across calls on the calling thread's
   // stream (ops run in stream order).
   void* scratch(size_t bytes);
+  // The same for the low-precision copies of a product's operands: a buffer of its own, since
+  // loom's convolutions hold their im2col columns in scratch() while their GEMMs round.
+  void* low_scratch(size_t bytes);
+  struct Scratch {
+    void* p = nullptr;
+    size_t bytes = 0;
+  };
+  void* grow(Scratch& sc, size_t bytes);
+  // gemm / gemm_batched in matmul_precision() (bf16 or fp16), batch >= 1, k >= 1.
+  void low_precision_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                          const float* a, int64_t lda, int64_t stride_a, const float* b,
+                          int64_t ldb, int64_t stride_b, float beta, float* c, int64_t ldc,
+                          int64_t stride_c, int64_t batch);
   // Copies `bytes` of device memory into the calling thread's pinned readback buffer and
   // waits for its stream.
   const void* read_back(const void* src, size_t bytes);
@@ -230,11 +256,9 @@ class CudaBackend final : public Backend {
   cudaStream_t compute_ = nullptr, comm_ = nullptr;
   cudaEvent_t compute_done_ = nullptr, comm_done_ = nullptr;
   cublasHandle_t cublas_[2] = {nullptr, nullptr};  // bound to compute_, comm_
-  struct Scratch {
-    void* p = nullptr;
-    size_t bytes = 0;
-  };
   Scratch scratch_[2];
+  Scratch low_[2];          // low_scratch(), per lane
+  int sm_ = 0;              // compute capability, major * 10 + minor
   void* pinned_ = nullptr;  // small host buffer for scalar results, one half per stream
   // mark(k)'s events, grown on demand by the compute thread, read by the comm thread; also
   // guards the side stream's cuBLAS handle.

@@ -11,6 +11,7 @@
 
 #include "loom/config.h"
 #include "loom/core/error.h"
+#include "loom/tensor/cuda/kernels.h"
 
 #if LOOM_HAVE_CUDNN
 #include <cudnn.h>
@@ -160,15 +161,23 @@ struct Choice {
   size_t workspace = 0;
 };
 
-// One geometry's descriptors. Each direction has its own convolution descriptor, since each
-// carries its algorithm's math type.
+// One geometry's descriptors in one precision. Each direction has its own convolution
+// descriptor, since each carries its algorithm's math type. x, y and w are in the plan's data
+// type (fp32, bf16 or fp16); y32 and bias are fp32, for the bias add and its gradient.
 struct Plan {
   bool usable = false;  // cuDNN's output size is the geometry's
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, y32 = nullptr, bias = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv[3] = {nullptr, nullptr, nullptr};
   Choice choice[3];
+  Precision precision = Precision::kFp32;
 };
+
+cudnnDataType_t data_type(Precision p) {
+  return p == Precision::kBf16   ? CUDNN_DATA_BFLOAT16
+         : p == Precision::kFp16 ? CUDNN_DATA_HALF
+                                 : CUDNN_DATA_FLOAT;
+}
 
 }  // namespace
 
@@ -179,7 +188,7 @@ struct CudnnConv::Impl {
   std::mutex mu;
   cudnnHandle_t handles[2] = {nullptr, nullptr};
   std::string handle_error;  // why the first handle could not be made
-  std::map<ConvGeometry, std::unique_ptr<Plan>> plans;
+  std::map<std::pair<ConvGeometry, Precision>, std::unique_ptr<Plan>> plans;
   CudnnStats stats;
 
   Impl(const Api& a, int dev, bool t) : api(a), device(dev), tf32(t) {}
@@ -187,7 +196,7 @@ struct CudnnConv::Impl {
   ~Impl() {
     // Errors while tearing down are dropped (the device may be gone already).
     for (auto& [g, p] : plans) {
-      for (cudnnTensorDescriptor_t d : {p->x, p->y, p->bias})
+      for (cudnnTensorDescriptor_t d : {p->x, p->y, p->y32, p->bias})
         if (d) (void)api.cudnnDestroyTensorDescriptor(d);
       if (p->w) (void)api.cudnnDestroyFilterDescriptor(p->w);
       for (cudnnConvolutionDescriptor_t c : p->conv)
@@ -198,19 +207,23 @@ struct CudnnConv::Impl {
     (void)cudaGetLastError();
   }
 
-  // fp32 precision unless TF32 was allowed; never fp16 conversions.
-  bool math_ok(cudnnMathType_t m) const {
+  // fp32 precision unless TF32 was allowed; never fp16 conversions. In bf16 and fp16 the
+  // tensors are in the low format already, and tensor-core math is what they are for.
+  bool math_ok(cudnnMathType_t m, Precision precision) const {
+    if (precision != Precision::kFp32) return true;
     if (tf32) return m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
     return m == CUDNN_FMA_MATH;
   }
 
-  // The geometry's plan, made on first use; under mu.
-  Plan& plan(const ConvGeometry& g) {
-    auto it = plans.find(g);
+  // The geometry's plan in `precision`, made on first use; under mu.
+  Plan& plan(const ConvGeometry& g, Precision precision) {
+    auto it = plans.find({g, precision});
     if (it != plans.end()) return *it->second;
     auto owned = std::make_unique<Plan>();
     Plan& p = *owned;
-    plans.emplace(g, std::move(owned));  // owned now, so a throw below leaks nothing
+    p.precision = precision;
+    plans.emplace(std::make_pair(g, precision),
+                  std::move(owned));  // owned now, so a throw below leaks nothing
     stats.plans = int64_t(plans.size());
     const int64_t cin_g = g.in_c / g.groups;
     const bool in_range = fits_int(g.batch) && fits_int(g.in_c) && fits_int(g.in_h) &&
@@ -224,27 +237,36 @@ struct CudnnConv::Impl {
     if (!in_range) return p;
     LOOM_CUDNN(cudnnCreateTensorDescriptor, g, &p.x);
     LOOM_CUDNN(cudnnCreateTensorDescriptor, g, &p.y);
+    LOOM_CUDNN(cudnnCreateTensorDescriptor, g, &p.y32);
     LOOM_CUDNN(cudnnCreateTensorDescriptor, g, &p.bias);
     LOOM_CUDNN(cudnnCreateFilterDescriptor, g, &p.w);
-    LOOM_CUDNN(cudnnSetTensor4dDescriptor, g, p.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-               int(g.batch), int(g.in_c), int(g.in_h), int(g.in_w));
-    LOOM_CUDNN(cudnnSetTensor4dDescriptor, g, p.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+    const cudnnDataType_t type = data_type(precision);
+    LOOM_CUDNN(cudnnSetTensor4dDescriptor, g, p.x, CUDNN_TENSOR_NCHW, type, int(g.batch),
+               int(g.in_c), int(g.in_h), int(g.in_w));
+    LOOM_CUDNN(cudnnSetTensor4dDescriptor, g, p.y, CUDNN_TENSOR_NCHW, type, int(g.batch),
+               int(g.out_c), int(g.out_h), int(g.out_w));
+    LOOM_CUDNN(cudnnSetTensor4dDescriptor, g, p.y32, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
                int(g.batch), int(g.out_c), int(g.out_h), int(g.out_w));
     LOOM_CUDNN(cudnnSetTensor4dDescriptor, g, p.bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
                int(g.out_c), 1, 1);
     // loom's weights are [out_c, in_c / groups, kernel_h, kernel_w], cuDNN's KCRS.
-    LOOM_CUDNN(cudnnSetFilter4dDescriptor, g, p.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-               int(g.out_c), int(cin_g), int(g.kernel_h), int(g.kernel_w));
+    LOOM_CUDNN(cudnnSetFilter4dDescriptor, g, p.w, type, CUDNN_TENSOR_NCHW, int(g.out_c),
+               int(cin_g), int(g.kernel_h), int(g.kernel_w));
     for (cudnnConvolutionDescriptor_t& c : p.conv) {
       LOOM_CUDNN(cudnnCreateConvolutionDescriptor, g, &c);
-      // Cross-correlation is what PyTorch and loom call convolution (no kernel flip).
+      // Cross-correlation is what PyTorch and loom call convolution (no kernel flip). The
+      // compute type is fp32 in every precision (cuDNN's PSEUDO_HALF / PSEUDO_BFLOAT16
+      // configurations for low-precision tensors).
       LOOM_CUDNN(cudnnSetConvolution2dDescriptor, g, c, int(g.pad_h), int(g.pad_w), int(g.stride_h),
                  int(g.stride_w), int(g.dilation_h), int(g.dilation_w), CUDNN_CROSS_CORRELATION,
                  CUDNN_DATA_FLOAT);
       LOOM_CUDNN(cudnnSetConvolutionGroupCount, g, c, int(g.groups));
       // The math type the heuristics rank for; CUDNN_DEFAULT_MATH would allow TF32 on Ampere
       // and later, so plain fp32 needs CUDNN_FMA_MATH.
-      LOOM_CUDNN(cudnnSetConvolutionMathType, g, c, tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+      LOOM_CUDNN(cudnnSetConvolutionMathType, g, c,
+                 precision != Precision::kFp32 ? CUDNN_TENSOR_OP_MATH
+                 : tf32                        ? CUDNN_DEFAULT_MATH
+                                               : CUDNN_FMA_MATH);
     }
     int n = 0, c = 0, h = 0, w = 0;
     LOOM_CUDNN(cudnnGetConvolution2dForwardOutputDim, g, p.conv[kForward], p.x, p.w, &n, &c, &h,
@@ -257,13 +279,14 @@ struct CudnnConv::Impl {
   // (math_ok), and within the workspace limit by the ranking's estimate and by the exact size
   // cuDNN gives for the math type it will run with.
   template <typename Perf, typename WorkspaceOf>
-  bool pick(const ConvGeometry& g, const std::vector<Perf>& perfs, int returned,
-            cudnnConvolutionDescriptor_t conv, WorkspaceOf workspace_of, Choice& out) {
+  bool pick(const ConvGeometry& g, Precision p_precision, const std::vector<Perf>& perfs,
+            int returned, cudnnConvolutionDescriptor_t conv, WorkspaceOf workspace_of,
+            Choice& out) {
     out.chosen = true;
     for (int i = 0; i < returned; ++i) {
       const Perf& pf = perfs[size_t(i)];
       if (pf.status != CUDNN_STATUS_SUCCESS || pf.determinism != CUDNN_DETERMINISTIC ||
-          !math_ok(pf.mathType) || pf.memory > kWorkspaceLimit)
+          !math_ok(pf.mathType, p_precision) || pf.memory > kWorkspaceLimit)
         continue;
       LOOM_CUDNN(cudnnSetConvolutionMathType, g, conv, pf.mathType);
       size_t bytes = 0;
@@ -289,7 +312,7 @@ struct CudnnConv::Impl {
       LOOM_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7, g, h, p.x, p.w, conv, p.y, count,
                  &returned, perfs.data());
       pick(
-          g, perfs, returned, conv,
+          g, p.precision, perfs, returned, conv,
           [&](cudnnConvolutionFwdAlgo_t a, size_t* bytes) {
             return api.cudnnGetConvolutionForwardWorkspaceSize(h, p.x, p.w, conv, p.y, a, bytes);
           },
@@ -300,7 +323,7 @@ struct CudnnConv::Impl {
       LOOM_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7, g, h, p.w, p.y, conv, p.x, count,
                  &returned, perfs.data());
       pick(
-          g, perfs, returned, conv,
+          g, p.precision, perfs, returned, conv,
           [&](cudnnConvolutionBwdDataAlgo_t a, size_t* bytes) {
             return api.cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w, p.y, conv, p.x, a,
                                                                     bytes);
@@ -312,7 +335,7 @@ struct CudnnConv::Impl {
       LOOM_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7, g, h, p.x, p.y, conv, p.w, count,
                  &returned, perfs.data());
       pick(
-          g, perfs, returned, conv,
+          g, p.precision, perfs, returned, conv,
           [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {
             return api.cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x, p.y, conv, p.w, a,
                                                                       bytes);
@@ -343,13 +366,13 @@ struct CudnnConv::Impl {
     (void)cudaGetLastError();
     return true;
   }
-  Ready prepare(Direction d, const CudnnLane& lane, const ConvGeometry& g) {
+  Ready prepare(Direction d, const CudnnLane& lane, const ConvGeometry& g, Precision precision) {
     std::lock_guard<std::mutex> lock(mu);
     Ready r;
     r.handle = handles[lane.index];
     LOOM_CHECK(r.handle != nullptr, "cuDNN: no handle on lane {} (CudnnConv::ready first)",
                lane.index);
-    Plan& p = plan(g);
+    Plan& p = plan(g, precision);
     if (p.usable) {
       r.choice = choose(d, p, g, r.handle);
       if (r.choice.found) r.plan = &p;
@@ -402,59 +425,107 @@ bool CudnnConv::ready(const CudnnLane& lane, std::string* why) {
   return true;
 }
 
-bool CudnnConv::takes(const ConvGeometry& g) {
+bool CudnnConv::takes(const ConvGeometry& g, Precision precision) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->plan(g).usable;
+  return impl_->plan(g, precision).usable;
 }
 
+namespace {
+
+// The low-precision copies of one call's tensors in lane.operands: the two inputs rounded from
+// fp32, and room for the output. Null pointers in fp32 (the call uses its own buffers).
+struct LowOperands {
+  const void* in0 = nullptr;
+  const void* in1 = nullptr;
+  void* out = nullptr;
+  LowFormat format = LowFormat::kBf16;
+};
+
+LowOperands round_operands(const CudnnLane& lane, Precision precision, const float* in0, int64_t n0,
+                           const float* in1, int64_t n1, int64_t n_out) {
+  LowOperands o;
+  if (precision == Precision::kFp32) return o;
+  o.format = precision == Precision::kBf16 ? LowFormat::kBf16 : LowFormat::kFp16;
+  const auto aligned = [](int64_t values) { return (size_t(values) * 2 + 255) / 256 * 256; };
+  char* base = static_cast<char*>(lane.operands(aligned(n0) + aligned(n1) + aligned(n_out)));
+  round_matrices(lane.stream, o.format, in0, 1, 1, n0, n0, n0, base);
+  round_matrices(lane.stream, o.format, in1, 1, 1, n1, n1, n1, base + aligned(n0));
+  o.in0 = base;
+  o.in1 = base + aligned(n0);
+  o.out = base + aligned(n0) + aligned(n1);
+  return o;
+}
+
+int64_t x_size(const ConvGeometry& g) {
+  return g.batch * g.in_c * g.in_h * g.in_w;
+}
+int64_t y_size(const ConvGeometry& g) {
+  return g.batch * g.out_c * g.out_h * g.out_w;
+}
+int64_t w_size(const ConvGeometry& g) {
+  return g.out_c * (g.in_c / g.groups) * g.kernel_h * g.kernel_w;
+}
+
+}  // namespace
+
 bool CudnnConv::forward(const CudnnLane& lane, const ConvGeometry& g, const float* x,
-                        const float* w, const float* bias, float* y) {
+                        const float* w, const float* bias, float* y, Precision precision) {
   const Api& api = impl_->api;
-  const Impl::Ready r = impl_->prepare(kForward, lane, g);
+  const Impl::Ready r = impl_->prepare(kForward, lane, g, precision);
   if (!r.plan) return false;
   Plan& p = *r.plan;
+  const LowOperands low = round_operands(lane, precision, x, x_size(g), w, w_size(g), y_size(g));
   void* work = r.choice.workspace ? lane.workspace(r.choice.workspace) : nullptr;
   const float one = 1.0f, zero = 0.0f;
   const cudnnStatus_t s = api.cudnnConvolutionForward(
-      r.handle, &one, p.x, x, p.w, w, p.conv[kForward], cudnnConvolutionFwdAlgo_t(r.choice.algo),
-      work, r.choice.workspace, &zero, p.y, y);
+      r.handle, &one, p.x, low.in0 ? low.in0 : x, p.w, low.in1 ? low.in1 : w, p.conv[kForward],
+      cudnnConvolutionFwdAlgo_t(r.choice.algo), work, r.choice.workspace, &zero, p.y,
+      low.out ? low.out : y);
   if (impl_->refused(s, p, kForward)) return false;
   if (s != CUDNN_STATUS_SUCCESS) call_failed(api, s, "cudnnConvolutionForward", g);
-  if (bias) LOOM_CUDNN(cudnnAddTensor, g, r.handle, &one, p.bias, bias, &one, p.y, y);
+  if (low.out) widen(lane.stream, low.format, low.out, y_size(g), y);
+  if (bias) LOOM_CUDNN(cudnnAddTensor, g, r.handle, &one, p.bias, bias, &one, p.y32, y);
   return true;
 }
 
 bool CudnnConv::backward_data(const CudnnLane& lane, const ConvGeometry& g, const float* w,
-                              const float* dy, float* dx) {
+                              const float* dy, float* dx, Precision precision) {
   const Api& api = impl_->api;
-  const Impl::Ready r = impl_->prepare(kBackwardData, lane, g);
+  const Impl::Ready r = impl_->prepare(kBackwardData, lane, g, precision);
   if (!r.plan) return false;
   Plan& p = *r.plan;
+  const LowOperands low = round_operands(lane, precision, w, w_size(g), dy, y_size(g), x_size(g));
   void* work = r.choice.workspace ? lane.workspace(r.choice.workspace) : nullptr;
   const float one = 1.0f, zero = 0.0f;
   const cudnnStatus_t s = api.cudnnConvolutionBackwardData(
-      r.handle, &one, p.w, w, p.y, dy, p.conv[kBackwardData],
-      cudnnConvolutionBwdDataAlgo_t(r.choice.algo), work, r.choice.workspace, &zero, p.x, dx);
+      r.handle, &one, p.w, low.in0 ? low.in0 : w, p.y, low.in1 ? low.in1 : dy,
+      p.conv[kBackwardData], cudnnConvolutionBwdDataAlgo_t(r.choice.algo), work, r.choice.workspace,
+      &zero, p.x, low.out ? low.out : dx);
   if (impl_->refused(s, p, kBackwardData)) return false;
   if (s != CUDNN_STATUS_SUCCESS) call_failed(api, s, "cudnnConvolutionBackwardData", g);
+  if (low.out) widen(lane.stream, low.format, low.out, x_size(g), dx);
   return true;
 }
 
 bool CudnnConv::backward_weights(const CudnnLane& lane, const ConvGeometry& g, const float* x,
-                                 const float* dy, float* dw, float* dbias) {
+                                 const float* dy, float* dw, float* dbias, Precision precision) {
   const Api& api = impl_->api;
-  const Impl::Ready r = impl_->prepare(kBackwardFilter, lane, g);
+  const Impl::Ready r = impl_->prepare(kBackwardFilter, lane, g, precision);
   if (!r.plan) return false;
   Plan& p = *r.plan;
+  const LowOperands low = round_operands(lane, precision, x, x_size(g), dy, y_size(g), w_size(g));
   void* work = r.choice.workspace ? lane.workspace(r.choice.workspace) : nullptr;
   const float one = 1.0f, zero = 0.0f;
   const cudnnStatus_t s = api.cudnnConvolutionBackwardFilter(
-      r.handle, &one, p.x, x, p.y, dy, p.conv[kBackwardFilter],
-      cudnnConvolutionBwdFilterAlgo_t(r.choice.algo), work, r.choice.workspace, &zero, p.w, dw);
+      r.handle, &one, p.x, low.in0 ? low.in0 : x, p.y, low.in1 ? low.in1 : dy,
+      p.conv[kBackwardFilter], cudnnConvolutionBwdFilterAlgo_t(r.choice.algo), work,
+      r.choice.workspace, &zero, p.w, low.out ? low.out : dw);
   if (impl_->refused(s, p, kBackwardFilter)) return false;
   if (s != CUDNN_STATUS_SUCCESS) call_failed(api, s, "cudnnConvolutionBackwardFilter", g);
+  if (low.out) widen(lane.stream, low.format, low.out, w_size(g), dw);
+  // The bias gradient sums the fp32 dy in every precision (a reduction).
   if (dbias)
-    LOOM_CUDNN(cudnnConvolutionBackwardBias, g, r.handle, &one, p.y, dy, &zero, p.bias, dbias);
+    LOOM_CUDNN(cudnnConvolutionBackwardBias, g, r.handle, &one, p.y32, dy, &zero, p.bias, dbias);
   return true;
 }
 
@@ -481,19 +552,19 @@ bool CudnnConv::ready(const CudnnLane&, std::string* why) {
   if (why) *why = "this build has no cuDNN";
   return false;
 }
-bool CudnnConv::takes(const ConvGeometry&) {
+bool CudnnConv::takes(const ConvGeometry&, Precision) {
   return false;
 }
 bool CudnnConv::forward(const CudnnLane&, const ConvGeometry&, const float*, const float*,
-                        const float*, float*) {
+                        const float*, float*, Precision) {
   return false;
 }
 bool CudnnConv::backward_data(const CudnnLane&, const ConvGeometry&, const float*, const float*,
-                              float*) {
+                              float*, Precision) {
   return false;
 }
 bool CudnnConv::backward_weights(const CudnnLane&, const ConvGeometry&, const float*, const float*,
-                                 float*, float*) {
+                                 float*, float*, Precision) {
   return false;
 }
 CudnnStats CudnnConv::stats() const {

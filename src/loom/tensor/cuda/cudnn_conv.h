@@ -33,11 +33,13 @@ namespace loom::cuda {
 
 // What one call needs from the backend: the calling thread's lane (0 compute, 1 side), its
 // stream, and device workspace of at least n bytes valid in that stream's order until the
-// lane's next workspace request (the backend's scratch buffer).
+// lane's next workspace request (the backend's scratch buffer); `operands`, a second such
+// buffer, holds the low-precision copies of a bf16 or fp16 call's tensors.
 struct CudnnLane {
   int index = 0;
   cudaStream_t stream = nullptr;
   std::function<void*(size_t)> workspace;
+  std::function<void*(size_t)> operands;
 };
 
 struct CudnnStats {
@@ -68,8 +70,14 @@ class CudnnConv {
   // Whether cuDNN takes the geometry: its descriptors (made and cached here; host work, no
   // handle or GPU needed) fit and give the geometry's output size. The calls below may still
   // decline it when no algorithm passes.
-  bool takes(const ConvGeometry& g);
+  bool takes(const ConvGeometry& g, Precision precision = Precision::kFp32);
 
+  // `precision` (Backend::matmul_precision): fp32, or bf16 / fp16, in which x, w and dy are
+  // rounded (nearest even) into lane.operands, cuDNN convolves with its PSEUDO_BFLOAT16 /
+  // PSEUDO_HALF configuration (low-precision tensors, fp32 accumulation: CUDNN_DATA_FLOAT
+  // compute type) into a low-precision y, dx or dw there, which is widened into the fp32
+  // output; the bias add and the bias gradient run in fp32. Each precision of a geometry has
+  // its own plan and algorithms (tensor-core math allowed in bf16 and fp16).
   // Each returns false, having queued nothing, when cuDNN declines the geometry: a size past
   // cuDNN's int range, an output size other than PyTorch's rule gives (cuDNN computes its own),
   // no deterministic fp32 algorithm within the workspace limit, or the chosen algorithm
@@ -78,13 +86,14 @@ class CudnnConv {
   // own kernels. cuDNN errors throw loom::Error naming the call and the geometry.
   // y = conv(x, w) + bias (bias may be null).
   bool forward(const CudnnLane& lane, const ConvGeometry& g, const float* x, const float* w,
-               const float* bias, float* y);
+               const float* bias, float* y, Precision precision = Precision::kFp32);
   // dx = conv^T(dy, w), overwritten.
   bool backward_data(const CudnnLane& lane, const ConvGeometry& g, const float* w, const float* dy,
-                     float* dx);
+                     float* dx, Precision precision = Precision::kFp32);
   // dw, and dbias when not null, overwritten.
   bool backward_weights(const CudnnLane& lane, const ConvGeometry& g, const float* x,
-                        const float* dy, float* dw, float* dbias);
+                        const float* dy, float* dw, float* dbias,
+                        Precision precision = Precision::kFp32);
 
   CudnnStats stats() const;
   // The largest workspace an algorithm may ask for: a faster algorithm that needs more is

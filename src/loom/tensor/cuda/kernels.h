@@ -128,6 +128,17 @@ void adam_update(cudaStream_t s, float* p, const float* g, float* m, float* v, i
 // non_finite.cu: *flag (device int, zeroed by the caller) becomes 1 if any value is NaN/Inf.
 void find_non_finite(cudaStream_t s, const float* x, int64_t n, int* flag);
 
+// low_precision.cu. The formats of the low-precision matrix products (2 bytes per value).
+enum class LowFormat { kBf16, kFp16 };
+// Rounds `batch` row-major [rows, cols] fp32 matrices, `ld` floats between rows and `stride`
+// between matrices, to nearest even into dst, packed (rows x cols values per matrix).
+void round_matrices(cudaStream_t s, LowFormat format, const float* src, int64_t batch, int64_t rows,
+                    int64_t cols, int64_t ld, int64_t stride, void* dst);
+// n packed low-precision values to fp32 (exact).
+void widen(cudaStream_t s, LowFormat format, const void* src, int64_t n, float* dst);
+// *flag (device float) becomes 1 if any of x[0..n) is NaN/Inf; left as it is otherwise.
+void mark_non_finite(cudaStream_t s, const float* x, int64_t n, float* flag);
+
 // embedding.cu. *first_bad (device, set to n or more by the caller) becomes the smallest index
 // of an id that is not an integer in [0, vocab) when there is one; y is then unspecified.
 void embedding_forward(cudaStream_t s, const float* ids, const float* table, int64_t n,
