@@ -72,7 +72,7 @@ CommandRegistrar reg("train", [](CLI::App& app) {
   cmd->add_option("config", args->config_path, "TOML config file")->check(CLI::ExistingFile);
   cmd->add_option("--resume", args->resume,
                   "resume from the newest complete checkpoint under DIR (a run's output.dir or "
-                  "its checkpoints/)");
+                  "its checkpoints/), on its world size or another (the global batch kept)");
   cmd->add_option("--set", args->sets, "override a key: --set workers=2 --set optim.lr=0.1");
   cmd->add_option(
       "--timeline", args->timeline,

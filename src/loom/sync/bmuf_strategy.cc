@@ -107,6 +107,53 @@ void BmufStrategy::restore_state(const StrategyState& in) {
     restore_codec_states(codec_states_[c], fmt::format("chunk{}", c), in);
 }
 
+std::string BmufStrategy::restore_resharded(const std::vector<StrategyState>& ranks) {
+  const StrategyState& first = ranks.at(0);
+  int64_t k = 0;
+  std::memcpy(&k, first.need_bytes("bmuf.steps_in_block", sizeof(int64_t)).data(), sizeof(int64_t));
+  if (k != 0)
+    throw ConfigError(fmt::format(
+        "sync = \"bmuf\": the checkpoint was written {} step{} into a block of bmuf.tau = {}, "
+        "where each of its {} workers holds a model of its own; it resumes on {} worker{} only. "
+        "Checkpoints at block boundaries (train.checkpoint_every a multiple of bmuf.tau) resume "
+        "on any world size",
+        k, k == 1 ? "" : "s", options_.tau, ranks.size(), ranks.size(),
+        ranks.size() == 1 ? "" : "s"));
+  prev_ = first.need_floats("bmuf.prev", prev_.size());
+  velocity_ = first.need_floats("bmuf.velocity", velocity_.size());
+  steps_in_block_ = 0;
+  // The codec residuals of the block deltas, summed, to rank 0. They are parts of the sum of
+  // the workers' deltas, which is divided by the world size: scaled by new / old world they add
+  // the same to the averaged delta G. A world of one runs no codec: dropped.
+  const double scale = double(comm_.size()) / double(ranks.size());
+  bool any = false;
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    std::vector<double> total =
+        add_saved_residuals(ranks, fmt::format("chunk{}", c), size_t(chunks_[c].count), {});
+    for (double& x : total) {
+      x *= scale;
+      any = any || x != 0.0;
+    }
+    if (compressed())
+      restore_summed_residuals(codec_states_[c], fmt::format("chunk{}", c), total, first);
+  }
+  std::string out;
+  if (any)
+    out = compressed() ? "the codec residuals of the block deltas are summed and handed to rank 0 "
+                         "(their sum is kept, not how the ranks shared it)"
+                       : "the codec residuals of the block deltas are dropped (a world of one "
+                         "runs no codec to send them with)";
+  if (!options_.reset_momentum)
+    out += fmt::format(
+        "{}every worker starts with rank 0's local optimizer state "
+        "(bmuf.reset_momentum = false keeps one per worker)",
+        out.empty() ? "" : "; ");
+  if (options_.eta < 0)
+    out += fmt::format("{}block momentum eta = 1 - 1/N is {:.4g} from here on",
+                       out.empty() ? "" : "; ", eta_);
+  return out;
+}
+
 void BmufStrategy::sync_block() {
   Stopwatch watch;
   const size_t n = prev_.size();

@@ -61,6 +61,11 @@ class BmufStrategy final : public Strategy {
   // the local parameters and optimizer state, which the checkpoint saves itself.
   void save_state(StrategyState& out) const override;
   void restore_state(const StrategyState& in) override;
+  // Another world size, at a block boundary: W_prev and V are the same on every rank and carry
+  // over as they are; the codec residuals are summed and handed to rank 0 (a world of one runs
+  // no codec: dropped). Mid-block each worker's local model is its own, which the checkpoint
+  // does not keep: ConfigError.
+  std::string restore_resharded(const std::vector<StrategyState>& ranks) override;
 
   double eta() const { return eta_; }
   // Bytes this rank sends per block sync.

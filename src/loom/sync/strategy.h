@@ -104,6 +104,17 @@ class Strategy {
   // Default: no state beyond parameters and optimizer.
   virtual void save_state(StrategyState& out) const { (void)out; }
   virtual void restore_state(const StrategyState& in) { (void)in; }
+  // A resume on another world size (docs/checkpoint.md, "Another world size"): `ranks` holds
+  // what save_state gave on each rank of the checkpoint's world, in rank order. Called instead
+  // of restore_state, after start(). Restores this rank's share of that state and returns what
+  // could not be carried over exactly, for one line of the log ("" when all of it was).
+  // ConfigError where the strategy's state cannot be resharded. Default: a strategy with no
+  // state of its own has nothing to reshard; one that saved some refuses.
+  virtual std::string restore_resharded(const std::vector<StrategyState>& ranks);
+  // The elements of the optimizer's state this rank updates, as (offset, count); the rest of
+  // its buffers is never read (the sharded optimizer, ZeRO-1). Checkpoints record them, so a
+  // resume on another world size can put the whole state together. Empty: all of it.
+  virtual std::vector<std::pair<int64_t, int64_t>> optimizer_owned() const { return {}; }
   // Where the parameters stop being the same on every rank: [0, offset) are replicated (a
   // checkpoint keeps rank 0's copy), [offset, num_params) are this rank's own (model-parallel
   // slices: each rank's checkpoint file keeps its own, and their count may differ by rank).

@@ -6,6 +6,7 @@
 #include <regex>
 #include <set>
 
+#include "loom/core/config.h"
 #include "loom/core/error.h"
 #include "loom/core/log.h"
 
@@ -95,6 +96,10 @@ CheckpointFile make_train_file(WorkerParts& w, const TrainPosition& pos,
   CheckpointFile f;
   const int64_t p[5] = {pos.step, pos.steps_per_epoch, pos.world, int64_t(pos.seed), pos.nan_skips};
   f.put_i64("position", p);
+  if (pos.global_batch > 0) {
+    const int64_t batch[2] = {pos.global_batch, pos.accumulate};
+    f.put_i64("position.batch", batch);
+  }
   const double lr[1] = {pos.lr_scale};
   f.put_f64("lr_scale", lr);
   if (pos.loss_scale > 0) {
@@ -145,6 +150,15 @@ CheckpointFile make_rank_file(WorkerParts& w, const TrainPosition& pos, int rank
   f.put_i64("optim.steps", steps);
   for (const optim::StateBuffer& b : w.optimizer.state())
     f.put_f32("optim." + b.name, device_to_vector(w.backend, b.data, b.size));
+  // The elements of that state this rank updates (ZeRO-1 blocks), so a resume on another
+  // world size knows which rank's copy of each element is the one the run used.
+  std::vector<int64_t> owned;
+  for (const auto& [offset, count] : w.strategy.optimizer_owned()) {
+    owned.push_back(offset);
+    owned.push_back(count);
+  }
+  if (w.strategy.optimizer_owned().empty()) owned = {0, w.model.num_params()};
+  f.put_i64("optim.owned", owned);
   // Model-parallel slices differ by rank: train.ckpt holds only rank 0's.
   const int64_t local = local_params_offset(w);
   if (local >= 0)
@@ -157,8 +171,74 @@ CheckpointFile make_rank_file(WorkerParts& w, const TrainPosition& pos, int rank
   return f;
 }
 
-TrainPosition restore_parts(WorkerParts& w, const CheckpointFile& train, const CheckpointFile& rank,
-                            const TrainPosition& expect, int rank_index) {
+namespace {
+
+// Another world size: each optimizer buffer put together from the elements every rank of the
+// checkpoint owned ("optim.owned"; a world of one owned all), then this rank keeps the elements
+// it owns now, zero elsewhere, as a run of this world size would hold them.
+void reshard_optimizer(WorkerParts& w, const std::vector<CheckpointFile>& ranks) {
+  const int64_t n_params = w.model.num_params();
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> owned(ranks.size());
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    if (!ranks[r].has("optim.owned")) {
+      if (ranks.size() != 1)
+        throw InputError(fmt::format(
+            "{}: written without section 'optim.owned' (by an older loom), so which rank's "
+            "optimizer state is the one used is unknown; resume it on {} workers",
+            ranks[r].source(), ranks.size()));
+      owned[r] = {{0, n_params}};
+      continue;
+    }
+    const std::vector<int64_t> v = ranks[r].i64("optim.owned");
+    if (v.size() % 2 != 0)
+      throw InputError(fmt::format("{}: section 'optim.owned' holds {} numbers, not pairs",
+                                   ranks[r].source(), v.size()));
+    for (size_t i = 0; i < v.size(); i += 2) {
+      if (v[i] < 0 || v[i + 1] < 0 || v[i] > n_params || v[i + 1] > n_params - v[i])
+        throw InputError(fmt::format(
+            "{}: section 'optim.owned' names elements [{}, {}) of a model of {} parameters "
+            "(another model?)",
+            ranks[r].source(), v[i], v[i] + v[i + 1], n_params));
+      owned[r].emplace_back(v[i], v[i + 1]);
+    }
+  }
+  const std::vector<std::pair<int64_t, int64_t>> mine_now = w.strategy.optimizer_owned();
+  for (const optim::StateBuffer& b : w.optimizer.state()) {
+    LOOM_CHECK(b.size == n_params, "optimizer buffer {} of {} floats for {} parameters", b.name,
+               b.size, n_params);
+    std::vector<float> whole(size_t(n_params), 0.0f);
+    std::vector<uint8_t> seen(size_t(n_params), 0);
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      const std::vector<float> v = ranks[r].f32("optim." + b.name, n_params);
+      for (const auto& [offset, count] : owned[r])
+        for (int64_t i = offset; i < offset + count; ++i)
+          if (!seen[size_t(i)]) {  // unsharded, every rank owns every element: the same bits
+            whole[size_t(i)] = v[size_t(i)];
+            seen[size_t(i)] = 1;
+          }
+    }
+    const auto gap = std::find(seen.begin(), seen.end(), uint8_t(0));
+    if (gap != seen.end())
+      throw InputError(fmt::format(
+          "{}: no rank of the checkpoint owns element {} of optimizer state '{}' (section "
+          "'optim.owned' of its rank files)",
+          ranks[0].source(), gap - seen.begin(), b.name));
+    if (!mine_now.empty()) {
+      std::vector<float> kept(whole.size(), 0.0f);
+      for (const auto& [offset, count] : mine_now)
+        std::copy(whole.begin() + offset, whole.begin() + offset + count, kept.begin() + offset);
+      whole.swap(kept);
+    }
+    vector_to_device(w.backend, b.data, whole);
+  }
+  w.optimizer.set_steps(ranks[0].i64("optim.steps", 1)[0]);
+}
+
+}  // namespace
+
+TrainPosition restore_parts(WorkerParts& w, const CheckpointFile& train,
+                            const std::vector<CheckpointFile>& ranks, const TrainPosition& expect,
+                            int rank_index) {
   const std::vector<int64_t> p = train.i64("position", 5);
   TrainPosition pos;
   pos.step = p[0];
@@ -173,12 +253,18 @@ TrainPosition restore_parts(WorkerParts& w, const CheckpointFile& train, const C
     pos.loss_scale_streak = counts[0];
     pos.overflow_skips = counts[1];
   }
+  pos.global_batch = train.has("position.batch") ? train.i64("position.batch", 2)[0] : 0;
   const std::string& src = train.source();
-  if (pos.world != expect.world)
-    throw InputError(
-        fmt::format("{}: written by {} workers; this run has {} (resume with the "
-                    "same world size)",
-                    src, pos.world, expect.world));
+  const bool same_world = pos.world == expect.world;
+  if (int64_t(ranks.size()) != (same_world ? 1 : pos.world))
+    throw InputError(fmt::format("{}: {} rank files for a checkpoint of {} workers", src,
+                                 ranks.size(), pos.world));
+  if (!same_world && pos.global_batch > 0 && expect.global_batch > 0 &&
+      pos.global_batch != expect.global_batch)
+    throw InputError(fmt::format(
+        "{}: a global batch of {} over {} workers; this run's is {} over {}: a resume on another "
+        "world size keeps the global batch",
+        src, pos.global_batch, pos.world, expect.global_batch, expect.world));
   if (pos.steps_per_epoch != expect.steps_per_epoch)
     throw InputError(
         fmt::format("{}: {} steps per epoch; this run has {} (batch or data "
@@ -207,13 +293,22 @@ TrainPosition restore_parts(WorkerParts& w, const CheckpointFile& train, const C
   if (pos.step < 0 || !(pos.lr_scale > 0 && pos.lr_scale <= 1))
     throw InputError(fmt::format("{}: position out of range (step {}, lr scale {})", src, pos.step,
                                  pos.lr_scale));
-  const std::vector<int64_t> id = rank.i64("rank", 3);
-  if (id[0] != rank_index || id[1] != pos.world || id[2] != pos.step)
-    throw InputError(
-        fmt::format("{}: belongs to rank {} of {} at step {}, expected rank {} of {} "
-                    "at step {}",
-                    rank.source(), id[0], id[1], id[2], rank_index, pos.world, pos.step));
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const int64_t expect_rank = same_world ? rank_index : int64_t(r);
+    const std::vector<int64_t> id = ranks[r].i64("rank", 3);
+    if (id[0] != expect_rank || id[1] != pos.world || id[2] != pos.step)
+      throw InputError(
+          fmt::format("{}: belongs to rank {} of {} at step {}, expected rank {} of {} "
+                      "at step {}",
+                      ranks[r].source(), id[0], id[1], id[2], expect_rank, pos.world, pos.step));
+  }
+  const CheckpointFile& rank = ranks[0];
   const int64_t local = local_params_offset(w);
+  if (!same_world && (local >= 0 || rank.has("params.local")))
+    throw InputError(fmt::format(
+        "{}: written by {} workers with model-parallel layers, whose slices depend on the world "
+        "size; it resumes on {} workers only (this run has {})",
+        src, pos.world, pos.world, expect.world));
   if (local < 0) {
     vector_to_device(w.backend, w.model.params(), train.f32("params", w.model.num_params()));
   } else {  // the replicated prefix from rank 0, this rank's own slices from its file
@@ -230,9 +325,13 @@ TrainPosition restore_parts(WorkerParts& w, const CheckpointFile& train, const C
   }
   if (w.model.num_state() > 0)
     vector_to_device(w.backend, w.model.state(), train.f32("model.state", w.model.num_state()));
-  for (const optim::StateBuffer& b : w.optimizer.state())
-    vector_to_device(w.backend, b.data, rank.f32("optim." + b.name, b.size));
-  w.optimizer.set_steps(rank.i64("optim.steps", 1)[0]);
+  if (same_world) {
+    for (const optim::StateBuffer& b : w.optimizer.state())
+      vector_to_device(w.backend, b.data, rank.f32("optim." + b.name, b.size));
+    w.optimizer.set_steps(rank.i64("optim.steps", 1)[0]);
+  } else {
+    reshard_optimizer(w, ranks);
+  }
   if (w.best && train.has("best.epoch")) {
     w.best->epoch = train.i64("best.epoch", 1)[0];
     const std::vector<double> figures = train.f64("best.val_acc_loss", 2);
@@ -245,13 +344,48 @@ TrainPosition restore_parts(WorkerParts& w, const CheckpointFile& train, const C
   return pos;
 }
 
-void restore_strategy(WorkerParts& w, const CheckpointFile& rank) {
-  sync::StrategyState st;
-  for (const auto& [name, s] : rank.sections()) {
-    if (name.rfind("strategy.f.", 0) == 0) st.floats[name.substr(11)] = rank.f32(name);
-    if (name.rfind("strategy.b.", 0) == 0) st.bytes[name.substr(11)] = rank.bytes(name);
+std::string restore_strategy(WorkerParts& w, const std::vector<CheckpointFile>& ranks,
+                             bool same_world) {
+  std::vector<sync::StrategyState> states(ranks.size());
+  for (size_t r = 0; r < ranks.size(); ++r)
+    for (const auto& [name, s] : ranks[r].sections()) {
+      if (name.rfind("strategy.f.", 0) == 0) states[r].floats[name.substr(11)] = ranks[r].f32(name);
+      if (name.rfind("strategy.b.", 0) == 0)
+        states[r].bytes[name.substr(11)] = ranks[r].bytes(name);
+    }
+  if (same_world) {
+    w.strategy.restore_state(states.at(0));
+    return "";
   }
-  w.strategy.restore_state(st);
+  return w.strategy.restore_resharded(states);
+}
+
+CheckpointShape checkpoint_shape(const std::string& checkpoint_dir) {
+  const CheckpointFile train =
+      CheckpointFile::read((fs::path(checkpoint_dir) / kTrainFile).string());
+  CheckpointShape out;
+  out.world = train.i64("position", 5)[2];
+  if (train.has("position.batch")) {
+    const std::vector<int64_t> b = train.i64("position.batch", 2);
+    out.global_batch = b[0];
+    out.accumulate = b[1];
+  } else {
+    // An older loom recorded no batch: its config text holds batch and train.accumulate as it
+    // trained, where it reads back (else unknown, 0: only a resume on another world needs it).
+    try {
+      const Config cfg = Config::from_string(train.text("config"), train.source() + ":config");
+      out.accumulate = cfg.get_int("train.accumulate", 1, 1, 1 << 20);
+      out.global_batch = cfg.get_int("batch", 128, 1, 1 << 20) * out.accumulate * out.world;
+    } catch (const Error&) {
+      out.global_batch = 0;
+    }
+    if (out.global_batch == 0) return out;
+  }
+  if (out.global_batch < 1 || out.accumulate < 1 || out.world < 1 ||
+      out.global_batch % (out.accumulate * out.world) != 0)
+    throw InputError(fmt::format("{}: a global batch of {} over {} workers x train.accumulate {}",
+                                 train.source(), out.global_batch, out.world, out.accumulate));
+  return out;
 }
 
 void StepSnapshot::capture(WorkerParts& w) {
@@ -357,11 +491,13 @@ std::string find_latest_checkpoint(const std::string& path) {
   const fs::path root = fs::is_directory(p / "checkpoints") ? p / "checkpoints" : p;
   if (!fs::is_directory(root))
     throw InputError(fmt::format("{}: no such directory to resume from", path));
+  std::string newest_skipped;  // why the newest checkpoint was skipped, for the error
   for (const auto& [step, dir] : list_complete(root)) {
     try {
       validate(dir);
       return dir.string();
     } catch (const InputError& e) {
+      if (newest_skipped.empty()) newest_skipped = e.what();
       // `loom train --resume` looks twice (for the config, then to load): one warning.
       static std::mutex warned_mutex;
       static std::set<std::string> warned;
@@ -370,10 +506,11 @@ std::string find_latest_checkpoint(const std::string& path) {
         log_warn("resume: skipping checkpoint {}: {}", dir.string(), e.what());
     }
   }
-  throw InputError(
-      fmt::format("{}: no complete checkpoint to resume from (looked for "
-                  "{}/step-*/train.ckpt)",
-                  path, root.string()));
+  throw InputError(fmt::format(
+      "{}: no complete checkpoint to resume from (looked for "
+      "{}/step-*/train.ckpt{})",
+      path, root.string(),
+      newest_skipped.empty() ? std::string() : "; the newest is incomplete: " + newest_skipped));
 }
 
 std::string checkpoint_config_text(const std::string& checkpoint_dir) {
@@ -408,8 +545,21 @@ LoadedCheckpoint load_checkpoint(comm::Communicator& c, const std::string& path,
   out.dir = dir;
   try {
     const CheckpointFile train = CheckpointFile::read((fs::path(dir) / kTrainFile).string());
-    out.rank_file = CheckpointFile::read((fs::path(dir) / rank_file_name(c.rank())).string());
-    out.pos = restore_parts(w, train, out.rank_file, expect, c.rank());
+    const int64_t world = train.i64("position", 5)[2];
+    out.same_world = world == expect.world;
+    // Another world size: every rank reads every rank file of the checkpoint (a missing one is
+    // an InputError naming it) and takes its share.
+    if (out.same_world) {
+      out.rank_files.push_back(
+          CheckpointFile::read((fs::path(dir) / rank_file_name(c.rank())).string()));
+    } else {
+      if (world < 1 || world > 1 << 20)
+        throw InputError(fmt::format("{}: position names a world of {}", train.source(), world));
+      for (int64_t r = 0; r < world; ++r)
+        out.rank_files.push_back(
+            CheckpointFile::read((fs::path(dir) / rank_file_name(r)).string()));
+    }
+    out.pos = restore_parts(w, train, out.rank_files, expect, c.rank());
   } catch (const InputError& e) {
     error = e.what();
   }

@@ -49,9 +49,13 @@ struct TrainPosition {
   int64_t step = 0;             // global steps completed
   int64_t steps_per_epoch = 0;  // epoch = step / steps_per_epoch, the loader's step = step % it
   int64_t world = 1;
-  uint64_t seed = 0;      // every random stream derives from (seed, rank, purpose, step)
-  double lr_scale = 1.0;  // lowered by skipped NaN steps (train.nan_policy = "skip")
-  int64_t nan_skips = 0;  // consecutive skipped steps so far
+  // Samples per step over all ranks (batch x train.accumulate x world). A resume on another
+  // world size keeps it (0: not recorded, a checkpoint of an older loom).
+  int64_t global_batch = 0;
+  int64_t accumulate = 1;  // train.accumulate: micro-batches per step
+  uint64_t seed = 0;       // every random stream derives from (seed, rank, purpose, step)
+  double lr_scale = 1.0;   // lowered by skipped NaN steps (train.nan_policy = "skip")
+  int64_t nan_skips = 0;   // consecutive skipped steps so far
   // Dynamic loss scaling (optim/loss_scaler.h): the scale for the next step, its clean steps
   // in a row and the steps skipped for overflow so far. loss_scale 0: the run does not scale.
   double loss_scale = 0;
@@ -74,12 +78,28 @@ inline constexpr const char* kCheckpointNumClasses = "model.num_classes";
 // train.ckpt and rank-R.ckpt of one worker's state.
 CheckpointFile make_train_file(WorkerParts& w, const TrainPosition& pos, const std::string& config);
 CheckpointFile make_rank_file(WorkerParts& w, const TrainPosition& pos, int rank);
-// Restores parameters (train file) and optimizer state (rank file) after checking that both
-// belong to a run like this one; returns the position. The strategy is restored separately
-// (restore_strategy, after Strategy::start()).
-TrainPosition restore_parts(WorkerParts& w, const CheckpointFile& train, const CheckpointFile& rank,
-                            const TrainPosition& expect, int rank_index);
-void restore_strategy(WorkerParts& w, const CheckpointFile& rank);
+// Restores parameters (train file) and optimizer state (rank files) after checking that they
+// belong to a run like this one; returns the position. `ranks`: this rank's own file when the
+// checkpoint's world size is this run's, else every rank file of the checkpoint, in rank order,
+// from which this rank's state is resharded (docs/checkpoint.md, "Another world size"). The
+// strategy is restored separately (restore_strategy, after Strategy::start()).
+TrainPosition restore_parts(WorkerParts& w, const CheckpointFile& train,
+                            const std::vector<CheckpointFile>& ranks, const TrainPosition& expect,
+                            int rank_index);
+// The strategy's sections of `ranks` (as for restore_parts). Returns what a resume on another
+// world size could not carry over exactly ("" when it could, or the world is the same).
+std::string restore_strategy(WorkerParts& w, const std::vector<CheckpointFile>& ranks,
+                             bool same_world);
+
+// What a resume needs to know before it builds the run: the checkpoint's world size and global
+// batch (from its config text where an older loom did not record it; 0 when that does not read
+// back either).
+struct CheckpointShape {
+  int64_t world = 1;
+  int64_t global_batch = 0;
+  int64_t accumulate = 1;
+};
+CheckpointShape checkpoint_shape(const std::string& checkpoint_dir);
 
 // In-memory copy of everything a step changes, for rolling a skipped step back.
 class StepSnapshot {
@@ -117,7 +137,9 @@ std::string checkpoint_config_text(const std::string& checkpoint_dir);
 struct LoadedCheckpoint {
   std::string dir;
   TrainPosition pos;
-  CheckpointFile rank_file;
+  // This rank's file, or with another world size every rank's (restore_parts).
+  std::vector<CheckpointFile> rank_files;
+  bool same_world = true;
 };
 LoadedCheckpoint load_checkpoint(comm::Communicator& c, const std::string& path, WorkerParts& w,
                                  const TrainPosition& expect);

@@ -98,13 +98,15 @@ GuardOptions read_guard_options(const Config& cfg) {
 
 StepGuard::StepGuard(const Config& cfg, comm::Communicator& c, WorkerParts parts,
                      int64_t steps_per_epoch, uint64_t seed, uint64_t validation_split,
-                     uint64_t vocabulary)
+                     uint64_t vocabulary, int64_t global_batch)
     : opt_(read_guard_options(cfg)), config_text_(cfg.canonical_text()), comm_(c), parts_(parts) {
   pos_.steps_per_epoch = steps_per_epoch;
   pos_.world = c.size();
   pos_.seed = seed;
   pos_.validation_split = validation_split;
   pos_.vocabulary = vocabulary;
+  pos_.global_batch = global_batch;
+  pos_.accumulate = cfg.get_int("train.accumulate", 1, 1, 1 << 20);
   if (parts_.backend.device() != Device::kCpu) opt_.check_grads = false;
   if (opt_.loss_scaling) {
     scaler_.emplace(*opt_.loss_scaling);
@@ -116,14 +118,26 @@ StepGuard::StepGuard(const Config& cfg, comm::Communicator& c, WorkerParts parts
 
 int64_t StepGuard::resume() {
   if (opt_.resume.empty()) return 0;
+  const int64_t world = pos_.world, global_batch = pos_.global_batch, accumulate = pos_.accumulate;
   LoadedCheckpoint ck = load_checkpoint(comm_, opt_.resume, parts_, pos_);
-  resumed_rank_file_ = std::make_unique<CheckpointFile>(std::move(ck.rank_file));
+  resumed_rank_files_ = std::move(ck.rank_files);
+  resumed_same_world_ = ck.same_world;
+  resumed_dir_ = ck.dir;
+  const int64_t old_world = ck.pos.world;
   pos_ = ck.pos;
+  // From here on the checkpoints are this run's: its world and global batch.
+  pos_.world = world;
+  pos_.global_batch = global_batch;
+  pos_.accumulate = accumulate;
   step_ = pos_.step;
   restore_scaler(ck.dir);
   if (comm_.rank() == 0)
-    log_info("resumed from {}: step {} (epoch {}, step {} of it), lr scale {}", ck.dir, pos_.step,
-             pos_.epoch() + 1, pos_.step_in_epoch(), pos_.lr_scale);
+    log_info("resumed from {}: step {} (epoch {}, step {} of it), lr scale {}{}", ck.dir, pos_.step,
+             pos_.epoch() + 1, pos_.step_in_epoch(), pos_.lr_scale,
+             ck.same_world ? ""
+                           : fmt::format("; written by {} worker{}, resharded to {} (optimizer "
+                                         "state put together from every rank's)",
+                                         old_world, old_world == 1 ? "" : "s", world));
   return pos_.step;
 }
 
@@ -171,9 +185,12 @@ bool StepGuard::scaler_step(bool overflow) {
 }
 
 void StepGuard::restore_strategy() {
-  if (!resumed_rank_file_) return;
-  train::restore_strategy(parts_, *resumed_rank_file_);
-  resumed_rank_file_.reset();
+  if (resumed_rank_files_.empty()) return;
+  const std::string inexact =
+      train::restore_strategy(parts_, resumed_rank_files_, resumed_same_world_);
+  resumed_rank_files_.clear();
+  if (comm_.rank() == 0 && !inexact.empty())
+    log_warn("resume from {} on another world size is not exact: {}", resumed_dir_, inexact);
 }
 
 void StepGuard::begin_step(int64_t step) {

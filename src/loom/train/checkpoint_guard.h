@@ -69,8 +69,10 @@ class StepGuard {
 
   // validation_split: TrainPosition::validation_split of this run (0: nothing held out);
   // vocabulary: TrainPosition::vocabulary (0: not a token run).
+  // global_batch: samples per step over all ranks (TrainPosition::global_batch).
   StepGuard(const Config& cfg, comm::Communicator& c, WorkerParts parts, int64_t steps_per_epoch,
-            uint64_t seed, uint64_t validation_split = 0, uint64_t vocabulary = 0);
+            uint64_t seed, uint64_t validation_split = 0, uint64_t vocabulary = 0,
+            int64_t global_batch = 0);
   // Before Strategy::start(): loads the newest checkpoint under train.resume (if set) on every
   // rank (parameters, optimizer, position) and returns the global step to continue from (0
   // without resume). After start(), restore_strategy() hands the strategy its sections.
@@ -125,7 +127,9 @@ class StepGuard {
   bool interrupted_ = false;
   bool previous_skip_loss_bad_ = false;  // the last step was skipped for a NaN/Inf loss
   std::string last_checkpoint_;
-  std::unique_ptr<CheckpointFile> resumed_rank_file_;
+  std::vector<CheckpointFile> resumed_rank_files_;  // until restore_strategy()
+  bool resumed_same_world_ = true;
+  std::string resumed_dir_;
   std::optional<optim::LossScaler> scaler_;
   DeviceBuffer<float> overflow_;  // 1 float on the backend: this rank's step overflowed
   bool fault_injected_ = false;   // the gradient fault hook fired this step

@@ -323,7 +323,7 @@ class Worker {
     BestWeights* best = s_.keep_best && lead_ ? &best_ : nullptr;
     guard_.emplace(cfg_, comm_, WorkerParts{*backend_, *model_, *optimizer_, *strategy_, best},
                    steps_per_epoch_, s_.seed, validation_split_,
-                   tokens_.enabled ? tokens_.vocab.fingerprint() : 0);
+                   tokens_.enabled ? tokens_.vocab.fingerprint() : 0, global_batch_);
     step_ = guard_->resume();  // 0, or where the checkpoint left off
     strategy_->start();
     guard_->restore_strategy();
@@ -933,6 +933,51 @@ HeldOut hold_out_validation(const Config& cfg, const Settings& s,
   return h;
 }
 
+// A resume on another world size keeps the checkpoint's global batch (docs/checkpoint.md,
+// "Another world size"): `batch`, per worker, becomes the global batch over this run's
+// `trainers` and train.accumulate, or the run stops when it does not divide. A `batch` given for
+// the resume that is neither the checkpoint's per-worker batch nor the one that keeps the
+// global batch would change it: refused.
+void keep_global_batch(Config& cfg, int trainers, bool lead) {
+  const std::string resume = cfg.get_string("train.resume", "");
+  if (resume.empty()) return;
+  const std::string dir = find_latest_checkpoint(resume);
+  const CheckpointShape ck = checkpoint_shape(dir);
+  if (ck.world == trainers) return;  // the config's batch, checked against the steps per epoch
+  if (ck.global_batch == 0)
+    throw InputError(fmt::format(
+        "{}/train.ckpt: records no global batch (an older loom) and its config does not read "
+        "back; it resumes on {} workers only",
+        dir, ck.world));
+  const int64_t accumulate = cfg.get_int("train.accumulate", 1, 1, 1 << 20);
+  const int64_t batch = cfg.get_int("batch", 128, 1, 1 << 20);
+  const int64_t per_step = int64_t(trainers) * accumulate;
+  if (ck.global_batch % per_step != 0)
+    throw ConfigError(fmt::format(
+        "{}: the checkpoint's global batch of {} ({} workers) does not divide over {} workers{}: "
+        "a resume keeps the global batch; resume on a world size that divides it",
+        dir, ck.global_batch, ck.world, trainers,
+        accumulate > 1 ? fmt::format(" x train.accumulate {}", accumulate) : ""));
+  const int64_t wanted = ck.global_batch / per_step;
+  if (batch == wanted) return;
+  const int64_t old_batch = ck.global_batch / (ck.world * ck.accumulate);
+  if (batch != old_batch)
+    throw ConfigError(fmt::format(
+        "{}: batch {} over {} workers{} makes a global batch of {}; the checkpoint's is {}: a "
+        "resume keeps it (batch {}, or leave batch as the checkpoint has it)",
+        cfg.where("batch"), batch, trainers,
+        accumulate > 1 ? fmt::format(" x train.accumulate {}", accumulate) : "", batch * per_step,
+        ck.global_batch, wanted));
+  cfg.set("batch", wanted,
+          fmt::format("resume: the global batch {} of {} over {} workers", ck.global_batch, dir,
+                      trainers));
+  if (lead)
+    log_info(
+        "resume: {} worker{} instead of the checkpoint's {}: batch {} per worker (was {}), the "
+        "global batch of {} kept",
+        trainers, trainers == 1 ? "" : "s", ck.world, wanted, old_batch, ck.global_batch);
+}
+
 }  // namespace
 
 TrainResult run_training(const Config& given, const TrainOptions& options) {
@@ -965,6 +1010,9 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
   const int workers = int(cfg.get_int("workers", launched ? 0 : 1, launched ? 0 : 1, 4096));
   std::unique_ptr<comm::World> world =
       comm::create_world(transport, workers, comm::comm_options_from_config(cfg));
+  keep_global_batch(
+      cfg, sync::ps_on_ranks(cfg) ? sync::ps_training_ranks(cfg, world->local(0)) : world->size(),
+      world->local(0).rank() == 0);
   const Settings s = read_settings(cfg);
   const bool lead = world->local(0).rank() == 0;
 

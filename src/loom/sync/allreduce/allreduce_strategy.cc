@@ -1,5 +1,6 @@
 #include "loom/sync/allreduce/allreduce_strategy.h"
 
+#include <algorithm>
 #include <cstring>
 #include <span>
 
@@ -469,6 +470,84 @@ void AllreduceStrategy::restore_state(const StrategyState& in) {
                 in.need_bytes(fmt::format("bucket{}.device.steps", b), sizeof(uint64_t)).data(),
                 sizeof(uint64_t));
   }
+}
+
+std::vector<std::pair<int64_t, int64_t>> AllreduceStrategy::optimizer_owned() const {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  if (!sharded()) return out;
+  for (const Bucket& b : buckets_) {
+    const comm::BlockRange r = comm::block_range(size_t(b.count), comm_.size(), comm_.rank());
+    if (r.size() > 0) out.emplace_back(b.offset + int64_t(r.begin), int64_t(r.size()));
+  }
+  return out;
+}
+
+std::string AllreduceStrategy::restore_resharded(const std::vector<StrategyState>& ranks) {
+  std::vector<std::string> inexact;
+  for (const StrategyState& st : ranks)
+    for (const auto& [name, v] : st.floats)
+      if (name.find(".device.") != std::string::npos)
+        throw ConfigError(fmt::format(
+            "the checkpoint holds codec residuals in device memory (backend = \"cuda\"), which "
+            "a resume does not carry to another world size; resume on {} worker{}",
+            ranks.size(), ranks.size() == 1 ? "" : "s"));
+  if (device_codec_)
+    throw ConfigError(
+        "a codec on device memory (backend = \"cuda\") resumes on the checkpoint's world size "
+        "only");
+  // Codec residuals: what each rank's codec held back of the summed gradient. Their sum goes to
+  // rank 0 of the new world, so the residuals still add up to what is owed. A world of one runs
+  // no codec: there is nothing to send them with, and all at once in one step they would be
+  // many steps' held-back gradient (top-k keeps most of it back), so they are dropped.
+  bool residuals = false;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const std::string prefix = fmt::format("bucket{}", b);
+    const std::vector<double> total =
+        add_saved_residuals(ranks, prefix, size_t(buckets_[b].count), {});
+    residuals =
+        residuals || std::any_of(total.begin(), total.end(), [](double x) { return x != 0.0; });
+    if (compressed()) restore_summed_residuals(codec_states_[b], prefix, total, ranks[0]);
+  }
+  if (residuals)
+    inexact.push_back(compressed() ? "the codec residuals of every rank are summed and handed "
+                                     "to rank 0 (their sum is kept, not how the ranks shared it)"
+                                   : "the codec residuals are dropped (this run runs no codec "
+                                     "to send them with: a world of one sends nothing)");
+  // Momentum correction: the workers' velocities add up to the global one; its recurrence is
+  // linear, so their sum on rank 0 (zero elsewhere) keeps the sum the next steps add to.
+  bool velocities = false;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const std::string name = fmt::format("bucket{}.local_velocity", b);
+    std::vector<double> sum(size_t(buckets_[b].count), 0.0);
+    for (const StrategyState& st : ranks) {
+      auto it = st.floats.find(name);
+      if (it == st.floats.end()) continue;
+      velocities = true;
+      if (it->second.size() != sum.size())
+        throw InputError(fmt::format(
+            "checkpoint: strategy section '{}' holds {} floats, bucket {} has {} (another "
+            "config?)",
+            name, it->second.size(), b, sum.size()));
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] += double(it->second[i]);
+    }
+    if (b < local_velocity_.size())
+      for (size_t i = 0; i < sum.size(); ++i)
+        local_velocity_[b][i] = comm_.rank() == 0 ? float(sum[i]) : 0.0f;
+  }
+  if (velocities && local_velocity_.empty())
+    inexact.push_back(
+        "the workers' velocities of sync.momentum_correction are dropped (a world of one "
+        "applies the optimizer's own momentum, which starts at zero)");
+  else if (!velocities && !local_velocity_.empty())
+    inexact.push_back(
+        "sync.momentum_correction's velocities start at zero (the checkpoint's world of one "
+        "kept its momentum in the optimizer, which this world does not apply)");
+  else if (velocities)
+    inexact.push_back(
+        "the workers' velocities of sync.momentum_correction are summed and handed to rank 0");
+  std::string out;
+  for (const std::string& s : inexact) out += (out.empty() ? "" : "; ") + s;
+  return out;
 }
 
 }  // namespace loom::sync

@@ -119,6 +119,12 @@ class AllreduceStrategy final : public Strategy {
   // ("bucket<b>.local_velocity").
   void save_state(StrategyState& out) const override;
   void restore_state(const StrategyState& in) override;
+  // Another world size: the codec residuals and momentum correction's velocities summed and
+  // handed to rank 0 (a world of one runs no codec: dropped). The optimizer's state the
+  // checkpoint puts together itself (optimizer_owned).
+  std::string restore_resharded(const std::vector<StrategyState>& ranks) override;
+  // Sharded: this rank's block of every bucket.
+  std::vector<std::pair<int64_t, int64_t>> optimizer_owned() const override;
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
   // Bytes this rank hands to the transport per step (what SyncStats.bytes_sent adds up).

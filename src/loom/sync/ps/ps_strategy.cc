@@ -313,4 +313,11 @@ int64_t PsStrategy::max_lead() const {
   return servers_ ? servers_->max_lead() : -1;
 }
 
+std::string PsStrategy::restore_resharded(const std::vector<StrategyState>& ranks) {
+  throw ConfigError(fmt::format(
+      "sync = \"ps\": a checkpoint of {} worker{} resumes on as many only (the servers' "
+      "optimizer state is not in checkpoints, so there is nothing exact to reshard)",
+      ranks.size(), ranks.size() == 1 ? "" : "s"));
+}
+
 }  // namespace loom::sync

@@ -54,6 +54,8 @@ class PsStrategy final : public Strategy {
   ~PsStrategy() override;
 
   std::string describe() const override;
+  // The servers' optimizer state is not in checkpoints: ConfigError (resume on the same world).
+  std::string restore_resharded(const std::vector<StrategyState>& ranks) override;
   void start() override;
   float grad_scale(int64_t local_batch) const override;
   void begin_step(int64_t step, float lr) override;
