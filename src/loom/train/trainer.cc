@@ -1026,9 +1026,9 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
   data::Dataset test_set;
   std::shared_ptr<const data::SampleSource> train_source;
   std::optional<data::Normalisation> input_norm;  // IDX pixels: recorded in model.safetensors
-  const TokenRun tokens = open_token_run(cfg, pipeline);
   const bool in_memory = options.train_data != nullptr;
-  if (in_memory) refuse_data_files(cfg);
+  if (in_memory) refuse_data_files(cfg);  // before any of them is opened
+  const TokenRun tokens = open_token_run(cfg, pipeline);
   // What the messages call the training and test data.
   const std::string train_name = in_memory                       ? options.data_name
                                  : pipeline.train_shards.empty() ? s.data_dir

@@ -179,8 +179,9 @@ def test_bad_inputs(tmp_path, data):
         loom.train(cfg, train=(X, -y))
     with pytest.raises(ValueError, match="optim.lrr"):
         loom.train(dict(cfg, **{"optim.lrr": 0.1}), train=(X, y))
-    with pytest.raises(ValueError, match="data.dir"):
-        loom.train(dict(cfg, **{"data.dir": "/tmp"}), train=(X, y))
+    for key in ["data.dir", "data.train_shards", "data.test_shards"]:
+        with pytest.raises(ValueError, match=key):
+            loom.train(dict(cfg, **{key: str(tmp_path / "nowhere")}), train=(X, y))
     with pytest.raises(ValueError, match="mse"):
         loom.train(cfg, train=(X, y.astype(np.float32)))
     with pytest.raises(ValueError, match="shape"):
