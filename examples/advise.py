@@ -30,7 +30,7 @@ def main():
         advice = loom.advise(args.workload, budget=args.budget, rank_by=rank_by, top=3)
         print(f"\n${args.budget:,.0f}, ranked by {rank_by}:")
         for o in advice["ranked"]:
-            print(f"  {o['label']:<45} {o['samples_per_s']:>9.0f} samples/s "
+            print(f"  {o['label']:<55} {o['samples_per_s']:>9.0f} samples/s "
                   f"(+-{100 * advice['band']:.0f}%)  capital ${o['capital_usd']:,.0f}  "
                   f"energy ${o['energy_usd']:,.0f}  {o['sync']} {o['codec']}")
         if not advice["ranked"]:
