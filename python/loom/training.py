@@ -11,7 +11,8 @@ lists of dicts for ``[[layer]]`` tables) or the path of a TOML file; ``loom trai
 refused): X float32 of shape (N, *sample_shape), y integer class labels (N,) or, with
 ``loss.type = "mse"``, float32 targets (N,) or (N, K). Nothing is converted: a float64 X is
 refused with ValueError (``X.astype(numpy.float32)`` converts it), so the run trains on exactly
-the bits given; X is read in place, without a copy.
+the bits given; X is read in place, without a copy, so it must not change while the run
+trains.
 
 Differences from the command line: nothing is written unless the config sets ``output.dir``
 (``loom train`` writes to runs/latest), and nothing is printed unless ``progress=True`` (then the
