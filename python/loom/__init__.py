@@ -1,5 +1,11 @@
-"""loom from Python: its gradient codecs on NumPy arrays, its compressed allreduce, and a
-PyTorch DistributedDataParallel communication hook built on them (docs/python.md).
+"""loom from Python (docs/python.md): its trainer on NumPy arrays (``loom.train``), trained
+runs (``loom.load``), its performance model (``loom.scale``, ``loom.advise``), its gradient
+codecs on NumPy arrays, its compressed allreduce, and a PyTorch DistributedDataParallel
+communication hook built on them.
+
+    run = loom.train({"model": "mlp", "epochs": 2}, train=(X, y), test=(Xt, yt))
+    run.summary["test_acc"], run.parameters, run.model.predict(Xt)
+    loom.advise(model="resnet50", budget=100_000)["ranked"][0]
 
     import numpy as np, loom
     codec = loom.codecs.get("int8", block=512)
@@ -14,6 +20,8 @@ entering a codec raises loom.NumericError (a ValueError), a lost peer loom.LostP
 from . import _loom
 from ._loom import LostPeerError, NumericError
 from . import codecs
+from .training import Run, train
+from .perf import advise, scale
 
 __version__: str = _loom.__version__
 #: The build's optional parts and type: {"build_type", "gemm", "cuda", "mpi", "onnx"}.
@@ -21,7 +29,8 @@ features: dict = dict(_loom.features)
 #: The git revision loom was built from.
 git_rev: str = _loom.git_rev
 
-__all__ = ["codecs", "LostPeerError", "NumericError", "__version__", "features", "git_rev"]
+__all__ = ["codecs", "LostPeerError", "NumericError", "__version__", "features", "git_rev",
+           "train", "Run", "scale", "advise"]
 
 
 def load(path) -> "_loom.TrainedModel":

@@ -12,6 +12,10 @@
 
 #include "loom/compress/codec.h"
 
+namespace loom::train {
+struct TrainedModel;
+}
+
 namespace loom::python {
 
 namespace py = pybind11;
@@ -39,5 +43,10 @@ std::span<std::byte> byte_view(const py::array& a, const char* what, bool write)
 void register_codecs(py::module_& m);
 void register_collectives(py::module_& m);
 void register_models(py::module_& m);
+void register_training(py::module_& m);
+void register_perf(py::module_& m);
+
+// A trained model as Python's loom.TrainedModel (models.cc), taking it over.
+py::object wrap_trained_model(train::TrainedModel&& m);
 
 }  // namespace loom::python

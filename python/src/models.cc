@@ -122,6 +122,12 @@ py::dict evaluate(PyModel& p, const py::array& x, const py::array& y) {
 
 }  // namespace
 
+py::object wrap_trained_model(train::TrainedModel&& m) {
+  auto p = std::make_unique<PyModel>();
+  p->m = std::move(m);
+  return py::cast(std::move(p));
+}
+
 void register_models(py::module_& m) {
   py::class_<PyModel>(m, "TrainedModel", "A trained run's model (train::load_trained_model).")
       .def(py::init(&load), py::arg("path"))

@@ -69,4 +69,6 @@ PYBIND11_MODULE(_loom, m) {
   register_codecs(m);
   register_collectives(m);
   register_models(m);
+  register_training(m);
+  register_perf(m);
 }

@@ -2,8 +2,11 @@
 // rentals for a model, with their capital, energy and total cost (perf/advisor.h).
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "loom/cli/commands.h"
 #include "loom/cli/perf_options.h"
+#include "loom/experiments/workloads.h"
 #include "loom/perf/advisor.h"
 
 namespace loom::cli {
@@ -22,6 +25,7 @@ struct AdviseArgs {
   CatalogOptions catalog;
   int top = 10;
   double machine_usd = 0;
+  bool json = false;
 };
 
 void setup(CLI::App& app) {
@@ -56,12 +60,13 @@ void setup(CLI::App& app) {
   add_training_options(*cmd, a->training);
   add_catalog_options(*cmd, a->catalog);
   cmd->add_option("--top", a->top, "rows to show");
+  cmd->add_flag("--json", a->json, "print the advice as one JSON object instead of tables");
   cmd->add_option("--machine-usd", a->machine_usd,
                   "with --calibration: price of one more machine like this one (required)");
   cmd->callback([a] {
     perf::Catalog cat = a->catalog.load();
     perf::AdviseRequest r;
-    r.workload = resolve_workload(a->model);
+    r.workload = experiments::resolve_workload(a->model);
     r.budget_usd = a->budget;
     r.max_gpus = a->max_gpus;
     r.gpus_per_node = a->gpus_per_node;
@@ -78,7 +83,11 @@ void setup(CLI::App& app) {
     r.gpus = a->gpus;
     r.train = a->training.spec(r.workload);
     perf::Advice adv = perf::advise(cat, r);
-    fmt::print("{}", perf::advice_report(adv, r, cat, static_cast<size_t>(a->top)));
+    if (a->json)
+      fmt::print("{}\n",
+                 perf::advice_json(adv, r, static_cast<size_t>(std::max(a->top, 0))).dump());
+    else
+      fmt::print("{}", perf::advice_report(adv, r, cat, static_cast<size_t>(a->top)));
   });
 }
 

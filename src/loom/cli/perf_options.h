@@ -31,13 +31,6 @@ void add_catalog_options(CLI::App& cmd, CatalogOptions& o, bool with_calibration
 // it differently (scale --workload,-w; advise --model,-m), hence `names`.
 CLI::Option* add_workload_option(CLI::App& cmd, const std::string& names, std::string& workload);
 
-// The workload `name` names: a reference workload, or a loom config (.toml). A config of the
-// built-in "mlp" or "cnn" takes the performance model's validated description of them
-// (perf::workload_from_config); any other model graph (another `model`, [[layer]] tables, a
-// graph file) is described from its layers, on Fashion-MNIST's [1, 28, 28] images and 10
-// classes.
-perf::Workload resolve_workload(const std::string& name);
-
 // How each GPU trains.
 struct TrainingOptions {
   int64_t batch = 0;  // --batch,-b per GPU; 0 = the workload's default

@@ -7,8 +7,7 @@
 #include "loom/cli/scale_command.h"
 #include "loom/core/error.h"
 #include "loom/core/svg_plot.h"
-#include "loom/perf/calibration.h"
-#include "loom/perf/compute_model.h"
+#include "loom/experiments/workloads.h"
 #include "loom/perf/scale.h"
 
 namespace loom::cli::scale {
@@ -38,65 +37,41 @@ void add_predict_options(CLI::App& cmd, PredictArgs& a) {
 }
 
 void run_predict(const CommonArgs& common, const PredictArgs& a) {
-  perf::Catalog cat = common.catalog.load();
-  perf::Derating der;
-  bool measured_here = false;
-  if (!common.catalog.calibration.empty()) {
-    // Measured figures describe this machine only: other GPUs keep the default deratings.
-    perf::Derating measured;
-    perf::read_calibration(common.catalog.calibration).apply(cat, measured);
-    if (common.gpu == "this-machine") der = measured, measured_here = true;
-  }
-  const perf::Workload w = resolve_workload(common.workload);
-  const perf::TrainSpec train = common.training.spec(w);
-  std::string compute_note = "measured on this machine (--calibration)";
-  if (common.derate > 0) {
-    der.compute = common.derate;
-    compute_note = fmt::format("roofline at --derate {}", common.derate);
-  } else if (!measured_here) {
-    const perf::ComputeRate rate =
-        perf::compute_rate(cat, cat.gpu(common.gpu), w, train.precision, double(train.batch));
-    if (rate.method == "roofline")
-      der.compute = rate.efficiency;
-    else
-      der.sample_s = rate.sample_s;
-    compute_note = perf::describe(rate);
-  }
-  perf::Cluster c;
-  c.gpu = cat.gpu(common.gpu);
-  c.topo.nodes = common.nodes;
-  c.topo.gpus_per_node = common.gpus_per_node;
-  c.topo.intra = a.intra.empty() ? cat.intra_link_of(c.gpu) : cat.link(a.intra);
-  c.topo.inter = cat.link(common.inter);
-  c.topo.nics_per_node = a.nics;
-  c.topo.servers = a.servers;
-  c.topo.oversubscription = a.oversubscription;
-  c.storage = cat.storage(a.storage);
-  perf::TrainSpec t = train;
-  t.prefetch = !a.no_prefetch;
+  const perf::Workload w = experiments::resolve_workload(common.workload);
+  perf::ScaleRequest r;
+  r.gpu = common.gpu;
+  r.nodes = common.nodes;
+  r.gpus_per_node = common.gpus_per_node;
+  r.inter = common.inter;
+  r.intra = a.intra;
+  r.nics = a.nics;
+  r.servers = a.servers;
+  r.tau = a.tau;
+  r.oversubscription = a.oversubscription;
+  r.framework = a.framework;
+  r.sync = a.sync;
+  r.codecs = split_list(a.codecs);
+  r.storage = a.storage;
+  r.bucket_mb = a.bucket_mb;
+  r.overlap = !a.no_overlap;
+  r.prefetch = !a.no_prefetch;
+  r.derate = common.derate;
+  r.calibration = common.catalog.calibration;
+  r.train = common.training.spec(w);
+  const perf::ScalePrediction p = perf::predict_scale(common.catalog.load(), w, r);
+  const perf::Cluster& c = p.cluster;
+  const perf::TrainSpec& t = p.train;
   fmt::print(
       "workload {}: {:.1f}M params, {:.2f} GFLOP/sample forward; {} x {} {} (intra {}, inter {}), "
       "batch {}/GPU, {}{}\ncompute: {}\n\n",
       w.name, w.params() / 1e6, w.fwd_flops() / 1e9, common.nodes, common.gpus_per_node, c.gpu.name,
       c.topo.intra.name, c.topo.inter.name, t.batch, t.precision,
-      t.precision == "fp32" ? "" : " (a what-if: loom itself trains in fp32)", compute_note);
+      t.precision == "fp32" ? "" : " (a what-if: loom itself trains in fp32)", p.compute_note);
   std::vector<svg::Series> plot;
-  for (const auto& codec : split_list(a.codecs)) {
-    perf::SyncSpec s;
-    s.algorithm = a.sync == "bmuf" ? (common.nodes > 1 ? "two-level" : "ring") : a.sync;
-    s.bmuf = a.sync == "bmuf";
-    s.tau = s.bmuf ? a.tau : 1;
-    s.codec = codec;
-    s.bucket_mb = a.bucket_mb;
-    s.overlap = !a.no_overlap;
-    s.step_overhead_s = cat.framework(a.framework).step_overhead_ms * 1e-3;
-    perf::CostModel m(w, c, s, t, der);
-    const std::string label =
-        fmt::format("{} {}{}", a.sync, codec, s.bmuf ? fmt::format(" tau={}", s.tau) : "");
-    const perf::ScaleSeries series = perf::sweep(m, label);
+  for (const perf::ScaleSeries& series : p.series) {
     fmt::print("{}\n", common.json ? perf::scale_json(series) : perf::scale_table(series));
-    svg::Series curve{label, "", {}};
-    for (const auto& p : series.points) curve.points.emplace_back(p.est.ranks, p.est.speedup);
+    svg::Series curve{series.label, "", {}};
+    for (const auto& pt : series.points) curve.points.emplace_back(pt.est.ranks, pt.est.speedup);
     plot.push_back(curve);
   }
   if (a.svg.empty()) return;

@@ -522,4 +522,71 @@ std::string advice_report(const Advice& a, const AdviseRequest& req, const Catal
   return o;
 }
 
+namespace {
+
+nlohmann::json option_json(const AdviseOption& o, const Advice& a, const AdviseRequest& req) {
+  const StepEstimate& e = o.est;
+  return {{"label", o.label()},
+          {"gpu", o.gpu},
+          {"gpus", o.gpus},
+          {"nodes", o.nodes},
+          {"host", o.host},
+          {"host_kind", o.host_kind},
+          {"rented", o.rented},
+          {"intra", o.intra},
+          {"inter", o.inter},
+          {"gpu_usd", o.gpu_usd},
+          {"host_usd", o.host_usd},
+          {"capital_usd", o.capital_usd},
+          {"energy_usd", o.energy_usd},
+          {"rent_usd", o.rent_usd},
+          {"total_usd", o.total_usd()},
+          {"node_draw_w", o.node_draw_w},
+          {"avg_w", o.avg_w},
+          {"kwh", o.kwh},
+          {"gpu_memory_gb", o.gpu_memory_gb},
+          {"sync", o.sync.algorithm},
+          {"codec", o.sync.codec},
+          {"step_s", e.step_s},
+          {"samples_per_s", e.samples_per_s},
+          {"samples_per_s_low", e.samples_per_s * (1 - a.band)},
+          {"samples_per_s_high", e.samples_per_s * (1 + a.band)},
+          {"samples_per_kusd",
+           o.rented ? nlohmann::json(nullptr) : nlohmann::json(o.samples_per_kusd())},
+          {"samples_per_usd", o.samples_per_usd(req.hours)},
+          {"hours_to_train",
+           a.samples > 0 ? nlohmann::json(o.hours_to_train(a.samples)) : nlohmann::json(nullptr)},
+          {"speedup", e.speedup},
+          {"efficiency", e.efficiency},
+          {"dominant", e.dominant()},
+          {"limiter", e.limiter}};
+}
+
+}  // namespace
+
+nlohmann::json advice_json(const Advice& a, const AdviseRequest& req, size_t n) {
+  nlohmann::json ranked = nlohmann::json::array(), rented = nlohmann::json::array();
+  for (size_t i = 0; i < std::min(n, a.ranked.size()); ++i)
+    ranked.push_back(option_json(a.ranked[i], a, req));
+  for (size_t i = 0; i < std::min(n, a.rented.size()); ++i)
+    rented.push_back(option_json(a.rented[i], a, req));
+  return {{"workload", req.workload.name},
+          {"batch", req.train.batch},
+          {"budget_usd", req.budget_usd},
+          {"hours", req.hours},
+          {"usd_per_kwh", req.usd_per_kwh},
+          {"gpu_utilisation", req.gpu_utilisation},
+          {"rank_by", req.rank_by},
+          {"samples", a.samples > 0 ? nlohmann::json(a.samples) : nlohmann::json(nullptr)},
+          {"samples_source", a.samples_source},
+          {"band", a.band},
+          {"typical", a.typical},
+          {"ranked", ranked},
+          {"rented", rented},
+          {"cheapest_rental", a.cheapest_rental},
+          {"not_fitting", a.not_fitting},
+          {"no_host", a.no_host},
+          {"notes", a.notes}};
+}
+
 }  // namespace loom::perf

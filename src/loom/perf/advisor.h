@@ -18,6 +18,7 @@
 #pragma once
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -113,5 +114,9 @@ void use_calibration(const Calibration& cal, Catalog& cat, AdviseRequest& req, d
 // storage).
 std::string advice_report(const Advice& a, const AdviseRequest& req, const Catalog& cat,
                           size_t n = 10);
+// The same advice as one JSON object (`loom advise --json`, the Python package's loom.advise):
+// the top `n` machines ("ranked") and rentals ("rented"), each with its prices, power, sync and
+// step estimate, and the lists and figures the report prints around them.
+nlohmann::json advice_json(const Advice& a, const AdviseRequest& req, size_t n = 10);
 
 }  // namespace loom::perf

@@ -4,6 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "loom/perf/calibration.h"
+#include "loom/perf/compute_model.h"
+
 namespace loom::perf {
 
 std::vector<std::pair<int, int>> sweep_shapes(int nodes, int gpus_per_node) {
@@ -43,30 +46,82 @@ std::string scale_table(const ScaleSeries& s) {
   return out;
 }
 
+nlohmann::json scale_point_json(const ScaleSeries& s, const ScalePoint& p) {
+  const StepEstimate& e = p.est;
+  return {{"series", s.label},
+          {"gpus", e.ranks},
+          {"nodes", p.nodes},
+          {"compute_s", e.fwd_s + e.bwd_s},
+          {"comm_s", e.comm_s},
+          {"codec_s", e.codec_s},
+          {"exposed_s", e.comm_exposed_s},
+          {"input_s", e.input_exposed_s},
+          {"straggler_s", e.straggler_s},
+          {"overhead_s", e.overhead_s},
+          {"dominant", e.dominant()},
+          {"update_s", e.update_s},
+          {"step_s", e.step_s},
+          {"samples_per_s", e.samples_per_s},
+          {"speedup", e.speedup},
+          {"efficiency", e.efficiency},
+          {"memory_bytes", e.memory.total()},
+          {"fits", e.fits},
+          {"limiter", e.limiter}};
+}
+
 std::string scale_json(const ScaleSeries& s) {
   std::string out;
-  for (const auto& p : s.points) {
-    const StepEstimate& e = p.est;
-    nlohmann::json j = {{"series", s.label},
-                        {"gpus", e.ranks},
-                        {"nodes", p.nodes},
-                        {"compute_s", e.fwd_s + e.bwd_s},
-                        {"comm_s", e.comm_s},
-                        {"codec_s", e.codec_s},
-                        {"exposed_s", e.comm_exposed_s},
-                        {"input_s", e.input_exposed_s},
-                        {"straggler_s", e.straggler_s},
-                        {"overhead_s", e.overhead_s},
-                        {"dominant", e.dominant()},
-                        {"update_s", e.update_s},
-                        {"step_s", e.step_s},
-                        {"samples_per_s", e.samples_per_s},
-                        {"speedup", e.speedup},
-                        {"efficiency", e.efficiency},
-                        {"memory_bytes", e.memory.total()},
-                        {"fits", e.fits},
-                        {"limiter", e.limiter}};
-    out += j.dump() + "\n";
+  for (const auto& p : s.points) out += scale_point_json(s, p).dump() + "\n";
+  return out;
+}
+
+ScalePrediction predict_scale(Catalog cat, const Workload& w, const ScaleRequest& r) {
+  Derating der;
+  bool measured_here = false;
+  if (!r.calibration.empty()) {
+    // Measured figures describe this machine only: other GPUs keep the default deratings.
+    Derating measured;
+    read_calibration(r.calibration).apply(cat, measured);
+    if (r.gpu == "this-machine") der = measured, measured_here = true;
+  }
+  ScalePrediction out;
+  out.compute_note = "measured on this machine (--calibration)";
+  if (r.derate > 0) {
+    der.compute = r.derate;
+    out.compute_note = fmt::format("roofline at --derate {}", r.derate);
+  } else if (!measured_here) {
+    const ComputeRate rate =
+        compute_rate(cat, cat.gpu(r.gpu), w, r.train.precision, double(r.train.batch));
+    if (rate.method == "roofline")
+      der.compute = rate.efficiency;
+    else
+      der.sample_s = rate.sample_s;
+    out.compute_note = describe(rate);
+  }
+  Cluster& c = out.cluster;
+  c.gpu = cat.gpu(r.gpu);
+  c.topo.nodes = r.nodes;
+  c.topo.gpus_per_node = r.gpus_per_node;
+  c.topo.intra = r.intra.empty() ? cat.intra_link_of(c.gpu) : cat.link(r.intra);
+  c.topo.inter = cat.link(r.inter);
+  c.topo.nics_per_node = r.nics;
+  c.topo.servers = r.servers;
+  c.topo.oversubscription = r.oversubscription;
+  c.storage = cat.storage(r.storage);
+  out.train = r.train;
+  out.train.prefetch = r.prefetch;
+  for (const auto& codec : r.codecs) {
+    SyncSpec s;
+    s.algorithm = r.sync == "bmuf" ? (r.nodes > 1 ? "two-level" : "ring") : r.sync;
+    s.bmuf = r.sync == "bmuf";
+    s.tau = s.bmuf ? r.tau : 1;
+    s.codec = codec;
+    s.bucket_mb = r.bucket_mb;
+    s.overlap = r.overlap;
+    s.step_overhead_s = cat.framework(r.framework).step_overhead_ms * 1e-3;
+    const CostModel m(w, c, s, out.train, der);
+    out.series.push_back(sweep(
+        m, fmt::format("{} {}{}", r.sync, codec, s.bmuf ? fmt::format(" tau={}", s.tau) : "")));
   }
   return out;
 }

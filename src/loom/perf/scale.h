@@ -2,9 +2,11 @@
 // (powers of two inside a node, then whole nodes doubling), for one or more codecs.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "loom/perf/catalog.h"
 #include "loom/perf/cost_model.h"
 
 namespace loom::perf {
@@ -26,7 +28,39 @@ ScaleSeries sweep(const CostModel& model, const std::string& label);
 
 // A plain-text table of one series: GPUs, step time and its parts, samples/s, speedup, eff.
 std::string scale_table(const ScaleSeries& s);
+// One point as a JSON object: what `loom scale --json` prints on each line.
+nlohmann::json scale_point_json(const ScaleSeries& s, const ScalePoint& p);
 // JSON lines, one object per point (for scripts and for validation against measurements).
 std::string scale_json(const ScaleSeries& s);
+
+// `loom scale` without a mode flag as one call (the command line and the Python package's
+// loom.scale): the cluster, sync and training choices, one series per codec.
+struct ScaleRequest {
+  std::string gpu = "v100-sxm2";
+  int nodes = 1, gpus_per_node = 8;
+  std::string inter = "100gbe";
+  std::string intra;  // "" = the GPU's peer link, else its PCIe
+  int nics = 1, servers = 1, tau = 8;
+  double oversubscription = 1;
+  std::string framework = "none";  // a [[framework]] row whose per-step overhead applies
+  std::string sync = "ring";       // ring, hd, two-level, ps or bmuf
+  std::vector<std::string> codecs = {"fp32"};
+  std::string storage = "nvme4";
+  double bucket_mb = 25;
+  bool overlap = true, prefetch = true;
+  double derate = 0;        // achievable fraction of peak FLOP/s; 0: the catalog's rate
+  std::string calibration;  // `loom bench calibrate` output: the rates of gpu "this-machine"
+  TrainSpec train;          // batch already resolved (the workload's default when not given)
+};
+
+struct ScalePrediction {
+  Cluster cluster;
+  TrainSpec train;
+  std::string compute_note;  // where the compute rate came from
+  std::vector<ScaleSeries> series;
+};
+
+// Errors as the catalog's lookups raise them (an unknown GPU, link, storage or framework).
+ScalePrediction predict_scale(Catalog cat, const Workload& w, const ScaleRequest& r);
 
 }  // namespace loom::perf

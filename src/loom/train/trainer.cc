@@ -11,6 +11,7 @@
 #include "loom/comm/transport_registry.h"
 #include "loom/config.h"
 #include "loom/core/error.h"
+#include "loom/core/format_version.h"
 #include "loom/core/log.h"
 #include "loom/core/rng.h"
 #include "loom/core/timer.h"
@@ -314,7 +315,9 @@ class Worker {
     if (s_.max_steps > 0) total_steps_ = std::min(total_steps_, s_.max_steps);
     epochs_to_run_ = (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;
     // The same decision on every rank: the step lines' figures are summed over the ranks.
-    log_every_ = cfg_.get_string("output.dir", "runs/latest").empty() ? 0 : s_.log_every;
+    log_every_ = cfg_.get_string("output.dir", "runs/latest").empty() && !options_.keep_results
+                     ? 0
+                     : s_.log_every;
   }
 
   // Checkpoints, resume, the NaN policy and stop signals (checkpoint_guard.h); then the
@@ -464,7 +467,7 @@ class Worker {
       if (tokens_.enabled)
         add_token_figures(j, sums[2] > 0 ? sums[0] / sums[2] : -1, -1,
                           seconds > 0 ? sums[2] / seconds : 0);
-      writer_.append_metrics(j);
+      emit_metrics(j);
     }
     interval_ = Interval();
   }
@@ -657,8 +660,17 @@ class Worker {
                                             m.val_loss / kLn2, tokens_.unit())
                               : std::string());
     }
-    writer_.append_metrics(j);
+    emit_metrics(j);
     result_.epochs.push_back(m);
+  }
+
+  // Rank 0: a line of metrics.jsonl, and of TrainResult::metrics_lines when they are kept.
+  void emit_metrics(const nlohmann::json& j) {
+    writer_.append_metrics(j);
+    if (!options_.keep_results) return;
+    nlohmann::json versioned = j;
+    versioned[kFormatVersionKey] = kMetricsFormatVersion;
+    result_.metrics_lines.push_back(versioned.dump());
   }
 
   // A token run's lines of metrics.jsonl: the losses (nats per token) in bits per byte,
@@ -978,6 +990,48 @@ void keep_global_batch(Config& cfg, int trainers, bool lead) {
         trainers, trainers == 1 ? "" : "s", ck.world, wanted, old_batch, ck.global_batch);
 }
 
+// With data given in memory (TrainOptions::train_data), the keys that name data files would be
+// silently ignored: ConfigError naming the key instead.
+void refuse_data_files(const Config& cfg) {
+  for (const char* key : {"data.dir", "data.train_shards", "data.test_shards"})
+    if (cfg.has(key))
+      throw ConfigError(fmt::format(
+          "{}: key '{}': the training data is given in memory, so no data file is read; leave "
+          "the key out",
+          cfg.where(key), key));
+}
+
+// TrainOptions::keep_results: rank 0's final weights as the model load_trained_model() makes
+// of model.safetensors (the same graph, parameters, state and metadata); null when rank 0's
+// parameters are not the whole model.
+std::shared_ptr<TrainedModel> kept_model(const Config& cfg, const TrainResult& r,
+                                         const nn::Model& layout, const nn::GraphSpec& graph,
+                                         const std::optional<data::Normalisation>& input_norm) {
+  if (int64_t(r.final_params.size()) != layout.num_params() ||
+      int64_t(r.final_state.size()) != layout.num_state())
+    return nullptr;
+  auto m = std::make_shared<TrainedModel>();
+  m->graph = graph;
+  m->input_shape = layout.input_shape();
+  m->num_classes = layout.num_classes();
+  m->model = std::make_unique<nn::Model>(cpu_backend(), m->input_shape, m->num_classes,
+                                         nn::build_nodes(graph, m->input_shape));
+  m->loss = layout.loss_kind();
+  m->model->set_loss_kind(m->loss);
+  if (!r.final_params.empty())
+    cpu_backend().copy_to_device(m->model->params(), r.final_params.data(),
+                                 r.final_params.size() * sizeof(float));
+  if (!r.final_state.empty())
+    cpu_backend().copy_to_device(m->model->state(), r.final_state.data(),
+                                 r.final_state.size() * sizeof(float));
+  m->config = cfg;
+  m->has_config = true;
+  m->weights = r.model_file;
+  m->steps = r.steps;
+  m->input_normalisation = input_norm;
+  return m;
+}
+
 }  // namespace
 
 TrainResult run_training(const Config& given, const TrainOptions& options) {
@@ -1024,8 +1078,19 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
   data::Dataset test_set;
   std::shared_ptr<const data::SampleSource> train_source;
   std::optional<data::Normalisation> input_norm;  // IDX pixels: recorded in model.safetensors
+  const bool in_memory = options.train_data != nullptr;
+  if (in_memory) refuse_data_files(cfg);  // before any of them is opened
   const TokenRun tokens = open_token_run(cfg, pipeline);
-  if (tokens.enabled) {
+  // What the messages call the training and test data.
+  const std::string train_name = in_memory                       ? options.data_name
+                                 : pipeline.train_shards.empty() ? s.data_dir
+                                                                 : pipeline.train_shards;
+  const std::string test_name = in_memory                      ? options.data_name
+                                : pipeline.test_shards.empty() ? s.data_dir
+                                                               : pipeline.test_shards;
+  if (in_memory) {
+    train_source = options.train_data;
+  } else if (tokens.enabled) {
     // The whole stream until data.validation takes its tail; the test stream is optional.
     data::WindowOptions wo;
     wo.context = tokens.context;
@@ -1050,11 +1115,12 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
     input_norm = norm;
     train_source = std::make_shared<data::DatasetSource>(*train_set);
   }
-  data::check_data_sets(
-      *train_source, pipeline.train_shards.empty() ? s.data_dir : pipeline.train_shards,
-      s.eval && !(tokens.enabled && pipeline.test_shards.empty()) ? &test_set : nullptr,
-      pipeline.test_shards.empty() ? s.data_dir : pipeline.test_shards, pipeline.max_classes,
-      cfg.where("data.max_classes"));
+  // In-memory data: the caller's test set, used in place (no test set: no test figures).
+  const data::Dataset& test = options.test_data ? *options.test_data : test_set;
+  const bool has_test =
+      in_memory ? options.test_data != nullptr : !(tokens.enabled && pipeline.test_shards.empty());
+  data::check_data_sets(*train_source, train_name, s.eval && has_test ? &test : nullptr, test_name,
+                        pipeline.max_classes, cfg.where("data.max_classes"));
   const HeldOut held_out =
       hold_out_validation(cfg, s, pipeline, world->size(), train_source, tokens);
   train_source = data::maybe_throttle(train_source, pipeline);
@@ -1063,8 +1129,7 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
              held_out.set
                  ? fmt::format(", {} validation ({})", held_out.set->count, held_out.describe)
                  : "",
-             test_set.count, pipeline.train_shards.empty() ? s.data_dir : pipeline.train_shards,
-             load_watch.seconds(),
+             test.count, train_name, load_watch.seconds(),
              pipeline.throttle_mbps > 0
                  ? fmt::format(", read throttled to {} MB/s", pipeline.throttle_mbps)
                  : "");
@@ -1079,8 +1144,7 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
       nn::build_nodes(graph, train_source->sample_shape()));
   nn::apply_loss_options(cfg, *layout);  // checks loss.* here too
   if (tokens.enabled) check_model_fits_windows(cfg, *layout, tokens);
-  check_loss_fits_data(cfg, layout->loss_kind(), *train_source,
-                       pipeline.train_shards.empty() ? s.data_dir : pipeline.train_shards);
+  check_loss_fits_data(cfg, layout->loss_kind(), *train_source, train_name);
   {
     const std::unique_ptr<nn::Model>& model = layout;
     if (options.print_model) {
@@ -1123,7 +1187,7 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
       trainers = sync::ps_training_comm(cfg, c);
     }
     Worker(cfg, s, trainers ? *trainers : c, train_source, held_out.set ? &*held_out.set : nullptr,
-           held_out.fingerprint, test_set, pipeline, result, writer, options, tokens)
+           held_out.fingerprint, test, pipeline, result, writer, options, tokens)
         .run();
   });
   result.wall_s = wall.seconds();
@@ -1166,6 +1230,11 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
       summary["best_val_loss"] = result.best_epoch > 0 ? figure(result.best_val_loss) : nullptr;
     }
     writer.write_summary(summary);
+    if (options.keep_results) {
+      summary[kFormatVersionKey] = kSummaryFormatVersion;
+      result.summary_json = summary.dump();
+      result.model = kept_model(cfg, result, *layout, graph, input_norm);
+    }
   }
   timeline.write();
   if (!model_error.empty())

@@ -4,12 +4,17 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "loom/core/config.h"
+#include "loom/data/dataset.h"
+#include "loom/data/sample_source.h"
 
 namespace loom::train {
+
+struct TrainedModel;  // trained_model.h
 
 struct EpochMetrics {
   int64_t epoch = 0;  // 1-based
@@ -53,6 +58,13 @@ struct TrainResult {
   std::string output_dir;    // where config.toml, metrics.jsonl, summary.json went
   std::string model_file;    // <output_dir>/model.safetensors ("" = not written)
   double wall_s = 0;         // the whole run, set-up and data loading included
+  // TrainOptions::keep_results: every metrics.jsonl line as JSON text ("format_version"
+  // included; step lines every train.log_every steps even when output.dir is ""), summary.json
+  // as JSON text, and rank 0's final model on the CPU backend, as load_trained_model() loads
+  // the model.safetensors the run writes (null for a model-parallel run: rank 0 holds slices).
+  std::vector<std::string> metrics_lines;
+  std::string summary_json;
+  std::shared_ptr<TrainedModel> model;
 };
 
 struct TrainOptions {
@@ -61,6 +73,17 @@ struct TrainOptions {
   // `loom train --print-model`: print the model's layers (names, shapes, parameters, FLOPs)
   // for the config's data, then stop without training.
   bool print_model = false;
+  // Samples given in memory instead of read from data.dir or data.train_shards (the Python
+  // package's loom.train): the training source, shared with the loader threads (gather() must
+  // be thread-safe), and the test set (null: none; the run then has no test figures). The keys
+  // that name data files (data.dir, data.train_shards, data.test_shards) are refused with
+  // them. `data_name` names them in messages.
+  std::shared_ptr<const data::SampleSource> train_data;
+  std::shared_ptr<const data::Dataset> test_data;
+  std::string data_name = "the arrays given";
+  // Keep the metrics lines, the summary and the final model in TrainResult (for a caller in
+  // this process that wants them without reading output.dir back).
+  bool keep_results = false;
 };
 
 // Runs `loom train` for a resolved config (unknown keys already rejected by the caller or

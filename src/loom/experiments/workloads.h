@@ -1,0 +1,20 @@
+// The performance model's workload for a name `loom scale -w` and `loom advise -m` take (and the
+// Python package's loom.scale and loom.advise): a reference workload, or a loom model config
+// described from its layers. It sits here, above both perf and nn: perf runs nothing and knows
+// no layer, nn knows no cost model.
+#pragma once
+
+#include <string>
+
+#include "loom/perf/workload.h"
+
+namespace loom::experiments {
+
+// The workload `name` names: a reference workload, or a loom config (.toml). A config of the
+// built-in "mlp" or "cnn" takes the performance model's validated description of them
+// (perf::workload_from_config); any other model graph (another `model`, [[layer]] tables, a
+// graph file) is described from its layers, on Fashion-MNIST's [1, 28, 28] images and 10
+// classes.
+perf::Workload resolve_workload(const std::string& name);
+
+}  // namespace loom::experiments
