@@ -53,6 +53,8 @@ struct TrainResult {
   std::string output_dir;    // where config.toml, metrics.jsonl, summary.json went
   std::string model_file;    // <output_dir>/model.safetensors ("" = not written)
   double wall_s = 0;         // the whole run, set-up and data loading included
+  // codec/sync = "auto": the choice, its runner-up and predictions (JSON; "" = not auto).
+  std::string auto_choice;
 };
 
 struct TrainOptions {
