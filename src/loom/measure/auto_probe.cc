@@ -88,14 +88,19 @@ perf::AutoMeasurements probe_for_auto(comm::Communicator& comm, nn::Model& model
   const double compute_cost = all.seconds();
 
   std::vector<size_t> sizes = o.allreduce_bytes;
+  if (comm.size() > 1 && sizes.empty())
+    throw InputError("auto probe: no allreduce sizes to time the link with");
   if (comm.size() > 1) {
     size_t largest = 0;
     for (size_t b : sizes) largest = std::max(largest, b);
     std::vector<float> buf(std::max<size_t>(largest / sizeof(float), 1), 1.0f);
+    // One warm-up at the smallest size sets up connections and buffers; at the large sizes
+    // a warm-up would cost as much as a timed call on a slow link.
+    comm.barrier();
+    comm.allreduce(std::span<float>(buf.data(), std::max<size_t>(sizes.front() / 4, 1)));
     for (size_t bytes : sizes) {
       const std::span<float> data(buf.data(), std::max<size_t>(bytes / sizeof(float), 1));
       comm.barrier();
-      comm.allreduce(data);  // warm-up: connections, buffers
       std::vector<double> t;
       for (int i = 0; i < std::max(1, o.allreduce_reps); ++i) {
         Stopwatch w;

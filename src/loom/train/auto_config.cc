@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <variant>
 
@@ -13,6 +14,7 @@
 #include "loom/nn/model_zoo.h"
 #include "loom/perf/calibration.h"
 #include "loom/sync/allreduce/overlap_policy.h"
+#include "loom/train/checkpoint.h"
 
 namespace loom::train {
 namespace {
@@ -71,6 +73,9 @@ std::vector<ConfigKeySpec> auto_config_keys() {
       {"auto.calibration", ConfigType::kString, "\"\"",
        "codec/sync = \"auto\": a `loom bench calibrate` file of this machine to decide from "
        "instead of measuring at start"},
+      {"auto.machine", ConfigType::kString, "(set by loom)",
+       "where the choice was made (CPU | transport | ranks): a resume on the same machine "
+       "keeps its checkpoint's choice"},
       {"auto.calibration_mismatch", ConfigType::kString, "\"error\"",
        "a calibration file from another machine (CPU, transport, world size): \"error\", or "
        "\"measure\" (warn and measure instead)"},
@@ -95,8 +100,42 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
         "\"{}\"",
         cfg.where("parallel"), cfg.get_string("parallel", "data")));
 
-  perf::AutoRequest r;
   const bool codec_auto = is_auto(cfg, codec_key(cfg));
+  const std::string machine =
+      fmt::format("{} | {} | {} ranks", measure::cpu_model(), comm.name(), comm.size());
+  // A resume keeps the choice its checkpoint recorded (the config text saved with it) when it
+  // runs where that choice was made: the strategy's saved state belongs to that choice.
+  const std::string resume = cfg.get_string("train.resume", "");
+  if (!resume.empty()) {
+    const std::string dir = find_latest_checkpoint(resume);
+    const Config saved = Config::from_string(checkpoint_config_text(dir), dir + " (config)");
+    const std::string was = saved.get_string("auto.machine", "");
+    if (was == machine) {
+      nlohmann::json chosen;
+      if (codec_auto) {
+        cfg.set(codec_key(cfg), compress::codec_name(saved), dir);
+        chosen["codec"] = compress::codec_name(saved);
+      }
+      if (is_auto(cfg, "sync")) {
+        cfg.set("sync", saved.get_string("sync", "allreduce"), dir);
+        chosen["sync"] = saved.get_string("sync", "allreduce");
+      }
+      if (is_auto(cfg, "sync.bucket_kib")) {
+        cfg.set("sync.bucket_kib", saved.get_int("sync.bucket_kib", 4096), dir);
+        chosen["bucket_kib"] = saved.get_int("sync.bucket_kib", 4096);
+      }
+      cfg.set("auto.machine", machine, dir);
+      res.json = nlohmann::json{{"chosen", chosen}, {"kept_from_checkpoint", dir}}.dump();
+      res.log = fmt::format("auto: kept the choice of {} ({}), made on this machine\n", dir,
+                            chosen.dump());
+      return res;
+    }
+    if (lead)
+      log_warn("auto: {} was decided {}; deciding again here ({})", dir,
+               was.empty() ? "without a machine record" : "on " + was, machine);
+  }
+
+  perf::AutoRequest r;
   r.codecs = codec_auto ? kAutoCodecs : std::vector<std::string>{compress::codec_name(cfg)};
   if (is_auto(cfg, "sync")) {
     r.syncs = {"allreduce", "bmuf"};
@@ -152,11 +191,13 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
     measure::AutoProbeOptions o;
     o.batch = batch;
     o.codecs = r.codecs;
-    o.allreduce_bytes = {64 << 10};
-    for (int64_t kib : r.bucket_kib) {
-      const int64_t whole = probe.num_params() * int64_t(sizeof(float));
-      o.allreduce_bytes.push_back(size_t(kib > 0 ? std::min(kib << 10, whole) : whole));
-    }
+    // Two sizes fit the ring's alpha and bandwidth: 64 KiB and the largest bucket the run
+    // can send (the model's whole gradient at most); every candidate is predicted from the fit.
+    const int64_t whole = probe.num_params() * int64_t(sizeof(float));
+    int64_t largest = 0;
+    for (int64_t kib : r.bucket_kib) largest = std::max(largest, kib > 0 ? kib << 10 : whole);
+    o.allreduce_bytes = {size_t(std::min<int64_t>(64 << 10, whole)),
+                         size_t(std::min(largest, whole))};
     res.measured = measure::probe_for_auto(comm, probe, o);
   }
   res.decision = perf::decide_auto(r, res.measured, perf::builtin_accuracy_table());
@@ -166,6 +207,7 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
   if (codec_auto) cfg.set(codec_key(cfg), c.codec, where);
   if (is_auto(cfg, "sync")) cfg.set("sync", c.sync, where);
   if (is_auto(cfg, "sync.bucket_kib")) cfg.set("sync.bucket_kib", c.bucket_kib, where);
+  cfg.set("auto.machine", machine, where);
 
   nlohmann::json j = perf::decision_json(res.decision, res.measured);
   // The measuring's share of a 1,000-step run at the chosen configuration's predicted step.
