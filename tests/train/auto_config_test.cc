@@ -104,6 +104,15 @@ TEST(AutoConfig, ACalibrationFileOfAnotherMachineIsRefusedOrMeasuredInstead) {
   std::filesystem::remove(file);
 }
 
+// Block momentum cannot clip the combined gradient: with optim.clip_norm, sync = "auto"
+// weighs the allreduce only, so the strategy it builds accepts the config.
+TEST(AutoConfig, ClippingKeepsSyncAutoToTheAllreduce) {
+  const auto [r, after] = resolve(small("sync = \"auto\"\n", "[optim]\nclip_norm = 1.0\n"));
+  ASSERT_TRUE(r.active);
+  EXPECT_EQ(after.get_string("sync", ""), "allreduce");
+  for (const auto& k : r.decision.candidates) EXPECT_EQ(k.sync, "allreduce") << k.label();
+}
+
 TEST(AutoConfig, AutoWithTheParameterServerIsAConfigError) {
   EXPECT_THROW(resolve(small("codec = \"auto\"\nsync = \"ps\"\n")), ConfigError);
 }

@@ -12,6 +12,7 @@
 #include "loom/measure/auto_probe.h"
 #include "loom/measure/machine_identity.h"
 #include "loom/nn/model_zoo.h"
+#include "loom/optim/optimizer.h"
 #include "loom/perf/calibration.h"
 #include "loom/sync/allreduce/overlap_policy.h"
 #include "loom/train/checkpoint.h"
@@ -163,6 +164,11 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
   nn::Model probe(backend, input, classes, nn::build_model_nodes(cfg, input, classes));
   nn::apply_loss_options(cfg, probe);
   r.workload = workload_of(probe, cfg.get_string("model", "graph"));
+  // Block momentum cannot clip the combined gradient nor carry BatchNorm's synced statistics
+  // (strategy_factory.cc refuses both): sync = "auto" then keeps to the allreduce.
+  if (r.syncs.size() > 1 &&
+      (optim::clip_norm_from_config(cfg) > 0.0f || probe.reduces_across_replicas()))
+    r.syncs = {"allreduce"};
   bool graph_given = cfg.get_string("model", "mlp") != "mlp";
   for (const auto& [key, value] : cfg.values())
     if (key.rfind("layer", 0) == 0) graph_given = true;  // [[layer]] tables
