@@ -76,6 +76,12 @@ TEST(AutoChoice, SlowLinkChoosesOneBitAtLeastThreeTimesFp32) {
   ASSERT_TRUE(d.chosen.delta_points.has_value());
   EXPECT_THAT(d.chosen.delta_source, HasSubstr("bench/"));
   EXPECT_THAT(d.reason, HasSubstr("x fp32"));
+  // Block momentum's chunks are not priced: its one candidate keeps the default 4 MiB.
+  for (const auto& k : d.candidates) {
+    if (k.sync == "bmuf") {
+      EXPECT_EQ(k.bucket_kib, 4096) << k.label();
+    }
+  }
   // Codecs whose speed was not measured are never chosen, and say why.
   const AutoCandidate* topk = find(d, "topk", "allreduce");
   ASSERT_NE(topk, nullptr);

@@ -154,14 +154,18 @@ AutoDecision decide_auto(const AutoRequest& r, const AutoMeasurements& m,
     if (s != "allreduce" && s != "bmuf")
       throw InputError(fmt::format("auto: sync '{}' is not a candidate (allreduce, bmuf)", s));
 
+  // Block momentum sends the whole model once a block in chunks of the bucket size, which the
+  // model does not price: one candidate, at the default 4 MiB when that is allowed.
+  const int64_t bmuf_kib =
+      std::find(r.bucket_kib.begin(), r.bucket_kib.end(), 4096) != r.bucket_kib.end()
+          ? 4096
+          : r.bucket_kib.front();
   AutoDecision d;
   bool unmeasured_lossy = false;  // a lossy option left out only for want of a measured delta
   for (const auto& sync : r.syncs)
     for (const auto& codec : r.codecs)
       for (int64_t kib : r.bucket_kib) {
-        // Block momentum sends the whole model once a block: its bucket is the chunk size,
-        // which does not change the prediction; one candidate is enough.
-        if (sync == "bmuf" && kib != r.bucket_kib.front()) continue;
+        if (sync == "bmuf" && kib != bmuf_kib) continue;
         AutoCandidate k;
         k.codec = codec;
         k.sync = sync;
