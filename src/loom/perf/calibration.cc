@@ -226,8 +226,9 @@ bool accept_calibration(const Calibration& cal, const MachineIdentity& here, Mis
   if (why.empty()) return true;
   if (policy == MismatchPolicy::kError)
     throw InputError(
-        fmt::format("{}: calibration file from another machine: {} (--calibration-mismatch=measure "
-                    "measures this machine instead)",
+        fmt::format("{}: calibration file from another machine: {} (auto.calibration_mismatch "
+                    "= \"measure\", or --calibration-mismatch=measure, measures this machine "
+                    "instead)",
                     cal.file, why));
   if (warning)
     *warning = fmt::format("{}: calibration file from another machine: {}; measuring instead",
