@@ -113,6 +113,18 @@ TEST(AutoConfig, ClippingKeepsSyncAutoToTheAllreduce) {
   for (const auto& k : r.decision.candidates) EXPECT_EQ(k.sync, "allreduce") << k.label();
 }
 
+TEST(AutoConfig, OneWorkerHasNothingToChoose) {
+  auto world = comm::create_world("thread", 1, comm::CommOptions{});
+  world->run([&](comm::Communicator& c) {
+    Config cfg = small("codec = \"auto\"\nsync = \"auto\"\n");
+    const AutoResolution r = resolve_auto(cfg, c, cpu_backend(), {1, 28, 28}, 10, 16, 1, 100);
+    EXPECT_TRUE(r.active);
+    EXPECT_EQ(r.measured.cost_s, 0);  // nothing measured
+    EXPECT_EQ(cfg.get_string("codec", ""), "fp32");
+    EXPECT_EQ(cfg.get_string("sync", ""), "allreduce");
+  });
+}
+
 TEST(AutoConfig, AutoWithTheParameterServerIsAConfigError) {
   EXPECT_THROW(resolve(small("codec = \"auto\"\nsync = \"ps\"\n")), ConfigError);
 }

@@ -136,6 +136,22 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
                was.empty() ? "without a machine record" : "on " + was, machine);
   }
 
+  // One worker exchanges nothing: there is nothing to measure or weigh.
+  if (comm.size() == 1) {
+    if (codec_auto) cfg.set(codec_key(cfg), std::string("fp32"), "auto (one worker)");
+    if (is_auto(cfg, "sync")) cfg.set("sync", std::string("allreduce"), "auto (one worker)");
+    if (is_auto(cfg, "sync.bucket_kib"))
+      cfg.set("sync.bucket_kib", int64_t(4096), "auto (one worker)");
+    res.json =
+        nlohmann::json{
+            {"chosen",
+             {{"codec", compress::codec_name(cfg)}, {"sync", cfg.get_string("sync", "allreduce")}}},
+            {"reason", "one worker exchanges nothing"}}
+            .dump();
+    res.log = "auto: one worker exchanges nothing: no codec or strategy to choose\n";
+    return res;
+  }
+
   perf::AutoRequest r;
   r.codecs = codec_auto ? kAutoCodecs : std::vector<std::string>{compress::codec_name(cfg)};
   if (is_auto(cfg, "sync")) {
