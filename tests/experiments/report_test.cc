@@ -223,5 +223,28 @@ TEST(Report, TokenRunsShowBitsPerTheirUnit) {
             std::string::npos);
 }
 
+// A run with codec/sync = "auto" shows its choice, runner-up, predicted and measured rates and
+// start-up cost; runs without it add no such table.
+TEST(Report, AutoRunsShowTheirChoice) {
+  const fs::path d = fresh_dir("auto");
+  write(d / "auto/config.toml", "codec = \"onebit\"\n");
+  write(d / "auto/metrics.jsonl", epoch_line(1, 0.6, 0.80, 1) + "\n");
+  write(d / "auto/summary.json",
+        R"({"test_acc":0.85,"samples_per_s":5000,"workers":2,"auto":{)"
+        R"("chosen":{"codec":"onebit","sync":"bmuf","tau":8,"bucket_kib":1024,)"
+        R"("predicted_samples_per_s":5200},"runner_up":{"codec":"onebit","sync":"allreduce",)"
+        R"("bucket_kib":4096,"predicted_samples_per_s":4900},)"
+        R"("measured":{"cost_share_of_1000_steps":0.012}}})");
+  const std::string html = render_report(load_runs({(d / "auto").string()}), {});
+  EXPECT_NE(html.find("<td>onebit, bmuf tau 8, 1024 KiB</td><td>onebit, allreduce, 4096 KiB</td>"
+                      "<td>5200</td><td>5000</td><td>1.2%</td>"),
+            std::string::npos)
+      << html;
+  const fs::path runs = synthetic_runs();
+  EXPECT_EQ(render_report(load_runs({(runs / "fp32").string()}), {}).find("auto run"),
+            std::string::npos);
+  fs::remove_all(d);
+}
+
 }  // namespace
 }  // namespace loom::experiments

@@ -60,10 +60,10 @@ TEST(Calibration, BadLinesNameFileAndLine) {
   EXPECT_THROW(parse_calibration("no json here\n", "x"), InputError);
 }
 
-// Lines of this build (format_version 1) and of older ones (none) are read alike; a line the
-// model uses of a newer version is refused naming the file, the line and the version.
+// Lines of this build (format_version 2), of version 1 and of older ones (none) are read alike;
+// a line the model uses of a newer version is refused naming the file, the line and the version.
 TEST(Calibration, NewerFormatVersionIsRefusedNamingFileAndLine) {
-  EXPECT_EQ(kCalibrationFormatVersion, 1);
+  EXPECT_EQ(kCalibrationFormatVersion, 2);
   const Calibration c = parse_calibration(
       "{\"bench\":\"gemm\",\"gflops\":150,\"format_version\":1}\n"
       "{\"bench\":\"membw\",\"gbs\":9.5}\n"
@@ -74,12 +74,71 @@ TEST(Calibration, NewerFormatVersionIsRefusedNamingFileAndLine) {
   try {
     parse_calibration(
         "{\"bench\":\"gemm\",\"gflops\":150,\"format_version\":1}\n"
-        "{\"bench\":\"membw\",\"gbs\":9.5,\"format_version\":2}\n",
+        "{\"bench\":\"membw\",\"gbs\":9.5,\"format_version\":3}\n",
         "cal.jsonl");
-    FAIL() << "a calibration line of version 2 was read";
+    FAIL() << "a calibration line of version 3 was read";
   } catch (const InputError& e) {
-    EXPECT_THAT(e.what(), ::testing::HasSubstr("cal.jsonl:2: calibration format version 2"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("cal.jsonl:2: calibration format version 3"));
   }
+}
+
+constexpr const char* kMachineLines =
+    "{\"bench\":\"machine\",\"cpu\":\"Zen 4 (family 25, model 17)\",\"transport\":"
+    "\"thread\",\"world_size\":2,\"format_version\":2}\n"
+    "{\"bench\":\"machine\",\"cpu\":\"Zen 4 (family 25, model 17)\",\"transport\":\"mpi\","
+    "\"world_size\":4,\"format_version\":2}\n"
+    "{\"bench\":\"gemm\",\"gflops\":150,\"format_version\":2}\n";
+
+TEST(CalibrationIdentity, MachineLinesAreReadAndMatchedOnEveryField) {
+  const Calibration c = parse_calibration(kMachineLines, "cal.jsonl");
+  ASSERT_EQ(c.machines.size(), 2u);
+  EXPECT_EQ(c.machines[1].transport, "mpi");
+  EXPECT_EQ(c.machines[1].world_size, 4);
+  EXPECT_EQ(calibration_mismatch(c, {"Zen 4 (family 25, model 17)", "thread", 2}), "");
+  EXPECT_EQ(calibration_mismatch(c, {"Zen 4 (family 25, model 17)", "mpi", 4}), "");
+  // Each field alone makes a mismatch, and the text names that field with both values.
+  const std::string cpu = calibration_mismatch(c, {"Zen 5 (family 26, model 2)", "thread", 2});
+  EXPECT_THAT(cpu, ::testing::HasSubstr("CPU: file 'Zen 4 (family 25, model 17)', this "
+                                        "machine 'Zen 5 (family 26, model 2)'"));
+  EXPECT_THAT(cpu, ::testing::Not(::testing::HasSubstr("world size")));
+  const std::string world = calibration_mismatch(c, {"Zen 4 (family 25, model 17)", "mpi", 2});
+  EXPECT_THAT(world, ::testing::HasSubstr("world size: file 4, the run 2"));
+  EXPECT_THAT(world, ::testing::Not(::testing::HasSubstr("CPU")));
+  const std::string transport = calibration_mismatch(c, {"Zen 4 (family 25, model 17)", "nccl", 2});
+  EXPECT_THAT(transport, ::testing::HasSubstr("transport: file measured thread, mpi, the run "
+                                              "uses nccl"));
+}
+
+TEST(CalibrationIdentity, AFileWithoutMachineLinesCannotBeChecked) {
+  const Calibration old = parse_calibration("{\"bench\":\"gemm\",\"gflops\":150}\n", "old.jsonl");
+  EXPECT_TRUE(old.machines.empty());
+  EXPECT_THAT(calibration_mismatch(old, {"Zen 4", "thread", 2}),
+              ::testing::HasSubstr("names no machine"));
+}
+
+TEST(CalibrationIdentity, AMismatchIsAnErrorNamingTheFileOrAWarningWhenMeasuring) {
+  const Calibration c = parse_calibration(kMachineLines, "cal.jsonl");
+  std::string warning;
+  EXPECT_TRUE(accept_calibration(c, {"Zen 4 (family 25, model 17)", "thread", 2},
+                                 MismatchPolicy::kError, &warning));
+  EXPECT_EQ(warning, "");
+  try {
+    accept_calibration(c, {"Zen 4 (family 25, model 17)", "thread", 8}, MismatchPolicy::kError,
+                       &warning);
+    FAIL() << "a file of another world size was accepted";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("cal.jsonl: calibration file from another machine"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("world size: file 2, the run 8"));
+  }
+  EXPECT_FALSE(accept_calibration(c, {"Zen 4 (family 25, model 17)", "thread", 8},
+                                  MismatchPolicy::kMeasure, &warning));
+  EXPECT_THAT(warning, ::testing::HasSubstr("world size: file 2, the run 8"));
+  EXPECT_THAT(warning, ::testing::HasSubstr("measuring instead"));
+  EXPECT_EQ(mismatch_policy_from_name("measure"), MismatchPolicy::kMeasure);
+  EXPECT_THROW(mismatch_policy_from_name("ignore"), InputError);
+  // A machine line without its fields is refused naming the line.
+  EXPECT_THROW(parse_calibration("{\"bench\":\"machine\",\"cpu\":\"x\",\"world_size\":2}\n", "m"),
+               InputError);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "loom/cli/advise_run.h"
 #include "loom/cli/commands.h"
 #include "loom/cli/perf_options.h"
 #include "loom/experiments/workloads.h"
@@ -26,15 +27,24 @@ struct AdviseArgs {
   int top = 10;
   double machine_usd = 0;
   bool json = false;
+  AdviseRunArgs run;
 };
 
 void setup(CLI::App& app) {
   auto a = std::make_shared<AdviseArgs>();
   CLI::App* cmd = app.add_subcommand("advise", "rank GPU configurations for a model and a budget");
-  add_workload_option(*cmd, "--model,-m", a->model)->required();
-  cmd->add_option("--budget", a->budget,
-                  "USD for the machines (GPUs and hosts), or for the rent over --hours")
-      ->required();
+  CLI::Option* model = add_workload_option(*cmd, "--model,-m", a->model);
+  CLI::Option* budget = cmd->add_option(
+      "--budget", a->budget, "USD for the machines (GPUs and hosts), or for the rent over --hours");
+  CLI::Option* run = cmd->add_option("--run", a->run.config,
+                                     "what codec/sync = \"auto\" would choose for this run "
+                                     "config on this machine, and why (no --model/--budget)")
+                         ->check(CLI::ExistingFile);
+  cmd->add_option("--set", a->run.sets, "with --run: KEY=VALUE, as `loom train --set`");
+  cmd->add_option("--calibration-mismatch", a->run.mismatch,
+                  "with --run --calibration: a file from another machine is an \"error\" "
+                  "(default) or loom warns and \"measure\"s instead")
+      ->check(CLI::IsMember({"error", "measure"}));
   cmd->add_option("--max-gpus", a->max_gpus, "largest GPU count to consider");
   add_gpus_per_node_option(*cmd, a->gpus_per_node);
   cmd->add_option("--host", a->hosts,
@@ -63,7 +73,14 @@ void setup(CLI::App& app) {
   cmd->add_flag("--json", a->json, "print the advice as one JSON object instead of tables");
   cmd->add_option("--machine-usd", a->machine_usd,
                   "with --calibration: price of one more machine like this one (required)");
-  cmd->callback([a] {
+  cmd->callback([a, model, budget, run] {
+    if (run->count() > 0) {
+      a->run.calibration = a->catalog.calibration;
+      advise_run(a->run);
+      return;
+    }
+    if (model->count() == 0) throw CLI::RequiredError("--model (or --run)");
+    if (budget->count() == 0) throw CLI::RequiredError("--budget");
     perf::Catalog cat = a->catalog.load();
     perf::AdviseRequest r;
     r.workload = experiments::resolve_workload(a->model);

@@ -14,6 +14,7 @@
 #include "loom/core/config.h"
 #include "loom/core/error.h"
 #include "loom/core/format_version.h"
+#include "loom/measure/machine_identity.h"
 #include "loom/measure/machine_probe.h"
 #include "loom/perf/calibration.h"
 
@@ -52,6 +53,9 @@ std::string describe(const nlohmann::json& j) {
     return fmt::format("codec       {}: encode {:.2f} GB/s, decode {:.2f} GB/s (fp32 in)",
                        std::string(j["codec"]), double(j["encode_gbs"]), double(j["decode_gbs"]));
   if (b == "loader") return fmt::format("loader      {:.0f} samples/s", double(j["samples_per_s"]));
+  if (b == "machine")
+    return fmt::format("machine     {}, transport {}, {} ranks", std::string(j["cpu"]),
+                       std::string(j["transport"]), int(j["world_size"]));
   if (b == "host") return fmt::format("host        {} cores", int(j["cores"]));
   return j.dump();
 }
@@ -80,13 +84,21 @@ void run(const Args& a) {
   if (lead)
     fmt::print("# loom bench calibrate: MLP {} batch {}{}\n", fmt::join(o.widths, "-"), o.batch,
                mpi ? "" : " (run under mpirun -np 2 to measure the MPI transport as well)");
-  measure::probe_machine(o, mpi.get(), [&](const nlohmann::json& line) {
+  const auto emit = [&](const nlohmann::json& line) {
     nlohmann::json j = line;
     j[kFormatVersionKey] = perf::kCalibrationFormatVersion;
     fmt::print("  {}\n{}\n", describe(j), j.dump());
     std::fflush(stdout);
     if (file) file << j.dump() << '\n' << std::flush;
-  });
+  };
+  // The machine these figures belong to: the thread transport is measured among 2 ranks
+  // (machine_probe.cc), MPI among the launched ones.
+  if (lead) {
+    const std::string cpu = measure::cpu_model();
+    emit(perf::machine_line(cpu, "thread", 2));
+    if (mpi) emit(perf::machine_line(cpu, "mpi", mpi->size()));
+  }
+  measure::probe_machine(o, mpi.get(), emit);
   if (lead && !a.out.empty()) fmt::print("# written: {}\n", a.out);
 }
 

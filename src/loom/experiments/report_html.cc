@@ -219,6 +219,47 @@ std::string token_table(const std::vector<RunData>& runs) {
          "unit of their vocabulary: bytes, characters or token ids</p></div>\n";
 }
 
+// Runs that chose their codec and strategy (codec/sync = "auto", summary.json's "auto"): the
+// choice, the runner-up, the predicted and measured samples/s, and the start-up cost. Empty
+// when none.
+std::string auto_table(const std::vector<RunData>& runs) {
+  const auto label = [](const nlohmann::json& c) {
+    if (!c.is_object()) return std::string("-");
+    std::string l = c.value("codec", std::string("?")) + ", " + c.value("sync", std::string("?"));
+    if (c.contains("tau")) l += fmt::format(" tau {}", num_or(c, "tau", 0));
+    if (c.contains("bucket_kib")) l += fmt::format(", {} KiB", num_or(c, "bucket_kib", 0));
+    return l;
+  };
+  std::string rows;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RunData& r = runs[i];
+    if (!r.summary || !r.summary->contains("auto") || !(*r.summary)["auto"].is_object()) continue;
+    const nlohmann::json& a = (*r.summary)["auto"];
+    const nlohmann::json none;
+    const nlohmann::json& chosen = a.contains("chosen") ? a["chosen"] : none;
+    const nlohmann::json& runner = a.contains("runner_up") ? a["runner_up"] : none;
+    const double predicted = chosen.is_object() ? num_or(chosen, "predicted_samples_per_s", 0) : 0;
+    const double measured = num_or(*r.summary, "samples_per_s", 0);
+    const double share = a.contains("measured") && a["measured"].is_object()
+                             ? num_or(a["measured"], "cost_share_of_1000_steps", -1)
+                             : -1;
+    rows += fmt::format(
+        "<tr><td class=\"run\"><i style=\"background:{}\"></i>{}</td><td>{}</td><td>{}</td>"
+        "<td>{}</td><td>{}</td><td>{}</td></tr>\n",
+        color_of(i), escape(r.display()), escape(label(chosen)), escape(label(runner)),
+        fmt_or_dash(predicted, "{:.0f}", predicted > 0),
+        fmt_or_dash(measured, "{:.0f}", measured > 0),
+        fmt_or_dash(100 * share, "{:.1f}%", share >= 0));
+  }
+  if (rows.empty()) return "";
+  return "<div class=\"card\"><table><thead><tr><th>auto run</th><th>chosen</th>"
+         "<th>runner-up</th><th>predicted samples/s</th><th>measured samples/s</th>"
+         "<th>start-up cost (of 1,000 steps)</th></tr></thead><tbody>\n" +
+         rows +
+         "</tbody></table><p class=\"note\">codec/sync = \"auto\": what the run measured "
+         "at start and chose (docs/perf.md)</p></div>\n";
+}
+
 }  // namespace
 
 std::string render_report(const std::vector<RunData>& runs, const ReportOptions& options) {
@@ -245,6 +286,7 @@ std::string render_report(const std::vector<RunData>& runs, const ReportOptions&
         problems + "</ul></div>\n";
   body += summary_table(runs, st);
   body += token_table(runs);
+  body += auto_table(runs);
 
   body += "<h2>Training</h2><div class=\"grid\">\n";
   svg::LineChart loss{"Training loss", "step", "mean loss", loss_curves(runs)};

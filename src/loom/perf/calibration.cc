@@ -49,7 +49,8 @@ bool training_algo(const std::string& transport, const std::string& algo) {
 }
 
 bool calibration_kind(const std::string& kind) {
-  for (const char* k : {"gemm", "membw", "elementwise", "host", "allreduce", "codec", "loader"})
+  for (const char* k :
+       {"gemm", "membw", "elementwise", "host", "allreduce", "codec", "loader", "machine"})
     if (kind == k) return true;
   return false;
 }
@@ -145,6 +146,17 @@ Calibration parse_calibration(const std::string& text, const std::string& name) 
       auto& e = codec[j.value("codec", std::string("?"))];
       e.first = positive(j, pick(j, {"encode_gbs", "encode_GBps"}), where);
       e.second = positive(j, pick(j, {"decode_gbs", "decode_GBps"}), where);
+    } else if (kind == "machine") {
+      MachineIdentity m;
+      for (const char* key : {"cpu", "transport"})
+        if (!j.contains(key) || !j.at(key).is_string() || j.at(key).get<std::string>().empty())
+          throw InputError(fmt::format("{}: field '{}' must be a non-empty string", where, key));
+      m.cpu = j.at("cpu").get<std::string>();
+      m.transport = j.at("transport").get<std::string>();
+      m.world_size = count(j, "world_size", 0, where);
+      if (m.world_size == 0)
+        throw InputError(fmt::format("{}: field 'world_size' is missing", where));
+      c.machines.push_back(m);
     } else if (kind == "loader") {
       double bps = j.contains("bytes_per_sample") ? positive(j, "bytes_per_sample", where) : 785;
       c.loader_samples_per_s = positive(j, "samples_per_s", where);
@@ -166,6 +178,62 @@ Calibration parse_calibration(const std::string& text, const std::string& name) 
   }
   c.codec_enc_dec_gbs = codec;
   return c;
+}
+
+std::string calibration_mismatch(const Calibration& cal, const MachineIdentity& here) {
+  if (cal.machines.empty())
+    return fmt::format(
+        "it names no machine (written before calibration format version {}: no \"machine\" "
+        "line); measure again with `loom bench calibrate`",
+        kCalibrationFormatVersion);
+  for (const MachineIdentity& m : cal.machines)
+    if (m.cpu == here.cpu && m.transport == here.transport && m.world_size == here.world_size)
+      return "";
+  // The line closest to `here`: the same transport if there is one, so that the message
+  // names the fields that really differ.
+  const MachineIdentity* best = &cal.machines.front();
+  int best_same = -1;
+  for (const MachineIdentity& m : cal.machines) {
+    const int same = (m.transport == here.transport) * 4 + (m.cpu == here.cpu) * 2 +
+                     (m.world_size == here.world_size);
+    if (same > best_same) best_same = same, best = &m;
+  }
+  std::vector<std::string> why;
+  if (best->cpu != here.cpu)
+    why.push_back(fmt::format("CPU: file '{}', this machine '{}'", best->cpu, here.cpu));
+  if (best->transport != here.transport) {
+    std::vector<std::string> measured;
+    for (const MachineIdentity& m : cal.machines) measured.push_back(m.transport);
+    why.push_back(fmt::format("transport: file measured {}, the run uses {}",
+                              fmt::join(measured, ", "), here.transport));
+  } else if (best->world_size != here.world_size) {
+    why.push_back(
+        fmt::format("world size: file {}, the run {}", best->world_size, here.world_size));
+  }
+  return fmt::format("{}", fmt::join(why, "; "));
+}
+
+MismatchPolicy mismatch_policy_from_name(const std::string& name) {
+  if (name == "error") return MismatchPolicy::kError;
+  if (name == "measure") return MismatchPolicy::kMeasure;
+  throw InputError(
+      fmt::format("calibration mismatch policy '{}': expected \"error\" or \"measure\"", name));
+}
+
+bool accept_calibration(const Calibration& cal, const MachineIdentity& here, MismatchPolicy policy,
+                        std::string* warning) {
+  const std::string why = calibration_mismatch(cal, here);
+  if (why.empty()) return true;
+  if (policy == MismatchPolicy::kError)
+    throw InputError(
+        fmt::format("{}: calibration file from another machine: {} (auto.calibration_mismatch "
+                    "= \"measure\", or --calibration-mismatch=measure, measures this machine "
+                    "instead)",
+                    cal.file, why));
+  if (warning)
+    *warning = fmt::format("{}: calibration file from another machine: {}; measuring instead",
+                           cal.file, why);
+  return false;
 }
 
 LinkFit Calibration::fit_ring(const std::vector<AllreducePoint>& points) {

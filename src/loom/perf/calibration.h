@@ -20,6 +20,9 @@
 //                         lines on buffers >= 8 MiB give the DRAM rate of the optimizer update
 //   {"bench":"elementwise", "threads":t, "gbs":X}   the layer ops between GEMMs, same unit
 //   {"bench":"host", "cores":n}
+//   {"bench":"machine", "cpu":"AMD EPYC ...", "transport":"thread", "world_size":2}
+//                         the machine measured (format version 2 on): its CPU model, and the
+//                         transport and world size of the allreduce lines it wrote
 // `loom bench allreduce` and `loom bench codec` lines are read as well ("lat_us",
 // "encode_GBps"); allreduce rows of algorithms the training loop does not call
 // (MPI_Allreduce, halving-doubling, the thread transport's "ring") are skipped.
@@ -40,7 +43,15 @@
 namespace loom::perf {
 
 // The version of the calibration lines that this build writes and reads.
-inline constexpr int64_t kCalibrationFormatVersion = 1;
+// 2: "machine" lines name the CPU, transport and world size measured.
+inline constexpr int64_t kCalibrationFormatVersion = 2;
+
+// Where figures were measured, or where a run that wants to reuse them runs.
+struct MachineIdentity {
+  std::string cpu;        // /proc/cpuinfo's model name, family and model
+  std::string transport;  // thread, mpi
+  int world_size = 0;
+};
 
 struct AllreducePoint {
   double bytes = 0, seconds = 0;
@@ -62,6 +73,7 @@ struct Calibration {
   std::map<std::string, std::pair<double, double>> codec_enc_dec_gbs;  // encode, decode
   double loader_bytes_per_s = 0;
   double loader_samples_per_s = 0;
+  std::vector<MachineIdentity> machines;  // "machine" lines; empty: a file before version 2
   HostRates host;  // per-part rates of this machine's CPU (valid() once gemm/membw/host given)
 
   // Least-squares fit of ring time = 2(n-1) alpha + 2(n-1)/n bytes / bw over the sizes.
@@ -76,5 +88,20 @@ struct Calibration {
 // newer format version.
 Calibration read_calibration(const std::string& path);
 Calibration parse_calibration(const std::string& text, const std::string& name);
+
+// What tells the machine `cal` measured apart from `here`: "" when one of its machine lines
+// has the same CPU, transport and world size; else the fields that differ, each with both
+// values ("CPU: file 'X', this machine 'Y'"), or that the file names no machine at all.
+std::string calibration_mismatch(const Calibration& cal, const MachineIdentity& here);
+
+// What a run does with a calibration file from another machine: refuse it (the default) or
+// warn and measure instead (`--calibration-mismatch=measure`, `auto.calibration_mismatch`).
+enum class MismatchPolicy { kError, kMeasure };
+MismatchPolicy mismatch_policy_from_name(const std::string& name);  // "error", "measure"
+
+// True when `cal` was measured on `here`. Otherwise InputError naming the file and the
+// mismatch (kError), or false with `warning` set to the same text (kMeasure).
+bool accept_calibration(const Calibration& cal, const MachineIdentity& here, MismatchPolicy policy,
+                        std::string* warning);
 
 }  // namespace loom::perf

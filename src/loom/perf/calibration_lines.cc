@@ -54,4 +54,8 @@ nlohmann::json loader_line(double samples_per_s, double bytes_per_sample) {
           {"bytes_per_sample", bytes_per_sample}};
 }
 
+nlohmann::json machine_line(const std::string& cpu, const std::string& transport, int world_size) {
+  return {{"bench", "machine"}, {"cpu", cpu}, {"transport", transport}, {"world_size", world_size}};
+}
+
 }  // namespace loom::perf

@@ -23,5 +23,9 @@ nlohmann::json busy_allreduce_line(const std::string& transport, const std::stri
                                    size_t bytes, double time_us, double steal);
 nlohmann::json codec_line(const std::string& codec, size_t n, double encode_gbs, double decode_gbs);
 nlohmann::json loader_line(double samples_per_s, double bytes_per_sample);
+// Which machine the file's figures belong to: the CPU model, the transport measured and its
+// world size (one line per transport). A run that reuses the file checks them
+// (calibration.h calibration_mismatch).
+nlohmann::json machine_line(const std::string& cpu, const std::string& transport, int world_size);
 
 }  // namespace loom::perf

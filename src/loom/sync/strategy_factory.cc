@@ -156,8 +156,9 @@ std::vector<ConfigKeySpec> sync_config_keys() {
   std::vector<ConfigKeySpec> keys = {
       {"sync", ConfigType::kString, "\"allreduce\"",
        "how replicas agree: \"allreduce\", \"bmuf\" (block momentum) or \"ps\" (parameter "
-       "server)"},
-      {"sync.bucket_kib", ConfigType::kInt, "4096", "gradient bucket size in KiB (0 = one bucket)"},
+       "server); \"auto\" (also for codec): measured and chosen at start (train/auto_config.h)"},
+      {"sync.bucket_kib", ConfigType::kInt, "4096",
+       "gradient bucket size in KiB (0 = one bucket; \"auto\": chosen at start)"},
       {"sync.overlap", ConfigType::kBool, "auto",
        "combine buckets on a communication thread while backward goes on (true), on the "
        "compute thread as each is ready (\"inline\"), or after backward (false); auto: the "

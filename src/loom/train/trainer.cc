@@ -34,6 +34,7 @@
 #include "loom/sync/strategy.h"
 #include "loom/tensor/backend_registry.h"
 #include "loom/tensor/buffer.h"
+#include "loom/train/auto_config.h"
 #include "loom/train/checkpoint_guard.h"
 #include "loom/train/comm_reducer.h"
 #include "loom/train/device_batch.h"
@@ -269,6 +270,14 @@ class Worker {
     model_->set_reducer(&*reducer_);
     optimizer_ = optim::make_optimizer(cfg_, *backend_, model_->num_params());
     set_up_loader();
+    // codec/sync/sync.bucket_kib = "auto": measure, decide, and set them (auto_config.h).
+    const AutoResolution chosen =
+        resolve_auto(cfg_, comm_, *backend_, train_->sample_shape(), output_size(*train_), s_.batch,
+                     int(s_.threads), total_steps_);
+    if (chosen.active && comm_.rank() == 0) {
+      log_info("{}", chosen.log);
+      result_.auto_choice = chosen.json;
+    }
     strategy_ = sync::make_strategy(cfg_, comm_, *model_, *optimizer_, total_steps_);
     schedule_ = optim::make_lr_schedule(cfg_, steps_per_epoch_, total_steps_);
     if (s_.accumulate > 1) accumulated_ = DeviceBuffer<float>(*backend_, model_->num_params());
@@ -684,7 +693,7 @@ class Worker {
       j[tokens_.bits_key("val")] = val_loss >= 0 ? nlohmann::json(val_loss / kLn2) : nullptr;
   }
 
-  const Config& cfg_;
+  Config cfg_;  // this rank's copy: codec/sync = "auto" writes its choice into it
   const Settings& s_;
   comm::Communicator& comm_;
   std::shared_ptr<const data::SampleSource> train_;
@@ -1224,6 +1233,8 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
                                 ? nlohmann::json(nullptr)
                                 : nlohmann::json(std::string(nn::kModelFileName));
     if (tokens.enabled) add_token_summary(summary, result, tokens);
+    if (!result.auto_choice.empty())
+      summary["auto"] = auto_summary(result.auto_choice, result.samples_per_s);
     if (s.keep_best) {
       summary["best_epoch"] = result.best_epoch > 0 ? nlohmann::json(result.best_epoch) : nullptr;
       summary["best_val_acc"] = result.best_epoch > 0 ? figure(result.best_val_acc) : nullptr;

@@ -65,6 +65,8 @@ struct TrainResult {
   std::vector<std::string> metrics_lines;
   std::string summary_json;
   std::shared_ptr<TrainedModel> model;
+  // codec/sync = "auto": the choice, its runner-up and predictions (JSON; "" = not auto).
+  std::string auto_choice;
 };
 
 struct TrainOptions {

@@ -1,0 +1,139 @@
+#!/bin/bash
+# bench/netns/auto.sh - does codec/sync = "auto" choose well? 2-rank data-parallel training
+# on a bandwidth-limited link: every fixed configuration and `auto`, in one run:
+#
+#   bench/netns/auto.sh [--loom PATH] [--steps N] [--rates "1gbit 10gbit off"]
+#                       [--configs "..."] [--repeats R] [--budget POINTS]
+#
+# The test bed of compare.sh (lib.sh: two network namespaces joined by a veth shaped with
+# tbf, `mpirun -np 2` with one `loom train` rank in each, Open MPI over TCP). For each rate,
+# R rounds; in each round every config runs once, the configs taking turns (interleaved), so
+# that load changes touch them alike. Each run trains the Fashion-MNIST MLP (784-1024-1024-10,
+# batch 128 per rank, 1 thread) for N steps. `auto` is codec = "auto", sync = "auto",
+# sync.bucket_kib = "auto" with auto.max_accuracy_delta = POINTS (default 0.5): it measures
+# at start and chooses (perf/auto_choice.h). Prints per rate and config the median samples/s
+# of the training loop; for auto its choice in each repeat, its median against the best fixed
+# configuration within the accuracy budget (data/perf/codec_accuracy.toml: every fixed config
+# here is within 0.5 points) and against fp32, and what its start-up measurement cost as a
+# share of a 1,000-step run. One JSON object per line follows ({"bench":"netns_auto",...}).
+# Needs root, iproute2, Open MPI and loom built with MPI; the namespaces go on exit.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+LOOM=${LOOM:-$root/build/loom}
+STEPS=${STEPS:-150}
+REPEATS=${REPEATS:-3}
+RATES=${RATES:-"1gbit 10gbit off"}
+CONFIGS=${CONFIGS:-"fp32 fp16 int8 onebit bmuf8 bmuf8-onebit auto"}
+BUDGET=${BUDGET:-0.5}
+TIMEOUT=${TIMEOUT:-300}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --loom) LOOM=$2; shift 2 ;;
+    --steps) STEPS=$2; shift 2 ;;
+    --repeats) REPEATS=$2; shift 2 ;;
+    --rates) RATES=$2; shift 2 ;;
+    --configs) CONFIGS=$2; shift 2 ;;
+    --budget) BUDGET=$2; shift 2 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) echo "auto.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+# shellcheck source=bench/netns/lib.sh
+. "$here/lib.sh"
+netns_preflight auto.sh "$LOOM"
+
+config_args() {
+  case $1 in
+    fp32) echo "codec=fp32" ;;
+    fp16) echo "codec=fp16" ;;
+    int8) echo "codec=int8" ;;
+    onebit) echo "codec=onebit" ;;
+    bmuf8) echo "sync=bmuf bmuf.tau=8" ;;
+    bmuf8-onebit) echo "sync=bmuf bmuf.tau=8 codec=onebit" ;;
+    auto) echo "codec=auto sync=auto sync.bucket_kib=auto auto.max_accuracy_delta=$BUDGET" ;;
+    *) echo "auto.sh: unknown config '$1'" >&2; return 1 ;;
+  esac
+}
+for c in $CONFIGS; do config_args "$c" >/dev/null; done
+
+netns_begin loom_netns_auto
+work=$NB_WORK
+netns_up
+read -ra MPIRUN <<<"$(netns_mpirun_cmd "$work/hosts")"
+
+run_one() {  # rate config repeat -> "samples_per_s choice cost_share"
+  local rate=$1 cfg=$2 out="$work/$1-$2-$3" sets=() a
+  for a in $(config_args "$cfg"); do sets+=(--set "$a"); done
+  mkdir -p "$out"
+  if ! timeout "$TIMEOUT" "${MPIRUN[@]}" -np 2 "$LOOM" train --set max_steps="$STEPS" \
+      --set epochs=1 --set eval=false --set progress=none --set threads=1 \
+      --set output.dir="$out" "${sets[@]}" >"$out/log" 2>&1; then
+    echo "auto.sh: $cfg at $rate failed; last lines of its log:" >&2
+    tail -5 "$out/log" >&2
+    echo "nan - nan"
+    return
+  fi
+  /usr/bin/python3 - "$out" <<'PY'
+import json, sys
+s = json.load(open(f"{sys.argv[1]}/summary.json"))
+a = s.get("auto")
+if a:
+    c = a["chosen"]
+    name = c["codec"] + "/" + c["sync"] + (f"{c['tau']}" if c["sync"] == "bmuf" else "") + f"/{c['bucket_kib']}K"
+    print(s["samples_per_s"], name, a["measured"].get("cost_share_of_1000_steps", float("nan")))
+else:
+    print(s["samples_per_s"], "-", "nan")
+PY
+}
+
+results="$work/results"
+: >"$results"
+for rate in $RATES; do
+  netns_shape "$rate"
+  for rep in $(seq "$REPEATS"); do
+    for cfg in $CONFIGS; do
+      read -r sps choice share < <(run_one "$rate" "$cfg" "$rep")
+      echo "$rate $cfg $sps $choice $share" >>"$results"
+      printf '  %-6s %-13s %8s samples/s %s\n' "$rate" "$cfg" "$sps" "$choice" >&2
+    done
+  done
+done
+
+/usr/bin/python3 - "$results" "$STEPS" "$REPEATS" <<'PY'
+import json, math, statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+steps, repeats = int(sys.argv[2]), int(sys.argv[3])
+by = {}
+for rate, cfg, s, choice, share in rows:
+    by.setdefault((rate, cfg), []).append((float(s), choice, float(share)))
+rates = list(dict.fromkeys(x[0] for x in rows))
+cfgs = list(dict.fromkeys(x[1] for x in rows))
+def med(v):
+    v = [x for x in v if not math.isnan(x)]
+    return statistics.median(v) if v else float("nan")
+print(f"2 ranks (one per network namespace), MLP 784-1024-1024-10, batch 128/rank, {steps} steps, "
+      f"median of {repeats} interleaved repeats")
+print(f"{'link':<7} {'config':<13} {'samples/s':>10} {'x fp32':>7}  auto's choices / vs best fixed / start-up cost")
+out = []
+for rate in rates:
+    meds = {c: med([x[0] for x in by[(rate, c)]]) for c in cfgs}
+    fixed = {c: v for c, v in meds.items() if c != "auto" and not math.isnan(v)}
+    best = max(fixed, key=fixed.get) if fixed else None
+    for c in cfgs:
+        f32 = meds[c] / meds["fp32"] if "fp32" in meds else float("nan")
+        extra = ""
+        j = {"bench": "netns_auto", "link": rate, "config": c, "steps": steps,
+             "repeats": repeats, "samples_per_s_median": meds[c], "x_fp32": f32}
+        if c == "auto" and best:
+            choices = [x[1] for x in by[(rate, c)]]
+            share = med([x[2] for x in by[(rate, c)]])
+            vs = meds[c] / fixed[best]
+            extra = f"  {', '.join(choices)} / {vs:.2f} of {best} / {100 * share:.1f}% of 1,000 steps"
+            j.update({"choices": choices, "best_fixed": best, "vs_best_fixed": vs,
+                      "startup_share_of_1000_steps": share})
+        print(f"{rate:<7} {c:<13} {meds[c]:>10.0f} {f32:>7.2f}{extra}")
+        out.append(j)
+for j in out:
+    print(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in j.items()}))
+PY

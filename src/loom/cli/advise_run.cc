@@ -1,0 +1,62 @@
+#include "loom/cli/advise_run.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "loom/comm/comm_options.h"
+#include "loom/comm/transport_registry.h"
+#include "loom/core/config.h"
+#include "loom/core/error.h"
+#include "loom/tensor/backend_registry.h"
+#include "loom/train/auto_config.h"
+
+namespace loom::cli {
+
+void advise_run(const AdviseRunArgs& a) {
+  Config cfg = Config::from_file(a.config);
+  for (const auto& s : a.sets) cfg.set_override(s);
+  const std::string transport = comm::resolve_transport(cfg.get_string("transport", "auto"));
+  if (transport != "thread")
+    throw ConfigError(fmt::format(
+        "{}: loom advise --run measures the thread transport; for transport \"{}\" run `loom "
+        "train` with codec = \"auto\" (it measures the run's own transport at start)",
+        a.config, transport));
+  if (!cfg.has("codec") && !cfg.has("codec.name")) cfg.set("codec", std::string("auto"), "advise");
+  if (!cfg.has("sync")) cfg.set("sync", std::string("auto"), "advise");
+  if (!cfg.has("sync.bucket_kib")) cfg.set("sync.bucket_kib", std::string("auto"), "advise");
+  if (!a.calibration.empty()) {
+    cfg.set("auto.calibration", a.calibration, "--calibration");
+    cfg.set("auto.calibration_mismatch", a.mismatch, "--calibration-mismatch");
+  }
+  const int workers = int(cfg.get_int("workers", 2, 1, 4096));
+  const int threads = int(cfg.get_int("threads", 1, 1, 256));
+  const int64_t batch = cfg.get_int("batch", 128, 1, 1 << 20);
+  // Fashion-MNIST's shapes (loom's default data): the graph is built on them.
+  const nn::Shape input = {1, 28, 28};
+  const int classes = 10;
+  const int64_t max_steps = cfg.get_int("max_steps", 0, 0, int64_t(1) << 40);
+  int64_t steps = cfg.get_int("epochs", 3, 1, 1 << 20) * (60000 / (batch * workers));
+  if (max_steps > 0) steps = std::min(steps, max_steps);
+
+  std::unique_ptr<comm::World> world =
+      comm::create_world("thread", workers, comm::comm_options_from_config(cfg));
+  std::string log;
+  std::mutex mu;
+  world->run([&](comm::Communicator& c) {
+    Config mine = cfg;
+    Backend& be = cpu_backend();
+    const train::AutoResolution r =
+        train::resolve_auto(mine, c, be, input, classes, batch, threads, steps);
+    if (c.rank() == 0) {
+      std::lock_guard<std::mutex> lock(mu);
+      log = r.log;
+    }
+  });
+  fmt::print("# loom advise --run {}: {} workers x batch {}, {} threads each, thread transport\n",
+             a.config, workers, batch, threads);
+  fmt::print("{}", log);
+}
+
+}  // namespace loom::cli

@@ -1,0 +1,369 @@
+#include "loom/perf/auto_choice.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "loom/core/error.h"
+#include "loom/perf/toml_rows.h"
+
+namespace loom::perf {
+
+extern const char* const kBuiltinCodecAccuracyToml;
+
+namespace {
+
+constexpr const char* kBuiltinName = "data/perf/codec_accuracy.toml";
+
+bool known_codec(const std::string& c) {
+  const auto names = codec_names();
+  return std::find(names.begin(), names.end(), c) != names.end();
+}
+
+// The machine of the prediction: one node of `ranks` workers joined by the measured link,
+// with no memory limit (a CPU host's memory is not the question here).
+Cluster measured_cluster(const AutoRequest& r, const AutoMeasurements& m) {
+  Cluster c;
+  c.gpu.name = "this-machine";
+  c.gpu.fp32_tflops = 1;
+  c.gpu.memory_gb = 1e6;
+  c.gpu.mem_bw_gbs = 100;
+  c.topo.nodes = 1;
+  c.topo.gpus_per_node = r.ranks;
+  LinkSpec l;
+  l.name = "measured";
+  l.kind = "measured";  // its alpha holds the launch cost (collective_model.h)
+  l.gbs = m.link.bytes_per_s / 1e9;
+  l.latency_us = m.link.alpha_s * 1e6;
+  c.topo.intra = l;
+  c.topo.inter = l;
+  c.storage.read_mbs = 1e9;  // the loader is not what is chosen here
+  return c;
+}
+
+StepEstimate predict(const AutoRequest& r, const AutoMeasurements& m, const AutoCandidate& k) {
+  SyncSpec s;
+  s.codec = k.codec;
+  s.bmuf = k.sync == "bmuf";
+  s.tau = s.bmuf ? k.tau : 1;
+  s.bucket_mb = k.bucket_kib > 0 ? double(k.bucket_kib) * 1024 / 1e6
+                                 : 4 * r.workload.params() / 1e6 + 1;  // 0 = one bucket
+  s.overlap = r.overlap;
+  // loom's 1-bit starts after an exact warm-up of 1% of the run, at most 10 steps.
+  if (k.codec == "onebit" && r.total_steps > 0 && !s.bmuf)
+    s.codec_warmup_share =
+        double(std::min<int64_t>(10, r.total_steps / 100)) / double(r.total_steps);
+  TrainSpec t;
+  t.batch = r.batch;
+  Derating d;
+  d.sample_s = m.compute_s / double(r.batch);
+  d.jitter_cv = 0;  // the measured step already holds this machine's spread
+  d.codec_enc_dec_gbs = m.codec_gbs;
+  const CostModel model(r.workload, measured_cluster(r, m), s, t, d);
+  return model.estimate_at(1, r.ranks);
+}
+
+std::string points_text(double p) {
+  return fmt::format("{:+.2f} points", p);
+}
+
+}  // namespace
+
+const AccuracyDelta* AccuracyTable::find(const std::string& model, const std::string& codec,
+                                         const std::string& sync, int tau) const {
+  if (model.empty()) return nullptr;
+  for (const auto& d : rows)
+    if (d.model == model && d.codec == codec && d.sync == sync && (sync != "bmuf" || d.tau == tau))
+      return &d;
+  return nullptr;
+}
+
+AccuracyTable parse_accuracy_table(const std::string& text, const std::string& name) {
+  const toml::table root = parse_toml_table(text, name);
+  const auto* v = root.get("format_version");
+  const int64_t version = v && v->is_integer() ? **v->as_integer() : 0;
+  if (v && !v->is_integer())
+    throw InputError(fmt::format("{}: 'format_version' must be a whole number", name));
+  if (version > kAccuracyTableFormatVersion)
+    throw InputError(
+        fmt::format("{}: accuracy table format version {} is newer than this loom reads ({})", name,
+                    version, kAccuracyTableFormatVersion));
+  AccuracyTable t;
+  t.file = name;
+  for_rows(root, name, "delta", [&](const RowReader& row) {
+    row.check_known({"model", "codec", "sync", "tau", "points", "seeds", "epochs", "source"});
+    AccuracyDelta d;
+    d.model = row.str("model");
+    d.codec = row.str("codec");
+    if (!known_codec(d.codec)) row.fail("codec", fmt::format("'{}' is not a codec", d.codec));
+    d.sync = row.str("sync");
+    if (d.sync != "allreduce" && d.sync != "bmuf")
+      row.fail("sync", fmt::format("must be \"allreduce\" or \"bmuf\", got '{}'", d.sync));
+    d.tau = row.count("tau", 0);
+    if (d.sync == "bmuf" && d.tau < 1) row.fail("tau", "is required for sync = \"bmuf\"");
+    d.seeds = row.count("seeds", 1);
+    d.epochs = row.count("epochs", 0);
+    d.source = row.str("source");
+    t.rows.push_back(d);
+  });
+  // The signed deltas, row by row (RowReader reads positive numbers only).
+  const toml::array* arr = root.get("delta") ? root.get("delta")->as_array() : nullptr;
+  for (size_t i = 0; arr && i < arr->size(); ++i) {
+    const toml::table& row = *(*arr)[i].as_table();
+    const toml::node* n = row.get("points");
+    double x = 0;
+    if (n && n->is_integer())
+      x = double(**n->as_integer());
+    else if (n && n->is_floating_point())
+      x = **n->as_floating_point();
+    else
+      throw InputError(fmt::format("{}: delta #{} (line {}): field 'points' {}", name, i + 1,
+                                   row.source().begin.line, n ? "must be a number" : "is missing"));
+    if (!std::isfinite(x) || std::abs(x) > 100)
+      throw InputError(
+          fmt::format("{}: delta #{} (line {}): field 'points' must be in "
+                      "[-100, 100], got {}",
+                      name, i + 1, row.source().begin.line, x));
+    t.rows[i].points = x;
+  }
+  return t;
+}
+
+AccuracyTable builtin_accuracy_table() {
+  return parse_accuracy_table(kBuiltinCodecAccuracyToml, kBuiltinName);
+}
+
+std::string AutoCandidate::label() const {
+  return fmt::format("{}, {}{}, buckets {}", codec, sync,
+                     sync == "bmuf" ? fmt::format(" tau {}", tau) : "",
+                     bucket_kib > 0 ? fmt::format("{} KiB", bucket_kib) : "one");
+}
+
+AutoDecision decide_auto(const AutoRequest& r, const AutoMeasurements& m,
+                         const AccuracyTable& accuracy) {
+  if (r.codecs.empty() || r.syncs.empty() || r.bucket_kib.empty())
+    throw InputError("auto: no candidate codec, sync or bucket size to choose among");
+  if (!(m.compute_s > 0) || !(m.link.bytes_per_s > 0))
+    throw InputError(fmt::format(
+        "auto: the measurements ({}) have no step compute time or link bandwidth", m.source));
+  if (r.ranks < 1 || r.batch < 1) throw InputError("auto: need ranks >= 1 and batch >= 1");
+  for (const auto& c : r.codecs)
+    if (!known_codec(c)) throw InputError(fmt::format("auto: '{}' is not a codec", c));
+  for (const auto& s : r.syncs)
+    if (s != "allreduce" && s != "bmuf")
+      throw InputError(fmt::format("auto: sync '{}' is not a candidate (allreduce, bmuf)", s));
+
+  // Block momentum sends the whole model once a block in chunks of the bucket size, which the
+  // model does not price: one candidate, at the default 4 MiB when that is allowed.
+  const int64_t bmuf_kib =
+      std::find(r.bucket_kib.begin(), r.bucket_kib.end(), 4096) != r.bucket_kib.end()
+          ? 4096
+          : r.bucket_kib.front();
+  AutoDecision d;
+  bool unmeasured_lossy = false;  // a lossy option left out only for want of a measured delta
+  for (const auto& sync : r.syncs)
+    for (const auto& codec : r.codecs)
+      for (int64_t kib : r.bucket_kib) {
+        if (sync == "bmuf" && kib != bmuf_kib) continue;
+        AutoCandidate k;
+        k.codec = codec;
+        k.sync = sync;
+        k.tau = sync == "bmuf" ? r.bmuf_tau : 0;
+        k.bucket_kib = kib;
+        // A codec without its measured speed would be predicted at the GPU roofline's
+        // memory passes, which mean nothing here.
+        if (codec != "fp32" && !m.codec_gbs.count(codec)) {
+          k.excluded = "its encode/decode speed was not measured";
+        } else {
+          k.estimate = predict(r, m, k);
+        }
+        if (k.excluded.empty() && !k.lossless()) {
+          const AccuracyDelta* a = accuracy.find(r.model_key, codec, sync, k.tau);
+          if (a) {
+            k.delta_points = a->points;
+            k.delta_source = a->source;
+          }
+          if (r.lossy == LossyPolicy::kNever) {
+            k.excluded = "lossy options are forbidden (auto.lossy = false)";
+          } else if (a && -a->points > r.max_accuracy_delta) {
+            k.excluded = fmt::format("its measured accuracy cost {} is over the budget of {:.2f}",
+                                     points_text(a->points), r.max_accuracy_delta);
+          } else if (!a && r.lossy == LossyPolicy::kMeasured) {
+            k.excluded =
+                r.model_key.empty()
+                    ? "no measured accuracy delta for this network (auto.lossy = true "
+                      "accepts the unknown cost)"
+                    : fmt::format("no measured accuracy delta for it on '{}'", r.model_key);
+            unmeasured_lossy = true;
+          }
+        }
+        d.candidates.push_back(k);
+      }
+  // Fastest first; those never predicted (no codec speed) last.
+  std::stable_sort(d.candidates.begin(), d.candidates.end(),
+                   [](const AutoCandidate& a, const AutoCandidate& b) {
+                     return a.estimate.samples_per_s > b.estimate.samples_per_s;
+                   });
+  const AutoCandidate* best = nullptr;
+  const AutoCandidate* best_lossless = nullptr;
+  for (const auto& k : d.candidates) {
+    if (k.lossless())
+      d.fp32_samples_per_s = std::max(d.fp32_samples_per_s, k.estimate.samples_per_s);
+    if (!k.excluded.empty()) continue;
+    if (!best) best = &k;
+    if (k.lossless() && !best_lossless) best_lossless = &k;
+  }
+  bool gain_too_small = false;
+  if (best && best_lossless && best != best_lossless &&
+      best->estimate.samples_per_s < (1 + r.min_gain) * best_lossless->estimate.samples_per_s) {
+    best = best_lossless;
+    gain_too_small = true;
+  }
+  for (const auto& k : d.candidates)
+    if (best && k.excluded.empty() && (k.codec != best->codec || k.sync != best->sync)) {
+      d.runner_up = k;
+      break;
+    }
+  if (!best) {
+    // Only lossy options were allowed by the config, and the budget excludes them all.
+    std::string why;
+    for (const auto& k : d.candidates) why += fmt::format("\n  {}: {}", k.label(), k.excluded);
+    throw InputError(fmt::format(
+        "auto: no allowed candidate (the config fixes what auto may choose among, and the "
+        "accuracy budget excludes each):{}",
+        why));
+  }
+  d.chosen = *best;
+
+  const StepEstimate& e = d.chosen.estimate;
+  std::string reason =
+      fmt::format("{} predicted at {:.0f} samples/s", d.chosen.label(), e.samples_per_s);
+  if (d.fp32_samples_per_s > 0 && !d.chosen.lossless())
+    reason += fmt::format(", {:.2f}x fp32 through the allreduce ({:.0f} samples/s)",
+                          e.samples_per_s / d.fp32_samples_per_s, d.fp32_samples_per_s);
+  if (d.chosen.delta_points)
+    reason += fmt::format("; measured accuracy {} against fp32 (budget {:.2f})",
+                          points_text(*d.chosen.delta_points), r.max_accuracy_delta);
+  else if (!d.chosen.lossless())
+    reason += "; its accuracy cost on this network was never measured (auto.lossy = true)";
+  reason += ".";
+  const double exposed = e.comm_exposed_s / e.step_s;
+  if (e.dominant() == "exposed communication" || exposed > 0.5) {
+    reason += fmt::format(
+        " The link will dominate: {:.0f}% of the predicted step is exposed "
+        "communication.",
+        100 * exposed);
+    if (d.chosen.lossless()) {
+      if (r.lossy == LossyPolicy::kNever)
+        reason += " Lossy codecs are forbidden (auto.lossy = false); they would send fewer bytes.";
+      else if (unmeasured_lossy)
+        reason += r.model_key.empty()
+                      ? " This network has no measured accuracy deltas, so auto keeps to "
+                        "lossless options; auto.lossy = true lets it choose a lossy codec."
+                      : " The faster lossy options have no measured accuracy delta.";
+    }
+  } else if (r.model_key.empty() && d.chosen.lossless() && unmeasured_lossy) {
+    reason +=
+        " This network has no measured accuracy deltas: auto chose among lossless options "
+        "(auto.lossy = true lets it choose a lossy codec).";
+  }
+  if (gain_too_small && d.runner_up)
+    reason += fmt::format(
+        " The fastest lossy option ({}) is predicted only {:.1f}% faster, "
+        "inside the model's error: not worth its accuracy cost.",
+        d.runner_up->label(), 100 * (d.runner_up->estimate.samples_per_s / e.samples_per_s - 1));
+  d.reason = reason;
+  return d;
+}
+
+AutoMeasurements measurements_from_calibration(const Calibration& cal, const std::string& transport,
+                                               const AutoRequest& r, int threads) {
+  AutoMeasurements m;
+  m.source = cal.file;
+  if (r.ranks > 1) {
+    const auto it = cal.allreduce.find(transport);
+    if (it == cal.allreduce.end() || it->second.empty())
+      throw InputError(
+          fmt::format("{}: no allreduce lines for transport '{}'", cal.file, transport));
+    m.link = Calibration::fit_ring(it->second);
+  } else {
+    m.link.bytes_per_s = 1e12;  // one worker sends nothing
+  }
+  if (!cal.host.valid())
+    throw InputError(fmt::format(
+        "{}: no host rates (gemm with workers/threads, membw op add, host cores): write the "
+        "file with `loom bench calibrate`",
+        cal.file));
+  m.codec_gbs = cal.codec_enc_dec_gbs;
+  for (const auto& [k, v] : cal.host.busy_codec_gbs) m.codec_gbs[k] = v;
+  // The step's compute as the host model predicts it from the file's rates: one worker of
+  // `ranks` computing at once, the optimizer unsharded, nothing overlapped.
+  Catalog cat = Catalog::builtin();
+  Derating d;
+  cal.apply(cat, d);
+  Cluster c = measured_cluster(r, m);
+  SyncSpec s;
+  s.overlap = false;
+  TrainSpec t;
+  t.batch = r.batch;
+  t.threads = threads;
+  const StepEstimate e = CostModel(r.workload, c, s, t, d).estimate_at(1, r.ranks);
+  m.compute_s = e.compute_s();
+  return m;
+}
+
+std::string describe_decision(const AutoDecision& d, const AutoMeasurements& m, size_t top) {
+  std::string o = fmt::format(
+      "auto: measured {} (link {:.3g} GB/s, alpha {:.1f} us; step compute {}){}\n", m.source,
+      m.link.bytes_per_s / 1e9, m.link.alpha_s * 1e6, format_seconds(m.compute_s),
+      m.cost_s > 0 ? fmt::format(", measuring took {:.2f} s", m.cost_s) : "");
+  o += fmt::format("auto: chose {}\n", d.chosen.label());
+  o += fmt::format("auto: why: {}\n", d.reason);
+  if (d.runner_up)
+    o += fmt::format("auto: runner-up {} at {:.0f} samples/s\n", d.runner_up->label(),
+                     d.runner_up->estimate.samples_per_s);
+  o += "auto: candidates (predicted samples/s, step, exposed communication, accuracy):\n";
+  size_t shown = 0;
+  for (const auto& k : d.candidates) {
+    if (shown++ >= top) break;
+    o += fmt::format("  {:<40} {:>9.0f} {:>9} {:>9}  {}{}\n", k.label(), k.estimate.samples_per_s,
+                     format_seconds(k.estimate.step_s), format_seconds(k.estimate.comm_exposed_s),
+                     k.lossless()     ? std::string("exact")
+                     : k.delta_points ? points_text(*k.delta_points)
+                                      : std::string("unmeasured"),
+                     k.excluded.empty() ? "" : " (excluded: " + k.excluded + ")");
+  }
+  if (d.candidates.size() > top) o += fmt::format("  ... {} more\n", d.candidates.size() - top);
+  return o;
+}
+
+nlohmann::json decision_json(const AutoDecision& d, const AutoMeasurements& m) {
+  auto cand = [](const AutoCandidate& k) {
+    nlohmann::json j = {{"codec", k.codec},
+                        {"sync", k.sync},
+                        {"bucket_kib", k.bucket_kib},
+                        {"predicted_samples_per_s", k.estimate.samples_per_s},
+                        {"predicted_step_s", k.estimate.step_s},
+                        {"predicted_exposed_comm_s", k.estimate.comm_exposed_s}};
+    if (k.sync == "bmuf") j["tau"] = k.tau;
+    if (k.delta_points) {
+      j["accuracy_delta_points"] = *k.delta_points;
+      j["accuracy_source"] = k.delta_source;
+    }
+    return j;
+  };
+  nlohmann::json j = {{"chosen", cand(d.chosen)},
+                      {"reason", d.reason},
+                      {"fp32_predicted_samples_per_s", d.fp32_samples_per_s},
+                      {"measured",
+                       {{"source", m.source},
+                        {"link_bytes_per_s", m.link.bytes_per_s},
+                        {"link_alpha_s", m.link.alpha_s},
+                        {"compute_s", m.compute_s},
+                        {"cost_s", m.cost_s}}}};
+  j["runner_up"] = d.runner_up ? cand(*d.runner_up) : nlohmann::json(nullptr);
+  return j;
+}
+
+}  // namespace loom::perf

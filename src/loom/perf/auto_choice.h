@@ -1,0 +1,127 @@
+// codec = "auto", sync = "auto", sync.bucket_kib = "auto": loom chooses how replicas agree
+// from what it measured on this machine and the cost model's prediction, within an accuracy
+// budget. A pure function of its inputs (perf runs nothing): the measurements come from the
+// start of a run (measure/auto_probe.h) or from a calibration file of this machine
+// (calibration.h), the accuracy costs from data/perf/codec_accuracy.toml.
+//
+// Candidates: every allowed codec x strategy (allreduce; block momentum with its tau) x bucket
+// size. Each is predicted by CostModel on one machine of `ranks` workers whose compute is the
+// measured step (Derating::sample_s) and whose link is the alpha-beta fit of the collectives
+// timed on the run's own transport, with the codecs' measured encode and decode speeds.
+// The parameter server and two-level allreduce are not candidates: the first changes which
+// ranks train, the second exists only across machines of several ranks.
+//
+// Accuracy: fp32 through the allreduce is exact (lossless). Every other option is lossy and
+// allowed only when
+//   auto.lossy = "auto" (the default): the network has a measured delta for it (a reference
+//                job of the table) and its loss (-points) is within auto.max_accuracy_delta;
+//   auto.lossy = true:  also without a measured delta (the user accepts the unknown cost);
+//   auto.lossy = false: never.
+// The fastest allowed candidate wins, except that a lossy one must beat the best lossless one
+// by min_gain; the runner-up is the fastest other configuration (codec, strategy) allowed.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "loom/perf/calibration.h"
+#include "loom/perf/cost_model.h"
+#include "loom/perf/workload.h"
+
+namespace loom::perf {
+
+// One measured accuracy cost: `model`'s reference job trained with `codec` through `sync`
+// (tau for bmuf; 0 otherwise), test accuracy minus fp32's in points, and how it was measured.
+struct AccuracyDelta {
+  std::string model, codec, sync;
+  int tau = 0;
+  double points = 0;
+  int seeds = 1, epochs = 0;
+  std::string source;  // the command that measured it
+};
+
+struct AccuracyTable {
+  std::string file;
+  std::vector<AccuracyDelta> rows;
+  const AccuracyDelta* find(const std::string& model, const std::string& codec,
+                            const std::string& sync, int tau) const;
+};
+
+inline constexpr int64_t kAccuracyTableFormatVersion = 1;
+// The table compiled in (data/perf/codec_accuracy.toml).
+AccuracyTable builtin_accuracy_table();
+// InputError naming the file, row and field for a malformed or newer table.
+AccuracyTable parse_accuracy_table(const std::string& text, const std::string& name);
+
+// What the choice depends on, measured on this machine for this run.
+struct AutoMeasurements {
+  double compute_s = 0;  // one worker's forward + backward + update, all workers computing
+  LinkFit link;          // the run's transport: ring alpha and bytes/s, fitted
+  std::map<std::string, std::pair<double, double>> codec_gbs;  // encode, decode (fp32 GB/s)
+  std::string source;  // "measured at start" or the calibration file
+  double cost_s = 0;   // seconds the measuring took (0: read from a file)
+};
+
+enum class LossyPolicy { kMeasured, kAlways, kNever };
+
+struct AutoRequest {
+  Workload workload;      // layers (parameters, FLOPs) in forward order
+  std::string model_key;  // reference job of the accuracy table; "" = the user's own graph
+  int ranks = 2;
+  int64_t batch = 128;              // per worker
+  bool overlap = false;             // buckets combined during backward (sync/overlap_policy.h)
+  int64_t total_steps = 0;          // for the 1-bit warm-up's share of the run
+  std::vector<std::string> codecs;  // allowed; one when the config fixes it
+  std::vector<std::string> syncs;   // "allreduce", "bmuf"; one when fixed
+  std::vector<int64_t> bucket_kib;  // candidates; one when fixed
+  int bmuf_tau = 8;
+  LossyPolicy lossy = LossyPolicy::kMeasured;
+  double max_accuracy_delta = 0.5;  // points of test accuracy below fp32
+  // A lossy option must be predicted this much faster than the best lossless one to be
+  // chosen: a smaller gain is inside the model's error on this machine (docs/perf.md:
+  // within 15%, most runs within 5%) and not worth an accuracy cost.
+  double min_gain = 0.05;
+};
+
+struct AutoCandidate {
+  std::string codec = "fp32", sync = "allreduce";
+  int tau = 0;  // bmuf only
+  int64_t bucket_kib = 4096;
+  StepEstimate estimate;
+  std::optional<double> delta_points;  // measured accuracy delta (none: lossless or unmeasured)
+  std::string delta_source;
+  std::string excluded;  // why it may not be chosen ("" = allowed)
+  bool lossless() const { return codec == "fp32" && sync == "allreduce"; }
+  std::string label() const;  // "onebit, bmuf tau 8, buckets 4096 KiB"
+};
+
+struct AutoDecision {
+  AutoCandidate chosen;
+  std::optional<AutoCandidate> runner_up;
+  std::vector<AutoCandidate> candidates;  // all of them, fastest first
+  double fp32_samples_per_s = 0;          // the exact baseline (fp32 allreduce, best buckets)
+  std::string reason;                     // why, in a sentence or three
+};
+
+// The decision; InputError for an empty or unknown candidate list or missing measurements.
+AutoDecision decide_auto(const AutoRequest& r, const AutoMeasurements& m,
+                         const AccuracyTable& accuracy);
+
+// The measurements from a calibration file of this machine (its fit for `transport`, its codec
+// speeds, and the compute the host model predicts for `r`). InputError when the file lacks
+// them.
+AutoMeasurements measurements_from_calibration(const Calibration& cal, const std::string& transport,
+                                               const AutoRequest& r, int threads);
+
+// Lines for the log and `loom advise --run`: the choice, the runner-up, the fp32 baseline and
+// every candidate's prediction.
+std::string describe_decision(const AutoDecision& d, const AutoMeasurements& m, size_t top = 8);
+// For summary.json and the report.
+nlohmann::json decision_json(const AutoDecision& d, const AutoMeasurements& m);
+
+}  // namespace loom::perf

@@ -1,0 +1,259 @@
+#include "loom/train/auto_config.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <variant>
+
+#include "loom/compress/registry.h"
+#include "loom/core/error.h"
+#include "loom/core/log.h"
+#include "loom/measure/auto_probe.h"
+#include "loom/measure/machine_identity.h"
+#include "loom/nn/model_zoo.h"
+#include "loom/optim/optimizer.h"
+#include "loom/perf/calibration.h"
+#include "loom/sync/allreduce/overlap_policy.h"
+#include "loom/train/checkpoint.h"
+
+namespace loom::train {
+namespace {
+
+// The codecs auto measures and weighs: the others are slower on a CPU than what they save
+// (top-k's selection) or have no measured speed path here (PowerSGD's matrices).
+const std::vector<std::string> kAutoCodecs = {"fp32", "fp16", "int8", "onebit"};
+const std::vector<int64_t> kAutoBucketKib = {1024, 4096, 16384};
+// The default job's MLP, 784-1024-1024-10: the reference job "mlp" of the accuracy table.
+constexpr int64_t kReferenceMlpParams = 1863690;
+
+bool is_auto(const Config& cfg, const std::string& key) {
+  if (!cfg.has(key)) return false;
+  const ConfigValue& v = cfg.values().at(key);
+  return !v.is_array && std::holds_alternative<std::string>(v.value) &&
+         std::get<std::string>(v.value) == "auto";
+}
+
+const char* codec_key(const Config& cfg) {
+  return cfg.has("codec.name") ? "codec.name" : "codec";
+}
+
+perf::LossyPolicy lossy_policy(const Config& cfg) {
+  if (!cfg.has("auto.lossy") || is_auto(cfg, "auto.lossy")) return perf::LossyPolicy::kMeasured;
+  const ConfigValue& v = cfg.values().at("auto.lossy");
+  if (v.is_array || !std::holds_alternative<bool>(v.value))
+    throw ConfigError(fmt::format("{}: key 'auto.lossy': expected true, false or \"auto\"",
+                                  cfg.where("auto.lossy")));
+  return std::get<bool>(v.value) ? perf::LossyPolicy::kAlways : perf::LossyPolicy::kNever;
+}
+
+// The step's buckets as the cost model walks them: each layer's parameters, in forward order.
+perf::Workload workload_of(const nn::Model& model, const std::string& name) {
+  perf::Workload w;
+  w.name = name;
+  for (const auto& r : model.param_ranges()) {
+    perf::LayerCost c;
+    c.name = model.layer_name(r.layer);
+    c.params = double(r.count);
+    c.fwd_flops = 2.0 * double(r.count);  // per sample: a multiply-add per weight
+    w.layers.push_back(c);
+  }
+  return w;
+}
+
+}  // namespace
+
+std::vector<ConfigKeySpec> auto_config_keys() {
+  return {
+      {"auto.max_accuracy_delta", ConfigType::kDouble, "0.5",
+       "codec/sync = \"auto\": points of test accuracy below fp32 a lossy option may cost "
+       "(measured on the reference jobs, data/perf/codec_accuracy.toml)"},
+      {"auto.lossy", ConfigType::kBool, "auto",
+       "codec/sync = \"auto\": lossy options allowed where their accuracy cost was measured "
+       "(auto), always (true: also on networks never measured), or never (false)"},
+      {"auto.calibration", ConfigType::kString, "\"\"",
+       "codec/sync = \"auto\": a `loom bench calibrate` file of this machine to decide from "
+       "instead of measuring at start"},
+      {"auto.machine", ConfigType::kString, "(set by loom)",
+       "where the choice was made (CPU | transport | ranks): a resume on the same machine "
+       "keeps its checkpoint's choice"},
+      {"auto.calibration_mismatch", ConfigType::kString, "\"error\"",
+       "a calibration file from another machine (CPU, transport, world size): \"error\", or "
+       "\"measure\" (warn and measure instead)"},
+  };
+}
+
+bool wants_auto(const Config& cfg) {
+  return is_auto(cfg, "codec") || is_auto(cfg, "codec.name") || is_auto(cfg, "sync") ||
+         is_auto(cfg, "sync.bucket_kib");
+}
+
+AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& backend,
+                            const nn::Shape& input, int classes, int64_t batch, int threads,
+                            int64_t total_steps) {
+  AutoResolution res;
+  if (!wants_auto(cfg)) return res;
+  res.active = true;
+  const bool lead = comm.rank() == 0;
+  if (cfg.get_string("parallel", "data") != "data")
+    throw ConfigError(fmt::format(
+        "{}: codec/sync = \"auto\" chooses for data parallelism; set them with parallel = "
+        "\"{}\"",
+        cfg.where("parallel"), cfg.get_string("parallel", "data")));
+
+  const bool codec_auto = is_auto(cfg, codec_key(cfg));
+  const std::string machine =
+      fmt::format("{} | {} | {} ranks", measure::cpu_model(), comm.name(), comm.size());
+  // A resume keeps the choice its checkpoint recorded (the config text saved with it) when it
+  // runs where that choice was made: the strategy's saved state belongs to that choice.
+  const std::string resume = cfg.get_string("train.resume", "");
+  if (!resume.empty()) {
+    const std::string dir = find_latest_checkpoint(resume);
+    const Config saved = Config::from_string(checkpoint_config_text(dir), dir + " (config)");
+    const std::string was = saved.get_string("auto.machine", "");
+    if (was == machine) {
+      nlohmann::json chosen;
+      if (codec_auto) {
+        cfg.set(codec_key(cfg), compress::codec_name(saved), dir);
+        chosen["codec"] = compress::codec_name(saved);
+      }
+      if (is_auto(cfg, "sync")) {
+        cfg.set("sync", saved.get_string("sync", "allreduce"), dir);
+        chosen["sync"] = saved.get_string("sync", "allreduce");
+      }
+      if (is_auto(cfg, "sync.bucket_kib")) {
+        cfg.set("sync.bucket_kib", saved.get_int("sync.bucket_kib", 4096), dir);
+        chosen["bucket_kib"] = saved.get_int("sync.bucket_kib", 4096);
+      }
+      cfg.set("auto.machine", machine, dir);
+      res.json = nlohmann::json{{"chosen", chosen}, {"kept_from_checkpoint", dir}}.dump();
+      res.log = fmt::format("auto: kept the choice of {} ({}), made on this machine\n", dir,
+                            chosen.dump());
+      return res;
+    }
+    if (lead)
+      log_warn("auto: {} was decided {}; deciding again here ({})", dir,
+               was.empty() ? "without a machine record" : "on " + was, machine);
+  }
+
+  // One worker exchanges nothing: there is nothing to measure or weigh.
+  if (comm.size() == 1) {
+    if (codec_auto) cfg.set(codec_key(cfg), std::string("fp32"), "auto (one worker)");
+    if (is_auto(cfg, "sync")) cfg.set("sync", std::string("allreduce"), "auto (one worker)");
+    if (is_auto(cfg, "sync.bucket_kib"))
+      cfg.set("sync.bucket_kib", int64_t(4096), "auto (one worker)");
+    res.json =
+        nlohmann::json{
+            {"chosen",
+             {{"codec", compress::codec_name(cfg)}, {"sync", cfg.get_string("sync", "allreduce")}}},
+            {"reason", "one worker exchanges nothing"}}
+            .dump();
+    res.log = "auto: one worker exchanges nothing: no codec or strategy to choose\n";
+    return res;
+  }
+
+  perf::AutoRequest r;
+  r.codecs = codec_auto ? kAutoCodecs : std::vector<std::string>{compress::codec_name(cfg)};
+  if (is_auto(cfg, "sync")) {
+    r.syncs = {"allreduce", "bmuf"};
+  } else {
+    const std::string s = cfg.get_choice("sync", "allreduce", {"allreduce", "bmuf", "ps"});
+    if (s == "ps")
+      throw ConfigError(fmt::format(
+          "{}: codec/sync.bucket_kib = \"auto\" choose for sync = \"allreduce\" or \"bmuf\", "
+          "not \"ps\"",
+          cfg.where("sync")));
+    r.syncs = {s};
+  }
+  r.bucket_kib = is_auto(cfg, "sync.bucket_kib")
+                     ? kAutoBucketKib
+                     : std::vector<int64_t>{cfg.get_int("sync.bucket_kib", 4096, 0, 1 << 30)};
+  r.bmuf_tau = int(cfg.get_int("bmuf.tau", 8, 1, 1 << 30));
+  r.lossy = lossy_policy(cfg);
+  r.max_accuracy_delta = cfg.get_double("auto.max_accuracy_delta", 0.5, 0.0, 100.0);
+  r.ranks = comm.size();
+  r.batch = batch;
+  r.total_steps = total_steps;
+  r.overlap = sync::overlap_from_config(cfg, comm);
+
+  // A probe copy of the model: the run's own model stays as initialised.
+  nn::Model probe(backend, input, classes, nn::build_model_nodes(cfg, input, classes));
+  nn::apply_loss_options(cfg, probe);
+  r.workload = workload_of(probe, cfg.get_string("model", "graph"));
+  // Block momentum cannot clip the combined gradient nor carry BatchNorm's synced statistics
+  // (strategy_factory.cc refuses both): sync = "auto" then keeps to the allreduce.
+  if (r.syncs.size() > 1 &&
+      (optim::clip_norm_from_config(cfg) > 0.0f || probe.reduces_across_replicas()))
+    r.syncs = {"allreduce"};
+  bool graph_given = cfg.get_string("model", "mlp") != "mlp";
+  for (const auto& [key, value] : cfg.values())
+    if (key.rfind("layer", 0) == 0) graph_given = true;  // [[layer]] tables
+  r.model_key =
+      !graph_given && probe.num_params() == kReferenceMlpParams && !cfg.has("data.train_shards")
+          ? "mlp"
+          : "";
+
+  // A calibration file of this machine, or a measurement now.
+  bool measured_here = true;
+  const std::string cal_file = cfg.get_string("auto.calibration", "");
+  if (!cal_file.empty()) {
+    const perf::Calibration cal = perf::read_calibration(cal_file);
+    const perf::MachineIdentity here{measure::cpu_model(), comm.name(), comm.size()};
+    std::string warning;
+    const perf::MismatchPolicy policy = perf::mismatch_policy_from_name(
+        cfg.get_choice("auto.calibration_mismatch", "error", {"error", "measure"}));
+    if (perf::accept_calibration(cal, here, policy, &warning)) {
+      res.measured = perf::measurements_from_calibration(cal, comm.name(), r, threads);
+      measured_here = false;
+    } else if (lead) {
+      log_warn("{}", warning);
+    }
+  }
+  if (measured_here) {
+    measure::AutoProbeOptions o;
+    o.batch = batch;
+    o.codecs = r.codecs;
+    // Two sizes fit the ring's alpha and bandwidth: 64 KiB and the largest bucket the run
+    // can send (the model's whole gradient at most); every candidate is predicted from the fit.
+    const int64_t whole = probe.num_params() * int64_t(sizeof(float));
+    int64_t largest = 0;
+    for (int64_t kib : r.bucket_kib) largest = std::max(largest, kib > 0 ? kib << 10 : whole);
+    o.allreduce_bytes = {size_t(std::min<int64_t>(64 << 10, whole)),
+                         size_t(std::min(largest, whole))};
+    res.measured = measure::probe_for_auto(comm, probe, o);
+  }
+  res.decision = perf::decide_auto(r, res.measured, perf::builtin_accuracy_table());
+
+  const perf::AutoCandidate& c = res.decision.chosen;
+  const std::string where = "auto (measured)";
+  if (codec_auto) cfg.set(codec_key(cfg), c.codec, where);
+  if (is_auto(cfg, "sync")) cfg.set("sync", c.sync, where);
+  if (is_auto(cfg, "sync.bucket_kib")) cfg.set("sync.bucket_kib", c.bucket_kib, where);
+  cfg.set("auto.machine", machine, where);
+
+  nlohmann::json j = perf::decision_json(res.decision, res.measured);
+  // The measuring's share of a 1,000-step run at the chosen configuration's predicted step.
+  const double share = res.measured.cost_s / (1000 * c.estimate.step_s);
+  j["measured"]["cost_share_of_1000_steps"] = share;
+  res.json = j.dump();
+  res.log = perf::describe_decision(res.decision, res.measured);
+  if (res.measured.cost_s > 0)
+    res.log += fmt::format(
+        "auto: measuring cost {:.2f} s, {:.1f}% of a 1,000-step run at the predicted step\n",
+        res.measured.cost_s, 100 * share);
+  return res;
+}
+
+nlohmann::json auto_summary(const std::string& decision_json, double measured_samples_per_s) {
+  nlohmann::json j = nlohmann::json::parse(decision_json);
+  const double predicted = j["chosen"].value("predicted_samples_per_s", 0.0);
+  if (measured_samples_per_s > 0 && predicted > 0) {
+    const double error = predicted / measured_samples_per_s - 1;
+    j["check"] = {{"measured_samples_per_s", measured_samples_per_s},
+                  {"error", error},
+                  {"within_model_error", std::abs(error) <= 0.15}};
+  }
+  return j;
+}
+
+}  // namespace loom::train

@@ -1,0 +1,237 @@
+#include "loom/perf/auto_choice.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "loom/core/error.h"
+
+namespace loom::perf {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The default job's MLP (784-1024-1024-10): layers in forward order, parameters and FLOPs.
+Workload mlp() {
+  Workload w;
+  w.name = "mlp";
+  const double widths[] = {784, 1024, 1024, 10};
+  for (int l = 0; l < 3; ++l) {
+    LayerCost c;
+    c.name = fmt::format("fc{}", l + 1);
+    c.params = widths[l] * widths[l + 1] + widths[l + 1];
+    c.fwd_flops = 2 * widths[l] * widths[l + 1];
+    w.layers.push_back(c);
+  }
+  return w;
+}
+
+// Recorded on the 2-core Zen 4 box (docs/perf.md, docs/compress.md): 2 workers' step compute
+// 13.5 ms, `loom bench codec` encode / decode GB/s (topk and powersgd were not measured).
+AutoMeasurements zen4(double link_bytes_per_s, double alpha_s) {
+  AutoMeasurements m;
+  m.compute_s = 13.5e-3;
+  m.link.bytes_per_s = link_bytes_per_s;
+  m.link.alpha_s = alpha_s;
+  m.codec_gbs = {{"fp16", {13.3, 23.5}},
+                 {"bf16", {17.6, 24.7}},
+                 {"int8", {10.5, 26.6}},
+                 {"onebit", {18.2, 38.2}}};
+  m.source = "recorded";
+  return m;
+}
+// 1 Gbit/s through tbf: TCP payload at 1448 of 1514 bytes.
+const double kOneGbit = 1e9 / 8 * 1448.0 / 1514.0;
+
+AutoRequest request() {
+  AutoRequest r;
+  r.workload = mlp();
+  r.model_key = "mlp";
+  r.ranks = 2;
+  r.batch = 128;
+  r.overlap = false;  // 2 workers on 2 cores
+  r.total_steps = 1000;
+  r.codecs = {"fp32", "fp16", "bf16", "int8", "onebit", "topk", "powersgd"};
+  r.syncs = {"allreduce", "bmuf"};
+  r.bucket_kib = {1024, 4096, 16384};
+  return r;
+}
+
+const AutoCandidate* find(const AutoDecision& d, const std::string& codec,
+                          const std::string& sync) {
+  for (const auto& k : d.candidates)
+    if (k.codec == codec && k.sync == sync) return &k;
+  return nullptr;
+}
+
+TEST(AutoChoice, SlowLinkChoosesOneBitAtLeastThreeTimesFp32) {
+  const AutoDecision d = decide_auto(request(), zen4(kOneGbit, 100e-6), builtin_accuracy_table());
+  EXPECT_EQ(d.chosen.codec, "onebit") << d.reason;
+  EXPECT_GE(d.chosen.estimate.samples_per_s, 3 * d.fp32_samples_per_s) << d.reason;
+  // The fp32 baseline: 2 x 128 samples over the compute plus a ring of 7.45 MB on 120 MB/s.
+  const double fp32_step = 13.5e-3 + 7.45e6 / kOneGbit;
+  EXPECT_NEAR(d.fp32_samples_per_s, 256 / fp32_step, 0.1 * 256 / fp32_step);
+  ASSERT_TRUE(d.runner_up.has_value());
+  EXPECT_FALSE(d.runner_up->codec == d.chosen.codec && d.runner_up->sync == d.chosen.sync);
+  EXPECT_LE(d.runner_up->estimate.samples_per_s, d.chosen.estimate.samples_per_s);
+  ASSERT_TRUE(d.chosen.delta_points.has_value());
+  EXPECT_THAT(d.chosen.delta_source, HasSubstr("bench/"));
+  EXPECT_THAT(d.reason, HasSubstr("x fp32"));
+  // Block momentum's chunks are not priced: its one candidate keeps the default 4 MiB.
+  for (const auto& k : d.candidates) {
+    if (k.sync == "bmuf") {
+      EXPECT_EQ(k.bucket_kib, 4096) << k.label();
+    }
+  }
+  // Codecs whose speed was not measured are never chosen, and say why.
+  const AutoCandidate* topk = find(d, "topk", "allreduce");
+  ASSERT_NE(topk, nullptr);
+  EXPECT_THAT(topk->excluded, HasSubstr("not measured"));
+}
+
+TEST(AutoChoice, FastLoopbackChoosesPlainFp32) {
+  // The thread transport: 20 GB/s, 10 us; fp32's 7.45 MB cost 0.4 ms, less than any codec's
+  // encode and decode passes on this CPU.
+  const AutoDecision d = decide_auto(request(), zen4(20e9, 10e-6), builtin_accuracy_table());
+  EXPECT_EQ(d.chosen.codec, "fp32") << d.reason;
+  EXPECT_EQ(d.chosen.sync, "allreduce") << d.reason;
+  EXPECT_TRUE(d.chosen.lossless());
+  // Block momentum skips 7/8 of the exchange, but that gain is inside the model's error.
+  const AutoCandidate* bmuf = find(d, "fp32", "bmuf");
+  ASSERT_NE(bmuf, nullptr);
+  EXPECT_LT(bmuf->estimate.samples_per_s, 1.05 * d.chosen.estimate.samples_per_s);
+  const AutoCandidate* onebit = find(d, "onebit", "allreduce");
+  ASSERT_NE(onebit, nullptr);
+  EXPECT_LT(onebit->estimate.samples_per_s, d.chosen.estimate.samples_per_s);
+}
+
+TEST(AutoChoice, LossyForbiddenOnASlowLinkKeepsFp32AndSaysTheLinkDominates) {
+  AutoRequest r = request();
+  r.lossy = LossyPolicy::kNever;
+  const AutoDecision d = decide_auto(r, zen4(kOneGbit, 100e-6), builtin_accuracy_table());
+  EXPECT_TRUE(d.chosen.lossless()) << d.reason;
+  EXPECT_THAT(d.reason, HasSubstr("The link will dominate"));
+  EXPECT_THAT(d.reason, HasSubstr("auto.lossy = false"));
+  for (const auto& k : d.candidates) {
+    if (!k.lossless() && k.codec != "topk" && k.codec != "powersgd") {
+      EXPECT_THAT(k.excluded, HasSubstr("forbidden")) << k.label();
+    }
+  }
+  // It still picks the best buckets among the lossless options.
+  for (const auto& k : d.candidates) {
+    if (k.lossless()) {
+      EXPECT_LE(k.estimate.samples_per_s, d.chosen.estimate.samples_per_s);
+    }
+  }
+}
+
+TEST(AutoChoice, UnknownNetworkStaysLosslessUnlessTheUserOptsIn) {
+  AutoRequest r = request();
+  r.model_key = "";  // the user's own graph: no measured deltas
+  const AutoDecision d = decide_auto(r, zen4(kOneGbit, 100e-6), builtin_accuracy_table());
+  EXPECT_TRUE(d.chosen.lossless()) << d.reason;
+  EXPECT_THAT(d.reason, HasSubstr("no measured accuracy deltas"));
+  EXPECT_THAT(d.reason, HasSubstr("auto.lossy = true"));
+  r.lossy = LossyPolicy::kAlways;
+  const AutoDecision opted = decide_auto(r, zen4(kOneGbit, 100e-6), builtin_accuracy_table());
+  EXPECT_EQ(opted.chosen.codec, "onebit") << opted.reason;
+  EXPECT_FALSE(opted.chosen.delta_points.has_value());
+  EXPECT_THAT(opted.reason, HasSubstr("never measured"));
+}
+
+TEST(AutoChoice, AccuracyCapExcludesWhatCostsMore) {
+  const AccuracyTable table = builtin_accuracy_table();
+  const AccuracyDelta* onebit = table.find("mlp", "onebit", "allreduce", 0);
+  const AccuracyDelta* bmuf_onebit = table.find("mlp", "onebit", "bmuf", 8);
+  ASSERT_NE(onebit, nullptr);
+  ASSERT_NE(bmuf_onebit, nullptr);
+  // A cap between the two losses: 1-bit through the allreduce is out, with block momentum in.
+  const double lo = -bmuf_onebit->points, hi = -onebit->points;
+  ASSERT_LT(lo, hi);
+  AutoRequest r = request();
+  r.max_accuracy_delta = (lo + hi) / 2;
+  const AutoDecision d = decide_auto(r, zen4(kOneGbit, 100e-6), table);
+  const AutoCandidate* out = find(d, "onebit", "allreduce");
+  ASSERT_NE(out, nullptr);
+  EXPECT_THAT(out->excluded, HasSubstr("over the budget"));
+  ASSERT_TRUE(d.chosen.delta_points.has_value() || d.chosen.lossless());
+  if (d.chosen.delta_points) {
+    EXPECT_LE(-*d.chosen.delta_points, r.max_accuracy_delta);
+  }
+  EXPECT_NE(d.chosen.codec + d.chosen.sync, "onebitallreduce");
+  // A cap below every measured loss leaves only the gains and the exact options.
+  r.max_accuracy_delta = 0;
+  const AutoDecision strict = decide_auto(r, zen4(kOneGbit, 100e-6), table);
+  EXPECT_TRUE(!strict.chosen.delta_points || *strict.chosen.delta_points >= 0) << strict.reason;
+}
+
+TEST(AutoChoice, FixedKeysLimitTheCandidates) {
+  AutoRequest r = request();
+  r.codecs = {"fp32"};  // codec fixed, sync auto
+  const AutoDecision d = decide_auto(r, zen4(kOneGbit, 100e-6), builtin_accuracy_table());
+  EXPECT_EQ(d.chosen.codec, "fp32");
+  EXPECT_EQ(d.chosen.sync, "bmuf") << d.reason;  // block momentum is the only lever left
+  for (const auto& k : d.candidates) EXPECT_EQ(k.codec, "fp32");
+  r = request();
+  r.bucket_kib = {4096};
+  for (const auto& k : decide_auto(r, zen4(20e9, 10e-6), builtin_accuracy_table()).candidates)
+    EXPECT_EQ(k.bucket_kib, 4096);
+}
+
+TEST(AutoChoice, BadRequestsAreInputErrors) {
+  AutoRequest r = request();
+  r.codecs = {"zip"};
+  EXPECT_THROW(decide_auto(r, zen4(kOneGbit, 1e-4), builtin_accuracy_table()), InputError);
+  r = request();
+  r.syncs = {"ps"};
+  EXPECT_THROW(decide_auto(r, zen4(kOneGbit, 1e-4), builtin_accuracy_table()), InputError);
+  AutoMeasurements none = zen4(kOneGbit, 1e-4);
+  none.compute_s = 0;
+  EXPECT_THROW(decide_auto(request(), none, builtin_accuracy_table()), InputError);
+  // Only lossy options allowed by the config, all over the budget: nothing to choose.
+  r = request();
+  r.codecs = {"onebit"};
+  r.syncs = {"allreduce"};
+  r.max_accuracy_delta = 0.01;
+  try {
+    decide_auto(r, zen4(kOneGbit, 1e-4), builtin_accuracy_table());
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("over the budget"));
+  }
+}
+
+TEST(AccuracyTable, BuiltinRowsNameTheirSourceAndBadRowsAreRefused) {
+  const AccuracyTable t = builtin_accuracy_table();
+  ASSERT_FALSE(t.rows.empty());
+  for (const auto& row : t.rows) EXPECT_THAT(row.source, HasSubstr("bench/")) << row.codec;
+  EXPECT_EQ(t.find("", "onebit", "allreduce", 0), nullptr);
+  EXPECT_EQ(t.find("mlp", "onebit", "bmuf", 4), nullptr);  // only tau 8 was measured
+  try {
+    parse_accuracy_table(
+        "[[delta]]\nmodel = \"m\"\ncodec = \"zip\"\nsync = \"allreduce\"\n"
+        "points = 1\nsource = \"x\"\n",
+        "acc.toml");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("acc.toml"));
+    EXPECT_THAT(e.what(), HasSubstr("field 'codec'"));
+  }
+  try {
+    parse_accuracy_table(
+        "[[delta]]\nmodel = \"m\"\ncodec = \"int8\"\nsync = \"allreduce\"\n"
+        "source = \"x\"\n",
+        "acc.toml");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("field 'points' is missing"));
+  }
+  EXPECT_THROW(parse_accuracy_table("format_version = 2\n", "acc.toml"), InputError);
+  const AccuracyTable neg = parse_accuracy_table(
+      "[[delta]]\nmodel = \"m\"\ncodec = \"int8\"\nsync = \"allreduce\"\npoints = -1.5\n"
+      "source = \"x\"\n",
+      "acc.toml");
+  EXPECT_DOUBLE_EQ(neg.rows.at(0).points, -1.5);
+}
+
+}  // namespace
+}  // namespace loom::perf

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# codec/sync = "auto" under `mpirun -np 2`: the ranks are separate processes that measure
+# side by side and must reach the same choice (a different strategy on each rank would fail
+# or hang the exchange); the run finishes, summary.json names the choice, config.toml holds
+# it, and a calibration file of another machine stops the run naming the file.
+set -euo pipefail
+LOOM=${1:?usage: mpi_auto_test.sh path/to/loom}
+command -v mpirun >/dev/null || { echo "mpirun not installed: skipped"; exit 77; }
+"$LOOM" --version | grep -q "mpi=yes" || { echo "built without MPI: skipped"; exit 77; }
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+COMMON=(--set max_steps=20 --set epochs=1 --set eval=false --set progress=none --set log.level=warn
+        --set "mlp.hidden=[128,64]" --set codec=auto --set sync=auto --set sync.bucket_kib=auto)
+timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 "$LOOM" train "${COMMON[@]}" \
+  --set output.dir="$T/run" >/dev/null
+python3 - "$T/run" <<'PY'
+import json, sys
+d = sys.argv[1]
+s = json.load(open(f"{d}/summary.json"))
+a = s["auto"]
+c = a["chosen"]
+assert c["codec"] in ("fp32", "fp16", "int8", "onebit"), c
+assert c["sync"] in ("allreduce", "bmuf"), c
+assert "mpi transport, 2 ranks" in a["measured"]["source"], a["measured"]
+# The network is not the reference job: without measured deltas auto stays lossless.
+assert c["codec"] == "fp32" and c["sync"] == "allreduce", c
+cfg = open(f"{d}/config.toml").read()
+assert 'codec = "fp32"' in cfg and 'sync = "allreduce"' in cfg, cfg
+print("chosen:", c, "cost:", a["measured"]["cost_s"])
+PY
+
+# A calibration file of another CPU: an error naming the file, no hang.
+echo '{"bench":"machine","cpu":"Another CPU","transport":"mpi","world_size":2,"format_version":2}' >"$T/cal.jsonl"
+set +e
+out=$(timeout 60 mpirun --allow-run-as-root --oversubscribe -np 2 "$LOOM" train "${COMMON[@]}" \
+  --set auto.calibration="$T/cal.jsonl" --set output.dir= 2>&1); rc=$?
+set -e
+echo "$out" | grep -m1 "$T/cal.jsonl: calibration file from another machine: CPU: file 'Another CPU'" \
+  || { echo "FAIL: no message naming the file and the CPU (rc=$rc)"; echo "$out"; exit 1; }
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || { echo "FAIL: rc=$rc"; exit 1; }
+echo "PASS"

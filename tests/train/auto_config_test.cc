@@ -1,0 +1,133 @@
+#include "loom/train/auto_config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "loom/comm/transport_registry.h"
+#include "loom/core/error.h"
+#include "loom/measure/machine_identity.h"
+#include "loom/tensor/backend_registry.h"
+
+namespace loom::train {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A small MLP (not the reference job: no measured accuracy deltas) on 2 thread workers.
+// `top`: top-level keys; `tables`: [tables] after the model's.
+Config small(const std::string& top, const std::string& tables = "") {
+  return Config::from_string(
+      "model = \"mlp\"\nbatch = 16\n" + top + "[mlp]\nhidden = [32]\n" + tables, "auto.toml");
+}
+
+// resolve_auto on every rank of a 2-worker thread world; rank 0's result and config.
+std::pair<AutoResolution, Config> resolve(const Config& cfg) {
+  auto world = comm::create_world("thread", 2, comm::CommOptions{});
+  AutoResolution out;
+  Config out_cfg;
+  std::mutex mu;
+  world->run([&](comm::Communicator& c) {
+    Config mine = cfg;
+    AutoResolution r = resolve_auto(mine, c, cpu_backend(), {1, 28, 28}, 10, 16, 1, 100);
+    if (c.rank() == 0) {
+      std::lock_guard<std::mutex> lock(mu);
+      out = r;
+      out_cfg = mine;
+    }
+  });
+  return {out, out_cfg};
+}
+
+TEST(AutoConfig, NothingAutoLeavesTheConfigAlone) {
+  const Config cfg = small("codec = \"int8\"\n");
+  EXPECT_FALSE(wants_auto(cfg));
+  const auto [r, after] = resolve(cfg);
+  EXPECT_FALSE(r.active);
+  EXPECT_EQ(after.get_string("codec", ""), "int8");
+}
+
+// Whatever the timings, a network without measured accuracy deltas gets a lossless choice,
+// the config carries it, and summary.json's object names the choice and the runner-up.
+TEST(AutoConfig, AUsersOwnNetworkGetsFp32ThroughTheAllreduce) {
+  const auto [r, after] = resolve(small("codec = \"auto\"\nsync = \"auto\"\n"));
+  ASSERT_TRUE(r.active);
+  EXPECT_EQ(after.get_string("codec", ""), "fp32");
+  EXPECT_EQ(after.get_string("sync", ""), "allreduce");
+  EXPECT_TRUE(r.decision.chosen.lossless());
+  EXPECT_GT(r.measured.compute_s, 0);
+  EXPECT_GT(r.measured.link.bytes_per_s, 0);
+  EXPECT_GT(r.measured.cost_s, 0);
+  const nlohmann::json j = nlohmann::json::parse(r.json);
+  EXPECT_EQ(j["chosen"]["codec"], "fp32");
+  EXPECT_TRUE(j.contains("runner_up"));
+  EXPECT_GT(j["measured"]["cost_share_of_1000_steps"].get<double>(), 0);
+  EXPECT_THAT(r.log, HasSubstr("auto: chose fp32, allreduce"));
+  EXPECT_THAT(r.log, HasSubstr("measuring cost"));
+}
+
+TEST(AutoConfig, BucketSizeAloneIsChosenAmongTheCandidates) {
+  const auto [r, after] = resolve(small("sync.bucket_kib = \"auto\"\n"));
+  ASSERT_TRUE(r.active);
+  const int64_t kib = after.get_int("sync.bucket_kib", -1);
+  EXPECT_TRUE(kib == 1024 || kib == 4096 || kib == 16384) << kib;
+  EXPECT_EQ(after.get_string("codec", "fp32"), "fp32");  // not auto: unchanged
+  for (const auto& k : r.decision.candidates) EXPECT_EQ(k.codec, "fp32");
+}
+
+TEST(AutoConfig, ACalibrationFileOfAnotherMachineIsRefusedOrMeasuredInstead) {
+  const std::string file =
+      (std::filesystem::temp_directory_path() / "loom_auto_config_cal.jsonl").string();
+  {
+    std::ofstream out(file);
+    out << "{\"bench\":\"machine\",\"cpu\":\"Some Other CPU\",\"transport\":\"thread\","
+           "\"world_size\":2,\"format_version\":2}\n"
+           "{\"bench\":\"gemm\",\"gflops\":100,\"format_version\":2}\n";
+  }
+  const std::string extra = "[auto]\ncalibration = \"" + file + "\"\n";
+  try {
+    resolve(small("codec = \"auto\"\n", extra));
+    FAIL() << "a calibration file of another CPU was used";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(file));
+    EXPECT_THAT(e.what(), HasSubstr("CPU: file 'Some Other CPU', this machine '" +
+                                    measure::cpu_model() + "'"));
+  }
+  const auto [r, after] =
+      resolve(small("codec = \"auto\"\n", extra + "calibration_mismatch = \"measure\"\n"));
+  EXPECT_TRUE(r.active);
+  EXPECT_THAT(r.measured.source, HasSubstr("at start"));
+  std::filesystem::remove(file);
+}
+
+// Block momentum cannot clip the combined gradient: with optim.clip_norm, sync = "auto"
+// weighs the allreduce only, so the strategy it builds accepts the config.
+TEST(AutoConfig, ClippingKeepsSyncAutoToTheAllreduce) {
+  const auto [r, after] = resolve(small("sync = \"auto\"\n", "[optim]\nclip_norm = 1.0\n"));
+  ASSERT_TRUE(r.active);
+  EXPECT_EQ(after.get_string("sync", ""), "allreduce");
+  for (const auto& k : r.decision.candidates) EXPECT_EQ(k.sync, "allreduce") << k.label();
+}
+
+TEST(AutoConfig, OneWorkerHasNothingToChoose) {
+  auto world = comm::create_world("thread", 1, comm::CommOptions{});
+  world->run([&](comm::Communicator& c) {
+    Config cfg = small("codec = \"auto\"\nsync = \"auto\"\n");
+    const AutoResolution r = resolve_auto(cfg, c, cpu_backend(), {1, 28, 28}, 10, 16, 1, 100);
+    EXPECT_TRUE(r.active);
+    EXPECT_EQ(r.measured.cost_s, 0);  // nothing measured
+    EXPECT_EQ(cfg.get_string("codec", ""), "fp32");
+    EXPECT_EQ(cfg.get_string("sync", ""), "allreduce");
+  });
+}
+
+TEST(AutoConfig, AutoWithTheParameterServerIsAConfigError) {
+  EXPECT_THROW(resolve(small("codec = \"auto\"\nsync = \"ps\"\n")), ConfigError);
+}
+
+}  // namespace
+}  // namespace loom::train
