@@ -68,8 +68,7 @@ class CommHook:
         # PowerSGD, whose matrices) changed starts over with zero residuals.
         if st is None or st.n != n or self._matrices.get(index) != matrices:
             st = _loom.Stages(self.codec._impl, n, self.world, self.rank, bucket_name(index),
-                              matrices=list(matrices)) if matrices else \
-                _loom.Stages(self.codec._impl, n, self.world, self.rank, bucket_name(index))
+                              list(matrices))
             self._stages[index] = st
             self._matrices[index] = matrices
         return st
