@@ -4,6 +4,14 @@
 
   python bench/peers/torch_mlp.py --threads 1 --epochs 1
   python bench/peers/torch_mlp.py --threads 1 --epochs 3 --schedule cosine --seed 2
+  python bench/peers/torch_mlp.py --world 2 --rank R --master 127.0.0.1:29531 --hook int8
+
+With --world N (one command per rank) the model is trained by DistributedDataParallel over gloo,
+each rank on its 1/N of every epoch's permutation at --batch per rank; --hook picks how DDP sums
+the gradients: none (its own fp32 allreduce), torch-fp16 (PyTorch's fp16_compress_hook) or a
+loom codec through loom.torch.comm_hook (fp16, bf16, int8, onebit, topk, powersgd; the loom
+package must be importable). An epoch's samples/s is N shards over the slowest rank's time;
+rank 0 evaluates and prints the lines below (bench/netns/ddp_hook.sh runs this).
 
 The recipe is loom's: MLP 784-1024-1024-10 (ReLU, dropout 0.5), cross-entropy, SGD with
 momentum 0.9, lr 0.05 (constant, or annealed per step to 0 by cosine as loom's
@@ -34,6 +42,11 @@ parser.add_argument("--momentum", type=float, default=0.9)
 parser.add_argument("--schedule", choices=["constant", "cosine"], default="constant")
 parser.add_argument("--seed", type=int, default=0)
 parser.add_argument("--data", default=DEFAULT_DATA, help="folder of the Fashion-MNIST IDX files")
+parser.add_argument("--world", type=int, default=1, help="DDP processes (gloo), one per command")
+parser.add_argument("--rank", type=int, default=0, help="this process's rank (with --world)")
+parser.add_argument("--master", default="127.0.0.1:29531", help="rank 0's ADDRESS:PORT")
+parser.add_argument("--hook", default="none",
+                    help="DDP's gradient sum: none, torch-fp16, or a loom codec (loom.torch)")
 args = parser.parse_args()
 
 # BLAS pools size themselves when torch is imported; torch.set_num_threads alone leaves
@@ -63,15 +76,36 @@ def main():
     model = nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Dropout(0.5),
                           nn.Linear(1024, 1024), nn.ReLU(), nn.Dropout(0.5),
                           nn.Linear(1024, 10))
+    ddp = args.world > 1
+    if ddp:
+        import torch.distributed as dist
+        dist.init_process_group("gloo", init_method=f"tcp://{args.master}", rank=args.rank,
+                                world_size=args.world)
+        net = model
+        model = nn.parallel.DistributedDataParallel(net)
+        if args.hook == "torch-fp16":
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+            model.register_comm_hook(None, default_hooks.fp16_compress_hook)
+        elif args.hook != "none":
+            import loom.torch
+            hook = loom.torch.comm_hook(args.hook)
+            model.register_comm_hook(None, hook)
+        # the epoch times' maxima; kept alive to the end, so that gloo's worker threads never
+        # free a tensor made here (loom/torch.py explains the hang that avoids)
+        kept = []
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     loss_fn = nn.CrossEntropyLoss()
-    steps_per_epoch = math.ceil(len(x_train) / args.batch)
+    steps_per_epoch = math.ceil(len(x_train) // max(args.world, 1) / args.batch)
     total_steps = args.epochs * steps_per_epoch
     step = 0
     rates, accs = [], []
     for epoch in range(args.epochs):
         order = torch.randperm(len(x_train), generator=torch.Generator().manual_seed(
             1000 * args.seed + epoch))
+        if ddp:  # this rank's share of the same permutation on every rank
+            share = len(order) // args.world
+            order = order[args.rank * share:(args.rank + 1) * share]
+            dist.barrier()
         began = time.perf_counter()
         for first in range(0, len(order), args.batch):
             if args.schedule == "cosine":  # loom's lr.schedule = "cosine", per step
@@ -84,16 +118,23 @@ def main():
             optimizer.step()
             step += 1
         seconds = time.perf_counter() - began
-        rates.append(len(order) / seconds)
-        accs.append(accuracy(model, x_test, y_test))
+        if ddp:  # the slowest rank's time; every rank's samples
+            kept.append(torch.tensor([seconds], dtype=torch.float64))
+            dist.all_reduce(kept[-1], op=dist.ReduceOp.MAX)
+            seconds = kept[-1].item()
+        rates.append(len(order) * args.world / seconds)
+        accs.append(accuracy(net if ddp else model, x_test, y_test))
         print(f"epoch {epoch + 1}: {rates[-1]:8.0f} samples/s  train_loop {seconds:6.2f} s  "
               f"last_loss {loss.item():.3f}  test_acc {accs[-1]:.4f}", flush=True)
     print(f"RESULT single {args.threads}thr batch={args.batch} lr={args.lr} "
           f"schedule={args.schedule} "
           f"coretype={os.environ.get('OPENBLAS_CORETYPE', '(unset)')} "
           f"median_samples_per_s={statistics.median(rates):.0f} "
-          f"final_test_acc={accs[-1]:.4f} data_load_s={load_s:.2f} torch={torch.__version__}",
+          f"final_test_acc={accs[-1]:.4f} data_load_s={load_s:.2f} torch={torch.__version__}"
+          + (f" ddp={args.world} hook={args.hook}" if ddp else ""),
           flush=True)
+    if ddp:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

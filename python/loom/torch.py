@@ -12,10 +12,13 @@ the N encodings, sums them in rank order, re-encodes the sum with its owner resi
 owners' encodings are all-gathered and decoded by everyone. The bytes each rank sends are
 loom's own (Stages.wire_bytes); the codec work runs in loom's C++ with the GIL released, and
 every rank ends with the same bits as ``compressed_allreduce`` over loom's thread transport.
-top-k sums by all-gathering every rank's encoding; PowerSGD is not offered here.
+top-k sums by all-gathering every rank's encoding. PowerSGD (``codec="powersgd"``, rank,
+error feedback and warm start per bucket) runs loom's power step on each of the bucket's
+parameter matrices, its factors P and Q summed over ranks in rank order (point-to-point, as a
+reduce-scatter and all-gather).
 """
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -25,6 +28,9 @@ from . import _loom
 from . import codecs as _codecs
 
 SUPPORTED_BACKENDS = ("gloo", "nccl", "mpi")
+# Point-to-point tags of the stages (a message of one stage can never match another's receive):
+# the two byte exchanges of the stripes and gather codecs, and the two halves of a float sum.
+STAGE1_TAG, STAGE2_TAG, SUM_SCATTER_TAG, SUM_GATHER_TAG = 1, 2, 3, 4
 
 
 def check_backend(backend: str) -> None:
@@ -41,32 +47,44 @@ class CommHook:
         # DDP names the hook in its logs (and checks the name of its own bf16 hooks)
         self.__name__ = self.__qualname__ = f"loom_{codec}_hook"
         self.codec = _codecs.get(codec, **params)
-        if self.codec.aggregation == "linear":
-            raise ValueError(f"loom.torch.comm_hook: codec {codec} (low-rank factors) is not "
-                             f"offered by the hook; use fp16, bf16, int8, onebit or topk")
         self.group = process_group
         check_backend(dist.get_backend(process_group))
         self.world = dist.get_world_size(process_group)
         self.rank = dist.get_rank(process_group)
         self._stages: Dict[int, _loom.Stages] = {}
+        self._matrices: Dict[int, Tuple[Tuple[int, int], ...]] = {}
         #: Bytes this rank sent, over all calls (stage 1 sends plus a ring all-gather's share).
         self.bytes_sent = 0
-        #: With record=True: (bucket index, input after the division, output) per call.
+        #: With record=True: (bucket index, input after the division, output, the matrices
+        #: PowerSGD took the bucket as) per call.
         self.record = record
-        self.calls: List[Tuple[int, np.ndarray, np.ndarray]] = []
+        self.calls: List[Tuple[int, np.ndarray, np.ndarray, Tuple[Tuple[int, int], ...]]] = []
 
-    def stages(self, index: int, n: int) -> _loom.Stages:
+    def stages(self, index: int, n: int,
+               matrices: Sequence[Tuple[int, int]] = ()) -> _loom.Stages:
         st = self._stages.get(index)
-        # DDP rebuilds its buckets after the first iteration; a bucket whose size changed
-        # starts over with zero residuals.
-        if st is None or st.n != n:
-            st = _loom.Stages(self.codec._impl, n, self.world, self.rank, f"bucket {index}")
+        matrices = tuple((int(r), int(c)) for r, c in matrices)
+        # DDP rebuilds its buckets after the first iteration; a bucket whose size (or, for
+        # PowerSGD, whose matrices) changed starts over with zero residuals.
+        if st is None or st.n != n or self._matrices.get(index) != matrices:
+            st = _loom.Stages(self.codec._impl, n, self.world, self.rank, bucket_name(index),
+                              list(matrices))
             self._stages[index] = st
+            self._matrices[index] = matrices
         return st
 
-    def allreduce(self, flat: np.ndarray, index: int = 0) -> None:
-        """In place: flat (float32) becomes loom's compressed sum over the group's ranks."""
-        st = self.stages(index, flat.size)
+    def allreduce(self, flat: np.ndarray, index: int = 0,
+                  matrices: Sequence[Tuple[int, int]] = ()) -> None:
+        """In place: flat (1-D, C-contiguous float32) becomes loom's compressed sum over the
+        group's ranks. ``matrices`` (PowerSGD only): the bucket's matrices (rows, cols) end to
+        end; empty, the codec's default view of a flat bucket."""
+        check_flat(flat)
+        st = self.stages(index, flat.size, matrices)
+        if st.aggregation == "linear":
+            self._sum(st.encode(flat))  # P
+            self._sum(st.reduce())      # Q, from the orthonormalised sum of P
+            st.decode(flat)
+            return
         st.encode(flat)
         E, N, me = st.slot_bytes, self.world, self.rank
         if E == 0:
@@ -74,23 +92,61 @@ class CommHook:
         if st.aggregation == "stripes":
             send, recv = torch.from_numpy(st.send), torch.from_numpy(st.recv)
             mine = st.stripe_bytes(me)
-            reqs = []
-            for i in range(N):
-                if i != me and mine > 0:
-                    reqs.append(dist.irecv(recv[i * E:i * E + mine], src=i, group=self.group))
-            for j in range(N):
-                b = st.stripe_bytes(j)
-                if j != me and b > 0:
-                    reqs.append(dist.isend(send[j * E:j * E + b], dst=j, group=self.group))
-                    self.bytes_sent += b
-            for r in reqs:
-                r.wait()
+            self._exchange(
+                [(i, recv[i * E:i * E + mine]) for i in range(N) if i != me and mine > 0],
+                [(j, send[j * E:j * E + st.stripe_bytes(j)]) for j in range(N)
+                 if j != me and st.stripe_bytes(j) > 0], STAGE1_TAG)
             st.reduce()
+        # Stage 2, the all-gather of the owners' encodings, is point-to-point as well: every
+        # owner sends its slot to every other rank, (N-1) E bytes per rank as in a ring
+        # all-gather. Not dist.all_gather: gloo runs its collectives on worker threads, and a
+        # worker that drops the last reference to a finished all-gather (whose tensors were
+        # made here in Python) must take the GIL to free them. When the process group is then
+        # destroyed from Python (DDP's Reducer holds it, so this happens when the DDP module
+        # is freed, GIL held), ~ProcessGroupGloo joins that worker while holding the GIL and
+        # both wait forever (pytorch/pytorch#56297), the intermittent hang at the end of a
+        # run. isend/irecv run on the caller's thread and their Work objects are freed here,
+        # with the GIL, so no gloo thread ever holds one of these tensors.
         gather = torch.from_numpy(st.gather)
         slots = [gather[i * E:(i + 1) * E] for i in range(N)]
-        dist.all_gather(slots, slots[me].clone(), group=self.group)
-        self.bytes_sent += (N - 1) * E
+        self._exchange([(i, slots[i]) for i in range(N) if i != me],
+                       [(j, slots[me]) for j in range(N) if j != me], STAGE2_TAG)
         st.decode(flat)
+
+    def _exchange(self, recvs, sends, tag: int) -> None:
+        """Posts every receive, then every send, and waits for all of them."""
+        reqs = [dist.irecv(t, src=i, group=self.group, tag=tag) for i, t in recvs]
+        for j, t in sends:
+            reqs.append(dist.isend(t, dst=j, group=self.group, tag=tag))
+            self.bytes_sent += t.numel() * t.element_size()
+        for r in reqs:
+            r.wait()
+
+    def _sum(self, v: np.ndarray) -> None:
+        """In place: v (float32) becomes its sum over ranks, the same bits on every rank.
+        Rank j owns elements [L j / N, L (j+1) / N): every rank sends it that part, j adds the
+        N parts in rank order and sends the sum to every rank, 2 (N-1)/N of v's bytes per rank
+        as a ring allreduce. Point-to-point, not dist.all_reduce, for the reason given in
+        allreduce (no gloo worker thread may hold these tensors)."""
+        N, me, L = self.world, self.rank, v.size
+        if N == 1 or L == 0:
+            return
+        bound = [L * j // N for j in range(N + 1)]
+        t = torch.from_numpy(v)
+        part = [t[bound[j]:bound[j + 1]] for j in range(N)]
+        parts = np.empty((N, bound[me + 1] - bound[me]), dtype=np.float32)
+        self._exchange([(i, torch.from_numpy(parts[i])) for i in range(N)
+                        if i != me and parts.shape[1] > 0],
+                       [(j, part[j]) for j in range(N) if j != me and part[j].numel() > 0],
+                       SUM_SCATTER_TAG)
+        parts[me] = v[bound[me]:bound[me + 1]]
+        total = parts[0].copy()
+        for i in range(1, N):
+            total += parts[i]
+        v[bound[me]:bound[me + 1]] = total
+        self._exchange([(i, part[i]) for i in range(N) if i != me and part[i].numel() > 0],
+                       [(j, part[me]) for j in range(N) if j != me and part[me].numel() > 0],
+                       SUM_GATHER_TAG)
 
     def __call__(self, state: Any, bucket) -> torch.futures.Future[torch.Tensor]:
         buf = bucket.buffer()
@@ -99,11 +155,12 @@ class CommHook:
             raise ValueError(f"loom.torch.comm_hook: bucket of {host.dtype}, loom's codecs "
                              f"take float32")
         flat = host.numpy()
+        matrices = bucket_matrices(bucket) if self.codec.aggregation == "linear" else ()
         np.divide(flat, np.float32(self.world), out=flat)
         before = flat.copy() if self.record else None
-        self.allreduce(flat, bucket.index())
+        self.allreduce(flat, bucket.index(), matrices)
         if self.record:
-            self.calls.append((bucket.index(), before, flat.copy()))
+            self.calls.append((bucket.index(), before, flat.copy(), tuple(matrices)))
         if host.data_ptr() != buf.data_ptr():
             buf.copy_(host)
         fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
@@ -111,17 +168,58 @@ class CommHook:
         return fut
 
 
+def bucket_name(index: int) -> str:
+    """The name of the hook's state for bucket ``index`` (in error messages; PowerSGD draws
+    its first Q from it, the same on every rank)."""
+    return f"bucket {index}"
+
+
+def check_flat(flat: Any) -> None:
+    """ValueError unless ``flat`` is a 1-D, C-contiguous float32 NumPy array (the hook reads
+    and writes it in place; a conversion would hand back other memory than the caller's)."""
+    if not isinstance(flat, np.ndarray):
+        raise ValueError(f"loom.torch: a bucket must be a NumPy float32 array, not "
+                         f"{type(flat).__name__}")
+    if flat.dtype != np.float32:
+        raise ValueError(f"loom.torch: a bucket of {flat.dtype}; loom's codecs take float32 "
+                         f"(convert the model with .float())")
+    if flat.ndim != 1:
+        raise ValueError(f"loom.torch: a bucket of shape {flat.shape}; it must be flat (1-D)")
+    if not flat.flags.c_contiguous or not flat.flags.writeable:
+        raise ValueError("loom.torch: a bucket must be C-contiguous and writable (the sum is "
+                         "written in place)")
+
+
+def bucket_matrices(bucket) -> List[Tuple[int, int]]:
+    """The bucket's parameter matrices end to end as PowerSGD takes them (as loom's trainer
+    does, compress/codec.h): a weight of shape (out, ...) as [out, prod(rest)], a bias or any
+    1-D parameter of c elements as [1, c]."""
+    out = []
+    for g in bucket.gradients():
+        shape = tuple(g.shape)
+        if len(shape) >= 2:
+            out.append((shape[0], int(np.prod(shape[1:]))))
+        elif g.numel() > 0:
+            out.append((1, g.numel()))
+    return out
+
+
 def comm_hook(codec: str = "fp16", process_group: Optional[Any] = None, record: bool = False,
               **params) -> CommHook:
     """A hook for ``DistributedDataParallel.register_comm_hook(None, hook)`` that averages
     gradients through loom's codec ``codec`` (params as in loom.codecs.get) and loom's
-    compressed allreduce over ``process_group`` (default: the default group). A process
-    group whose backend is not gloo, NCCL or MPI, or the codec powersgd, raises ValueError."""
+    compressed allreduce over ``process_group`` (default: the default group). An unknown
+    codec or parameter, or a process group whose backend is not gloo, NCCL or MPI, raises
+    ValueError."""
     return CommHook(codec, process_group, record, **params)
 
 
-def reference_allreduce(codec: "_codecs.Codec", world: int, n: int) -> _loom.ThreadAllreduce:
+def reference_allreduce(codec: "_codecs.Codec", world: int, n: int,
+                        matrices: Sequence[Tuple[int, int]] = (),
+                        index: int = 0) -> _loom.ThreadAllreduce:
     """loom's own compressed_allreduce of n elements over ``world`` thread ranks in this
     process (its ``run([a_0, ..., a_{N-1}])`` sums in place), keeping its states across calls:
-    what the hook's results are tested against."""
-    return _loom.ThreadAllreduce(codec._impl, world, n)
+    what the hook's results are tested against. ``matrices``: PowerSGD's view of the bucket;
+    ``index``: the hook's bucket index (PowerSGD's first Q is drawn from the bucket's name)."""
+    return _loom.ThreadAllreduce(codec._impl, world, n, [tuple(m) for m in matrices],
+                                 bucket_name(index))

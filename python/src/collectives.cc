@@ -1,6 +1,8 @@
 // loom's compressed allreduce for Python: the reference (compressed_allreduce over the thread
 // transport, N ranks as threads of this process) and the stages of its two-stage algorithm on
-// buffers the caller moves between processes itself (the PyTorch DDP hook, loom/torch.py).
+// buffers the caller moves between processes itself (the PyTorch DDP hook, loom/torch.py):
+// kStripes' encode / reduce / decode around two byte exchanges, kGather's encode / decode
+// around one, and PowerSGD's (kLinear) local P / local Q / decode around two float sums.
 #include <fmt/format.h>
 #include <pybind11/stl.h>
 
@@ -15,12 +17,26 @@ namespace {
 
 using compress::Aggregation;
 
-void check_stripes(const PyCodec& c) {
-  if (c.codec->aggregation() == Aggregation::kLinear)
+// The bucket's matrices (rows, cols) end to end, for PowerSGD; checked here so that a wrong
+// list is a ValueError, not loom's internal check.
+std::vector<compress::MatrixDims> matrix_dims(const PyCodec& c, size_t n,
+                                              const std::vector<std::pair<int64_t, int64_t>>& m) {
+  std::vector<compress::MatrixDims> out;
+  size_t total = 0;
+  for (const auto& [rows, cols] : m) {
+    if (rows < 1 || cols < 1)
+      throw py::value_error(
+          fmt::format("matrix ({}, {}): rows and cols must be positive", rows, cols));
+    out.push_back({size_t(rows), size_t(cols)});
+    total += size_t(rows) * size_t(cols);
+  }
+  if (!out.empty() && total != n)
     throw py::value_error(fmt::format(
-        "codec {}: its sums are formed from low-rank factors (plain allreduce), which the "
-        "byte-moving stages here do not cover",
-        c.codec->name()));
+        "the matrices hold {} elements, the bucket {}: they must cover it end to end", total, n));
+  if (!out.empty() && c.codec->aggregation() != Aggregation::kLinear)
+    throw py::value_error(fmt::format(
+        "codec {} takes a bucket as a flat array; matrices are for powersgd", c.codec->name()));
+  return out;
 }
 
 // compressed_allreduce on `world` thread ranks, one state per rank kept across calls.
@@ -30,14 +46,18 @@ struct ThreadAllreduce {
   std::unique_ptr<comm::ThreadWorld> world;
   std::vector<sync::CompressedAllreduceState> states;
 
-  ThreadAllreduce(PyCodec c, int size, int64_t count) : codec(std::move(c)) {
+  ThreadAllreduce(PyCodec c, int size, int64_t count,
+                  const std::vector<std::pair<int64_t, int64_t>>& matrices,
+                  const std::string& bucket)
+      : codec(std::move(c)) {
     if (size < 1) throw py::value_error(fmt::format("world = {}: need at least 1 rank", size));
     if (count < 0) throw py::value_error(fmt::format("n = {} is negative", count));
     n = size_t(count);
+    const std::vector<compress::MatrixDims> dims = matrix_dims(codec, n, matrices);
     world = std::make_unique<comm::ThreadWorld>(size);
     for (int r = 0; r < size; ++r)
       states.push_back(
-          sync::make_compressed_allreduce_state(*codec.codec, n, size, r, "python reference"));
+          sync::make_compressed_allreduce_state(*codec.codec, n, size, r, bucket, dims));
   }
 
   void run(const std::vector<py::array>& data) {
@@ -81,13 +101,34 @@ py::array bytes_view(std::vector<uint32_t>& buf, py::handle owner) {
                               reinterpret_cast<uint8_t*>(buf.data()), owner);
 }
 
+py::array floats_view(std::span<float> v, py::handle owner) {
+  return py::array_t<float>({py::ssize_t(v.size())}, {py::ssize_t(sizeof(float))}, v.data(), owner);
+}
+
+const char* aggregation_name(Aggregation a) {
+  switch (a) {
+    case Aggregation::kStripes:
+      return "stripes";
+    case Aggregation::kGather:
+      return "gather";
+    case Aggregation::kLinear:
+      return "linear";
+  }
+  return "?";
+}
+
 }  // namespace
 
 void register_collectives(py::module_& m) {
   py::class_<ThreadAllreduce>(m, "ThreadAllreduce",
                               "loom's compressed_allreduce over its thread transport: the "
                               "reference the DDP hook is tested against.")
-      .def(py::init<PyCodec, int, int64_t>(), py::arg("codec"), py::arg("world"), py::arg("n"))
+      .def(py::init<PyCodec, int, int64_t, const std::vector<std::pair<int64_t, int64_t>>&,
+                    const std::string&>(),
+           py::arg("codec"), py::arg("world"), py::arg("n"),
+           py::arg("matrices") = std::vector<std::pair<int64_t, int64_t>>{},
+           py::arg("bucket") = "python reference",
+           "bucket names the states (PowerSGD seeds its first Q from the name)")
       .def("run", &ThreadAllreduce::run, py::arg("data"),
            "In place: each data[r] (float32, n) becomes the decoded sum over ranks.")
       .def_property_readonly("wire_bytes",
@@ -95,24 +136,24 @@ void register_collectives(py::module_& m) {
 
   py::class_<Stages>(m, "Stages",
                      "One rank's state of loom's two-stage compressed allreduce for a bucket.")
-      .def(py::init([](const PyCodec& c, int64_t n, int world, int rank, const std::string& b) {
-             check_stripes(c);
+      .def(py::init([](const PyCodec& c, int64_t n, int world, int rank, const std::string& b,
+                       const std::vector<std::pair<int64_t, int64_t>>& matrices) {
              if (n < 0) throw py::value_error(fmt::format("n = {} is negative", n));
              if (world < 1 || rank < 0 || rank >= world)
                throw py::value_error(fmt::format("rank {} of world {}", rank, world));
+             const std::vector<compress::MatrixDims> dims = matrix_dims(c, size_t(n), matrices);
              auto s = std::make_unique<Stages>();
              s->codec = c;
-             s->st = sync::make_compressed_allreduce_state(*c.codec, size_t(n), world, rank, b);
+             s->st =
+                 sync::make_compressed_allreduce_state(*c.codec, size_t(n), world, rank, b, dims);
              return s;
            }),
            py::arg("codec"), py::arg("n"), py::arg("world"), py::arg("rank"),
-           py::arg("bucket") = "bucket")
+           py::arg("bucket") = "bucket",
+           py::arg("matrices") = std::vector<std::pair<int64_t, int64_t>>{})
       .def_property_readonly("n", [](const Stages& s) { return s.st.n; })
       .def_property_readonly("aggregation",
-                             [](const Stages& s) {
-                               return s.st.aggregation == Aggregation::kStripes ? "stripes"
-                                                                                : "gather";
-                             })
+                             [](const Stages& s) { return aggregation_name(s.st.aggregation); })
       .def_property_readonly("slot_bytes", [](const Stages& s) { return s.st.slot_bytes; })
       .def_property_readonly("wire_bytes", [](const Stages& s) { return s.st.wire_bytes; })
       .def("stripe_bytes",
@@ -130,8 +171,18 @@ void register_collectives(py::module_& m) {
           [](py::object self) { return bytes_view(self.cast<Stages&>().st.gather, self); })
       .def(
           "encode",
-          [](Stages& s, const py::array& data) {
+          [](py::object self, const py::array& data) -> py::object {
+            Stages& s = self.cast<Stages&>();
             std::span<float> v = s.checked(data, false);
+            if (s.st.aggregation == Aggregation::kLinear) {
+              std::span<float> p;
+              {
+                py::gil_scoped_release nogil;
+                std::lock_guard<std::mutex> lock(s.mu);
+                p = sync::powersgd_local_p(*s.codec.codec, v, s.st);
+              }
+              return floats_view(p, self);
+            }
             py::gil_scoped_release nogil;
             std::lock_guard<std::mutex> lock(s.mu);
             if (s.st.aggregation == Aggregation::kStripes) {
@@ -141,24 +192,43 @@ void register_collectives(py::module_& m) {
                           size_t(s.st.rank) * s.st.slot_bytes;
               s.codec.codec->encode(v, s.st.worker[0], {out, s.st.slot_bytes});
             }
+            return py::none();
           },
-          "Stage 1: stripe j's encoding into slot j of send (gather: mine into my gather slot).")
+          "Stage 1: stripe j's encoding into slot j of send (gather: mine into my gather slot). "
+          "linear (powersgd): returns this rank's P (float32, a view of the state), to be "
+          "replaced in place by the sum over ranks.")
       .def(
           "reduce",
-          [](Stages& s) {
-            if (s.st.aggregation != Aggregation::kStripes) return;
+          [](py::object self) -> py::object {
+            Stages& s = self.cast<Stages&>();
+            if (s.st.aggregation == Aggregation::kLinear) {
+              std::span<float> q;
+              {
+                py::gil_scoped_release nogil;
+                std::lock_guard<std::mutex> lock(s.mu);
+                q = sync::powersgd_local_q(*s.codec.codec, s.st);
+              }
+              return floats_view(q, self);
+            }
+            if (s.st.aggregation != Aggregation::kStripes) return py::none();
             py::gil_scoped_release nogil;
             std::lock_guard<std::mutex> lock(s.mu);
             if (s.st.slot_bytes > 0) sync::stripes_reduce(*s.codec.codec, s.st);
+            return py::none();
           },
           "Owner: sum the encodings of my stripe in recv (and my own in send), re-encode the "
-          "sum into my slot of gather.")
+          "sum into my slot of gather. linear (powersgd): after P holds the sum over ranks, "
+          "orthonormalise it and return this rank's Q (float32 view), to be summed in place.")
       .def(
           "decode",
           [](Stages& s, const py::array& data) {
             std::span<float> v = s.checked(data, true);
             py::gil_scoped_release nogil;
             std::lock_guard<std::mutex> lock(s.mu);
+            if (s.st.aggregation == Aggregation::kLinear) {
+              sync::powersgd_decode(*s.codec.codec, v, s.st);
+              return;
+            }
             if (s.st.slot_bytes == 0) return;
             if (s.st.aggregation == Aggregation::kStripes) {
               sync::stripes_decode(*s.codec.codec, v, s.st);
@@ -171,7 +241,8 @@ void register_collectives(py::module_& m) {
                    s.st.slot_bytes},
                   v, i == 0 ? compress::DecodeMode::kWrite : compress::DecodeMode::kAccumulate);
           },
-          "Stage 2: data becomes the decoded sum from every owner's slot of gather.");
+          "Stage 2: data becomes the decoded sum from every owner's slot of gather. linear "
+          "(powersgd): after Q holds the sum over ranks, data becomes P Q^T.");
 }
 
 }  // namespace loom::python

@@ -74,38 +74,10 @@ void gather_allreduce(comm::Communicator& c, const Codec& codec, std::span<float
 // residuals only through their sum, so both give the same updates.)
 void powersgd_allreduce(comm::Communicator& c, const PowerSgdCodec& codec, std::span<float> data,
                         CompressedAllreduceState& st) {
-  CodecState& cs = st.worker[0];
-  const size_t n = st.n;
-  if (n == 0) return;
-  if (!codec.error_feedback()) std::fill(cs.residual.begin(), cs.residual.end(), 0.0f);
-  float* m = cs.residual.data();
-  uint32_t bad = 0;
-  for (size_t i = 0; i < n; ++i) {
-    m[i] += data[i];
-    bad |= uint32_t(!is_finite_bits(m[i]));
-  }
-  if (bad) throw_non_finite(codec.name(), cs, data);
-  const PowerSgdPlan plan = codec.plan(cs);
-  float* p = st.scratch.data();
-  float* q = p + plan.p_floats;
-  float* qs = cs.aux.data();  // warm-started Q, identical on every rank
-  for (size_t b = 0; b < plan.blocks.size(); ++b) {
-    const PowerSgdBlock& k = plan.blocks[b];
-    refill_zero_columns(qs + k.q, k.s.cols, k.s.rank, codec.refill_key(cs, b));
-    powersgd_mul_q(m + k.offset, k.n, k.s, qs + k.q, p + k.p);
-  }
-  c.allreduce(std::span<float>(p, plan.p_floats));
-  for (const PowerSgdBlock& k : plan.blocks) {
-    orthonormalise_columns(p + k.p, k.s.rows, k.s.rank);
-    powersgd_mul_p(m + k.offset, k.n, k.s, p + k.p, q + k.q);
-    powersgd_expand(p + k.p, q + k.q, k.n, k.s, m + k.offset, DecodeMode::kAccumulate,
-                    -1.0f);  // local residual
-  }
-  c.allreduce(std::span<float>(q, plan.q_floats));
-  std::copy(q, q + plan.q_floats, qs);
-  for (const PowerSgdBlock& k : plan.blocks)
-    powersgd_expand(p + k.p, q + k.q, k.n, k.s, data.data() + k.offset, DecodeMode::kWrite);
-  ++cs.steps;
+  if (st.n == 0) return;
+  c.allreduce(powersgd_local_p(codec, data, st));
+  c.allreduce(powersgd_local_q(codec, st));
+  powersgd_decode(codec, data, st);
 }
 
 }  // namespace
@@ -208,6 +180,71 @@ void stripes_decode(const Codec& codec, std::span<float> data, CompressedAllredu
   for (int j = 0; j < st.world; ++j)
     codec.decode({slot(st.gather, st.slot_bytes, j), codec.encoded_bytes(st.stripes[j].size())},
                  data.subspan(st.stripes[j].begin, st.stripes[j].size()), DecodeMode::kWrite);
+}
+
+namespace {
+const PowerSgdCodec& powersgd_of(const Codec& codec, const CompressedAllreduceState& st) {
+  auto* psgd = dynamic_cast<const PowerSgdCodec*>(&codec);
+  LOOM_CHECK(psgd != nullptr && st.aggregation == Aggregation::kLinear,
+             "powersgd steps on codec {} or a state not made for powersgd", codec.name());
+  return *psgd;
+}
+}  // namespace
+
+std::span<float> powersgd_local_p(const Codec& codec, std::span<const float> data,
+                                  CompressedAllreduceState& st) {
+  const PowerSgdCodec& psgd = powersgd_of(codec, st);
+  LOOM_CHECK_EQ(data.size(), st.n);
+  CodecState& cs = st.worker[0];
+  const PowerSgdPlan plan = psgd.plan(cs);
+  if (st.n == 0) return {st.scratch.data(), 0};
+  if (!psgd.error_feedback()) std::fill(cs.residual.begin(), cs.residual.end(), 0.0f);
+  float* m = cs.residual.data();
+  uint32_t bad = 0;
+  for (size_t i = 0; i < st.n; ++i) {
+    m[i] += data[i];
+    bad |= uint32_t(!is_finite_bits(m[i]));
+  }
+  if (bad) throw_non_finite(psgd.name(), cs, data);
+  float* p = st.scratch.data();
+  float* qs = cs.aux.data();  // warm-started Q, identical on every rank
+  for (size_t b = 0; b < plan.blocks.size(); ++b) {
+    const PowerSgdBlock& k = plan.blocks[b];
+    refill_zero_columns(qs + k.q, k.s.cols, k.s.rank, psgd.refill_key(cs, b));
+    powersgd_mul_q(m + k.offset, k.n, k.s, qs + k.q, p + k.p);
+  }
+  return {p, plan.p_floats};
+}
+
+std::span<float> powersgd_local_q(const Codec& codec, CompressedAllreduceState& st) {
+  const PowerSgdCodec& psgd = powersgd_of(codec, st);
+  CodecState& cs = st.worker[0];
+  const PowerSgdPlan plan = psgd.plan(cs);
+  float* m = cs.residual.data();
+  float* p = st.scratch.data();
+  float* q = p + plan.p_floats;
+  if (st.n == 0) return {q, 0};
+  for (const PowerSgdBlock& k : plan.blocks) {
+    orthonormalise_columns(p + k.p, k.s.rows, k.s.rank);
+    powersgd_mul_p(m + k.offset, k.n, k.s, p + k.p, q + k.q);
+    powersgd_expand(p + k.p, q + k.q, k.n, k.s, m + k.offset, DecodeMode::kAccumulate,
+                    -1.0f);  // local residual
+  }
+  return {q, plan.q_floats};
+}
+
+void powersgd_decode(const Codec& codec, std::span<float> data, CompressedAllreduceState& st) {
+  const PowerSgdCodec& psgd = powersgd_of(codec, st);
+  LOOM_CHECK_EQ(data.size(), st.n);
+  CodecState& cs = st.worker[0];
+  if (st.n == 0) return;
+  const PowerSgdPlan plan = psgd.plan(cs);
+  const float* p = st.scratch.data();
+  const float* q = p + plan.p_floats;
+  std::copy(q, q + plan.q_floats, cs.aux.begin());
+  for (const PowerSgdBlock& k : plan.blocks)
+    powersgd_expand(p + k.p, q + k.q, k.n, k.s, data.data() + k.offset, DecodeMode::kWrite);
+  ++cs.steps;
 }
 
 void compressed_allreduce(comm::Communicator& c, const Codec& codec, std::span<float> data,

@@ -85,6 +85,19 @@ void stripes_reduce(const compress::Codec& codec, CompressedAllreduceState& st);
 void stripes_decode(const compress::Codec& codec, std::span<float> data,
                     CompressedAllreduceState& st);
 
+// The same for kLinear (PowerSGD), whose sums are plain float allreduces: powersgd_local_p
+// adds data into the residual (M = g + residual) and returns this rank's P = M Q (all the
+// bucket's matrices, in st.scratch); once that span holds the sum over ranks,
+// powersgd_local_q orthonormalises P, keeps M - P (M^T P)^T as the residual and returns this
+// rank's Q = M^T P; once that span holds the sum, powersgd_decode keeps Q as the next warm
+// start and writes P Q^T into data. compressed_allreduce runs exactly these around its two
+// allreduces. NaN/Inf entering powersgd_local_p throws NumericError naming the bucket.
+std::span<float> powersgd_local_p(const compress::Codec& codec, std::span<const float> data,
+                                  CompressedAllreduceState& st);
+std::span<float> powersgd_local_q(const compress::Codec& codec, CompressedAllreduceState& st);
+void powersgd_decode(const compress::Codec& codec, std::span<float> data,
+                     CompressedAllreduceState& st);
+
 // Bytes one rank sends per compressed_allreduce of n elements over `world` ranks, and the
 // same for a plain fp32 ring allreduce (2 (N-1)/N * 4n), for logs and the bench.
 // (For PowerSGD, with the default view; a state with matrices holds its own in wire_bytes.)

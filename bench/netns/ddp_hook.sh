@@ -1,0 +1,137 @@
+#!/bin/bash
+# bench/netns/ddp_hook.sh - PyTorch DistributedDataParallel on 2 processes with loom's
+# communication hook (loom.torch.comm_hook, docs/python.md) against DDP's own fp32 allreduce:
+# samples/s and test accuracy of the PyTorch MLP peer after the same epochs.
+#
+#   bench/netns/ddp_hook.sh [--python PY] [--epochs E] [--links "1gbit lo"]
+#                           [--configs "fp32 fp16 int8 onebit"] [--repeats R]
+#
+# Links: a rate (1gbit, 100mbit, off) puts one rank in each of two network namespaces joined by
+# a veth shaped with tbf (lib.sh), gloo over the veth; lo puts both ranks in one namespace on
+# its loopback (the hook's own cost against DDP fp32, with the link out of the way). Configs:
+# fp32 (DDP's allreduce), torch-fp16 (PyTorch's fp16_compress_hook), and the loom codecs fp16,
+# bf16, int8, onebit, topk, powersgd through the hook, each with its defaults. Each run trains
+# bench/peers/torch_mlp.py (MLP 784-1024-1024-10, batch 128 per rank, 1 thread per rank,
+# Fashion-MNIST) for E epochs (default 1) and reads rank 0's RESULT line: the median over
+# epochs of samples/s (training loop only, the slower rank's time) and the final test accuracy.
+# With --repeats R the configs take turns R times and the median of the repeats is reported,
+# with the load average before and after. Prints a table and one JSON object per line
+# ({"bench":"ddp_hook",...}). Needs root (namespaces, tc), iproute2, python3-torch, the loom
+# package in PY (default: the checkout's .venv, scripts/setup-python-package) and Debian's
+# dataset-fashion-mnist. The namespaces are deleted on exit, whatever happens.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+PY=${PY:-$root/.venv/bin/python}
+EPOCHS=${EPOCHS:-1}
+REPEATS=${REPEATS:-1}
+LINKS=${LINKS:-"1gbit lo"}
+CONFIGS=${CONFIGS:-"fp32 fp16 int8 onebit"}
+TIMEOUT=${TIMEOUT:-900}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --python) PY=$2; shift 2 ;;
+    --epochs) EPOCHS=$2; shift 2 ;;
+    --repeats) REPEATS=$2; shift 2 ;;
+    --links) LINKS=$2; shift 2 ;;
+    --configs) CONFIGS=$2; shift 2 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    *) echo "ddp_hook.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+hook_of() {
+  case $1 in
+    fp32) echo none ;;
+    torch-fp16|fp16|bf16|int8|onebit|topk|powersgd) echo "$1" ;;
+    *) echo "ddp_hook.sh: unknown config '$1'" >&2; return 1 ;;
+  esac
+}
+for c in $CONFIGS; do hook_of "$c" >/dev/null; done
+[ "$(id -u)" = 0 ] || { echo "ddp_hook.sh: needs root (network namespaces, tc)" >&2; exit 2; }
+"$PY" -c "import torch, loom.torch" 2>/dev/null ||
+  { echo "ddp_hook.sh: $PY cannot import torch and loom.torch (scripts/setup-python-package)" >&2; exit 2; }
+
+# shellcheck source=bench/netns/lib.sh
+. "$here/lib.sh"
+netns_begin loom_ddp_hook
+work=$NB_WORK
+netns_up
+port=29600
+
+run_one() {  # link config repeat -> prints "samples_per_s test_accuracy"
+  local link=$1 cfg=$2 out="$work/$1-$2-$3" hook ns0 ns1 if0 if1 master
+  hook=$(hook_of "$cfg")
+  mkdir -p "$out"
+  port=$((port + 1))  # a fresh port per run: no TIME_WAIT from the last one
+  if [ "$link" = lo ]; then
+    ns0=$NB_NS0 ns1=$NB_NS0 if0=lo if1=lo master=127.0.0.1:$port
+  else
+    ns0=$NB_NS0 ns1=$NB_NS1 if0=${NB_TAG}0 if1=${NB_TAG}1 master=$NB_IP0:$port
+  fi
+  local peer=("$root/bench/peers/torch_mlp.py" --threads 1 --epochs "$EPOCHS" --world 2
+              --master "$master" --hook "$hook")
+  ip netns exec "$ns1" env GLOO_SOCKET_IFNAME="$if1" timeout "$TIMEOUT" \
+    "$PY" "${peer[@]}" --rank 1 >"$out/rank1.log" 2>&1 &
+  local other=$!
+  local rc=0
+  ip netns exec "$ns0" env GLOO_SOCKET_IFNAME="$if0" timeout "$TIMEOUT" \
+    "$PY" "${peer[@]}" --rank 0 >"$out/rank0.log" 2>&1 || rc=$?
+  wait "$other" || rc=$((rc + $?))
+  local result
+  result=$(grep '^RESULT' "$out/rank0.log" || true)
+  if [ "$rc" != 0 ] || [ -z "$result" ]; then
+    echo "ddp_hook.sh: $cfg on $link failed; last lines of its logs:" >&2
+    tail -3 "$out/rank0.log" "$out/rank1.log" >&2
+    echo "nan nan"
+    return
+  fi
+  echo "$result" | sed -E 's/.*median_samples_per_s=([0-9.]+).*final_test_acc=([0-9.]+).*/\1 \2/'
+}
+
+results="$work/results"
+: >"$results"
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+for rep in $(seq "$REPEATS"); do
+  for link in $LINKS; do
+    if [ "$link" = lo ]; then netns_shape off; else netns_shape "$link"; fi
+    for cfg in $CONFIGS; do
+      read -r sps acc < <(run_one "$link" "$cfg" "$rep")
+      echo "$link $cfg $sps $acc" >>"$results"
+      printf '  %-6s %-10s %8s samples/s  test acc %s  (load %s)\n' "$link" "$cfg" "$sps" "$acc" \
+        "$(cut -d' ' -f1 /proc/loadavg)" >&2
+    done
+  done
+done
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
+/usr/bin/python3 - "$results" "$EPOCHS" "$REPEATS" "$load_before" "$load_after" <<'PY'
+import json, math, statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+epochs, repeats, load0, load1 = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+runs = {}
+for link, cfg, s, a in rows:
+    runs.setdefault((link, cfg), []).append((float(s), float(a)))
+def median(xs):
+    xs = [x for x in xs if not math.isnan(x)]
+    return statistics.median(xs) if xs else float("nan")
+r = {k: (median([s for s, _ in v]), median([a for _, a in v])) for k, v in runs.items()}
+links = list(dict.fromkeys(x[0] for x in rows))
+cfgs = list(dict.fromkeys(x[1] for x in rows))
+print(f"DDP, 2 processes x 1 thread, MLP 784-1024-1024-10, batch 128/rank, {epochs} epoch(s); "
+      f"median of {repeats} run(s); load average before {load0}, after {load1}")
+print(f"{'link':<7} {'config':<11} {'samples/s':>10} {'x fp32':>7} {'test acc':>9}")
+lines = []
+for link in links:
+    for cfg in cfgs:
+        sps, acc = r[(link, cfg)]
+        f32 = r.get((link, "fp32"), (float("nan"),))[0]
+        x = sps / f32 if f32 and not math.isnan(f32) else float("nan")
+        print(f"{link:<7} {cfg:<11} {sps:>10.0f} {x:>7.2f} {acc:>9.4f}")
+        lines.append({"bench": "ddp_hook", "link": link, "config": cfg, "ranks": 2,
+                      "epochs": epochs, "repeats": repeats, "samples_per_s": sps,
+                      "x_fp32": x, "test_accuracy": acc, "load_before": load0,
+                      "load_after": load1})
+for j in lines:
+    print(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v)
+                      for k, v in j.items()}))
+PY
