@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "loom/core/config.h"
 #include "loom/core/error.h"
 #include "loom/measure/machine_probe.h"
@@ -110,13 +112,13 @@ TEST(Advisor, RanksWhatLoomRunsWithTheModelsErrorBandAndTheDominantTerm) {
   AdviseRequest r;
   r.workload = reference_workload("resnet50");
   r.train.batch = 64;
-  r.train.precision = "mixed";  // loom trains in fp32 only
+  r.train.precision = "mixed";
   r.budget_usd = 60000;
   r.gpus = {"p100-pcie", "v100-pcie"};
   const Advice a = advise(Catalog::builtin(), r);
   ASSERT_FALSE(a.ranked.empty());
   ASSERT_EQ(a.notes.size(), 1u);
-  EXPECT_THAT(a.notes[0], ::testing::HasSubstr("loom trains in fp32 only"));
+  EXPECT_THAT(a.notes[0], ::testing::HasSubstr("precision = \"bf16\" from compute capability"));
   EXPECT_GT(a.band, 0.0);
   EXPECT_LE(a.band, kPassMark);
   EXPECT_LE(a.typical, a.band);
@@ -135,6 +137,48 @@ TEST(Advisor, RanksWhatLoomRunsWithTheModelsErrorBandAndTheDominantTerm) {
   EXPECT_THAT(report, ::testing::HasSubstr("leave-one-out"));
   EXPECT_THAT(report, ::testing::HasSubstr("dominant term"));
   EXPECT_THAT(report, ::testing::Not(::testing::HasSubstr("mixed,")));
+}
+
+// A mixed-precision request is ranked at a precision loom trains in on each GPU: bf16 from
+// compute capability 8.0, fp16 (loss scaling) on 7.x where the tensor cores are faster than
+// fp32 (on these three data-centre GPUs they are), fp32 without tensor cores; and a GPU
+// loom's CUDA backend does not run is never recommended, bought or rented.
+TEST(Advisor, MixedPrecisionIsWhatLoomRunsOnEachGpuAndOtherVendorsAreLeftOut) {
+  AdviseRequest r;
+  r.workload = reference_workload("resnet50");
+  r.train.batch = 64;
+  r.budget_usd = 200000;
+  r.max_gpus = 1;
+  r.gpus = {"p100-pcie", "v100-pcie", "a100-80gb-pcie", "mi300x"};
+  const Catalog& cat = Catalog::builtin();
+  const Advice fp32 = advise(cat, r);
+  r.train.precision = "mixed";
+  const Advice mixed = advise(cat, r);
+  EXPECT_EQ(mixed.no_backend, std::vector<std::string>{"mi300x"});
+  std::map<std::string, const AdviseOption*> at_fp32, at_mixed;
+  for (const Advice* a : {&fp32, &mixed})
+    for (const auto& list : {a->ranked, a->rented})
+      for (const auto& o : list) EXPECT_NE(o.gpu, "mi300x") << o.label();
+  for (const auto& o : fp32.ranked)
+    if (o.gpus == 1 && !o.rented) at_fp32[o.gpu] = &o;
+  for (const auto& o : mixed.ranked)
+    if (o.gpus == 1 && !o.rented) at_mixed[o.gpu] = &o;
+  const std::map<std::string, std::string> expect = {
+      {"p100-pcie", "fp32"}, {"v100-pcie", "fp16"}, {"a100-80gb-pcie", "bf16"}};
+  for (const auto& [gpu, precision] : expect) {
+    ASSERT_TRUE(at_fp32.count(gpu) && at_mixed.count(gpu)) << gpu;
+    EXPECT_EQ(at_fp32[gpu]->precision, "fp32") << gpu;
+    EXPECT_EQ(at_mixed[gpu]->precision, precision) << gpu;
+    if (precision == "fp32")  // no tensor cores: the same prediction
+      EXPECT_DOUBLE_EQ(at_mixed[gpu]->est.samples_per_s, at_fp32[gpu]->est.samples_per_s) << gpu;
+    else  // tensor cores: faster than fp32
+      EXPECT_GT(at_mixed[gpu]->est.samples_per_s, 1.2 * at_fp32[gpu]->est.samples_per_s) << gpu;
+  }
+  const std::string report = advice_report(mixed, r, cat);
+  EXPECT_THAT(report, ::testing::HasSubstr("precision = \"bf16\", sync allreduce"));
+  EXPECT_THAT(report, ::testing::HasSubstr("Not considered (loom's GPU backend is CUDA): mi300x"));
+  r.gpus = {"mi300x"};
+  EXPECT_THROW(advise(cat, r), InputError);
 }
 
 TEST(Advisor, ABudgetThatBuysNothingSaysSo) {

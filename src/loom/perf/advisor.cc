@@ -96,12 +96,11 @@ std::string usd(double v) {
 Advice advise(const Catalog& cat, const AdviseRequest& req_in) {
   AdviseRequest req = req_in;
   Advice adv;
-  if (req.train.precision != "fp32") {
-    adv.notes.push_back(fmt::format(
-        "--precision {}: loom trains in fp32 only, so every configuration is ranked at fp32",
-        req.train.precision));
-    req.train.precision = "fp32";
-  }
+  if (req.train.precision == "mixed")
+    adv.notes.push_back(
+        "--precision mixed: each GPU is ranked at the faster of fp32 and the lower precision "
+        "loom trains in on it: precision = \"bf16\" from compute capability 8.0, \"fp16\" "
+        "(dynamic loss scaling) on 7.x; older GPUs have no tensor cores (docs/precision.md)");
   if (!(req.budget_usd > 0))
     throw InputError(fmt::format("budget must be > 0 USD, got {}", req.budget_usd));
   if (req.max_gpus < 1)
@@ -152,14 +151,20 @@ Advice advise(const Catalog& cat, const AdviseRequest& req_in) {
     }
   }
   if (gpus.empty()) throw InputError("no GPU in the catalog has a price");
-
-  // A published rate of this GPU (or its chip) where there is one, else the roofline; the
-  // measured figures for this machine.
-  auto derating = [&](const GpuSpec& g) {
+  std::erase_if(gpus, [&](const GpuSpec* g) {
+    if (g->loom_runs()) return false;
+    adv.no_backend.push_back(g->name);
+    return true;
+  });
+  if (gpus.empty())
+    throw InputError(fmt::format("loom runs none of these GPUs ({}): its GPU backend is CUDA",
+                                 fmt::join(adv.no_backend, ", ")));
+  // A published rate of this GPU (or its chip) at `precision` (fp32 or mixed) where there is
+  // one, else the roofline; the measured figures for this machine.
+  auto derating = [&](const GpuSpec& g, const std::string& precision) {
     Derating d;
     if (measured(g)) return req.measured.at(g.name);
-    const ComputeRate rate =
-        compute_rate(cat, g, req.workload, req.train.precision, double(req.train.batch));
+    const ComputeRate rate = compute_rate(cat, g, req.workload, precision, double(req.train.batch));
     if (rate.method == "roofline")
       d.compute = rate.efficiency;
     else
@@ -169,10 +174,12 @@ Advice advise(const Catalog& cat, const AdviseRequest& req_in) {
 
   std::map<std::string, double> need_gb;
   std::set<std::string> fits_once;
-  // Predicts `base` on nodes x k GPUs, once per inter-node link, with the best sync for each.
-  auto estimate = [&](const GpuSpec& g, const Derating& d, AdviseOption base, int k,
-                      const LinkSpec& intra, int nics, const std::vector<std::string>& inters,
-                      std::vector<AdviseOption>& out) {
+  // Predicts `base` on nodes x k GPUs, once per inter-node link, with the best sync for each
+  // and, for a mixed request, the better of fp32 and the lower precision loom runs on the GPU
+  // (loom_precision): a tensor rate is not always faster than fp32 (GeForce cards accumulate
+  // in fp32 at half rate), and fp32, the simpler, is kept unless the other is 5% faster.
+  auto estimate = [&](const GpuSpec& g, AdviseOption base, int k, const LinkSpec& intra, int nics,
+                      const std::vector<std::string>& inters, std::vector<AdviseOption>& out) {
     for (const auto& inter : inters) {
       Cluster c;
       c.gpu = g;
@@ -185,17 +192,36 @@ Advice advise(const Catalog& cat, const AdviseRequest& req_in) {
       AdviseOption best = base;
       best.inter = inter;
       bool have = false;
-      for (const SyncSpec& s : candidate_syncs(req.codecs, base.nodes, k)) {
-        StepEstimate e = CostModel(req.workload, c, s, req.train, d).estimate();
-        if (!e.fits) {
-          need_gb[g.name] = e.memory.total() / 1e9;
-          return;  // memory does not depend much on the codec: the GPU is out
-        }
-        fits_once.insert(g.name);
-        if (!have || e.samples_per_s > 1.05 * best.est.samples_per_s) {
-          best.sync = s;
-          best.est = e;
-          have = true;
+      std::vector<std::string> precisions = {"fp32"};
+      if (const std::string low = loom_precision(g, req.train.precision); low != "fp32")
+        precisions.push_back(low);
+      for (const std::string& precision : precisions) {
+        TrainSpec train = req.train;
+        train.precision = precision == "fp32" ? "fp32" : "mixed";
+        TrainSpec at_fp32 = req.train;
+        at_fp32.precision = "fp32";
+        const Derating d = derating(g, train.precision);
+        for (const SyncSpec& s : candidate_syncs(req.codecs, base.nodes, k)) {
+          StepEstimate e = CostModel(req.workload, c, s, train, d).estimate();
+          if (precision != "fp32") {
+            // loom's bf16/fp16 keep fp32 weights, gradients and activations and round each
+            // product's inputs: its memory is the fp32 run's, not a framework's with fp16
+            // activations.
+            const StepEstimate m = CostModel(req.workload, c, s, at_fp32, d).estimate();
+            e.memory = m.memory;
+            e.fits = m.fits;
+          }
+          if (!e.fits) {
+            need_gb[g.name] = e.memory.total() / 1e9;
+            return;  // memory does not depend much on the codec: the GPU is out
+          }
+          fits_once.insert(g.name);
+          if (!have || e.samples_per_s > 1.05 * best.est.samples_per_s) {
+            best.sync = s;
+            best.est = e;
+            best.precision = precision;
+            have = true;
+          }
         }
       }
       if (have) out.push_back(best);
@@ -213,13 +239,12 @@ Advice advise(const Catalog& cat, const AdviseRequest& req_in) {
   std::vector<AdviseOption> bought, rented;
   for (const GpuSpec* g : gpus) {
     if (!g->has_price() && !measured(*g)) continue;  // rentable only
-    const Derating d = derating(*g);
     AdviseOption base;
     base.gpu = g->name;
     base.gpu_memory_gb = g->memory_gb;
     if (measured(*g)) {
       // This machine's CPU: workers cost nothing beyond the machine; as many as it has cores.
-      const HostRates& h = d.host;
+      const HostRates& h = req.measured.at(g->name).host;
       const int per_node =
           h.valid() ? std::max(1, std::min(req.gpus_per_node, h.cores)) : req.gpus_per_node;
       const double machine = req.measured_node_usd;
@@ -238,8 +263,8 @@ Advice advise(const Catalog& cat, const AdviseRequest& req_in) {
         const LinkSpec& intra = cat.intra_link_of(*g);
         o.intra = intra.name;
         o.host_why = "this machine, from its measured figures (--calibration); power not measured";
-        estimate(*g, d, o, k, intra, 1,
-                 o.nodes > 1 ? req.inter_links : std::vector<std::string>{"-"}, bought);
+        estimate(*g, o, k, intra, 1, o.nodes > 1 ? req.inter_links : std::vector<std::string>{"-"},
+                 bought);
       }
       continue;
     }
@@ -280,7 +305,7 @@ Advice advise(const Catalog& cat, const AdviseRequest& req_in) {
         } else {
           inters = {"-"};
         }
-        estimate(*g, d, o, k, fit.intra, h->nics_per_node, inters, bought);
+        estimate(*g, o, k, fit.intra, h->nics_per_node, inters, bought);
       }
     }
     if (!carried) {
@@ -301,10 +326,14 @@ Advice advise(const Catalog& cat, const AdviseRequest& req_in) {
       if (!req.gpus.empty() && std::find(req.gpus.begin(), req.gpus.end(), c.gpu) == req.gpus.end())
         continue;
       const GpuSpec& g = cat.gpu(c.gpu);
+      if (!g.loom_runs()) {
+        if (std::find(adv.no_backend.begin(), adv.no_backend.end(), g.name) == adv.no_backend.end())
+          adv.no_backend.push_back(g.name);
+        continue;
+      }
       if (c.usd_per_gpu_hour < cheapest_hour)
         cheapest_hour = c.usd_per_gpu_hour,
         cheapest_hour_what = fmt::format("1 x {} ({}) at ${:.2f}/h", c.gpu, cn, c.usd_per_gpu_hour);
-      const Derating d = derating(g);
       for (int n = 1; n <= std::min(c.gpus_max, req.max_gpus); n *= 2) {
         AdviseOption o;
         o.gpu = g.name;
@@ -319,7 +348,7 @@ Advice advise(const Catalog& cat, const AdviseRequest& req_in) {
         o.intra = intra.name;
         o.host_why = fmt::format("${:.2f} per GPU-hour on demand, power included ({}; {})",
                                  c.usd_per_gpu_hour, c.date, c.source);
-        estimate(g, d, o, n, intra, 1, {"-"}, rented);
+        estimate(g, o, n, intra, 1, {"-"}, rented);
       }
     }
   }
@@ -493,9 +522,12 @@ std::string advice_report(const Advice& a, const AdviseRequest& req, const Catal
     else
       what = fmt::format("compute dominates (communication {} hidden behind backward)",
                          e.comm_exposed_s < 0.05 * e.step_s ? "mostly" : "partly");
-    o += fmt::format("{}. {}: {:.0f} samples/s; {}; {}; {:.1f} of {:.0f} GB used; loom: {}.\n",
-                     i + 1, r.label(), e.samples_per_s, what, parts, e.memory.total() / 1e9,
-                     r.gpu_memory_gb, loom_sync_text(r.sync));
+    o += fmt::format(
+        "{}. {}: {:.0f} samples/s; {}; {}; {:.1f} of {:.0f} GB used; loom: {}.\n", i + 1, r.label(),
+        e.samples_per_s, what, parts, e.memory.total() / 1e9, r.gpu_memory_gb,
+        r.precision == "fp32"
+            ? loom_sync_text(r.sync)
+            : fmt::format("precision = \"{}\", {}", r.precision, loom_sync_text(r.sync)));
     if (cat.hosts().count(r.host)) {
       const HostClassSpec& h = cat.host(r.host);
       o += fmt::format("   host: {} ({}), {} each ({}, {}); {}.\n", h.name, h.description,
@@ -516,6 +548,9 @@ std::string advice_report(const Advice& a, const AdviseRequest& req, const Catal
   }
   if (!a.not_fitting.empty())
     o += fmt::format("\nNot considered (model does not fit): {}\n", fmt::join(a.not_fitting, "; "));
+  if (!a.no_backend.empty())
+    o += fmt::format("Not considered (loom's GPU backend is CUDA): {}\n",
+                     fmt::join(a.no_backend, ", "));
   if (!a.no_host.empty())
     o += fmt::format("Not bought (no machine in the catalog carries them): {}\n",
                      fmt::join(a.no_host, "; "));
@@ -547,6 +582,7 @@ nlohmann::json option_json(const AdviseOption& o, const Advice& a, const AdviseR
           {"gpu_memory_gb", o.gpu_memory_gb},
           {"sync", o.sync.algorithm},
           {"codec", o.sync.codec},
+          {"precision", o.precision},
           {"step_s", e.step_s},
           {"samples_per_s", e.samples_per_s},
           {"samples_per_s_low", e.samples_per_s * (1 - a.band)},
@@ -586,6 +622,7 @@ nlohmann::json advice_json(const Advice& a, const AdviseRequest& req, size_t n) 
           {"cheapest_rental", a.cheapest_rental},
           {"not_fitting", a.not_fitting},
           {"no_host", a.no_host},
+          {"no_backend", a.no_backend},
           {"notes", a.notes}};
 }
 

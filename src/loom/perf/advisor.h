@@ -10,11 +10,12 @@
 // dollar of capital and energy over the hours; all three are shown.
 // Configurations where the model does not fit the GPU's memory are never recommended; a
 // budget that buys no machine says what the cheapest one costs.
-// It recommends only what loom runs: its allreduce algorithms (ring, halving-doubling, and
-// two-level across machines of several GPUs, with fp32), its
-// codecs, and fp32 training (loom has no mixed precision: a mixed request is ranked at fp32
-// and says so). Each prediction carries the band of the model's leave-one-out error over the
-// published validation set (validation_set.h), and says which term dominates the step.
+// It recommends only what loom runs: CUDA GPUs (others are listed as not considered), its
+// allreduce algorithms (ring, halving-doubling, and two-level across machines of several
+// GPUs), its codecs, and the precision loom trains in on each GPU (a mixed request is ranked
+// at bf16 or fp16 where loom runs them, fp32 elsewhere: loom_precision in catalog.h). Each
+// prediction carries the band of the model's leave-one-out error over the published validation set
+// (validation_set.h), and says which term dominates the step.
 #pragma once
 
 #include <map>
@@ -79,6 +80,7 @@ struct AdviseOption {
   double gpu_memory_gb = 0;
   std::string host_why;  // why this host class carries it (host_fit.h)
   SyncSpec sync;
+  std::string precision = "fp32";  // loom's `precision` on this GPU (loom_precision)
   StepEstimate est;
   double total_usd() const { return capital_usd + energy_usd + rent_usd; }
   // Samples/s per $1,000 of capital (0 when rented).
@@ -94,6 +96,7 @@ struct Advice {
   std::vector<AdviseOption> rented;      // cloud rentals within budget; best first
   std::vector<std::string> not_fitting;  // "gtx-1080 (8 GB): needs 14.2 GB"
   std::vector<std::string> no_host;      // "mi300x: no host class carries an oam module ..."
+  std::vector<std::string> no_backend;   // GPUs loom does not run (not CUDA): "mi300x"
   std::string cheapest_rental;           // when no rental is within budget
   double samples = 0;                    // the time column's samples
   std::string samples_source;

@@ -95,7 +95,7 @@ void Catalog::load_text(const std::string& text, const std::string& name) {
   for_rows(root, name, "gpu", [&](const RowReader& r) {
     r.check_known({"name", "fp32_tflops", "tensor_tflops", "memory_gb", "mem_bw_gbs", "host_link",
                    "peer_link", "tdp_w", "price_usd", "price_kind", "chip", "form_factor", "slots",
-                   "cooling", "baseboard", "source"});
+                   "cooling", "baseboard", "vendor", "cuda_cc", "source"});
     GpuSpec g;
     g.name = r.str("name");
     g.fp32_tflops = r.num("fp32_tflops");
@@ -109,6 +109,8 @@ void Catalog::load_text(const std::string& text, const std::string& name) {
     g.price_kind = r.str("price_kind", false, g.price_usd > 0 ? "msrp" : "");
     g.source = r.str("source");
     g.chip = r.str("chip", false);
+    g.vendor = r.str("vendor", false, "nvidia");
+    g.cuda_cc = r.num("cuda_cc", false, true);
     if (!links_.count(g.host_link))
       r.fail("host_link", unknown_name_message("link", g.host_link, keys_of(links_)));
     if (g.peer_link != "none" && !links_.count(g.peer_link))
@@ -266,6 +268,13 @@ const HostMemorySpec& Catalog::host_memory(const std::string& name) const {
 
 const LinkSpec& Catalog::intra_link_of(const GpuSpec& gpu) const {
   return link(gpu.peer_link != "none" ? gpu.peer_link : gpu.host_link);
+}
+
+std::string loom_precision(const GpuSpec& g, const std::string& requested) {
+  if (requested != "mixed" || g.form_factor == "machine") return "fp32";
+  if (g.cuda_cc >= 8.0) return "bf16";  // the CUDA backend's bf16 products need sm_80
+  if (g.cuda_cc >= 7.0) return "fp16";
+  return "fp32";
 }
 
 }  // namespace loom::perf

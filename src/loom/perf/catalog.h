@@ -46,12 +46,27 @@ struct GpuSpec {
   // How the GPU mounts: "pcie" (a card in a PCIe slot), "sxm" or "oam" (a module on its
   // vendor's baseboard, `baseboard`), or "machine" (a whole measured machine, calibration.h).
   std::string form_factor;
+  // "nvidia", or another vendor's GPU, which loom's GPU backend (CUDA) does not run.
+  std::string vendor = "nvidia";
+  // NVIDIA's compute capability (8.0 for the A100; 0: not known). Which precisions loom runs
+  // on the GPU follows from it (loom_precision below).
+  double cuda_cc = 0;
   double slots = 0;       // a PCIe card's width in expansion slots (the reference design's)
   bool passive = false;   // a heat sink without fans: it needs a server's airflow
   std::string baseboard;  // sxm / oam: the baseboard family it mounts on ("hgx-h100")
   bool has_price() const { return price_usd > 0; }
   bool is_module() const { return form_factor == "sxm" || form_factor == "oam"; }
+  // loom runs on it: a CUDA GPU, or a measured machine (its CPU cores).
+  bool loom_runs() const { return vendor == "nvidia" || form_factor == "machine"; }
 };
+
+// The `precision` loom trains in on `g` when a user asks for mixed precision (`requested` =
+// "mixed"): "bf16" on compute capability 8.0 and later (bf16 tensor cores), "fp16" with dynamic
+// loss scaling on 7.x (fp16 tensor cores only), and "fp32" on older GPUs, which have no tensor
+// cores to gain from, on a GPU whose capability is not known, and on a measured machine (its
+// measured rates are fp32). `requested` =
+// "fp32" gives "fp32".
+std::string loom_precision(const GpuSpec& g, const std::string& requested);
 
 // A kind of machine GPUs are bought in: a desktop, a workstation, a GPU server, an HGX/OAM
 // baseboard system. `price_usd` is the machine without its GPUs; where the source prices a
