@@ -61,12 +61,20 @@ void run_predict(const CommonArgs& common, const PredictArgs& a) {
   const perf::ScalePrediction p = perf::predict_scale(common.catalog.load(), w, r);
   const perf::Cluster& c = p.cluster;
   const perf::TrainSpec& t = p.train;
+  // What loom itself would run: the precision, or that the GPU is not one loom runs.
+  std::string loom_note;
+  if (!c.gpu.loom_runs())
+    loom_note = " (a what-if: loom's GPU backend is CUDA and does not run this GPU)";
+  else if (t.precision != "fp32")
+    loom_note =
+        perf::loom_precision(c.gpu, t.precision) == "fp32"
+            ? fmt::format(" (loom trains in fp32 on the {}: no tensor cores it runs)", c.gpu.name)
+            : fmt::format(" (loom: precision = \"{}\")", perf::loom_precision(c.gpu, t.precision));
   fmt::print(
       "workload {}: {:.1f}M params, {:.2f} GFLOP/sample forward; {} x {} {} (intra {}, inter {}), "
       "batch {}/GPU, {}{}\ncompute: {}\n\n",
       w.name, w.params() / 1e6, w.fwd_flops() / 1e9, common.nodes, common.gpus_per_node, c.gpu.name,
-      c.topo.intra.name, c.topo.inter.name, t.batch, t.precision,
-      t.precision == "fp32" ? "" : " (a what-if: loom itself trains in fp32)", p.compute_note);
+      c.topo.intra.name, c.topo.inter.name, t.batch, t.precision, loom_note, p.compute_note);
   std::vector<svg::Series> plot;
   for (const perf::ScaleSeries& series : p.series) {
     fmt::print("{}\n", common.json ? perf::scale_json(series) : perf::scale_table(series));
