@@ -5,7 +5,7 @@
 #
 #   bench/gpt_char.sh loss    [--seeds "0 1 2"] [--steps 1200]  # validation bits/byte per seed
 #   bench/gpt_char.sh codecs  [--seed 0] [--steps 1200]          # 2 workers: fp32, int8, onebit,
-#                                                               #   powersgd, sync = bmuf
+#                             [--configs "fp32 int8 ..."]        #   powersgd, sync = bmuf
 #   bench/gpt_char.sh speed   [--steps 30]                      # tokens/s at 1 thread
 #   bench/gpt_char.sh scaling [--steps 60]                      # 2 workers vs free communication
 #   common: [--data DIR] (shards from scripts/fortunes-shards; made in a temporary folder if
@@ -32,13 +32,14 @@ PEER=$here/peers/torch_gpt_char.py
 FIG=$here/peers/gpt_char_figures.py
 MODE=${1:-loss}
 shift || true
-SEEDS="0 1 2" SEED=0 STEPS= LR=0.001 DATA= KEEP=
+SEEDS="0 1 2" SEED=0 STEPS= LR=0.001 DATA= KEEP= CONFIGS="fp32 int8 onebit powersgd bmuf"
 while [ $# -gt 0 ]; do
   case $1 in
     --seeds) SEEDS=$2; shift 2 ;;
     --seed) SEED=$2; shift 2 ;;
     --steps) STEPS=$2; shift 2 ;;
     --lr) LR=$2; shift 2 ;;
+    --configs) CONFIGS=$2; shift 2 ;;
     --data) DATA=$2; shift 2 ;;
     --keep) KEEP=$2; shift 2 ;;
     -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
@@ -67,12 +68,15 @@ trap 'echo "load at end: $(cat /proc/loadavg)"; [ -n "$KEEP" ] || rm -rf "$work"
 
 # The recipe (docs/models.md): AdamW with decoupled weight decay 0.01 on every parameter,
 # betas (0.9, 0.999), eps 1e-8; linear warm-up over 0.05 epoch (28 steps), cosine to 0 over
-# the run; global batch 32 windows of 128 bytes; no dropout, no clipping.
+# the run; global batch 32 windows of 128 bytes; no dropout, no clipping. A long collective
+# timeout: on a crowded machine a starved worker thread can miss the default 30 s, which would
+# stop the run as if a rank had died.
 recipe=(--set model=gpt-char --set data.train_shards="$DATA/train.shard"
         --set data.validation="$DATA/valid.shard" --set data.context=128
         --set optim.name=adam --set optim.decoupled=true --set optim.weight_decay=0.01
         --set optim.beta1=0.9 --set optim.beta2=0.999 --set optim.eps=1e-8 --set optim.lr="$LR"
-        --set lr.schedule=cosine --set lr.warmup_epochs=0.05 --set progress=none)
+        --set lr.schedule=cosine --set lr.warmup_epochs=0.05 --set progress=none
+        --set comm.timeout_s=3600)
 peer_recipe=(--train "$DATA/train.shard" --valid "$DATA/valid.shard" --context 128 --batch 32
              --lr "$LR" --beta1 0.9 --beta2 0.999 --eps 1e-8 --weight-decay 0.01
              --warmup-epochs 0.05)
@@ -127,7 +131,7 @@ PY
     ;;
   codecs)
     base=
-    for c in fp32 int8 onebit powersgd bmuf; do
+    for c in $CONFIGS; do
       case $c in
         bmuf) extra=(--set sync=bmuf) ;;
         *) extra=(--set codec="$c") ;;
@@ -135,13 +139,16 @@ PY
       read -r b t < <(loom_run "$work/$c" --set workers=2 --set batch=16 --set max_steps="$STEPS" \
                         --set seed="$SEED" "${extra[@]}")
       bps=$(bytes_per_step "$work/$c")
-      [ -n "$base" ] || base=$b
+      [ "$c" != fp32 ] || base=$b
       python3 - "$c" "$b" "$base" "$bps" "$t" "$STEPS" "$SEED" <<'PY'
 import json, sys
-c, b, base, bps, t = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
-print(f"{c:9s} {b:.4f} bits/byte ({b - base:+.4f} vs fp32), {bps:,.0f} bytes sent per step, {t:.0f} tokens/s")
+c, b, bps, t = sys.argv[1], float(sys.argv[2]), float(sys.argv[4]), float(sys.argv[5])
+base = float(sys.argv[3]) if sys.argv[3] else None  # fp32 runs first when it is in --configs
+d = f"{b - base:+.4f} vs fp32" if base is not None else "no fp32 run"
+print(f"{c:9s} {b:.4f} bits/byte ({d}), {bps:,.0f} bytes sent per step, {t:.0f} tokens/s")
 print(json.dumps({"bench": "gpt_char", "mode": "codecs", "config": c, "steps": int(sys.argv[6]),
-                  "seed": int(sys.argv[7]), "val_bits_per_byte": b, "diff_vs_fp32": b - base,
+                  "seed": int(sys.argv[7]), "val_bits_per_byte": b,
+                  "diff_vs_fp32": None if base is None else b - base,
                   "bytes_per_step": bps, "tokens_per_s": t}))
 PY
     done ;;
