@@ -3,8 +3,8 @@
 # network, recipe, token shards and validation windows (bench/peers/torch_gpt_char.py); the
 # recipe is docs/models.md's "gpt-char against PyTorch".
 #
-#   bench/gpt_char.sh loss    [--seeds "0 1 2"] [--steps 1200]  # validation bits/byte per seed
-#   bench/gpt_char.sh codecs  [--seed 0] [--steps 1200]          # 2 workers: fp32, int8, onebit,
+#   bench/gpt_char.sh loss    [--seeds "0 1 2"] [--steps 1700]  # validation bits/byte per seed
+#   bench/gpt_char.sh codecs  [--seed 0] [--steps 1700]          # 2 workers: fp32, int8, onebit,
 #                             [--configs "fp32 int8 ..."]        #   powersgd, sync = bmuf
 #   bench/gpt_char.sh speed   [--steps 30]                      # tokens/s at 1 thread
 #   bench/gpt_char.sh scaling [--steps 60]                      # 2 workers vs free communication
@@ -48,7 +48,7 @@ while [ $# -gt 0 ]; do
 done
 [ -x "$LOOM" ] || { echo "gpt_char.sh: no loom at $LOOM (run scripts/build)" >&2; exit 2; }
 case $MODE in
-  loss|codecs) STEPS=${STEPS:-1200} ;;
+  loss|codecs) STEPS=${STEPS:-1700} ;;
   speed) STEPS=${STEPS:-30} ;;
   scaling) STEPS=${STEPS:-60} ;;
   *) echo "gpt_char.sh: mode is loss, codecs, speed or scaling, not '$MODE'" >&2; exit 2 ;;

@@ -3,7 +3,7 @@
 bench/gpt_char.sh (docs/models.md, "gpt-char against PyTorch") written in PyTorch, reading the
 same token shards, so the bench compares validation bits/byte and tokens/s in one run.
 
-  python bench/peers/torch_gpt_char.py --train T.shard --valid V.shard --steps 1000 --seed 0
+  python bench/peers/torch_gpt_char.py --train T.shard --valid V.shard --steps 1700 --seed 0
   python bench/peers/torch_gpt_char.py --train T.shard --valid V.shard --steps 40 --threads 1 --no-eval
 
 The network: token embedding [256, 128] plus a learned position table [128, 128] (both
@@ -39,13 +39,13 @@ parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--train", required=True, help="training token shard (loom data convert --text)")
 parser.add_argument("--valid", required=True, help="validation token shard")
 parser.add_argument("--threads", type=int, default=2)
-parser.add_argument("--steps", type=int, default=1000)
+parser.add_argument("--steps", type=int, default=1700)
 parser.add_argument("--batch", type=int, default=32, help="global batch (windows per step)")
 parser.add_argument("--context", type=int, default=128)
-parser.add_argument("--lr", type=float, default=3e-3)
-parser.add_argument("--warmup-epochs", type=float, default=0.0)
+parser.add_argument("--lr", type=float, default=1e-3)
+parser.add_argument("--warmup-epochs", type=float, default=0.05)
 parser.add_argument("--beta1", type=float, default=0.9)
-parser.add_argument("--beta2", type=float, default=0.99)
+parser.add_argument("--beta2", type=float, default=0.999)
 parser.add_argument("--eps", type=float, default=1e-8)
 parser.add_argument("--weight-decay", type=float, default=0.01)
 parser.add_argument("--seed", type=int, default=0)
@@ -64,21 +64,26 @@ except ImportError as e:
     sys.exit(3)
 
 
+def refuse(message):
+    sys.stderr.write(f"torch_gpt_char.py: {message}\n")
+    sys.exit(2)
+
+
 def read_token_shard(path):
     """Token ids of a loom token shard (docs/data.md: shard format version 2, target 2)."""
     with open(path, "rb") as f:
         raw = f.read()
     if len(raw) < 152 or raw[:8] != b"LOOMSHRD":
-        sys.exit(f"torch_gpt_char.py: {path}: not a loom shard")
+        refuse(f"{path}: not a loom shard")
     version, data_offset, dtype, _ndims, target = struct.unpack_from("<IIBBB", raw, 8)
     if version != 2 or target != 2:
-        sys.exit(f"torch_gpt_char.py: {path}: not a token shard (version {version}, target {target})")
+        refuse(f"{path}: not a token shard (version {version}, target {target})")
     vocab, count, record_bytes = struct.unpack_from("<Iqq", raw, 20)
     np_dtype = {1: np.uint8, 3: np.dtype("<u2")}.get(dtype)
     if np_dtype is None or record_bytes != np.dtype(np_dtype).itemsize:
-        sys.exit(f"torch_gpt_char.py: {path}: token dtype {dtype} with {record_bytes}-byte records")
+        refuse(f"{path}: token dtype {dtype} with {record_bytes}-byte records")
     if len(raw) != data_offset + count * record_bytes:
-        sys.exit(f"torch_gpt_char.py: {path}: {len(raw)} bytes, not {data_offset + count * record_bytes}")
+        refuse(f"{path}: {len(raw)} bytes, not {data_offset + count * record_bytes}")
     ids = np.frombuffer(raw, dtype=np_dtype, count=count, offset=data_offset).astype(np.int64)
     return torch.from_numpy(ids), vocab
 
@@ -146,7 +151,7 @@ def main():
     train, vocab = read_token_shard(args.train)
     valid, vvocab = read_token_shard(args.valid)
     if vvocab != vocab:
-        sys.exit(f"torch_gpt_char.py: {args.valid}: vocabulary {vvocab}, the training shard's is {vocab}")
+        refuse(f"{args.valid}: vocabulary {vvocab}, the training shard's is {vocab}")
     c = args.context
     model = GptChar(vocab=vocab, context=c)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(args.beta1, args.beta2),
