@@ -14,6 +14,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "common/tiny_run.h"
@@ -208,6 +209,153 @@ TEST(TokenTraining, RefusesWhatDoesNotFit) {
   EXPECT_NE(vocab.find("wxyz.shard"), std::string::npos) << vocab;
   EXPECT_NE(vocab.find("vocabulary"), std::string::npos) << vocab;
   EXPECT_FALSE(fs::exists(dir.file("run")));
+}
+
+// A two-block pre-norm transformer of width 24 (the zoo's gpt-char layout, small) over windows
+// of `context` tokens of a vocabulary of `vocab`.
+std::string tiny_gpt_graph(int vocab, int context) {
+  std::string g = fmt::format(R"(
+[[layer]]
+type = "embedding"
+name = "tok"
+vocab = {0}
+dim = 24
+[[layer]]
+type = "position_embedding"
+name = "pos"
+max_len = {1}
+dim = 24
+)",
+                              vocab, context);
+  std::string prev = "pos";
+  for (int b = 0; b < 2; ++b) {
+    g += fmt::format(R"(
+[[layer]]
+type = "layernorm"
+name = "b{0}_ln1"
+input = "{1}"
+[[layer]]
+type = "attention"
+name = "b{0}_attn"
+dim = 24
+heads = 2
+[[layer]]
+type = "add"
+name = "b{0}_res1"
+inputs = ["{1}", "b{0}_attn"]
+[[layer]]
+type = "layernorm"
+name = "b{0}_ln2"
+[[layer]]
+type = "linear"
+name = "b{0}_fc"
+out = 48
+[[layer]]
+type = "gelu"
+name = "b{0}_gelu"
+[[layer]]
+type = "linear"
+name = "b{0}_proj"
+out = 24
+[[layer]]
+type = "add"
+name = "b{0}_res2"
+inputs = ["b{0}_res1", "b{0}_proj"]
+)",
+                     b, prev);
+    prev = fmt::format("b{}_res2", b);
+  }
+  g += fmt::format(R"(
+[[layer]]
+type = "layernorm"
+name = "ln_f"
+[[layer]]
+type = "linear"
+name = "head"
+out = {}
+)",
+                   vocab);
+  return g;
+}
+
+// A period of 29 characters over 8 letters, each letter 3 or 4 times, so neither a letter's
+// frequency nor the letter before it tells the next one (each letter is followed by two to four
+// others). Only the phase of the period, which the window's earlier tokens show, predicts it.
+constexpr const char* kPeriod = "abcdefghaceghbdfacfhbegadhcgf";
+
+// Entropies of the repeated period in nats: of a letter, and of a letter given the one before.
+double unigram_entropy_nats(const std::string& period) {
+  std::map<char, double> count;
+  for (char c : period) count[c] += 1;
+  const double n = double(period.size());
+  double h = 0;
+  for (const auto& [c, k] : count) h -= k / n * std::log(k / n);
+  return h;
+}
+double bigram_entropy_nats(const std::string& period) {
+  std::map<char, double> first;
+  std::map<std::pair<char, char>, double> pair;
+  for (size_t i = 0; i < period.size(); ++i) {
+    first[period[i]] += 1;
+    pair[{period[i], period[(i + 1) % period.size()]}] += 1;
+  }
+  const double n = double(period.size());
+  double h = 0;
+  for (const auto& [ab, k] : pair) h -= k / n * std::log(k / first[ab.first]);
+  return h;
+}
+
+Config tiny_gpt_run(const TempDir& dir) {
+  Config cfg = Config::from_string(tiny_gpt_graph(8, 48), "tiny_gpt.toml");
+  cfg.set("workers", int64_t(2));
+  cfg.set("batch", int64_t(8));
+  cfg.set("epochs", int64_t(12));
+  cfg.set("progress", std::string("none"));
+  cfg.set("log.level", std::string("warn"));
+  cfg.set("optim.name", std::string("adam"));
+  cfg.set("optim.lr", 0.01);
+  cfg.set("lr.schedule", std::string("cosine"));
+  cfg.set("data.train_shards", pattern_shard(dir, "period", kPeriod, 12000));
+  cfg.set("data.context", int64_t(48));
+  cfg.set("data.validation", 0.1);
+  cfg.set("output.dir", dir.file("run"));
+  return cfg;
+}
+
+// A transformer trained data-parallel over windows of 48 tokens learns what only the context
+// tells: its validation loss ends far below the letters' unigram entropy (what a model blind to
+// the context could reach) and below the entropy of a letter given the one before it.
+TEST(TokenTraining, TransformerOverLongWindowsLearnsFromTheContext) {
+  TempDir dir;
+  const TrainResult r = run_training(tiny_gpt_run(dir));
+  const double unigram = unigram_entropy_nats(kPeriod);
+  ASSERT_GT(unigram, std::log(7.0));  // 8 letters, nearly uniform
+  const double bigram = bigram_entropy_nats(kPeriod);
+  ASSERT_GT(bigram, 0.8);
+  EXPECT_LT(r.val_loss, 0.25 * unigram) << "unigram entropy " << unigram << " nats";
+  EXPECT_LT(r.val_loss, 0.5 * bigram) << "bigram entropy " << bigram << " nats";
+  EXPECT_GT(r.val_acc, 0.9);
+}
+
+// The same run resumed from mid-run checkpoints ends with the uninterrupted run's parameters
+// bit for bit: the window offsets, the order and the optimizer state all come back.
+TEST(TokenTraining, TransformerRunResumesExactly) {
+  TempDir dir;
+  Config cfg = tiny_gpt_run(dir);
+  cfg.set("epochs", int64_t(3));
+  cfg.set("eval", false);
+  cfg.set("train.checkpoint_every", int64_t(10));
+  cfg.set("train.checkpoint_keep", int64_t(10));
+  const TrainResult full = run_training(cfg);
+  ASSERT_GT(full.steps, 30);
+  const fs::path ck = fs::path(dir.file("run")) / "checkpoints";
+  for (int step : {10, 30}) {
+    Config again = cfg;
+    again.set("train.resume", (ck / checkpoint_name(step)).string());
+    const TrainResult resumed = run_training(again);
+    EXPECT_EQ(resumed.final_params, full.final_params) << step;
+    EXPECT_EQ(resumed.steps, full.steps) << step;
+  }
 }
 
 // A lookup table per position, [context] ids -> [context, vocab] logits: the next-token table

@@ -1,0 +1,182 @@
+#!/bin/bash
+# bench/gpt_char.sh - the zoo's gpt-char on Debian's fortunes against the PyTorch peer on the same
+# network, recipe, token shards and validation windows (bench/peers/torch_gpt_char.py); the
+# recipe is docs/models.md's "gpt-char against PyTorch".
+#
+#   bench/gpt_char.sh loss    [--seeds "0 1 2"] [--steps 1700]  # validation bits/byte per seed
+#   bench/gpt_char.sh codecs  [--seed 0] [--steps 1700]          # 2 workers: fp32, int8, onebit,
+#                             [--configs "fp32 int8 ..."]        #   powersgd, sync = bmuf
+#   bench/gpt_char.sh speed   [--steps 30]                      # tokens/s at 1 thread
+#   bench/gpt_char.sh scaling [--steps 60]                      # 2 workers vs free communication
+#   common: [--data DIR] (shards from scripts/fortunes-shards; made in a temporary folder if
+#           absent) [--lr 0.001] [--keep DIR]
+#
+# loss: for each seed, loom (2 workers x batch 16) and PyTorch (batch 32, 1 thread) at once; then the means and loom - PyTorch, the add-one byte bigram on the same
+#   validation windows, and the share of words in 1,000 characters sampled from loom's seed-0
+#   run (`loom sample --prompt "The " --temperature 0.8`) that occur in the training text.
+# codecs: the same recipe with 2 workers per configuration: validation bits/byte, its
+#   difference from fp32 and the bytes a worker sent per step (metrics.jsonl's epoch lines).
+# speed: loom (1 worker, 1 thread, batch 32) then PyTorch (1 thread), --steps each, no
+#   evaluation; prints both rates and their ratio.
+# scaling: tokens/s of two 1-worker runs at once (batch 16 each: nothing exchanged, the most 2
+#   workers could reach) and of one 2-worker run (2 x 16).
+# Speed figures depend on what else runs: every mode prints /proc/loadavg when it starts and ends.
+# One JSON object per result line ({"bench":"gpt_char",...}).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+LOOM=${LOOM:-$root/build/loom}
+PY=${LOOM_PYTHON:-$root/.venv/bin/python}
+[ -x "$PY" ] || PY=/usr/bin/python3
+PEER=$here/peers/torch_gpt_char.py
+FIG=$here/peers/gpt_char_figures.py
+MODE=${1:-loss}
+shift || true
+SEEDS="0 1 2" SEED=0 STEPS= LR=0.001 DATA= KEEP= CONFIGS="fp32 int8 onebit powersgd bmuf"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --seeds) SEEDS=$2; shift 2 ;;
+    --seed) SEED=$2; shift 2 ;;
+    --steps) STEPS=$2; shift 2 ;;
+    --lr) LR=$2; shift 2 ;;
+    --configs) CONFIGS=$2; shift 2 ;;
+    --data) DATA=$2; shift 2 ;;
+    --keep) KEEP=$2; shift 2 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    *) echo "gpt_char.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+[ -x "$LOOM" ] || { echo "gpt_char.sh: no loom at $LOOM (run scripts/build)" >&2; exit 2; }
+case $MODE in
+  loss|codecs) STEPS=${STEPS:-1700} ;;
+  speed) STEPS=${STEPS:-30} ;;
+  scaling) STEPS=${STEPS:-60} ;;
+  *) echo "gpt_char.sh: mode is loss, codecs, speed or scaling, not '$MODE'" >&2; exit 2 ;;
+esac
+work=${KEEP:-$(mktemp -d /tmp/loom_gpt_char.XXXXXX)}
+mkdir -p "$work"
+[ -n "$KEEP" ] || trap 'rm -rf "$work"' EXIT
+if [ -z "$DATA" ]; then
+  DATA=$work/data
+  LOOM=$LOOM "$root/scripts/fortunes-shards" "$DATA" bytes > "$work/shards.log"
+fi
+for f in train.shard valid.shard train.txt; do
+  [ -f "$DATA/$f" ] || { echo "gpt_char.sh: $DATA/$f is missing (scripts/fortunes-shards DIR)" >&2; exit 2; }
+done
+echo "load at start: $(cat /proc/loadavg)"
+trap 'echo "load at end: $(cat /proc/loadavg)"; [ -n "$KEEP" ] || rm -rf "$work"' EXIT
+
+# The recipe (docs/models.md): AdamW with decoupled weight decay 0.01 on every parameter,
+# betas (0.9, 0.999), eps 1e-8; linear warm-up over 0.05 epoch (28 steps), cosine to 0 over
+# the run; global batch 32 windows of 128 bytes; no dropout, no clipping. A long collective
+# timeout: on a crowded machine a starved worker thread can miss the default 30 s, which would
+# stop the run as if a rank had died.
+recipe=(--set model=gpt-char --set data.train_shards="$DATA/train.shard"
+        --set data.validation="$DATA/valid.shard" --set data.context=128
+        --set optim.name=adam --set optim.decoupled=true --set optim.weight_decay=0.01
+        --set optim.beta1=0.9 --set optim.beta2=0.999 --set optim.eps=1e-8 --set optim.lr="$LR"
+        --set lr.schedule=cosine --set lr.warmup_epochs=0.05 --set progress=none
+        --set comm.timeout_s=3600)
+peer_recipe=(--train "$DATA/train.shard" --valid "$DATA/valid.shard" --context 128 --batch 32
+             --lr "$LR" --beta1 0.9 --beta2 0.999 --eps 1e-8 --weight-decay 0.01
+             --warmup-epochs 0.05)
+
+loom_run() {  # $1 = output dir, rest = --set args; prints "val_bits tokens_per_s"
+  local dir=$1; shift
+  "$LOOM" train "${recipe[@]}" --set output.dir="$dir" --force "$@" > "$dir.log" 2>&1 ||
+    { cat "$dir.log" >&2; exit 1; }
+  python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(s['val_bits_per_byte'], s['tokens_per_s'])" "$dir/summary.json"
+}
+bytes_per_step() {  # bytes a worker sent per step, from the epoch lines
+  python3 -c "
+import json, sys
+e = [json.loads(l) for l in open(sys.argv[1]) if '\"kind\":\"epoch\"' in l]
+print(sum(x['bytes_sent'] for x in e) / max(1, sum(x['steps'] for x in e)))" "$1/metrics.jsonl"
+}
+peer_run() {  # peer args; prints "val_bits tokens_per_s"
+  "$PY" "$PEER" "${peer_recipe[@]}" "$@" > "$work/torch.log" 2>&1 || { cat "$work/torch.log" >&2; exit 1; }
+  sed -n 's/^RESULT .*val_bits_per_byte=\([0-9.na]*\) tokens_per_s=\([0-9.]*\).*/\1 \2/p' "$work/torch.log"
+}
+
+case $MODE in
+  loss)
+    : > "$work/loss.txt"
+    for s in $SEEDS; do
+      loom_run "$work/loom$s" --set workers=2 --set batch=16 --set max_steps="$STEPS" \
+        --set seed="$s" > "$work/loom$s.txt" &
+      read -r tb tt < <(peer_run --threads 1 --steps "$STEPS" --seed "$s")
+      wait
+      read -r lb lt < "$work/loom$s.txt"
+      echo "seed $s: loom $lb bits/byte ($lt tokens/s), PyTorch $tb ($tt tokens/s)"
+      echo "{\"bench\":\"gpt_char\",\"mode\":\"loss\",\"steps\":$STEPS,\"seed\":$s,\"loom_val_bits_per_byte\":$lb,\"torch_val_bits_per_byte\":$tb}"
+      echo "$lb $tb" >> "$work/loss.txt"
+    done
+    big=$("$PY" "$FIG" bigram "$DATA/train.shard" "$DATA/valid.shard" 128)
+    first=$(set -- $SEEDS; echo "$1")
+    "$LOOM" sample "$work/loom$first" --prompt "The " --length 1000 --temperature 0.8 --seed 0 \
+      > "$work/sample.txt"
+    read -r found total < <("$PY" "$FIG" words "$DATA/train.txt" "$work/sample.txt")
+    python3 - "$work/loss.txt" "$big" "$found" "$total" "$STEPS" <<'PY'
+import json, statistics, sys
+rows = [tuple(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
+big, found, total, steps = float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+lm, tm = statistics.mean(r[0] for r in rows), statistics.mean(r[1] for r in rows)
+print(f"{steps} steps, {len(rows)} seeds: mean loom {lm:.4f} bits/byte, PyTorch {tm:.4f}: "
+      f"loom - PyTorch {lm - tm:+.4f}; bigram {big:.4f} (loom {big - lm:.2f} below it); "
+      f"sampled words in the training text {found} of {total} ({100 * found / max(1, total):.0f}%)")
+print(json.dumps({"bench": "gpt_char", "mode": "loss_mean", "steps": steps, "seeds": len(rows),
+                  "loom": lm, "torch": tm, "diff": lm - tm, "bigram": big,
+                  "sampled_words_found": found, "sampled_words": total}))
+PY
+    ;;
+  codecs)
+    base=
+    for c in $CONFIGS; do
+      case $c in
+        bmuf) extra=(--set sync=bmuf) ;;
+        *) extra=(--set codec="$c") ;;
+      esac
+      read -r b t < <(loom_run "$work/$c" --set workers=2 --set batch=16 --set max_steps="$STEPS" \
+                        --set seed="$SEED" "${extra[@]}")
+      bps=$(bytes_per_step "$work/$c")
+      [ "$c" != fp32 ] || base=$b
+      python3 - "$c" "$b" "$base" "$bps" "$t" "$STEPS" "$SEED" <<'PY'
+import json, sys
+c, b, bps, t = sys.argv[1], float(sys.argv[2]), float(sys.argv[4]), float(sys.argv[5])
+base = float(sys.argv[3]) if sys.argv[3] else None  # fp32 runs first when it is in --configs
+d = f"{b - base:+.4f} vs fp32" if base is not None else "no fp32 run"
+print(f"{c:9s} {b:.4f} bits/byte ({d}), {bps:,.0f} bytes sent per step, {t:.0f} tokens/s")
+print(json.dumps({"bench": "gpt_char", "mode": "codecs", "config": c, "steps": int(sys.argv[6]),
+                  "seed": int(sys.argv[7]), "val_bits_per_byte": b,
+                  "diff_vs_fp32": None if base is None else b - base,
+                  "bytes_per_step": bps, "tokens_per_s": t}))
+PY
+    done ;;
+  speed)
+    read -r _ l < <(loom_run "$work/speed" --set workers=1 --set threads=1 --set batch=32 \
+                      --set max_steps="$STEPS" --set eval=false --set seed="$SEED")
+    read -r _ t < <(peer_run --threads 1 --steps "$STEPS" --seed "$SEED" --no-eval)
+    python3 - "$l" "$t" "$STEPS" <<'PY'
+import json, sys
+l, t = float(sys.argv[1]), float(sys.argv[2])
+print(f"1 thread, {sys.argv[3]} steps: loom {l:.0f} tokens/s, PyTorch {t:.0f}: {l / t:.2f}x")
+print(json.dumps({"bench": "gpt_char", "mode": "speed", "loom": l, "torch": t, "ratio": l / t}))
+PY
+    ;;
+  scaling)
+    common=(--set max_steps="$STEPS" --set threads=1 --set eval=false --set batch=16)
+    loom_run "$work/a" "${common[@]}" > "$work/a.txt" &
+    read -r _ b < <(loom_run "$work/b" "${common[@]}")
+    wait
+    read -r _ a < "$work/a.txt"
+    read -r _ two < <(loom_run "$work/c" "${common[@]}" --set workers=2)
+    python3 - "$a" "$b" "$two" <<'PY'
+import json, sys
+a, b, two = map(float, sys.argv[1:])
+print(f"two 1-worker runs at once {a:.0f} + {b:.0f} = {a + b:.0f} tokens/s; one 2-worker run "
+      f"{two:.0f}: {two / (a + b):.2f} of free communication")
+print(json.dumps({"bench": "gpt_char", "mode": "scaling", "together": a + b, "two_workers": two,
+                  "of_ceiling": two / (a + b)}))
+PY
+    ;;
+esac

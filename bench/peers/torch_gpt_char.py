@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""loom's PyTorch peer for gpt-char: the zoo's configs/models/gpt-char.toml and the recipe of
+bench/gpt_char.sh (docs/models.md, "gpt-char against PyTorch") written in PyTorch, reading the
+same token shards, so the bench compares validation bits/byte and tokens/s in one run.
+
+  python bench/peers/torch_gpt_char.py --train T.shard --valid V.shard --steps 1700 --seed 0
+  python bench/peers/torch_gpt_char.py --train T.shard --valid V.shard --steps 40 --threads 1 --no-eval
+
+The network: token embedding [256, 128] plus a learned position table [128, 128] (both
+nn.Embedding, N(0, 1)); 4 pre-norm blocks x + attn(ln1(x)), then x + proj(gelu(fc(ln2(x))))
+with nn.MultiheadAttention(128, 4 heads) under a causal mask and a 512-wide MLP (erf GELU);
+a final LayerNorm and a Linear head to 256 logits per position. Every module keeps PyTorch's
+default initialisation, which is what loom's layers draw (docs/models.md lists them).
+
+Data, as loom's token windows (docs/data.md, "Token windows"): the shards' token ids; an epoch
+is the non-overlapping windows o + i * context, i < floor(tokens / context) - 1, at a random
+offset o, in a shuffled order, cut into floor(windows / batch) batches (the last partial batch
+dropped); validation is the windows at offset 0, floor((tokens - 1) / context) of them, every
+position scored. The window order is drawn from torch's generator, not loom's: the same
+distribution of windows, not the same sequence.
+
+Recipe: AdamW (decoupled weight decay on every parameter), cross-entropy per position averaged
+over the batch's tokens, learning rate lr * (1 + cos(pi * step / steps)) / 2 multiplied by
+(step + 1) / warmup during the first `warmup` steps, where warmup = round(warmup_epochs *
+steps_per_epoch) as loom's lr.warmup_epochs gives it.
+
+Tokens/s counts forward, backward and the update only. Prints
+  RESULT gpt_char steps=N val_bits_per_byte=B tokens_per_s=R torch=VERSION
+Exit 3 when PyTorch is missing (scripts/setup-bench installs it), 2 on a shard it can't read.
+"""
+import argparse
+import math
+import os
+import struct
+import sys
+import time
+
+parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+parser.add_argument("--train", required=True, help="training token shard (loom data convert --text)")
+parser.add_argument("--valid", required=True, help="validation token shard")
+parser.add_argument("--threads", type=int, default=2)
+parser.add_argument("--steps", type=int, default=1700)
+parser.add_argument("--batch", type=int, default=32, help="global batch (windows per step)")
+parser.add_argument("--context", type=int, default=128)
+parser.add_argument("--lr", type=float, default=1e-3)
+parser.add_argument("--warmup-epochs", type=float, default=0.05)
+parser.add_argument("--beta1", type=float, default=0.9)
+parser.add_argument("--beta2", type=float, default=0.999)
+parser.add_argument("--eps", type=float, default=1e-8)
+parser.add_argument("--weight-decay", type=float, default=0.01)
+parser.add_argument("--seed", type=int, default=0)
+parser.add_argument("--no-eval", action="store_true", help="skip validation (speed runs)")
+args = parser.parse_args()
+os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
+os.environ["OMP_NUM_THREADS"] = str(args.threads)
+
+try:
+    import numpy as np
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+except ImportError as e:
+    sys.stderr.write(f"torch_gpt_char.py: {e}: run scripts/setup-bench\n")
+    sys.exit(3)
+
+
+def refuse(message):
+    sys.stderr.write(f"torch_gpt_char.py: {message}\n")
+    sys.exit(2)
+
+
+def read_token_shard(path):
+    """Token ids of a loom token shard (docs/data.md: shard format version 2, target 2)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 152 or raw[:8] != b"LOOMSHRD":
+        refuse(f"{path}: not a loom shard")
+    version, data_offset, dtype, _ndims, target = struct.unpack_from("<IIBBB", raw, 8)
+    if version != 2 or target != 2:
+        refuse(f"{path}: not a token shard (version {version}, target {target})")
+    vocab, count, record_bytes = struct.unpack_from("<Iqq", raw, 20)
+    np_dtype = {1: np.uint8, 3: np.dtype("<u2")}.get(dtype)
+    if np_dtype is None or record_bytes != np.dtype(np_dtype).itemsize:
+        refuse(f"{path}: token dtype {dtype} with {record_bytes}-byte records")
+    if len(raw) != data_offset + count * record_bytes:
+        refuse(f"{path}: {len(raw)} bytes, not {data_offset + count * record_bytes}")
+    ids = np.frombuffer(raw, dtype=np_dtype, count=count, offset=data_offset).astype(np.int64)
+    return torch.from_numpy(ids), vocab
+
+
+class Block(nn.Module):
+    def __init__(self, dim, heads, hidden):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(dim)
+        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+        self.ln2 = nn.LayerNorm(dim)
+        self.fc = nn.Linear(dim, hidden)
+        self.proj = nn.Linear(hidden, dim)
+
+    def forward(self, x, mask):
+        h = self.ln1(x)
+        x = x + self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
+        return x + self.proj(F.gelu(self.fc(self.ln2(x))))
+
+
+class GptChar(nn.Module):
+    def __init__(self, vocab=256, context=128, dim=128, heads=4, hidden=512, blocks=4):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, dim)
+        self.pos = nn.Embedding(context, dim)
+        self.blocks = nn.ModuleList(Block(dim, heads, hidden) for _ in range(blocks))
+        self.ln_f = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab)
+        # True above the diagonal: position i attends to 0..i.
+        self.register_buffer("mask", torch.triu(torch.ones(context, context, dtype=torch.bool), 1))
+
+    def forward(self, ids):
+        t = ids.shape[1]
+        x = self.tok(ids) + self.pos.weight[:t]
+        mask = self.mask[:t, :t]
+        for b in self.blocks:
+            x = b(x, mask)
+        return self.head(self.ln_f(x))
+
+
+def windows(tokens, starts, context):
+    idx = starts[:, None] + torch.arange(context + 1)[None, :]
+    w = tokens[idx]
+    return w[:, :-1], w[:, 1:]
+
+
+@torch.no_grad()
+def validation_nats(model, tokens, context, batch=64):
+    model.eval()
+    n = (len(tokens) - 1) // context
+    starts = torch.arange(n) * context
+    total, count = 0.0, 0
+    for first in range(0, n, batch):
+        x, y = windows(tokens, starts[first:first + batch], context)
+        logits = model(x)
+        total += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
+                                 reduction="sum").item()
+        count += y.numel()
+    model.train()
+    return total / count
+
+
+def main():
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    train, vocab = read_token_shard(args.train)
+    valid, vvocab = read_token_shard(args.valid)
+    if vvocab != vocab:
+        refuse(f"{args.valid}: vocabulary {vvocab}, the training shard's is {vocab}")
+    c = args.context
+    model = GptChar(vocab=vocab, context=c)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(args.beta1, args.beta2),
+                              eps=args.eps, weight_decay=args.weight_decay)
+    per_epoch_windows = len(train) // c - 1
+    steps_per_epoch = per_epoch_windows // args.batch
+    warmup = int(math.floor(args.warmup_epochs * steps_per_epoch + 0.5))
+    gen = torch.Generator().manual_seed(args.seed)
+    step, seconds, epoch = 0, 0.0, 0
+    while step < args.steps:
+        offset = int(torch.randint(0, c, (1,), generator=gen))
+        order = offset + torch.randperm(per_epoch_windows, generator=gen) * c
+        for b in range(steps_per_epoch):
+            if step >= args.steps:
+                break
+            lr = args.lr * 0.5 * (1 + math.cos(math.pi * min(step, args.steps) / args.steps))
+            if step < warmup:
+                lr *= (step + 1) / warmup
+            for group in opt.param_groups:
+                group["lr"] = lr
+            x, y = windows(train, order[b * args.batch:(b + 1) * args.batch], c)
+            began = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            logits = model(x)
+            loss = F.cross_entropy(logits.reshape(-1, vocab), y.reshape(-1))
+            loss.backward()
+            opt.step()
+            seconds += time.perf_counter() - began
+            step += 1
+            if step % 100 == 0:
+                print(f"step {step}: loss {loss.item():.4f} ({loss.item() / math.log(2):.4f} bits) "
+                      f"lr {lr:.2e}  {step * args.batch * c / seconds:.0f} tokens/s", flush=True)
+        epoch += 1
+    bits = float("nan") if args.no_eval else validation_nats(model, valid, c) / math.log(2)
+    print(f"RESULT gpt_char steps={step} val_bits_per_byte={bits:.4f} "
+          f"tokens_per_s={step * args.batch * c / seconds:.1f} torch={torch.__version__}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
