@@ -429,27 +429,179 @@ TEST(CheckpointReshard, BlockMomentumReshardsAtBlockBoundariesOnly) {
   EXPECT_NE(e.find("4 steps into a block of bmuf.tau = 8"), std::string::npos) << e;
 }
 
-// No exact rule: model-parallel slices depend on the world size, and the parameter server's
-// optimizer state lives on its servers, outside checkpoints.
-TEST(CheckpointReshard, ModelParallelAndParameterServerResumeOnTheirWorldSizeOnly) {
+// No exact rule: model-parallel slices depend on the world size.
+TEST(CheckpointReshard, ModelParallelResumesOnItsWorldSizeOnly) {
   TempDir dir;
   Config mp = run_config(dir.path() + "/mp", 2);
   mp.set("parallel", std::string("model"));
   mp.set("max_steps", int64_t(kResumeAt));
   run_training(mp);
-  std::string e = error_of<InputError>(
+  const std::string e = error_of<InputError>(
       [&] { run_training(resume_config(mp, step_dir(dir.path() + "/mp", kResumeAt), 1)); });
   EXPECT_NE(e.find("model-parallel layers"), std::string::npos) << e;
+}
 
-  Config ps = run_config(dir.path() + "/ps", 2);
-  ps.set("sync", std::string("ps"));
-  ps.set("max_steps", int64_t(kResumeAt));
-  run_training(ps);
-  e = error_of<ConfigError>(
-      [&] { run_training(resume_config(ps, step_dir(dir.path() + "/ps", kResumeAt), 1)); });
-  EXPECT_NE(e.find("sync = \"ps\": a checkpoint of 2 workers resumes on as many only"),
-            std::string::npos)
-      << e;
+// The parameter server (sync = "ps", synchronous: ps.staleness = 0) on `workers` workers and
+// `servers` server threads.
+Config ps_config(const std::string& out, int workers, int servers, const std::string& optim) {
+  Config cfg = run_config(out, workers);
+  cfg.set("sync", std::string("ps"));
+  cfg.set("ps.servers", int64_t(servers));
+  cfg.set("sync.bucket_kib", int64_t(64));  // several pieces per server
+  cfg.set("optim.name", optim);
+  if (optim == "adam") cfg.set("optim.lr", 0.003);
+  return cfg;
+}
+
+// The strategy sections of a rank file ("strategy.*": the parameter servers' shards).
+std::map<std::string, std::vector<uint8_t>> strategy_sections(const std::string& file) {
+  std::map<std::string, std::vector<uint8_t>> out;
+  const CheckpointFile f = CheckpointFile::read(file);
+  for (const auto& [name, section] : f.sections())
+    if (name.rfind("strategy.", 0) == 0) out[name] = section.data;
+  return out;
+}
+
+// The servers' optimizer state is in rank 0's file, so stop at step 20 and resume gives the
+// uninterrupted run's parameters and server state bit for bit (the synchronous parameter
+// server is deterministic; the asynchronous one is not resumed exactly: docs/ps.md).
+TEST(CheckpointReshard, ParameterServerResumesExactlyOnItsWorldSize) {
+  for (const char* optim : {"sgd", "adam"}) {
+    SCOPED_TRACE(optim);
+    TempDir dir;
+    const std::string ref = dir.path() + "/ref";
+    Config cfg = ps_config(ref, 2, 2, optim);
+    cfg.set("max_steps", int64_t(2 * kResumeAt));
+    run_training(cfg);
+    const std::string copy = dir.path() + "/copy";
+    fs::copy(ref, copy, fs::copy_options::recursive);
+    fs::remove_all(step_dir(copy, 2 * kResumeAt));
+    Config resumed = cfg;
+    resumed.set("output.dir", copy);
+    resumed.set("train.resume", step_dir(copy, kResumeAt));
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(run_training(resumed).steps, 2 * kResumeAt);
+    const std::string log = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(log.find("not exact"), std::string::npos) << log;
+    EXPECT_EQ(log.find("starts fresh"), std::string::npos) << log;
+
+    const std::string a = step_dir(ref, 2 * kResumeAt), b = step_dir(copy, 2 * kResumeAt);
+    EXPECT_TRUE(CheckpointFile::read(a + "/train.ckpt").sections().at("params").data ==
+                CheckpointFile::read(b + "/train.ckpt").sections().at("params").data);
+    const auto sa = strategy_sections(a + "/rank-00000.ckpt");
+    const auto sb = strategy_sections(b + "/rank-00000.ckpt");
+    EXPECT_EQ(sa, sb);
+    // The servers' optimizer buffers are there and not zero (so a fresh state would differ).
+    const std::string buf = std::string(optim) == "sgd" ? "velocity" : "adam_m";
+    for (int s = 0; s < 2; ++s) {
+      const std::vector<float> v = CheckpointFile::read(a + "/rank-00000.ckpt")
+                                       .f32(fmt::format("strategy.f.ps.server{}.optim.{}", s, buf));
+      EXPECT_TRUE(std::any_of(v.begin(), v.end(), [](float x) { return x != 0.0f; })) << s;
+    }
+    // Only rank 0, which drives the servers, keeps their state.
+    EXPECT_TRUE(strategy_sections(a + "/rank-00001.ckpt").empty());
+  }
+}
+
+// Another world size and server count: the servers' shards put together by key and split
+// again. The 50 steps after the resume track the uninterrupted run.
+TEST(CheckpointReshard, ParameterServerTwoToOneAndOneToTwoTrackTheUninterruptedLoss) {
+  for (const char* optim : {"sgd", "adam"}) {
+    SCOPED_TRACE(optim);
+    TempDir dir;
+    const std::string two = dir.path() + "/two", one = dir.path() + "/one";
+    Config cfg2 = ps_config(two, 2, 2, optim);
+    Config cfg1 = ps_config(one, 1, 3, optim);
+    run_training(cfg2);
+    run_training(cfg1);
+    // The resumed runs keep their own server counts: 2 -> 3 and 3 -> 2 shards.
+    Config to1 = cfg2, to2 = cfg1;
+    to1.set("ps.servers", int64_t(3));
+    to2.set("ps.servers", int64_t(2));
+    testing::internal::CaptureStderr();
+    const std::string r1 = resume_copy(to1, two, dir.path() + "/two-to-one", 1);
+    const std::string r2 = resume_copy(to2, one, dir.path() + "/one-to-two", 2);
+    const std::string log = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(log.find("not exact"), std::string::npos) << log;
+    EXPECT_EQ(log.find("starts fresh"), std::string::npos) << log;
+    expect_tracks(two, r1);
+    expect_tracks(one, r2);
+  }
+}
+
+// 2 workers and 2 servers -> 1 worker and 3 servers -> 2 and 2 brings the servers' state
+// back bit for bit; a rank file missing is an InputError naming it.
+TEST(CheckpointReshard, ParameterServerWorldSizeRoundTripRestoresTheServerState) {
+  for (const char* optim : {"sgd", "adam"}) {
+    SCOPED_TRACE(optim);
+    TempDir dir;
+    Config cfg = ps_config(dir.path() + "/run", 2, 2, optim);
+    cfg.set("max_steps", int64_t(kResumeAt));
+    run_training(cfg);
+    const std::string original = step_dir(dir.path() + "/run", kResumeAt);
+    Config three = cfg;
+    three.set("ps.servers", int64_t(3));
+    reload_and_save(three, 1, original, dir.path() + "/one");
+    const std::string one = (fs::path(dir.path()) / "one" / checkpoint_name(kResumeAt)).string();
+    reload_and_save(cfg, 2, one, dir.path() + "/two");
+    const std::string two = (fs::path(dir.path()) / "two" / checkpoint_name(kResumeAt)).string();
+    const auto sa = strategy_sections(original + "/rank-00000.ckpt");
+    ASSERT_TRUE(sa.count("strategy.b.ps.servers"));
+    EXPECT_EQ(sa, strategy_sections(two + "/rank-00000.ckpt"));
+    // The world of one held three shards: the same state cut at other keys.
+    const CheckpointFile mid = CheckpointFile::read(one + "/rank-00000.ckpt");
+    EXPECT_EQ(mid.bytes("strategy.b.ps.servers").size(), 2 * sizeof(int64_t));
+    EXPECT_TRUE(mid.has("strategy.f.ps.server2.params"));
+    EXPECT_FALSE(sa.count("strategy.f.ps.server2.params"));
+
+    fs::remove(fs::path(original) / "rank-00001.ckpt");
+    const std::string e =
+        error_of<InputError>([&] { run_training(resume_config(cfg, original, 1)); });
+    EXPECT_NE(e.find("rank-00001.ckpt"), std::string::npos) << e;
+  }
+}
+
+// A checkpoint without the servers' sections (an older loom) resumes on its world size with
+// the servers' optimizer state fresh, and says so in the log.
+TEST(CheckpointReshard, ParameterServerCheckpointWithoutServerStateStartsItFresh) {
+  TempDir dir;
+  const std::string ref = dir.path() + "/ref";
+  Config cfg = ps_config(ref, 2, 2, "sgd");
+  cfg.set("max_steps", int64_t(2 * kResumeAt));
+  run_training(cfg);
+  const std::string copy = dir.path() + "/copy";
+  fs::copy(ref, copy, fs::copy_options::recursive);
+  fs::remove_all(step_dir(copy, 2 * kResumeAt));
+  const std::string file = step_dir(copy, kResumeAt) + "/rank-00000.ckpt";
+  const CheckpointFile full = CheckpointFile::read(file);
+  CheckpointFile older;
+  for (const auto& [name, section] : full.sections()) {
+    if (name.rfind("strategy.", 0) == 0) continue;
+    if (section.type == SectionType::kF32) older.put_f32(name, full.f32(name));
+    if (section.type == SectionType::kI64) older.put_i64(name, full.i64(name));
+  }
+  ASSERT_EQ(older.sections().size(), full.sections().size() - strategy_sections(file).size());
+  {
+    const std::vector<uint8_t> bytes = older.serialize();
+    std::ofstream out(file, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  }
+  Config resumed = cfg;
+  resumed.set("output.dir", copy);
+  resumed.set("train.resume", step_dir(copy, kResumeAt));
+  resumed.set("log.level", std::string("info"));
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(run_training(resumed).steps, 2 * kResumeAt);
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("starts fresh"), std::string::npos) << log;
+  // Fresh momentum: another trajectory than the uninterrupted run's.
+  EXPECT_FALSE(CheckpointFile::read(step_dir(ref, 2 * kResumeAt) + "/train.ckpt")
+                   .sections()
+                   .at("params")
+                   .data == CheckpointFile::read(step_dir(copy, 2 * kResumeAt) + "/train.ckpt")
+                                .sections()
+                                .at("params")
+                                .data);
 }
 
 }  // namespace
