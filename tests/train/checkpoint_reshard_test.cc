@@ -19,6 +19,7 @@
 #include "loom/tensor/cpu/cpu_backend.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/checkpoint_format.h"
+#include "loom/train/checkpoint_guard.h"
 #include "loom/train/trainer.h"
 
 namespace loom::train {
@@ -52,7 +53,8 @@ std::string step_dir(const std::string& run, int64_t step) {
   return (fs::path(run) / "checkpoints" / checkpoint_name(step)).string();
 }
 
-// train_loss of the step lines of a run's metrics.jsonl, by step (index 0: step 1).
+// train_loss of the step lines of a run's metrics.jsonl, by step (index 0: step 1; NaN where
+// it was null).
 std::vector<double> step_losses(const std::string& run) {
   std::ifstream in(fs::path(run) / "metrics.jsonl");
   std::vector<double> out;
@@ -61,7 +63,8 @@ std::vector<double> step_losses(const std::string& run) {
     if (j.value("kind", "") != "step") continue;
     const size_t step = j.at("step").get<size_t>();
     if (out.size() < step) out.resize(step, NAN);
-    out[step - 1] = j.at("train_loss").get<double>();
+    // null: a step skipped for a NaN loss or gradient.
+    out[step - 1] = j.at("train_loss").is_null() ? NAN : j.at("train_loss").get<double>();
   }
   return out;
 }
@@ -559,6 +562,37 @@ TEST(CheckpointReshard, ParameterServerWorldSizeRoundTripRestoresTheServerState)
         error_of<InputError>([&] { run_training(resume_config(cfg, original, 1)); });
     EXPECT_NE(e.find("rank-00001.ckpt"), std::string::npos) << e;
   }
+}
+
+// train.nan_policy = "skip" with the parameter server: the servers applied the bad step's
+// gradients (+Inf from worker 1) before the loop saw them, so rolling back must reach the
+// servers too, or every step after it computes on non-finite parameters.
+TEST(CheckpointReshard, ParameterServerSkippedStepRollsTheServersBack) {
+  TempDir dir;
+  Config cfg = ps_config(dir.path(), 2, 2, "sgd");
+  cfg.set("max_steps", int64_t(kResumeAt));
+  cfg.set("train.nan_policy", std::string("skip"));
+  set_gradient_fault_hook([](int rank, int64_t step) { return rank == 1 && step == 5; });
+  TrainResult r;
+  const std::string e = error_of<Error>([&] { r = run_training(cfg); });
+  set_gradient_fault_hook(nullptr);
+  ASSERT_EQ(e, "");
+  EXPECT_EQ(r.steps, kResumeAt);
+  const std::string ck = step_dir(dir.path(), kResumeAt);
+  const std::vector<float> p = CheckpointFile::read(ck + "/train.ckpt").f32("params");
+  EXPECT_TRUE(std::all_of(p.begin(), p.end(), [](float x) { return std::isfinite(x); }));
+  const CheckpointFile rank0 = CheckpointFile::read(ck + "/rank-00000.ckpt");
+  for (int s = 0; s < 2; ++s)
+    for (const char* what : {"params", "optim.velocity"}) {
+      const std::vector<float> v = rank0.f32(fmt::format("strategy.f.ps.server{}.{}", s, what));
+      EXPECT_TRUE(std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); }))
+          << s << " " << what;
+    }
+  // The losses after the skipped step are finite: training went on from the rolled-back state.
+  const std::vector<double> losses = step_losses(dir.path());
+  ASSERT_EQ(losses.size(), size_t(kResumeAt));
+  EXPECT_TRUE(std::isnan(losses[5]));  // step 6 (0-based 5) was skipped
+  for (size_t i = 6; i < losses.size(); ++i) EXPECT_TRUE(std::isfinite(losses[i])) << i;
 }
 
 // A checkpoint without the servers' sections (an older loom) resumes on its world size with
