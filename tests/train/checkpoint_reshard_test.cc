@@ -1,6 +1,7 @@
 // A resume on another world size (docs/checkpoint.md, "Another world size"): the global batch
 // kept, the optimizer's shards put together and split again, codec residuals summed and handed
-// on, block momentum carried at block boundaries, and the refusals where no exact rule exists.
+// on, block momentum carried at block boundaries, the parameter servers' shards put together by
+// key and handed to the new servers, and the refusals where no exact rule exists.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -562,6 +563,26 @@ TEST(CheckpointReshard, ParameterServerWorldSizeRoundTripRestoresTheServerState)
         error_of<InputError>([&] { run_training(resume_config(cfg, original, 1)); });
     EXPECT_NE(e.find("rank-00001.ckpt"), std::string::npos) << e;
   }
+}
+
+// Bounded staleness: the servers' state is restored but not the versions in flight, so the log
+// says the resume is not exact; it computes on the checkpoint's parameters until its first
+// pulls arrive and trains on from there.
+TEST(CheckpointReshard, ParameterServerWithStalenessResumesAndSaysItIsNotExact) {
+  TempDir dir;
+  const std::string ref = dir.path() + "/ref";
+  Config cfg = ps_config(ref, 2, 2, "sgd");
+  cfg.set("ps.staleness", int64_t(2));
+  cfg.set("ps.exact_delay", true);
+  run_training(cfg);
+  testing::internal::CaptureStderr();
+  const std::string copy = resume_copy(cfg, ref, dir.path() + "/copy", 2);
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("ps.staleness = 2: the servers' state is restored"), std::string::npos) << log;
+  const std::vector<double> a = step_losses(ref), b = step_losses(copy);
+  ASSERT_EQ(b.size(), size_t(kSteps));
+  const double ma = mean(a, kResumeAt, kSteps), mb = mean(b, kResumeAt, kSteps);
+  EXPECT_LT(std::fabs(mb - ma), 0.02 * ma) << ma << " vs " << mb;
 }
 
 // train.nan_policy = "skip" with the parameter server: the servers applied the bad step's
