@@ -1,5 +1,6 @@
 #include "loom/sync/ps/ps_server.h"
 
+#include <cstring>
 #include <vector>
 
 #include "loom/core/error.h"
@@ -32,6 +33,19 @@ class ShardServer {
       PsControl ctl;
       c_.recv(0, &ctl, sizeof ctl, kPsTagControl);
       if (ctl.command == PsControl::kStop) break;
+      if (ctl.command == PsControl::kSave) {
+        send_state();
+        continue;
+      }
+      if (ctl.command == PsControl::kRestore) {
+        receive_state();
+        continue;
+      }
+      // After a restore the loop may go on from a later step (a step skipped for a NaN loss
+      // is rolled back here but not run again).
+      if (restored_ && ctl.command == PsControl::kStep && ctl.step > next_step_)
+        next_step_ = ctl.step;
+      restored_ = false;
       if (ctl.command != PsControl::kStep || ctl.step != next_step_)
         throw CommError(
             fmt::format("ps server {}: expected step {} from rank 0, got command {} "
@@ -58,6 +72,7 @@ class ShardServer {
                       shard_, c_.rank(), hello.num_workers, hello.shard_begin, hello.shard_end,
                       hello.num_pieces, workers_));
     n_ = hello.shard_end - hello.shard_begin;
+    begin_ = hello.shard_begin;
     std::vector<int64_t> raw(size_t(2 * hello.num_pieces));
     c_.recv(0, raw.data(), raw.size() * sizeof(int64_t), kPsTagPieces);
     int64_t covered = 0;
@@ -81,6 +96,63 @@ class ShardServer {
     for (int w = 0; w < workers_; ++w)
       init.push_back(c_.isend(w, params_.data(), size_t(n_) * sizeof(float), kPsTagInit));
     c_.wait_all(init);
+    // A resumed run's first step is the one it resumes at.
+    restored_ = true;
+  }
+
+  PsShardState state_header() {
+    PsShardState h;
+    h.shard_begin = begin_;
+    h.shard_end = begin_ + n_;
+    h.optimizer_steps = optimizer_->steps();
+    h.next_step = next_step_;
+    const std::vector<optim::StateBuffer> bufs = optimizer_->state();
+    LOOM_CHECK(int(bufs.size()) <= kPsMaxStateBuffers, "ps server {}: {} optimizer buffers", shard_,
+               bufs.size());
+    h.num_buffers = int64_t(bufs.size());
+    for (size_t i = 0; i < bufs.size(); ++i) {
+      LOOM_CHECK(int(bufs[i].name.size()) < kPsStateNameBytes, "optimizer buffer name {}",
+                 bufs[i].name);
+      std::memcpy(h.names[i], bufs[i].name.data(), bufs[i].name.size());
+    }
+    return h;
+  }
+
+  // Between steps: the shard's parameters, optimizer buffers and counters to rank 0.
+  void send_state() {
+    const PsShardState h = state_header();
+    c_.send(0, &h, sizeof h, kPsTagState);
+    c_.send(0, params_.data(), size_t(n_) * sizeof(float), kPsTagState);
+    for (const optim::StateBuffer& b : optimizer_->state()) {
+      LOOM_CHECK_EQ(b.size, n_);
+      c_.send(0, b.data, size_t(n_) * sizeof(float), kPsTagState);
+    }
+  }
+
+  // The reverse of send_state: rank 0 hands this shard the state of a checkpoint (put
+  // together by key from the servers that wrote it).
+  void receive_state() {
+    // The last step's pulls read the parameters this overwrites.
+    for (auto& sends : sends_) {
+      c_.wait_all(sends);
+      sends.clear();
+    }
+    const PsShardState mine = state_header();
+    PsShardState h;
+    c_.recv(0, &h, sizeof h, kPsTagState);
+    if (h.magic != kPsMagic || h.shard_begin != mine.shard_begin || h.shard_end != mine.shard_end ||
+        h.num_buffers != mine.num_buffers || std::memcmp(h.names, mine.names, sizeof h.names) != 0)
+      throw CommError(fmt::format(
+          "ps server {} (rank {}): restore message for keys [{}, {}) with {} optimizer buffers; "
+          "this server holds [{}, {}) with {}",
+          shard_, c_.rank(), h.shard_begin, h.shard_end, h.num_buffers, mine.shard_begin,
+          mine.shard_end, mine.num_buffers));
+    c_.recv(0, params_.data(), size_t(n_) * sizeof(float), kPsTagState);
+    for (const optim::StateBuffer& b : optimizer_->state())
+      c_.recv(0, b.data, size_t(n_) * sizeof(float), kPsTagState);
+    optimizer_->set_steps(h.optimizer_steps);
+    next_step_ = h.next_step;
+    restored_ = true;
   }
 
   void serve_step(float lr) {
@@ -114,7 +186,8 @@ class ShardServer {
   const int workers_;
   const int shard_;
   const Config& cfg_;
-  int64_t n_ = 0;
+  int64_t n_ = 0, begin_ = 0;
+  bool restored_ = false;
   int64_t next_step_ = 0;
   std::vector<LocalPiece> pieces_;
   std::vector<float> params_;

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "loom/core/error.h"
+#include "loom/core/log.h"
 #include "loom/core/timer.h"
 #include "loom/sync/ps/ps_thread_servers.h"
 
@@ -62,7 +63,7 @@ std::string PsStrategy::describe() const {
                               : fmt::format("bounded staleness {}", options_.staleness));
 }
 
-void PsStrategy::wait(std::vector<comm::Request>& requests, const char* what) {
+void PsStrategy::wait(std::vector<comm::Request>& requests, const char* what) const {
   try {
     ps_.wait_all(requests);
   } catch (const CommError& e) {
@@ -126,7 +127,17 @@ float PsStrategy::grad_scale(int64_t local_batch) const {
 }
 
 void PsStrategy::begin_step(int64_t step, float lr) {
-  LOOM_CHECK(step == step_ + 1, "steps must follow each other: {} after {}", step, step_);
+  const bool first = step_ < 0 || resumed_;
+  LOOM_CHECK(step == step_ + 1 || (first && step > step_),
+             "steps must follow each other: {} after {}", step, step_);
+  if (step_ < 0 && step > 0 && options_.staleness > 0) {
+    // A resumed run: the parameters in place stand for the version of the step it resumes at
+    // (no pull buffer holds an older one).
+    version_ = step;
+    std::lock_guard<std::mutex> lock(mu_);
+    arrived_ = step;
+  }
+  resumed_ = false;
   step_ = step;
   tracker_.reset();
   buckets_pushed_ = 0;
@@ -313,11 +324,181 @@ int64_t PsStrategy::max_lead() const {
   return servers_ ? servers_->max_lead() : -1;
 }
 
+namespace {
+
+std::vector<uint8_t> i64_bytes(const std::vector<int64_t>& v) {
+  std::vector<uint8_t> out(v.size() * sizeof(int64_t));
+  if (!v.empty()) std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+std::vector<int64_t> bytes_i64(const std::vector<uint8_t>& b) {
+  std::vector<int64_t> out(b.size() / sizeof(int64_t));
+  if (!out.empty()) std::memcpy(out.data(), b.data(), out.size() * sizeof(int64_t));
+  return out;
+}
+
+std::string server_section(int s, const std::string& what) {
+  return fmt::format("ps.server{}.{}", s, what);
+}
+
+}  // namespace
+
+// Sections (rank 0's state only):
+//   ps.servers          bytes, int64 {server count S, parameter count}
+//   ps.optim_names      bytes, the servers' optimizer buffer names, '\n' after each
+//   ps.server<s>.meta   bytes, int64 {key range begin, end, optimizer steps, next step}
+//   ps.server<s>.params floats, the server's parameters of its key range
+//   ps.server<s>.optim.<name>  floats, that optimizer buffer over its key range
+void PsStrategy::save_state(StrategyState& out) const {
+  if (ps_.rank() != 0 || !started_ || finished_) return;
+  // Bounded staleness: every step this worker began is pushed and pulled (its other workers
+  // pushed theirs before they got here), so each server has served them all.
+  if (queue_) queue_->wait_idle();
+  const int servers = options_.servers;
+  std::vector<PsControl> ctl(size_t(servers), PsControl{PsControl::kSave, step_ + 1, 0});
+  std::vector<comm::Request> sends;
+  for (int s = 0; s < servers; ++s)
+    sends.push_back(ps_.isend(server_rank(s), &ctl[size_t(s)], sizeof(PsControl), kPsTagControl));
+  wait(sends, "the servers to take the save command");
+  std::string names;
+  for (int s = 0; s < servers; ++s) {
+    PsShardState h;
+    ps_.recv(server_rank(s), &h, sizeof h, kPsTagState);
+    const PsShard& sh = layout_.shards[size_t(s)];
+    LOOM_CHECK(h.magic == kPsMagic && h.shard_begin == sh.begin && h.shard_end == sh.end &&
+                   h.num_buffers >= 0 && h.num_buffers <= kPsMaxStateBuffers,
+               "ps server {}: state of keys [{}, {}), expected [{}, {})", s, h.shard_begin,
+               h.shard_end, sh.begin, sh.end);
+    const size_t n = size_t(sh.size());
+    std::vector<float> v(n, 0.0f);
+    ps_.recv(server_rank(s), v.data(), n * sizeof(float), kPsTagState);
+    out.floats[server_section(s, "params")] = v;
+    std::string these;
+    for (int64_t b = 0; b < h.num_buffers; ++b) {
+      const std::string name(h.names[b], strnlen(h.names[b], kPsStateNameBytes));
+      these += name + "\n";
+      ps_.recv(server_rank(s), v.data(), n * sizeof(float), kPsTagState);
+      out.floats[server_section(s, "optim." + name)] = v;
+    }
+    LOOM_CHECK(s == 0 || these == names, "ps servers with other optimizer buffers");
+    names = these;
+    out.bytes[server_section(s, "meta")] =
+        i64_bytes({h.shard_begin, h.shard_end, h.optimizer_steps, h.next_step});
+  }
+  out.bytes["ps.servers"] = i64_bytes({servers, layout_.num_params});
+  out.bytes["ps.optim_names"] = std::vector<uint8_t>(names.begin(), names.end());
+}
+
+std::string PsStrategy::restore_servers(const StrategyState& in) {
+  if (in.bytes.count("ps.servers") == 0)
+    return "the checkpoint holds no parameter-server state (written by an older loom): the "
+           "servers' optimizer state (momentum, Adam moments and step count) starts fresh";
+  const std::vector<int64_t> head = bytes_i64(in.need_bytes("ps.servers", 2 * sizeof(int64_t)));
+  const int64_t old_servers = head[0], n = layout_.num_params;
+  if (head[1] != n || old_servers < 1 || old_servers > n)
+    throw InputError(fmt::format(
+        "checkpoint: strategy section 'ps.servers' names {} servers over {} parameters; this "
+        "model has {} (another model?)",
+        old_servers, head[1], n));
+  const std::vector<uint8_t>& raw_names = in.bytes.at("ps.optim_names");
+  std::vector<std::string> names;
+  {
+    std::string cur;
+    for (uint8_t c : raw_names) {
+      if (c == '\n') {
+        names.push_back(cur);
+        cur.clear();
+      } else {
+        cur += char(c);
+      }
+    }
+    if (!cur.empty() || int(names.size()) > kPsMaxStateBuffers)
+      throw InputError("checkpoint: strategy section 'ps.optim_names' is malformed");
+    for (const std::string& name : names)
+      if (name.empty() || int(name.size()) >= kPsStateNameBytes)
+        throw InputError("checkpoint: strategy section 'ps.optim_names' is malformed");
+  }
+  // The whole state, put together by key from the checkpoint's servers.
+  std::vector<float> params(static_cast<size_t>(n));
+  std::vector<std::vector<float>> bufs(names.size(), std::vector<float>(size_t(n)));
+  int64_t covered = 0, steps = 0, next_step = 0;
+  for (int64_t s = 0; s < old_servers; ++s) {
+    const std::vector<int64_t> meta =
+        bytes_i64(in.need_bytes(server_section(int(s), "meta"), 4 * sizeof(int64_t)));
+    if (meta[0] != covered || meta[1] <= meta[0] || meta[1] > n)
+      throw InputError(fmt::format(
+          "checkpoint: strategy section '{}' holds keys [{}, {}); the servers before it end at "
+          "{} of {}",
+          server_section(int(s), "meta"), meta[0], meta[1], covered, n));
+    if (s > 0 && (meta[2] != steps || meta[3] != next_step))
+      throw InputError(fmt::format(
+          "checkpoint: strategy section '{}': server {} at step {} (optimizer step {}), server 0 "
+          "at {} ({})",
+          server_section(int(s), "meta"), s, meta[3], meta[2], next_step, steps));
+    steps = meta[2];
+    next_step = meta[3];
+    const size_t count = size_t(meta[1] - meta[0]);
+    const std::vector<float>& p = in.need_floats(server_section(int(s), "params"), count);
+    std::copy(p.begin(), p.end(), params.begin() + meta[0]);
+    for (size_t b = 0; b < names.size(); ++b) {
+      const std::vector<float>& v =
+          in.need_floats(server_section(int(s), "optim." + names[b]), count);
+      std::copy(v.begin(), v.end(), bufs[b].begin() + meta[0]);
+    }
+    covered = meta[1];
+  }
+  if (covered != n)
+    throw InputError(fmt::format(
+        "checkpoint: the parameter servers' sections cover keys [0, {}) of {}", covered, n));
+  if (queue_) queue_->wait_idle();
+  // Each server of this run takes its key range.
+  const int servers = options_.servers;
+  std::vector<PsControl> ctl(size_t(servers), PsControl{PsControl::kRestore, next_step, 0});
+  std::vector<PsShardState> headers(static_cast<size_t>(servers));
+  std::vector<comm::Request> sends;
+  for (int s = 0; s < servers; ++s) {
+    const PsShard& sh = layout_.shards[size_t(s)];
+    PsShardState& h = headers[size_t(s)];
+    h.shard_begin = sh.begin;
+    h.shard_end = sh.end;
+    h.optimizer_steps = steps;
+    h.next_step = next_step;
+    h.num_buffers = int64_t(names.size());
+    for (size_t b = 0; b < names.size(); ++b)
+      std::memcpy(h.names[b], names[b].data(), names[b].size());
+    const int r = server_rank(s);
+    const size_t bytes = size_t(sh.size()) * sizeof(float);
+    sends.push_back(ps_.isend(r, &ctl[size_t(s)], sizeof(PsControl), kPsTagControl));
+    sends.push_back(ps_.isend(r, &h, sizeof h, kPsTagState));
+    sends.push_back(ps_.isend(r, params.data() + sh.begin, bytes, kPsTagState));
+    for (const std::vector<float>& b : bufs)
+      sends.push_back(ps_.isend(r, b.data() + sh.begin, bytes, kPsTagState));
+  }
+  wait(sends, "the servers to take the checkpoint's state");
+  if (options_.staleness > 0)
+    return fmt::format(
+        "ps.staleness = {}: the servers' state is restored, but the versions in flight "
+        "between workers and servers are not in checkpoints, so the steps after the resume "
+        "compute on other (staler) parameters than the uninterrupted run",
+        options_.staleness);
+  return "";
+}
+
+void PsStrategy::restore_state(const StrategyState& in) {
+  resumed_ = true;
+  if (ps_.rank() != 0) return;
+  const std::string inexact = restore_servers(in);
+  if (!inexact.empty() && !warned_) {
+    log_warn("parameter server: {}", inexact);
+    warned_ = true;
+  }
+}
+
 std::string PsStrategy::restore_resharded(const std::vector<StrategyState>& ranks) {
-  throw ConfigError(fmt::format(
-      "sync = \"ps\": a checkpoint of {} worker{} resumes on as many only (the servers' "
-      "optimizer state is not in checkpoints, so there is nothing exact to reshard)",
-      ranks.size(), ranks.size() == 1 ? "" : "s"));
+  resumed_ = true;
+  if (ps_.rank() != 0) return "";
+  return restore_servers(ranks.at(0));
 }
 
 }  // namespace loom::sync

@@ -54,7 +54,14 @@ class PsStrategy final : public Strategy {
   ~PsStrategy() override;
 
   std::string describe() const override;
-  // The servers' optimizer state is not in checkpoints: ConfigError (resume on the same world).
+  // Checkpoints: rank 0 asks every server for its shard (parameters, optimizer buffers, step
+  // counts) and keeps them as sections "ps.*" of its own state; the other workers keep none.
+  // A restore puts the shards together by key and hands each server of this run its key
+  // range, so the server count and the world size may differ from the checkpoint's. A
+  // checkpoint without those sections (an older loom) leaves the servers' optimizer state
+  // fresh, which the log says once.
+  void save_state(StrategyState& out) const override;
+  void restore_state(const StrategyState& in) override;
   std::string restore_resharded(const std::vector<StrategyState>& ranks) override;
   void start() override;
   float grad_scale(int64_t local_batch) const override;
@@ -76,7 +83,10 @@ class PsStrategy final : public Strategy {
   };
   void push_bucket(int b);
   void post_pieces(int b, int64_t step);
-  void wait(std::vector<comm::Request>& requests, const char* what);
+  void wait(std::vector<comm::Request>& requests, const char* what) const;
+  // Rank 0: hands the servers' state of a checkpoint (rank 0's sections) to this run's
+  // servers. Returns what is not exact ("" when all of it is).
+  std::string restore_servers(const StrategyState& in);
   // k > 0: runs `fn` on the communication thread; an error is kept for the worker's thread.
   void post(std::function<void()> fn);
   // k > 0: blocks until version `needed` has arrived (rethrows a communication error) and
@@ -112,6 +122,9 @@ class PsStrategy final : public Strategy {
   std::exception_ptr error_;
   double comm_seconds_ = 0;
   bool started_ = false, finished_ = false;
+  bool resumed_ = false;
+  bool warned_ = false;  // the log said once that a restore was not exact  // restored, and no step
+                         // begun since: the next step may be any
 };
 
 }  // namespace loom::sync
