@@ -65,11 +65,12 @@ void run_predict(const CommonArgs& common, const PredictArgs& a) {
   std::string loom_note;
   if (!c.gpu.loom_runs())
     loom_note = " (a what-if: loom's GPU backend is CUDA and does not run this GPU)";
-  else if (t.precision != "fp32")
-    loom_note =
-        perf::loom_precision(c.gpu, t.precision) == "fp32"
-            ? fmt::format(" (loom trains in fp32 on the {}: no tensor cores it runs)", c.gpu.name)
-            : fmt::format(" (loom: precision = \"{}\")", perf::loom_precision(c.gpu, t.precision));
+  else if (const std::string runs = perf::loom_precision(c.gpu, t.precision); t.precision != "fp32")
+    loom_note = runs == "fp32" ? fmt::format(
+                                     " (loom trains in fp32 on the {}: no tensor cores "
+                                     "it runs)",
+                                     c.gpu.name)
+                               : fmt::format(" (loom: precision = \"{}\")", runs);
   fmt::print(
       "workload {}: {:.1f}M params, {:.2f} GFLOP/sample forward; {} x {} {} (intra {}, inter {}), "
       "batch {}/GPU, {}{}\ncompute: {}\n\n",

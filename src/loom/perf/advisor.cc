@@ -7,6 +7,7 @@
 #include <limits>
 #include <set>
 #include <tuple>
+#include <utility>
 
 #include "loom/core/error.h"
 #include "loom/perf/compute_model.h"
@@ -180,6 +181,13 @@ Advice advise(const Catalog& cat, const AdviseRequest& req_in) {
   // in fp32 at half rate), and fp32, the simpler, is kept unless the other is 5% faster.
   auto estimate = [&](const GpuSpec& g, AdviseOption base, int k, const LinkSpec& intra, int nics,
                       const std::vector<std::string>& inters, std::vector<AdviseOption>& out) {
+    // The precisions to try and their compute rates: they depend on the GPU only, not on the
+    // machine count or the link.
+    std::vector<std::pair<std::string, Derating>> precisions = {{"fp32", derating(g, "fp32")}};
+    if (const std::string low = loom_precision(g, req.train.precision); low != "fp32")
+      precisions.emplace_back(low, derating(g, "mixed"));
+    TrainSpec at_fp32 = req.train;
+    at_fp32.precision = "fp32";
     for (const auto& inter : inters) {
       Cluster c;
       c.gpu = g;
@@ -192,15 +200,9 @@ Advice advise(const Catalog& cat, const AdviseRequest& req_in) {
       AdviseOption best = base;
       best.inter = inter;
       bool have = false;
-      std::vector<std::string> precisions = {"fp32"};
-      if (const std::string low = loom_precision(g, req.train.precision); low != "fp32")
-        precisions.push_back(low);
-      for (const std::string& precision : precisions) {
+      for (const auto& [precision, d] : precisions) {
         TrainSpec train = req.train;
         train.precision = precision == "fp32" ? "fp32" : "mixed";
-        TrainSpec at_fp32 = req.train;
-        at_fp32.precision = "fp32";
-        const Derating d = derating(g, train.precision);
         for (const SyncSpec& s : candidate_syncs(req.codecs, base.nodes, k)) {
           StepEstimate e = CostModel(req.workload, c, s, train, d).estimate();
           if (precision != "fp32") {
