@@ -3,7 +3,7 @@
 # machines x 2 ranks joined by a shaped link, with the performance model's predictions:
 #
 #   sudo bench/netns/two_level.sh [--loom PATH] [--steps N] [--rate 1gbit] [--repeats R]
-#                                 [--codec NAME] [--configs "LIST"]
+#                                 [--codec NAME] [--configs "LIST"] [--phases]
 #
 # Two network namespaces joined by a veth (lib.sh) shaped with tbf to RATE; `mpirun -np 4`
 # puts ranks 0, 1 in the first namespace and 2, 3 in the second (each namespace is its own
@@ -21,9 +21,13 @@
 #                 codec only across the link (sync/allreduce/two_level_compressed_allreduce.h)
 # (--configs picks some of them, e.g. --configs "codec-flat codec-two-level"), and reads
 # samples/s (training loop only) from summary.json; with --repeats R the configs take turns R
-# times and the best is kept. Then `loom bench calibrate` measures this machine and `loom scale`
-# predicts 2 x 2 this-machine ranks on a link of RATE (tbf: 1448 payload bytes in 1514 on the
-# wire), --sync ring and --sync two-level, without and with the codec. Prints a table, the ratios
+# times and the best is kept. Then `loom bench calibrate` measures this machine, `loom bench
+# allreduce` the links inside a namespace and across (below), and `loom scale` predicts 2 x 2
+# this-machine ranks, --sync ring and --sync two-level, without and with the codec, printing
+# the model's terms per step. With --phases each config runs once more with a timeline
+# (`trace.steps` 20 of every 3rd step, not counted in samples/s) and prints its mean per-step
+# phases over all ranks (forward, backward, the exchange's spans, the optimizer) beside the
+# model's terms. Prints a table, the ratios
 # two-level / ring and codec two-level / codec flat (measured and predicted), and one JSON
 # object per line ({"bench":"netns_two_level"}).
 # The namespaces are deleted on exit. Needs root, iproute2, Open MPI, loom built with MPI.
@@ -39,6 +43,7 @@ REPEATS=${REPEATS:-1}
 TIMEOUT=${TIMEOUT:-600}
 CODEC=${CODEC:-onebit}
 CONFIGS=${CONFIGS:-"ring ring-sharded two-level codec-flat codec-two-level"}
+PHASES=0
 while [ $# -gt 0 ]; do
   case $1 in
     --loom) LOOM=$2; shift 2 ;;
@@ -47,7 +52,8 @@ while [ $# -gt 0 ]; do
     --repeats) REPEATS=$2; shift 2 ;;
     --codec) CODEC=$2; shift 2 ;;
     --configs) CONFIGS=$2; shift 2 ;;
-    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    --phases) PHASES=1; shift ;;
+    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
     *) echo "two_level.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -79,9 +85,11 @@ netns_up
 netns_shape "$RATE"
 read -ra MPIRUN <<<"$(netns_mpirun_cmd "$work/hosts" 2)"
 
-run_one() {  # config repeat -> prints samples/s (nan on failure)
+run_one() {  # config repeat [extra --set ...] -> prints samples/s (nan on failure)
   local cfg=$1 out="$work/$1-$2" sets=() a
   for a in $(config_args "$cfg"); do sets+=(--set "$a"); done
+  shift 2
+  sets+=("$@")
   mkdir -p "$out"
   if ! timeout "$TIMEOUT" "${MPIRUN[@]}" -np 4 "$LOOM" train "$root/configs/mlp.toml" \
       --set max_steps="$STEPS" --set epochs=1 --set eval=false --set progress=none \
@@ -106,33 +114,97 @@ for rep in $(seq "$REPEATS"); do
     printf '  %-16s %8s samples/s\n' "$cfg" "$sps" >&2
   done
 done
+if [ "$PHASES" = 1 ]; then
+  echo "# phases (a timeline of 20 steps, every 3rd, all ranks; ms per step):" >&2
+  for cfg in $CONFIGS; do
+    run_one "$cfg" trace --set "trace.file=$work/$cfg-trace/trace.json" --set trace.steps=20 \
+      --set trace.every=3 >/dev/null
+    /usr/bin/python3 - "$work/$cfg-trace" "$cfg" <<'PY' >&2 || true
+import collections, glob, json, sys
+tot, steps = collections.defaultdict(float), 0
+for f in glob.glob(sys.argv[1] + "/trace.json*"):
+    ev = json.load(open(f))
+    ev = ev.get("traceEvents", []) if isinstance(ev, dict) else ev
+    for e in ev:
+        if e.get("ph") != "X":
+            continue
+        cat, name = e.get("cat", ""), e["name"]
+        key = cat if cat in ("forward", "backward", "step") else name.split(" bucket")[0]
+        tot[key] += e["dur"] / 1e3
+        steps += key == "step"
+if steps:
+    print(f"#   {sys.argv[2]}: " + ", ".join(f"{k} {v / steps:.2f}" for k, v in sorted(tot.items())))
+PY
+  done
+fi
 # What the strategy said it ran (the first rank's log line), for the record.
 for cfg in two-level codec-two-level; do
   [ -f "$work/$cfg-1/log" ] && grep -h -m1 -o "allreduce over mpi (.*" "$work/$cfg-1/log" >&2
 done || true
 
-# The model: this machine's measured rates, 2 machines x 2 ranks, the shaped link as "inter"
-# and the MPI transport's measured allreduce as the link inside a machine.
-echo "# calibrating (loom bench calibrate, thread and 2 MPI ranks)" >&2
+# The model: this machine's measured rates, 2 machines x 2 ranks, and both links measured as
+# the run meets them (loom's ring allreduce over MPI point-to-point, `loom bench allreduce`):
+#   inside a namespace: 2 ranks in the first namespace through the bed's Open MPI transport
+#     (TCP over loopback: the two-level stages inside a machine are point-to-point rings,
+#     not the shared-memory collective), the "ring" rows as link this-machine-mpi-p2p;
+#   across: 1 rank in each namespace through the shaped veth, its ring rows fitted to
+#     t = 2 alpha + bytes / rate (2 ranks) as link netns-shaped (the tbf rate at TCP's 1448
+#     payload bytes of 1514 is printed beside it: the ceiling).
+# The model shares the intra link's measured rate among the ranks on the cores (4 ranks on
+# 2 cores: each copies at half a core), as it does the GEMM rate.
+echo "# calibrating (loom bench calibrate; loom bench allreduce inside a namespace and across)" >&2
 "$LOOM" bench calibrate -o "$work/cal.jsonl" >/dev/null 2>&1
-mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 \
-  "$LOOM" bench calibrate -o "$work/cal_mpi.jsonl" >/dev/null 2>&1 || true
-grep '"transport":"mpi"' "$work/cal_mpi.jsonl" >>"$work/cal.jsonl" 2>/dev/null || true
+read -ra MPIRUN1 <<<"$(netns_mpirun_cmd "$work/hosts1" 1)"
+"${MPIRUN[@]}" -np 2 "$LOOM" bench allreduce --transport mpi --json --min-bytes 1048576 \
+  --max-bytes 16777216 --budget 1 >"$work/intra.jsonl" 2>"$work/intra.log" || true
+"${MPIRUN1[@]}" -np 2 "$LOOM" bench allreduce --transport mpi --json --min-bytes 1048576 \
+  --max-bytes 16777216 --budget 1 >"$work/inter.jsonl" 2>"$work/inter.log" || true
+/usr/bin/python3 - "$work/intra.jsonl" "$work/cal.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+with open(sys.argv[2], "a") as out:
+    for j in rows:
+        if j.get("bench") == "allreduce" and j.get("algo") == "ring":
+            j["transport"] = "mpi-p2p"
+            out.write(json.dumps(j) + "\n")
+PY
 intra=this-machine-thread
-grep -q '"transport":"mpi"' "$work/cal.jsonl" && intra=this-machine-mpi
+grep -q '"transport": *"mpi-p2p"' "$work/cal.jsonl" && intra=this-machine-mpi-p2p
+nominal_gbs=$(awk "BEGIN{print $gbps / 8 * 1448 / 1514}")
+read -r inter_gbs inter_us <<<"$(/usr/bin/python3 - "$work/inter.jsonl" "$nominal_gbs" <<'PY'
+import json, sys
+pts = [(j["bytes"], j["lat_us"] * 1e-6) for j in map(json.loads,
+       (l for l in open(sys.argv[1]) if l.startswith("{")))
+       if j.get("bench") == "allreduce" and j.get("algo") == "ring" and j.get("ranks") == 2]
+# least squares of t = 2 a + b / r over the sizes (a, 1/r >= 0)
+n = len(pts)
+if n >= 2:
+    sx = sum(b for b, _ in pts); sy = sum(t for _, t in pts)
+    sxx = sum(b * b for b, _ in pts); sxy = sum(b * t for b, t in pts)
+    inv = (n * sxy - sx * sy) / (n * sxx - sx * sx)
+    a = (sy - inv * sx) / n / 2
+    if a < 0 or inv <= 0:
+        a, inv = 0.0, sxy / sxx
+    print(f"{1 / inv / 1e9:.6f} {a * 1e6:.1f}")
+else:
+    print(f"{sys.argv[2]} 50")  # not measured: the tbf ceiling
+PY
+)"
+echo "# links: inside a namespace $intra; across: measured $inter_gbs GB/s, alpha $inter_us us" \
+  "(tbf ceiling $nominal_gbs GB/s)" >&2
 cat >"$work/link.toml" <<TOML
 [[link]]
 name = "netns-shaped"
 kind = "ethernet"
-gbs = $(awk "BEGIN{print $gbps / 8 * 1448 / 1514}")
-latency_us = 50
+gbs = $inter_gbs
+latency_us = $inter_us
 efficiency = 1
-source = "tbf at $RATE, TCP payload 1448 of 1514 bytes per frame"
+source = "measured: loom's ring allreduce, 1 MPI rank per namespace through tbf at $RATE"
 TOML
-predict() {  # sync codec -> samples/s at 4 ranks
+predict() {  # sync codec [--shard-optimizer] -> samples/s at 4 ranks
   "$LOOM" scale --gpu this-machine --calibration "$work/cal.jsonl" --catalog "$work/link.toml" \
     --workload "$root/configs/mlp.toml" --nodes 2 --gpus-per-node 2 --inter netns-shaped \
-    --intra "$intra" --sync "$1" --codec "$2" --svg "" --json 2>/dev/null \
+    --intra "$intra" --sync "$1" --codec "$2" ${3:-} --svg "" --json 2>/dev/null \
     >"$work/predict-$1-$2.json" || true
   /usr/bin/python3 - "$work/predict-$1-$2.json" <<'PY'
 import json, sys
@@ -144,11 +216,16 @@ for line in open(sys.argv[1]):
     j = json.loads(line)
     if j.get("gpus") == 4:
         best = j.get("samples_per_s")
+        # the model's terms, per step, for comparison with a run's timeline
+        print(f"#   {j['series']}: compute {j['compute_s']*1e3:.1f} ms, comm "
+              f"{j['comm_s']*1e3:.1f} ms (exposed {j['exposed_s']*1e3:.1f}), update "
+              f"{j['update_s']*1e3:.2f} ms, step {j['step_s']*1e3:.1f} ms", file=sys.stderr)
 print(best if best is not None else "nan")
 PY
 }
 pred_ring=$(predict ring fp32)
-pred_two=$(predict two-level fp32)
+# the two-level run shards the update (sync.shard_optimizer's default); the ring run does not
+pred_two=$(predict two-level fp32 --shard-optimizer)
 pred_codec_flat=$(predict ring "$CODEC")
 pred_codec_two=$(predict two-level "$CODEC")
 

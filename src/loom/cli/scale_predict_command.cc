@@ -33,6 +33,8 @@ void add_predict_options(CLI::App& cmd, PredictArgs& a) {
   cmd.add_option("--storage", a.storage, "storage each machine reads its input from");
   cmd.add_flag("--no-overlap", a.no_overlap, "communicate after backward instead of during it");
   cmd.add_flag("--no-prefetch", a.no_prefetch, "read input synchronously");
+  cmd.add_flag("--shard-optimizer", a.shard_optimizer,
+               "each rank updates 1/n of the parameters (sync.shard_optimizer; fp32 only)");
   cmd.add_option("--svg", a.svg, "where to write the speedup plot ('' for none)");
 }
 
@@ -54,6 +56,7 @@ void run_predict(const CommonArgs& common, const PredictArgs& a) {
   r.storage = a.storage;
   r.bucket_mb = a.bucket_mb;
   r.overlap = !a.no_overlap;
+  r.shard_optimizer = a.shard_optimizer;
   r.prefetch = !a.no_prefetch;
   r.derate = common.derate;
   r.calibration = common.catalog.calibration;

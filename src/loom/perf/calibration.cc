@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -292,7 +293,16 @@ void Calibration::apply(Catalog& cat, Derating& d) const {
   if (!rows.empty()) cat.load_text(rows, file + " (as catalog rows)");
   for (const auto& [k, v] : codec_gbs) d.codec_gbs[k] = v;
   for (const auto& [k, v] : codec_enc_dec_gbs) d.codec_enc_dec_gbs[k] = v;
-  if (host.valid()) d.host = host;
+  if (host.valid()) {
+    d.host = host;
+    // The links fitted above were timed on this machine's cores, by as many ranks at once as
+    // their largest measured world.
+    for (const auto& [transport, pts] : allreduce) {
+      int ranks = 0;
+      for (const AllreducePoint& p : pts) ranks = std::max(ranks, p.ranks);
+      d.host.link_ranks["this-machine-" + transport] = ranks;
+    }
+  }
 }
 
 }  // namespace loom::perf

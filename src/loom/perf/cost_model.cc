@@ -84,7 +84,7 @@ StepEstimate CostModel::estimate_at(int nodes, int gpus_per_node) const {
 }
 
 struct CostModel::StepContext {
-  const Topology& topo;
+  Topology topo;  // links at the rates the step meets (host links shared by the ranks)
   int ranks = 1;
   bool mixed = false;  // fp16/bf16 tensor cores with fp32 master weights
   double batch = 0;    // samples per GPU
@@ -121,6 +121,13 @@ CostModel::StepContext CostModel::context(const Topology& topo) const {
   x.update_bytes = train_.optimizer == "sgd" ? 12 : train_.optimizer == "momentum" ? 20 : 28;
   x.on_host = derating_.host.valid();
   x.threads = std::max(1, train_.threads);
+  if (x.on_host) {
+    // A link measured on this machine's CPU (shared memory, loopback TCP) copies its bytes on
+    // the ranks' cores: with more ranks than cores, each stage runs at the ranks' core share
+    // (host_model.h link_share). All ranks exchange at once, one thread each.
+    for (LinkSpec* l : {&x.topo.intra, &x.topo.inter})
+      l->efficiency *= derating_.host.link_share(l->name, x.ranks);
+  }
   return x;
 }
 

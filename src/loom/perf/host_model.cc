@@ -36,4 +36,11 @@ double HostRates::share(const std::map<int, double>& aggregate, int workers, int
   return floor_lookup(aggregate, usable) / double(std::max(1, workers));
 }
 
+double HostRates::link_share(const std::string& link, int ranks) const {
+  const auto it = link_ranks.find(link);
+  if (cores <= 0 || it == link_ranks.end() || it->second < 1 || ranks < 1) return 1.0;
+  auto core_share = [this](int n) { return std::min(1.0, double(cores) / double(n)); };
+  return core_share(ranks) / core_share(it->second);
+}
+
 }  // namespace loom::perf

@@ -46,12 +46,23 @@ struct HostRates {
   // communication thread meets them (empty: not measured; the quiet `bench codec` figures).
   std::map<std::string, std::pair<double, double>> busy_codec_gbs;
 
+  // Ranks that ran at once when each link measured here was timed, by catalog name
+  // ("this-machine-<transport>", calibration.h). A transport between processes or threads of
+  // one machine (shared memory, TCP over loopback, the thread transport) is moved by the CPU:
+  // its rate holds only while every rank has its core, as when it was measured.
+  std::map<std::string, int> link_ranks;
+
   bool valid() const { return cores > 0 && !gemm_flops.empty() && !stream_bytes.empty(); }
   // One worker's GEMM rate when `workers` workers of `threads` threads each run at once.
   double gemm_rate(int workers, int threads) const;
   // One worker's share of an aggregate rate when `workers` x `threads` threads run at once
   // (no more threads than cores can be busy; the aggregate is split evenly).
   double share(const std::map<int, double>& aggregate, int workers, int threads) const;
+  // The share of its measured rate a link measured on this machine (link_ranks) keeps when
+  // `ranks` ranks, one busy thread each, run on the cores at once: each rank gets
+  // min(1, cores / ranks) of a core against min(1, cores / measured ranks) when measured, and
+  // copies its bytes that much slower (4 ranks on 2 cores: half). 1 for other links.
+  double link_share(const std::string& link, int ranks) const;
 };
 
 }  // namespace loom::perf

@@ -118,6 +118,7 @@ ScalePrediction predict_scale(Catalog cat, const Workload& w, const ScaleRequest
     s.codec = codec;
     s.bucket_mb = r.bucket_mb;
     s.overlap = r.overlap;
+    s.shard_optimizer = r.shard_optimizer;
     s.step_overhead_s = cat.framework(r.framework).step_overhead_ms * 1e-3;
     const CostModel m(w, c, s, out.train, der);
     out.series.push_back(sweep(

@@ -48,6 +48,8 @@ struct ScaleRequest {
   std::string storage = "nvme4";
   double bucket_mb = 25;
   bool overlap = true, prefetch = true;
+  // ZeRO-1 as loom's sync.shard_optimizer: with fp32 each rank updates 1/n of the parameters.
+  bool shard_optimizer = false;
   double derate = 0;        // achievable fraction of peak FLOP/s; 0: the catalog's rate
   std::string calibration;  // `loom bench calibrate` output: the rates of gpu "this-machine"
   TrainSpec train;          // batch already resolved (the workload's default when not given)
