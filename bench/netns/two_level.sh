@@ -203,7 +203,7 @@ source = "measured: loom's ring allreduce, 1 MPI rank per namespace through tbf 
 TOML
 predict() {  # sync codec [--shard-optimizer] -> samples/s at 4 ranks
   "$LOOM" scale --gpu this-machine --calibration "$work/cal.jsonl" --catalog "$work/link.toml" \
-    --workload "$root/configs/mlp.toml" --nodes 2 --gpus-per-node 2 --inter netns-shaped \
+    --workload "$root/configs/mlp.toml" --nodes 2 --gpus-per-node 2 --one-host --inter netns-shaped \
     --intra "$intra" --sync "$1" --codec "$2" ${3:-} --svg "" --json 2>/dev/null \
     >"$work/predict-$1-$2.json" || true
   /usr/bin/python3 - "$work/predict-$1-$2.json" <<'PY'

@@ -51,9 +51,10 @@ struct Predicted {
   double alpha_intra = 0, rate_intra = 0;  // the fitted link, as measured
 };
 
-// The default MLP, M machines x K ranks of this CPU, one bucket per step, two-level; the
-// link between machines a wire of 0.1 GB/s and 100 us.
-Predicted two_level(int nodes, int per_node, const std::string& calibration) {
+// The default MLP, M machines x K ranks of this CPU (all on this one machine, as network
+// namespaces, or each its own), one bucket per step, two-level; the link between machines a
+// wire of 0.1 GB/s and 100 us.
+Predicted two_level(int nodes, int per_node, const std::string& calibration, bool one_host) {
   const Calibration cal = parse_calibration(calibration, "recorded.jsonl");
   Catalog cat = Catalog::builtin();
   Derating d;
@@ -71,6 +72,7 @@ Predicted two_level(int nodes, int per_node, const std::string& calibration) {
   c.topo.gpus_per_node = per_node;
   c.topo.intra = cat.link("this-machine-mpi-p2p");
   c.topo.inter = {"wire", "ethernet", 0.1, 100, 1.0, "test"};
+  c.topo.nodes_share_host = one_host;
   c.storage = {"disk", 1e6, "test"};
   SyncSpec s;
   s.algorithm = "two-level";
@@ -93,7 +95,7 @@ TEST(HostModel, TwoLevelStagesInsideAMachineShareItsCores) {
   // the rate the 2 ranks measured alone. By hand (collective_model.h, two-level): inside,
   // reduce-scatter + allgather 2(K-1) alphas and 2(K-1)/K S at half the rate; across, 2(M-1)
   // alphas and 2(M-1)/M S/K per rank, K flows sharing the 0.1 GB/s wire.
-  const Predicted p = two_level(2, 2, kRecorded);
+  const Predicted p = two_level(2, 2, kRecorded, true);
   ASSERT_GT(p.rate_intra, 0);
   const double intra = 2 * p.alpha_intra + S / (p.rate_intra * 0.5);
   const double inter = 2 * 100e-6 + (S / 2) / (0.1e9 / 2);
@@ -103,15 +105,23 @@ TEST(HostModel, TwoLevelStagesInsideAMachineShareItsCores) {
   EXPECT_GT(p.est.comm_s - ignoring, 0.9 * S / p.rate_intra);
 
   // One machine of 2 ranks: as measured.
-  const Predicted one = two_level(1, 2, kRecorded);
+  const Predicted one = two_level(1, 2, kRecorded, true);
   EXPECT_NEAR(one.est.comm_s, 2 * one.alpha_intra + S / one.rate_intra, 1e-9);
+  // Two machines of 2 ranks each, each with its own 2 cores: the stages inside run as measured.
+  const Predicted apart = two_level(2, 2, kRecorded, false);
+  EXPECT_NEAR(apart.est.comm_s, 2 * apart.alpha_intra + S / apart.rate_intra + inter, 1e-9);
+  // ... and their compute is that of 2 ranks on one machine, while on one host it is that of
+  // 4 ranks on one machine.
+  EXPECT_DOUBLE_EQ(apart.est.compute_s(), one.est.compute_s());
+  EXPECT_DOUBLE_EQ(p.est.compute_s(), two_level(1, 4, kRecorded, true).est.compute_s());
+  EXPECT_NE(p.est.compute_s(), one.est.compute_s());
 
   // The same rows timed by 4 ranks at once: already at the run's share.
   std::string four = kRecorded;
   for (size_t at = four.find("\"ranks\":2"); at != std::string::npos;
        at = four.find("\"ranks\":2", at))
     four.replace(at, 9, "\"ranks\":4");
-  const Predicted p4 = two_level(2, 2, four);
+  const Predicted p4 = two_level(2, 2, four, true);
   EXPECT_NEAR(p4.est.comm_s, 2 * p4.alpha_intra + S / p4.rate_intra + inter, 1e-9);
 }
 

@@ -35,7 +35,7 @@ struct PredictArgs {
   std::string framework = "none";
   std::string sync = "ring", codecs = "fp32", storage = "nvme4";
   double bucket_mb = 25;
-  bool no_overlap = false, no_prefetch = false, shard_optimizer = false;
+  bool no_overlap = false, no_prefetch = false, shard_optimizer = false, one_host = false;
   std::string svg = "scale.svg";
 };
 void add_predict_options(CLI::App& cmd, PredictArgs& a);

@@ -35,6 +35,9 @@ void add_predict_options(CLI::App& cmd, PredictArgs& a) {
   cmd.add_flag("--no-prefetch", a.no_prefetch, "read input synchronously");
   cmd.add_flag("--shard-optimizer", a.shard_optimizer,
                "each rank updates 1/n of the parameters (sync.shard_optimizer; fp32 only)");
+  cmd.add_flag("--one-host", a.one_host,
+               "every node is this one machine (network namespaces): with a calibration, all "
+               "ranks share its cores");
   cmd.add_option("--svg", a.svg, "where to write the speedup plot ('' for none)");
 }
 
@@ -57,6 +60,7 @@ void run_predict(const CommonArgs& common, const PredictArgs& a) {
   r.bucket_mb = a.bucket_mb;
   r.overlap = !a.no_overlap;
   r.shard_optimizer = a.shard_optimizer;
+  r.one_host = a.one_host;
   r.prefetch = !a.no_prefetch;
   r.derate = common.derate;
   r.calibration = common.catalog.calibration;

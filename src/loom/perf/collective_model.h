@@ -40,7 +40,12 @@ struct Topology {
   double oversubscription = 1;
   bool servers_colocated = false;  // parameter servers run on worker machines
   bool aggregate = false;          // a machine sums its GPUs' gradients before pushing
+  // Every node is the same machine (network namespaces on one host): the host model's CPU
+  // rates are shared by all ranks, not by each node's own (cost_model.h).
+  bool nodes_share_host = false;
   int ranks() const { return nodes * gpus_per_node; }
+  // Ranks whose threads share one machine's cores.
+  int ranks_per_host() const { return nodes_share_host ? ranks() : gpus_per_node; }
 };
 
 Algorithm algorithm_from_name(const std::string& name);  // ring, hd, two-level, ps

@@ -86,6 +86,7 @@ StepEstimate CostModel::estimate_at(int nodes, int gpus_per_node) const {
 struct CostModel::StepContext {
   Topology topo;  // links at the rates the step meets (host links shared by the ranks)
   int ranks = 1;
+  int host_ranks = 1;  // ranks sharing one machine's cores (Topology::ranks_per_host)
   bool mixed = false;  // fp16/bf16 tensor cores with fp32 master weights
   double batch = 0;    // samples per GPU
   double params = 0;
@@ -110,6 +111,7 @@ CostModel::StepContext CostModel::context(const Topology& topo) const {
   const GpuSpec& g = cluster_.gpu;
   StepContext x{topo};
   x.ranks = topo.ranks();
+  x.host_ranks = topo.ranks_per_host();
   x.mixed = train_.precision == "mixed";
   x.batch = static_cast<double>(train_.batch);
   x.params = workload_.params();
@@ -124,9 +126,9 @@ CostModel::StepContext CostModel::context(const Topology& topo) const {
   if (x.on_host) {
     // A link measured on this machine's CPU (shared memory, loopback TCP) copies its bytes on
     // the ranks' cores: with more ranks than cores, each stage runs at the ranks' core share
-    // (host_model.h link_share). All ranks exchange at once, one thread each.
+    // (host_model.h link_share). All ranks of the machine exchange at once, one thread each.
     for (LinkSpec* l : {&x.topo.intra, &x.topo.inter})
-      l->efficiency *= derating_.host.link_share(l->name, x.ranks);
+      l->efficiency *= derating_.host.link_share(l->name, x.host_ranks);
   }
   return x;
 }
@@ -136,9 +138,11 @@ double CostModel::compute_time(const StepContext& x, bool& memory_bound) const {
   if (x.on_host) {
     // This CPU, part by part at measured rates (host_model.h): the step's GEMMs at the GEMM
     // rate of its own shapes, the layers between them at the elementwise rate.
-    const double gemm_s = x.batch * workload_.step_flops() / host.gemm_rate(x.ranks, x.threads);
+    const double gemm_s =
+        x.batch * workload_.step_flops() / host.gemm_rate(x.host_ranks, x.threads);
     const auto& ew = host.elementwise_bytes.empty() ? host.stream_bytes : host.elementwise_bytes;
-    const double ew_s = x.batch * workload_.elementwise_bytes / host.share(ew, x.ranks, x.threads);
+    const double ew_s =
+        x.batch * workload_.elementwise_bytes / host.share(ew, x.host_ranks, x.threads);
     memory_bound = ew_s > gemm_s;
     return gemm_s + ew_s;
   }
@@ -163,7 +167,8 @@ double CostModel::update_time(const StepContext& x) const {
   if (!x.on_host && derating_.sample_s > 0) return 0;  // a published rate is a whole step
   if (!x.on_host) return x.params * x.update_bytes / x.mem_rate;
   const HostRates& host = derating_.host;
-  double update_s = x.params * x.update_bytes / host.share(host.stream_bytes, x.ranks, x.threads);
+  double update_s =
+      x.params * x.update_bytes / host.share(host.stream_bytes, x.host_ranks, x.threads);
   if (sync_.shard_optimizer && codec_.name == "fp32" && x.ranks > 1) update_s /= x.ranks;
   return update_s;
 }
@@ -282,7 +287,8 @@ CostModel::Exchange CostModel::bucketed_exchange(const StepContext& x, double bw
 // the rest adds to the step.
 double CostModel::idle_core_share(const StepContext& x) const {
   if (!x.on_host) return 1.0;
-  return std::clamp(double(derating_.host.cores - x.ranks * x.threads) / x.ranks, 0.0, 1.0);
+  return std::clamp(double(derating_.host.cores - x.host_ranks * x.threads) / x.host_ranks, 0.0,
+                    1.0);
 }
 
 // The communication thread beside the compute threads (host_model.h BusyLink): from the first

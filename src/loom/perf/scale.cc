@@ -107,6 +107,7 @@ ScalePrediction predict_scale(Catalog cat, const Workload& w, const ScaleRequest
   c.topo.nics_per_node = r.nics;
   c.topo.servers = r.servers;
   c.topo.oversubscription = r.oversubscription;
+  c.topo.nodes_share_host = r.one_host;
   c.storage = cat.storage(r.storage);
   out.train = r.train;
   out.train.prefetch = r.prefetch;

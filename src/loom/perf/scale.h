@@ -50,6 +50,8 @@ struct ScaleRequest {
   bool overlap = true, prefetch = true;
   // ZeRO-1 as loom's sync.shard_optimizer: with fp32 each rank updates 1/n of the parameters.
   bool shard_optimizer = false;
+  // All nodes are this one machine (network namespaces): their ranks share its cores.
+  bool one_host = false;
   double derate = 0;        // achievable fraction of peak FLOP/s; 0: the catalog's rate
   std::string calibration;  // `loom bench calibrate` output: the rates of gpu "this-machine"
   TrainSpec train;          // batch already resolved (the workload's default when not given)
