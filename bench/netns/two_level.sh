@@ -53,7 +53,7 @@ while [ $# -gt 0 ]; do
     --codec) CODEC=$2; shift 2 ;;
     --configs) CONFIGS=$2; shift 2 ;;
     --phases) PHASES=1; shift ;;
-    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "two_level.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
