@@ -155,10 +155,35 @@ done || true
 echo "# calibrating (loom bench calibrate; loom bench allreduce inside a namespace and across)" >&2
 "$LOOM" bench calibrate -o "$work/cal.jsonl" >/dev/null 2>&1
 read -ra MPIRUN1 <<<"$(netns_mpirun_cmd "$work/hosts1" 1)"
-"${MPIRUN[@]}" -np 2 "$LOOM" bench allreduce --transport mpi --json --min-bytes 1048576 \
-  --max-bytes 16777216 --budget 1 >"$work/intra.jsonl" 2>"$work/intra.log" || true
-"${MPIRUN1[@]}" -np 2 "$LOOM" bench allreduce --transport mpi --json --min-bytes 1048576 \
-  --max-bytes 16777216 --budget 1 >"$work/inter.jsonl" 2>"$work/inter.log" || true
+# Each 3 times, the fastest time of each size kept: the model takes a link as its ranks move
+# it with a core each, which the least disturbed of the runs is closest to (as the configs'
+# best of R).
+: >"$work/intra.jsonl"
+: >"$work/inter.jsonl"
+for _ in 1 2 3; do
+  "${MPIRUN[@]}" -np 2 "$LOOM" bench allreduce --transport mpi --json --min-bytes 1048576 \
+    --max-bytes 16777216 --budget 0.5 >>"$work/intra.jsonl" 2>>"$work/intra.log" || true
+  "${MPIRUN1[@]}" -np 2 "$LOOM" bench allreduce --transport mpi --json --min-bytes 1048576 \
+    --max-bytes 16777216 --budget 0.5 >>"$work/inter.jsonl" 2>>"$work/inter.log" || true
+done
+for f in intra inter; do
+  /usr/bin/python3 - "$work/$f.jsonl" <<'PY'
+import json, sys
+best = {}
+for line in open(sys.argv[1]):
+    if not line.startswith("{"):
+        continue
+    j = json.loads(line)
+    if j.get("bench") != "allreduce":
+        continue
+    key = (j.get("algo"), j.get("ranks"), j.get("bytes"))
+    if key not in best or j["lat_us"] < best[key]["lat_us"]:
+        best[key] = j
+with open(sys.argv[1], "w") as out:
+    for j in best.values():
+        out.write(json.dumps(j) + "\n")
+PY
+done
 /usr/bin/python3 - "$work/intra.jsonl" "$work/cal.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
@@ -167,6 +192,8 @@ with open(sys.argv[2], "a") as out:
         if j.get("bench") == "allreduce" and j.get("algo") == "ring":
             j["transport"] = "mpi-p2p"
             out.write(json.dumps(j) + "\n")
+            print(f"#   inside a namespace, 2 ranks, loom's ring: {j['bytes']} B in "
+                  f"{j['lat_us'] / 1e3:.2f} ms", file=sys.stderr)
 PY
 intra=this-machine-thread
 grep -q '"transport": *"mpi-p2p"' "$work/cal.jsonl" && intra=this-machine-mpi-p2p
