@@ -228,10 +228,16 @@ latency_us = $inter_us
 efficiency = 1
 source = "measured: loom's ring allreduce, 1 MPI rank per namespace through tbf at $RATE"
 TOML
+# the runs' buckets: sync.bucket_kib of configs/mlp.toml (loom's default 4096 KiB)
+bucket_mb=$(/usr/bin/python3 -c 'import sys, tomllib
+c = tomllib.load(open(sys.argv[1], "rb"))
+print(c.get("sync", {}).get("bucket_kib", 4096) * 1024 / 1e6)' "$root/configs/mlp.toml" 2>/dev/null ||
+  echo 4.194304)
 predict() {  # sync codec [--shard-optimizer] -> samples/s at 4 ranks
   "$LOOM" scale --gpu this-machine --calibration "$work/cal.jsonl" --catalog "$work/link.toml" \
     --workload "$root/configs/mlp.toml" --nodes 2 --gpus-per-node 2 --one-host --inter netns-shaped \
-    --intra "$intra" --sync "$1" --codec "$2" ${3:-} --svg "" --json 2>/dev/null \
+    --intra "$intra" --sync "$1" --codec "$2" ${3:-} --bucket-mb "$bucket_mb" --svg "" \
+    --json 2>/dev/null \
     >"$work/predict-$1-$2.json" || true
   /usr/bin/python3 - "$work/predict-$1-$2.json" <<'PY'
 import json, sys
