@@ -8,12 +8,16 @@
 #                             [--configs "fp32 int8 ..."]        #   powersgd, sync = bmuf
 #   bench/gpt_char.sh speed   [--steps 30]                      # tokens/s at 1 thread
 #   bench/gpt_char.sh scaling [--steps 60]                      # 2 workers vs free communication
+#   bench/gpt_char.sh words   --runs "DIR ..."                  # sampled words of trained runs
 #   common: [--data DIR] (shards from scripts/fortunes-shards; made in a temporary folder if
-#           absent) [--lr 0.001] [--keep DIR]
+#           absent) [--lr 0.001] [--keep DIR] [--temperatures "0.8 0.7"] [--samples 8]
 #
 # loss: for each seed, loom (2 workers x batch 16) and PyTorch (batch 32, 1 thread) at once; then the means and loom - PyTorch, the add-one byte bigram on the same
-#   validation windows, and the share of words in 1,000 characters sampled from loom's seed-0
-#   run (`loom sample --prompt "The " --temperature 0.8`) that occur in the training text.
+#   validation windows, and the sampled words (below) of every seed's loom run.
+# words: of the words in 1,000 characters sampled from a run (`loom sample --prompt "The "
+#   --length 1000`, sampling seeds 0..SAMPLES-1 at each temperature), the share that occur in
+#   the training text, per run and over all runs. One 1,000-character sample holds about 190
+#   words, so a single sample's share moves by several points from one sampling seed to the next.
 # codecs: the same recipe with 2 workers per configuration: validation bits/byte, its
 #   difference from fp32 and the bytes a worker sent per step (metrics.jsonl's epoch lines).
 # speed: loom (1 worker, 1 thread, batch 32) then PyTorch (1 thread), --steps each, no
@@ -33,6 +37,7 @@ FIG=$here/peers/gpt_char_figures.py
 MODE=${1:-loss}
 shift || true
 SEEDS="0 1 2" SEED=0 STEPS= LR=0.001 DATA= KEEP= CONFIGS="fp32 int8 onebit powersgd bmuf"
+TEMPERATURES="0.8 0.7" SAMPLES=8 RUNS=
 while [ $# -gt 0 ]; do
   case $1 in
     --seeds) SEEDS=$2; shift 2 ;;
@@ -42,7 +47,10 @@ while [ $# -gt 0 ]; do
     --configs) CONFIGS=$2; shift 2 ;;
     --data) DATA=$2; shift 2 ;;
     --keep) KEEP=$2; shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    --temperatures) TEMPERATURES=$2; shift 2 ;;
+    --samples) SAMPLES=$2; shift 2 ;;
+    --runs) RUNS=$2; shift 2 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "gpt_char.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -51,7 +59,8 @@ case $MODE in
   loss|codecs) STEPS=${STEPS:-1700} ;;
   speed) STEPS=${STEPS:-30} ;;
   scaling) STEPS=${STEPS:-60} ;;
-  *) echo "gpt_char.sh: mode is loss, codecs, speed or scaling, not '$MODE'" >&2; exit 2 ;;
+  words) [ -n "$RUNS" ] || { echo "gpt_char.sh: words needs --runs \"DIR ...\"" >&2; exit 2; } ;;
+  *) echo "gpt_char.sh: mode is loss, codecs, speed, scaling or words, not '$MODE'" >&2; exit 2 ;;
 esac
 work=${KEEP:-$(mktemp -d /tmp/loom_gpt_char.XXXXXX)}
 mkdir -p "$work"
@@ -93,6 +102,27 @@ import json, sys
 e = [json.loads(l) for l in open(sys.argv[1]) if '\"kind\":\"epoch\"' in l]
 print(sum(x['bytes_sent'] for x in e) / max(1, sum(x['steps'] for x in e)))" "$1/metrics.jsonl"
 }
+sampled_words() {  # run dirs; prints a line and a JSON object per temperature
+  local t r k found total f n all_found all_total
+  for t in $TEMPERATURES; do
+    all_found=0 all_total=0
+    for r in "$@"; do
+      found=0 total=0
+      for ((k = 0; k < SAMPLES; k++)); do
+        "$LOOM" sample "$r" --prompt "The " --length 1000 --temperature "$t" --seed "$k" \
+          > "$work/sample.txt"
+        read -r f n < <("$PY" "$FIG" words "$DATA/train.txt" "$work/sample.txt")
+        found=$((found + f)) total=$((total + n))
+      done
+      echo "temperature $t, $r: $found of $total sampled words in the training text" \
+        "($(awk "BEGIN{printf \"%.1f\", 100 * $found / ($total ? $total : 1)}")%)"
+      all_found=$((all_found + found)) all_total=$((all_total + total))
+    done
+    echo "temperature $t, all runs, $SAMPLES samples each: $all_found of $all_total" \
+      "($(awk "BEGIN{printf \"%.1f\", 100 * $all_found / ($all_total ? $all_total : 1)}")%)"
+    echo "{\"bench\":\"gpt_char\",\"mode\":\"words\",\"temperature\":$t,\"runs\":$#,\"samples\":$SAMPLES,\"found\":$all_found,\"words\":$all_total}"
+  done
+}
 peer_run() {  # peer args; prints "val_bits tokens_per_s"
   "$PY" "$PEER" "${peer_recipe[@]}" "$@" > "$work/torch.log" 2>&1 || { cat "$work/torch.log" >&2; exit 1; }
   sed -n 's/^RESULT .*val_bits_per_byte=\([0-9.na]*\) tokens_per_s=\([0-9.]*\).*/\1 \2/p' "$work/torch.log"
@@ -112,22 +142,23 @@ case $MODE in
       echo "$lb $tb" >> "$work/loss.txt"
     done
     big=$("$PY" "$FIG" bigram "$DATA/train.shard" "$DATA/valid.shard" 128)
-    first=$(set -- $SEEDS; echo "$1")
-    "$LOOM" sample "$work/loom$first" --prompt "The " --length 1000 --temperature 0.8 --seed 0 \
-      > "$work/sample.txt"
-    read -r found total < <("$PY" "$FIG" words "$DATA/train.txt" "$work/sample.txt")
-    python3 - "$work/loss.txt" "$big" "$found" "$total" "$STEPS" <<'PY'
+    python3 - "$work/loss.txt" "$big" "$STEPS" <<'PY'
 import json, statistics, sys
 rows = [tuple(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
-big, found, total, steps = float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+big, steps = float(sys.argv[2]), int(sys.argv[3])
 lm, tm = statistics.mean(r[0] for r in rows), statistics.mean(r[1] for r in rows)
 print(f"{steps} steps, {len(rows)} seeds: mean loom {lm:.4f} bits/byte, PyTorch {tm:.4f}: "
-      f"loom - PyTorch {lm - tm:+.4f}; bigram {big:.4f} (loom {big - lm:.2f} below it); "
-      f"sampled words in the training text {found} of {total} ({100 * found / max(1, total):.0f}%)")
+      f"loom - PyTorch {lm - tm:+.4f}; bigram {big:.4f} (loom {big - lm:.2f} below it)")
 print(json.dumps({"bench": "gpt_char", "mode": "loss_mean", "steps": steps, "seeds": len(rows),
-                  "loom": lm, "torch": tm, "diff": lm - tm, "bigram": big,
-                  "sampled_words_found": found, "sampled_words": total}))
+                  "loom": lm, "torch": tm, "diff": lm - tm, "bigram": big}))
 PY
+    runs=()
+    for s in $SEEDS; do runs+=("$work/loom$s"); done
+    sampled_words "${runs[@]}"
+    ;;
+  words)
+    # shellcheck disable=SC2086
+    sampled_words $RUNS
     ;;
   codecs)
     base=
