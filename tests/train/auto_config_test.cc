@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -11,6 +12,7 @@
 #include "loom/comm/transport_registry.h"
 #include "loom/core/error.h"
 #include "loom/measure/machine_identity.h"
+#include "loom/optim/optimizer.h"
 #include "loom/tensor/backend_registry.h"
 
 namespace loom::train {
@@ -123,6 +125,31 @@ TEST(AutoConfig, OneWorkerHasNothingToChoose) {
     EXPECT_EQ(cfg.get_string("codec", ""), "fp32");
     EXPECT_EQ(cfg.get_string("sync", ""), "allreduce");
   });
+}
+
+// Before a switch, the sharded optimizer's state is put together: each rank's buffer is current
+// only where it owns the elements (garbage, here NaN, elsewhere), and afterwards every rank
+// holds every owner's values.
+TEST(AutoConfig, GatheringTheShardedOptimizerStateGivesEveryRankTheWhole) {
+  auto world = comm::create_world("thread", 2, comm::CommOptions{});
+  const int64_t n = 10;
+  // Rank 0 owns [0, 3) and [7, 10), rank 1 [3, 7): the value of element i is 0.5 + i.
+  const std::vector<std::vector<std::pair<int64_t, int64_t>>> owned = {{{0, 3}, {7, 3}}, {{3, 4}}};
+  std::vector<std::vector<float>> got(2);
+  world->run([&](comm::Communicator& c) {
+    Config cfg = Config::from_string("[optim]\nmomentum = 0.9\n", "o.toml");
+    auto opt = optim::make_optimizer(cfg, cpu_backend(), n);
+    const std::vector<optim::StateBuffer> state = opt->state();
+    ASSERT_FALSE(state.empty());
+    float* v = state[0].data;
+    for (int64_t i = 0; i < n; ++i) v[i] = std::nanf("");
+    for (const auto& [offset, count] : owned[size_t(c.rank())])
+      for (int64_t i = offset; i < offset + count; ++i) v[i] = 0.5f + float(i);
+    gather_optimizer_state(c, cpu_backend(), *opt, owned[size_t(c.rank())]);
+    got[size_t(c.rank())].assign(v, v + n);
+  });
+  for (int r = 0; r < 2; ++r)
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(got[size_t(r)][size_t(i)], 0.5f + float(i)) << r;
 }
 
 TEST(AutoConfig, AutoWithTheParameterServerIsAConfigError) {

@@ -79,6 +79,10 @@ class StepGuard {
   int64_t resume();
   bool resumed() const { return !opt_.resume.empty(); }  // train.resume set (resume() succeeded)
   void restore_strategy();
+  // Between steps, after the loop replaced the strategy (codec = "auto"'s check switched the
+  // choice): the snapshots and checkpoints from here cover `strategy`, and checkpoints record
+  // `config_text` (the config with the new choice), so a resume rebuilds what runs now.
+  void replace_strategy(sync::Strategy& strategy, const std::string& config_text);
   float lr_scale() const { return float(pos_.lr_scale); }
   void begin_step(int64_t step);
   // This rank's loss for its batch. Non-finite: remembered for end_step (the step still runs,
@@ -117,7 +121,7 @@ class StepGuard {
   GuardOptions opt_;
   std::string config_text_;
   comm::Communicator& comm_;
-  WorkerParts parts_;
+  std::optional<WorkerParts> parts_;  // re-seated by replace_strategy
   TrainPosition pos_;
   StopSignalScope signals_;
   StepSnapshot snapshot_;
