@@ -131,5 +131,28 @@ TEST(AutoRevisionRun, AResumeKeepsTheSwitchedChoiceAndReachesTheSameBits) {
   EXPECT_EQ(nlohmann::json::parse(early.auto_choice)["chosen"]["codec"], "fp32");
 }
 
+// The choice belongs to the machine it was made on (CPU | transport | ranks): a resume on
+// another world size decides again (here one worker, which has nothing to choose) instead of
+// keeping the checkpoint's, and resumes the checkpoint's parameters all the same.
+TEST(AutoRevisionRun, AResumeOnAnotherWorldSizeDecidesAgain) {
+  TempDir dir;
+  Config cfg = forced(25, dir.path());
+  cfg.set("train.checkpoint_every", int64_t(10));
+  run_training(cfg);
+  const fs::path ck = fs::path(dir.path()) / "checkpoints" / checkpoint_name(20);
+  ASSERT_TRUE(fs::exists(ck));
+  Config one = cfg;
+  one.set("workers", int64_t(1));
+  one.set("batch", int64_t(32));  // the same global batch
+  one.set("train.resume", ck.string());
+  const TrainResult r = run_training(one);
+  EXPECT_EQ(r.steps, 25);
+  const nlohmann::json a = nlohmann::json::parse(r.auto_choice);
+  EXPECT_FALSE(a.contains("kept_from_checkpoint")) << a.dump();
+  EXPECT_EQ(a["reason"], "one worker exchanges nothing");
+  const std::string saved = read_text(fs::path(dir.path()) / "config.toml");
+  EXPECT_NE(saved.find("| 1 ranks\""), std::string::npos) << saved;
+}
+
 }  // namespace
 }  // namespace loom::train

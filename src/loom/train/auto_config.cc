@@ -167,6 +167,7 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
     if (is_auto(cfg, "sync")) cfg.set("sync", std::string("allreduce"), "auto (one worker)");
     if (is_auto(cfg, "sync.bucket_kib"))
       cfg.set("sync.bucket_kib", int64_t(4096), "auto (one worker)");
+    cfg.set("auto.machine", machine, "auto (one worker)");
     res.json =
         nlohmann::json{
             {"chosen",
