@@ -177,6 +177,26 @@ TEST(AutoChoice, FixedKeysLimitTheCandidates) {
     EXPECT_EQ(k.bucket_kib, 4096);
 }
 
+// Top-k is weighed where the model predicts it and an accuracy delta is recorded: through the
+// allreduce (the reference job's row), not with block momentum (no row), which stays out and
+// says why. Its speed: `loom bench codec --codec topk` on Zen 5 (loaded), 0.24 GB/s encode
+// (the selection), 22.8 GB/s decode.
+TEST(AutoChoice, TopkIsACandidateOnlyWhereItsAccuracyWasMeasured) {
+  AutoMeasurements m = zen4(kOneGbit, 100e-6);
+  m.codec_gbs["topk"] = {0.24, 22.8};
+  const AutoDecision d = decide_auto(request(), m, builtin_accuracy_table());
+  const AutoCandidate* through = find(d, "topk", "allreduce");
+  ASSERT_NE(through, nullptr);
+  EXPECT_EQ(through->excluded, "") << through->label();
+  ASSERT_TRUE(through->delta_points.has_value());
+  EXPECT_GT(through->estimate.samples_per_s, d.fp32_samples_per_s);  // 2% of fp32's bytes
+  const AutoCandidate* block = find(d, "topk", "bmuf");
+  ASSERT_NE(block, nullptr);
+  EXPECT_THAT(block->excluded, HasSubstr("no measured accuracy delta"));
+  // Its selection costs more than the 1-bit codec's passes: 1-bit stays ahead on this link.
+  EXPECT_EQ(d.chosen.codec, "onebit") << d.reason;
+}
+
 TEST(AutoChoice, BadRequestsAreInputErrors) {
   AutoRequest r = request();
   r.codecs = {"zip"};

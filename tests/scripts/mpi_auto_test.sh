@@ -19,7 +19,7 @@ d = sys.argv[1]
 s = json.load(open(f"{d}/summary.json"))
 a = s["auto"]
 c = a["chosen"]
-assert c["codec"] in ("fp32", "fp16", "int8", "onebit"), c
+assert c["codec"] in ("fp32", "fp16", "int8", "onebit", "topk"), c
 assert c["sync"] in ("allreduce", "bmuf"), c
 assert "mpi transport, 2 ranks" in a["measured"]["source"], a["measured"]
 # The network is not the reference job: without measured deltas auto stays lossless.
