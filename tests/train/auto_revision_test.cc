@@ -101,7 +101,7 @@ TEST(AutoRevisionRun, CheckStepsZeroTurnsTheCheckOff) {
             std::string::npos);
 }
 
-// The checkpoints after the switch record the new choice: a resume on the same machine keeps
+// The checkpoints from the switch on record the new choice: a resume on the same machine keeps
 // it (not the start-up's), rebuilds that strategy with its saved state, and reaches the bits
 // of the run it resumes. One before the switch keeps the choice it recorded.
 TEST(AutoRevisionRun, AResumeKeepsTheSwitchedChoiceAndReachesTheSameBits) {
@@ -124,6 +124,14 @@ TEST(AutoRevisionRun, AResumeKeepsTheSwitchedChoiceAndReachesTheSameBits) {
   EXPECT_NE(kept["chosen"]["revised"].get<std::string>().find("at step 30"), std::string::npos);
   EXPECT_NE(kept["kept_from_checkpoint"].get<std::string>().find(checkpoint_name(40)),
             std::string::npos);
+
+  // The checkpoint of the switch's own step is written again after the switch: a resume from
+  // it runs the new choice from there, as the run did.
+  Config at = cfg;
+  at.set("train.resume", (ck / checkpoint_name(30)).string());
+  const TrainResult from_switch = run_training(at);
+  EXPECT_EQ(nlohmann::json::parse(from_switch.auto_choice)["chosen"]["codec"], after);
+  EXPECT_EQ(from_switch.final_params, full.final_params);
 
   Config before = cfg;
   before.set("train.resume", (ck / checkpoint_name(20)).string());

@@ -184,10 +184,14 @@ bool StepGuard::scaler_step(bool overflow) {
   return !apply;
 }
 
-void StepGuard::replace_strategy(sync::Strategy& strategy, const std::string& config_text) {
+void StepGuard::replace_strategy(sync::Strategy& strategy, const std::string& config_text,
+                                 int64_t steps_done) {
   parts_.emplace(
       WorkerParts{parts_->backend, parts_->model, parts_->optimizer, strategy, parts_->best});
   config_text_ = config_text;
+  // Every rank took part in that write (end_step's decision is agreed), so every rank
+  // writes it again.
+  if (written_step_ == steps_done) write_checkpoint(steps_done);
 }
 
 void StepGuard::restore_strategy() {
@@ -312,6 +316,7 @@ StepGuard::Outcome StepGuard::end_step(int64_t steps_done) {
 
 std::string StepGuard::write_checkpoint(int64_t steps_done) {
   pos_.step = steps_done;
+  written_step_ = steps_done;
   const std::string dir =
       save_checkpoint(comm_, opt_.checkpoint_root, opt_.keep, *parts_, pos_, config_text_);
   if (!dir.empty()) last_checkpoint_ = dir;

@@ -658,7 +658,7 @@ class Worker {
     strategy_.reset();
     strategy_ = sync::make_strategy(cfg_, comm_, *model_, *optimizer_, total_steps_);
     strategy_->start();
-    guard_->replace_strategy(*strategy_, cfg_.canonical_text());
+    guard_->replace_strategy(*strategy_, cfg_.canonical_text(), step_);
     if (lead_) {
       log_info("auto: switched: {}\nsync: {}", what, strategy_->describe());
       writer_.write_config(cfg_.canonical_text());
