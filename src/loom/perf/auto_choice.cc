@@ -345,19 +345,28 @@ AutoRevision revise_auto(const AutoRequest& r, const AutoMeasurements& m,
     return v;
   }
 
-  // Fold the window into the figures: the link's time so that the running choice's exposed
-  // communication is the measured one, the compute so that the rest of its step is the rest
-  // of the measured step. Overlap hides communication behind compute, so each depends on the
-  // other: a few alternating passes settle both.
+  // Fold the window into the figures, correcting the terms it contradicts: a term (the
+  // exposed communication, or the rest of the step) is contradicted when it is off by more
+  // than half the bound, as a share of the measured step; two terms each within that could
+  // not put the step outside the bound. The link's time is scaled until the running choice's
+  // exposed communication is the measured one, the compute until the rest of its step is the
+  // rest of the measured step. Overlap hides communication behind compute, so each depends on
+  // the other: with both contradicted, a few alternating passes settle them.
   AutoRequest steady = r;
   steady.total_steps = 0;
   const double rest = std::max(0.0, o.step_s - o.exposed_comm_s);
+  const double tolerance = kModelValidatedError / 2 * o.step_s;
+  bool fix_link = std::abs(o.exposed_comm_s - e.comm_exposed_s) > tolerance;
+  bool fix_compute = rest > 0 && std::abs(rest - (e.step_s - e.comm_exposed_s)) > tolerance;
+  if (!fix_link && !fix_compute) fix_link = fix_compute = rest > 0;  // the step is off all the same
+  if (!fix_compute) fix_link = true;
   double c = 1, l = 1;
-  for (int pass = 0; pass < 4; ++pass) {
-    l = solve_factor(
-        [&](double x) { return predict(steady, scaled(m, c, x), running).comm_exposed_s; },
-        o.exposed_comm_s);
-    if (rest > 0)
+  for (int pass = 0; pass < (fix_link && fix_compute ? 4 : 1); ++pass) {
+    if (fix_link)
+      l = solve_factor(
+          [&](double x) { return predict(steady, scaled(m, c, x), running).comm_exposed_s; },
+          o.exposed_comm_s);
+    if (fix_compute)
       c = solve_factor(
           [&](double x) {
             const StepEstimate k = predict(steady, scaled(m, x, l), running);

@@ -157,12 +157,13 @@ struct AutoRevision {
 // The check and the one re-decision: a pure function of the start-up request and
 // measurements, the running choice and the window's figures. When the measured step is within
 // kModelValidatedError of the running choice's prediction, nothing changes. Otherwise the
-// measurement is folded in: the link's time is scaled until the running choice's predicted
-// exposed communication equals the measured one, and the compute until the rest of its
-// predicted step equals the rest of the measured step (a few alternating passes, as the
-// overlap couples the two); every candidate is predicted again on the corrected figures with
-// the same accuracy rules (decide_auto), and the running choice is replaced only when the new
-// first one is predicted at least min_gain faster than it on those figures.
+// measurement is folded in where it contradicts the prediction (a term off by more than half
+// the bound, as a share of the step): the link's time is scaled until the running choice's
+// predicted exposed communication equals the measured one, and/or the compute until the rest
+// of its predicted step equals the rest of the measured step (a few alternating passes when
+// both, as the overlap couples them); every candidate is predicted again on the corrected
+// figures with the same accuracy rules (decide_auto), and the running choice is replaced only
+// when the new first one is predicted at least min_gain faster than it on those figures.
 AutoRevision revise_auto(const AutoRequest& r, const AutoMeasurements& m,
                          const AccuracyTable& accuracy, const AutoCandidate& running,
                          const AutoObservation& o);
