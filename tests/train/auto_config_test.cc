@@ -152,6 +152,39 @@ TEST(AutoConfig, GatheringTheShardedOptimizerStateGivesEveryRankTheWhole) {
     for (int64_t i = 0; i < n; ++i) EXPECT_EQ(got[size_t(r)][size_t(i)], 0.5f + float(i)) << r;
 }
 
+// The check window: auto.check_after steps after the run's start (a resume's step included),
+// auto.check_steps long, whole blocks with block momentum; none when the run ends before a
+// step could follow it, when the check is off, or when the choice was not decided here.
+TEST(AutoConfig, TheCheckWindowFollowsTheWarmUpAndHoldsWholeBlocks) {
+  AutoResolution res;
+  res.active = true;
+  res.decided = true;
+  res.decision.chosen.sync = "allreduce";
+  const Config cfg = small("codec = \"auto\"\n");
+  AutoCheckWindow w = auto_check_window(cfg, res, 0, 1000);
+  EXPECT_EQ(w.first, 10);
+  EXPECT_EQ(w.steps, 20);
+  EXPECT_TRUE(w.holds(29));
+  EXPECT_FALSE(w.holds(30));
+  w = auto_check_window(cfg, res, 500, 1000);  // a resume that decided again
+  EXPECT_EQ(w.first, 510);
+  res.decision.chosen.sync = "bmuf";
+  res.decision.chosen.tau = 8;
+  w = auto_check_window(cfg, res, 0, 1000);
+  EXPECT_EQ(w.steps, 24);  // 3 blocks of 8
+  w = auto_check_window(cfg, res, 0, 34);
+  EXPECT_FALSE(w.active());
+  EXPECT_THAT(w.skipped, HasSubstr("the run ends at step 34"));
+  EXPECT_TRUE(auto_check_window(cfg, res, 0, 35).active());
+  const Config off = small("codec = \"auto\"\n", "[auto]\ncheck_steps = 0\n");
+  EXPECT_THAT(auto_check_window(off, res, 0, 1000).skipped, HasSubstr("check_steps = 0"));
+  res.decided = false;
+  res.kept_from = "ck/step-000000000040";
+  EXPECT_THAT(auto_check_window(cfg, res, 40, 1000).skipped, HasSubstr("kept from ck/step-"));
+  res.active = false;
+  EXPECT_EQ(auto_check_window(cfg, res, 0, 1000).skipped, "");
+}
+
 TEST(AutoConfig, AutoWithTheParameterServerIsAConfigError) {
   EXPECT_THROW(resolve(small("codec = \"auto\"\nsync = \"ps\"\n")), ConfigError);
 }
