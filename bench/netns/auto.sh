@@ -15,7 +15,9 @@
 # of the training loop; for auto its choice in each repeat, its median against the best fixed
 # configuration within the accuracy budget (data/perf/codec_accuracy.toml: every fixed config
 # here is within 0.5 points) and against fp32, and what its start-up measurement cost as a
-# share of a 1,000-step run. One JSON object per line follows ({"bench":"netns_auto",...}).
+# share of a 1,000-step run; each choice carries the check after the warm-up window
+# ("(ok,step+5%)": within the model's error, "(kept,step+40%)", or "->NEW": switched to NEW).
+# One JSON object per line follows ({"bench":"netns_auto",...}).
 # Needs root, iproute2, Open MPI and loom built with MPI; the namespaces go on exit.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -78,9 +80,17 @@ run_one() {  # rate config repeat -> "samples_per_s choice cost_share"
 import json, sys
 s = json.load(open(f"{sys.argv[1]}/summary.json"))
 a = s.get("auto")
+def label(c):
+    return c["codec"] + "/" + c["sync"] + (f"{c['tau']}" if c["sync"] == "bmuf" else "") + f"/{c['bucket_kib']}K"
 if a:
-    c = a["chosen"]
-    name = c["codec"] + "/" + c["sync"] + (f"{c['tau']}" if c["sync"] == "bmuf" else "") + f"/{c['bucket_kib']}K"
+    name = label(a["chosen"])
+    # The check after the warm-up window: ok (within the model's error), kept, or the switch.
+    v = a.get("revision", {})
+    o = v.get("outcome", "")
+    if o == "switched":
+        name += "->" + label(v["after"])
+    elif o in ("agrees", "kept"):
+        name += "(" + ("ok" if o == "agrees" else "kept") + f",step{100 * (v['measured']['step_s'] / v['predicted']['step_s'] - 1):+.0f}%)"
     print(s["samples_per_s"], name, a["measured"].get("cost_share_of_1000_steps", float("nan")))
 else:
     print(s["samples_per_s"], "-", "nan")

@@ -240,6 +240,20 @@ TEST(Report, AutoRunsShowTheirChoice) {
                       "<td>5200</td><td>5000</td><td>1.2%</td>"),
             std::string::npos)
       << html;
+  EXPECT_NE(html.find("<td>1.2%</td><td>-</td></tr>"), std::string::npos) << html;  // no check
+  // A run whose check switched: the window's step against the prediction, and to what.
+  write(d / "switched/config.toml", "codec = \"onebit\"\n");
+  write(d / "switched/metrics.jsonl", epoch_line(1, 0.6, 0.80, 1) + "\n");
+  write(d / "switched/summary.json",
+        R"({"samples_per_s":5000,"workers":2,"auto":{"chosen":{"codec":"fp32",)"
+        R"("sync":"allreduce","bucket_kib":4096,"predicted_samples_per_s":9000},)"
+        R"("revision":{"outcome":"switched","window":{"first_step":10,"steps":20},)"
+        R"("measured":{"step_s":0.03},"predicted":{"step_s":0.02},)"
+        R"("after":{"codec":"onebit","sync":"bmuf","tau":8,"bucket_kib":4096}}}})");
+  const std::string sw = render_report(load_runs({(d / "switched").string()}), {});
+  EXPECT_NE(sw.find("<td>step +50%: switched at step 30 to onebit, bmuf tau 8, 4096 KiB</td>"),
+            std::string::npos)
+      << sw;
   const fs::path runs = synthetic_runs();
   EXPECT_EQ(render_report(load_runs({(runs / "fp32").string()}), {}).find("auto run"),
             std::string::npos);

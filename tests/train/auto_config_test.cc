@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -11,6 +12,7 @@
 #include "loom/comm/transport_registry.h"
 #include "loom/core/error.h"
 #include "loom/measure/machine_identity.h"
+#include "loom/optim/optimizer.h"
 #include "loom/tensor/backend_registry.h"
 
 namespace loom::train {
@@ -123,6 +125,64 @@ TEST(AutoConfig, OneWorkerHasNothingToChoose) {
     EXPECT_EQ(cfg.get_string("codec", ""), "fp32");
     EXPECT_EQ(cfg.get_string("sync", ""), "allreduce");
   });
+}
+
+// Before a switch, the sharded optimizer's state is put together: each rank's buffer is current
+// only where it owns the elements (garbage, here NaN, elsewhere), and afterwards every rank
+// holds every owner's values.
+TEST(AutoConfig, GatheringTheShardedOptimizerStateGivesEveryRankTheWhole) {
+  auto world = comm::create_world("thread", 2, comm::CommOptions{});
+  const int64_t n = 10;
+  // Rank 0 owns [0, 3) and [7, 10), rank 1 [3, 7): the value of element i is 0.5 + i.
+  const std::vector<std::vector<std::pair<int64_t, int64_t>>> owned = {{{0, 3}, {7, 3}}, {{3, 4}}};
+  std::vector<std::vector<float>> got(2);
+  world->run([&](comm::Communicator& c) {
+    Config cfg = Config::from_string("[optim]\nmomentum = 0.9\n", "o.toml");
+    auto opt = optim::make_optimizer(cfg, cpu_backend(), n);
+    const std::vector<optim::StateBuffer> state = opt->state();
+    ASSERT_FALSE(state.empty());
+    float* v = state[0].data;
+    for (int64_t i = 0; i < n; ++i) v[i] = std::nanf("");
+    for (const auto& [offset, count] : owned[size_t(c.rank())])
+      for (int64_t i = offset; i < offset + count; ++i) v[i] = 0.5f + float(i);
+    gather_optimizer_state(c, cpu_backend(), *opt, owned[size_t(c.rank())]);
+    got[size_t(c.rank())].assign(v, v + n);
+  });
+  for (int r = 0; r < 2; ++r)
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(got[size_t(r)][size_t(i)], 0.5f + float(i)) << r;
+}
+
+// The check window: auto.check_after steps after the run's start (a resume's step included),
+// auto.check_steps long, whole blocks with block momentum; none when the run ends before a
+// step could follow it, when the check is off, or when the choice was not decided here.
+TEST(AutoConfig, TheCheckWindowFollowsTheWarmUpAndHoldsWholeBlocks) {
+  AutoResolution res;
+  res.active = true;
+  res.decided = true;
+  res.decision.chosen.sync = "allreduce";
+  const Config cfg = small("codec = \"auto\"\n");
+  AutoCheckWindow w = auto_check_window(cfg, res, 0, 1000);
+  EXPECT_EQ(w.first, 10);
+  EXPECT_EQ(w.steps, 20);
+  EXPECT_TRUE(w.holds(29));
+  EXPECT_FALSE(w.holds(30));
+  w = auto_check_window(cfg, res, 500, 1000);  // a resume that decided again
+  EXPECT_EQ(w.first, 510);
+  res.decision.chosen.sync = "bmuf";
+  res.decision.chosen.tau = 8;
+  w = auto_check_window(cfg, res, 0, 1000);
+  EXPECT_EQ(w.steps, 24);  // 3 blocks of 8
+  w = auto_check_window(cfg, res, 0, 34);
+  EXPECT_FALSE(w.active());
+  EXPECT_THAT(w.skipped, HasSubstr("the run ends at step 34"));
+  EXPECT_TRUE(auto_check_window(cfg, res, 0, 35).active());
+  const Config off = small("codec = \"auto\"\n", "[auto]\ncheck_steps = 0\n");
+  EXPECT_THAT(auto_check_window(off, res, 0, 1000).skipped, HasSubstr("check_steps = 0"));
+  res.decided = false;
+  res.kept_from = "ck/step-000000000040";
+  EXPECT_THAT(auto_check_window(cfg, res, 40, 1000).skipped, HasSubstr("kept from ck/step-"));
+  res.active = false;
+  EXPECT_EQ(auto_check_window(cfg, res, 0, 1000).skipped, "");
 }
 
 TEST(AutoConfig, AutoWithTheParameterServerIsAConfigError) {

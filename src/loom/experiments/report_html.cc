@@ -220,8 +220,8 @@ std::string token_table(const std::vector<RunData>& runs) {
 }
 
 // Runs that chose their codec and strategy (codec/sync = "auto", summary.json's "auto"): the
-// choice, the runner-up, the predicted and measured samples/s, and the start-up cost. Empty
-// when none.
+// choice, the runner-up, the predicted and measured samples/s, the start-up cost, and the
+// check after the warm-up window. Empty when none.
 std::string auto_table(const std::vector<RunData>& runs) {
   const auto label = [](const nlohmann::json& c) {
     if (!c.is_object()) return std::string("-");
@@ -243,18 +243,41 @@ std::string auto_table(const std::vector<RunData>& runs) {
     const double share = a.contains("measured") && a["measured"].is_object()
                              ? num_or(a["measured"], "cost_share_of_1000_steps", -1)
                              : -1;
+    // The check after the warm-up window (auto.revision): the window's step against the
+    // prediction, and what the one re-decision did.
+    std::string check = "-";
+    if (a.contains("revision") && a["revision"].is_object()) {
+      const nlohmann::json& v = a["revision"];
+      const std::string outcome = v.value("outcome", std::string("?"));
+      const double m = v.contains("measured") ? num_or(v["measured"], "step_s", 0) : 0;
+      const double p = v.contains("predicted") ? num_or(v["predicted"], "step_s", 0) : 0;
+      const std::string off = m > 0 && p > 0 ? fmt::format("step {:+.0f}%", 100 * (m / p - 1)) : "";
+      if (outcome == "switched")
+        check = fmt::format("{}: switched at step {} to {}", off,
+                            v.contains("window") ? num_or(v["window"], "first_step", 0) +
+                                                       num_or(v["window"], "steps", 0)
+                                                 : 0,
+                            label(v.contains("after") ? v["after"] : none));
+      else if (outcome == "kept")
+        check = off + ": re-decided, kept";
+      else if (outcome == "agrees")
+        check = off + ": within the model's error";
+      else
+        check = outcome;
+    }
     rows += fmt::format(
         "<tr><td class=\"run\"><i style=\"background:{}\"></i>{}</td><td>{}</td><td>{}</td>"
-        "<td>{}</td><td>{}</td><td>{}</td></tr>\n",
+        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
         color_of(i), escape(r.display()), escape(label(chosen)), escape(label(runner)),
         fmt_or_dash(predicted, "{:.0f}", predicted > 0),
         fmt_or_dash(measured, "{:.0f}", measured > 0),
-        fmt_or_dash(100 * share, "{:.1f}%", share >= 0));
+        fmt_or_dash(100 * share, "{:.1f}%", share >= 0), escape(check));
   }
   if (rows.empty()) return "";
   return "<div class=\"card\"><table><thead><tr><th>auto run</th><th>chosen</th>"
          "<th>runner-up</th><th>predicted samples/s</th><th>measured samples/s</th>"
-         "<th>start-up cost (of 1,000 steps)</th></tr></thead><tbody>\n" +
+         "<th>start-up cost (of 1,000 steps)</th><th>check after warm-up</th></tr></thead>"
+         "<tbody>\n" +
          rows +
          "</tbody></table><p class=\"note\">codec/sync = \"auto\": what the run measured "
          "at start and chose (docs/perf.md)</p></div>\n";

@@ -277,6 +277,199 @@ AutoDecision decide_auto(const AutoRequest& r, const AutoMeasurements& m,
   return d;
 }
 
+StepEstimate predict_candidate(const AutoRequest& r, const AutoMeasurements& m,
+                               const AutoCandidate& k) {
+  AutoRequest steady = r;
+  steady.total_steps = 0;
+  return predict(steady, m, k);
+}
+
+bool same_configuration(const AutoCandidate& a, const AutoCandidate& b) {
+  return a.codec == b.codec && a.sync == b.sync && a.tau == b.tau && a.bucket_kib == b.bucket_kib;
+}
+
+namespace {
+
+// The start-up figures with the step's compute times `compute` and the link's time (alpha and
+// 1/bandwidth alike) times `link`.
+AutoMeasurements scaled(const AutoMeasurements& m, double compute, double link) {
+  AutoMeasurements c = m;
+  c.compute_s = m.compute_s * compute;
+  c.link.alpha_s = m.link.alpha_s * link;
+  c.link.bytes_per_s = m.link.bytes_per_s / link;
+  return c;
+}
+
+// The factor in [lo, hi] at which f, non-decreasing in it, reaches `target`: bisection on a
+// log scale, clamped to the ends when the target lies beyond them.
+template <typename F>
+double solve_factor(F f, double target) {
+  double lo = 1e-6, hi = 1e9;
+  if (f(lo) >= target) return lo;
+  if (f(hi) <= target) return hi;
+  for (int i = 0; i < 80; ++i) {
+    const double mid = std::sqrt(lo * hi);
+    (f(mid) < target ? lo : hi) = mid;
+  }
+  return std::sqrt(lo * hi);
+}
+
+}  // namespace
+
+AutoRevision revise_auto(const AutoRequest& r, const AutoMeasurements& m,
+                         const AccuracyTable& accuracy, const AutoCandidate& running,
+                         const AutoObservation& o) {
+  if (!(o.step_s > 0) || o.steps < 1 || !(o.exposed_comm_s >= 0))
+    throw InputError(fmt::format(
+        "auto: the check window (steps {}, {} s a step, {} s exposed communication) measured "
+        "nothing",
+        o.steps, o.step_s, o.exposed_comm_s));
+  AutoRevision v;
+  v.observed = o;
+  v.before = running;
+  const StepEstimate e = predict_candidate(r, m, running);
+  v.before.estimate = e;
+  v.after = v.before;
+  v.predicted_step_s = e.step_s;
+  v.predicted_exposed_s = e.comm_exposed_s;
+  v.error = e.step_s / o.step_s - 1;
+  v.corrected = m;
+  const std::string window = fmt::format("steps {}-{}", o.first_step, o.first_step + o.steps - 1);
+  if (std::abs(v.error) <= kModelValidatedError) {
+    v.outcome = RevisionOutcome::kAgrees;
+    v.reason = fmt::format(
+        "the measured step {} ({}) is {:+.1f}% against the predicted {}, within the model's "
+        "validated error of {:.0f}%: the choice stands",
+        format_seconds(o.step_s), window, 100 * (o.step_s / e.step_s - 1), format_seconds(e.step_s),
+        100 * kModelValidatedError);
+    return v;
+  }
+
+  // Fold the window into the figures, correcting the terms it contradicts: a term (the
+  // exposed communication, or the rest of the step) is contradicted when it is off by more
+  // than half the bound, as a share of the measured step; two terms each within that could
+  // not put the step outside the bound. The link's time is scaled until the running choice's
+  // exposed communication is the measured one, the compute until the rest of its step is the
+  // rest of the measured step. Overlap hides communication behind compute, so each depends on
+  // the other: with both contradicted, a few alternating passes settle them.
+  AutoRequest steady = r;
+  steady.total_steps = 0;
+  const double rest = std::max(0.0, o.step_s - o.exposed_comm_s);
+  const double tolerance = kModelValidatedError / 2 * o.step_s;
+  bool fix_link = std::abs(o.exposed_comm_s - e.comm_exposed_s) > tolerance;
+  bool fix_compute = rest > 0 && std::abs(rest - (e.step_s - e.comm_exposed_s)) > tolerance;
+  if (!fix_link && !fix_compute) fix_link = fix_compute = rest > 0;  // the step is off all the same
+  if (!fix_compute) fix_link = true;
+  double c = 1, l = 1;
+  for (int pass = 0; pass < (fix_link && fix_compute ? 4 : 1); ++pass) {
+    if (fix_link)
+      l = solve_factor(
+          [&](double x) { return predict(steady, scaled(m, c, x), running).comm_exposed_s; },
+          o.exposed_comm_s);
+    if (fix_compute)
+      c = solve_factor(
+          [&](double x) {
+            const StepEstimate k = predict(steady, scaled(m, x, l), running);
+            return k.step_s - k.comm_exposed_s;
+          },
+          rest);
+  }
+  v.compute_factor = c;
+  v.link_factor = l;
+  v.corrected = scaled(m, c, l);
+  v.corrected.source = fmt::format("{}, corrected by {} (compute x{:.3g}, link time x{:.3g})",
+                                   m.source, window, c, l);
+  // From here the run is past any warm-up: the candidates are ranked at their steady step.
+  v.revised = decide_auto(steady, v.corrected, accuracy);
+  const AutoDecision& d = *v.revised;
+  const AutoCandidate* now = nullptr;
+  for (const auto& k : d.candidates)
+    if (same_configuration(k, running)) now = &k;
+  const double now_sps = now ? now->estimate.samples_per_s : 0;
+  const std::string corrected_text = fmt::format(
+      "the measured step {} ({}) is {:+.1f}% against the predicted {} (exposed communication {} "
+      "measured, {} predicted), outside the model's validated error of {:.0f}%; with the "
+      "compute x{:.3g} and the link's time x{:.3g}",
+      format_seconds(o.step_s), window, 100 * (o.step_s / e.step_s - 1), format_seconds(e.step_s),
+      format_seconds(o.exposed_comm_s), format_seconds(e.comm_exposed_s),
+      100 * kModelValidatedError, c, l);
+  if (same_configuration(d.chosen, running)) {
+    v.outcome = RevisionOutcome::kKept;
+    v.after = d.chosen;
+    v.reason = corrected_text + fmt::format(", {} is still first, at {:.0f} samples/s",
+                                            running.label(), d.chosen.estimate.samples_per_s);
+  } else if (now && d.chosen.estimate.samples_per_s < (1 + r.min_gain) * now_sps) {
+    v.outcome = RevisionOutcome::kKept;
+    v.after = *now;
+    v.reason =
+        corrected_text + fmt::format(
+                             ", {} is first at {:.0f} samples/s but only {:.1f}% faster than {} "
+                             "({:.0f}), under the {:.0f}% a switch must gain: the choice stands",
+                             d.chosen.label(), d.chosen.estimate.samples_per_s,
+                             100 * (d.chosen.estimate.samples_per_s / now_sps - 1), running.label(),
+                             now_sps, 100 * r.min_gain);
+  } else {
+    v.outcome = RevisionOutcome::kSwitched;
+    v.after = d.chosen;
+    v.reason = corrected_text +
+               fmt::format(
+                   ", {} is first at {:.0f} samples/s against {:.0f} for {}: switching "
+                   "to it",
+                   d.chosen.label(), d.chosen.estimate.samples_per_s, now_sps, running.label());
+  }
+  return v;
+}
+
+std::string describe_revision(const AutoRevision& v) {
+  const char* what = v.outcome == RevisionOutcome::kAgrees ? "checked"
+                     : v.switched()                        ? "re-decided, switched"
+                                                           : "re-decided, kept";
+  std::string o = fmt::format("auto: {}: {}.\n", what, v.reason);
+  if (v.revised) o += describe_decision(*v.revised, v.corrected);
+  return o;
+}
+
+namespace {
+nlohmann::json candidate_json(const AutoCandidate& k) {
+  nlohmann::json j = {{"codec", k.codec},
+                      {"sync", k.sync},
+                      {"bucket_kib", k.bucket_kib},
+                      {"predicted_samples_per_s", k.estimate.samples_per_s},
+                      {"predicted_step_s", k.estimate.step_s},
+                      {"predicted_exposed_comm_s", k.estimate.comm_exposed_s}};
+  if (k.sync == "bmuf") j["tau"] = k.tau;
+  if (k.delta_points) {
+    j["accuracy_delta_points"] = *k.delta_points;
+    j["accuracy_source"] = k.delta_source;
+  }
+  return j;
+}
+}  // namespace
+
+nlohmann::json revision_json(const AutoRevision& v) {
+  nlohmann::json j = {
+      {"outcome", v.outcome == RevisionOutcome::kAgrees ? "agrees"
+                  : v.switched()                        ? "switched"
+                                                        : "kept"},
+      {"bound", kModelValidatedError},
+      {"window", {{"first_step", v.observed.first_step}, {"steps", v.observed.steps}}},
+      {"measured", {{"step_s", v.observed.step_s}, {"exposed_comm_s", v.observed.exposed_comm_s}}},
+      {"predicted", {{"step_s", v.predicted_step_s}, {"exposed_comm_s", v.predicted_exposed_s}}},
+      {"error", v.error},
+      {"before", candidate_json(v.before)},
+      {"after", candidate_json(v.after)},
+      {"reason", v.reason}};
+  if (v.revised) {
+    j["corrected"] = {{"compute_factor", v.compute_factor},
+                      {"link_factor", v.link_factor},
+                      {"compute_s", v.corrected.compute_s},
+                      {"link_bytes_per_s", v.corrected.link.bytes_per_s},
+                      {"link_alpha_s", v.corrected.link.alpha_s}};
+    j["runner_up"] = v.revised->runner_up ? candidate_json(*v.revised->runner_up) : nullptr;
+  }
+  return j;
+}
+
 AutoMeasurements measurements_from_calibration(const Calibration& cal, const std::string& transport,
                                                const AutoRequest& r, int threads) {
   AutoMeasurements m;

@@ -112,6 +112,68 @@ struct AutoDecision {
 AutoDecision decide_auto(const AutoRequest& r, const AutoMeasurements& m,
                          const AccuracyTable& accuracy);
 
+// The running candidate's prediction, steady state (without the 1-bit warm-up's exact steps,
+// which the check window comes after).
+StepEstimate predict_candidate(const AutoRequest& r, const AutoMeasurements& m,
+                               const AutoCandidate& k);
+
+// The error the cost model is validated to on the machines loom runs on: docs/perf.md,
+// "Validation", `loom scale --validate` (16 local runs, thread and MPI, shaped and not, all
+// within 15%) and `loom scale --anchors` (published cases, each within 15%). A measured step
+// further than this from its prediction contradicts the model, and auto re-decides once.
+inline constexpr double kModelValidatedError = 0.15;
+
+// What the run measured over its check window, averaged over the ranks: the mean step (the
+// loader's wait included) and the part of it the loop waited for communication.
+struct AutoObservation {
+  int64_t first_step = 0, steps = 0;  // the window: steps [first_step, first_step + steps)
+  double step_s = 0;
+  double exposed_comm_s = 0;
+};
+
+enum class RevisionOutcome {
+  kAgrees,    // the step is within kModelValidatedError of the prediction: nothing to revise
+  kKept,      // off, but the corrected model keeps the running choice
+  kSwitched,  // off, and the corrected model ranks another candidate first by min_gain
+};
+
+struct AutoRevision {
+  RevisionOutcome outcome = RevisionOutcome::kAgrees;
+  AutoObservation observed;
+  AutoCandidate before;  // the running choice, predicted by the start-up measurements
+  double predicted_step_s = 0, predicted_exposed_s = 0;
+  double error = 0;  // predicted step over measured step, minus 1
+  // The corrections folded in (1: that term agreed): the step's compute multiplied by
+  // compute_factor and the link's time (alpha and 1/bandwidth) by link_factor, so that the
+  // running choice's prediction reproduces the window.
+  double compute_factor = 1, link_factor = 1;
+  AutoMeasurements corrected;
+  std::optional<AutoDecision> revised;  // the decision on `corrected` (when off)
+  AutoCandidate after;                  // what runs from here on (== before unless switched)
+  std::string reason;
+  bool switched() const { return outcome == RevisionOutcome::kSwitched; }
+};
+
+// The check and the one re-decision: a pure function of the start-up request and
+// measurements, the running choice and the window's figures. When the measured step is within
+// kModelValidatedError of the running choice's prediction, nothing changes. Otherwise the
+// measurement is folded in where it contradicts the prediction (a term off by more than half
+// the bound, as a share of the step): the link's time is scaled until the running choice's
+// predicted exposed communication equals the measured one, and/or the compute until the rest
+// of its predicted step equals the rest of the measured step (a few alternating passes when
+// both, as the overlap couples them); every candidate is predicted again on the corrected
+// figures with the same accuracy rules (decide_auto), and the running choice is replaced only
+// when the new first one is predicted at least min_gain faster than it on those figures.
+AutoRevision revise_auto(const AutoRequest& r, const AutoMeasurements& m,
+                         const AccuracyTable& accuracy, const AutoCandidate& running,
+                         const AutoObservation& o);
+
+// Lines for the log, and summary.json's "auto.revision".
+std::string describe_revision(const AutoRevision& v);
+nlohmann::json revision_json(const AutoRevision& v);
+// Whether two candidates are the same configuration (codec, strategy, tau, bucket size).
+bool same_configuration(const AutoCandidate& a, const AutoCandidate& b);
+
 // The measurements from a calibration file of this machine (its fit for `transport`, its codec
 // speeds, and the compute the host model predicts for `r`). InputError when the file lacks
 // them.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <variant>
 
 #include "loom/compress/registry.h"
@@ -20,9 +21,18 @@
 namespace loom::train {
 namespace {
 
-// The codecs auto measures and weighs: the others are slower on a CPU than what they save
-// (top-k's selection) or have no measured speed path here (PowerSGD's matrices).
-const std::vector<std::string> kAutoCodecs = {"fp32", "fp16", "int8", "onebit"};
+// The codecs auto measures and weighs: those the cost model predicts (perf/codec_model.h)
+// whose encode and decode speed the start-up measures on a flat gradient. A lossy one is
+// chosen only with a measured accuracy delta (data/perf/codec_accuracy.toml: on the reference
+// job top-k has one through the allreduce, not with block momentum). Left out, and named in
+// the log (kNotCandidates): PowerSGD, whose speed depends on each layer's matrix shape, which
+// the flat probe does not time.
+const std::vector<std::string> kAutoCodecs = {"fp32", "fp16", "int8", "onebit", "topk"};
+// What auto does not weigh, and why: one line of the log.
+constexpr const char* kNotCandidates =
+    "auto: not candidates: codec powersgd (its speed depends on each layer's matrix shape, "
+    "which the start-up does not time), sync = \"ps\" (the parameter server: servers change "
+    "which ranks train, and no accuracy delta is recorded for it)\n";
 const std::vector<int64_t> kAutoBucketKib = {1024, 4096, 16384};
 // The default job's MLP, 784-1024-1024-10: the reference job "mlp" of the accuracy table.
 constexpr int64_t kReferenceMlpParams = 1863690;
@@ -80,6 +90,19 @@ std::vector<ConfigKeySpec> auto_config_keys() {
       {"auto.calibration_mismatch", ConfigType::kString, "\"error\"",
        "a calibration file from another machine (CPU, transport, world size): \"error\", or "
        "\"measure\" (warn and measure instead)"},
+      {"auto.check_after", ConfigType::kInt, "10",
+       "codec/sync = \"auto\": steps after the start before the check window (past the "
+       "1-bit codec's exact warm-up)"},
+      {"auto.check_steps", ConfigType::kInt, "20",
+       "codec/sync = \"auto\": steps whose measured step is compared with the prediction "
+       "(rounded up to whole blocks with bmuf); off by more than the model's validated error "
+       "(15%), auto re-decides once; 0 = no check"},
+      {"auto.revised", ConfigType::kString, "(set by loom)",
+       "what the check after the warm-up window switched from and to, at which step"},
+      {"auto.test_probe_link_factor", ConfigType::kDouble, "1",
+       "tests only: the start-up link is read this many times faster than measured"},
+      {"auto.test_window_comm_s", ConfigType::kDouble, "0",
+       "tests only: seconds of exposed communication added to each step of the check window"},
   };
 }
 
@@ -102,6 +125,10 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
         cfg.where("parallel"), cfg.get_string("parallel", "data")));
 
   const bool codec_auto = is_auto(cfg, codec_key(cfg));
+  res.codec_key = codec_key(cfg);
+  res.codec_auto = codec_auto;
+  res.sync_auto = is_auto(cfg, "sync");
+  res.bucket_auto = is_auto(cfg, "sync.bucket_kib");
   const std::string machine =
       fmt::format("{} | {} | {} ranks", measure::cpu_model(), comm.name(), comm.size());
   // A resume keeps the choice its checkpoint recorded (the config text saved with it) when it
@@ -126,6 +153,13 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
         chosen["bucket_kib"] = saved.get_int("sync.bucket_kib", 4096);
       }
       cfg.set("auto.machine", machine, dir);
+      // A choice the check switched to says so in the resumed run's config and summary too.
+      const std::string revised = saved.get_string("auto.revised", "");
+      if (!revised.empty()) {
+        cfg.set("auto.revised", revised, dir);
+        chosen["revised"] = revised;
+      }
+      res.kept_from = dir;
       res.json = nlohmann::json{{"chosen", chosen}, {"kept_from_checkpoint", dir}}.dump();
       res.log = fmt::format("auto: kept the choice of {} ({}), made on this machine\n", dir,
                             chosen.dump());
@@ -142,6 +176,7 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
     if (is_auto(cfg, "sync")) cfg.set("sync", std::string("allreduce"), "auto (one worker)");
     if (is_auto(cfg, "sync.bucket_kib"))
       cfg.set("sync.bucket_kib", int64_t(4096), "auto (one worker)");
+    cfg.set("auto.machine", machine, "auto (one worker)");
     res.json =
         nlohmann::json{
             {"chosen",
@@ -222,7 +257,16 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
                          size_t(std::min(largest, whole))};
     res.measured = measure::probe_for_auto(comm, probe, o);
   }
+  const AutoTestHooks hooks = auto_test_hooks(cfg);
+  if (hooks.probe_link_factor != 1) {
+    res.measured.link.bytes_per_s *= hooks.probe_link_factor;
+    res.measured.link.alpha_s /= hooks.probe_link_factor;
+    res.measured.source +=
+        fmt::format(" (test hook: link read {}x faster)", hooks.probe_link_factor);
+  }
   res.decision = perf::decide_auto(r, res.measured, perf::builtin_accuracy_table());
+  res.request = r;
+  res.decided = true;
 
   const perf::AutoCandidate& c = res.decision.chosen;
   const std::string where = "auto (measured)";
@@ -237,6 +281,7 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
   j["measured"]["cost_share_of_1000_steps"] = share;
   res.json = j.dump();
   res.log = perf::describe_decision(res.decision, res.measured);
+  if (codec_auto || res.sync_auto) res.log += kNotCandidates;
   if (res.measured.cost_s > 0)
     res.log += fmt::format(
         "auto: measuring cost {:.2f} s, {:.1f}% of a 1,000-step run at the predicted step\n",
@@ -246,14 +291,91 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
 
 nlohmann::json auto_summary(const std::string& decision_json, double measured_samples_per_s) {
   nlohmann::json j = nlohmann::json::parse(decision_json);
-  const double predicted = j["chosen"].value("predicted_samples_per_s", 0.0);
+  const bool switched = j.contains("revision") && j["revision"].value("outcome", "") == "switched";
+  const nlohmann::json& ran = switched ? j["revision"]["after"] : j["chosen"];
+  const double predicted = ran.value("predicted_samples_per_s", 0.0);
   if (measured_samples_per_s > 0 && predicted > 0) {
     const double error = predicted / measured_samples_per_s - 1;
-    j["check"] = {{"measured_samples_per_s", measured_samples_per_s},
-                  {"error", error},
-                  {"within_model_error", std::abs(error) <= 0.15}};
+    j["check"] = {
+        {"measured_samples_per_s", measured_samples_per_s},
+        {"predicted_samples_per_s", predicted},
+        {"prediction", switched ? "the switched choice, corrected figures" : "the start-up choice"},
+        {"error", error},
+        {"within_model_error", std::abs(error) <= perf::kModelValidatedError}};
   }
   return j;
+}
+
+AutoCheckWindow auto_check_window(const Config& cfg, const AutoResolution& res, int64_t start_step,
+                                  int64_t total_steps) {
+  AutoCheckWindow w;
+  const int64_t after = cfg.get_int("auto.check_after", 10, 0, int64_t(1) << 40);
+  int64_t steps = cfg.get_int("auto.check_steps", 20, 0, int64_t(1) << 40);
+  if (!res.active) return w;
+  if (!res.decided) {
+    w.skipped = !res.kept_from.empty()
+                    ? fmt::format("the choice was kept from {}; the run that made it checked it",
+                                  res.kept_from)
+                    : "one worker exchanges nothing";
+    return w;
+  }
+  if (steps == 0) {
+    w.skipped = "auto.check_steps = 0";
+    return w;
+  }
+  // Block momentum exchanges once a block: the window holds whole blocks, so that its mean
+  // step carries the exchange's share.
+  const perf::AutoCandidate& c = res.decision.chosen;
+  if (c.sync == "bmuf" && c.tau > 1) steps = (steps + c.tau - 1) / c.tau * c.tau;
+  w.first = start_step + after;
+  // A switch needs steps after the window to pay for itself.
+  if (w.first + steps >= total_steps) {
+    w.skipped = fmt::format(
+        "the run ends at step {}, before a check window of steps {}-{} could be followed by "
+        "another step",
+        total_steps, w.first, w.first + steps - 1);
+    return w;
+  }
+  w.steps = steps;
+  return w;
+}
+
+AutoTestHooks auto_test_hooks(const Config& cfg) {
+  AutoTestHooks h;
+  h.probe_link_factor = cfg.get_double("auto.test_probe_link_factor", 1.0, 1e-9, 1e12);
+  h.window_comm_s = cfg.get_double("auto.test_window_comm_s", 0.0, 0.0, 1e6);
+  return h;
+}
+
+void gather_optimizer_state(comm::Communicator& comm, Backend& backend, optim::Optimizer& optimizer,
+                            const std::vector<std::pair<int64_t, int64_t>>& owned) {
+  if (owned.empty() || comm.size() == 1) return;
+  for (const optim::StateBuffer& b : optimizer.state()) {
+    std::vector<float> all(size_t(b.size));
+    if (b.size > 0) backend.copy_to_host(all.data(), b.data, all.size() * sizeof(float));
+    std::vector<float> mine(all.size(), 0.0f);
+    for (const auto& [offset, count] : owned) {
+      LOOM_CHECK(offset >= 0 && count >= 0 && offset + count <= b.size,
+                 "owned elements [{}, {}) outside optimizer buffer {} of {}", offset,
+                 offset + count, b.name, b.size);
+      std::copy(all.begin() + offset, all.begin() + offset + count, mine.begin() + offset);
+    }
+    comm.allreduce(std::span<float>(mine));
+    if (b.size > 0) backend.copy_to_device(b.data, mine.data(), mine.size() * sizeof(float));
+  }
+}
+
+std::string apply_revision(Config& cfg, const AutoResolution& res, const perf::AutoRevision& v,
+                           int64_t step) {
+  if (!v.switched()) return "";
+  const perf::AutoCandidate& c = v.after;
+  const std::string where = fmt::format("auto (revised at step {})", step);
+  if (res.codec_auto) cfg.set(res.codec_key, c.codec, where);
+  if (res.sync_auto) cfg.set("sync", c.sync, where);
+  if (res.bucket_auto) cfg.set("sync.bucket_kib", c.bucket_kib, where);
+  const std::string what = fmt::format("{} -> {} at step {}", v.before.label(), c.label(), step);
+  cfg.set("auto.revised", what, where);
+  return what;
 }
 
 }  // namespace loom::train

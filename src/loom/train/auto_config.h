@@ -9,16 +9,24 @@
 //   auto.calibration_mismatch  "error" (default) or "measure": a file from another machine
 //                            (CPU, transport, world size) is an error, or a warning and loom
 //                            measures instead
+//   auto.check_after         steps after the start before the check window (10)
+//   auto.check_steps         steps the check window measures (20; 0 = no check); rounded up to
+//                            a whole number of blocks with block momentum
+// After the window, the measured step is compared with the prediction, and auto re-decides
+// once when it is off by more than the model's validated error (perf::revise_auto); the
+// trainer switches at that step boundary.
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "loom/comm/communicator.h"
 #include "loom/core/config.h"
 #include "loom/nn/layer.h"
+#include "loom/optim/optimizer.h"
 #include "loom/perf/auto_choice.h"
 #include "loom/tensor/backend.h"
 
@@ -31,8 +39,16 @@ bool wants_auto(const Config& cfg);
 
 struct AutoResolution {
   bool active = false;
+  // A decision was made here from measurements (not kept from a checkpoint, not one worker):
+  // only such a choice has a prediction to check.
+  bool decided = false;
+  std::string kept_from;  // the checkpoint whose choice a resume kept ("" = none)
+  perf::AutoRequest request;
   perf::AutoDecision decision;
   perf::AutoMeasurements measured;
+  // Which keys were "auto" (a revision writes only those).
+  std::string codec_key;
+  bool codec_auto = false, sync_auto = false, bucket_auto = false;
   std::string log;   // what the log says (describe_decision)
   std::string json;  // summary.json's "auto" object, serialised
 };
@@ -46,8 +62,43 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
 
 // summary.json's "auto": the decision (AutoResolution::json) and the check of its prediction
 // against the run's measured samples/s: "check": {"measured_samples_per_s", "error" (predicted
-// over measured, minus 1), "within_model_error" (|error| <= 15%, the tolerance the model is
-// validated to on this machine, docs/perf.md)}.
+// over measured, minus 1), "within_model_error" (|error| <= perf::kModelValidatedError)}.
+// After a switch (decision_json's "revision" with outcome "switched") the prediction checked
+// is the new choice's on the corrected figures.
 nlohmann::json auto_summary(const std::string& decision_json, double measured_samples_per_s);
+
+// The check window of a run that trains from `start_step` to `total_steps`: steps [first,
+// first + steps). steps = 0 when there is none, and `skipped` says why (for the log and
+// summary.json).
+struct AutoCheckWindow {
+  int64_t first = 0, steps = 0;
+  std::string skipped;
+  bool active() const { return steps > 0; }
+  bool holds(int64_t step) const { return step >= first && step < first + steps; }
+  int64_t end() const { return first + steps; }
+};
+AutoCheckWindow auto_check_window(const Config& cfg, const AutoResolution& res, int64_t start_step,
+                                  int64_t total_steps);
+
+// Test hooks (auto.test_*): the start-up link read as `probe_link_factor` times faster than it
+// measured, and `window_comm_s` seconds of exposed communication added to every step of the
+// check window, so that a test can force a known first choice and a measured step far from it.
+struct AutoTestHooks {
+  double probe_link_factor = 1;
+  double window_comm_s = 0;
+};
+AutoTestHooks auto_test_hooks(const Config& cfg);
+
+// The sharded optimizer (ZeRO-1) before a switch: each rank's buffers are current only on the
+// elements it owns (`owned`, Strategy::optimizer_owned; empty: all of them, nothing to do).
+// Collective: every element has one owner, so the sum over the ranks of each one's owned
+// elements (zero elsewhere) is the whole state, bit for bit, on every rank.
+void gather_optimizer_state(comm::Communicator& comm, Backend& backend, optim::Optimizer& optimizer,
+                            const std::vector<std::pair<int64_t, int64_t>>& owned);
+
+// Writes a switched revision's choice into `cfg` (the keys that were "auto"), with
+// auto.revised recording the change, and returns what the log says.
+std::string apply_revision(Config& cfg, const AutoResolution& res, const perf::AutoRevision& v,
+                           int64_t step);
 
 }  // namespace loom::train

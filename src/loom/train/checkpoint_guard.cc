@@ -107,10 +107,10 @@ StepGuard::StepGuard(const Config& cfg, comm::Communicator& c, WorkerParts parts
   pos_.vocabulary = vocabulary;
   pos_.global_batch = global_batch;
   pos_.accumulate = cfg.get_int("train.accumulate", 1, 1, 1 << 20);
-  if (parts_.backend.device() != Device::kCpu) opt_.check_grads = false;
+  if (parts_->backend.device() != Device::kCpu) opt_.check_grads = false;
   if (opt_.loss_scaling) {
     scaler_.emplace(*opt_.loss_scaling);
-    overflow_ = DeviceBuffer<float>(parts_.backend, 1);
+    overflow_ = DeviceBuffer<float>(parts_->backend, 1);
     pos_.loss_scale = scaler_->scale();
     if (c.rank() == 0) log_info("loss scaling: {}", scaler_->describe());
   }
@@ -119,7 +119,7 @@ StepGuard::StepGuard(const Config& cfg, comm::Communicator& c, WorkerParts parts
 int64_t StepGuard::resume() {
   if (opt_.resume.empty()) return 0;
   const int64_t world = pos_.world, global_batch = pos_.global_batch, accumulate = pos_.accumulate;
-  LoadedCheckpoint ck = load_checkpoint(comm_, opt_.resume, parts_, pos_);
+  LoadedCheckpoint ck = load_checkpoint(comm_, opt_.resume, *parts_, pos_);
   resumed_rank_files_ = std::move(ck.rank_files);
   resumed_same_world_ = ck.same_world;
   resumed_dir_ = ck.dir;
@@ -171,7 +171,7 @@ bool StepGuard::scaler_step(bool overflow) {
   const float before = scaler_->scale();
   const bool apply = scaler_->update(overflow);
   if (!apply) {
-    snapshot_.restore(parts_);
+    snapshot_.restore(*parts_);
     if (comm_.rank() == 0)
       log_info(
           "step {}: the gradients overflowed at loss scale {:g}: step skipped (parameters and "
@@ -184,10 +184,20 @@ bool StepGuard::scaler_step(bool overflow) {
   return !apply;
 }
 
+void StepGuard::replace_strategy(sync::Strategy& strategy, const std::string& config_text,
+                                 int64_t steps_done) {
+  parts_.emplace(
+      WorkerParts{parts_->backend, parts_->model, parts_->optimizer, strategy, parts_->best});
+  config_text_ = config_text;
+  // Every rank took part in that write (end_step's decision is agreed), so every rank
+  // writes it again.
+  if (written_step_ == steps_done) write_checkpoint(steps_done);
+}
+
 void StepGuard::restore_strategy() {
   if (resumed_rank_files_.empty()) return;
   const std::string inexact =
-      train::restore_strategy(parts_, resumed_rank_files_, resumed_same_world_);
+      train::restore_strategy(*parts_, resumed_rank_files_, resumed_same_world_);
   resumed_rank_files_.clear();
   if (comm_.rank() == 0 && !inexact.empty())
     log_warn("resume from {} on another world size is not exact: {}", resumed_dir_, inexact);
@@ -197,8 +207,8 @@ void StepGuard::begin_step(int64_t step) {
   step_ = step;
   bad_code_ = 0;
   fault_injected_ = false;
-  if (scaler_) parts_.backend.fill(overflow_.data(), 1, 0.0f);
-  if (opt_.nan_policy == NanPolicy::kSkip || scaler_) snapshot_.capture(parts_);
+  if (scaler_) parts_->backend.fill(overflow_.data(), 1, 0.0f);
+  if (opt_.nan_policy == NanPolicy::kSkip || scaler_) snapshot_.capture(*parts_);
 }
 
 void StepGuard::check_loss(double loss_sum, int64_t step) {
@@ -206,19 +216,19 @@ void StepGuard::check_loss(double loss_sum, int64_t step) {
 }
 
 void StepGuard::check_grads(const nn::ParamRange& range) {
-  float* g = parts_.model.grads() + range.offset;
+  float* g = parts_->model.grads() + range.offset;
   if (!fault_injected_ && range.count > 0 && fault_hook_fires(comm_.rank(), step_)) {
-    parts_.backend.fill(g, 1, std::numeric_limits<float>::infinity());
+    parts_->backend.fill(g, 1, std::numeric_limits<float>::infinity());
     fault_injected_ = true;
   }
   if (scaler_) {
     // A non-finite scaled gradient is the scaler's overflow, not the NaN policy's business.
-    parts_.backend.note_non_finite(g, range.count, overflow_.data());
-    parts_.backend.scale(range.count, 1.0f / scaler_->scale(), g);
+    parts_->backend.note_non_finite(g, range.count, overflow_.data());
+    parts_->backend.scale(range.count, 1.0f / scaler_->scale(), g);
     return;
   }
   if (!opt_.check_grads || bad_code_ != 0) return;
-  if (!all_finite(parts_.model.grads() + range.offset, range.count))
+  if (!all_finite(parts_->model.grads() + range.offset, range.count))
     bad_code_ = bad_code(kBadGrad, comm_.rank(), range.layer);
 }
 
@@ -230,7 +240,7 @@ std::string StepGuard::describe_bad(int64_t code) const {
     return fmt::format("the loss is NaN or Inf at step {} (epoch {}) on rank {}", step_,
                        step_ / std::max<int64_t>(pos_.steps_per_epoch, 1) + 1, rank);
   std::string what = fmt::format("layer {}", layer);
-  const auto& layers = parts_.model.layers();
+  const auto& layers = parts_->model.layers();
   if (layer >= 0 && size_t(layer) < layers.size())
     what += fmt::format(" ({})", layers[size_t(layer)]->describe());
   return fmt::format("the gradient of {} holds NaN or Inf at step {} (epoch {}) on rank {}", what,
@@ -242,7 +252,7 @@ StepGuard::Outcome StepGuard::end_step(int64_t steps_done) {
                         since_checkpoint_.seconds() >= 60.0 * opt_.every_minutes;
   run_stop_check_hook(comm_.rank(), steps_done);
   float overflow = 0;
-  if (scaler_) parts_.backend.copy_to_host(&overflow, overflow_.data(), sizeof(float));
+  if (scaler_) parts_->backend.copy_to_host(&overflow, overflow_.data(), sizeof(float));
   int64_t flags[4] = {bad_code_, int64_t(stop_signal()), time_due ? 1 : 0, overflow != 0 ? 1 : 0};
   if (comm_.size() > 1) comm_.allreduce(flags, sizeof(flags), comm::max_i64());
   pos_.step = steps_done;
@@ -254,7 +264,7 @@ StepGuard::Outcome StepGuard::end_step(int64_t steps_done) {
           fmt::format("{} (train.nan_policy = \"abort\"): lower optim.lr or check "
                       "the data, or set train.nan_policy = \"skip\"",
                       what));
-    snapshot_.restore(parts_);
+    snapshot_.restore(*parts_);
     ++pos_.nan_skips;
     if (pos_.nan_skips > opt_.nan_max_skips)
       throw NumericError(
@@ -306,8 +316,9 @@ StepGuard::Outcome StepGuard::end_step(int64_t steps_done) {
 
 std::string StepGuard::write_checkpoint(int64_t steps_done) {
   pos_.step = steps_done;
+  written_step_ = steps_done;
   const std::string dir =
-      save_checkpoint(comm_, opt_.checkpoint_root, opt_.keep, parts_, pos_, config_text_);
+      save_checkpoint(comm_, opt_.checkpoint_root, opt_.keep, *parts_, pos_, config_text_);
   if (!dir.empty()) last_checkpoint_ = dir;
   since_checkpoint_.reset();
   return dir;

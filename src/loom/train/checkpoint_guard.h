@@ -79,6 +79,13 @@ class StepGuard {
   int64_t resume();
   bool resumed() const { return !opt_.resume.empty(); }  // train.resume set (resume() succeeded)
   void restore_strategy();
+  // Between steps, after the loop replaced the strategy (codec = "auto"'s check switched the
+  // choice): the snapshots and checkpoints from here cover `strategy`, and checkpoints record
+  // `config_text` (the config with the new choice), so a resume rebuilds what runs now. A
+  // checkpoint end_step just wrote at `steps_done` is written again (collective): a resume
+  // from it continues on the new choice, as the run does.
+  void replace_strategy(sync::Strategy& strategy, const std::string& config_text,
+                        int64_t steps_done);
   float lr_scale() const { return float(pos_.lr_scale); }
   void begin_step(int64_t step);
   // This rank's loss for its batch. Non-finite: remembered for end_step (the step still runs,
@@ -117,7 +124,7 @@ class StepGuard {
   GuardOptions opt_;
   std::string config_text_;
   comm::Communicator& comm_;
-  WorkerParts parts_;
+  std::optional<WorkerParts> parts_;  // re-seated by replace_strategy
   TrainPosition pos_;
   StopSignalScope signals_;
   StepSnapshot snapshot_;
@@ -127,6 +134,7 @@ class StepGuard {
   bool interrupted_ = false;
   bool previous_skip_loss_bad_ = false;  // the last step was skipped for a NaN/Inf loss
   std::string last_checkpoint_;
+  int64_t written_step_ = -1;  // the step of the last checkpoint write (on every rank)
   std::vector<CheckpointFile> resumed_rank_files_;  // until restore_strategy()
   bool resumed_same_world_ = true;
   std::string resumed_dir_;

@@ -271,12 +271,11 @@ class Worker {
     optimizer_ = optim::make_optimizer(cfg_, *backend_, model_->num_params());
     set_up_loader();
     // codec/sync/sync.bucket_kib = "auto": measure, decide, and set them (auto_config.h).
-    const AutoResolution chosen =
-        resolve_auto(cfg_, comm_, *backend_, train_->sample_shape(), output_size(*train_), s_.batch,
-                     int(s_.threads), total_steps_);
-    if (chosen.active && comm_.rank() == 0) {
-      log_info("{}", chosen.log);
-      result_.auto_choice = chosen.json;
+    auto_ = resolve_auto(cfg_, comm_, *backend_, train_->sample_shape(), output_size(*train_),
+                         s_.batch, int(s_.threads), total_steps_);
+    if (auto_.active && comm_.rank() == 0) {
+      log_info("{}", auto_.log);
+      result_.auto_choice = auto_.json;
     }
     strategy_ = sync::make_strategy(cfg_, comm_, *model_, *optimizer_, total_steps_);
     schedule_ = optim::make_lr_schedule(cfg_, steps_per_epoch_, total_steps_);
@@ -339,6 +338,11 @@ class Worker {
     step_ = guard_->resume();  // 0, or where the checkpoint left off
     strategy_->start();
     guard_->restore_strategy();
+    auto_window_ = auto_check_window(cfg_, auto_, step_, total_steps_);
+    if (lead_ && auto_.active && !auto_window_.active()) {
+      log_info("auto: no check of the prediction: {}", auto_window_.skipped);
+      note_auto_revision({{"outcome", "not checked"}, {"reason", auto_window_.skipped}});
+    }
   }
 
   // Rank 0, once every check passed: the output directory, config.toml and metrics.jsonl. A
@@ -369,9 +373,12 @@ class Worker {
       m.loader_wait_s += batch.wait_seconds;
       trace::Span step_span;  // timeline (trace.file): the step and the loader wait before it
       trace_step(batch, step_span);
+      Stopwatch step_watch;
       const std::optional<nn::LossResult> r = train_step(batch, on_device, m.compute_s);
+      const double step_seconds = batch.wait_seconds + step_watch.seconds();
       ++step_;
       ++m.steps;
+      if (auto_window_.active()) check_auto(step_seconds);
       // Figures per label: per sample, or per token of token windows.
       const double labels = double(batch.size * batch.labels_per_sample);
       if (r) {
@@ -570,7 +577,9 @@ class Worker {
   // The strategy's communication figures for the epoch; loss, accuracy and throughput summed
   // over the ranks.
   void close_epoch(EpochMetrics& m, const EpochTotals& t) {
-    const sync::SyncStats st = strategy_->take_stats();
+    sync::SyncStats st = strategy_->take_stats();
+    st.add(pending_stats_);  // what the auto check took step by step, or a replaced strategy
+    pending_stats_ = {};
     m.comm_s = st.comm_seconds;
     m.exposed_comm_s = st.exposed_seconds;
     m.compute_s -= st.exposed_in_compute;  // counted once, as communication
@@ -585,6 +594,75 @@ class Worker {
     m.samples_per_s = m.seconds > 0 ? samples / m.seconds : 0;
     total_seconds_ += m.seconds;
     total_samples_ += int64_t(samples);
+  }
+
+  // codec/sync = "auto": after each step until the check window closes. The window's steps
+  // add their time (loader wait included) and their exposed communication; the strategy's
+  // figures taken here count in the epoch's too.
+  void check_auto(double step_seconds) {
+    const sync::SyncStats st = strategy_->take_stats();
+    pending_stats_.add(st);
+    if (auto_window_.holds(step_ - 1)) {
+      auto_seconds_ += step_seconds;
+      auto_exposed_s_ += st.exposed_seconds;
+    }
+    if (step_ == auto_window_.end()) revise_auto_choice();
+  }
+
+  // The check, once, on every rank at the same step boundary: the window's mean step against
+  // the prediction (perf::revise_auto), and a switch when the corrected model says so.
+  void revise_auto_choice() {
+    double sums[2] = {auto_seconds_, auto_exposed_s_};
+    allreduce_sum(comm_, sums);
+    // Rank 0's sums on every rank, bit for bit: the ranks must reach the same decision.
+    if (comm_.size() > 1) comm_.broadcast(sums, sizeof(sums), 0);
+    perf::AutoObservation o;
+    o.first_step = auto_window_.first;
+    o.steps = auto_window_.steps;
+    const double per = double(comm_.size()) * double(auto_window_.steps);
+    o.step_s = sums[0] / per;
+    o.exposed_comm_s = sums[1] / per;
+    const AutoTestHooks hooks = auto_test_hooks(cfg_);
+    o.step_s += hooks.window_comm_s;
+    o.exposed_comm_s += hooks.window_comm_s;
+    auto_window_ = {};  // once
+    const perf::AutoRevision v = perf::revise_auto(
+        auto_.request, auto_.measured, perf::builtin_accuracy_table(), auto_.decision.chosen, o);
+    if (lead_) {
+      log_info("{}", perf::describe_revision(v));
+      note_auto_revision(perf::revision_json(v));
+    }
+    if (v.switched()) switch_strategy(v);
+  }
+
+  // Rank 0: summary.json's "auto.revision".
+  void note_auto_revision(const nlohmann::json& revision) {
+    if (result_.auto_choice.empty()) return;
+    nlohmann::json j = nlohmann::json::parse(result_.auto_choice);
+    j["revision"] = revision;
+    result_.auto_choice = j.dump();
+  }
+
+  // Replaces the strategy at this step boundary with the revised choice, as a run started
+  // on it would build it, from the current parameters and optimizer state. Nothing is pending
+  // then: the step's exchange has completed (end_step), block momentum folds in its partial
+  // block (finish, as at the run's end), and the sharded optimizer's state is put together on
+  // every rank before the new strategy takes the share it owns. What starts afresh is state
+  // only the old strategy had: codec residuals (error feedback) and block momentum, as at
+  // step 0 of a run on the new choice.
+  void switch_strategy(const perf::AutoRevision& v) {
+    const std::string what = apply_revision(cfg_, auto_, v, step_);
+    strategy_->finish();
+    pending_stats_.add(strategy_->take_stats());
+    gather_optimizer_state(comm_, *backend_, *optimizer_, strategy_->optimizer_owned());
+    strategy_.reset();
+    strategy_ = sync::make_strategy(cfg_, comm_, *model_, *optimizer_, total_steps_);
+    strategy_->start();
+    guard_->replace_strategy(*strategy_, cfg_.canonical_text(), step_);
+    if (lead_) {
+      log_info("auto: switched: {}\nsync: {}", what, strategy_->describe());
+      writer_.write_config(cfg_.canonical_text());
+    }
   }
 
   // Rank 0: the run's figures and its final parameters for the caller.
@@ -722,6 +800,12 @@ class Worker {
   bool lead_ = false;
   std::optional<Progress> progress_;
   std::optional<StepGuard> guard_;
+
+  // codec/sync = "auto": the choice, its check window and what the window measured.
+  AutoResolution auto_;
+  AutoCheckWindow auto_window_;
+  double auto_seconds_ = 0, auto_exposed_s_ = 0;
+  sync::SyncStats pending_stats_;  // taken from the strategy before close_epoch
 
   int64_t step_ = 0;          // global steps done
   double total_seconds_ = 0;  // all epochs' training loops
