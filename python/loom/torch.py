@@ -16,9 +16,17 @@ top-k sums by all-gathering every rank's encoding. PowerSGD (``codec="powersgd"`
 error feedback and warm start per bucket) runs loom's power step on each of the bucket's
 parameter matrices, its factors P and Q summed over ranks in rank order (point-to-point, as a
 reduce-scatter and all-gather).
+
+On CPU buckets the hook is asynchronous: it returns a Future at once and one background thread
+per hook runs the buckets' exchanges in the order DDP hands them over (the same on every rank),
+so the exchange of one bucket overlaps the rest of the backward pass and the next buckets'
+hooks (docs/python.md explains why a thread and not chained futures).
 """
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+import queue
+import threading
+import weakref
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -43,7 +51,8 @@ def check_backend(backend: str) -> None:
 class CommHook:
     """The hook (callable as ``hook(state, bucket)``) and its per-bucket loom state."""
 
-    def __init__(self, codec: str, process_group=None, record: bool = False, **params):
+    def __init__(self, codec: str, process_group=None, record: bool = False,
+                 asynchronous: bool = True, **params):
         # DDP names the hook in its logs (and checks the name of its own bf16 hooks)
         self.__name__ = self.__qualname__ = f"loom_{codec}_hook"
         self.codec = _codecs.get(codec, **params)
@@ -59,6 +68,13 @@ class CommHook:
         #: PowerSGD took the bucket as) per call.
         self.record = record
         self.calls: List[Tuple[int, np.ndarray, np.ndarray, Tuple[Tuple[int, int], ...]]] = []
+        #: False: every bucket is summed inside the hook's call (DDP's backward waits for it).
+        self.asynchronous = bool(asynchronous)
+        # One exchange at a time, in submission order: a direct allreduce() and the worker's
+        # buckets never interleave their messages.
+        self._lock = threading.Lock()
+        self._jobs: Optional["queue.SimpleQueue[Optional[Callable[[], None]]]"] = None
+        self._thread: Optional[threading.Thread] = None
 
     def stages(self, index: int, n: int,
                matrices: Sequence[Tuple[int, int]] = ()) -> _loom.Stages:
@@ -77,8 +93,24 @@ class CommHook:
                   matrices: Sequence[Tuple[int, int]] = ()) -> None:
         """In place: flat (1-D, C-contiguous float32) becomes loom's compressed sum over the
         group's ranks. ``matrices`` (PowerSGD only): the bucket's matrices (rows, cols) end to
-        end; empty, the codec's default view of a flat bucket."""
+        end; empty, the codec's default view of a flat bucket. Waits for the buckets the hook
+        has queued first (every rank must make its direct calls at the same point)."""
         check_flat(flat)
+        self.flush()
+        with self._lock:
+            self._allreduce(flat, index, matrices)
+
+    def flush(self) -> None:
+        """Returns once every bucket handed to the hook so far has been summed."""
+        jobs = self._jobs
+        if jobs is None or threading.current_thread() is self._thread:
+            return
+        done = threading.Event()
+        jobs.put(done.set)
+        done.wait()
+
+    def _allreduce(self, flat: np.ndarray, index: int,
+                   matrices: Sequence[Tuple[int, int]]) -> None:
         st = self.stages(index, flat.size, matrices)
         if st.aggregation == "linear":
             self._sum(st.encode(flat))  # P
@@ -150,22 +182,60 @@ class CommHook:
 
     def __call__(self, state: Any, bucket) -> torch.futures.Future[torch.Tensor]:
         buf = bucket.buffer()
-        host = buf.detach() if buf.device.type == "cpu" else buf.detach().cpu()
-        if host.dtype != torch.float32:
-            raise ValueError(f"loom.torch.comm_hook: bucket of {host.dtype}, loom's codecs "
-                             f"take float32")
-        flat = host.numpy()
+        if buf.dtype != torch.float32:
+            raise ValueError(f"loom.torch: a bucket of {buf.dtype}, loom's codecs take float32")
+        index = bucket.index()
         matrices = bucket_matrices(bucket) if self.codec.aggregation == "linear" else ()
-        np.divide(flat, np.float32(self.world), out=flat)
-        before = flat.copy() if self.record else None
-        self.allreduce(flat, bucket.index(), matrices)
-        if self.record:
-            self.calls.append((bucket.index(), before, flat.copy(), tuple(matrices)))
-        if host.data_ptr() != buf.data_ptr():
-            buf.copy_(host)
         fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
-        fut.set_result(buf)
+        if self.asynchronous and self.world > 1 and buf.device.type == "cpu":
+            self._submit(lambda: self._bucket(buf, index, matrices, fut))
+        else:
+            # One rank moves nothing; a CUDA bucket is copied to the host on the caller's
+            # stream, which a background thread does not share.
+            self._bucket(buf, index, matrices, fut)
         return fut
+
+    def _bucket(self, buf: torch.Tensor, index: int, matrices, fut) -> None:
+        """Sums one DDP bucket in place and completes ``fut`` with it (or with the error)."""
+        try:
+            host = buf.detach() if buf.device.type == "cpu" else buf.detach().cpu()
+            flat = host.numpy()
+            np.divide(flat, np.float32(self.world), out=flat)
+            before = flat.copy() if self.record else None
+            with self._lock:
+                self._allreduce(flat, index, matrices)
+            if self.record:
+                self.calls.append((index, before, flat.copy(), tuple(matrices)))
+            if host.data_ptr() != buf.data_ptr():
+                buf.copy_(host)
+        except BaseException as e:  # DDP's backward raises it when it waits for the bucket
+            fut.set_exception(e)
+            return
+        fut.set_result(buf)
+
+    def _submit(self, job: Callable[[], None]) -> None:
+        if self._jobs is None:
+            # The thread holds the queue, not the hook: a job holds the hook only while it
+            # runs, and when the hook is freed the finalizer's None stops the thread. A daemon,
+            # so that an interpreter exiting with a peer gone is not kept waiting on a receive.
+            self._jobs = queue.SimpleQueue()
+            self._thread = threading.Thread(target=_run_jobs, args=(self._jobs,),
+                                            name=f"loom_{self.codec.name}_hook", daemon=True)
+            self._thread.start()
+            weakref.finalize(self, self._jobs.put, None)
+        self._jobs.put(job)
+
+
+def _run_jobs(jobs: "queue.SimpleQueue[Optional[Callable[[], None]]]") -> None:
+    """The hook's background thread: runs the jobs in order until it takes None. Each job is
+    dropped here once run, with the GIL, so the tensors it held are freed on this thread and
+    never on one of gloo's (see CommHook.allreduce)."""
+    while True:
+        job = jobs.get()
+        if job is None:
+            return
+        job()
+        del job
 
 
 def bucket_name(index: int) -> str:
@@ -205,13 +275,14 @@ def bucket_matrices(bucket) -> List[Tuple[int, int]]:
 
 
 def comm_hook(codec: str = "fp16", process_group: Optional[Any] = None, record: bool = False,
-              **params) -> CommHook:
+              asynchronous: bool = True, **params) -> CommHook:
     """A hook for ``DistributedDataParallel.register_comm_hook(None, hook)`` that averages
     gradients through loom's codec ``codec`` (params as in loom.codecs.get) and loom's
-    compressed allreduce over ``process_group`` (default: the default group). An unknown
-    codec or parameter, or a process group whose backend is not gloo, NCCL or MPI, raises
-    ValueError."""
-    return CommHook(codec, process_group, record, **params)
+    compressed allreduce over ``process_group`` (default: the default group). With
+    ``asynchronous`` (the default) a CPU bucket is summed on the hook's background thread
+    while backward goes on; False sums it inside the call. An unknown codec or parameter, or a
+    process group whose backend is not gloo, NCCL or MPI, raises ValueError."""
+    return CommHook(codec, process_group, record, asynchronous, **params)
 
 
 def reference_allreduce(codec: "_codecs.Codec", world: int, n: int,

@@ -61,6 +61,8 @@ def _train_codec(rank, world, codec, out_dir, last):
         local_grads.append(np.concatenate([p.grad.numpy().ravel() for p in local.parameters()]))
         for p in list(model.parameters()) + list(local.parameters()):
             p.grad = None
+    # DDP's buckets went through the hook's background thread (CPU buckets, 2+ ranks)
+    threaded = hook._thread is not None
     # the bytes of one direct call on a bucket that every codec cuts into equal stripes
     flat = np.arange(6144, dtype=np.float32) * np.float32(1e-3)
     sent = hook.bytes_sent
@@ -71,7 +73,8 @@ def _train_codec(rank, world, codec, out_dir, last):
              before=np.stack([c[1] for c in hook.calls]),
              after=np.stack([c[2] for c in hook.calls]),
              grads=np.stack(grads), local=np.stack(local_grads), wire=np.array(wire),
-             flat=flat, matrices=json.dumps([c[3] for c in hook.calls]))
+             flat=flat, matrices=json.dumps([c[3] for c in hook.calls]),
+             threaded=np.array(threaded))
     if last:
         # No barrier, and the DDP module (its Reducer holds the process group) is freed after
         # this, at the return, so the group is destroyed there, as in the hang this guards
@@ -121,6 +124,7 @@ def test_hook_equals_loom_compressed_allreduce(tmp_path_factory, world, codec):
     refs = {}
     index = runs[0]["index"]
     assert len(index) == STEPS  # one bucket per step
+    assert all(bool(run["threaded"]) for run in runs)  # the asynchronous path was the one tested
     matrices = [[tuple(m) for m in call] for call in json.loads(str(runs[0]["matrices"]))]
     if codec == "powersgd":
         # the two layers' weights [out, in] and biases [1, out], in the bucket's order
