@@ -26,7 +26,7 @@ hooks (docs/python.md explains why a thread and not chained futures).
 import queue
 import threading
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -37,8 +37,12 @@ from . import codecs as _codecs
 
 SUPPORTED_BACKENDS = ("gloo", "nccl", "mpi")
 # Point-to-point tags of the stages (a message of one stage can never match another's receive):
-# the two byte exchanges of the stripes and gather codecs, and the two halves of a float sum.
-STAGE1_TAG, STAGE2_TAG, SUM_SCATTER_TAG, SUM_GATHER_TAG = 1, 2, 3, 4
+# the two byte exchanges of the stripes and gather codecs, and the two halves of PowerSGD's
+# float sums of P and Q.
+STAGE1_TAG, STAGE2_TAG, P_SCATTER_TAG, Q_SCATTER_TAG = 1, 2, 3, 5  # gathers: + 1
+# A bucket's rounds have tags of their own (tag_of): rounds of different buckets may be in
+# flight together.
+TAGS_PER_BUCKET = 8
 
 
 def check_backend(backend: str) -> None:
@@ -70,10 +74,8 @@ class CommHook:
         self.calls: List[Tuple[int, np.ndarray, np.ndarray, Tuple[Tuple[int, int], ...]]] = []
         #: False: every bucket is summed inside the hook's call (DDP's backward waits for it).
         self.asynchronous = bool(asynchronous)
-        # One exchange at a time, in submission order: a direct allreduce() and the worker's
-        # buckets never interleave their messages.
-        self._lock = threading.Lock()
-        self._jobs: Optional["queue.SimpleQueue[Optional[Callable[[], None]]]"] = None
+        self._count_lock = threading.Lock()
+        self._jobs: Optional["queue.SimpleQueue[Any]"] = None
         self._thread: Optional[threading.Thread] = None
 
     def stages(self, index: int, n: int,
@@ -94,11 +96,10 @@ class CommHook:
         """In place: flat (1-D, C-contiguous float32) becomes loom's compressed sum over the
         group's ranks. ``matrices`` (PowerSGD only): the bucket's matrices (rows, cols) end to
         end; empty, the codec's default view of a flat bucket. Waits for the buckets the hook
-        has queued first (every rank must make its direct calls at the same point)."""
+        has in flight first (every rank must make its direct calls at the same point)."""
         check_flat(flat)
         self.flush()
-        with self._lock:
-            self._allreduce(flat, index, matrices)
+        _finish(self._rounds(flat, index, matrices))
 
     def flush(self) -> None:
         """Returns once every bucket handed to the hook so far has been summed."""
@@ -109,12 +110,17 @@ class CommHook:
         jobs.put(done.set)
         done.wait()
 
-    def _allreduce(self, flat: np.ndarray, index: int,
-                   matrices: Sequence[Tuple[int, int]]) -> None:
+    def _rounds(self, flat: np.ndarray, index: int,
+                matrices: Sequence[Tuple[int, int]]) -> Iterator[List[Any]]:
+        """loom's compressed allreduce of one bucket as a sequence of rounds: each ``yield``
+        hands over the requests (isend/irecv) just posted, which the caller waits for before
+        resuming; the first round is posted by the first ``next``. Every message carries the
+        bucket's own tag per round, so rounds of different buckets in flight never match each
+        other's receives."""
         st = self.stages(index, flat.size, matrices)
         if st.aggregation == "linear":
-            self._sum(st.encode(flat))  # P
-            self._sum(st.reduce())      # Q, from the orthonormalised sum of P
+            yield from self._sum(st.encode(flat), index, P_SCATTER_TAG)  # P
+            yield from self._sum(st.reduce(), index, Q_SCATTER_TAG)  # Q, from orthonormal P
             st.decode(flat)
             return
         st.encode(flat)
@@ -124,10 +130,10 @@ class CommHook:
         if st.aggregation == "stripes":
             send, recv = torch.from_numpy(st.send), torch.from_numpy(st.recv)
             mine = st.stripe_bytes(me)
-            self._exchange(
+            yield self._post(
                 [(i, recv[i * E:i * E + mine]) for i in range(N) if i != me and mine > 0],
                 [(j, send[j * E:j * E + st.stripe_bytes(j)]) for j in range(N)
-                 if j != me and st.stripe_bytes(j) > 0], STAGE1_TAG)
+                 if j != me and st.stripe_bytes(j) > 0], tag_of(index, STAGE1_TAG))
             st.reduce()
         # Stage 2, the all-gather of the owners' encodings, is point-to-point as well: every
         # owner sends its slot to every other rank, (N-1) E bytes per rank as in a ring
@@ -137,29 +143,33 @@ class CommHook:
         # destroyed from Python (DDP's Reducer holds it, so this happens when the DDP module
         # is freed, GIL held), ~ProcessGroupGloo joins that worker while holding the GIL and
         # both wait forever (pytorch/pytorch#56297), the intermittent hang at the end of a
-        # run. isend/irecv run on the caller's thread and their Work objects are freed here,
+        # run. isend/irecv are posted from Python and their Work objects are freed in Python,
         # with the GIL, so no gloo thread ever holds one of these tensors.
         gather = torch.from_numpy(st.gather)
         slots = [gather[i * E:(i + 1) * E] for i in range(N)]
-        self._exchange([(i, slots[i]) for i in range(N) if i != me],
-                       [(j, slots[me]) for j in range(N) if j != me], STAGE2_TAG)
+        yield self._post([(i, slots[i]) for i in range(N) if i != me],
+                         [(j, slots[me]) for j in range(N) if j != me],
+                         tag_of(index, STAGE2_TAG))
         st.decode(flat)
 
-    def _exchange(self, recvs, sends, tag: int) -> None:
-        """Posts every receive, then every send, and waits for all of them."""
+    def _post(self, recvs, sends, tag: int) -> List[Any]:
+        """Posts every receive, then every send; returns their requests."""
         reqs = [dist.irecv(t, src=i, group=self.group, tag=tag) for i, t in recvs]
+        sent = 0
         for j, t in sends:
             reqs.append(dist.isend(t, dst=j, group=self.group, tag=tag))
-            self.bytes_sent += t.numel() * t.element_size()
-        for r in reqs:
-            r.wait()
+            sent += t.numel() * t.element_size()
+        with self._count_lock:  # posted from the caller's thread and the hook's thread
+            self.bytes_sent += sent
+        return reqs
 
-    def _sum(self, v: np.ndarray) -> None:
-        """In place: v (float32) becomes its sum over ranks, the same bits on every rank.
-        Rank j owns elements [L j / N, L (j+1) / N): every rank sends it that part, j adds the
-        N parts in rank order and sends the sum to every rank, 2 (N-1)/N of v's bytes per rank
-        as a ring allreduce. Point-to-point, not dist.all_reduce, for the reason given in
-        allreduce (no gloo worker thread may hold these tensors)."""
+    def _sum(self, v: np.ndarray, index: int, tag: int) -> Iterator[List[Any]]:
+        """In place, in two rounds: v (float32) becomes its sum over ranks, the same bits on
+        every rank. Rank j owns elements [L j / N, L (j+1) / N): every rank sends it that part
+        (tag), j adds the N parts in rank order and sends the sum to every rank (tag + 1),
+        2 (N-1)/N of v's bytes per rank as a ring allreduce. Point-to-point, not
+        dist.all_reduce, for the reason given in _rounds (no gloo worker thread may hold
+        these tensors)."""
         N, me, L = self.world, self.rank, v.size
         if N == 1 or L == 0:
             return
@@ -167,18 +177,18 @@ class CommHook:
         t = torch.from_numpy(v)
         part = [t[bound[j]:bound[j + 1]] for j in range(N)]
         parts = np.empty((N, bound[me + 1] - bound[me]), dtype=np.float32)
-        self._exchange([(i, torch.from_numpy(parts[i])) for i in range(N)
-                        if i != me and parts.shape[1] > 0],
-                       [(j, part[j]) for j in range(N) if j != me and part[j].numel() > 0],
-                       SUM_SCATTER_TAG)
+        yield self._post([(i, torch.from_numpy(parts[i])) for i in range(N)
+                          if i != me and parts.shape[1] > 0],
+                         [(j, part[j]) for j in range(N) if j != me and part[j].numel() > 0],
+                         tag_of(index, tag))
         parts[me] = v[bound[me]:bound[me + 1]]
         total = parts[0].copy()
         for i in range(1, N):
             total += parts[i]
         v[bound[me]:bound[me + 1]] = total
-        self._exchange([(i, part[i]) for i in range(N) if i != me and part[i].numel() > 0],
-                       [(j, part[me]) for j in range(N) if j != me and part[me].numel() > 0],
-                       SUM_GATHER_TAG)
+        yield self._post([(i, part[i]) for i in range(N) if i != me and part[i].numel() > 0],
+                         [(j, part[me]) for j in range(N) if j != me and part[me].numel() > 0],
+                         tag_of(index, tag + 1))
 
     def __call__(self, state: Any, bucket) -> torch.futures.Future[torch.Tensor]:
         buf = bucket.buffer()
@@ -187,23 +197,31 @@ class CommHook:
         index = bucket.index()
         matrices = bucket_matrices(bucket) if self.codec.aggregation == "linear" else ()
         fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
-        if self.asynchronous and self.world > 1 and buf.device.type == "cpu":
-            self._submit(lambda: self._bucket(buf, index, matrices, fut))
-        else:
+        rounds = self._bucket(buf, index, matrices, fut)
+        if not (self.asynchronous and self.world > 1 and buf.device.type == "cpu"):
             # One rank moves nothing; a CUDA bucket is copied to the host on the caller's
             # stream, which a background thread does not share.
-            self._bucket(buf, index, matrices, fut)
+            _finish(rounds)
+            return fut
+        # The first round (division, encode, the first sends and receives) is posted here,
+        # so that it goes out the moment the bucket is ready whatever the hook's thread is
+        # waiting for; that thread waits for the rounds and runs the rest.
+        try:
+            reqs = next(rounds)
+        except StopIteration:
+            return fut
+        self._submit((rounds, reqs))
         return fut
 
-    def _bucket(self, buf: torch.Tensor, index: int, matrices, fut) -> None:
-        """Sums one DDP bucket in place and completes ``fut`` with it (or with the error)."""
+    def _bucket(self, buf: torch.Tensor, index: int, matrices, fut) -> Iterator[List[Any]]:
+        """Sums one DDP bucket in place in rounds (see _rounds) and completes ``fut`` with it,
+        or with the error."""
         try:
             host = buf.detach() if buf.device.type == "cpu" else buf.detach().cpu()
             flat = host.numpy()
             np.divide(flat, np.float32(self.world), out=flat)
             before = flat.copy() if self.record else None
-            with self._lock:
-                self._allreduce(flat, index, matrices)
+            yield from self._rounds(flat, index, matrices)
             if self.record:
                 self.calls.append((index, before, flat.copy(), tuple(matrices)))
             if host.data_ptr() != buf.data_ptr():
@@ -213,7 +231,7 @@ class CommHook:
             return
         fut.set_result(buf)
 
-    def _submit(self, job: Callable[[], None]) -> None:
+    def _submit(self, job) -> None:
         if self._jobs is None:
             # The thread holds the queue, not the hook: a job holds the hook only while it
             # runs, and when the hook is freed the finalizer's None stops the thread. A daemon,
@@ -226,15 +244,46 @@ class CommHook:
         self._jobs.put(job)
 
 
-def _run_jobs(jobs: "queue.SimpleQueue[Optional[Callable[[], None]]]") -> None:
-    """The hook's background thread: runs the jobs in order until it takes None. Each job is
-    dropped here once run, with the GIL, so the tensors it held are freed on this thread and
-    never on one of gloo's (see CommHook.allreduce)."""
+def tag_of(index: int, stage: int) -> int:
+    """The point-to-point tag of one round of bucket ``index``."""
+    return TAGS_PER_BUCKET * index + stage
+
+
+def _finish(rounds: Iterator[List[Any]], reqs: Optional[List[Any]] = None) -> None:
+    """Runs a bucket's rounds to the end: waits for each round's requests, then resumes it. An
+    error while waiting is raised inside the rounds (a hook's bucket completes its future
+    with it)."""
+    try:
+        if reqs is None:
+            reqs = next(rounds)
+        while True:
+            try:
+                for r in reqs:
+                    r.wait()
+            except BaseException as e:
+                reqs = rounds.throw(e)
+            else:
+                reqs = next(rounds)
+    except StopIteration:
+        pass
+
+
+def _run_jobs(jobs: "queue.SimpleQueue[Any]") -> None:
+    """The hook's background thread, until it takes None: runs each bucket's rounds to the
+    end, one bucket after the other in the order DDP handed them over, which is the same on
+    every rank (so every rank waits for the same rounds in the same order, and a round is
+    posted after nothing but earlier rounds of that sequence: no rank can wait for one that
+    another rank has not posted). A callable job (flush) is called. Each job is dropped here,
+    with the GIL, so the tensors it held are freed on this thread and never on one of gloo's
+    (see CommHook._rounds)."""
     while True:
         job = jobs.get()
         if job is None:
             return
-        job()
+        if callable(job):
+            job()
+        else:
+            _finish(*job)
         del job
 
 
