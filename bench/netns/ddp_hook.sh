@@ -5,6 +5,7 @@
 #
 #   bench/netns/ddp_hook.sh [--python PY] [--epochs E] [--links "1gbit lo"]
 #                           [--configs "fp32 fp16 int8 onebit"] [--repeats R]
+#                           [--bucket-mb MB] [--first-bucket-mb MB]
 #
 # Links: a rate (1gbit, 100mbit, off) puts one rank in each of two network namespaces joined by
 # a veth shaped with tbf (lib.sh), gloo over the veth; lo puts both ranks in one namespace on
@@ -13,9 +14,13 @@
 # bf16, int8, onebit, topk, powersgd through the hook, each with its defaults. Each run trains
 # bench/peers/torch_mlp.py (MLP 784-1024-1024-10, batch 128 per rank, 1 thread per rank,
 # Fashion-MNIST) for E epochs (default 1) and reads rank 0's RESULT line: the median over
-# epochs of samples/s (training loop only, the slower rank's time) and the final test accuracy.
-# With --repeats R the configs take turns R times and the median of the repeats is reported,
-# with the load average before and after. Prints a table and one JSON object per line
+# epochs of samples/s (training loop only, the slower rank's time), the final test accuracy and
+# rank 0's training loss and accuracy over the last epoch (dropout on). --bucket-mb and
+# --first-bucket-mb set DDP's buckets (bucket_cap_mb, default 25, and the first bucket,
+# default 1) for every config. With --repeats R the configs take turns R times and the median of
+# the repeats is reported, with the load average before and after. Prints a table (each
+# config's rate against fp32 DDP's on the same link, its accuracies against fp32's, and the
+# hooks' cost on the loopback, where the link is out of the way) and one JSON object per line
 # ({"bench":"ddp_hook",...}). Needs root (namespaces, tc), iproute2, python3-torch, the loom
 # package in PY (default: the checkout's .venv, scripts/setup-python-package) and Debian's
 # dataset-fashion-mnist. The namespaces are deleted on exit, whatever happens.
@@ -28,6 +33,8 @@ REPEATS=${REPEATS:-1}
 LINKS=${LINKS:-"1gbit lo"}
 CONFIGS=${CONFIGS:-"fp32 fp16 int8 onebit"}
 TIMEOUT=${TIMEOUT:-900}
+BUCKET_MB=${BUCKET_MB:-25}
+FIRST_BUCKET_MB=${FIRST_BUCKET_MB:-1}
 while [ $# -gt 0 ]; do
   case $1 in
     --python) PY=$2; shift 2 ;;
@@ -35,7 +42,9 @@ while [ $# -gt 0 ]; do
     --repeats) REPEATS=$2; shift 2 ;;
     --links) LINKS=$2; shift 2 ;;
     --configs) CONFIGS=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    --bucket-mb) BUCKET_MB=$2; shift 2 ;;
+    --first-bucket-mb) FIRST_BUCKET_MB=$2; shift 2 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "ddp_hook.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -58,7 +67,7 @@ work=$NB_WORK
 netns_up
 port=29600
 
-run_one() {  # link config repeat -> prints "samples_per_s test_accuracy"
+run_one() {  # link config repeat -> prints "samples_per_s test_acc train_loss train_acc"
   local link=$1 cfg=$2 out="$work/$1-$2-$3" hook ns0 ns1 if0 if1 master
   hook=$(hook_of "$cfg")
   mkdir -p "$out"
@@ -69,7 +78,8 @@ run_one() {  # link config repeat -> prints "samples_per_s test_accuracy"
     ns0=$NB_NS0 ns1=$NB_NS1 if0=${NB_TAG}0 if1=${NB_TAG}1 master=$NB_IP0:$port
   fi
   local peer=("$root/bench/peers/torch_mlp.py" --threads 1 --epochs "$EPOCHS" --world 2
-              --master "$master" --hook "$hook")
+              --master "$master" --hook "$hook" --bucket-mb "$BUCKET_MB"
+              --first-bucket-mb "$FIRST_BUCKET_MB")
   ip netns exec "$ns1" env GLOO_SOCKET_IFNAME="$if1" timeout "$TIMEOUT" \
     "$PY" "${peer[@]}" --rank 1 >"$out/rank1.log" 2>&1 &
   local other=$!
@@ -82,10 +92,10 @@ run_one() {  # link config repeat -> prints "samples_per_s test_accuracy"
   if [ "$rc" != 0 ] || [ -z "$result" ]; then
     echo "ddp_hook.sh: $cfg on $link failed; last lines of its logs:" >&2
     tail -3 "$out/rank0.log" "$out/rank1.log" >&2
-    echo "nan nan"
+    echo "nan nan nan nan"
     return
   fi
-  echo "$result" | sed -E 's/.*median_samples_per_s=([0-9.]+).*final_test_acc=([0-9.]+).*/\1 \2/'
+  echo "$result" | sed -E 's/.*median_samples_per_s=([0-9.]+).*final_test_acc=([0-9.]+).*rank0_train_loss=([0-9.na]+) rank0_train_acc=([0-9.na]+).*/\1 \2 \3 \4/'
 }
 
 results="$work/results"
@@ -95,43 +105,58 @@ for rep in $(seq "$REPEATS"); do
   for link in $LINKS; do
     if [ "$link" = lo ]; then netns_shape off; else netns_shape "$link"; fi
     for cfg in $CONFIGS; do
-      read -r sps acc < <(run_one "$link" "$cfg" "$rep")
-      echo "$link $cfg $sps $acc" >>"$results"
-      printf '  %-6s %-10s %8s samples/s  test acc %s  (load %s)\n' "$link" "$cfg" "$sps" "$acc" \
-        "$(cut -d' ' -f1 /proc/loadavg)" >&2
+      read -r sps acc tloss tacc < <(run_one "$link" "$cfg" "$rep")
+      echo "$link $cfg $sps $acc $tloss $tacc" >>"$results"
+      printf '  %-6s %-10s %8s samples/s  test acc %s  train loss %s acc %s  (load %s)\n' \
+        "$link" "$cfg" "$sps" "$acc" "$tloss" "$tacc" "$(cut -d' ' -f1 /proc/loadavg)" >&2
     done
   done
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
-/usr/bin/python3 - "$results" "$EPOCHS" "$REPEATS" "$load_before" "$load_after" <<'PY'
+/usr/bin/python3 - "$results" "$EPOCHS" "$REPEATS" "$load_before" "$load_after" \
+  "$BUCKET_MB" "$FIRST_BUCKET_MB" <<'PY'
 import json, math, statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 epochs, repeats, load0, load1 = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+bucket_mb, first_mb = float(sys.argv[6]), float(sys.argv[7])
 runs = {}
-for link, cfg, s, a in rows:
-    runs.setdefault((link, cfg), []).append((float(s), float(a)))
+for link, cfg, *vals in rows:
+    runs.setdefault((link, cfg), []).append([float(v) for v in vals])
 def median(xs):
     xs = [x for x in xs if not math.isnan(x)]
     return statistics.median(xs) if xs else float("nan")
-r = {k: (median([s for s, _ in v]), median([a for _, a in v])) for k, v in runs.items()}
+nan = float("nan")
+# per (link, config): median samples/s, test accuracy, training loss, training accuracy
+r = {k: [median([v[i] for v in vs]) for i in range(4)] for k, vs in runs.items()}
 links = list(dict.fromkeys(x[0] for x in rows))
 cfgs = list(dict.fromkeys(x[1] for x in rows))
-print(f"DDP, 2 processes x 1 thread, MLP 784-1024-1024-10, batch 128/rank, {epochs} epoch(s); "
-      f"median of {repeats} run(s); load average before {load0}, after {load1}")
-print(f"{'link':<7} {'config':<11} {'samples/s':>10} {'x fp32':>7} {'test acc':>9}")
+print(f"DDP, 2 processes x 1 thread, MLP 784-1024-1024-10, batch 128/rank, {epochs} epoch(s), "
+      f"buckets {first_mb:g} MiB first, {bucket_mb:g} MiB cap; median of {repeats} run(s); "
+      f"load average before {load0}, after {load1}")
+print(f"{'link':<7} {'config':<11} {'samples/s':>10} {'x fp32':>7} {'test acc':>9} "
+      f"{'- fp32':>7} {'train acc':>9} {'- fp32':>7} {'train loss':>10}")
 lines = []
 for link in links:
+    f32 = r.get((link, "fp32"), [nan] * 4)
     for cfg in cfgs:
-        sps, acc = r[(link, cfg)]
-        f32 = r.get((link, "fp32"), (float("nan"),))[0]
-        x = sps / f32 if f32 and not math.isnan(f32) else float("nan")
-        print(f"{link:<7} {cfg:<11} {sps:>10.0f} {x:>7.2f} {acc:>9.4f}")
+        sps, acc, tloss, tacc = r[(link, cfg)]
+        x = sps / f32[0] if f32[0] and not math.isnan(f32[0]) else nan
+        print(f"{link:<7} {cfg:<11} {sps:>10.0f} {x:>7.2f} {acc:>9.4f} {acc - f32[1]:>+7.4f} "
+              f"{tacc:>9.4f} {tacc - f32[3]:>+7.4f} {tloss:>10.4f}")
         lines.append({"bench": "ddp_hook", "link": link, "config": cfg, "ranks": 2,
-                      "epochs": epochs, "repeats": repeats, "samples_per_s": sps,
-                      "x_fp32": x, "test_accuracy": acc, "load_before": load0,
-                      "load_after": load1})
+                      "epochs": epochs, "repeats": repeats, "bucket_mb": bucket_mb,
+                      "first_bucket_mb": first_mb, "samples_per_s": sps, "x_fp32": x,
+                      "test_accuracy": acc, "test_accuracy_minus_fp32": acc - f32[1],
+                      "rank0_train_loss": tloss, "rank0_train_accuracy": tacc,
+                      "rank0_train_accuracy_minus_fp32": tacc - f32[3],
+                      "load_before": load0, "load_after": load1})
+if "lo" in links and (("lo", "fp32") in r):
+    costs = [f"{cfg} {1 - r[('lo', cfg)][0] / r[('lo', 'fp32')][0]:+.0%}"
+             for cfg in cfgs if cfg != "fp32"]
+    if costs:
+        print("cost on the loopback (1 - samples/s over fp32 DDP's): " + ", ".join(costs))
 for j in lines:
-    print(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v)
-                      for k, v in j.items()}))
+    print(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else
+                          round(v, 4) if isinstance(v, float) else v) for k, v in j.items()}))
 PY

@@ -10,8 +10,10 @@ With --world N (one command per rank) the model is trained by DistributedDataPar
 each rank on its 1/N of every epoch's permutation at --batch per rank; --hook picks how DDP sums
 the gradients: none (its own fp32 allreduce), torch-fp16 (PyTorch's fp16_compress_hook) or a
 loom codec through loom.torch.comm_hook (fp16, bf16, int8, onebit, topk, powersgd; the loom
-package must be importable). An epoch's samples/s is N shards over the slowest rank's time;
-rank 0 evaluates and prints the lines below (bench/netns/ddp_hook.sh runs this).
+package must be importable); --bucket-mb and --first-bucket-mb set DDP's buckets. An epoch's
+samples/s is N shards over the slowest rank's time; rank 0 evaluates and prints the lines
+below, the RESULT line with its own training loss and accuracy over the last epoch
+(bench/netns/ddp_hook.sh runs this).
 
 The recipe is loom's: MLP 784-1024-1024-10 (ReLU, dropout 0.5), cross-entropy, SGD with
 momentum 0.9, lr 0.05 (constant, or annealed per step to 0 by cosine as loom's
@@ -47,6 +49,11 @@ parser.add_argument("--rank", type=int, default=0, help="this process's rank (wi
 parser.add_argument("--master", default="127.0.0.1:29531", help="rank 0's ADDRESS:PORT")
 parser.add_argument("--hook", default="none",
                     help="DDP's gradient sum: none, torch-fp16, or a loom codec (loom.torch)")
+parser.add_argument("--bucket-mb", type=float, default=25.0,
+                    help="DDP's bucket_cap_mb (its default 25)")
+parser.add_argument("--first-bucket-mb", type=float, default=1.0,
+                    help="DDP's first bucket (torch.distributed._DEFAULT_FIRST_BUCKET_BYTES, "
+                         "default 1 MiB)")
 args = parser.parse_args()
 
 # BLAS pools size themselves when torch is imported; torch.set_num_threads alone leaves
@@ -82,7 +89,9 @@ def main():
         dist.init_process_group("gloo", init_method=f"tcp://{args.master}", rank=args.rank,
                                 world_size=args.world)
         net = model
-        model = nn.parallel.DistributedDataParallel(net)
+        # read when the DDP module is made: the bucket that closes the backward pass first
+        dist._DEFAULT_FIRST_BUCKET_BYTES = int(args.first_bucket_mb * 2**20)
+        model = nn.parallel.DistributedDataParallel(net, bucket_cap_mb=args.bucket_mb)
         if args.hook == "torch-fp16":
             from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
             model.register_comm_hook(None, default_hooks.fp16_compress_hook)
@@ -99,6 +108,7 @@ def main():
     total_steps = args.epochs * steps_per_epoch
     step = 0
     rates, accs = [], []
+    train_loss = train_acc = float("nan")
     for epoch in range(args.epochs):
         order = torch.randperm(len(x_train), generator=torch.Generator().manual_seed(
             1000 * args.seed + epoch))
@@ -107,14 +117,22 @@ def main():
             order = order[args.rank * share:(args.rank + 1) * share]
             dist.barrier()
         began = time.perf_counter()
+        # DDP runs: this rank's training loss and accuracy over the epoch (dropout on), to set
+        # a hook's training against fp32 DDP's
+        loss_sum = torch.zeros((), dtype=torch.float64)
+        right = torch.zeros((), dtype=torch.int64)
         for first in range(0, len(order), args.batch):
             if args.schedule == "cosine":  # loom's lr.schedule = "cosine", per step
                 for group in optimizer.param_groups:
                     group["lr"] = args.lr * 0.5 * (1 + math.cos(math.pi * step / total_steps))
             picked = order[first:first + args.batch]
             optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x_train[picked]), y_train[picked])
+            logits = model(x_train[picked])
+            loss = loss_fn(logits, y_train[picked])
             loss.backward()
+            if ddp:
+                loss_sum += loss.detach() * len(picked)
+                right += (logits.detach().argmax(1) == y_train[picked]).sum()
             optimizer.step()
             step += 1
         seconds = time.perf_counter() - began
@@ -123,6 +141,8 @@ def main():
             dist.all_reduce(kept[-1], op=dist.ReduceOp.MAX)
             seconds = kept[-1].item()
         rates.append(len(order) * args.world / seconds)
+        if ddp:
+            train_loss, train_acc = loss_sum.item() / len(order), right.item() / len(order)
         accs.append(accuracy(net if ddp else model, x_test, y_test))
         print(f"epoch {epoch + 1}: {rates[-1]:8.0f} samples/s  train_loop {seconds:6.2f} s  "
               f"last_loss {loss.item():.3f}  test_acc {accs[-1]:.4f}", flush=True)
@@ -131,7 +151,9 @@ def main():
           f"coretype={os.environ.get('OPENBLAS_CORETYPE', '(unset)')} "
           f"median_samples_per_s={statistics.median(rates):.0f} "
           f"final_test_acc={accs[-1]:.4f} data_load_s={load_s:.2f} torch={torch.__version__}"
-          + (f" ddp={args.world} hook={args.hook}" if ddp else ""),
+          + (f" ddp={args.world} hook={args.hook} bucket_mb={args.bucket_mb:g} "
+             f"first_bucket_mb={args.first_bucket_mb:g} rank0_train_loss={train_loss:.4f} "
+             f"rank0_train_acc={train_acc:.4f}" if ddp else ""),
           flush=True)
     if ddp:
         dist.destroy_process_group()

@@ -16,9 +16,17 @@ top-k sums by all-gathering every rank's encoding. PowerSGD (``codec="powersgd"`
 error feedback and warm start per bucket) runs loom's power step on each of the bucket's
 parameter matrices, its factors P and Q summed over ranks in rank order (point-to-point, as a
 reduce-scatter and all-gather).
+
+On CPU buckets the hook is asynchronous: it returns a Future at once and one background thread
+per hook runs the buckets' exchanges in the order DDP hands them over (the same on every rank),
+so the exchange of one bucket overlaps the rest of the backward pass and the next buckets'
+hooks (docs/python.md explains why a thread and not chained futures).
 """
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+import queue
+import threading
+import weakref
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -29,8 +37,12 @@ from . import codecs as _codecs
 
 SUPPORTED_BACKENDS = ("gloo", "nccl", "mpi")
 # Point-to-point tags of the stages (a message of one stage can never match another's receive):
-# the two byte exchanges of the stripes and gather codecs, and the two halves of a float sum.
-STAGE1_TAG, STAGE2_TAG, SUM_SCATTER_TAG, SUM_GATHER_TAG = 1, 2, 3, 4
+# the two byte exchanges of the stripes and gather codecs, and the two halves of PowerSGD's
+# float sums of P and Q.
+STAGE1_TAG, STAGE2_TAG, P_SCATTER_TAG, Q_SCATTER_TAG = 1, 2, 3, 5  # gathers: + 1
+# A bucket's rounds have tags of their own (tag_of): rounds of different buckets may be in
+# flight together.
+TAGS_PER_BUCKET = 8
 
 
 def check_backend(backend: str) -> None:
@@ -43,7 +55,8 @@ def check_backend(backend: str) -> None:
 class CommHook:
     """The hook (callable as ``hook(state, bucket)``) and its per-bucket loom state."""
 
-    def __init__(self, codec: str, process_group=None, record: bool = False, **params):
+    def __init__(self, codec: str, process_group=None, record: bool = False,
+                 asynchronous: bool = True, **params):
         # DDP names the hook in its logs (and checks the name of its own bf16 hooks)
         self.__name__ = self.__qualname__ = f"loom_{codec}_hook"
         self.codec = _codecs.get(codec, **params)
@@ -59,6 +72,11 @@ class CommHook:
         #: PowerSGD took the bucket as) per call.
         self.record = record
         self.calls: List[Tuple[int, np.ndarray, np.ndarray, Tuple[Tuple[int, int], ...]]] = []
+        #: False: every bucket is summed inside the hook's call (DDP's backward waits for it).
+        self.asynchronous = bool(asynchronous)
+        self._count_lock = threading.Lock()
+        self._jobs: Optional["queue.SimpleQueue[Any]"] = None
+        self._thread: Optional[threading.Thread] = None
 
     def stages(self, index: int, n: int,
                matrices: Sequence[Tuple[int, int]] = ()) -> _loom.Stages:
@@ -77,12 +95,32 @@ class CommHook:
                   matrices: Sequence[Tuple[int, int]] = ()) -> None:
         """In place: flat (1-D, C-contiguous float32) becomes loom's compressed sum over the
         group's ranks. ``matrices`` (PowerSGD only): the bucket's matrices (rows, cols) end to
-        end; empty, the codec's default view of a flat bucket."""
+        end; empty, the codec's default view of a flat bucket. Waits for the buckets the hook
+        has in flight first (every rank must make its direct calls at the same point)."""
         check_flat(flat)
+        self.flush()
+        _finish(self._rounds(flat, index, matrices))
+
+    def flush(self) -> None:
+        """Returns once every bucket handed to the hook so far has been summed."""
+        jobs = self._jobs
+        if jobs is None or threading.current_thread() is self._thread:
+            return
+        done = threading.Event()
+        jobs.put(done.set)
+        done.wait()
+
+    def _rounds(self, flat: np.ndarray, index: int,
+                matrices: Sequence[Tuple[int, int]]) -> Iterator[List[Any]]:
+        """loom's compressed allreduce of one bucket as a sequence of rounds: each ``yield``
+        hands over the requests (isend/irecv) just posted, which the caller waits for before
+        resuming; the first round is posted by the first ``next``. Every message carries the
+        bucket's own tag per round, so rounds of different buckets in flight never match each
+        other's receives."""
         st = self.stages(index, flat.size, matrices)
         if st.aggregation == "linear":
-            self._sum(st.encode(flat))  # P
-            self._sum(st.reduce())      # Q, from the orthonormalised sum of P
+            yield from self._sum(st.encode(flat), index, P_SCATTER_TAG)  # P
+            yield from self._sum(st.reduce(), index, Q_SCATTER_TAG)  # Q, from orthonormal P
             st.decode(flat)
             return
         st.encode(flat)
@@ -92,10 +130,10 @@ class CommHook:
         if st.aggregation == "stripes":
             send, recv = torch.from_numpy(st.send), torch.from_numpy(st.recv)
             mine = st.stripe_bytes(me)
-            self._exchange(
+            yield self._post(
                 [(i, recv[i * E:i * E + mine]) for i in range(N) if i != me and mine > 0],
                 [(j, send[j * E:j * E + st.stripe_bytes(j)]) for j in range(N)
-                 if j != me and st.stripe_bytes(j) > 0], STAGE1_TAG)
+                 if j != me and st.stripe_bytes(j) > 0], tag_of(index, STAGE1_TAG))
             st.reduce()
         # Stage 2, the all-gather of the owners' encodings, is point-to-point as well: every
         # owner sends its slot to every other rank, (N-1) E bytes per rank as in a ring
@@ -105,29 +143,33 @@ class CommHook:
         # destroyed from Python (DDP's Reducer holds it, so this happens when the DDP module
         # is freed, GIL held), ~ProcessGroupGloo joins that worker while holding the GIL and
         # both wait forever (pytorch/pytorch#56297), the intermittent hang at the end of a
-        # run. isend/irecv run on the caller's thread and their Work objects are freed here,
+        # run. isend/irecv are posted from Python and their Work objects are freed in Python,
         # with the GIL, so no gloo thread ever holds one of these tensors.
         gather = torch.from_numpy(st.gather)
         slots = [gather[i * E:(i + 1) * E] for i in range(N)]
-        self._exchange([(i, slots[i]) for i in range(N) if i != me],
-                       [(j, slots[me]) for j in range(N) if j != me], STAGE2_TAG)
+        yield self._post([(i, slots[i]) for i in range(N) if i != me],
+                         [(j, slots[me]) for j in range(N) if j != me],
+                         tag_of(index, STAGE2_TAG))
         st.decode(flat)
 
-    def _exchange(self, recvs, sends, tag: int) -> None:
-        """Posts every receive, then every send, and waits for all of them."""
+    def _post(self, recvs, sends, tag: int) -> List[Any]:
+        """Posts every receive, then every send; returns their requests."""
         reqs = [dist.irecv(t, src=i, group=self.group, tag=tag) for i, t in recvs]
+        sent = 0
         for j, t in sends:
             reqs.append(dist.isend(t, dst=j, group=self.group, tag=tag))
-            self.bytes_sent += t.numel() * t.element_size()
-        for r in reqs:
-            r.wait()
+            sent += t.numel() * t.element_size()
+        with self._count_lock:  # posted from the caller's thread and the hook's thread
+            self.bytes_sent += sent
+        return reqs
 
-    def _sum(self, v: np.ndarray) -> None:
-        """In place: v (float32) becomes its sum over ranks, the same bits on every rank.
-        Rank j owns elements [L j / N, L (j+1) / N): every rank sends it that part, j adds the
-        N parts in rank order and sends the sum to every rank, 2 (N-1)/N of v's bytes per rank
-        as a ring allreduce. Point-to-point, not dist.all_reduce, for the reason given in
-        allreduce (no gloo worker thread may hold these tensors)."""
+    def _sum(self, v: np.ndarray, index: int, tag: int) -> Iterator[List[Any]]:
+        """In place, in two rounds: v (float32) becomes its sum over ranks, the same bits on
+        every rank. Rank j owns elements [L j / N, L (j+1) / N): every rank sends it that part
+        (tag), j adds the N parts in rank order and sends the sum to every rank (tag + 1),
+        2 (N-1)/N of v's bytes per rank as a ring allreduce. Point-to-point, not
+        dist.all_reduce, for the reason given in _rounds (no gloo worker thread may hold
+        these tensors)."""
         N, me, L = self.world, self.rank, v.size
         if N == 1 or L == 0:
             return
@@ -135,37 +177,114 @@ class CommHook:
         t = torch.from_numpy(v)
         part = [t[bound[j]:bound[j + 1]] for j in range(N)]
         parts = np.empty((N, bound[me + 1] - bound[me]), dtype=np.float32)
-        self._exchange([(i, torch.from_numpy(parts[i])) for i in range(N)
-                        if i != me and parts.shape[1] > 0],
-                       [(j, part[j]) for j in range(N) if j != me and part[j].numel() > 0],
-                       SUM_SCATTER_TAG)
+        yield self._post([(i, torch.from_numpy(parts[i])) for i in range(N)
+                          if i != me and parts.shape[1] > 0],
+                         [(j, part[j]) for j in range(N) if j != me and part[j].numel() > 0],
+                         tag_of(index, tag))
         parts[me] = v[bound[me]:bound[me + 1]]
         total = parts[0].copy()
         for i in range(1, N):
             total += parts[i]
         v[bound[me]:bound[me + 1]] = total
-        self._exchange([(i, part[i]) for i in range(N) if i != me and part[i].numel() > 0],
-                       [(j, part[me]) for j in range(N) if j != me and part[me].numel() > 0],
-                       SUM_GATHER_TAG)
+        yield self._post([(i, part[i]) for i in range(N) if i != me and part[i].numel() > 0],
+                         [(j, part[me]) for j in range(N) if j != me and part[me].numel() > 0],
+                         tag_of(index, tag + 1))
 
     def __call__(self, state: Any, bucket) -> torch.futures.Future[torch.Tensor]:
         buf = bucket.buffer()
-        host = buf.detach() if buf.device.type == "cpu" else buf.detach().cpu()
-        if host.dtype != torch.float32:
-            raise ValueError(f"loom.torch.comm_hook: bucket of {host.dtype}, loom's codecs "
-                             f"take float32")
-        flat = host.numpy()
+        if buf.dtype != torch.float32:
+            raise ValueError(f"loom.torch: a bucket of {buf.dtype}, loom's codecs take float32")
+        index = bucket.index()
         matrices = bucket_matrices(bucket) if self.codec.aggregation == "linear" else ()
-        np.divide(flat, np.float32(self.world), out=flat)
-        before = flat.copy() if self.record else None
-        self.allreduce(flat, bucket.index(), matrices)
-        if self.record:
-            self.calls.append((bucket.index(), before, flat.copy(), tuple(matrices)))
-        if host.data_ptr() != buf.data_ptr():
-            buf.copy_(host)
         fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
-        fut.set_result(buf)
+        rounds = self._bucket(buf, index, matrices, fut)
+        if not (self.asynchronous and self.world > 1 and buf.device.type == "cpu"):
+            # One rank moves nothing; a CUDA bucket is copied to the host on the caller's
+            # stream, which a background thread does not share.
+            _finish(rounds)
+            return fut
+        # The first round (division, encode, the first sends and receives) is posted here,
+        # so that it goes out the moment the bucket is ready whatever the hook's thread is
+        # waiting for; that thread waits for the rounds and runs the rest.
+        try:
+            reqs = next(rounds)
+        except StopIteration:
+            return fut
+        self._submit((rounds, reqs))
         return fut
+
+    def _bucket(self, buf: torch.Tensor, index: int, matrices, fut) -> Iterator[List[Any]]:
+        """Sums one DDP bucket in place in rounds (see _rounds) and completes ``fut`` with it,
+        or with the error."""
+        try:
+            host = buf.detach() if buf.device.type == "cpu" else buf.detach().cpu()
+            flat = host.numpy()
+            np.divide(flat, np.float32(self.world), out=flat)
+            before = flat.copy() if self.record else None
+            yield from self._rounds(flat, index, matrices)
+            if self.record:
+                self.calls.append((index, before, flat.copy(), tuple(matrices)))
+            if host.data_ptr() != buf.data_ptr():
+                buf.copy_(host)
+        except BaseException as e:  # DDP's backward raises it when it waits for the bucket
+            fut.set_exception(e)
+            return
+        fut.set_result(buf)
+
+    def _submit(self, job) -> None:
+        if self._jobs is None:
+            # The thread holds the queue, not the hook: a job holds the hook only while it
+            # runs, and when the hook is freed the finalizer's None stops the thread. A daemon,
+            # so that an interpreter exiting with a peer gone is not kept waiting on a receive.
+            self._jobs = queue.SimpleQueue()
+            self._thread = threading.Thread(target=_run_jobs, args=(self._jobs,),
+                                            name=f"loom_{self.codec.name}_hook", daemon=True)
+            self._thread.start()
+            weakref.finalize(self, self._jobs.put, None)
+        self._jobs.put(job)
+
+
+def tag_of(index: int, stage: int) -> int:
+    """The point-to-point tag of one round of bucket ``index``."""
+    return TAGS_PER_BUCKET * index + stage
+
+
+def _finish(rounds: Iterator[List[Any]], reqs: Optional[List[Any]] = None) -> None:
+    """Runs a bucket's rounds to the end: waits for each round's requests, then resumes it. An
+    error while waiting is raised inside the rounds (a hook's bucket completes its future
+    with it)."""
+    try:
+        if reqs is None:
+            reqs = next(rounds)
+        while True:
+            try:
+                for r in reqs:
+                    r.wait()
+            except BaseException as e:
+                reqs = rounds.throw(e)
+            else:
+                reqs = next(rounds)
+    except StopIteration:
+        pass
+
+
+def _run_jobs(jobs: "queue.SimpleQueue[Any]") -> None:
+    """The hook's background thread, until it takes None: runs each bucket's rounds to the
+    end, one bucket after the other in the order DDP handed them over, which is the same on
+    every rank (so every rank waits for the same rounds in the same order, and a round is
+    posted after nothing but earlier rounds of that sequence: no rank can wait for one that
+    another rank has not posted). A callable job (flush) is called. Each job is dropped here,
+    with the GIL, so the tensors it held are freed on this thread and never on one of gloo's
+    (see CommHook._rounds)."""
+    while True:
+        job = jobs.get()
+        if job is None:
+            return
+        if callable(job):
+            job()
+        else:
+            _finish(*job)
+        del job
 
 
 def bucket_name(index: int) -> str:
@@ -205,13 +324,14 @@ def bucket_matrices(bucket) -> List[Tuple[int, int]]:
 
 
 def comm_hook(codec: str = "fp16", process_group: Optional[Any] = None, record: bool = False,
-              **params) -> CommHook:
+              asynchronous: bool = True, **params) -> CommHook:
     """A hook for ``DistributedDataParallel.register_comm_hook(None, hook)`` that averages
     gradients through loom's codec ``codec`` (params as in loom.codecs.get) and loom's
-    compressed allreduce over ``process_group`` (default: the default group). An unknown
-    codec or parameter, or a process group whose backend is not gloo, NCCL or MPI, raises
-    ValueError."""
-    return CommHook(codec, process_group, record, **params)
+    compressed allreduce over ``process_group`` (default: the default group). With
+    ``asynchronous`` (the default) a CPU bucket is summed on the hook's background thread
+    while backward goes on; False sums it inside the call. An unknown codec or parameter, or a
+    process group whose backend is not gloo, NCCL or MPI, raises ValueError."""
+    return CommHook(codec, process_group, record, asynchronous, **params)
 
 
 def reference_allreduce(codec: "_codecs.Codec", world: int, n: int,

@@ -37,9 +37,18 @@ def free_port():
         return s.getsockname()[1]
 
 
+# DDP sums the first step in one bucket, then rebuilds its buckets in the order backward made
+# the gradients: with these limits (bytes; PyTorch reads the first from
+# dist._DEFAULT_FIRST_BUCKET_BYTES) into two, the second layer's (85 floats) and the first's
+# (336), so that the hook has two buckets of one step in flight at once.
+FIRST_BUCKET_BYTES, BUCKET_BYTES = 256, 420
+BUCKETS_AFTER_FIRST_STEP = 2
+
+
 def _train(rank, world, codecs, port, out_dir):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=world, timeout=datetime.timedelta(seconds=60))
+    dist._DEFAULT_FIRST_BUCKET_BYTES = FIRST_BUCKET_BYTES
     for i, codec in enumerate(codecs):
         _train_codec(rank, world, codec, out_dir, last=i == len(codecs) - 1)
 
@@ -48,19 +57,24 @@ def _train_codec(rank, world, codec, out_dir, last):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(20, 16), torch.nn.ReLU(), torch.nn.Linear(16, 5))
     local = copy.deepcopy(model)
-    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=BUCKET_BYTES / 2**20)
     hook = loom.torch.comm_hook(codec, record=True, **PARAMS.get(codec, {}))
     ddp.register_comm_hook(None, hook)
     gen = torch.Generator().manual_seed(100 + rank)
-    grads, local_grads = [], []
-    for _ in range(STEPS):
+    grads, local_grads, step_of_call = [], [], []
+    for step in range(STEPS):
         x = torch.randn(8, 20, generator=gen)
         ddp(x).pow(2).mean().backward()
+        # backward returns once DDP has waited for every bucket's future, and the hook records
+        # a bucket before it completes the future
+        step_of_call += [step] * (len(hook.calls) - len(step_of_call))
         local(x).pow(2).mean().backward()
         grads.append(np.concatenate([p.grad.numpy().ravel() for p in model.parameters()]))
         local_grads.append(np.concatenate([p.grad.numpy().ravel() for p in local.parameters()]))
         for p in list(model.parameters()) + list(local.parameters()):
             p.grad = None
+    # DDP's buckets went through the hook's background thread (CPU buckets, 2+ ranks)
+    threaded = hook._thread is not None
     # the bytes of one direct call on a bucket that every codec cuts into equal stripes
     flat = np.arange(6144, dtype=np.float32) * np.float32(1e-3)
     sent = hook.bytes_sent
@@ -68,10 +82,12 @@ def _train_codec(rank, world, codec, out_dir, last):
     wire = (hook.bytes_sent - sent, hook._stages[99].wire_bytes)
     np.savez(os.path.join(out_dir, f"{codec}_rank{rank}.npz"),
              index=np.array([c[0] for c in hook.calls]),
-             before=np.stack([c[1] for c in hook.calls]),
-             after=np.stack([c[2] for c in hook.calls]),
+             step=np.array(step_of_call),
+             **{f"before{k}": c[1] for k, c in enumerate(hook.calls)},
+             **{f"after{k}": c[2] for k, c in enumerate(hook.calls)},
              grads=np.stack(grads), local=np.stack(local_grads), wire=np.array(wire),
-             flat=flat, matrices=json.dumps([c[3] for c in hook.calls]))
+             flat=flat, matrices=json.dumps([c[3] for c in hook.calls]),
+             threaded=np.array(threaded))
     if last:
         # No barrier, and the DDP module (its Reducer holds the process group) is freed after
         # this, at the return, so the group is destroyed there, as in the hang this guards
@@ -120,17 +136,24 @@ def test_hook_equals_loom_compressed_allreduce(tmp_path_factory, world, codec):
     c = loom.codecs.get(codec, **PARAMS.get(codec, {}))
     refs = {}
     index = runs[0]["index"]
-    assert len(index) == STEPS  # one bucket per step
+    # one bucket in the first step, then DDP's rebuilt ones
+    assert len(index) == 1 + BUCKETS_AFTER_FIRST_STEP * (STEPS - 1)
+    assert sorted(index[1:]) == sorted(list(range(BUCKETS_AFTER_FIRST_STEP)) * (STEPS - 1))
+    step = runs[0]["step"]
+    assert list(step) == [0] + [s for s in range(1, STEPS)
+                                for _ in range(BUCKETS_AFTER_FIRST_STEP)]
+    assert all(bool(run["threaded"]) for run in runs)  # the asynchronous path was the one tested
     matrices = [[tuple(m) for m in call] for call in json.loads(str(runs[0]["matrices"]))]
     if codec == "powersgd":
-        # the two layers' weights [out, in] and biases [1, out], in the bucket's order
-        for call in matrices:
-            assert sorted(call) == [(1, 5), (1, 16), (5, 16), (16, 20)]
+        # the two layers' weights [out, in] and biases [1, out], in the buckets' order
+        layers = [(1, 5), (1, 16), (5, 16), (16, 20)]
+        assert sorted(matrices[0]) == layers
+        assert sorted(m for call in matrices[1:] for m in call) == sorted(layers * (STEPS - 1))
     # loom sums PowerSGD's factors with its allreduce (ring order at 3 ranks), the hook in rank
     # order: equal bits where the order cannot matter (a + b at 2 ranks), float rounding at 3
     exact = codec != "powersgd" or world == 2
     for k in range(len(index)):
-        data = [np.array(run["before"][k]) for run in runs]
+        data = [np.array(run[f"before{k}"]) for run in runs]
         n = data[0].size
         # the hook starts a bucket over when DDP rebuilds it to another size or layout
         key = (n, tuple(matrices[k]))
@@ -140,21 +163,26 @@ def test_hook_equals_loom_compressed_allreduce(tmp_path_factory, world, codec):
         refs[index[k]][1].run(data)
         for r, run in enumerate(runs):
             # every rank holds the same bits
-            np.testing.assert_array_equal(run["after"][k].view(np.uint32),
-                                          runs[0]["after"][k].view(np.uint32))
+            np.testing.assert_array_equal(run[f"after{k}"].view(np.uint32),
+                                          runs[0][f"after{k}"].view(np.uint32))
             if exact:
-                np.testing.assert_array_equal(run["after"][k].view(np.uint32),
+                np.testing.assert_array_equal(run[f"after{k}"].view(np.uint32),
                                               data[r].view(np.uint32),
-                                              err_msg=f"rank {r} step {k}")
+                                              err_msg=f"rank {r} call {k}")
             else:
-                np.testing.assert_allclose(run["after"][k], data[r], rtol=1e-4,
+                np.testing.assert_allclose(run[f"after{k}"], data[r], rtol=1e-4,
                                            atol=1e-5 * np.abs(data[r]).max(),
-                                           err_msg=f"rank {r} step {k}")
+                                           err_msg=f"rank {r} call {k}")
+    for s in range(STEPS):
+        calls = [k for k in range(len(index)) if step[k] == s]
+        for r, run in enumerate(runs):
             # what the hook saw is this rank's own gradient over the world size, and what DDP
-            # left in .grad is what the hook returned (the bucket holds them in its own order)
-            np.testing.assert_array_equal(np.sort(run["before"][k]),
-                                          np.sort(run["local"][k] / np.float32(world)))
-            np.testing.assert_array_equal(np.sort(run["grads"][k]), np.sort(run["after"][k]))
+            # left in .grad is what the hook returned (the buckets hold them in their own order)
+            before = np.concatenate([run[f"before{k}"] for k in calls])
+            after = np.concatenate([run[f"after{k}"] for k in calls])
+            np.testing.assert_array_equal(np.sort(before),
+                                          np.sort(run["local"][s] / np.float32(world)))
+            np.testing.assert_array_equal(np.sort(run["grads"][s]), np.sort(after))
     for run in runs:
         sent, wire = run["wire"]
         if codec == "powersgd":  # P and Q cut into N parts of L N / j bounds: a few bytes apart
