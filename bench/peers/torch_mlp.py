@@ -49,6 +49,8 @@ parser.add_argument("--rank", type=int, default=0, help="this process's rank (wi
 parser.add_argument("--master", default="127.0.0.1:29531", help="rank 0's ADDRESS:PORT")
 parser.add_argument("--hook", default="none",
                     help="DDP's gradient sum: none, torch-fp16, or a loom codec (loom.torch)")
+parser.add_argument("--hook-warmup", type=int, default=0,
+                    help="a loom hook's warmup_steps: the first steps summed exactly in fp32")
 parser.add_argument("--bucket-mb", type=float, default=25.0,
                     help="DDP's bucket_cap_mb (its default 25)")
 parser.add_argument("--first-bucket-mb", type=float, default=1.0,
@@ -97,7 +99,7 @@ def main():
             model.register_comm_hook(None, default_hooks.fp16_compress_hook)
         elif args.hook != "none":
             import loom.torch
-            hook = loom.torch.comm_hook(args.hook)
+            hook = loom.torch.comm_hook(args.hook, warmup_steps=args.hook_warmup)
             model.register_comm_hook(None, hook)
         # the epoch times' maxima; kept alive to the end, so that gloo's worker threads never
         # free a tensor made here (loom/torch.py explains the hang that avoids)

@@ -56,7 +56,7 @@ class CommHook:
     """The hook (callable as ``hook(state, bucket)``) and its per-bucket loom state."""
 
     def __init__(self, codec: str, process_group=None, record: bool = False,
-                 asynchronous: bool = True, **params):
+                 asynchronous: bool = True, warmup_steps: int = 0, **params):
         # DDP names the hook in its logs (and checks the name of its own bf16 hooks)
         self.__name__ = self.__qualname__ = f"loom_{codec}_hook"
         self.codec = _codecs.get(codec, **params)
@@ -74,6 +74,14 @@ class CommHook:
         self.calls: List[Tuple[int, np.ndarray, np.ndarray, Tuple[Tuple[int, int], ...]]] = []
         #: False: every bucket is summed inside the hook's call (DDP's backward waits for it).
         self.asynchronous = bool(asynchronous)
+        if not isinstance(warmup_steps, int) or warmup_steps < 0:
+            raise ValueError(f"loom.torch.comm_hook: warmup_steps must be an integer >= 0, "
+                             f"not {warmup_steps!r}")
+        #: Steps (counted at each call on bucket 0, which DDP hands over first) whose buckets
+        #: are summed exactly in fp32; the codec starts after them, with zero residuals, as
+        #: loom's codec.warmup_steps does.
+        self.warmup_steps = warmup_steps
+        self.steps = 0
         self._count_lock = threading.Lock()
         self._jobs: Optional["queue.SimpleQueue[Any]"] = None
         self._thread: Optional[threading.Thread] = None
@@ -195,9 +203,11 @@ class CommHook:
         if buf.dtype != torch.float32:
             raise ValueError(f"loom.torch: a bucket of {buf.dtype}, loom's codecs take float32")
         index = bucket.index()
+        if index == 0:
+            self.steps += 1
         matrices = bucket_matrices(bucket) if self.codec.aggregation == "linear" else ()
         fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
-        rounds = self._bucket(buf, index, matrices, fut)
+        rounds = self._bucket(buf, index, matrices, fut, self.steps <= self.warmup_steps)
         if not (self.asynchronous and self.world > 1 and buf.device.type == "cpu"):
             # One rank moves nothing; a CUDA bucket is copied to the host on the caller's
             # stream, which a background thread does not share.
@@ -213,15 +223,19 @@ class CommHook:
         self._submit((rounds, reqs))
         return fut
 
-    def _bucket(self, buf: torch.Tensor, index: int, matrices, fut) -> Iterator[List[Any]]:
-        """Sums one DDP bucket in place in rounds (see _rounds) and completes ``fut`` with it,
-        or with the error."""
+    def _bucket(self, buf: torch.Tensor, index: int, matrices, fut,
+                exact: bool = False) -> Iterator[List[Any]]:
+        """Sums one DDP bucket in place in rounds (see _rounds; with ``exact``, a warm-up
+        step's fp32 sum) and completes ``fut`` with it, or with the error."""
         try:
             host = buf.detach() if buf.device.type == "cpu" else buf.detach().cpu()
             flat = host.numpy()
             np.divide(flat, np.float32(self.world), out=flat)
             before = flat.copy() if self.record else None
-            yield from self._rounds(flat, index, matrices)
+            if exact:
+                yield from self._sum(flat, index, P_SCATTER_TAG)
+            else:
+                yield from self._rounds(flat, index, matrices)
             if self.record:
                 self.calls.append((index, before, flat.copy(), tuple(matrices)))
             if host.data_ptr() != buf.data_ptr():
@@ -324,14 +338,16 @@ def bucket_matrices(bucket) -> List[Tuple[int, int]]:
 
 
 def comm_hook(codec: str = "fp16", process_group: Optional[Any] = None, record: bool = False,
-              asynchronous: bool = True, **params) -> CommHook:
+              asynchronous: bool = True, warmup_steps: int = 0, **params) -> CommHook:
     """A hook for ``DistributedDataParallel.register_comm_hook(None, hook)`` that averages
     gradients through loom's codec ``codec`` (params as in loom.codecs.get) and loom's
     compressed allreduce over ``process_group`` (default: the default group). With
     ``asynchronous`` (the default) a CPU bucket is summed on the hook's background thread
-    while backward goes on; False sums it inside the call. An unknown codec or parameter, or a
-    process group whose backend is not gloo, NCCL or MPI, raises ValueError."""
-    return CommHook(codec, process_group, record, asynchronous, **params)
+    while backward goes on; False sums it inside the call. The first ``warmup_steps`` steps
+    are summed exactly in fp32 (loom's ``codec.warmup_steps``; the codec then starts with zero
+    residuals). An unknown codec or parameter, a negative ``warmup_steps``, or a process group
+    whose backend is not gloo, NCCL or MPI, raises ValueError."""
+    return CommHook(codec, process_group, record, asynchronous, warmup_steps, **params)
 
 
 def reference_allreduce(codec: "_codecs.Codec", world: int, n: int,

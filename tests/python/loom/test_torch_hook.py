@@ -241,6 +241,8 @@ def test_bad_input_is_value_error(one_rank):
         loom.torch.comm_hook("nope")
     with pytest.raises(ValueError, match="unknown parameter"):
         loom.torch.comm_hook("int8", width=3)
+    with pytest.raises(ValueError, match="warmup_steps"):
+        loom.torch.comm_hook("onebit", warmup_steps=-1)
     hook = loom.torch.comm_hook("int8")
     g = np.linspace(-1, 1, 64, dtype=np.float32)
     with pytest.raises(ValueError, match="float64"):
@@ -293,3 +295,24 @@ def test_hook_on_one_rank_is_loom_allreduce_of_one(one_rank):
             np.testing.assert_array_equal(out.numpy().view(np.uint32), want.view(np.uint32),
                                           err_msg=f"{codec} step {step}")
         assert hook.bytes_sent == 0
+
+
+def test_warmup_steps_sum_exactly_then_the_codec_starts_with_zero_residuals(one_rank):
+    """warmup_steps = 2: the first two steps leave the bucket exact (one rank: the fp32 sum is
+    the bucket itself, where 1-bit would change it); the third is the codec's first encode,
+    bit for bit loom's compressed_allreduce started afresh (no residual from the warm-up)."""
+    rng = np.random.default_rng(11)
+    hook = loom.torch.comm_hook("onebit", warmup_steps=2)
+    ref = None
+    for step in range(4):
+        bucket = FakeBucket([rng.standard_normal(40).astype(np.float32)])
+        want = bucket.flat.numpy().copy()
+        if step >= 2:
+            if ref is None:
+                ref = loom.torch.reference_allreduce(hook.codec, 1, bucket.flat.numel())
+            ref.run([want])
+        before = bucket.flat.numpy().copy()
+        out = hook(None, bucket).wait().numpy()
+        np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32),
+                                      err_msg=f"step {step}")
+        assert (step < 2) == np.array_equal(out, before), f"step {step}"
