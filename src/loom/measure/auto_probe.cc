@@ -43,11 +43,13 @@ double time_compute(nn::Model& model, int64_t batch, int reps) {
   return median(t);
 }
 
-// Encode and decode GB/s (fp32 in) of `name` on n values, the median of `reps` after one
-// warm-up: the codec's own passes over gradient-like data, without `loom bench codec`'s
-// memcpy baseline and error figures (a run's first seconds are the budget here).
-std::pair<double, double> time_codec(const std::string& name, std::span<const float> grad,
-                                     int reps) {
+// Encode and decode GB/s (fp32 in) of `name` on n values, the median of up to `reps` after
+// one warm-up, stopping after the first once `budget_s` is spent: the codec's own passes over
+// gradient-like data, without `loom bench codec`'s memcpy baseline and error figures (a
+// run's first seconds are the budget here). Local to the rank: no collective depends on it.
+std::pair<double, double> time_codec(const std::string& name, std::span<const float> grad, int reps,
+                                     double budget_s) {
+  Stopwatch spent;
   const auto codec = compress::make_codec(name, Config{});
   const size_t n = grad.size();
   std::vector<uint32_t> packed((codec->encoded_bytes(n) + 3) / 4 + 1);
@@ -58,7 +60,7 @@ std::pair<double, double> time_codec(const std::string& name, std::span<const fl
   codec->encode(grad, st, buf);
   codec->decode(buf, out, compress::DecodeMode::kWrite);
   std::vector<double> enc, dec;
-  for (int i = 0; i < std::max(1, reps); ++i) {
+  for (int i = 0; i < std::max(1, reps) && (i == 0 || spent.seconds() < budget_s); ++i) {
     Stopwatch w;
     codec->encode(grad, st, buf);
     enc.push_back(w.seconds());
@@ -98,11 +100,30 @@ perf::AutoMeasurements probe_for_auto(comm::Communicator& comm, nn::Model& model
     // a warm-up would cost as much as a timed call on a slow link.
     comm.barrier();
     comm.allreduce(std::span<float>(buf.data(), std::max<size_t>(sizes.front() / 4, 1)));
-    for (size_t bytes : sizes) {
-      const std::span<float> data(buf.data(), std::max<size_t>(bytes / sizeof(float), 1));
+    // The budget for what is repeated: a share of `budget_steps` compute steps, on the mean
+    // compute time of the ranks, which every rank must agree on (the repeats are collective).
+    float agreed[2] = {0.0f, 0.0f};
+    for (size_t s = 0; s < sizes.size(); ++s) {
+      const std::span<float> data(buf.data(), std::max<size_t>(sizes[s] / sizeof(float), 1));
       comm.barrier();
       std::vector<double> t;
-      for (int i = 0; i < std::max(1, o.allreduce_reps); ++i) {
+      Stopwatch first;
+      comm.allreduce(data);
+      t.push_back(first.seconds());
+      int reps = std::max(1, o.allreduce_reps);
+      if (sizes[s] == largest) {
+        // The largest size is the slow one on a slow link: its repeats are taken only within
+        // the budget, decided on the ranks' mean figures so that all repeat alike.
+        agreed[0] = figures[0];
+        agreed[1] = float(t[0]);
+        comm.allreduce(std::span<float>(agreed, 2));
+        const double compute = agreed[0] / double(comm.size());
+        const double first_s = agreed[1] / double(comm.size());
+        const double budget = o.budget_share * double(o.budget_steps) * compute;
+        const double left = budget - all.seconds();
+        reps = 1 + std::clamp(first_s > 0 ? int(left / first_s) : reps - 1, 0, reps - 1);
+      }
+      for (int i = 1; i < reps; ++i) {
         Stopwatch w;
         comm.allreduce(data);
         t.push_back(w.seconds());
@@ -117,11 +138,16 @@ perf::AutoMeasurements probe_for_auto(comm::Communicator& comm, nn::Model& model
     if (c != "fp32") codecs.push_back(c);
   if (!codecs.empty()) {
     // Gradient-like values: small, of both signs, no two neighbours equal.
-    std::vector<float> grad(size_t(model.num_params()));
+    std::vector<float> grad(
+        std::min(size_t(model.num_params()), std::max<size_t>(o.codec_values, 1)));
     for (size_t k = 0; k < grad.size(); ++k)
       grad[k] = 1e-3f * float(int((k * 2654435761u) % 2001) - 1000) / 1000.0f;
+    // What is left of the budget after the compute and the link, shared by the codecs; each
+    // is timed at least once after its warm-up.
+    const double budget = o.budget_share * double(o.budget_steps) * figures[0];
+    const double each = std::max(0.0, budget - all.seconds()) / double(codecs.size());
     for (const auto& c : codecs) {
-      const auto [enc, dec] = time_codec(c, grad, o.codec_reps);
+      const auto [enc, dec] = time_codec(c, grad, o.codec_reps, each);
       figures.push_back(float(enc));
       figures.push_back(float(dec));
     }

@@ -20,6 +20,15 @@ struct AutoProbeOptions {
   int compute_reps = 3;                 // timed steps after one warm-up step
   int allreduce_reps = 3;               // per size, after one warm-up call
   int codec_reps = 3;                   // encodes and decodes per codec, after a warm-up
+  // Values a codec is timed on, at most: one bucket of the run's default size (4 MiB), not
+  // the whole gradient; a codec's passes take a time proportional to the values.
+  size_t codec_values = size_t(1) << 20;
+  // Repeats beyond the first at the largest allreduce size, and codec repeats beyond the first,
+  // are taken only while the measuring stays within this share of `budget_steps` steps at the
+  // measured compute time (the bound is 2% of a 1,000-step run; the compute step is
+  // the shortest a step can be, so the bound holds for the real step too).
+  double budget_share = 0.01;
+  int64_t budget_steps = 1000;
 };
 
 // Collective: every rank of `comm` calls it at once, each with a model of the run's graph

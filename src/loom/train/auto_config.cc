@@ -249,12 +249,14 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
     o.batch = batch;
     o.codecs = r.codecs;
     // Two sizes fit the ring's alpha and bandwidth: 64 KiB and the largest bucket the run
-    // can send (the model's whole gradient at most); every candidate is predicted from the fit.
+    // can send, the model's whole gradient at most and 4 MiB (the default bucket) at most:
+    // on a slow link a larger one costs more of the run than it adds to the fit, whose time
+    // grows linearly in the bytes past the latency. Every candidate is predicted from the fit.
     const int64_t whole = probe.num_params() * int64_t(sizeof(float));
     int64_t largest = 0;
     for (int64_t kib : r.bucket_kib) largest = std::max(largest, kib > 0 ? kib << 10 : whole);
     o.allreduce_bytes = {size_t(std::min<int64_t>(64 << 10, whole)),
-                         size_t(std::min(largest, whole))};
+                         size_t(std::min({largest, whole, int64_t(4) << 20}))};
     res.measured = measure::probe_for_auto(comm, probe, o);
   }
   const AutoTestHooks hooks = auto_test_hooks(cfg);

@@ -612,6 +612,7 @@ class Worker {
   // The check, once, on every rank at the same step boundary: the window's mean step against
   // the prediction (perf::revise_auto), and a switch when the corrected model says so.
   void revise_auto_choice() {
+    Stopwatch cost;  // the check's own time, a cost of auto like the start-up measuring
     double sums[2] = {auto_seconds_, auto_exposed_s_};
     allreduce_sum(comm_, sums);
     // Rank 0's sums on every rank, bit for bit: the ranks must reach the same decision.
@@ -628,11 +629,15 @@ class Worker {
     auto_window_ = {};  // once
     const perf::AutoRevision v = perf::revise_auto(
         auto_.request, auto_.measured, perf::builtin_accuracy_table(), auto_.decision.chosen, o);
-    if (lead_) {
-      log_info("{}", perf::describe_revision(v));
-      note_auto_revision(perf::revision_json(v));
-    }
+    if (lead_) log_info("{}", perf::describe_revision(v));
     if (v.switched()) switch_strategy(v);
+    if (lead_) {
+      const double seconds = cost.seconds();
+      log_info("auto: the check took {:.1f} ms", 1e3 * seconds);
+      nlohmann::json j = perf::revision_json(v);
+      j["seconds"] = seconds;
+      note_auto_revision(j);
+    }
   }
 
   // Rank 0: summary.json's "auto.revision".
