@@ -532,20 +532,7 @@ std::string describe_decision(const AutoDecision& d, const AutoMeasurements& m, 
 }
 
 nlohmann::json decision_json(const AutoDecision& d, const AutoMeasurements& m) {
-  auto cand = [](const AutoCandidate& k) {
-    nlohmann::json j = {{"codec", k.codec},
-                        {"sync", k.sync},
-                        {"bucket_kib", k.bucket_kib},
-                        {"predicted_samples_per_s", k.estimate.samples_per_s},
-                        {"predicted_step_s", k.estimate.step_s},
-                        {"predicted_exposed_comm_s", k.estimate.comm_exposed_s}};
-    if (k.sync == "bmuf") j["tau"] = k.tau;
-    if (k.delta_points) {
-      j["accuracy_delta_points"] = *k.delta_points;
-      j["accuracy_source"] = k.delta_source;
-    }
-    return j;
-  };
+  const auto cand = candidate_json;
   nlohmann::json j = {{"chosen", cand(d.chosen)},
                       {"reason", d.reason},
                       {"fp32_predicted_samples_per_s", d.fp32_samples_per_s},
