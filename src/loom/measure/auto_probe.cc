@@ -102,7 +102,7 @@ perf::AutoMeasurements probe_for_auto(comm::Communicator& comm, nn::Model& model
     comm.allreduce(std::span<float>(buf.data(), std::max<size_t>(sizes.front() / 4, 1)));
     // The budget for what is repeated: a share of `budget_steps` compute steps, on the mean
     // compute time of the ranks, which every rank must agree on (the repeats are collective).
-    float agreed[2] = {0.0f, 0.0f};
+    float agreed[3] = {0.0f, 0.0f, 0.0f};
     for (size_t s = 0; s < sizes.size(); ++s) {
       const std::span<float> data(buf.data(), std::max<size_t>(sizes[s] / sizeof(float), 1));
       comm.barrier();
@@ -113,15 +113,17 @@ perf::AutoMeasurements probe_for_auto(comm::Communicator& comm, nn::Model& model
       int reps = std::max(1, o.allreduce_reps);
       if (sizes[s] == largest) {
         // The largest size is the slow one on a slow link: its repeats are taken only within
-        // the budget, decided on the ranks' mean figures so that all repeat alike.
+        // the budget, decided on the ranks' mean figures (compute, this first call, the time
+        // spent so far), the same bits on every rank, so that all repeat alike.
         agreed[0] = figures[0];
         agreed[1] = float(t[0]);
-        comm.allreduce(std::span<float>(agreed, 2));
-        const double compute = agreed[0] / double(comm.size());
-        const double first_s = agreed[1] / double(comm.size());
-        const double budget = o.budget_share * double(o.budget_steps) * compute;
-        const double left = budget - all.seconds();
-        reps = 1 + std::clamp(first_s > 0 ? int(left / first_s) : reps - 1, 0, reps - 1);
+        agreed[2] = float(all.seconds());
+        comm.allreduce(std::span<float>(agreed, 3));
+        const double ranks = double(comm.size());
+        const double compute = agreed[0] / ranks, first_s = agreed[1] / ranks;
+        const double left = o.budget_share * double(o.budget_steps) * compute - agreed[2] / ranks;
+        const double more = first_s > 0 ? left / first_s : double(reps - 1);
+        reps = 1 + int(std::clamp(more, 0.0, double(reps - 1)));
       }
       for (int i = 1; i < reps; ++i) {
         Stopwatch w;
