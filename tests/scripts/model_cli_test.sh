@@ -5,16 +5,10 @@
 # or truncated model file, an existing output or nothing to export exit 2 with a message naming
 # what is wrong. $1 = the built loom.
 set -euo pipefail
+. "$(dirname "$(realpath "$0")")/expect.sh"  # fail, expect2
 LOOM=$(realpath "${1:?usage: model_cli_test.sh path/to/loom}"); T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 cd "$T"
-fail() { echo "FAIL: $*"; exit 1; }
-expect2() {  # expect2 LOG PATTERN CMD...: CMD exits 2 and LOG holds PATTERN
-  local log=$1 pattern=$2; shift 2
-  local rc=0; "$@" > "$log" 2>&1 || rc=$?
-  [ "$rc" = 2 ] || { cat "$log"; fail "'$*' exited $rc, not 2"; }
-  grep -qF -- "$pattern" "$log" || { cat "$log"; fail "'$*': no '$pattern' in its message"; }
-}
 
 "$LOOM" train --set max_steps=30 --set mlp.hidden=[32] --set progress=none \
   --set train.checkpoint_every=20 --set output.dir=run > train.log 2>&1 ||

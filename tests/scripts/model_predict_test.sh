@@ -5,17 +5,11 @@
 # another shape, an output that can't be written and an unknown output format exit 2 naming the
 # problem. Python's standard library reads the outputs back. $1 = the built loom.
 set -euo pipefail
+. "$(dirname "$(realpath "$0")")/expect.sh"  # fail, expect2
 LOOM=$(realpath "${1:?usage: model_predict_test.sh path/to/loom}"); T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 cd "$T"
 DATA=/usr/share/datasets/fashion-mnist
-fail() { echo "FAIL: $*"; exit 1; }
-expect2() {  # expect2 LOG PATTERN CMD...: CMD exits 2 and LOG holds PATTERN
-  local log=$1 pattern=$2; shift 2
-  local rc=0; "$@" > "$log" 2>&1 || rc=$?
-  [ "$rc" = 2 ] || { cat "$log"; fail "'$*' exited $rc, not 2"; }
-  grep -qF -- "$pattern" "$log" || { cat "$log"; fail "'$*': no '$pattern' in its message"; }
-}
 images=$(ls $DATA/t10k-images-idx3-ubyte* | head -1)
 labels=$(ls $DATA/t10k-labels-idx1-ubyte* | head -1)
 

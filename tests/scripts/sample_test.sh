@@ -4,16 +4,10 @@
 # prompt character outside the vocabulary or a run that is not a language model exits 2 naming
 # the problem. $1 = the built loom.
 set -euo pipefail
+. "$(dirname "$(realpath "$0")")/expect.sh"  # fail, expect2
 LOOM=$(realpath "${1:?usage: sample_test.sh path/to/loom}"); T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 cd "$T"
-fail() { echo "FAIL: $*"; exit 1; }
-expect2() {  # expect2 LOG PATTERN CMD...: CMD exits 2 and LOG holds PATTERN
-  local log=$1 pattern=$2; shift 2
-  local rc=0; "$@" > "$log" 2>&1 || rc=$?
-  [ "$rc" = 2 ] || { cat "$log"; fail "'$*' exited $rc, not 2"; }
-  grep -qF -- "$pattern" "$log" || { cat "$log"; fail "'$*': no '$pattern' in its message"; }
-}
 
 # 13 characters a line: windows of 16 tokens 16 apart start at every phase of the line.
 for i in $(seq 1 600); do printf 'hello, world\n'; done > text.txt

@@ -6,16 +6,10 @@
 # trains as bytes (and is refused, naming the byte offset, as characters). A prompt outside the
 # vocabulary is tests/scripts/sample_test.sh's. $1 = the built loom.
 set -euo pipefail
+. "$(dirname "$(realpath "$0")")/expect.sh"  # fail, expect2
 LOOM=$(realpath "${1:?usage: token_bad_input_test.sh path/to/loom}"); T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 cd "$T"
-fail() { echo "FAIL: $*"; exit 1; }
-expect2() {  # expect2 LOG PATTERN CMD...: CMD exits 2 and LOG holds PATTERN
-  local log=$1 pattern=$2; shift 2
-  local rc=0; "$@" > "$log" 2>&1 || rc=$?
-  [ "$rc" = 2 ] || { cat "$log"; fail "'$*' exited $rc, not 2"; }
-  grep -qF -- "$pattern" "$log" || { cat "$log"; fail "'$*': no '$pattern' in its message"; }
-}
 model() {  # model VOCAB MAX_LEN > file: a one-block transformer
   cat <<TOML
 [[layer]]

@@ -18,6 +18,7 @@
 #include "loom/config.h"
 #include "loom/core/config.h"
 #include "loom/core/error.h"
+#include "loom/measure/machine_identity.h"
 #include "loom/nn/conv2d.h"
 #include "loom/nn/graph_builder.h"
 #include "loom/nn/linear.h"
@@ -38,23 +39,6 @@ struct Args {
   bool accuracy = false;
   std::string json_path;
 };
-
-// "model name" of /proc/cpuinfo, with the family and model numbers (a VM may show a bare name).
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line, name = "unknown CPU", family, model;
-  const auto value = [&line] {
-    const auto colon = line.find(':');
-    return colon == std::string::npos ? std::string() : line.substr(colon + 2);
-  };
-  while (std::getline(in, line) && line.find_first_not_of(" \t") != std::string::npos) {
-    if (line.rfind("model name", 0) == 0) name = value();
-    if (line.rfind("cpu family", 0) == 0) family = value();
-    if (line.rfind("model\t", 0) == 0) model = value();
-  }
-  if (family.empty()) return name;
-  return fmt::format("{} (family {}, model {})", name, family, model);
-}
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -215,7 +199,7 @@ void run(const Args& a) {
   std::ofstream json;
   if (!a.json_path.empty()) json.open(a.json_path);
   fmt::print("loom bench precision on {}: 1 thread, fp32 against bf16 matrix products\n",
-             cpu_model());
+             measure::cpu_model());
   measure("MLP", a.configs + "/mlp.toml", a.mlp_steps, a.rounds, json);
   measure("ResNet-20", a.configs + "/resnet20.toml", a.resnet_steps, a.rounds, json);
   if (!a.accuracy) return;
