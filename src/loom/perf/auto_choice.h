@@ -31,6 +31,7 @@
 
 #include "loom/perf/calibration.h"
 #include "loom/perf/cost_model.h"
+#include "loom/perf/validation_set.h"
 #include "loom/perf/workload.h"
 
 namespace loom::perf {
@@ -121,7 +122,7 @@ StepEstimate predict_candidate(const AutoRequest& r, const AutoMeasurements& m,
 // "Validation", `loom scale --validate` (16 local runs, thread and MPI, shaped and not, all
 // within 15%) and `loom scale --anchors` (published cases, each within 15%). A measured step
 // further than this from its prediction contradicts the model, and auto re-decides once.
-inline constexpr double kModelValidatedError = 0.15;
+inline constexpr double kModelValidatedError = kPassMark;
 
 // What the run measured over its check window, averaged over the ranks: the mean step (the
 // loader's wait included) and the part of it the loop waited for communication.
