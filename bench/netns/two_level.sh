@@ -147,9 +147,12 @@ done || true
 #   inside a namespace: 2 ranks in the first namespace through the bed's Open MPI transport
 #     (TCP over loopback: the two-level stages inside a machine are point-to-point rings,
 #     not the shared-memory collective), the "ring" rows as link this-machine-mpi-p2p;
-#   across: 1 rank in each namespace through the shaped veth, its ring rows fitted to
-#     t = 2 alpha + bytes / rate (2 ranks) as link netns-shaped (the tbf rate at TCP's 1448
-#     payload bytes of 1514 is printed beside it: the ceiling).
+#   across: 1 rank in each namespace through the shaped veth, its ring rows of 1-4 MiB fitted
+#     to t = 2 alpha + bytes / rate (2 ranks) as link netns-shaped (the tbf rate at TCP's 1448
+#     payload bytes of 1514 is printed beside it: the ceiling);
+#   messages between ranks that share cores: the run's 4 ranks, a ring of 32 bytes, as a
+#     shared_core_messages calibration line (docs/perf.md): each of its 6 messages waits for
+#     its receiver to get a core, which the model takes as both links' alpha.
 # The model shares the intra link's measured rate among the ranks on the cores (4 ranks on
 # 2 cores: each copies at half a core), as it does the GEMM rate.
 echo "# calibrating (loom bench calibrate; loom bench allreduce inside a namespace and across)" >&2
@@ -160,11 +163,19 @@ read -ra MPIRUN1 <<<"$(netns_mpirun_cmd "$work/hosts1" 1)"
 # best of R).
 : >"$work/intra.jsonl"
 : >"$work/inter.jsonl"
+: >"$work/shared.jsonl"
 for _ in 1 2 3; do
+  # The run's own layout, 4 ranks on this machine's cores: a small ring's 6 messages in
+  # sequence, each waiting for its receiver to get a core (shared_core_messages).
+  "${MPIRUN[@]}" -np 4 "$LOOM" bench allreduce --transport mpi --json --min-bytes 32 \
+    --max-bytes 32 --budget 0.5 >>"$work/shared.jsonl" 2>>"$work/shared.log" || true
   "${MPIRUN[@]}" -np 2 "$LOOM" bench allreduce --transport mpi --json --min-bytes 1048576 \
     --max-bytes 16777216 --budget 0.5 >>"$work/intra.jsonl" 2>>"$work/intra.log" || true
+  # Across: the sizes of the run's collectives (up to its 4 MiB buckets). TCP through tbf
+  # moves a longer transfer slower (16 MiB at 0.093 GB/s against 4 MiB at 0.104 here), which
+  # t = 2 alpha + bytes / rate cannot follow; the sizes the run moves set the rate.
   "${MPIRUN1[@]}" -np 2 "$LOOM" bench allreduce --transport mpi --json --min-bytes 1048576 \
-    --max-bytes 16777216 --budget 0.5 >>"$work/inter.jsonl" 2>>"$work/inter.log" || true
+    --max-bytes 4194304 --factor 2 --budget 0.5 >>"$work/inter.jsonl" 2>>"$work/inter.log" || true
 done
 for f in intra inter; do
   /usr/bin/python3 - "$work/$f.jsonl" <<'PY'
@@ -194,6 +205,21 @@ with open(sys.argv[2], "a") as out:
             out.write(json.dumps(j) + "\n")
             print(f"#   inside a namespace, 2 ranks, loom's ring: {j['bytes']} B in "
                   f"{j['lat_us'] / 1e3:.2f} ms", file=sys.stderr)
+PY
+/usr/bin/python3 - "$work/shared.jsonl" "$work/cal.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+rows = [j for j in rows if j.get("bench") == "allreduce" and j.get("algo") == "ring"]
+if rows:
+    j = min(rows, key=lambda j: j["lat_us"])
+    n = j["ranks"]
+    with open(sys.argv[2], "a") as out:
+        out.write(json.dumps({"bench": "shared_core_messages", "ranks": n,
+                              "messages": 2 * (n - 1), "time_us": j["lat_us"],
+                              "format_version": j["format_version"]}) + "\n")
+    print(f"#   {n} ranks on this machine's cores, loom's ring of {j['bytes']} B: "
+          f"{j['lat_us'] / 1e3:.2f} ms, {j['lat_us'] / 2 / (n - 1) / 1e3:.2f} ms a message",
+          file=sys.stderr)
 PY
 intra=this-machine-thread
 grep -q '"transport": *"mpi-p2p"' "$work/cal.jsonl" && intra=this-machine-mpi-p2p

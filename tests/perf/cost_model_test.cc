@@ -77,8 +77,11 @@ TEST(CostModel, WithoutOverlapAllCommunicationIsExposed) {
   double comm = kLaunch + 6 * 5e-6 + 1.5 * 100e6 / 10e9;
   EXPECT_NEAR(e.comm_s, comm, 1e-12);
   EXPECT_NEAR(e.comm_exposed_s, comm, 1e-12);
-  EXPECT_NEAR(e.step_s, e.fwd_s + e.bwd_s + comm + e.update_s, 1e-12);
-  EXPECT_NEAR(e.efficiency, (e.step_s - comm) / e.step_s, 1e-9);
+  // and the step's agreement: a ring of 32 bytes
+  const double agree = kLaunch + 6 * 5e-6 + 1.5 * 32 / 10e9;
+  EXPECT_NEAR(e.overhead_s, agree, 1e-15);
+  EXPECT_NEAR(e.step_s, e.fwd_s + e.bwd_s + comm + e.update_s + agree, 1e-12);
+  EXPECT_NEAR(e.efficiency, (e.step_s - comm - agree) / e.step_s, 1e-9);
 }
 
 TEST(CostModel, OverlapHidesBucketsReadyEarly) {
@@ -205,6 +208,7 @@ TEST(CostModel, StragglersGrowWithTheNumberOfWorkers) {
   d.jitter_cv = 0.02;
   SyncSpec s;
   s.step_overhead_s = 1e-3;
+  s.step_agreement_bytes = 0;
   const StepEstimate one = CostModel(toy(), cluster(1, 1), s, train(32), d).estimate();
   const StepEstimate four = CostModel(toy(), cluster(1, 4), s, train(32), d).estimate();
   const StepEstimate many = CostModel(toy(), cluster(64, 4), s, train(32), d).estimate();
@@ -213,6 +217,25 @@ TEST(CostModel, StragglersGrowWithTheNumberOfWorkers) {
   EXPECT_NEAR(four.straggler_s, 0.02 * expected_max_normal(4) * (four.fwd_s + four.bwd_s), 1e-12);
   EXPECT_EQ(four.overhead_s, 1e-3);
   EXPECT_GT(many.straggler_s, 2 * four.straggler_s);
+}
+
+TEST(CostModel, LoomsStepEndsWithASmallAllreduceInTheRunsAlgorithm) {
+  // The step guard's 32 bytes over all ranks: latency, in the configured algorithm (a
+  // parameter server's world runs it by halving-doubling).
+  const Cluster c = cluster(4, 2);
+  for (const char* algo : {"ring", "hd", "two-level", "ps"}) {
+    SyncSpec s;
+    s.algorithm = algo;
+    const StepEstimate e = CostModel(toy(), c, s, train(32), quiet()).estimate();
+    const Algorithm a =
+        std::string(algo) == "ps" ? Algorithm::kHalvingDoubling : algorithm_from_name(algo);
+    EXPECT_DOUBLE_EQ(e.overhead_s, allreduce_seconds(a, c.topo, kLoomStepAgreementBytes)) << algo;
+    EXPECT_GT(e.overhead_s, 0) << algo;
+    s.step_agreement_bytes = 0;  // a system without it
+    EXPECT_EQ(CostModel(toy(), c, s, train(32), quiet()).estimate().overhead_s, 0) << algo;
+  }
+  // One worker agrees with nobody.
+  EXPECT_EQ(CostModel(toy(), cluster(1, 1), {}, train(32), quiet()).estimate().overhead_s, 0);
 }
 
 TEST(CostModel, ExpectedMaximumOfNormals) {

@@ -14,6 +14,7 @@
 #include "loom/comm/algorithms.h"
 #include "loom/comm/group_communicator.h"
 #include "loom/core/error.h"
+#include "loom/core/trace.h"
 
 namespace loom::comm::algo {
 
@@ -71,8 +72,12 @@ BlockRange two_level_reduce_scatter(Communicator& c, std::span<const int> machin
   const TwoLevelGroups g = two_level_groups(machine_of_rank, c.size(), c.rank());
   GroupCommunicator intra(c, g.intra);
   GroupCommunicator inter(c, g.across);
-  ring_reduce_scatter(intra, data, count, red);
+  {
+    trace::Span s("inside machine", "comm");
+    ring_reduce_scatter(intra, data, count, red);
+  }
   const BlockRange mine = block_range(count, g.per_machine, g.local);
+  trace::Span s("across machines", "comm");
   ring_reduce_scatter(inter, static_cast<std::byte*>(data) + mine.begin * red.elem_size,
                       mine.size(), red);
   return two_level_owned(g, count);
@@ -84,8 +89,12 @@ void two_level_allgather(Communicator& c, std::span<const int> machine_of_rank, 
   GroupCommunicator intra(c, g.intra);
   GroupCommunicator inter(c, g.across);
   const BlockRange mine = block_range(count, g.per_machine, g.local);
-  ring_allgather(inter, static_cast<std::byte*>(data) + mine.begin * elem_size, mine.size(),
-                 elem_size);
+  {
+    trace::Span s("across machines", "comm");
+    ring_allgather(inter, static_cast<std::byte*>(data) + mine.begin * elem_size, mine.size(),
+                   elem_size);
+  }
+  trace::Span s("inside machine", "comm");
   ring_allgather(intra, data, count, elem_size);
 }
 

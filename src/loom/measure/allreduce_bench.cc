@@ -98,7 +98,7 @@ void run_allreduce_bench(World* mpi_world, const AllreduceBenchOptions& o,
     proc_rank = c.rank();
     if (o.mpi) {
       std::vector<float> buf(max_count, 0.0f);
-      const std::vector<std::pair<std::string, Op>> variants = {
+      std::vector<std::pair<std::string, Op>> variants = {
           {"MPI_Allreduce", [](Communicator& cc, std::span<float> d) { vendor_allreduce(cc, d); }},
           // What training gets: the node's shared memory when every rank is on this machine
           // (up to 16 MiB), else the ring.
@@ -112,6 +112,14 @@ void run_allreduce_bench(World* mpi_world, const AllreduceBenchOptions& o,
              algo::halving_doubling_allreduce(cc, d.data(), d.size(), sum_f32());
            }},
       };
+      // What comm.algorithm = "two-level" runs, where the ranks span machines with as many
+      // ranks on each: timed beside the flat ring on the same links.
+      const MachineLayout layout = machine_layout(c.machine_of_rank(), c.size());
+      if (layout.machines() > 1 && layout.ranks_per_machine() > 1) {
+        variants.emplace_back("two-level", [](Communicator& cc, std::span<float> d) {
+          algo::two_level_allreduce(cc, cc.machine_of_rank(), d.data(), d.size(), sum_f32());
+        });
+      }
       for (size_t bytes : byte_sizes) {
         for (const auto& [name, op] : variants) {
           if (name == "halving-doubling" && bytes > (1u << 20))

@@ -290,12 +290,13 @@ bool same_configuration(const AutoCandidate& a, const AutoCandidate& b) {
 
 namespace {
 
-// The start-up figures with the step's compute times `compute` and the link's time (alpha and
-// 1/bandwidth alike) times `link`.
+// The start-up figures with the step's compute times `compute` and the link's time per byte
+// times `link`. Its latency stays as measured: a window contradicts the exchange's time, which
+// the gradients' bytes set, and the latency also prices the step's small agreement
+// (SyncSpec::step_agreement_bytes), whose time a slower stream of bytes does not change.
 AutoMeasurements scaled(const AutoMeasurements& m, double compute, double link) {
   AutoMeasurements c = m;
   c.compute_s = m.compute_s * compute;
-  c.link.alpha_s = m.link.alpha_s * link;
   c.link.bytes_per_s = m.link.bytes_per_s / link;
   return c;
 }

@@ -50,8 +50,8 @@ bool training_algo(const std::string& transport, const std::string& algo) {
 }
 
 bool calibration_kind(const std::string& kind) {
-  for (const char* k :
-       {"gemm", "membw", "elementwise", "host", "allreduce", "codec", "loader", "machine"})
+  for (const char* k : {"gemm", "membw", "elementwise", "host", "allreduce", "shared_core_messages",
+                        "codec", "loader", "machine"})
     if (kind == k) return true;
   return false;
 }
@@ -143,6 +143,18 @@ Calibration parse_calibration(const std::string& text, const std::string& name) 
         pt.seconds = pt.bytes / algbw;
       }
       c.allreduce[transport].push_back(pt);
+    } else if (kind == "shared_core_messages") {
+      // The least disturbed of the timings: the smallest time per message.
+      const int ranks = count(j, "ranks", 0, where);
+      const int messages = count(j, "messages", 0, where);
+      if (ranks < 2 || messages < 1)
+        throw InputError(fmt::format(
+            "{}: a shared_core_messages line needs 'ranks' >= 2 and 'messages' >= 1", where));
+      const double per = positive(j, "time_us", where) * 1e-6 / messages;
+      if (c.host.shared_core_message_s == 0 || per < c.host.shared_core_message_s) {
+        c.host.shared_core_message_s = per;
+        c.host.shared_core_ranks = ranks;
+      }
     } else if (kind == "codec") {
       auto& e = codec[j.value("codec", std::string("?"))];
       e.first = positive(j, pick(j, {"encode_gbs", "encode_GBps"}), where);

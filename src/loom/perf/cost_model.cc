@@ -129,6 +129,13 @@ CostModel::StepContext CostModel::context(const Topology& topo) const {
     // (host_model.h link_share). All ranks of the machine exchange at once, one thread each.
     for (LinkSpec* l : {&x.topo.intra, &x.topo.inter})
       l->efficiency *= derating_.host.link_share(l->name, x.host_ranks);
+    // More ranks than cores: each message in sequence also waits for its receiver to be
+    // given a core (host_model.h shared_core_message_s), on every link a rank here receives.
+    const HostRates& h = derating_.host;
+    if (h.shared_core_message_s > 0 && h.cores > 0 && x.host_ranks > h.cores) {
+      for (LinkSpec* l : {&x.topo.intra, &x.topo.inter})
+        l->latency_us = std::max(l->latency_us, h.shared_core_message_s * 1e6);
+    }
   }
   return x;
 }
@@ -341,6 +348,15 @@ StepEstimate CostModel::over_run(const Topology& topo) const {
   return e;
 }
 
+double CostModel::step_agreement_time(const StepContext& x) const {
+  if (sync_.step_agreement_bytes <= 0) return 0;
+  // The runtime's world communicator runs it: the configured algorithm, the transport's
+  // small-message one (halving-doubling) beside a parameter server.
+  const Algorithm a =
+      algorithm_ == Algorithm::kParameterServer ? Algorithm::kHalvingDoubling : algorithm_;
+  return allreduce_seconds(a, x.topo, sync_.step_agreement_bytes);
+}
+
 StepEstimate CostModel::raw(const Topology& topo) const {
   const StepContext x = context(topo);
   StepEstimate e;
@@ -368,7 +384,7 @@ StepEstimate CostModel::raw(const Topology& topo) const {
     // The jitter was fitted on GPU clusters; this machine's rates are measured with all its
     // workers running at once, and its own runs (experiments/validate.h) check it.
     if (!x.on_host) e.straggler_s = derating_.jitter_cv * expected_max_normal(x.ranks) * compute;
-    e.overhead_s = sync_.step_overhead_s;
+    e.overhead_s = sync_.step_overhead_s + step_agreement_time(x);
   }
 
   const double busy = compute + e.comm_exposed_s + e.update_s + e.straggler_s + e.overhead_s;

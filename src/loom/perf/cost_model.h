@@ -55,6 +55,9 @@ struct Derating {
   double jitter_cv = kStepJitterCv;
 };
 
+// The bytes of loom's per-step agreement (SyncSpec::step_agreement_bytes).
+inline constexpr double kLoomStepAgreementBytes = 32;
+
 struct SyncSpec {
   std::string algorithm = "ring";  // ring, hd, two-level, ps
   std::string codec = "fp32";
@@ -72,6 +75,11 @@ struct SyncSpec {
   bool codec_inside_nodes = false;
   // The framework's coordination per step on more than one worker (catalog [[framework]]).
   double step_overhead_s = 0;
+  // Bytes of the small allreduce over all ranks that ends every step, in the run's algorithm:
+  // loom's runtime agrees there on the step's outcome (train/checkpoint_guard.h: a NaN, a
+  // stop, a checkpoint due, an fp16 overflow; 4 x int64). 0 for systems without one (the
+  // published runs of the validation set).
+  double step_agreement_bytes = kLoomStepAgreementBytes;
   // Share of the run's steps a codec's warm-up sums exactly in fp32 before the codec starts
   // (loom's codec.warmup_steps over the run's steps), in [0, 1): estimates are then the
   // run's mean step.
@@ -142,6 +150,8 @@ class CostModel {
   // Forward + backward seconds; `memory_bound` says whether memory traffic set them.
   double compute_time(const StepContext& x, bool& memory_bound) const;
   double update_time(const StepContext& x) const;
+  // The small allreduce that ends each step (SyncSpec::step_agreement_bytes), on its own.
+  double step_agreement_time(const StepContext& x) const;
   MemoryBreakdown memory_per_gpu(const StepContext& x) const;
   // Encoding and decoding `fp32_bytes` of gradients, and sending their encoded form.
   double codec_time(const StepContext& x, double fp32_bytes) const;

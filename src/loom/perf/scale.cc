@@ -121,6 +121,8 @@ ScalePrediction predict_scale(Catalog cat, const Workload& w, const ScaleRequest
     s.overlap = r.overlap;
     s.shard_optimizer = r.shard_optimizer;
     s.step_overhead_s = cat.framework(r.framework).step_overhead_ms * 1e-3;
+    // Another framework's coordination replaces loom's step agreement.
+    if (r.framework != "none") s.step_agreement_bytes = 0;
     const CostModel m(w, c, s, out.train, der);
     out.series.push_back(sweep(
         m, fmt::format("{} {}{}", r.sync, codec, s.bmuf ? fmt::format(" tau={}", s.tau) : "")));

@@ -120,6 +120,7 @@ struct Predictor {
     // The published systems cast (fp16) before their hierarchical allreduce.
     s.codec_inside_nodes = true;
     s.step_overhead_s = cat.framework(c.framework).step_overhead_ms * 1e-3;
+    s.step_agreement_bytes = 0;  // other systems' runs: no loom step guard
     TrainSpec t;
     t.batch = c.batch;
     t.precision = c.precision;

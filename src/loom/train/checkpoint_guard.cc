@@ -9,6 +9,7 @@
 
 #include "loom/core/error.h"
 #include "loom/core/log.h"
+#include "loom/core/trace.h"
 
 namespace loom::train {
 
@@ -254,7 +255,10 @@ StepGuard::Outcome StepGuard::end_step(int64_t steps_done) {
   float overflow = 0;
   if (scaler_) parts_->backend.copy_to_host(&overflow, overflow_.data(), sizeof(float));
   int64_t flags[4] = {bad_code_, int64_t(stop_signal()), time_due ? 1 : 0, overflow != 0 ? 1 : 0};
-  if (comm_.size() > 1) comm_.allreduce(flags, sizeof(flags), comm::max_i64());
+  if (comm_.size() > 1) {
+    trace::Span agree("step agreement", "comm");  // timeline: every step's small collective
+    comm_.allreduce(flags, sizeof(flags), comm::max_i64());
+  }
   pos_.step = steps_done;
 
   if (flags[0] != 0) {
