@@ -22,12 +22,6 @@ T opt(const py::dict& opts, const char* key, T def) {
   return opts[key].cast<T>();
 }
 
-perf::Catalog load_catalog(const py::dict& opts) {
-  perf::Catalog cat = perf::Catalog::builtin();
-  for (const auto& f : opt<std::vector<std::string>>(opts, "catalog", {})) cat.load_file(f);
-  return cat;
-}
-
 // --batch (0: the workload's default), --precision, --optimizer, read with the GIL held.
 struct TrainChoice {
   int64_t batch = 0;
