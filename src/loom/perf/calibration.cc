@@ -145,16 +145,14 @@ Calibration parse_calibration(const std::string& text, const std::string& name) 
       c.allreduce[transport].push_back(pt);
     } else if (kind == "shared_core_messages") {
       // The least disturbed of the timings: the smallest time per message.
-      const int ranks = count(j, "ranks", 0, where);
+      const int ranks = count(j, "ranks", 0, where);  // ranks that ran at once, for the record
       const int messages = count(j, "messages", 0, where);
       if (ranks < 2 || messages < 1)
         throw InputError(fmt::format(
             "{}: a shared_core_messages line needs 'ranks' >= 2 and 'messages' >= 1", where));
       const double per = positive(j, "time_us", where) * 1e-6 / messages;
-      if (c.host.shared_core_message_s == 0 || per < c.host.shared_core_message_s) {
+      if (c.host.shared_core_message_s == 0 || per < c.host.shared_core_message_s)
         c.host.shared_core_message_s = per;
-        c.host.shared_core_ranks = ranks;
-      }
     } else if (kind == "codec") {
       auto& e = codec[j.value("codec", std::string("?"))];
       e.first = positive(j, pick(j, {"encode_gbs", "encode_GBps"}), where);

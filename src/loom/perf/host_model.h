@@ -52,13 +52,12 @@ struct HostRates {
   // its rate holds only while every rank has its core, as when it was measured.
   std::map<std::string, int> link_ranks;
 
-  // One message's time between ranks that share cores: loom's small ring allreduce timed with
-  // `shared_core_ranks` ranks on this machine's `cores` (a "shared_core_messages" calibration
-  // line), over its 2(n-1) messages in sequence. Each waits for its receiver to be given a
-  // core, which no link's own latency carries; a run with more ranks than cores on this
-  // machine takes it as the alpha of every link whose is smaller. 0: not measured.
+  // One message's time between ranks that share cores: a small allreduce timed with more ranks
+  // than this machine's `cores` (a "shared_core_messages" calibration line), over its messages
+  // in sequence. Each waits for its receiver to be given a core, which no link's own latency
+  // carries; a run with more ranks than cores on this machine takes it as the alpha of every
+  // link whose is smaller. 0: not measured.
   double shared_core_message_s = 0;
-  int shared_core_ranks = 0;
 
   bool valid() const { return cores > 0 && !gemm_flops.empty() && !stream_bytes.empty(); }
   // One worker's GEMM rate when `workers` workers of `threads` threads each run at once.
