@@ -95,6 +95,29 @@ TEST(Config, CanonicalTextIsOrderIndependent) {
 // canonical_text() is config.toml, the config saved in a checkpoint (parsed again by
 // `loom train --resume`) and the config hash compared across ranks: it must parse back to the
 // same values and types, whatever the strings hold.
+// `--set sync=bmuf --set sync.bucket_kib=1024` makes "sync" a value and the start of another
+// key, which TOML cannot write as a table: config.toml must still parse back (a resume reads it).
+TEST(Config, CanonicalTextKeepsAKeyThatIsAlsoAPrefix) {
+  Config a;
+  a.set_override("sync=bmuf");
+  a.set_override("sync.bucket_kib=1024");
+  a.set_override("sync.bmuf.tau=8");
+  a.set_override("codec=int8");
+  a.set_override("codec.block=512");
+  a.set_override("optim.lr=0.1");
+  const std::string text = a.canonical_text();
+  Config b = Config::from_string(text, "canonical.toml");
+  EXPECT_EQ(b.canonical_text(), text);
+  ASSERT_EQ(b.values().size(), a.values().size()) << text;
+  EXPECT_EQ(b.get_string("sync", ""), "bmuf");
+  EXPECT_EQ(b.get_int("sync.bucket_kib", 0, 0, 1 << 20), 1024);
+  EXPECT_EQ(b.get_int("sync.bmuf.tau", 0, 0, 100), 8);
+  EXPECT_EQ(b.get_string("codec", ""), "int8");
+  EXPECT_EQ(b.get_int("codec.block", 0, 0, 1 << 20), 512);
+  // A key under no value keeps its dotted form.
+  EXPECT_NE(text.find("optim.lr = 0.1"), std::string::npos) << text;
+}
+
 TEST(Config, CanonicalTextParsesBackToTheSameValues) {
   Config a;
   a.set("output.dir", std::string("runs/it's \"quoted\" \\ back\\slash\nnew\tline\x01\x7f"));

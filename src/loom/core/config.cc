@@ -334,8 +334,18 @@ std::string config_value_text(const ConfigValue& v) {
 }
 
 std::string Config::canonical_text() const {
+  // A key that is also the start of others (`sync = "bmuf"` with `sync.bucket_kib`, set by
+  // --set) cannot be a value and a table in TOML: the longer keys are written as one quoted
+  // key each ("sync.bucket_kib"), which flattens back to the same dotted name.
+  auto under_a_value = [this](const std::string& key) {
+    for (size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1))
+      if (values_.count(key.substr(0, dot))) return true;
+    return false;
+  };
   std::string out;
-  for (const auto& [key, v] : values_) out += toml_key(key) + " = " + config_value_text(v) + "\n";
+  for (const auto& [key, v] : values_)
+    out += (under_a_value(key) ? toml_quoted(key) : toml_key(key)) + " = " + config_value_text(v) +
+           "\n";
   return out;
 }
 
