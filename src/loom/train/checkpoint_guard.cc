@@ -255,6 +255,8 @@ StepGuard::Outcome StepGuard::end_step(int64_t steps_done) {
   float overflow = 0;
   if (scaler_) parts_->backend.copy_to_host(&overflow, overflow_.data(), sizeof(float));
   int64_t flags[4] = {bad_code_, int64_t(stop_signal()), time_due ? 1 : 0, overflow != 0 ? 1 : 0};
+  // The performance model charges this collective as perf::kLoomStepAgreementBytes (32): keep
+  // the two equal.
   if (comm_.size() > 1) {
     trace::Span agree("step agreement", "comm");  // timeline: every step's small collective
     comm_.allreduce(flags, sizeof(flags), comm::max_i64());
