@@ -110,7 +110,7 @@ TEST(HostCalibration, CostModelTwoWorkersByHand) {
   // Buckets of 4 MiB in reverse layer order: out + fc2 fill one (4,194,304 B), the rest
   // (3,260,456 B) goes at the end of backward; each costs 2 alpha + S / B on two ranks.
   const double comm = 2 * 20e-6 + (4194304 + 3260456) / 4e9;
-  const double input = 128 / 50000.0;  // each worker's loader: no idle core to hide it
+  const double input = 128 / 50000.0;         // each worker's loader: no idle core to hide it
   const double agree = 2 * 10e-6 + 32 / 4e9;  // the step's agreement: 32 bytes, 2 ranks
   EXPECT_NEAR(e.fwd_s + e.bwd_s, gemm + ew, 1e-9);
   EXPECT_NEAR(e.overhead_s, agree, 1e-12);
