@@ -17,7 +17,9 @@ cd "$T"
 acc=$(grep -o 'test accuracy [0-9.]*' train.log | awk '{print $3}')
 [ -n "$acc" ] || { cat train.log; fail "no test accuracy in the training log"; }
 
-"$LOOM" eval run --json eval.json > eval.log 2>&1 || { cat eval.log; fail "eval"; }
+# With the run's threads (the default 1): the same chunks and threads as the training loop's
+# evaluation at world size 1, so the same bits (docs/determinism.md).
+"$LOOM" eval run --threads 1 --json eval.json > eval.log 2>&1 || { cat eval.log; fail "eval"; }
 grep -q "accuracy $acc" eval.log || { cat eval.log; fail "eval's accuracy is not the run's $acc"; }
 grep -q "confusion matrix" eval.log || { cat eval.log; fail "no confusion matrix"; }
 grep -q '"format_version": 1' eval.json && grep -q '"confusion"' eval.json || fail "eval.json"

@@ -6,8 +6,8 @@
 # file of another machine stops the run naming the file.
 set -euo pipefail
 LOOM=${1:?usage: mpi_auto_test.sh path/to/loom}
-command -v mpirun >/dev/null || { echo "mpirun not installed: skipped"; exit 77; }
-"$LOOM" --version | grep -q "mpi=yes" || { echo "built without MPI: skipped"; exit 77; }
+command -v mpirun >/dev/null || { echo "SKIP: mpirun not installed"; exit 77; }
+"$LOOM" --version | grep -q "mpi=yes" || { echo "SKIP: this loom was built without MPI"; exit 77; }
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 COMMON=(--set max_steps=20 --set epochs=1 --set eval=false --set progress=none --set log.level=warn
         --set "mlp.hidden=[128,64]" --set codec=auto --set sync=auto --set sync.bucket_kib=auto)

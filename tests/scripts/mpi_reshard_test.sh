@@ -7,9 +7,9 @@
 # Usage: mpi_reshard_test.sh path/to/loom
 set -uo pipefail
 LOOM=$(realpath "${1:?usage: mpi_reshard_test.sh path/to/loom}")
-command -v mpirun >/dev/null || { echo "mpirun not installed: skipped"; exit 77; }
-command -v python3 >/dev/null || { echo "python3 not installed: skipped"; exit 77; }
-"$LOOM" --version | grep -q "mpi=yes" || { echo "built without MPI: skipped"; exit 77; }
+command -v mpirun >/dev/null || { echo "SKIP: mpirun not installed"; exit 77; }
+command -v python3 >/dev/null || { echo "SKIP: python3 not installed"; exit 77; }
+"$LOOM" --version | grep -q "mpi=yes" || { echo "SKIP: this loom was built without MPI"; exit 77; }
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 mpi() { local np=$1; shift; timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" "$@"; }

@@ -5,8 +5,8 @@
 # bench/reliability.sh. Usage: mpi_resume_test.sh path/to/loom
 set -uo pipefail
 LOOM=$(realpath "${1:?usage: mpi_resume_test.sh path/to/loom}")
-command -v mpirun >/dev/null || { echo "mpirun not installed: skipped"; exit 0; }
-"$LOOM" --version | grep -q "mpi=yes" || { echo "built without MPI: skipped"; exit 0; }
+command -v mpirun >/dev/null || { echo "SKIP: mpirun not installed"; exit 77; }
+"$LOOM" --version | grep -q "mpi=yes" || { echo "SKIP: this loom was built without MPI"; exit 77; }
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 MPI=(timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2)

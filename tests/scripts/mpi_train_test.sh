@@ -3,8 +3,8 @@
 # and ranks started with different configs stop at start naming the rank.
 set -euo pipefail
 LOOM=${1:?usage: mpi_train_test.sh path/to/loom}
-command -v mpirun >/dev/null || { echo "mpirun not installed: skipped"; exit 0; }
-"$LOOM" --version | grep -q "mpi=yes" || { echo "built without MPI: skipped"; exit 0; }
+command -v mpirun >/dev/null || { echo "SKIP: mpirun not installed"; exit 77; }
+"$LOOM" --version | grep -q "mpi=yes" || { echo "SKIP: this loom was built without MPI"; exit 77; }
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 COMMON=(--set max_steps=30 --set epochs=1 --set eval=false --set progress=none --set log.level=warn
         --set "mlp.hidden=[128,64]")

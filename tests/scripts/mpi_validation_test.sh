@@ -4,8 +4,8 @@
 # best epoch as two threads, which share one split.
 set -euo pipefail
 LOOM=${1:?usage: mpi_validation_test.sh path/to/loom}
-command -v mpirun >/dev/null || { echo "mpirun not installed: skipped"; exit 77; }
-"$LOOM" --version | grep -q "mpi=yes" || { echo "built without MPI: skipped"; exit 77; }
+command -v mpirun >/dev/null || { echo "SKIP: mpirun not installed"; exit 77; }
+"$LOOM" --version | grep -q "mpi=yes" || { echo "SKIP: this loom was built without MPI"; exit 77; }
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 COMMON=(--set epochs=2 --set batch=1024 --set progress=none --set log.level=warn
         --set "mlp.hidden=[64,32]" --set data.validation=0.1 --set train.keep_best=true)

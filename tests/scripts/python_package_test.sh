@@ -16,4 +16,5 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 # Run from outside the source tree so `import loom` finds the installed package, not python/loom.
 export LOOM_BIN=$(realpath "${1:-}" 2>/dev/null || true)
-cd "$T" && "$PY" -m pytest -q -p no:cacheprovider "$ROOT/tests/python/loom"
+# -rs lists each skipped test with its reason, which scripts/skip-report checks.
+cd "$T" && "$PY" -m pytest -q -rs -p no:cacheprovider "$ROOT/tests/python/loom"
