@@ -3,12 +3,15 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <exception>
 #include <filesystem>
+#include <thread>
 #include <vector>
 
 #include "bindings.h"
 #include "loom/tensor/cpu/cpu_backend.h"
 #include "loom/train/evaluation.h"
+#include "loom/train/forward_settings.h"
 #include "loom/train/trained_model.h"
 
 namespace loom::python {
@@ -39,6 +42,30 @@ struct PyModel {
   }
 };
 
+// Runs `f` on a thread of its own with loom's forward settings (train/forward_settings.h:
+// `threads` intra-op threads, 0 every core, denormals flushed), as `loom predict` and `loom eval`
+// run theirs, so the numbers are the CLI's bit for bit; the caller's thread keeps its own
+// floating-point mode and OpenMP settings. Call without the GIL.
+template <class F>
+void on_forward_thread(Backend& backend, int threads, F&& f) {
+  std::exception_ptr error;
+  std::thread t([&] {
+    try {
+      train::use_forward_threads(backend, threads);
+      f();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+void check_threads(int threads) {
+  if (threads < 0)
+    throw py::value_error(fmt::format("threads = {}: give 1 or more (0: every core)", threads));
+}
+
 std::unique_ptr<PyModel> load(const std::string& path) {
   if (!std::filesystem::exists(path)) {
     errno = ENOENT;
@@ -51,8 +78,11 @@ std::unique_ptr<PyModel> load(const std::string& path) {
   return p;
 }
 
-py::array predict(PyModel& p, const py::array& x, int64_t batch) {
-  if (batch < 1) throw py::value_error(fmt::format("batch = {}: need at least 1", batch));
+py::array predict(PyModel& p, const py::array& x, int64_t batch, int threads) {
+  if (batch < 0)
+    throw py::value_error(fmt::format("batch = {}: need at least 1 (0: as evaluate)", batch));
+  check_threads(threads);
+  if (batch == 0) batch = train::forward_chunk(p.m.model->output_positions());
   int64_t n = 0;
   std::span<const float> in = p.samples(x, &n);
   const int64_t per = p.sample_numel(), k = p.output_numel();
@@ -60,15 +90,19 @@ py::array predict(PyModel& p, const py::array& x, int64_t batch) {
   float* o = out.mutable_data();
   py::gil_scoped_release nogil;
   std::lock_guard<std::mutex> lock(p.mu);
-  for (int64_t i = 0; i < n; i += batch) {
-    const int64_t b = std::min(batch, n - i);
-    const float* y = p.m.model->forward(in.data() + i * per, b, nn::StepInfo{.training = false});
-    std::memcpy(o + i * k, y, size_t(b * k) * sizeof(float));
-  }
+  on_forward_thread(p.m.model->backend(), threads, [&] {
+    for (int64_t i = 0; i < n; i += batch) {
+      const int64_t b = std::min(batch, n - i);
+      const float* y =
+          p.m.model->forward(in.data() + i * per, b, nn::StepInfo{.training = false});
+      std::memcpy(o + i * k, y, size_t(b * k) * sizeof(float));
+    }
+  });
   return out;
 }
 
-py::dict evaluate(PyModel& p, const py::array& x, const py::array& y) {
+py::dict evaluate(PyModel& p, const py::array& x, const py::array& y, int threads) {
+  check_threads(threads);
   int64_t n = 0;
   std::span<const float> in = p.samples(x, &n);
   data::Dataset set;
@@ -105,7 +139,8 @@ py::dict evaluate(PyModel& p, const py::array& x, const py::array& y) {
   {
     py::gil_scoped_release nogil;
     std::lock_guard<std::mutex> lock(p.mu);
-    r = train::evaluate_model(*p.m.model, set);
+    on_forward_thread(p.m.model->backend(), threads,
+                      [&] { r = train::evaluate_model(*p.m.model, set); });
   }
   py::dict d;
   d["count"] = r.count;
@@ -143,8 +178,8 @@ void register_models(py::module_& m) {
                                return py::make_tuple(p.m.input_normalisation->mean,
                                                      p.m.input_normalisation->stddev);
                              })
-      .def("predict", &predict, py::arg("X"), py::arg("batch") = 256)
-      .def("evaluate", &evaluate, py::arg("X"), py::arg("y"));
+      .def("predict", &predict, py::arg("X"), py::arg("batch") = 0, py::arg("threads") = 0)
+      .def("evaluate", &evaluate, py::arg("X"), py::arg("y"), py::arg("threads") = 0);
 }
 
 }  // namespace loom::python

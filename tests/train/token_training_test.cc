@@ -131,7 +131,10 @@ TEST(TokenTraining, LearnsARepeatedPatternAndReportsBitsPerCharacter) {
   const EvalResult e = evaluate_model(*m.model, set);
   EXPECT_EQ(e.tokens, 399);
   EXPECT_NEAR(e.loss, r.test_loss, 1e-6 * r.test_loss);
-  EXPECT_EQ(e.accuracy, r.test_acc);
+  // The run evaluated on its 2 ranks (200 and 199 positions), evaluate_model in one forward of
+  // 399: other GEMM shapes, so the logits agree to rounding and only a near tie's argmax may
+  // differ (docs/determinism.md).
+  EXPECT_NEAR(e.accuracy, r.test_acc, 2.0 / 399);
   EXPECT_NEAR(eval_json(e)["bits_per_character"].get<double>(), e.loss / std::log(2.0), 1e-12);
   const auto epochs = lines_of(fs::path(dir.file("run")) / "metrics.jsonl", "epoch");
   ASSERT_EQ(epochs.size(), 3u);

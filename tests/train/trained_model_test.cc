@@ -17,6 +17,7 @@
 #include "loom/tensor/cpu/cpu_backend.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/evaluation.h"
+#include "loom/train/forward_settings.h"
 #include "loom/train/trainer.h"
 
 namespace loom::train {
@@ -137,6 +138,9 @@ TEST(TrainedModel, EvaluatingTheLoadedModelGivesTheTrainingLoopsTestAccuracy) {
   std::string source;
   const data::Dataset test = load_eval_set(m, "", &source);
   EXPECT_EQ(test.count, 10000);
+  // The run's settings: 1 worker and 1 thread (tiny_run), so the same chunks of 1000 with the
+  // same threads as the training loop's evaluation, and the same bits (docs/determinism.md).
+  use_forward_threads(cpu_backend(), 1);
   const EvalResult e = evaluate_model(*m.model, test);
   EXPECT_EQ(e.accuracy, r.test_acc);
   EXPECT_GT(e.loss, 0.0);

@@ -15,6 +15,7 @@
 #include "loom/core/timer.h"
 #include "loom/tensor/cpu/cpu_backend.h"
 #include "loom/train/evaluation.h"
+#include "loom/train/forward_settings.h"
 #include "loom/train/trained_model.h"
 
 namespace loom::cli {
@@ -43,7 +44,7 @@ void run_eval(const EvalArgs& args) {
         "{}: exists; loom eval does not replace earlier results unless --force is given",
         args.json));
   Backend& be = cpu_backend();
-  const int threads = use_forward_threads(be, args.threads);
+  const int threads = train::use_forward_threads(be, args.threads);
   train::TrainedModel m = train::load_trained_model(weights_path(args.run, args.checkpoint), be);
   // The weights from a checkpoint, the data from the run's config when the checkpoint has none
   // to say otherwise: a checkpoint carries its config, so this only fills in a model file's.

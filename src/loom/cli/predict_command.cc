@@ -21,6 +21,7 @@
 #include "loom/data/feature_file.h"
 #include "loom/data/npy.h"
 #include "loom/tensor/cpu/cpu_backend.h"
+#include "loom/train/forward_settings.h"
 #include "loom/train/trained_model.h"
 
 namespace loom::cli {
@@ -35,7 +36,7 @@ struct PredictArgs {
   bool raw = false;  // the model's outputs as they are (a classifier's logits)
   bool force = false;
   int threads = 0;      // 0: every core
-  int64_t batch = 256;  // samples per forward
+  int64_t batch = 0;  // samples per forward; 0: train::forward_chunk, as loom eval
   std::string delimiter = ",";
   bool header = false;
 };
@@ -196,12 +197,13 @@ void run_predict(const PredictArgs& a) {
     throw InputError(fmt::format("{}: cannot write: no directory {}", a.output, out_dir.string()));
   if (a.probabilities && a.raw) throw ConfigError("give --probabilities or --raw, not both");
   if (a.top_k < 1) throw ConfigError(fmt::format("--top-k {}: give 1 or more", a.top_k));
-  if (a.batch < 1) throw ConfigError(fmt::format("--batch {}: give 1 or more", a.batch));
+  if (a.batch < 0)
+    throw ConfigError(fmt::format("--batch {}: give 1 or more (0: as loom eval)", a.batch));
   if (!fs::exists(a.run, ec))
     throw InputError(fmt::format("{}: no such run directory or model file", a.run));
 
   Backend& be = cpu_backend();
-  const int threads = use_forward_threads(be, a.threads);
+  const int threads = train::use_forward_threads(be, a.threads);
   train::TrainedModel m = train::load_trained_model(weights_path(a.run, a.checkpoint), be);
   data::CsvOptions csv;
   csv.delimiter = a.delimiter == "tab" || a.delimiter == "\\t" ? '\t' : a.delimiter.at(0);
@@ -218,8 +220,9 @@ void run_predict(const PredictArgs& a) {
   nn::StepInfo info;
   info.training = false;
   Stopwatch watch;
-  for (int64_t first = 0; first < in.count; first += a.batch) {
-    const int64_t n = std::min(a.batch, in.count - first);
+  const int64_t batch = a.batch > 0 ? a.batch : train::forward_chunk(model.output_positions());
+  for (int64_t first = 0; first < in.count; first += batch) {
+    const int64_t n = std::min(batch, in.count - first);
     const float* y = model.forward(in.values.data() + first * numel, n, info);
     std::memcpy(outputs.data() + first * cols, y, size_t(n * cols) * sizeof(float));
   }
@@ -263,7 +266,9 @@ CommandRegistrar reg("predict", [](CLI::App& app) {
   cmd->add_flag("--force", a->force, "replace an existing output file");
   cmd->add_option("--threads", a->threads, "threads for the forward (default: every core)")
       ->check(CLI::Range(1, 1024));
-  cmd->add_option("--batch", a->batch, "samples per forward")->default_val(256);
+  cmd->add_option("--batch", a->batch,
+                  "samples per forward (0: as loom eval, about 1000 rows of outputs)")
+      ->default_val(0);
   cmd->add_option("--delimiter", a->delimiter, "CSV input: the cell delimiter (or 'tab')");
   cmd->add_flag("--header", a->header, "CSV input: the first line is a header");
   cmd->callback([a] { run_predict(*a); });

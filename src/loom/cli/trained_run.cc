@@ -2,9 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <filesystem>
-#include <thread>
 
 #include "loom/core/error.h"
 
@@ -19,13 +17,6 @@ std::string weights_path(const std::string& run, const std::string& checkpoint) 
   if (fs::exists(inside, ec)) return inside.string();
   throw InputError(
       fmt::format("{}: no such checkpoint directory (nor {})", checkpoint, inside.string()));
-}
-
-int use_forward_threads(Backend& backend, int requested) {
-  const int threads =
-      requested > 0 ? requested : int(std::max(1u, std::thread::hardware_concurrency()));
-  backend.set_intra_op_threads(threads);
-  return threads;
 }
 
 }  // namespace loom::cli

@@ -127,7 +127,7 @@ EvalResult evaluate_model(nn::Model& model, const data::Dataset& set, int64_t ch
     throw InputError(
         fmt::format("the model gives {} outputs per sample; the set has {} label(s) per sample",
                     model.output_positions(), per));
-  if (per > 1) chunk = std::max<int64_t>(1, chunk / per);
+  if (per > 1) chunk = std::max<int64_t>(1, chunk / per);  // forward_chunk() for the default
   EvalResult r;
   if (!set.token_unit.empty()) {
     r.tokens = set.count * per;

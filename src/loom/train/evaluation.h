@@ -9,6 +9,7 @@
 
 #include "loom/data/dataset.h"
 #include "loom/nn/model.h"
+#include "loom/train/forward_settings.h"
 #include "loom/train/trained_model.h"
 
 namespace loom::train {
@@ -38,8 +39,12 @@ data::Dataset load_eval_set(const TrainedModel& m, const std::string& data_path,
                             std::string* source);
 
 // Forward in evaluation mode (dropout off, BatchNorm's running statistics) in chunks of
-// `chunk` samples, as the training loop evaluates.
-EvalResult evaluate_model(nn::Model& model, const data::Dataset& set, int64_t chunk = 1000);
+// `chunk` positions (forward_settings.h; token windows count each position), as `loom predict`
+// runs its forward. The training loop's evaluation cuts each rank's share into even parts of at
+// most that many, so at world size 1 it runs the same chunks when the set's size is at most
+// kForwardPositions or a multiple of it.
+EvalResult evaluate_model(nn::Model& model, const data::Dataset& set,
+                          int64_t chunk = kForwardPositions);
 
 // {"count", "loss", "accuracy", "num_classes", "confusion": [[...], ...], "per_class": [...]}
 nlohmann::json eval_json(const EvalResult& r);

@@ -38,6 +38,7 @@
 #include "loom/train/checkpoint_guard.h"
 #include "loom/train/comm_reducer.h"
 #include "loom/train/device_batch.h"
+#include "loom/train/forward_settings.h"
 #include "loom/train/output_dir.h"
 #include "loom/train/progress.h"
 #include "loom/train/run_identity.h"
@@ -113,7 +114,7 @@ struct Figures {
 // Token windows (labels_per_sample > 1): accuracy and loss per token, over count x positions.
 Figures evaluate(comm::Communicator& c, nn::Model& model, const data::Dataset& test) {
   const int64_t per = test.labels_per_sample;
-  const int64_t chunk = std::max<int64_t>(1, 1000 / per);  // about 1000 rows of logits
+  const int64_t chunk = forward_chunk(per);  // as evaluate_model's, about 1000 rows of logits
   const comm::BlockRange mine = comm::block_range(size_t(test.count), c.size(), c.rank());
   const int64_t numel = test.sample_numel();
   double correct = 0, loss_sum = 0;

@@ -115,8 +115,14 @@ def test_train_equals_the_cli_bit_for_bit(tmp_path, data, workers):
     np.testing.assert_array_equal(run.model.predict(Xt).view(np.uint32),
                                   loom.load(out).predict(Xt).view(np.uint32))
     assert run.model.steps == summary["steps"]
-    ev = run.model.evaluate(*data[1])
-    assert ev["accuracy"] == pytest.approx(summary["test_acc"], abs=1e-12)
+    # The run evaluated with the config's 1 thread. At 1 worker that is one forward of the 200
+    # samples, as evaluate's, so the same bits; at 2 each rank took 100, other GEMM shapes, so
+    # the logits agree to rounding and only a near tie's argmax may differ (docs/determinism.md).
+    ev = run.model.evaluate(*data[1], threads=1)
+    if workers == 1:
+        assert ev["accuracy"] == summary["test_acc"]
+    else:
+        assert ev["accuracy"] == pytest.approx(summary["test_acc"], abs=2 / 200)
 
 
 def test_config_forms_agree(tmp_path, data):

@@ -1,10 +1,13 @@
-// The GEMM fallback path: run with DNNL_MAX_CPU_ISA set (cmake/tensor_tests.cmake does, for
-// AVX2 and SSE4.1), this checks that oneDNN really dispatched no higher than that ISA and that
-// its sgemm still matches cpu::sgemm_ref. A separate executable, not a gtest, because oneDNN
-// reads the variable once, before its first call: one process per ISA.
+// The ISA caps that the `isa` test label runs under (docs/determinism.md): run with
+// ONEDNN_MAX_CPU_ISA set (tests/tensor/cpu/CMakeLists.txt does, for AVX2 and SSE4.1), this checks
+// that oneDNN really dispatched no higher than that ISA and that its sgemm still matches
+// cpu::sgemm_ref; with LOOM_MAX_CPU_ISA=avx2 also that loom's own dispatch takes no AVX-512 path.
+// A separate executable, not a gtest, because both caps are read once, before the first call:
+// one process per ISA.
 //
-// Usage: loom_gemm_isa_check EXPECTED_ISA   (avx2 | sse41 | any)
-// Exit 0 on success, 1 on a mismatch, 77 (CTest's skip code) if this CPU is below the ISA.
+// Usage: loom_isa_cap_check EXPECTED_ISA   (avx2 | sse41 | any)
+// Exit 0 on success, 1 on a mismatch, 2 for a bad cap value (the error names it), 77 (CTest's
+// skip code) if this CPU is below the ISA.
 #include <oneapi/dnnl/dnnl.h>
 
 #include <cmath>
@@ -15,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "loom/core/cpu_features.h"
+#include "loom/core/error.h"
 #include "loom/core/rng.h"
 #include "loom/tensor/cpu/gemm.h"
 
@@ -91,21 +96,30 @@ int check_gemm() {
   return failures;
 }
 
-}  // namespace
+// The cap a test asked oneDNN for: oneDNN 2.x reads ONEDNN_MAX_CPU_ISA, then the older name.
+const char* onednn_cap() {
+  if (const char* v = std::getenv("ONEDNN_MAX_CPU_ISA")) return v;
+  return std::getenv("DNNL_MAX_CPU_ISA");
+}
 
-int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s avx2|sse41|any\n", argv[0]);
-    return 2;
+int run(const std::string& expect) {
+  const char* env = onednn_cap();
+  const char* loom_cap = std::getenv("LOOM_MAX_CPU_ISA");
+  // loom's own kernels: capped at AVX2, none of its AVX-512 paths may be taken.
+  if (loom::cpu_isa_capped_at_avx2() &&
+      (loom::cpu_has_avx512() || loom::cpu_has_avx512_bf16() || loom::cpu_has_avx512_vbmi())) {
+    std::fprintf(stderr, "FAIL: LOOM_MAX_CPU_ISA=%s, yet loom reports AVX-512 kernels\n",
+                 loom_cap ? loom_cap : "");
+    return 1;
   }
-  const std::string expect = argv[1];
-  const char* env = std::getenv("DNNL_MAX_CPU_ISA");
   loom::cpu::set_gemm_library(loom::cpu::GemmLibrary::kOneDnn);
-  // The first sgemm initialises oneDNN's dispatcher (and reads DNNL_MAX_CPU_ISA).
+  // The first sgemm initialises oneDNN's dispatcher (and reads the cap).
   const int failures = check_gemm();
   const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-  std::printf("DNNL_MAX_CPU_ISA=%s effective ISA %s (0x%x); %d failures\n", env ? env : "(unset)",
-              isa_name(isa), unsigned(isa), failures);
+  std::printf("ONEDNN_MAX_CPU_ISA=%s effective ISA %s (0x%x); LOOM_MAX_CPU_ISA=%s avx512 %s; "
+              "%d failures\n",
+              env ? env : "(unset)", isa_name(isa), unsigned(isa), loom_cap ? loom_cap : "(unset)",
+              loom::cpu_has_avx512() ? "yes" : "no", failures);
   if (failures) return 1;
   if (expect == "any") return 0;
   const dnnl_cpu_isa_t want = expect == "avx2" ? dnnl_cpu_isa_avx2 : dnnl_cpu_isa_sse41;
@@ -113,10 +127,25 @@ int main(int argc, char** argv) {
   // Below the requested ISA: the CPU lacks it, so this check says nothing here.
   // oneDNN's ISA values are bit masks; a lower ISA's bits are a subset of a higher one's.
   if ((unsigned(isa) & unsigned(want)) == unsigned(isa) && isa != want) {
-    std::printf("this CPU is below %s: skipped\n", expect.c_str());
+    std::printf("SKIP: this CPU is below %s\n", expect.c_str());
     return 77;
   }
   std::fprintf(stderr, "FAIL: expected oneDNN to dispatch to %s, it reports %s\n", expect.c_str(),
                isa_name(isa));
   return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s avx2|sse41|any\n", argv[0]);
+    return 2;
+  }
+  try {
+    return run(argv[1]);
+  } catch (const loom::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return int(e.code());
+  }
 }
