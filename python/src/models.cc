@@ -93,8 +93,7 @@ py::array predict(PyModel& p, const py::array& x, int64_t batch, int threads) {
   on_forward_thread(p.m.model->backend(), threads, [&] {
     for (int64_t i = 0; i < n; i += batch) {
       const int64_t b = std::min(batch, n - i);
-      const float* y =
-          p.m.model->forward(in.data() + i * per, b, nn::StepInfo{.training = false});
+      const float* y = p.m.model->forward(in.data() + i * per, b, nn::StepInfo{.training = false});
       std::memcpy(o + i * k, y, size_t(b * k) * sizeof(float));
     }
   });

@@ -35,7 +35,7 @@ struct PredictArgs {
   bool probabilities = false;
   bool raw = false;  // the model's outputs as they are (a classifier's logits)
   bool force = false;
-  int threads = 0;      // 0: every core
+  int threads = 0;    // 0: every core
   int64_t batch = 0;  // samples per forward; 0: train::forward_chunk, as loom eval
   std::string delimiter = ",";
   bool header = false;

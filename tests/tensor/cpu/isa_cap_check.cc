@@ -116,10 +116,11 @@ int run(const std::string& expect) {
   // The first sgemm initialises oneDNN's dispatcher (and reads the cap).
   const int failures = check_gemm();
   const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-  std::printf("ONEDNN_MAX_CPU_ISA=%s effective ISA %s (0x%x); LOOM_MAX_CPU_ISA=%s avx512 %s; "
-              "%d failures\n",
-              env ? env : "(unset)", isa_name(isa), unsigned(isa), loom_cap ? loom_cap : "(unset)",
-              loom::cpu_has_avx512() ? "yes" : "no", failures);
+  std::printf(
+      "ONEDNN_MAX_CPU_ISA=%s effective ISA %s (0x%x); LOOM_MAX_CPU_ISA=%s avx512 %s; "
+      "%d failures\n",
+      env ? env : "(unset)", isa_name(isa), unsigned(isa), loom_cap ? loom_cap : "(unset)",
+      loom::cpu_has_avx512() ? "yes" : "no", failures);
   if (failures) return 1;
   if (expect == "any") return 0;
   const dnnl_cpu_isa_t want = expect == "avx2" ? dnnl_cpu_isa_avx2 : dnnl_cpu_isa_sse41;
