@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -156,6 +157,12 @@ void load_model_tensors(Model& model, const SafetensorsFile& file) {
                                    file.source(), t.name, shape_text(st->shape),
                                    shape_text(t.shape)));
     const std::vector<float> v = file.f32(*st);
+    // Trained weights are finite (training stops on NaN/Inf), so a NaN here is a damaged or
+    // foreign file, and a model built on it would answer NaN for every input.
+    for (size_t i = 0; i < v.size(); ++i)
+      if (!std::isfinite(v[i]))
+        throw InputError(fmt::format("{}: tensor '{}' holds {} at element {}", file.source(),
+                                     t.name, std::isnan(v[i]) ? "NaN" : "Inf", i));
     if (!v.empty())
       model.backend().copy_to_device((t.state ? model.state() : model.params()) + t.offset,
                                      v.data(), v.size() * sizeof(float));

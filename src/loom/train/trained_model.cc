@@ -18,24 +18,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kStepsKey = "steps";
-constexpr const char* kMeanKey = "input_mean";
-constexpr const char* kLossKey = "loss";
-constexpr const char* kStddevKey = "input_stddev";
-
-std::optional<float> metadata_float(const std::map<std::string, std::string>& m,
-                                    const std::string& key) {
-  const auto it = m.find(key);
-  if (it == m.end()) return std::nullopt;
-  try {
-    size_t used = 0;
-    const float v = std::stof(it->second, &used);
-    if (used == it->second.size()) return v;
-  } catch (const std::exception&) {
-  }
-  return std::nullopt;
-}
-
 TrainedModel from_model_file(const std::string& file, Backend& backend) {
   nn::ModelFile f = nn::read_model_file(file);
   TrainedModel m;
@@ -44,27 +26,10 @@ TrainedModel from_model_file(const std::string& file, Backend& backend) {
   m.input_shape = f.input_shape;
   m.num_classes = f.num_classes;
   m.weights = file;
-  const auto& meta = f.file.metadata();
-  if (const auto it = meta.find(kStepsKey); it != meta.end()) {
-    try {
-      m.steps = std::stoll(it->second);
-    } catch (const std::exception&) {
-      m.steps = -1;
-    }
-  }
-  const std::optional<float> mean = metadata_float(meta, kMeanKey);
-  const std::optional<float> stddev = metadata_float(meta, kStddevKey);
-  if (mean && stddev) m.input_normalisation = data::Normalisation{*mean, *stddev};
-  // Files written before the key existed hold classifiers.
-  if (const auto it = meta.find(kLossKey); it != meta.end()) {
-    if (it->second == "mse")
-      m.loss = nn::LossKind::kMse;
-    else if (it->second != "cross_entropy")
-      throw InputError(
-          fmt::format("{}: metadata '{}' is \"{}\"; this loom knows "
-                      "\"cross_entropy\" and \"mse\"",
-                      file, kLossKey, it->second));
-  }
+  const TrainedModelMetadata meta = read_trained_model_metadata(f.file.metadata(), file);
+  m.steps = meta.steps;
+  m.input_normalisation = meta.input_normalisation;
+  m.loss = meta.loss;
   m.model->set_loss_kind(m.loss);
   const fs::path config = fs::path(file).parent_path() / "config.toml";
   if (fs::is_regular_file(config)) {
