@@ -134,8 +134,19 @@ ModelFile read_model_file(const std::string& path) {
 std::unique_ptr<Model> build_model_from_file(const ModelFile& f, Backend& backend) {
   std::unique_ptr<Model> model;
   try {
-    model = std::make_unique<Model>(backend, f.input_shape, f.num_classes,
-                                    build_nodes(f.graph, f.input_shape));
+    std::vector<Node> nodes = build_nodes(f.graph, f.input_shape);
+    // The graph and input shape in the metadata decide the buffers the model allocates: they
+    // must add up to the values the file holds, checked before anything that size is allocated
+    // (an input shape of [2147483648, 2147483648] makes a first linear layer of 2^62 weights).
+    int64_t want = 0, have = 0;
+    for (const Node& n : nodes) want += n.layer->num_params() + n.layer->num_state();
+    for (const SafetensorsTensor& t : f.file.tensors()) have += t.numel();
+    if (want != have)
+      throw InputError(fmt::format(
+          "{}: the graph and input_shape {} in its metadata make a model of {} parameter and "
+          "state values; its tensors hold {}",
+          f.file.source(), shape_text(f.input_shape), want, have));
+    model = std::make_unique<Model>(backend, f.input_shape, f.num_classes, std::move(nodes));
   } catch (const ConfigError& e) {
     throw InputError(fmt::format("{}: the model graph in its metadata does not build: {}",
                                  f.file.source(), e.what()));

@@ -1,5 +1,6 @@
 #include "loom/train/trained_model.h"
 
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -89,10 +90,20 @@ TrainedModel from_checkpoint(const std::string& dir, Backend& backend) {
         fmt::format("{}: section 'params' holds {} parameters; the model of its config has {} (a "
                     "model-parallel run's checkpoint holds only rank 0's slices)",
                     path, params.size(), m.model->num_params()));
+  // Saved weights are finite (a step with NaN or Inf never reaches a checkpoint), so one that
+  // is not is a damaged or foreign file: named here rather than answering NaN for every input.
+  auto check_finite = [&](const std::vector<float>& v, const char* section) {
+    for (size_t i = 0; i < v.size(); ++i)
+      if (!std::isfinite(v[i]))
+        throw InputError(fmt::format("{}: section '{}' holds {} at element {}", path, section,
+                                     std::isnan(v[i]) ? "NaN" : "Inf", i));
+  };
+  check_finite(params, "params");
   if (!params.empty())
     backend.copy_to_device(m.model->params(), params.data(), params.size() * sizeof(float));
   if (m.model->num_state() > 0) {
     const std::vector<float> state = ckpt.f32("model.state", m.model->num_state());
+    check_finite(state, "model.state");
     backend.copy_to_device(m.model->state(), state.data(), state.size() * sizeof(float));
   }
   return m;
