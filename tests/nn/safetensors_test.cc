@@ -364,6 +364,18 @@ TEST(ModelFile, TensorsThatDoNotMatchTheGraphAreRefusedNamingThem) {
   }
 }
 
+// An input shape (or graph) in the metadata that does not fit the tensors is refused before
+// the model's buffers are allocated: [2, 2000, 2000] would make a linear layer of 48 million
+// weights (and as many gradients) before the tensors' shapes were compared.
+TEST(ModelFile, AnInputShapeThatDoesNotFitTheTensorsIsRefusedBeforeAllocating) {
+  const std::string e =
+      model_file_error([](auto& h) { h["__metadata__"]["input_shape"] = "[2,2000,2000]"; });
+  EXPECT_NE(e.find("the graph and input_shape [2, 2000, 2000] in its metadata make a model of"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("its tensors hold"), std::string::npos) << e;
+}
+
 // A weight or state value that is NaN or Inf: a damaged or foreign file, refused naming the
 // file, the tensor and the element (a model built on it answers NaN for every input).
 TEST(ModelFile, NonFiniteTensorValuesAreRefusedNamingThem) {
