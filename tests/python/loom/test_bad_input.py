@@ -183,3 +183,21 @@ def test_nan_training_arrays_are_refused_as_convert_refuses_them():
     t[3] = np.nan
     with pytest.raises(ValueError, match="train y: sample 3 target 0 is nan"):
         loom.train({"model": "mlp", "max_steps": 1}, train=(X, t))
+
+
+def test_export_keeps_what_it_read(tmp_path):
+    """`loom export` writes the metadata it checked, the loss included: a regression model
+    exported stays a regression model (it was written back as a classifier)."""
+    if not LOOM or not os.access(LOOM, os.X_OK):
+        pytest.skip("LOOM_BIN does not name the built loom (the ctest script sets it)")
+    X = RNG.standard_normal((64, 3)).astype(np.float32)
+    y = (X @ np.array([1.0, -2.0, 0.5], np.float32)).astype(np.float32)
+    loom.train({"model": "mlp", "max_steps": 4, "batch": 16, "loss": {"type": "mse"},
+                "output": {"dir": str(tmp_path / "r")}}, train=(X, y))
+    out = tmp_path / "exported.safetensors"
+    subprocess.run([LOOM, "export", str(tmp_path / "r"), "--weights", str(out)], check=True,
+                   capture_output=True)
+    raw = open(out, "rb").read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    assert json.loads(raw[8:8 + n])["__metadata__"]["loss"] == "mse"
+    assert loom.load(str(out)).predict(X).shape == (64, 1)
