@@ -14,7 +14,8 @@ SECS=${2:-300}
 TIMEOUT=${LOOM_FUZZ_TIMEOUT:-10}  # seconds one input may take
 shift $(($# > 2 ? 2 : $#))
 HARNESSES=("$@")
-[ ${#HARNESSES[@]} -gt 0 ] || HARNESSES=(config checkpoint idx csv npy shard)
+[ ${#HARNESSES[@]} -gt 0 ] || HARNESSES=(config checkpoint idx csv npy shard safetensors codec_fp32 codec_fp16
+  codec_bf16 codec_int8 codec_onebit codec_topk codec_powersgd)
 OUT=${LOOM_FUZZ_OUT:-$B/fuzz_long}
 mkdir -p "$OUT"
 rows=()

@@ -90,7 +90,9 @@ class Codec:
     def decode(self, payload: np.ndarray, out: Optional[np.ndarray] = None,
                n: Optional[int] = None, accumulate: bool = False) -> np.ndarray:
         """Decodes payload (bytes from encode) into ``out`` (float32; ``accumulate`` adds to
-        it) or a new float32 array of ``n`` elements."""
+        it) or a new float32 array of ``n`` elements. The payload must be exactly
+        encoded_bytes(n) bytes and hold the codec's invariants, and decode to finite values;
+        otherwise ValueError, and ``out`` is left as it was."""
         return self._impl.decode(payload, out, n, accumulate)
 
     def __repr__(self) -> str:

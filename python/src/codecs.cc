@@ -110,14 +110,13 @@ py::array decode(const PyCodec& c, const py::array& payload, py::object out, py:
           fmt::format("decode: n = {} but out has {} elements", n.cast<int64_t>(), result.size()));
   }
   std::span<float> o = float32_view(result, "out", true);
-  const size_t bytes = c.codec->encoded_bytes(o.size());
-  if (in.size() < bytes)
-    throw py::value_error(fmt::format("payload: {} bytes, the {} encoding of {} elements takes {}",
-                                      in.size(), c.codec->name(), o.size(), bytes));
   {
+    // A payload from Python may be anything: checked against this codec and n (its size, the
+    // codec's invariants, finite values) before it is decoded; InputError -> ValueError.
     py::gil_scoped_release nogil;
-    c.codec->decode(in.first(bytes), o,
-                    accumulate ? compress::DecodeMode::kAccumulate : compress::DecodeMode::kWrite);
+    c.codec->decode_checked(
+        in, o, accumulate ? compress::DecodeMode::kAccumulate : compress::DecodeMode::kWrite,
+        "payload");
   }
   return result;
 }

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -38,6 +39,12 @@ struct PyModel {
               py::tuple(py::cast(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()))))),
           nn::shape_text(m.input_shape), per));
     *count = int64_t(v.size()) / per;
+    // As `loom predict` refuses a NaN or Inf in its input file (data/feature_file.h): a model
+    // given one answers NaN, or quietly the same for every sample.
+    for (size_t i = 0; i < v.size(); ++i)
+      if (!std::isfinite(v[i]))
+        throw py::value_error(
+            fmt::format("X: sample {} value {} is {}", int64_t(i) / per, int64_t(i) % per, v[i]));
     return v;
   }
 };

@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -99,6 +100,13 @@ Arrays check_arrays(const py::array& x, const py::array& y, const std::string& s
   if (a.count < 1 || nn::numel(a.shape) < 1)
     throw py::value_error(fmt::format("{}: shape {} holds no samples", xn, shape_text(x)));
   a.x = static_cast<const float*>(x.data());
+  // As `loom data convert` refuses NaN or Inf features (the command line's way to training
+  // data): refused where they enter, not when a step meets them.
+  const int64_t per = nn::numel(a.shape);
+  for (int64_t i = 0; i < a.count * per; ++i)
+    if (!std::isfinite(a.x[i]))
+      throw py::value_error(
+          fmt::format("{}: sample {} value {} is {}", xn, i / per, i % per, a.x[i]));
   if (y.ndim() < 1 || y.shape(0) != a.count)
     throw py::value_error(fmt::format("{}: shape {}; {} has {} samples, y needs one row per sample",
                                       yn, shape_text(y), xn, a.count));
@@ -113,6 +121,10 @@ Arrays check_arrays(const py::array& x, const py::array& y, const std::string& s
           "{}: shape {}; float targets are (N,) or (N, K), C-contiguous", yn, shape_text(y)));
     a.targets = static_cast<const float*>(y.data());
     a.target_numel = y.ndim() == 2 ? y.shape(1) : 1;
+    for (int64_t i = 0; i < a.count * a.target_numel; ++i)
+      if (!std::isfinite(a.targets[i]))
+        throw py::value_error(fmt::format("{}: sample {} target {} is {}", yn, i / a.target_numel,
+                                          i % a.target_numel, a.targets[i]));
     return a;
   }
   if (kind != 'i' && kind != 'u')

@@ -1,6 +1,6 @@
 # libFuzzer harnesses (tests/fuzz/*_fuzz.cc), built with clang in sub-builds
-# (tests/fuzz/CMakeLists.txt: the data parsers, the safetensors reader and, with LOOM_HAVE_ONNX,
-# the ONNX importer;
+# (tests/fuzz/CMakeLists.txt: the data parsers, the safetensors reader, one harness per codec
+# payload (codec_<name>) and, with LOOM_HAVE_ONNX, the ONNX importer;
 # tests/fuzz/reliability: the config and checkpoint readers) only when a clang that supports
 # -fsanitize=fuzzer is found, and run by ctest for a short budget each (tests named fuzz.<parser>).
 #   -DLOOM_FUZZ=OFF            skip them
@@ -28,7 +28,8 @@ if(LOOM_FUZZ AND LOOM_TESTS)
     message(STATUS "loom: fuzz harnesses with ${LOOM_FUZZ_CXX}, ${LOOM_FUZZ_SECONDS} s each under ctest")
     include(ExternalProject)
     set(LOOM_FUZZ_BIN ${CMAKE_BINARY_DIR}/fuzz)
-    set(LOOM_FUZZ_PARSERS idx csv npy shard safetensors)
+    set(LOOM_FUZZ_PARSERS idx csv npy shard safetensors codec_fp32 codec_fp16 codec_bf16
+                          codec_int8 codec_onebit codec_topk codec_powersgd)
     if(LOOM_HAVE_ONNX)
       list(APPEND LOOM_FUZZ_PARSERS onnx)
     endif()
@@ -42,7 +43,10 @@ if(LOOM_FUZZ AND LOOM_TESTS)
       INSTALL_COMMAND ""
       BUILD_BYPRODUCTS ${LOOM_FUZZ_BIN}/idx_fuzz ${LOOM_FUZZ_BIN}/csv_fuzz ${LOOM_FUZZ_BIN}/npy_fuzz
                        ${LOOM_FUZZ_BIN}/shard_fuzz ${LOOM_FUZZ_BIN}/onnx_fuzz
-                       ${LOOM_FUZZ_BIN}/safetensors_fuzz)
+                       ${LOOM_FUZZ_BIN}/safetensors_fuzz ${LOOM_FUZZ_BIN}/codec_fp32_fuzz
+                       ${LOOM_FUZZ_BIN}/codec_fp16_fuzz ${LOOM_FUZZ_BIN}/codec_bf16_fuzz
+                       ${LOOM_FUZZ_BIN}/codec_int8_fuzz ${LOOM_FUZZ_BIN}/codec_onebit_fuzz
+                       ${LOOM_FUZZ_BIN}/codec_topk_fuzz ${LOOM_FUZZ_BIN}/codec_powersgd_fuzz)
     foreach(h IN LISTS LOOM_FUZZ_PARSERS)
       # New inputs go to a scratch corpus in the build tree; the seed corpus stays read-only.
       add_test(NAME fuzz.${h}

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <random>
 #include <sstream>
@@ -319,6 +321,22 @@ TEST(OnnxImport, WrongSizedInitialWeightsAreAConfigError) {
   }
 }
 
+// A model whose output is not the data's class count: the error names the .onnx file the
+// config gave (not only the layer), since the file is what the user can change.
+TEST(OnnxImport, AClassCountThatDoesNotFitNamesTheFile) {
+  SKIP_WITHOUT_ONNX();
+  Config cfg;
+  cfg.set("model", fixture("mlp.onnx"));
+  try {
+    build_model(cfg, cpu_backend(), {1, 8, 8}, 7);
+    ADD_FAILURE() << "a 10-class model built for 7 classes";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(fixture("mlp.onnx") + ": model output [10]"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 #if LOOM_HAVE_ONNX
 
 onnx::ModelProto mlp_proto() {
@@ -394,6 +412,26 @@ TEST(OnnxImport, AnOutputLoomDoesNotComputeMustBeUnused) {
   const std::string what = import_error(m);
   EXPECT_NE(what.find("(Dropout)"), std::string::npos) << what;
   EXPECT_NE(what.find("output 2"), std::string::npos) << what;
+}
+
+// Weights that are NaN or Inf are refused at import, naming the file, the initializer and the
+// element, instead of training (and saving) a model that answers NaN.
+TEST(OnnxImport, AnInitializerHoldingNanOrInfIsRefused) {
+  for (float bad : {std::nanf(""), -std::numeric_limits<float>::infinity()}) {
+    onnx::ModelProto m = mlp_proto();
+    onnx::TensorProto* w = initializer(m, "fc1.bias");
+    ASSERT_NE(w, nullptr);
+    if (w->has_raw_data()) {
+      std::string raw = w->raw_data();
+      std::memcpy(raw.data() + 4 * 3, &bad, 4);
+      w->set_raw_data(raw);
+    } else {
+      w->set_float_data(3, bad);
+    }
+    const std::string what = import_error(m);
+    EXPECT_NE(what.find("initializer 'fc1.bias' holds"), std::string::npos) << what;
+    EXPECT_NE(what.find("at element 3"), std::string::npos) << what;
+  }
 }
 
 #endif  // LOOM_HAVE_ONNX

@@ -364,6 +364,46 @@ TEST(ModelFile, TensorsThatDoNotMatchTheGraphAreRefusedNamingThem) {
   }
 }
 
+// An input shape (or graph) in the metadata that does not fit the tensors is refused before
+// the model's buffers are allocated: [2, 2000, 2000] would make a linear layer of 48 million
+// weights (and as many gradients) before the tensors' shapes were compared.
+TEST(ModelFile, AnInputShapeThatDoesNotFitTheTensorsIsRefusedBeforeAllocating) {
+  const std::string e =
+      model_file_error([](auto& h) { h["__metadata__"]["input_shape"] = "[2,2000,2000]"; });
+  EXPECT_NE(e.find("the graph and input_shape [2, 2000, 2000] in its metadata make a model of"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("its tensors hold"), std::string::npos) << e;
+}
+
+// A weight or state value that is NaN or Inf: a damaged or foreign file, refused naming the
+// file, the tensor and the element (a model built on it answers NaN for every input).
+TEST(ModelFile, NonFiniteTensorValuesAreRefusedNamingThem) {
+  const GraphSpec g = graph_from_string(kGraph, "g.toml");
+  const auto m = graph_model(g);
+  for (bool in_state : {false, true}) {
+    std::vector<float> params(m->params(), m->params() + m->num_params());
+    std::vector<float> state(m->state(), m->state() + m->num_state());
+    (in_state ? state : params)[1] =
+        in_state ? std::numeric_limits<float>::infinity() : std::nanf("");
+    const std::vector<uint8_t> bytes = model_file_bytes(*m, g, params, state);
+    const SafetensorsFile f = SafetensorsFile::parse(bytes, "nan.safetensors");
+    const auto other = graph_model(g);
+    try {
+      load_model_tensors(*other, f);
+      ADD_FAILURE() << "accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(in_state ? "nan.safetensors: tensor "
+                                                      "'batchnorm2d_0.running_mean' holds Inf at "
+                                                      "element 1"
+                                                    : "nan.safetensors: tensor 'conv2d_0.weight' "
+                                                      "holds NaN at element 1"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 // An imported ONNX network: its graph written as TOML in the metadata and its weights as
 // tensors rebuild the model with PyTorch's outputs (the fixture holds BatchNorm and convs).
 TEST(ModelFile, AnImportedOnnxModelRoundTripsThroughTheFile) {

@@ -4,14 +4,17 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "common/tiny_run.h"
 #include "data/temp_dir.h"
 #include "loom/core/error.h"
 #include "loom/core/log.h"
+#include "loom/data/crc32c.h"
 #include "loom/data/shard_writer.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/output_dir.h"
@@ -211,17 +214,41 @@ TEST(RunDir, ACorruptCheckpointIsReportedOnce) {
 
 // ---- data sets refused before training -------------------------------------------------
 
+// Sets the first feature of a float32 shard's last record to `value` and rewrites the CRCs
+// that cover it, as a shard written by another tool (or an older loom) could hold it: loom's
+// writer refuses NaN and Inf, so the reader's own check needs such a file made by hand.
+void poison_last_record(const std::string& path, float value) {
+  std::vector<char> b;
+  {
+    std::ifstream in(path, std::ios::binary);
+    b.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  data::ShardHeader h;
+  std::memcpy(&h, b.data(), sizeof h);
+  ASSERT_EQ(h.num_chunks, 1u) << "a small shard: one chunk";
+  std::memcpy(b.data() + h.data_offset + (h.count - 1) * h.record_bytes + 4, &value, 4);
+  const uint32_t chunk = data::crc32c(b.data() + h.data_offset, h.count * h.record_bytes);
+  std::memcpy(b.data() + sizeof h, &chunk, 4);
+  h.table_crc = data::crc32c(&chunk, 4);
+  h.header_crc = data::crc32c(&h, offsetof(data::ShardHeader, header_crc));
+  std::memcpy(b.data(), &h, sizeof h);
+  std::ofstream(path, std::ios::binary).write(b.data(), std::streamsize(b.size()));
+}
+
 void write_shard(const std::string& path, std::vector<int64_t> shape, int classes, int64_t count,
                  float poison = 0) {
-  data::ShardWriter w(path, {data::ShardDtype::kFloat32, shape, classes, count, 0});
-  int64_t numel = 1;
-  for (int64_t d : shape) numel *= d;
-  std::vector<float> x(size_t(numel), 0.25f);
-  for (int64_t i = 0; i < count; ++i) {
-    x[0] = float(i % 7) + (i == count - 1 ? poison : 0.f);
-    w.append(int32_t(i % classes), x.data());
+  {
+    data::ShardWriter w(path, {data::ShardDtype::kFloat32, shape, classes, count, 0});
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    std::vector<float> x(size_t(numel), 0.25f);
+    for (int64_t i = 0; i < count; ++i) {
+      x[0] = float(i % 7);
+      w.append(int32_t(i % classes), x.data());
+    }
+    w.finish();
   }
-  w.finish();
+  if (poison != 0) poison_last_record(path, float((count - 1) % 7) + poison);
 }
 
 std::string train_error(const std::string& train, const std::string& test) {

@@ -16,6 +16,7 @@
 #include "loom/nn/model_zoo.h"
 #include "loom/tensor/cpu/cpu_backend.h"
 #include "loom/train/checkpoint.h"
+#include "loom/train/checkpoint_format.h"
 #include "loom/train/evaluation.h"
 #include "loom/train/forward_settings.h"
 #include "loom/train/trainer.h"
@@ -111,6 +112,28 @@ TEST(TrainedModel, LoadedFromTheModelFileOrACheckpointItGivesTheTrainedModelsOut
       outputs(*load_trained_model(dir.path() + "/checkpoints", cpu_backend()).model), want));
   const std::string five = (fs::path(dir.path()) / "checkpoints" / checkpoint_name(5)).string();
   EXPECT_FALSE(same_bits(outputs(*load_trained_model(five, cpu_backend()).model), want));
+}
+
+// A checkpoint whose weights hold NaN (a damaged or foreign file: a step with NaN never reaches
+// one) is refused naming the file and the section, rather than predicting NaN for every input.
+TEST(TrainedModel, ACheckpointWithNonFiniteWeightsIsRefusedNamingTheSection) {
+  TempDir dir;
+  run_training(residual_run(dir.path()));
+  const std::string path =
+      (fs::path(dir.path()) / "checkpoints" / checkpoint_name(10) / "train.ckpt").string();
+  CheckpointFile ckpt = CheckpointFile::read(path);
+  std::vector<float> params = ckpt.f32("params");
+  params[3] = std::nanf("");
+  ckpt.put_f32("params", params);
+  write_file_atomically(path, ckpt.serialize());
+  try {
+    load_trained_model(fs::path(path).parent_path().string(), cpu_backend());
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ": section 'params' holds NaN at element 3"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(TrainedModel, PathsThatHoldNoModelAreRefusedNamingThem) {

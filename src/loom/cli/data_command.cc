@@ -22,12 +22,6 @@ struct ConvertArgs {
   std::string vocab = "bytes";  // --vocab
 };
 
-char parse_delimiter(const std::string& d) {
-  if (d == "\\t" || d == "tab") return '\t';
-  if (d.size() != 1) throw ConfigError(fmt::format("--delimiter '{}': give one character", d));
-  return d[0];
-}
-
 void add_csv_options(CLI::App* c, data::CsvOptions& csv, std::string& delimiter) {
   c->add_option("--delimiter", delimiter, "CSV: the cell delimiter (one character, or 'tab')");
   c->add_flag("--header", csv.header, "CSV: the first line is a header");
@@ -55,7 +49,7 @@ void convert(ConvertArgs& a) {
   if (a.text) return convert_text(a);
   if (a.vocab != "bytes")
     throw ConfigError("--vocab chooses the tokens of --text: give --text too");
-  a.opts.csv.delimiter = parse_delimiter(a.delimiter);
+  a.opts.csv.delimiter = data::parse_csv_delimiter(a.delimiter);
   data::ShardInfo info = data::convert_to_shard(a.src, a.dst, a.opts);
   const std::string target = info.target == data::ShardTarget::kFloat
                                  ? fmt::format("{} float targets", info.target_numel)
@@ -73,7 +67,7 @@ struct InspectArgs {
 };
 
 void inspect(InspectArgs& a) {
-  a.csv.delimiter = parse_delimiter(a.delimiter);
+  a.csv.delimiter = data::parse_csv_delimiter(a.delimiter);
   data::FileSummary s = data::inspect_file(a.file, a.csv);
   if (a.json) {
     nlohmann::json j = {{"file", a.file},

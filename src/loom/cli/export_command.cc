@@ -71,8 +71,9 @@ struct Target {
 
 void write_weights(const train::TrainedModel& m, const HostWeights& w, const std::string& path) {
   train::write_file_atomically(
-      path, nn::model_file_bytes(*m.model, m.graph, w.params, w.state,
-                                 train::trained_model_metadata(m.steps, m.input_normalisation)));
+      path,
+      nn::model_file_bytes(*m.model, m.graph, w.params, w.state,
+                           train::trained_model_metadata(m.steps, m.input_normalisation, m.loss)));
 }
 
 // One NumPy file per tensor, DIR/<name>.npy, for tools that read NumPy and not safetensors.

@@ -18,6 +18,7 @@
 #include "loom/cli/trained_run.h"
 #include "loom/core/error.h"
 #include "loom/core/timer.h"
+#include "loom/data/csv.h"
 #include "loom/data/feature_file.h"
 #include "loom/data/npy.h"
 #include "loom/tensor/cpu/cpu_backend.h"
@@ -206,7 +207,7 @@ void run_predict(const PredictArgs& a) {
   const int threads = train::use_forward_threads(be, a.threads);
   train::TrainedModel m = train::load_trained_model(weights_path(a.run, a.checkpoint), be);
   data::CsvOptions csv;
-  csv.delimiter = a.delimiter == "tab" || a.delimiter == "\\t" ? '\t' : a.delimiter.at(0);
+  csv.delimiter = data::parse_csv_delimiter(a.delimiter);
   csv.header = a.header;
   const data::FeatureArray in =
       data::read_features(a.input, m.input_shape, m.input_normalisation, csv);

@@ -136,7 +136,20 @@ class Codec {
   // Throws NumericError (naming state.bucket) if grad + residual holds NaN or Inf.
   void encode(std::span<const float> grad, CodecState& state, std::span<std::byte> out) const;
   // in holds encoded_bytes(out.size()) bytes written by encode() for out.size() elements.
+  // Trusted: the payloads of a run come from this process's or a peer rank's encode(), and the
+  // hot path does not pay for checks. Bytes from anywhere else go through decode_checked().
   void decode(std::span<const std::byte> in, std::span<float> out, DecodeMode mode) const;
+
+  // Whether `in` can be the encoding of n elements by this codec: exactly encoded_bytes(n)
+  // bytes (a payload does not carry n, so the caller's n is what it is checked against), and
+  // the codec's own invariants (check_payload_impl: top-k's indices below n and ascending,
+  // finite scales and levels, zero padding). Throws InputError naming `what` and the problem.
+  void check_payload(std::span<const std::byte> in, size_t n, const std::string& what) const;
+  // decode() of a payload from outside loom (Python, a fuzzer): check_payload, then decode,
+  // and every decoded value must be finite (finite factors can still overflow in a product).
+  // On an InputError `out` is unchanged. `in` need not be aligned.
+  void decode_checked(std::span<const std::byte> in, std::span<float> out, DecodeMode mode,
+                      const std::string& what) const;
 
   bool error_feedback() const { return error_feedback_; }
   void set_error_feedback(bool on) { error_feedback_ = on; }
@@ -153,6 +166,9 @@ class Codec {
   // Returns false if any element of s is NaN or Inf (the caller throws).
   virtual bool encode_impl(const float* grad, CodecState& state, std::byte* out) const = 0;
   virtual void decode_impl(const std::byte* in, size_t n, float* out, DecodeMode mode) const = 0;
+  // in: encoded_bytes(n) bytes, 4-byte aligned. Throws InputError (payload_error) where they
+  // break an invariant of this codec's encoding; the default checks nothing beyond the size.
+  virtual void check_payload_impl(const std::byte* in, size_t n, const std::string& what) const;
 
  private:
   bool error_feedback_ = true;
@@ -163,6 +179,14 @@ class Codec {
 // if grad is finite, saying that grad + residual overflowed).
 [[noreturn]] void throw_non_finite(const std::string& codec, const CodecState& state,
                                    std::span<const float> grad);
+
+// The InputError of a payload that fails a check: "<what>: not a <codec> payload of <n>
+// elements: <problem>".
+[[noreturn]] void payload_error(const std::string& what, const std::string& codec, size_t n,
+                                const std::string& problem);
+
+// True where every byte of in[from, to) is zero (the padding an encoder writes).
+bool zero_bytes(const std::byte* in, size_t from, size_t to);
 
 inline size_t round_up4(size_t bytes) {
   return (bytes + 3) & ~size_t(3);

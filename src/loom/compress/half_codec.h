@@ -75,6 +75,19 @@ class HalfCodec : public Codec {
   void decode_impl(const std::byte* in, size_t n, float* out, DecodeMode mode) const override {
     Kernels::decode(reinterpret_cast<const Code*>(in), n, out, mode);
   }
+  // The encoder clamps to +-kMax, so no code is Inf or NaN, and it zeroes the padding.
+  void check_payload_impl(const std::byte* in, size_t n, const std::string& what) const override {
+    const Code* codes = reinterpret_cast<const Code*>(in);
+    for (size_t i = 0; i < n; ++i) {
+      const float v = Format::from_code(codes[i]);
+      if (!(v >= -Format::kMax && v <= Format::kMax))
+        payload_error(what, name(), n,
+                      "element " + std::to_string(i) + " has code " + std::to_string(codes[i]) +
+                          ", which is " + (v != v ? "NaN" : "Inf"));
+    }
+    if (!zero_bytes(in, n * sizeof(Code), encoded_bytes(n)))
+      payload_error(what, name(), n, "the padding after the codes is not zero");
+  }
 };
 
 }  // namespace loom::compress

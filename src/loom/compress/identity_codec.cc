@@ -1,5 +1,8 @@
 #include "loom/compress/identity_codec.h"
 
+#include <fmt/format.h>
+
+#include <cmath>
 #include <cstring>
 
 #include "loom/compress/half.h"
@@ -33,6 +36,16 @@ bool IdentityCodec::encode_impl(const float* grad, CodecState& state, std::byte*
 
 void IdentityCodec::decode_impl(const std::byte* in, size_t n, float* out, DecodeMode mode) const {
   identity_decode_ref(reinterpret_cast<const float*>(in), n, out, mode);
+}
+
+// encode() refuses NaN and Inf, so a payload holds finite floats only.
+void IdentityCodec::check_payload_impl(const std::byte* in, size_t n,
+                                       const std::string& what) const {
+  const auto* f = reinterpret_cast<const float*>(in);
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(f[i]))
+      payload_error(what, name(), n, fmt::format("element {} is {}", i, f[i]));
+  }
 }
 
 }  // namespace loom::compress

@@ -1,5 +1,7 @@
 #include "loom/compress/int8_codec.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -653,6 +655,20 @@ void Int8Codec::decode_impl(const std::byte* in, size_t n, float* out, DecodeMod
   size_t blocks = (n + block_ - 1) / block_;
   int8_decode(reinterpret_cast<const float*>(in),
               reinterpret_cast<const uint8_t*>(in + blocks * sizeof(float)), n, block_, out, mode);
+}
+
+// What int8_encode writes: each block's absmax is a maximum of magnitudes (finite, >= 0) and
+// the padding after the codes is zero. Every code byte decodes to a table entry in [-1, 1].
+void Int8Codec::check_payload_impl(const std::byte* in, size_t n, const std::string& what) const {
+  const size_t blocks = (n + block_ - 1) / block_;
+  const auto* absmax = reinterpret_cast<const float*>(in);
+  for (size_t b = 0; b < blocks; ++b) {
+    if (!(std::isfinite(absmax[b]) && absmax[b] >= 0.0f))
+      payload_error(what, name(), n,
+                    fmt::format("block {} has absmax {} (a maximum of magnitudes)", b, absmax[b]));
+  }
+  if (!zero_bytes(in, blocks * sizeof(float) + n, encoded_bytes(n)))
+    payload_error(what, name(), n, "the padding after the codes is not zero");
 }
 
 }  // namespace loom::compress

@@ -1,6 +1,9 @@
 #include "loom/compress/onebit_codec.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "loom/compress/half.h"
@@ -458,6 +461,24 @@ void OnebitCodec::decode_impl(const std::byte* in, size_t n, float* out, DecodeM
   auto* words =
       reinterpret_cast<const uint32_t*>(in + columns_for(n, column_) * sizeof(OnebitLevels));
   onebit_decode(levels, words, n, column_, out, mode);
+}
+
+// What onebit_encode writes: per column the mean of the negative entries (<= 0, 0 if none) and of
+// the others (>= 0), finite; the sign bits past element n are zero.
+void OnebitCodec::check_payload_impl(const std::byte* in, size_t n, const std::string& what) const {
+  const auto* levels = reinterpret_cast<const OnebitLevels*>(in);
+  const size_t columns = columns_for(n, column_);
+  for (size_t c = 0; c < columns; ++c) {
+    const OnebitLevels& lv = levels[c];
+    if (!(std::isfinite(lv.neg) && std::isfinite(lv.pos) && lv.neg <= 0.0f && lv.pos >= 0.0f))
+      payload_error(what, name(), n,
+                    fmt::format("column {} has levels neg {} and pos {} (a mean of negative "
+                                "entries <= 0, of the others >= 0)",
+                                c, lv.neg, lv.pos));
+  }
+  const auto* words = reinterpret_cast<const uint32_t*>(in + columns * sizeof(OnebitLevels));
+  if (n % 32 != 0 && (words[n / 32] >> (n % 32)) != 0)
+    payload_error(what, name(), n, "sign bits past the last element are set");
 }
 
 }  // namespace loom::compress

@@ -64,6 +64,7 @@ class OnebitCodec : public Codec {
  protected:
   bool encode_impl(const float* grad, CodecState& state, std::byte* out) const override;
   void decode_impl(const std::byte* in, size_t n, float* out, DecodeMode mode) const override;
+  void check_payload_impl(const std::byte* in, size_t n, const std::string& what) const override;
 
  private:
   size_t column_;

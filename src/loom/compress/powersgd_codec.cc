@@ -1,5 +1,7 @@
 #include "loom/compress/powersgd_codec.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -199,6 +201,20 @@ void PowerSgdCodec::decode_impl(const std::byte* in, size_t n, float* out, Decod
   if (n == 0) return;
   const float* p = reinterpret_cast<const float*>(in);
   powersgd_expand(p, p + s.rows * s.rank, n, s, out, mode);
+}
+
+// The factors P and Q are finite (decode_checked then checks that their products are too).
+void PowerSgdCodec::check_payload_impl(const std::byte* in, size_t n,
+                                       const std::string& what) const {
+  const MatrixShape s = shape(n);
+  const auto* f = reinterpret_cast<const float*>(in);
+  const size_t p_floats = s.rows * s.rank, floats = (s.rows + s.cols) * s.rank;
+  for (size_t i = 0; i < floats; ++i) {
+    if (!std::isfinite(f[i]))
+      payload_error(what, name(), n,
+                    fmt::format("{} factor element {} is {}", i < p_floats ? "P" : "Q",
+                                i < p_floats ? i : i - p_floats, f[i]));
+  }
 }
 
 }  // namespace loom::compress

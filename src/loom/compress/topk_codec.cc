@@ -1,5 +1,7 @@
 #include "loom/compress/topk_codec.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -86,6 +88,24 @@ bool TopkCodec::encode_impl(const float* grad, CodecState& state, std::byte* out
 
 void TopkCodec::decode_impl(const std::byte* in, size_t n, float* out, DecodeMode mode) const {
   topk_decode(reinterpret_cast<const TopkEntry*>(in), topk_count(n, fraction_), n, out, mode);
+}
+
+// What topk_encode writes: k entries, indices below n and strictly ascending (each index at
+// most once), finite values.
+void TopkCodec::check_payload_impl(const std::byte* in, size_t n, const std::string& what) const {
+  const auto* e = reinterpret_cast<const TopkEntry*>(in);
+  const size_t k = topk_count(n, fraction_);
+  for (size_t j = 0; j < k; ++j) {
+    if (e[j].index >= n)
+      payload_error(what, name(), n, fmt::format("entry {} has index {}", j, e[j].index));
+    if (j > 0 && e[j].index <= e[j - 1].index)
+      payload_error(what, name(), n,
+                    fmt::format("entry {} has index {} after {} (indices ascend)", j, e[j].index,
+                                e[j - 1].index));
+    if (!std::isfinite(e[j].value))
+      payload_error(what, name(), n,
+                    fmt::format("entry {} (index {}) holds {}", j, e[j].index, e[j].value));
+  }
 }
 
 }  // namespace loom::compress

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <string_view>
@@ -93,8 +94,11 @@ namespace {
 
 ShardInfo write_dataset_u8(const std::string& dst, const IdxArray& images,
                            const std::vector<int32_t>& labels, std::vector<int64_t> shape,
-                           int num_classes, int64_t chunk, const std::string& label_file) {
-  ShardWriter w(dst, {ShardDtype::kUint8, shape, num_classes, int64_t(labels.size()), chunk});
+                           int num_classes, int64_t chunk, const std::string& image_file,
+                           const std::string& label_file) {
+  ShardSpec spec{ShardDtype::kUint8, shape, num_classes, int64_t(labels.size()), chunk};
+  spec.source = image_file;
+  ShardWriter w(dst, spec);
   const int64_t numel = images.dims.empty() ? 0 : images.numel() / images.dims[0];
   for (size_t i = 0; i < labels.size(); ++i)
     w.append(labels[i], images.bytes.data() + int64_t(i) * numel,
@@ -126,7 +130,7 @@ ShardInfo convert_idx(const std::string& images_path, const std::string& labels_
   if (shape.size() == 2) shape.insert(shape.begin(), 1);
   int classes = o.num_classes > 0 ? o.num_classes : 10;
   return write_dataset_u8(dst, images, labels_from_idx(labels, labels_path), shape, classes,
-                          o.chunk_records, labels_path);
+                          o.chunk_records, images_path, labels_path);
 }
 
 std::string fmnist_file(const std::string& dir, const std::string& stem) {
@@ -136,15 +140,37 @@ std::string fmnist_file(const std::string& dir, const std::string& stem) {
       fmt::format("{}/{}[.gz] not found (apt-get install dataset-fashion-mnist)", dir, stem));
 }
 
-// Features as stored (uint8) or as float32, record i of an NPY array of n records.
+// Features as stored (uint8) or as float32, record i of an NPY array of n records. A value that
+// is NaN or Inf, or beyond float32, is an InputError naming the file `name` and the record:
+// the data is refused where it enters, not when training meets it.
 void npy_record(const NpyHeader& h, const MappedFile& f, int64_t i, int64_t numel, bool u8,
-                std::vector<float>& row, const void** out) {
+                std::vector<float>& row, const void** out, const std::string& name) {
   if (u8) {
     *out = f.data() + h.data_offset + i * numel;
     return;
   }
-  for (int64_t j = 0; j < numel; ++j) row[size_t(j)] = float(npy_value(h, f.data(), i * numel + j));
+  for (int64_t j = 0; j < numel; ++j) {
+    const double v = npy_value(h, f.data(), i * numel + j);
+    row[size_t(j)] = float(v);
+    if (!std::isfinite(row[size_t(j)]))
+      throw InputError(fmt::format("{}: record {} value {} is {}{}", name, i, j, v,
+                                   std::isfinite(v) ? " (beyond float32)" : ""));
+  }
   *out = row.data();
+}
+
+// The record shape of an NPY features array: its dimensions after the count, checked here so
+// that an error names the array's file rather than the shard being written.
+std::vector<int64_t> npy_record_shape(const NpyHeader& h, const std::string& name) {
+  if (h.shape.empty())
+    throw InputError(fmt::format("{}: a features array needs a first (count) dimension", name));
+  std::vector<int64_t> shape(h.shape.begin() + 1, h.shape.end());
+  if (shape.empty()) shape.push_back(1);
+  if (int(shape.size()) > kShardMaxDims)
+    throw InputError(fmt::format(
+        "{}: shape ({}): records of {} dimensions; a shard record has 1 to {} (reshape the array)",
+        name, fmt::join(h.shape, ", "), shape.size(), kShardMaxDims));
+  return shape;
 }
 
 // Regression data: features and float targets of shape (n,) or (n, K).
@@ -153,8 +179,7 @@ ShardInfo convert_npy_targets(const std::string& src, const std::string& dst,
   MappedFile xf(src), tf(o.targets);
   NpyHeader xh = parse_npy_header(xf.data(), xf.size(), src);
   NpyHeader th = parse_npy_header(tf.data(), tf.size(), o.targets);
-  if (xh.shape.empty())
-    throw InputError(fmt::format("{}: a features array needs a first (count) dimension", src));
+  const std::vector<int64_t> shape = npy_record_shape(xh, src);
   const int64_t n = xh.shape[0];
   if (th.shape.empty() || th.shape.size() > 2 || th.shape[0] != n)
     throw InputError(fmt::format("{}: targets must have shape ({},) or ({}, K), the file has ({})",
@@ -164,19 +189,18 @@ ShardInfo convert_npy_targets(const std::string& src, const std::string& dst,
         "{}: targets must be float32 or float64 (class labels go in --labels), the file has {}",
         o.targets, npy_dtype_name(th.dtype)));
   const int64_t k = th.shape.size() == 2 ? th.shape[1] : 1;
-  std::vector<int64_t> shape(xh.shape.begin() + 1, xh.shape.end());
-  if (shape.empty()) shape.push_back(1);
   const bool u8 = xh.dtype == NpyDtype::kUint8;
   ShardSpec spec{u8 ? ShardDtype::kUint8 : ShardDtype::kFloat32, shape, 0, n, o.chunk_records};
   spec.target = ShardTarget::kFloat;
   spec.target_numel = k;
+  spec.source = src;
   ShardWriter w(dst, spec);
   const int64_t numel = n ? xh.numel() / n : 0;
   std::vector<float> row(static_cast<size_t>(numel)), t(static_cast<size_t>(k));
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t j = 0; j < k; ++j) t[size_t(j)] = float(npy_value(th, tf.data(), i * k + j));
     const void* features = nullptr;
-    npy_record(xh, xf, i, numel, u8, row, &features);
+    npy_record(xh, xf, i, numel, u8, row, &features, src);
     w.append_targets(t.data(), features, fmt::format("{}: record {}", o.targets, i));
   }
   w.finish();
@@ -198,8 +222,7 @@ ShardInfo convert_npy(const std::string& src, const std::string& dst, const Conv
   MappedFile xf(src), yf(o.labels);
   NpyHeader xh = parse_npy_header(xf.data(), xf.size(), src);
   NpyHeader yh = parse_npy_header(yf.data(), yf.size(), o.labels);
-  if (xh.shape.empty())
-    throw InputError(fmt::format("{}: a features array needs a first (count) dimension", src));
+  const std::vector<int64_t> shape = npy_record_shape(xh, src);
   if (yh.shape.size() != 1 || yh.shape[0] != xh.shape[0])
     throw InputError(fmt::format("{}: labels must have shape ({},), the file has {} dimensions{}",
                                  o.labels, xh.shape[0], yh.shape.size(),
@@ -215,18 +238,21 @@ ShardInfo convert_npy(const std::string& src, const std::string& dst, const Conv
         checked_label(npy_value(yh, yf.data(), i), o.max_classes, o.labels, i, "--max-classes");
     max_label = std::max<int64_t>(max_label, labels[size_t(i)]);
   }
-  std::vector<int64_t> shape(xh.shape.begin() + 1, xh.shape.end());
-  if (shape.empty()) shape.push_back(1);
   const int classes = o.num_classes > 0 ? o.num_classes : int(max_label + 1);
+  if (max_label >= classes)
+    throw InputError(
+        fmt::format("{}: label {} is outside the --classes {}", o.labels, max_label, classes));
   const bool u8 = xh.dtype == NpyDtype::kUint8;
-  ShardWriter w(dst, {u8 ? ShardDtype::kUint8 : ShardDtype::kFloat32, shape, std::max(classes, 1),
-                      n, o.chunk_records});
+  ShardSpec spec{u8 ? ShardDtype::kUint8 : ShardDtype::kFloat32, shape, std::max(classes, 1), n,
+                 o.chunk_records};
+  spec.source = src;
+  ShardWriter w(dst, spec);
   const int64_t numel = n ? xh.numel() / n : 0;
   std::vector<float> row(static_cast<size_t>(numel));
   for (int64_t i = 0; i < n; ++i) {
     const void* features = nullptr;
-    npy_record(xh, xf, i, numel, u8, row, &features);
-    w.append(labels[size_t(i)], features, fmt::format("{}: record {}", o.labels, i));
+    npy_record(xh, xf, i, numel, u8, row, &features, src);
+    w.append(labels[size_t(i)], features, fmt::format("{}: record {}", src, i));
   }
   w.finish();
   return w.info();
@@ -260,11 +286,14 @@ ShardInfo convert_to_shard(const std::string& src, const std::string& dst,
       if (o.num_classes > 0) csv.num_classes = o.num_classes;
       csv.max_classes = o.max_classes;
       Dataset ds = read_csv(src, csv);
-      ShardWriter w(
-          dst, {ShardDtype::kFloat32, ds.sample_shape, ds.num_classes, ds.count, o.chunk_records});
+      ShardSpec spec{ShardDtype::kFloat32, ds.sample_shape, ds.num_classes, ds.count,
+                     o.chunk_records};
+      spec.source = src;
+      ShardWriter w(dst, spec);
       const int64_t numel = ds.sample_numel();
       for (int64_t i = 0; i < ds.count; ++i)
-        w.append(ds.labels[size_t(i)], ds.features.data() + i * numel);
+        w.append(ds.labels[size_t(i)], ds.features.data() + i * numel,
+                 fmt::format("{}: record {}", src, i));
       w.finish();
       return w.info();
     }
@@ -277,6 +306,7 @@ ShardInfo convert_to_shard(const std::string& src, const std::string& dst,
                      o.chunk_records};
       spec.target = si.target;
       spec.target_numel = si.target_numel;
+      spec.source = src;
       const int64_t tb = si.target_bytes();
       ShardWriter w(dst, spec);
       std::vector<float> t(size_t(si.target_numel));
@@ -344,9 +374,21 @@ FileSummary inspect_file(const std::string& path, const CsvOptions& csv) {
     case SourceFormat::kNpy: {
       MappedFile f(path);
       NpyHeader h = parse_npy_header(f.data(), f.size(), path);
+      // Inspect accepts what convert accepts: a count dimension, records a shard can hold,
+      // finite values.
+      npy_record_shape(h, path);
+      if (h.dtype == NpyDtype::kFloat32 || h.dtype == NpyDtype::kFloat64) {
+        const int64_t n = h.numel(), per = h.shape[0] > 0 ? n / h.shape[0] : 1;
+        for (int64_t i = 0; i < n; ++i) {
+          const double v = npy_value(h, f.data(), i);
+          if (!std::isfinite(float(v)))
+            throw InputError(fmt::format("{}: record {} value {} is {}{}", path, i / per, i % per,
+                                         v, std::isfinite(v) ? " (beyond float32)" : ""));
+        }
+      }
       s.dtype = npy_dtype_name(h.dtype);
       s.shape = h.shape;
-      s.count = h.shape.empty() ? 1 : h.shape[0];
+      s.count = h.shape[0];
       if (h.shape.size() == 1 && (h.dtype == NpyDtype::kUint8 || h.dtype == NpyDtype::kInt64)) {
         std::vector<int32_t> y;
         for (int64_t i = 0; i < h.shape[0]; ++i)

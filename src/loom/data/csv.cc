@@ -8,6 +8,20 @@
 #include "loom/data/mapped_file.h"
 
 namespace loom::data {
+
+char parse_csv_delimiter(const std::string& d) {
+  if (d == "\\t" || d == "tab") return '\t';
+  if (d.size() != 1)
+    throw ConfigError(
+        fmt::format("--delimiter '{}': give one character (or 'tab')", escaped_text(d)));
+  const char c = d[0];
+  if (c == '\n' || c == '\r' || c == '\0' || c == '"' || c == '.' || c == '+' || c == '-' ||
+      c == 'e' || c == 'E' || (c >= '0' && c <= '9'))
+    throw ConfigError(fmt::format(
+        "--delimiter '{}': a cell delimiter cannot be a line break, a quote or part of a number",
+        escaped_text(d)));
+  return c;
+}
 namespace {
 
 std::string_view trim(std::string_view s) {

@@ -21,6 +21,11 @@ struct CsvOptions {
   bool labels = true;                 // false: every column is a feature (inputs to predict)
 };
 
+// The delimiter a user names (--delimiter): one character, or "tab" / "\t". ConfigError for
+// anything else, and for characters that cannot separate numeric cells: none at all, a line
+// break, NUL, a quote, or a character of a number (digits, '.', '+', '-', 'e', 'E').
+char parse_csv_delimiter(const std::string& d);
+
 // Text for an error message: printable ASCII as it is, every other byte as \xNN, cut after
 // `max` bytes with "...". Binary files read as text never put raw bytes on the terminal.
 std::string escaped_text(std::string_view s, size_t max = 40);

@@ -113,6 +113,13 @@ ShardInfo parse_shard_header(const uint8_t* data, size_t available, size_t file_
   } else {
     std::memcpy(&h, data, sizeof h);
   }
+  // The bytes a writer leaves zero: a reserved byte (inside the CRC), the shape entries past
+  // ndims, and in version 2 the last 4 bytes, which lie outside the CRC, so only this check
+  // sees a flip there. Every loom that wrote shards wrote them zero.
+  const uint8_t reserved1 = version == 1 ? uint8_t(data[18] | data[19]) : h.reserved;
+  if (reserved1 != 0 || (version != 1 && h.reserved2 != 0))
+    throw InputError(
+        fmt::format("{}: reserved header bytes are not zero: the header is corrupt", name));
   ShardInfo info;
   info.version = int(version);
   if (h.dtype != uint8_t(ShardDtype::kUint8) && h.dtype != uint8_t(ShardDtype::kFloat32) &&
@@ -142,6 +149,11 @@ ShardInfo parse_shard_header(const uint8_t* data, size_t available, size_t file_
     numel *= h.shape[i];
     info.shape.push_back(h.shape[i]);
   }
+  for (int i = h.ndims; i < kShardMaxDims; ++i)
+    if (h.shape[i] != 0)
+      throw InputError(fmt::format(
+          "{}: shape entry {} is {} past the record's {} dimensions: the header is corrupt", name,
+          i, h.shape[i], h.ndims));
   info.num_classes = int(h.num_classes);
   if (info.target == ShardTarget::kFloat) {
     if (h.num_classes != 0)
@@ -191,6 +203,14 @@ ShardInfo parse_shard_header(const uint8_t* data, size_t available, size_t file_
         fmt::format("{}: CRC mismatch in the extra section ({} bytes): the "
                     "vocabulary is corrupt",
                     name, info.extra_bytes));
+  // The padding up to the first record lies outside every CRC: it must be the zeros written.
+  if (int64_t(available) >= info.data_offset) {
+    for (int64_t i = table_end; i < info.data_offset; ++i)
+      if (data[i] != 0)
+        throw InputError(fmt::format(
+            "{}: byte {} of the padding before the records is not zero: the file is corrupt", name,
+            i));
+  }
   if (!(h.stddev > 0) || !std::isfinite(h.mean) || !std::isfinite(h.stddev))
     throw InputError(
         fmt::format("{}: bad normalisation statistics mean {} stddev {}", name, h.mean, h.stddev));

@@ -14,40 +14,43 @@ namespace loom::data {
 
 ShardWriter::ShardWriter(const std::string& path, const ShardSpec& spec)
     : path_(path), tmp_(path + ".tmp." + std::to_string(::getpid())) {
+  const std::string& src = spec.source.empty() ? path : spec.source;
   if (spec.shape.empty() || int(spec.shape.size()) > kShardMaxDims)
-    throw InputError(fmt::format("{}: a record shape needs 1..{} dimensions", path, kShardMaxDims));
+    throw InputError(fmt::format("{}: records of {} dimensions ({}); a shard record has 1 to {}",
+                                 src, spec.shape.size(), fmt::join(spec.shape, ", "),
+                                 kShardMaxDims));
   if (spec.target == ShardTarget::kFloat) {
     if (spec.target_numel < 1 || spec.target_numel > kShardMaxTargetNumel)
-      throw InputError(fmt::format("{}: {} float targets per record; give 1 to {}", path,
+      throw InputError(fmt::format("{}: {} float targets per record; give 1 to {}", src,
                                    spec.target_numel, kShardMaxTargetNumel));
     if (spec.num_classes != 0)
-      throw Error(fmt::format("{}: a shard of float targets has no class count", path));
+      throw Error(fmt::format("{}: a shard of float targets has no class count", src));
   } else if (spec.num_classes < 1) {
-    throw InputError(fmt::format("{}: num_classes must be >= 1", path));
+    throw InputError(fmt::format("{}: num_classes must be >= 1", src));
   }
   if (spec.target != ShardTarget::kFloat && spec.target_numel != 0)
-    throw Error(fmt::format("{}: only float targets have a target size", path));
+    throw Error(fmt::format("{}: only float targets have a target size", src));
   if (int64_t(spec.extra.size()) > kShardMaxExtraBytes)
-    throw InputError(fmt::format("{}: an extra section of {} bytes; a shard holds at most {}", path,
+    throw InputError(fmt::format("{}: an extra section of {} bytes; a shard holds at most {}", src,
                                  spec.extra.size(), kShardMaxExtraBytes));
   // The bounds parse_shard_header() reads back: a shard written is a shard that loads.
   if (spec.num_classes > (1 << 24))
     throw InputError(
-        fmt::format("{}: {} classes; a shard holds at most {}", path, spec.num_classes, 1 << 24));
+        fmt::format("{}: {} classes; a shard holds at most {}", src, spec.num_classes, 1 << 24));
   int64_t numel = 1;
   for (size_t i = 0; i < spec.shape.size(); ++i) {
     const int64_t d = spec.shape[i];
     if (d < 1 || d > (int64_t(1) << 32) || numel > (int64_t(1) << 32) / d)
       throw InputError(fmt::format(
-          "{}: record shape ({}): dimension {} is {}; a shard record holds 1 to 2^32 values", path,
+          "{}: record shape ({}): dimension {} is {}; a shard record holds 1 to 2^32 values", src,
           fmt::join(spec.shape, ", "), i, d));
     numel *= d;
   }
   if (spec.count < 0 || spec.count > (int64_t(1) << 48))
-    throw InputError(fmt::format("{}: {} records; a shard holds at most 2^48", path, spec.count));
+    throw InputError(fmt::format("{}: {} records; a shard holds at most 2^48", src, spec.count));
   if (spec.chunk_records < 0 || spec.chunk_records > (int64_t(1) << 40))
     throw InputError(fmt::format("{}: {} records per chunk: give 1 to 2^40, or 0 for about 1 MiB",
-                                 path, spec.chunk_records));
+                                 src, spec.chunk_records));
   info_.dtype = spec.dtype;
   info_.target = spec.target;
   info_.target_numel = spec.target_numel;
@@ -71,8 +74,16 @@ ShardWriter::ShardWriter(const std::string& path, const ShardSpec& spec)
   if (!file_) throw InputError(fmt::format("{}: cannot create: {}", tmp_, std::strerror(errno)));
   // Header and table are written last; reserve their space now.
   std::vector<uint8_t> zeros(size_t(info_.data_offset), 0);
-  if (std::fwrite(zeros.data(), 1, zeros.size(), file_) != zeros.size())
-    throw InputError(fmt::format("{}: write failed: {}", tmp_, std::strerror(errno)));
+  if (std::fwrite(zeros.data(), 1, zeros.size(), file_) != zeros.size() ||
+      std::fflush(file_) != 0) {
+    // A constructor that throws runs no destructor: the temporary goes here (a full disk would
+    // otherwise leave an empty DST.tmp.<pid> beside the output).
+    const int err = errno;
+    std::fclose(file_);
+    file_ = nullptr;
+    ::unlink(tmp_.c_str());
+    throw InputError(fmt::format("{}: write failed: {}", path_, std::strerror(err)));
+  }
 }
 
 ShardWriter::~ShardWriter() {
@@ -88,7 +99,19 @@ void ShardWriter::append(int32_t label, const void* features, const std::string&
     throw InputError(fmt::format("{}: label {} is outside [0, {})",
                                  where.empty() ? fmt::format("record {}", written_) : where, label,
                                  info_.num_classes));
+  check_features(features, where);
   write_record(&label, features);  // little-endian hosts only (x86-64, aarch64)
+}
+
+void ShardWriter::check_features(const void* features, const std::string& where) const {
+  if (info_.dtype != ShardDtype::kFloat32) return;
+  const float* f = static_cast<const float*>(features);
+  const int64_t n = info_.numel();
+  for (int64_t j = 0; j < n; ++j)
+    if (!std::isfinite(f[j]))
+      throw InputError(fmt::format("{}: feature {} is {}",
+                                   where.empty() ? fmt::format("record {}", written_) : where, j,
+                                   f[j]));
 }
 
 void ShardWriter::append_targets(const float* targets, const void* features,
@@ -101,6 +124,7 @@ void ShardWriter::append_targets(const float* targets, const void* features,
       throw InputError(fmt::format("{}: target {} is {}",
                                    where.empty() ? fmt::format("record {}", written_) : where, j,
                                    targets[j]));
+  check_features(features, where);
   write_record(targets, features);
 }
 
@@ -108,6 +132,7 @@ void ShardWriter::append_features(const void* features) {
   if (info_.target != ShardTarget::kNone)
     throw Error(fmt::format("{}: a record without a target appended to a shard of {}", path_,
                             target_name(info_.target)));
+  check_features(features, "");
   write_record(nullptr, features);
 }
 

@@ -25,6 +25,9 @@ struct ShardSpec {
   ShardTarget target = ShardTarget::kClassLabel;
   int64_t target_numel = 0;    // kFloat: values per record
   std::vector<uint8_t> extra;  // the extra section (a token stream's vocabulary)
+  // The file the shape, count and classes come from (a converter's input): what an error about
+  // them names, since that is where the user can fix them. Empty: the shard's own path.
+  std::string source;
 };
 
 class ShardWriter {
@@ -48,6 +51,9 @@ class ShardWriter {
 
  private:
   void write_record(const void* target, const void* features);
+  // float32 features are finite: NaN or Inf is an InputError naming `where` and the feature,
+  // here where the values enter, not later in training.
+  void check_features(const void* features, const std::string& where) const;
   void end_chunk();
   std::string path_, tmp_;
   ShardInfo info_;

@@ -115,6 +115,7 @@ std::vector<Node> build_nodes(const GraphSpec& graph, const Shape& input_shape) 
     const LayerSpec& l = graph.layers[size_t(i)];
     Node node;
     node.name = names[size_t(i)];
+    node.source = graph.source;
     node.init_params = l.init_params;
     node.init_state = l.init_state;
     std::vector<Shape> in_shapes;

@@ -18,6 +18,7 @@ struct Node {
   std::unique_ptr<Layer> layer;
   std::vector<int> inputs;                     // node indices (earlier nodes) or kModelInput
   std::vector<float> init_params, init_state;  // LayerSpec's: empty, or the layer's sizes
+  std::string source;  // the graph's file (GraphSpec::source): what the model's errors name
 };
 
 // The name a layer gets when the graph gives none.

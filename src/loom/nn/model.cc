@@ -15,6 +15,7 @@ Model::Model(Backend& backend, Shape input_shape, int num_classes,
 Model::Model(Backend& backend, Shape input_shape, int num_classes, std::vector<Node> nodes)
     : backend_(&backend), input_shape_(std::move(input_shape)), num_classes_(num_classes) {
   LOOM_CHECK(!nodes.empty());
+  const std::string source = nodes.back().source;
   int64_t offset = 0, state_offset = 0;
   std::vector<int64_t> state_at;
   std::vector<std::vector<float>> init_state;
@@ -52,10 +53,10 @@ Model::Model(Backend& backend, Shape input_shape, int num_classes, std::vector<N
   }
   const Shape& out = out_shapes_.back();
   if (out.empty() || out.back() != num_classes_)
-    throw ConfigError(
-        fmt::format("model output {} (layer '{}') does not end in the {} classes "
-                    "of the data",
-                    shape_text(out), names_.back(), num_classes_));
+    throw ConfigError(fmt::format(
+        "{}model output {} (layer '{}') does not end in the {} classes "
+        "of the data",
+        source.empty() ? "" : source + ": ", shape_text(out), names_.back(), num_classes_));
   output_positions_ = numel(out) / num_classes_;
   params_ = DeviceBuffer<float>(backend, offset);
   grads_ = DeviceBuffer<float>(backend, offset);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -133,8 +134,19 @@ ModelFile read_model_file(const std::string& path) {
 std::unique_ptr<Model> build_model_from_file(const ModelFile& f, Backend& backend) {
   std::unique_ptr<Model> model;
   try {
-    model = std::make_unique<Model>(backend, f.input_shape, f.num_classes,
-                                    build_nodes(f.graph, f.input_shape));
+    std::vector<Node> nodes = build_nodes(f.graph, f.input_shape);
+    // The graph and input shape in the metadata decide the buffers the model allocates: they
+    // must add up to the values the file holds, checked before anything that size is allocated
+    // (an input shape of [2147483648, 2147483648] makes a first linear layer of 2^62 weights).
+    int64_t want = 0, have = 0;
+    for (const Node& n : nodes) want += n.layer->num_params() + n.layer->num_state();
+    for (const SafetensorsTensor& t : f.file.tensors()) have += t.numel();
+    if (want != have)
+      throw InputError(fmt::format(
+          "{}: the graph and input_shape {} in its metadata make a model of {} parameter and "
+          "state values; its tensors hold {}",
+          f.file.source(), shape_text(f.input_shape), want, have));
+    model = std::make_unique<Model>(backend, f.input_shape, f.num_classes, std::move(nodes));
   } catch (const ConfigError& e) {
     throw InputError(fmt::format("{}: the model graph in its metadata does not build: {}",
                                  f.file.source(), e.what()));
@@ -156,6 +168,12 @@ void load_model_tensors(Model& model, const SafetensorsFile& file) {
                                    file.source(), t.name, shape_text(st->shape),
                                    shape_text(t.shape)));
     const std::vector<float> v = file.f32(*st);
+    // Trained weights are finite (training stops on NaN/Inf), so a NaN here is a damaged or
+    // foreign file, and a model built on it would answer NaN for every input.
+    for (size_t i = 0; i < v.size(); ++i)
+      if (!std::isfinite(v[i]))
+        throw InputError(fmt::format("{}: tensor '{}' holds {} at element {}", file.source(),
+                                     t.name, std::isnan(v[i]) ? "NaN" : "Inf", i));
     if (!v.empty())
       model.backend().copy_to_device((t.state ? model.state() : model.params()) + t.offset,
                                      v.data(), v.size() * sizeof(float));

@@ -580,6 +580,14 @@ GraphSpec Importer::run(const onnx::ModelProto& model) {
     if (values_.count(t.name()) && values_[t.name()].kind == Value::kConstant)
       fail_input(fmt::format("initializer '{}' is given twice", t.name()));
     values_[t.name()] = tensor_value(t, fmt::format("initializer '{}'", t.name()));
+    // Weights that are NaN or Inf would train (and be saved) into a model that answers NaN:
+    // refused here, naming the file and the initializer. (Constants computed by nodes may
+    // hold an Inf on purpose, a Clip bound; initializers are weights.)
+    const std::vector<float>& f = values_[t.name()].floats;
+    for (size_t i = 0; i < f.size(); ++i)
+      if (!std::isfinite(f[i]))
+        fail_input(fmt::format("initializer '{}' holds {} at element {}", t.name(),
+                               std::isnan(f[i]) ? "NaN" : "Inf", i));
   }
   if (g.output_size() != 1)
     fail_config(fmt::format("the graph has {} outputs; a loom model has one", g.output_size()));

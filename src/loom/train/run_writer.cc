@@ -59,7 +59,12 @@ void RunWriter::keep_epochs_through(int64_t epochs, int64_t steps) {
     std::ofstream out(tmp, std::ios::trunc);
     out << kept;
     out.close();
-    if (!out) throw InputError(fmt::format("{}: cannot write", tmp.string()));
+    if (!out) {
+      const int err = errno;
+      std::error_code ignored;
+      fs::remove(tmp, ignored);  // a failed write leaves nothing behind (a full disk)
+      throw InputError(fmt::format("{}: cannot write: {}", tmp.string(), std::strerror(err)));
+    }
   }
   std::error_code ec;
   fs::rename(tmp, path, ec);
@@ -97,8 +102,12 @@ void RunWriter::write_summary(const nlohmann::json& summary) {
     std::ofstream out(tmp, std::ios::trunc);
     out << versioned.dump(2) << '\n';
     out.close();
-    if (!out)
-      throw InputError(fmt::format("{}: write failed: {}", tmp.string(), std::strerror(errno)));
+    if (!out) {
+      const int err = errno;
+      std::error_code ignored;
+      fs::remove(tmp, ignored);  // a failed write leaves nothing behind (a full disk)
+      throw InputError(fmt::format("{}: write failed: {}", tmp.string(), std::strerror(err)));
+    }
   }
   std::error_code ec;
   fs::rename(tmp, fs::path(dir_) / "summary.json", ec);

@@ -1,5 +1,6 @@
 #include "loom/train/trained_model.h"
 
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -18,24 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kStepsKey = "steps";
-constexpr const char* kMeanKey = "input_mean";
-constexpr const char* kLossKey = "loss";
-constexpr const char* kStddevKey = "input_stddev";
-
-std::optional<float> metadata_float(const std::map<std::string, std::string>& m,
-                                    const std::string& key) {
-  const auto it = m.find(key);
-  if (it == m.end()) return std::nullopt;
-  try {
-    size_t used = 0;
-    const float v = std::stof(it->second, &used);
-    if (used == it->second.size()) return v;
-  } catch (const std::exception&) {
-  }
-  return std::nullopt;
-}
-
 TrainedModel from_model_file(const std::string& file, Backend& backend) {
   nn::ModelFile f = nn::read_model_file(file);
   TrainedModel m;
@@ -44,27 +27,10 @@ TrainedModel from_model_file(const std::string& file, Backend& backend) {
   m.input_shape = f.input_shape;
   m.num_classes = f.num_classes;
   m.weights = file;
-  const auto& meta = f.file.metadata();
-  if (const auto it = meta.find(kStepsKey); it != meta.end()) {
-    try {
-      m.steps = std::stoll(it->second);
-    } catch (const std::exception&) {
-      m.steps = -1;
-    }
-  }
-  const std::optional<float> mean = metadata_float(meta, kMeanKey);
-  const std::optional<float> stddev = metadata_float(meta, kStddevKey);
-  if (mean && stddev) m.input_normalisation = data::Normalisation{*mean, *stddev};
-  // Files written before the key existed hold classifiers.
-  if (const auto it = meta.find(kLossKey); it != meta.end()) {
-    if (it->second == "mse")
-      m.loss = nn::LossKind::kMse;
-    else if (it->second != "cross_entropy")
-      throw InputError(
-          fmt::format("{}: metadata '{}' is \"{}\"; this loom knows "
-                      "\"cross_entropy\" and \"mse\"",
-                      file, kLossKey, it->second));
-  }
+  const TrainedModelMetadata meta = read_trained_model_metadata(f.file.metadata(), file);
+  m.steps = meta.steps;
+  m.input_normalisation = meta.input_normalisation;
+  m.loss = meta.loss;
   m.model->set_loss_kind(m.loss);
   const fs::path config = fs::path(file).parent_path() / "config.toml";
   if (fs::is_regular_file(config)) {
@@ -124,10 +90,20 @@ TrainedModel from_checkpoint(const std::string& dir, Backend& backend) {
         fmt::format("{}: section 'params' holds {} parameters; the model of its config has {} (a "
                     "model-parallel run's checkpoint holds only rank 0's slices)",
                     path, params.size(), m.model->num_params()));
+  // Saved weights are finite (a step with NaN or Inf never reaches a checkpoint), so one that
+  // is not is a damaged or foreign file: named here rather than answering NaN for every input.
+  auto check_finite = [&](const std::vector<float>& v, const char* section) {
+    for (size_t i = 0; i < v.size(); ++i)
+      if (!std::isfinite(v[i]))
+        throw InputError(fmt::format("{}: section '{}' holds {} at element {}", path, section,
+                                     std::isnan(v[i]) ? "NaN" : "Inf", i));
+  };
+  check_finite(params, "params");
   if (!params.empty())
     backend.copy_to_device(m.model->params(), params.data(), params.size() * sizeof(float));
   if (m.model->num_state() > 0) {
     const std::vector<float> state = ckpt.f32("model.state", m.model->num_state());
+    check_finite(state, "model.state");
     backend.copy_to_device(m.model->state(), state.data(), state.size() * sizeof(float));
   }
   return m;

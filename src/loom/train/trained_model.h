@@ -24,6 +24,7 @@
 #include "loom/data/dataset.h"
 #include "loom/nn/graph_spec.h"
 #include "loom/nn/model.h"
+#include "loom/train/trained_model_metadata.h"
 
 namespace loom::train {
 
@@ -49,10 +50,5 @@ struct TrainedModel {
 // none of these, and naming the file and tensor when weights do not match the graph (a missing
 // or extra tensor, another shape, a checkpoint of a model-parallel run).
 TrainedModel load_trained_model(const std::string& path, Backend& backend);
-
-// The metadata train adds to model.safetensors for these fields (steps, input normalisation).
-std::map<std::string, std::string> trained_model_metadata(
-    int64_t steps, const std::optional<data::Normalisation>& input_normalisation,
-    nn::LossKind loss = nn::LossKind::kCrossEntropy);
 
 }  // namespace loom::train
