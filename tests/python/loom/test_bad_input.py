@@ -89,17 +89,6 @@ def test_decode_into_accumulate_leaves_out_alone_on_refusal():
 
 # ---- a trained run's model file, and predict's input ----
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    if not LOOM or not os.access(LOOM, os.X_OK):
-        pytest.skip("LOOM_BIN does not name the built loom (the ctest script sets it)")
-    d = tmp_path_factory.mktemp("run")
-    subprocess.run([LOOM, "train", "--set", "model=mlp", "--set", "workers=1", "--set",
-                    "batch=32", "--set", "max_steps=5", "--set", "eval=false", "--set",
-                    "progress=none", "--set", f"output.dir={d / 'run'}"],
-                   check=True, capture_output=True)
-    return d
-
 
 def with_metadata(src, dst, **changes):
     """Copies a safetensors file with its metadata keys changed (None removes one)."""

@@ -13,18 +13,6 @@ import loom
 LOOM = os.environ.get("LOOM_BIN")
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    if not LOOM or not os.access(LOOM, os.X_OK):
-        pytest.skip("LOOM_BIN does not name the built loom (the ctest script sets it)")
-    d = tmp_path_factory.mktemp("run")
-    subprocess.run([LOOM, "train", "--set", "model=mlp", "--set", "workers=1", "--set",
-                    "batch=32", "--set", "max_steps=20", "--set", "eval=false", "--set",
-                    "progress=none", "--set", f"output.dir={d / 'run'}"],
-                   check=True, capture_output=True)
-    return d
-
-
 def test_predict_and_evaluate_match_the_cli(run):
     m = loom.load(run / "run")
     assert m.num_classes == 10 and m.outputs == 10
