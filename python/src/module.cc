@@ -45,6 +45,8 @@ PYBIND11_MODULE(_loom, m) {
   features["build_type"] = LOOM_BUILD_TYPE;
   features["gemm"] = LOOM_HAVE_OPENBLAS ? "oneDNN+OpenBLAS" : "oneDNN";
   features["cuda"] = bool(LOOM_HAVE_CUDA);
+  features["cudnn"] = bool(LOOM_HAVE_CUDNN);
+  features["nccl"] = bool(LOOM_HAVE_NCCL);
   features["mpi"] = bool(LOOM_HAVE_MPI);
   features["onnx"] = bool(LOOM_HAVE_ONNX);
   m.attr("features") = features;

@@ -2,8 +2,9 @@
 # A newcomer's path through the CLI: a second run never overwrites the first (exit 2 naming the
 # directory; --force and "{n}" are the ways on), a config that fails a late check leaves the
 # earlier run alone, a resumed copy writes into the copy, bad `loom data` options and files are
-# exit 2 with printable messages, and an installed loom (cmake --install) runs from any
-# directory and finds its PyTorch peer. $1 = the built loom (in its build tree).
+# exit 2 with printable messages, `loom --version` names every optional part of the build, and an
+# installed loom (cmake --install) runs from any directory and finds its PyTorch peer.
+# $1 = the built loom (in its build tree).
 set -euo pipefail
 LOOM=$(realpath "${1:?usage: first_contact_test.sh path/to/loom}")
 T=$(mktemp -d)
@@ -11,6 +12,9 @@ trap 'rm -rf "$T"' EXIT
 cd "$T"
 fail() { echo "FAIL: $*"; exit 1; }
 TINY=(--set max_steps=10 --set mlp.hidden=[32] --set progress=none --set eval=false)
+
+"$LOOM" --version | grep -Eq "^features: gemm=oneDNN(\+OpenBLAS)? cuda=(yes|no) cudnn=(yes|no) nccl=(yes|no) mpi=(yes|no) onnx=(yes|no)$" ||
+  { "$LOOM" --version; fail "loom --version does not name every optional part"; }
 
 "$LOOM" train "${TINY[@]}" --set output.dir=run > first.log 2>&1 || { cat first.log; fail "first run"; }
 grep -q "results in run" first.log || fail "the run does not say where it wrote"

@@ -22,7 +22,7 @@ def bf16_rne(x):
 
 def test_version_and_features():
     assert loom.__version__.count(".") == 2
-    assert set(loom.features) >= {"build_type", "gemm", "cuda", "mpi", "onnx"}
+    assert set(loom.features) >= {"build_type", "gemm", "cuda", "cudnn", "nccl", "mpi", "onnx"}
     assert codecs.names() == ["fp32", "fp16", "bf16", "int8", "onebit", "topk", "powersgd"]
 
 
