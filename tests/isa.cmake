@@ -8,7 +8,7 @@
 # On an AVX2-only CPU the first repeats the native run; on an AVX-512 CPU it is the AVX2 machine.
 # The unit binaries run under both caps (seconds); the training runs and the scripts that compare
 # trained models across entry points (minutes) under the AVX2 cap only, the ISA of this
-# project's oldest machines, where such comparisons have broken before.
+# project's oldest machines, where comparisons across entry points are most likely to differ.
 set(LOOM_ISA_BOTH_CAPS loom_tensor_tests loom_nn_tests loom_compress_tests loom_optim_tests)
 set(LOOM_ISA_AVX2_CAP loom_train_integration_tests)
 set(LOOM_ISA_AVX2_SCRIPTS python_package_test model_predict_test model_cli_test)

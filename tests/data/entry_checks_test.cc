@@ -1,5 +1,5 @@
-// Values checked where they enter the data path, and errors that name the file the user gave
-// (issue 44): NaN/Inf features refused by convert and inspect, arrays of no count dimension or
+// Values checked where they enter the data path, and errors that name the file the user gave:
+// NaN/Inf features refused by convert and inspect, arrays of no count dimension or
 // of more dimensions than a shard record holds, a shard header's reserved bytes and padding,
 // a write that fails at once leaving no temporary behind, the CSV delimiter.
 #include <gmock/gmock.h>

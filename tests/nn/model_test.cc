@@ -118,8 +118,8 @@ TEST(Model, MseLossGradientsMatchFiniteDifferences) {
   };
   // The default step (1e-2): the loss is quadratic in the outputs and piecewise linear through
   // the ReLU, so a central difference is exact short of a kink, and what is left is the float
-  // forward's rounding over 2h. A step of 2e-3 put that rounding (about 2e-5 here, by the GEMM
-  // kernel's summation order) above an absolute tolerance of 1e-6 under oneDNN's SSE4.1 kernels.
+  // forward's rounding over 2h, which a smaller step would lift above the tolerance on some
+  // GEMM kernels (the summation order differs by ISA).
   expect_gradient_matches("params", params, grads, loss_of_params, Tolerance{});
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Values checked where they enter, from the command line (issue 44); the Python side of each is
+# Values checked where they enter, from the command line; the Python side of each is
 # tests/python/loom/test_bad_input.py. Each is exit 2 with a message naming the file the user
 # gave and the problem: `loom data convert` and `loom data inspect` on NPY features holding NaN
 # or Inf, on a 0-d array and on records of 9 dimensions (named as the input, not the output

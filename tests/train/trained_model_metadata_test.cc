@@ -1,5 +1,5 @@
 // read_trained_model_metadata: every key loom reads from a model file it did not just write is
-// checked for type, range and agreement, and an error names the file and the key (issue 44).
+// checked for type, range and agreement, and an error names the file and the key.
 #include "loom/train/trained_model_metadata.h"
 
 #include <gmock/gmock.h>

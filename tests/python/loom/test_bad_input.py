@@ -1,4 +1,4 @@
-"""Bad input from Python, each refused as the command line refuses it (issue 44): codec payloads
+"""Bad input from Python, each refused as the command line refuses it: codec payloads
 of the wrong size or of garbage bytes, a model file whose metadata is damaged, NaN inputs to
 predict. The CLI side of each pair runs the built loom (LOOM_BIN, which the ctest script sets);
 those checks skip without it."""
