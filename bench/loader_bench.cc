@@ -1,7 +1,7 @@
 // The input pipeline's figures (docs/data.md) in one run; the same as `loom bench loader`.
 //   build/loader_bench [--quick] [--mem-cap-mb N] [--throttle-mbps R] [--work-dir DIR]
 //                      [--stall-batch B] [--consume-share S] [--data-dir DIR]
-#include "loom/data/loader_bench.h"
+#include "loom/measure/loader_bench.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -11,7 +11,7 @@
 #include "loom/core/error.h"
 
 int main(int argc, char** argv) {
-  loom::data::LoaderBenchOptions o;
+  loom::measure::LoaderBenchOptions o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    loom::data::run_loader_bench(o, stdout);
+    loom::measure::run_loader_bench(o, stdout);
   } catch (const loom::Error& e) {
     std::fprintf(stderr, "loader_bench: %s\n", e.what());
     return int(e.code());

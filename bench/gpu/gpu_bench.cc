@@ -37,7 +37,7 @@
 #include "loom/core/error.h"
 #include "loom/core/rng.h"
 #include "loom/core/timer.h"
-#include "loom/nn/model_zoo.h"
+#include "loom/nn/graph/model_zoo.h"
 #include "loom/optim/optimizer.h"
 #include "loom/tensor/backend_registry.h"
 #include "loom/tensor/buffer.h"

@@ -5,20 +5,12 @@ C-contiguous, aligned float32 array: float64 or strided input is refused with a 
 naming the problem (loom never converts a gradient behind the caller's back, so the bits a
 codec sees are the caller's). The GIL is released while a codec runs.
 
-Parameters (keyword arguments of ``get``; the ``codec.*`` keys of a loom config):
-
-==================  =================  ==========================================
-keyword             config key         meaning
-==================  =================  ==========================================
-error_feedback      codec.error_feedback  keep what was not sent (default True)
-residual            codec.residual     "fp32" or "bf16" (fp16 and bf16 codecs)
-block               codec.int8_block   int8: elements per absmax block
-column              codec.onebit_column onebit: elements per reconstruction pair
-fraction            codec.topk_fraction topk: fraction of entries sent
-rank                codec.powersgd_rank powersgd: rank of the approximation
-cols                codec.powersgd_cols powersgd: columns of the bucket's matrix
-seed                codec.seed         powersgd: seed of the initial Q
-==================  =================  ==========================================
+Parameters (keyword arguments of ``get``; the ``codec.*`` keys of a loom config): every
+codec takes ``error_feedback`` (codec.error_feedback: keep what was not sent, default True) and
+the casts take ``residual`` (codec.residual: "fp32" or "bf16"); a codec's own keys, listed in
+its record (``kinds()``), are named without ``codec.`` and the codec's name:
+``codec.int8_block`` is ``block``, ``codec.topk_fraction`` is ``fraction``,
+``codec.powersgd_rank`` is ``rank``, ``codec.seed`` is ``seed``.
 """
 
 from __future__ import annotations
@@ -31,22 +23,33 @@ from . import _loom
 
 State = _loom.State
 
-_KEYS = {
-    "error_feedback": "error_feedback",
-    "residual": "residual",
-    "block": "int8_block",
-    "column": "onebit_column",
-    "fraction": "topk_fraction",
-    "rank": "powersgd_rank",
-    "cols": "powersgd_cols",
-    "seed": "seed",
-}
-_OWN = {"block": "int8", "column": "onebit", "fraction": "topk", "rank": "powersgd",
-        "cols": "powersgd", "seed": "powersgd"}
+def _keywords() -> tuple[dict[str, str], dict[str, str]]:
+    """The keyword -> codec.* key map, and the codec that owns each codec-specific keyword,
+    from the codecs' records: adding a codec to loom adds its keywords here."""
+    keys = {"error_feedback": "error_feedback", "residual": "residual"}
+    own = {}
+    for kind in _loom.codec_kinds():
+        for spec in kind["keys"]:
+            key = spec["key"].removeprefix("codec.")
+            word = key.removeprefix(kind["name"] + "_")
+            keys[word] = key
+            own[word] = kind["name"]
+    return keys, own
+
+
+_KEYS, _OWN = _keywords()
+
+
+def kinds() -> list[dict]:
+    """Every codec's record: name, summary, reference, lossy, summable, aggregation
+    ("stripes", "linear" or "gather"), wire_bits_per_element (at the defaults), auto_candidate,
+    device_kernels and its codec.* keys."""
+    return list(_loom.codec_kinds())
 
 
 def names() -> list[str]:
-    """The codec names loom knows: fp32, fp16, bf16, int8, onebit, topk, powersgd."""
+    """The codec names loom knows, in the registry's order (fp32, fp16, bf16, int8, onebit,
+    topk, powersgd, and any registered since)."""
     return list(_loom.codec_names())
 
 

@@ -144,6 +144,29 @@ std::pair<double, double> bench(const PyCodec& c, size_t n, int iters) {
 
 void register_codecs(py::module_& m) {
   m.def("codec_names", &compress::codec_names, "The names loom's codec registry knows.");
+  m.def(
+      "codec_kinds",
+      [] {
+        py::list out;
+        for (const compress::CodecKind* k : compress::codec_kinds()) {
+          py::list keys;
+          for (const ConfigKeySpec& s : k->keys)
+            keys.append(py::dict(py::arg("key") = s.key, py::arg("default") = s.default_text,
+                                 py::arg("doc") = s.doc));
+          out.append(py::dict(py::arg("name") = k->name, py::arg("summary") = k->summary,
+                              py::arg("reference") = k->reference, py::arg("lossy") = k->lossy,
+                              py::arg("summable") = k->summable,
+                              py::arg("aggregation") = aggregation_name(k->aggregation),
+                              py::arg("wire_bits_per_element") = k->wire_bits_per_element(),
+                              py::arg("auto_candidate") = k->auto_candidate,
+                              py::arg("device_kernels") = k->device_kernels,
+                              py::arg("keys") = keys));
+        }
+        return out;
+      },
+      "Every codec's record (compress/codec_kind.h) as a dict: name, summary, reference, lossy, "
+      "summable, aggregation, wire_bits_per_element, auto_candidate, device_kernels and its "
+      "codec.* keys.");
   py::class_<PyState>(m, "State", "One bucket's error-feedback state (residual, PowerSGD's Q).")
       .def_property_readonly("n", [](const PyState& s) { return s.state.n; })
       .def_property_readonly("bucket", [](const PyState& s) { return s.state.bucket; })

@@ -39,8 +39,8 @@ struct PyModel {
               py::tuple(py::cast(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()))))),
           nn::shape_text(m.input_shape), per));
     *count = int64_t(v.size()) / per;
-    // As `loom predict` refuses a NaN or Inf in its input file (data/feature_file.h): a model
-    // given one answers NaN, or quietly the same for every sample.
+    // As `loom predict` refuses a NaN or Inf in its input file (data/formats/feature_file.h): a
+    // model given one answers NaN, or quietly the same for every sample.
     for (size_t i = 0; i < v.size(); ++i)
       if (!std::isfinite(v[i]))
         throw py::value_error(

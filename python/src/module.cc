@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
+#include "loom/comm/transport_registry.h"
 #include "loom/config.h"
 #include "loom/core/error.h"
 
@@ -46,8 +47,9 @@ PYBIND11_MODULE(_loom, m) {
   features["gemm"] = LOOM_HAVE_OPENBLAS ? "oneDNN+OpenBLAS" : "oneDNN";
   features["cuda"] = bool(LOOM_HAVE_CUDA);
   features["cudnn"] = bool(LOOM_HAVE_CUDNN);
-  features["nccl"] = bool(LOOM_HAVE_NCCL);
-  features["mpi"] = bool(LOOM_HAVE_MPI);
+  // Every optional transport, from the registry's records.
+  for (const loom::comm::TransportKind& k : loom::comm::transport_kinds())
+    if (!k.build_hint.empty()) features[py::str(k.name)] = k.built;
   features["onnx"] = bool(LOOM_HAVE_ONNX);
   m.attr("features") = features;
 

@@ -13,8 +13,8 @@
 #include "bindings.h"
 #include "loom/core/config.h"
 #include "loom/core/error.h"
-#include "loom/data/sample_source.h"
-#include "loom/nn/model_file.h"
+#include "loom/data/sources/sample_source.h"
+#include "loom/nn/io/model_file.h"
 #include "loom/train/trained_model.h"
 #include "loom/train/trainer.h"
 

@@ -70,5 +70,27 @@ TEST(TransportRegistry, ThreadWorldTakesTheAlgorithmAndFakedMachines) {
   EXPECT_NE(e.find("2 machines with 3, 1 ranks"), std::string::npos) << e;
 }
 
+// Callers ask a transport what it can do: the records agree with the communicators they make,
+// and with the registry's other answers.
+TEST(TransportRegistry, RecordsDescribeWhatEachTransportDoes) {
+  const auto& kinds = transport_kinds();
+  ASSERT_FALSE(kinds.empty());
+  for (const TransportKind& k : kinds) {
+    EXPECT_EQ(transport_built(k.name), k.built) << k.name;
+    EXPECT_EQ(&transport_kind(k.name), &k) << k.name;
+    EXPECT_FALSE(k.summary.empty()) << k.name;
+    if (!k.built) {
+      const std::string e = config_error([&] { resolve_transport(k.name); });
+      EXPECT_NE(e.find(k.build_hint), std::string::npos) << e;
+    }
+  }
+  EXPECT_FALSE(transport_kind("thread").device_memory);
+  auto world = create_world("thread", 2, CommOptions{});
+  EXPECT_TRUE(world->local(0).in_one_process());
+  EXPECT_EQ(world->local(0).device_memory(), transport_kind("thread").device_memory);
+  const std::string e = config_error([] { transport_kind("carrier-pigeon"); });
+  EXPECT_NE(e.find("thread"), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace loom::comm

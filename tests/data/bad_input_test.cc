@@ -9,12 +9,12 @@
 
 #include "data/temp_dir.h"
 #include "loom/core/error.h"
-#include "loom/data/convert.h"
-#include "loom/data/csv.h"
-#include "loom/data/mapped_file.h"
-#include "loom/data/npy.h"
-#include "loom/data/set_checks.h"
-#include "loom/data/shard_writer.h"
+#include "loom/core/io/mapped_file.h"
+#include "loom/data/formats/convert.h"
+#include "loom/data/formats/csv.h"
+#include "loom/data/formats/npy.h"
+#include "loom/data/formats/shard_writer.h"
+#include "loom/data/sources/set_checks.h"
 
 namespace loom::data {
 namespace {
@@ -96,7 +96,7 @@ TEST(BadInput, AnNpyShapeWhoseRecordOverflowsIsRefusedAtConvert) {
   const std::string e = error_of([&] { convert_to_shard(x, t.file("o.shard"), o); });
   EXPECT_THAT(e, HasSubstr(x));
   EXPECT_THAT(e, HasSubstr("absurd .npy shape"));
-  EXPECT_FALSE(file_exists(t.file("o.shard")));
+  EXPECT_FALSE(core::file_exists(t.file("o.shard")));
   // The shard writer refuses what its reader would, whatever the source.
   EXPECT_THAT(error_of([&] {
                 ShardWriter(t.file("w.shard"),
@@ -121,7 +121,7 @@ TEST(BadInput, NegativeClassesAndChunkRecordsAreRefused) {
   o.chunk_records = -1;
   EXPECT_THAT(error_of([&] { convert_to_shard(csv, t.file("o.shard"), o); }),
               HasSubstr("--chunk-records -1"));
-  EXPECT_FALSE(file_exists(t.file("o.shard")));
+  EXPECT_FALSE(core::file_exists(t.file("o.shard")));
 }
 
 // A binary file is told apart by its magic and its name, never read as CSV; its bytes are

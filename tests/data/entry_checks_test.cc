@@ -15,14 +15,14 @@
 
 #include "data/temp_dir.h"
 #include "loom/core/error.h"
-#include "loom/data/convert.h"
-#include "loom/data/csv.h"
-#include "loom/data/idx.h"
-#include "loom/data/mapped_file.h"
-#include "loom/data/npy.h"
-#include "loom/data/shard_format.h"
-#include "loom/data/shard_source.h"
-#include "loom/data/shard_writer.h"
+#include "loom/core/io/mapped_file.h"
+#include "loom/data/formats/convert.h"
+#include "loom/data/formats/csv.h"
+#include "loom/data/formats/idx.h"
+#include "loom/data/formats/npy.h"
+#include "loom/data/formats/shard_format.h"
+#include "loom/data/formats/shard_writer.h"
+#include "loom/data/sources/shard_source.h"
 
 namespace loom::data {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "loom/core/error.h"
-#include "loom/data/csv.h"
+#include "loom/data/formats/csv.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

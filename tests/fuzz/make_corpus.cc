@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "loom/data/idx.h"
-#include "loom/data/npy.h"
-#include "loom/data/shard_writer.h"
-#include "loom/data/token_shard.h"
+#include "loom/data/formats/idx.h"
+#include "loom/data/formats/npy.h"
+#include "loom/data/formats/shard_writer.h"
+#include "loom/data/formats/token_shard.h"
 
 using namespace loom::data;
 

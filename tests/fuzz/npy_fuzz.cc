@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "loom/core/error.h"
-#include "loom/data/npy.h"
+#include "loom/data/formats/npy.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

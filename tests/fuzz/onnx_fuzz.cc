@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "loom/core/error.h"
-#include "loom/nn/onnx_import.h"
+#include "loom/nn/io/onnx_import.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The input shapes of the seed corpus (tests/data/onnx), so mutations get past the input check.

@@ -9,7 +9,7 @@
 #include <cstdlib>
 
 #include "loom/core/error.h"
-#include "loom/nn/safetensors.h"
+#include "loom/nn/io/safetensors.h"
 #include "loom/train/trained_model_metadata.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

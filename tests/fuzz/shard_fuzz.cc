@@ -6,21 +6,22 @@
 #include <vector>
 
 #include "loom/core/error.h"
-#include "loom/data/mapped_file.h"
-#include "loom/data/shard_source.h"
-#include "loom/data/token_shard.h"
+#include "loom/core/io/mapped_file.h"
+#include "loom/data/formats/token_shard.h"
+#include "loom/data/sources/shard_source.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace loom::data;
   try {
     if (size > 18 && data[18] == uint8_t(ShardTarget::kNone)) {
-      TokenShard t(MappedFile::borrow(data, size, "fuzz.shard"), true);
+      TokenShard t(loom::core::MappedFile::borrow(data, size, "fuzz.shard"), true);
       int64_t sum = 0;
       for (int64_t i = 0; i < t.size() && i < 4096; ++i) sum += t.token(i);
       (void)t.vocabulary().fingerprint();
       return int(sum & 0);
     }
-    ShardSource s(MappedFile::borrow(data, size, "fuzz.shard"), {ShardVerify::kLazy, std::nullopt});
+    ShardSource s(loom::core::MappedFile::borrow(data, size, "fuzz.shard"),
+                  {ShardVerify::kLazy, std::nullopt});
     std::vector<float> x(size_t(s.sample_numel()));
     int32_t y;
     for (int64_t i = 0; i < s.count() && i < 4096; ++i) s.gather(&i, 1, x.data(), &y);

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "loom/core/rng.h"
-#include "loom/nn/layer.h"
+#include "loom/nn/layers/layer.h"
 #include "loom/tensor/backend_registry.h"
 
 namespace loom::nn::testing {

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes the ONNX fixtures of tests/nn/onnx_import_test.cc into tests/data/onnx/.
+"""Writes the ONNX fixtures of tests/nn/io/onnx_import_test.cc into tests/data/onnx/.
 
 Run with Debian's Python and PyTorch 1.13 (/usr/bin/python3 tests/nn/make_onnx_fixtures.py);
 CI has no PyTorch and reads the committed files. Every model but mlp_eval is exported with

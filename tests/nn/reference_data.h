@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "loom/nn/layer.h"
+#include "loom/nn/layers/layer.h"
 #include "loom/tensor/backend_registry.h"
 
 namespace loom::nn::testing {

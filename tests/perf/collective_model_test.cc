@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "loom/compress/onebit_codec.h"
 #include "loom/core/error.h"
 
 namespace loom::perf {
@@ -56,9 +57,10 @@ TEST(Collectives, TwoLevelCodecEncodesOnlyTheCrossNodeStage) {
   Topology t{4, 4, link(10, 5), link(1, 50)};
   const double S = 64e6;
   const double rs = 3 * 5e-6 + 0.75 * S / 10e9;  // each fp32 stage inside a node
-  // 1-bit: 1 + 64/2048 bits per element; stripes to their owners, owners' sums gathered.
+  // 1-bit: 1 bit per element and two floats per column of loom's default width; stripes to
+  // their owners, owners' sums gathered.
   const CodecModel onebit = codec_model("onebit");
-  const double r = (1 + 64.0 / 2048) / 32;
+  const double r = (1 + 64.0 / double(compress::kOnebitDefaultColumn)) / 32;
   const LinkBytes b = two_level_codec_link_bytes(t, S, onebit);
   EXPECT_NEAR(b.intra, 2 * 0.75 * S, 1e-3);            // fp32, as without a codec
   EXPECT_NEAR(b.inter, 2 * 0.75 * (S / 4) * r, 1e-3);  // the fp32 shard's, times the ratio

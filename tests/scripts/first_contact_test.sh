@@ -13,7 +13,7 @@ cd "$T"
 fail() { echo "FAIL: $*"; exit 1; }
 TINY=(--set max_steps=10 --set mlp.hidden=[32] --set progress=none --set eval=false)
 
-"$LOOM" --version | grep -Eq "^features: gemm=oneDNN(\+OpenBLAS)? cuda=(yes|no) cudnn=(yes|no) nccl=(yes|no) mpi=(yes|no) onnx=(yes|no)$" ||
+"$LOOM" --version | grep -Eq "^features: gemm=oneDNN(\+OpenBLAS)? cuda=(yes|no) cudnn=(yes|no) mpi=(yes|no) nccl=(yes|no) onnx=(yes|no)$" ||
   { "$LOOM" --version; fail "loom --version does not name every optional part"; }
 
 "$LOOM" train "${TINY[@]}" --set output.dir=run > first.log 2>&1 || { cat first.log; fail "first run"; }

@@ -2,7 +2,7 @@
 # `loom export --onnx` of a trained run, run by onnxruntime on the whole Fashion-MNIST test set:
 # the class agrees with loom's on every sample and the logits (`loom predict --raw`) within
 # 1e-4 x the sample's largest |logit|. (Export then import giving loom the same forward is
-# tests/nn/onnx_export_test.cc.) Skips (exit 77) without ONNX in the build or onnxruntime in .venv
+# tests/nn/io/onnx_export_test.cc.) Skips (exit 77) without ONNX in the build or onnxruntime in .venv
 # (scripts/setup-test-python). $1 = the built loom.
 set -euo pipefail
 LOOM=$(realpath "${1:?usage: onnx_cli_onnxruntime_test.sh path/to/loom}"); T=$(mktemp -d)

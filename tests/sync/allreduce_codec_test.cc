@@ -11,7 +11,7 @@
 #include "loom/compress/identity_codec.h"
 #include "loom/compress/registry.h"
 #include "loom/core/rng.h"
-#include "loom/nn/model_zoo.h"
+#include "loom/nn/graph/model_zoo.h"
 #include "loom/optim/optimizer.h"
 #include "loom/sync/allreduce/allreduce_strategy.h"
 #include "loom/sync/allreduce/compressed_allreduce.h"

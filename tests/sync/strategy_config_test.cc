@@ -5,7 +5,7 @@
 #include "loom/comm/transport_registry.h"
 #include "loom/comm/world.h"
 #include "loom/core/error.h"
-#include "loom/nn/model_zoo.h"
+#include "loom/nn/graph/model_zoo.h"
 #include "loom/sync/strategy.h"
 #include "loom/tensor/backend_registry.h"
 #include "tiny_training.h"

@@ -7,7 +7,7 @@
 #include "loom/comm/transport_registry.h"
 #include "loom/comm/world.h"
 #include "loom/core/rng.h"
-#include "loom/nn/model_zoo.h"
+#include "loom/nn/graph/model_zoo.h"
 #include "loom/tensor/backend_registry.h"
 
 namespace loom::sync::testing {

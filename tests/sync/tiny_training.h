@@ -11,7 +11,7 @@
 
 #include "loom/comm/communicator.h"
 #include "loom/core/config.h"
-#include "loom/nn/model.h"
+#include "loom/nn/graph/model.h"
 #include "loom/optim/optimizer.h"
 #include "loom/sync/strategy.h"
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "loom/core/config.h"
-#include "loom/nn/model_zoo.h"
+#include "loom/nn/graph/model_zoo.h"
 #include "loom/tensor/cuda/cuda_backend.h"
 #include "loom/tensor/cuda/cudnn_conv.h"
 #include "tensor_cuda/gpu_compare.h"

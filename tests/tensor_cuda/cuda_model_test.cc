@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "loom/core/config.h"
-#include "loom/nn/model_zoo.h"
+#include "loom/nn/graph/model_zoo.h"
 #include "loom/optim/optimizer.h"
 #include "tensor_cuda/gpu_compare.h"
 

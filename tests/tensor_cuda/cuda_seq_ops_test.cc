@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "loom/core/config.h"
-#include "loom/nn/model_zoo.h"
+#include "loom/nn/graph/model_zoo.h"
 #include "tensor_cuda/gpu_compare.h"
 
 namespace loom::test {

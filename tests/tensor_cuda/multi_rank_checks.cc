@@ -16,7 +16,7 @@
 #include "loom/compress/device_codec_registry.h"
 #include "loom/compress/registry.h"
 #include "loom/core/config.h"
-#include "loom/nn/model_zoo.h"
+#include "loom/nn/graph/model_zoo.h"
 #include "loom/optim/optimizer.h"
 #include "loom/sync/allreduce/allreduce_strategy.h"
 #include "loom/sync/allreduce/device_compressed_allreduce.h"

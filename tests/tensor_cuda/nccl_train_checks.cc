@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "common/tiny_run.h"
-#include "loom/data/dataset.h"
+#include "loom/data/sources/dataset.h"
 #include "loom/train/trainer.h"
 #include "tensor_cuda/gpu_compare.h"
 

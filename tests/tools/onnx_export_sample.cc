@@ -2,7 +2,7 @@
 // steps on Fashion-MNIST, so its weights and BatchNorm statistics are those of a network in
 // training rather than of its initialisation, then writes what an outside runtime needs to
 // check loom's ONNX export (tests/scripts/onnx_export_onnxruntime_test.sh):
-//   OUT/model.onnx   the export (nn/onnx_export.h)
+//   OUT/model.onnx   the export (nn/io/onnx_export.h)
 //   OUT/x.npy        float32 [samples, C, H, W]: the first test images, normalised as loom does
 //   OUT/labels.npy   int64 [samples]
 //   OUT/logits.npy   float32 [samples, classes]: loom's forward in evaluation
@@ -20,10 +20,10 @@
 #include "loom/core/config.h"
 #include "loom/core/error.h"
 #include "loom/core/rng.h"
-#include "loom/data/dataset.h"
-#include "loom/data/npy.h"
-#include "loom/nn/model_zoo.h"
-#include "loom/nn/onnx_export.h"
+#include "loom/data/formats/npy.h"
+#include "loom/data/sources/dataset.h"
+#include "loom/nn/graph/model_zoo.h"
+#include "loom/nn/io/onnx_export.h"
 #include "loom/tensor/backend_registry.h"
 
 namespace {

@@ -64,7 +64,7 @@ TEST(CheckpointFormat, AtomicWriteReplacesAndFailureLeavesTheOldFile) {
   TempDir dir;
   const std::string path = dir.file("x.ckpt");
   const std::vector<uint8_t> a = sample_file().serialize();
-  write_file_atomically(path, a);
+  write_checkpoint_file(path, a);
   EXPECT_EQ(CheckpointFile::read(path).f32("params").size(), 4u);
   // Disk full after 10 bytes: the old file stays, no temporary is left, the error says why.
   set_checkpoint_write_limit(10);
@@ -72,7 +72,7 @@ TEST(CheckpointFormat, AtomicWriteReplacesAndFailureLeavesTheOldFile) {
   std::vector<float> many(1000, 1.0f);
   big.put_f32("params", many);
   try {
-    write_file_atomically(path, big.serialize());
+    write_checkpoint_file(path, big.serialize());
     ADD_FAILURE() << "expected a write failure";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("No space left on device"), std::string::npos) << e.what();

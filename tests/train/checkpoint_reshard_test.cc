@@ -326,7 +326,7 @@ TEST(CheckpointReshard, RankFilesWithoutTheirShardLayoutResumeOnTheirWorldSizeOn
       else
         FAIL() << name;
     }
-    write_file_atomically(path, older.serialize());
+    write_checkpoint_file(path, older.serialize());
   }
   const std::string e = error_of<InputError>([&] { run_training(resume_config(cfg, from, 1)); });
   EXPECT_NE(e.find("without section 'optim.owned'"), std::string::npos) << e;

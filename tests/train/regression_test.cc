@@ -11,7 +11,7 @@
 #include "data/temp_dir.h"
 #include "loom/core/error.h"
 #include "loom/core/rng.h"
-#include "loom/data/shard_writer.h"
+#include "loom/data/formats/shard_writer.h"
 #include "loom/tensor/cpu/cpu_backend.h"
 #include "loom/train/evaluation.h"
 #include "loom/train/trained_model.h"

@@ -13,9 +13,9 @@
 #include "common/tiny_run.h"
 #include "data/temp_dir.h"
 #include "loom/core/error.h"
+#include "loom/core/io/crc32c.h"
 #include "loom/core/log.h"
-#include "loom/data/crc32c.h"
-#include "loom/data/shard_writer.h"
+#include "loom/data/formats/shard_writer.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/output_dir.h"
 #include "loom/train/trainer.h"
@@ -227,10 +227,10 @@ void poison_last_record(const std::string& path, float value) {
   std::memcpy(&h, b.data(), sizeof h);
   ASSERT_EQ(h.num_chunks, 1u) << "a small shard: one chunk";
   std::memcpy(b.data() + h.data_offset + (h.count - 1) * h.record_bytes + 4, &value, 4);
-  const uint32_t chunk = data::crc32c(b.data() + h.data_offset, h.count * h.record_bytes);
+  const uint32_t chunk = core::crc32c(b.data() + h.data_offset, h.count * h.record_bytes);
   std::memcpy(b.data() + sizeof h, &chunk, 4);
-  h.table_crc = data::crc32c(&chunk, 4);
-  h.header_crc = data::crc32c(&h, offsetof(data::ShardHeader, header_crc));
+  h.table_crc = core::crc32c(&chunk, 4);
+  h.header_crc = core::crc32c(&h, offsetof(data::ShardHeader, header_crc));
   std::memcpy(b.data(), &h, sizeof h);
   std::ofstream(path, std::ios::binary).write(b.data(), std::streamsize(b.size()));
 }

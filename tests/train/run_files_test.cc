@@ -2,6 +2,7 @@
 // ETA: no training runs here.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -129,22 +130,25 @@ TEST(RunWriter, ResumeKeepsEpochLinesThroughTheEpochAndStepLinesThroughTheStep) 
 }
 
 // A full disk: /dev/full takes the open and fails every write, as a file system out of space
-// does. Each of the three results says so instead of staying empty.
+// does. Each of the three results says so instead of staying empty. config.toml and summary.json
+// are written whole through a temporary (core::write_file_atomically names it <file>.tmp.<pid>),
+// so that is where the full disk is planted.
 TEST(RunWriter, AFullDiskIsAnErrorForEveryResult) {
   if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
   TempDir t;
   const fs::path run = fs::path(t.path()) / "run";
   fs::create_directories(run);
-  fs::create_symlink("/dev/full", run / "config.toml");
+  const std::string tmp = ".tmp." + std::to_string(::getpid());
+  fs::create_symlink("/dev/full", run / ("config.toml" + tmp));
   fs::create_symlink("/dev/full", run / "metrics.jsonl");
-  fs::create_symlink("/dev/full", run / "summary.json.tmp");
+  fs::create_symlink("/dev/full", run / ("summary.json" + tmp));
   RunWriter w(run.string());
   w.open();
   try {
     w.write_config("a = 1\n");
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("config.toml: write failed"));
+    EXPECT_THAT(e.what(), HasSubstr("config.toml: cannot write"));
   }
   try {
     w.append_metrics({{"epoch", 1}});
@@ -156,9 +160,10 @@ TEST(RunWriter, AFullDiskIsAnErrorForEveryResult) {
     w.write_summary({{"steps", 1}});
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("summary.json.tmp: write failed"));
+    EXPECT_THAT(e.what(), HasSubstr("summary.json: cannot write"));
   }
   EXPECT_FALSE(fs::exists(run / "summary.json"));
+  EXPECT_FALSE(fs::exists(run / "config.toml"));
 }
 
 // Under max_steps the ETA counts the steps the run will take, not the full epochs.

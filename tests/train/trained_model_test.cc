@@ -12,8 +12,8 @@
 #include "common/tiny_run.h"
 #include "data/temp_dir.h"
 #include "loom/core/error.h"
-#include "loom/nn/model_file.h"
-#include "loom/nn/model_zoo.h"
+#include "loom/nn/graph/model_zoo.h"
+#include "loom/nn/io/model_file.h"
 #include "loom/tensor/cpu/cpu_backend.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/checkpoint_format.h"
@@ -125,7 +125,7 @@ TEST(TrainedModel, ACheckpointWithNonFiniteWeightsIsRefusedNamingTheSection) {
   std::vector<float> params = ckpt.f32("params");
   params[3] = std::nanf("");
   ckpt.put_f32("params", params);
-  write_file_atomically(path, ckpt.serialize());
+  write_checkpoint_file(path, ckpt.serialize());
   try {
     load_trained_model(fs::path(path).parent_path().string(), cpu_backend());
     ADD_FAILURE() << "accepted";

@@ -7,6 +7,7 @@
 
 #include "loom/comm/comm_options.h"
 #include "loom/comm/transport_registry.h"
+#include "loom/compress/registry.h"
 #include "loom/core/config.h"
 #include "loom/core/error.h"
 #include "loom/tensor/backend_registry.h"
@@ -23,7 +24,7 @@ void advise_run(const AdviseRunArgs& a) {
         "{}: loom advise --run measures the thread transport; for transport \"{}\" run `loom "
         "train` with codec = \"auto\" (it measures the run's own transport at start)",
         a.config, transport));
-  if (!cfg.has("codec") && !cfg.has("codec.name")) cfg.set("codec", std::string("auto"), "advise");
+  if (!cfg.has(compress::codec_key(cfg))) cfg.set("codec", std::string("auto"), "advise");
   if (!cfg.has("sync")) cfg.set("sync", std::string("auto"), "advise");
   if (!cfg.has("sync.bucket_kib")) cfg.set("sync.bucket_kib", std::string("auto"), "advise");
   if (!a.calibration.empty()) {

@@ -7,9 +7,9 @@
 
 #include "loom/cli/commands.h"
 #include "loom/core/error.h"
-#include "loom/data/convert.h"
-#include "loom/data/loader_bench.h"
-#include "loom/data/token_shard.h"
+#include "loom/data/formats/convert.h"
+#include "loom/data/formats/token_shard.h"
+#include "loom/measure/loader_bench.h"
 
 namespace loom::cli {
 namespace {
@@ -149,7 +149,7 @@ CommandRegistrar inspect_reg("data inspect", [](CLI::App& parent) {
 });
 
 CommandRegistrar bench_reg("bench loader", [](CLI::App& parent) {
-  auto o = std::make_shared<data::LoaderBenchOptions>();
+  auto o = std::make_shared<measure::LoaderBenchOptions>();
   CLI::App* c = parent.add_subcommand(
       "loader",
       "input pipeline: stall with K=4 vs K=0 on a throttled source, shards vs IDX, "
@@ -162,7 +162,7 @@ CommandRegistrar bench_reg("bench loader", [](CLI::App& parent) {
   c->add_option("--consume-share", o->consume_share,
                 "the stand-in model consumes this share of the disk's rate");
   c->add_flag("--quick", o->quick, "smaller sets and fewer steps (for tests)");
-  c->callback([o] { data::run_loader_bench(*o, stdout); });
+  c->callback([o] { measure::run_loader_bench(*o, stdout); });
 });
 
 }  // namespace

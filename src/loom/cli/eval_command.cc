@@ -12,6 +12,7 @@
 #include "loom/cli/trained_run.h"
 #include "loom/core/error.h"
 #include "loom/core/format_version.h"
+#include "loom/core/io/atomic_file.h"
 #include "loom/core/timer.h"
 #include "loom/tensor/cpu/cpu_backend.h"
 #include "loom/train/evaluation.h"
@@ -67,16 +68,7 @@ void run_eval(const EvalArgs& args) {
     j["weights"] = m.weights;
     j["data"] = source;
     j["steps"] = m.steps;
-    // Through a temporary file and a rename: an interrupted eval leaves no half-written JSON.
-    const std::string tmp = fmt::format("{}.tmp.{}", args.json, ::getpid());
-    std::ofstream out(tmp);
-    out << j.dump(2) << "\n";
-    out.close();
-    if (!out || std::rename(tmp.c_str(), args.json.c_str()) != 0) {
-      const std::string why = std::strerror(errno);
-      std::remove(tmp.c_str());
-      throw InputError(fmt::format("{}: cannot write: {}", args.json, why));
-    }
+    core::write_file_atomically(args.json, j.dump(2) + "\n");
   }
 }
 

@@ -12,11 +12,11 @@
 
 #include "loom/cli/commands.h"
 #include "loom/core/error.h"
-#include "loom/data/npy.h"
-#include "loom/nn/model_file.h"
-#include "loom/nn/onnx_export.h"
+#include "loom/core/io/atomic_file.h"
+#include "loom/data/formats/npy.h"
+#include "loom/nn/io/model_file.h"
+#include "loom/nn/io/onnx_export.h"
 #include "loom/tensor/cpu/cpu_backend.h"
-#include "loom/train/checkpoint_format.h"
 #include "loom/train/trained_model.h"
 
 namespace loom::cli {
@@ -70,7 +70,7 @@ struct Target {
 };
 
 void write_weights(const train::TrainedModel& m, const HostWeights& w, const std::string& path) {
-  train::write_file_atomically(
+  core::write_file_atomically(
       path,
       nn::model_file_bytes(*m.model, m.graph, w.params, w.state,
                            train::trained_model_metadata(m.steps, m.input_normalisation, m.loss)));

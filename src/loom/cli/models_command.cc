@@ -1,5 +1,5 @@
-// `loom models list` and `loom models show NAME`: the networks of the zoo (nn/model_zoo.h), and
-// any of them as a graph file to copy and edit.
+// `loom models list` and `loom models show NAME`: the networks of the zoo (nn/graph/model_zoo.h),
+// and any of them as a graph file to copy and edit.
 #include <fmt/format.h>
 
 #include <fstream>
@@ -7,8 +7,8 @@
 #include "loom/cli/commands.h"
 #include "loom/core/config.h"
 #include "loom/core/error.h"
-#include "loom/nn/layer_factory.h"
-#include "loom/nn/model_zoo.h"
+#include "loom/nn/graph/model_zoo.h"
+#include "loom/nn/layers/layer_factory.h"
 #include "loom/tensor/backend_registry.h"
 
 namespace loom::cli {

@@ -1,7 +1,7 @@
 // `loom predict RUN --input FILE --output FILE`: a trained model's predictions for inputs in an
-// IDX, NPY or CSV file (data/feature_file.h), written as NPY or CSV. Classification writes the
-// predicted class, the top k classes with their probabilities, or every class's probability;
-// a regression model (trained with the mse loss) writes its outputs, as does --raw.
+// IDX, NPY or CSV file (data/formats/feature_file.h), written as NPY or CSV. Classification writes
+// the predicted class, the top k classes with their probabilities, or every class's probability; a
+// regression model (trained with the mse loss) writes its outputs, as does --raw.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -17,10 +17,11 @@
 #include "loom/cli/commands.h"
 #include "loom/cli/trained_run.h"
 #include "loom/core/error.h"
+#include "loom/core/io/atomic_file.h"
 #include "loom/core/timer.h"
-#include "loom/data/csv.h"
-#include "loom/data/feature_file.h"
-#include "loom/data/npy.h"
+#include "loom/data/formats/csv.h"
+#include "loom/data/formats/feature_file.h"
+#include "loom/data/formats/npy.h"
 #include "loom/tensor/cpu/cpu_backend.h"
 #include "loom/train/forward_settings.h"
 #include "loom/train/trained_model.h"
@@ -65,45 +66,36 @@ struct Table {
   bool squeeze = false;
 };
 
-// Writes to a temporary file beside `path` and renames it over `path`, so an interrupted
-// predict never leaves half a file under the name asked for.
+// Through core::AtomicFile, so an interrupted predict never leaves half a file under the name
+// asked for.
 void write_table(const Table& t, const std::string& path, OutputFormat format) {
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  try {
-    if (format == OutputFormat::kNpy) {
-      const std::vector<int64_t> shape =
-          t.squeeze ? std::vector<int64_t>{t.rows} : std::vector<int64_t>{t.rows, t.cols};
-      if (t.integral()) {
-        std::vector<int64_t> v(t.values.begin(), t.values.end());
-        data::write_npy(tmp, data::NpyDtype::kInt64, shape, v.data());
-      } else {
-        std::vector<float> v(t.values.begin(), t.values.end());
-        data::write_npy(tmp, data::NpyDtype::kFloat32, shape, v.data());
-      }
+  core::AtomicFile out(path);
+  if (format == OutputFormat::kNpy) {
+    // write_npy writes the temporary whole; commit() syncs and renames it.
+    const std::vector<int64_t> shape =
+        t.squeeze ? std::vector<int64_t>{t.rows} : std::vector<int64_t>{t.rows, t.cols};
+    if (t.integral()) {
+      std::vector<int64_t> v(t.values.begin(), t.values.end());
+      data::write_npy(out.temp_path(), data::NpyDtype::kInt64, shape, v.data());
     } else {
-      std::ofstream out(tmp);
-      if (!out) throw InputError(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
-      out << fmt::format("{}\n", fmt::join(t.names, ","));
-      for (int64_t r = 0; r < t.rows; ++r) {
-        for (int64_t c = 0; c < t.cols; ++c) {
-          const double v = t.values[size_t(r * t.cols + c)];
-          if (c) out << ',';
-          if (t.is_class[size_t(c)])
-            out << int64_t(v);
-          else
-            out << fmt::format("{:.9g}", v);
-        }
-        out << '\n';
-      }
-      out.close();
-      if (!out) throw InputError(fmt::format("{}: write failed: {}", path, std::strerror(errno)));
+      std::vector<float> v(t.values.begin(), t.values.end());
+      data::write_npy(out.temp_path(), data::NpyDtype::kFloat32, shape, v.data());
     }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0)
-      throw InputError(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
-  } catch (...) {
-    std::remove(tmp.c_str());
-    throw;
+  } else {
+    fmt::print(out.file(), "{}\n", fmt::join(t.names, ","));
+    for (int64_t r = 0; r < t.rows; ++r) {
+      for (int64_t c = 0; c < t.cols; ++c) {
+        const double v = t.values[size_t(r * t.cols + c)];
+        if (c) std::fputc(',', out.file());
+        if (t.is_class[size_t(c)])
+          fmt::print(out.file(), "{}", int64_t(v));
+        else
+          fmt::print(out.file(), "{:.9g}", v);
+      }
+      std::fputc('\n', out.file());
+    }
   }
+  out.commit();
 }
 
 // Softmax of one row of logits, in double.

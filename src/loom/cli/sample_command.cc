@@ -16,8 +16,8 @@
 #include "loom/cli/trained_run.h"
 #include "loom/core/error.h"
 #include "loom/core/rng.h"
-#include "loom/data/pipeline_config.h"
-#include "loom/data/token_shard.h"
+#include "loom/data/formats/token_shard.h"
+#include "loom/data/loader/pipeline_config.h"
 #include "loom/tensor/cpu/cpu_backend.h"
 #include "loom/train/trained_model.h"
 

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "loom/cli/scale_command.h"
-#include "loom/nn/model_description.h"
+#include "loom/nn/graph/model_description.h"
 #include "loom/perf/parallelism_model.h"
 
 namespace loom::cli::scale {

@@ -163,6 +163,10 @@ class Communicator {
   // Whether the collectives take device memory (nccl: its worker's GPU) rather than host
   // memory. Which device is the registry's business (transport_registry.h device_backend).
   virtual bool device_memory() const { return false; }
+  // Whether every worker of this communicator is a thread of this process (the thread
+  // transport; nccl bootstrapped over threads): they share its memory and its cores. Otherwise
+  // they are processes, and a launcher says how many share this machine.
+  virtual bool in_one_process() const { return false; }
 
   // ---- point-to-point (the whole transport interface) ----
   virtual Request isend(int peer, const void* data, size_t bytes, int tag) = 0;

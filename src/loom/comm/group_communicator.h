@@ -23,6 +23,7 @@ class GroupCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return int(members_.size()); }
   std::string name() const override { return parent_.name(); }
+  bool in_one_process() const override { return parent_.in_one_process(); }
   bool device_memory() const override { return parent_.device_memory(); }
 
   Request isend(int peer, const void* data, size_t bytes, int tag) override;

@@ -20,33 +20,45 @@
 
 namespace loom::comm {
 
+const std::vector<TransportKind>& transport_kinds() {
+  static const std::vector<TransportKind> kinds = {
+      {"thread", "one worker per thread of this process, point-to-point through shared memory",
+       true, "", false, false, true},
+      {"mpi", "one worker per MPI rank (mpirun), node shared memory for ranks on one machine",
+       LOOM_HAVE_MPI != 0, "-DLOOM_MPI=ON (needs libopenmpi-dev)", false, true, true},
+      {"nccl", "one GPU per worker, NCCL's collectives on device buffers", LOOM_HAVE_NCCL != 0,
+       "-DLOOM_CUDA=ON (needs nvcc, and nccl.h and libnccl, under /usr/local/cuda on these "
+       "machines)",
+       true, true, true},
+  };
+  return kinds;
+}
+
 std::vector<std::string> known_transports() {
-  return {"thread", "mpi", "nccl"};
+  std::vector<std::string> names;
+  for (const TransportKind& k : transport_kinds()) names.push_back(k.name);
+  return names;
+}
+
+const TransportKind& transport_kind(const std::string& name) {
+  for (const TransportKind& k : transport_kinds())
+    if (k.name == name) return k;
+  throw ConfigError(fmt::format("unknown transport '{}': choose auto, {}", name,
+                                fmt::join(known_transports(), ", ")));
 }
 
 bool transport_built(const std::string& name) {
-  if (name == "thread") return true;
-  if (name == "mpi") return LOOM_HAVE_MPI != 0;
-  if (name == "nccl") return LOOM_HAVE_NCCL != 0;
+  for (const TransportKind& k : transport_kinds())
+    if (k.name == name) return k.built;
   return false;
 }
 
 std::string resolve_transport(const std::string& name) {
   if (name == "auto") return (LOOM_HAVE_MPI && launched_by_mpi()) ? "mpi" : "thread";
-  if (name == "mpi" && !LOOM_HAVE_MPI) {
-    throw ConfigError(
-        "transport 'mpi' was not built into this loom: reconfigure with -DLOOM_MPI=ON "
-        "(needs libopenmpi-dev)");
-  }
-  if (name == "nccl" && !LOOM_HAVE_NCCL) {
-    throw ConfigError(
-        "transport 'nccl' was not built into this loom: reconfigure with -DLOOM_CUDA=ON "
-        "(needs nvcc, and nccl.h and libnccl, under /usr/local/cuda on these machines)");
-  }
-  if (!transport_built(name)) {
-    throw ConfigError(
-        fmt::format("unknown transport '{}': choose auto, thread, mpi or nccl", name));
-  }
+  const TransportKind& k = transport_kind(name);
+  if (!k.built)
+    throw ConfigError(fmt::format(
+        "transport '{}' was not built into this loom: reconfigure with {}", name, k.build_hint));
   return name;
 }
 

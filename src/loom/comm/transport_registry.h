@@ -23,7 +23,22 @@ class Backend;
 
 namespace loom::comm {
 
+// What a transport is, so that callers ask what it can do instead of testing its name (a
+// communicator answers for itself too: Communicator::device_memory, in_one_process).
+struct TransportKind {
+  std::string name;
+  std::string summary;
+  bool built = false;
+  std::string build_hint;      // how to build it when it was not ("-DLOOM_MPI=ON (needs ...)")
+  bool device_memory = false;  // carries device buffers; workers compute on GPUs
+  bool reaches_other_machines = false;  // its workers may be on other machines
+  bool cancellable_requests = false;    // dropping a pending request withdraws it
+};
+
 // "thread", "mpi" and "nccl", whether built or not.
+const std::vector<TransportKind>& transport_kinds();
+// ConfigError listing the known names for one that is not among them.
+const TransportKind& transport_kind(const std::string& name);
 std::vector<std::string> known_transports();
 bool transport_built(const std::string& name);
 

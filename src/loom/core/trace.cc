@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "loom/core/error.h"
+#include "loom/core/io/atomic_file.h"
 
 namespace loom::trace {
 
@@ -255,13 +256,7 @@ void Session::write() {
   std::filesystem::path p(path_);
   std::error_code ec;
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-  const std::filesystem::path tmp = p.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    if (!out) throw InputError(fmt::format("{}: cannot write the timeline", tmp.string()));
-  }
-  std::filesystem::rename(tmp, p);
+  core::write_file_atomically(p.string(), text);
 }
 
 }  // namespace loom::trace

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "loom/core/error.h"
+#include "loom/core/io/atomic_file.h"
 #include "loom/core/svg_plot.h"
 
 namespace loom::experiments {
@@ -442,14 +443,7 @@ ReportOutcome write_report(const std::vector<std::string>& dirs, const std::stri
   const fs::path path(out_path);
   std::error_code ec;
   if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << html;
-    if (!f) throw InputError(fmt::format("{}: cannot write the report", tmp.string()));
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) throw InputError(fmt::format("{}: cannot write the report: {}", out_path, ec.message()));
+  core::write_file_atomically(path.string(), html);
   return out;
 }
 

@@ -7,6 +7,7 @@
 
 #include "loom/core/error.h"
 #include "loom/core/format_version.h"
+#include "loom/core/io/atomic_file.h"
 
 namespace loom::experiments {
 
@@ -78,18 +79,7 @@ void save_sweep_state(const std::string& dir, const std::string& metric,
   const nlohmann::json state = {
       {kFormatVersionKey, kSweepStateFormatVersion}, {"metric", metric}, {"trials", trials}};
   const fs::path path = fs::path(dir) / "state.json";
-  const fs::path tmp = fs::path(dir) / "state.json.tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << state.dump(1) << '\n';
-    out.flush();
-    if (!out) throw InputError(fmt::format("{}: cannot write the sweep state", tmp.string()));
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec)
-    throw InputError(
-        fmt::format("{}: cannot rename to {}: {}", tmp.string(), path.string(), ec.message()));
+  core::write_file_atomically(path.string(), state.dump(1) + '\n');
 }
 
 std::vector<TrialRecord> load_sweep_state(const std::string& dir, std::string* metric) {

@@ -1,8 +1,8 @@
 #include "loom/experiments/workloads.h"
 
 #include "loom/core/config.h"
-#include "loom/nn/graph_spec.h"
-#include "loom/nn/model_description.h"
+#include "loom/nn/graph/graph_spec.h"
+#include "loom/nn/graph/model_description.h"
 
 namespace loom::experiments {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "loom/comm/communicator.h"
-#include "loom/nn/model.h"
+#include "loom/nn/graph/model.h"
 #include "loom/perf/auto_choice.h"
 
 namespace loom::measure {

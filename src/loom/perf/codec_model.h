@@ -1,6 +1,8 @@
 // What each gradient codec costs the model: bits on the wire per fp32 element, how it
 // aggregates (summable in an allreduce, stripe exchange, or allgather), and its compute cost
 // as passes over the fp32 gradient through GPU memory (or a measured GB/s from calibration).
+// Every figure comes from the codec's record (compress/codec_kind.h): the model knows the
+// codecs the registry knows, a registered one included, and names none of them.
 #pragma once
 
 #include <string>
@@ -8,6 +10,9 @@
 
 namespace loom::perf {
 
+// The collective that carries a codec's payloads, from its record: summable payloads (and
+// PowerSGD's linear factors) go through an allreduce, stripes through a reduce-scatter and
+// all-gather of re-quantised stripes, sparse payloads through an all-gather.
 enum class Aggregation {
   kAllreduce,       // summable as sent: fp32, fp16, bf16; PowerSGD's P and Q factors
   kStripeExchange,  // reduce-scatter + all-gather of re-quantised stripes (CNTK 1-bit, int8)
@@ -26,7 +31,7 @@ struct CodecModel {
   double ratio() const { return bits_per_element / 32.0; }
 };
 
-// fp32, fp16, bf16, int8, onebit, topk, powersgd; InputError with close matches otherwise.
+// A codec the registry knows (compress::codec_names()); InputError with close matches otherwise.
 CodecModel codec_model(const std::string& name);
 std::vector<std::string> codec_names();
 

@@ -13,7 +13,7 @@
 #include "loom/comm/communicator.h"
 #include "loom/core/config.h"
 #include "loom/core/error.h"
-#include "loom/nn/model.h"
+#include "loom/nn/graph/model.h"
 #include "loom/optim/optimizer.h"
 
 namespace loom::sync {

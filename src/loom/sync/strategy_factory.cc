@@ -61,6 +61,51 @@ const std::vector<std::string>& allreduce_codec_keys() {
   return keys;
 }
 
+// "a, b and c" (or "or").
+std::string listed(const std::vector<std::string>& names, const char* last) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() ? fmt::format(" {} ", last) : ", ") + names[i];
+  return out;
+}
+
+// `"a" or "b"`: the codecs whose record says `pred`.
+std::string quoted_names(const std::function<bool(const compress::CodecKind&)>& pred) {
+  std::vector<std::string> q;
+  for (const std::string& n : compress::codec_names_where(pred)) q.push_back("\"" + n + "\"");
+  return listed(q, "or");
+}
+
+// The lossy codecs summed through stripes, for which codec.aggregation is a choice.
+std::vector<std::string> striped_lossy_codecs() {
+  return compress::codec_names_where([](const compress::CodecKind& k) {
+    return k.lossy && k.aggregation == compress::Aggregation::kStripes;
+  });
+}
+
+// The codecs whose record has `flag` set.
+std::vector<std::string> names_of(bool compress::CodecKind::*flag) {
+  return compress::codec_names_where([flag](const compress::CodecKind& k) { return k.*flag; });
+}
+
+// codec.warmup_steps' default, as --help-config shows it: "onebit: 1% of steps, <= 10; else 0".
+std::string warmup_defaults() {
+  std::string out;
+  for (const compress::CodecKind* k : compress::codec_kinds())
+    if (k->warmup_percent > 0)
+      out +=
+          fmt::format("{}: {}% of steps, <= {}; ", k->name, k->warmup_percent, k->warmup_max_steps);
+  return out + "else 0";
+}
+
+// codec.min_bucket_kib's default: "64 (topk) / 0".
+std::string min_bucket_defaults() {
+  std::string out;
+  for (const compress::CodecKind* k : compress::codec_kinds())
+    if (k->min_bucket_kib > 0) out += fmt::format("{} ({}) / ", k->min_bucket_kib, k->name);
+  return out + "0";
+}
+
 // Whether `key` (one of the above) is set to something other than what leaves it out: a
 // warm-up or minimum of 0, aggregation "auto", false or "auto" for the booleans.
 bool sets_something(const Config& cfg, const std::string& key) {
@@ -82,15 +127,16 @@ void refuse_allreduce_codec_keys(const Config& cfg, const std::string& why) {
 void read_codec_options(const Config& cfg, const comm::Communicator& comm, int64_t total_steps,
                         AllreduceOptions& opts) {
   const std::string name = opts.codec ? opts.codec->name() : "fp32";
-  const bool onebit = name == "onebit", topk = name == "topk";
   if (!opts.codec) {
     refuse_allreduce_codec_keys(cfg, "applies to a lossy codec; codec fp32 sums exactly");
     return;
   }
+  const compress::CodecKind& kind = compress::codec_kind(name);
 
-  // Warm-up: exact sums for the first steps. 1-bit: 1% of the run, at most 10 steps (none when
-  // the run's length is not known); docs/compress.md measures what it recovers and costs.
-  const int64_t auto_warmup = onebit ? std::min<int64_t>(10, total_steps / 100) : 0;
+  // Warm-up: exact sums for the first steps, as the codec's record says (1-bit: 1% of the run,
+  // at most 10 steps; none when the run's length is not known).
+  const int64_t auto_warmup = std::min<int64_t>(
+      kind.warmup_max_steps, std::max<int64_t>(total_steps, 0) * kind.warmup_percent / 100);
   opts.codec_warmup_steps = cfg.get_int("codec.warmup_steps", auto_warmup, 0, int64_t(1) << 40);
   if (total_steps > 0 && opts.codec_warmup_steps >= total_steps)
     throw bad_key(cfg, "codec.warmup_steps",
@@ -105,14 +151,17 @@ void read_codec_options(const Config& cfg, const comm::Communicator& comm, int64
   const bool striped = opts.codec->aggregation() == compress::Aggregation::kStripes;
   if (agg != "auto" && !striped)
     throw bad_key(cfg, "codec.aggregation",
-                  fmt::format("codec {} has one way to sum ({}); the choice is for fp16, bf16, "
-                              "int8 and onebit",
-                              name, topk ? "gather" : "factors by allreduce"));
-  if (agg == "gather" || (agg == "auto" && onebit && comm.size() == 2))
+                  fmt::format("codec {} has one way to sum ({}); the choice is for {}", name,
+                              opts.codec->aggregation() == compress::Aggregation::kGather
+                                  ? "gather"
+                                  : "factors by allreduce",
+                              listed(striped_lossy_codecs(), "and")));
+  if (agg == "gather" || (agg == "auto" && kind.gather_at_two_ranks && comm.size() == 2))
     opts.aggregation = compress::Aggregation::kGather;
 
   // Small buckets exact: top-k's 1% of a small output layer starves it (docs/compress.md).
-  const int64_t min_kib = cfg.get_int("codec.min_bucket_kib", topk ? 64 : 0, 0, int64_t(1) << 30);
+  const int64_t min_kib =
+      cfg.get_int("codec.min_bucket_kib", kind.min_bucket_kib, 0, int64_t(1) << 30);
   opts.codec_min_elements = min_kib * 1024 / int64_t(sizeof(float));
 
   // Momentum correction: on by default for 1-bit and top-k under SGD with momentum.
@@ -126,7 +175,9 @@ void read_codec_options(const Config& cfg, const comm::Communicator& comm, int64
     auto bad = [&](const std::string& why) {
       return bad_key(cfg, "sync.momentum_correction", why);
     };
-    if (!onebit && !topk) throw bad("needs codec = \"onebit\" or \"topk\"");
+    if (!kind.momentum_correction)
+      throw bad("needs codec = " +
+                quoted_names([](const compress::CodecKind& k) { return k.momentum_correction; }));
     if (optim_name != "sgd" || nesterov) throw bad("needs optim.name = \"sgd\" without Nesterov");
     if (momentum == 0.0) throw bad("needs optim.momentum > 0");
     if (comm.device_memory())
@@ -135,7 +186,7 @@ void read_codec_options(const Config& cfg, const comm::Communicator& comm, int64
           "memory (backend = \"cuda\")");
     use_mc = true;
   } else if (!mc.has_value()) {
-    use_mc = (onebit || topk) && optim_name == "sgd" && !nesterov && momentum > 0.0 &&
+    use_mc = kind.momentum_correction && optim_name == "sgd" && !nesterov && momentum > 0.0 &&
              !comm.device_memory();
   }
   if (use_mc) {
@@ -143,8 +194,11 @@ void read_codec_options(const Config& cfg, const comm::Communicator& comm, int64
     opts.sgd_weight_decay = float(cfg.get_double("optim.weight_decay", 0.0, 0.0, 1.0));
   }
   opts.momentum_masking = cfg.get_bool("sync.momentum_masking", false);
-  if (opts.momentum_masking && !topk)
-    throw bad_key(cfg, "sync.momentum_masking", "applies to codec = \"topk\" only");
+  if (opts.momentum_masking && !kind.momentum_masking)
+    throw bad_key(cfg, "sync.momentum_masking",
+                  "applies to codec = " + quoted_names([](const compress::CodecKind& k) {
+                    return k.momentum_masking;
+                  }) + " only");
   if (opts.momentum_masking && !use_mc)
     throw bad_key(cfg, "sync.momentum_masking",
                   "needs momentum correction (sync.momentum_correction)");
@@ -169,9 +223,12 @@ std::vector<ConfigKeySpec> sync_config_keys() {
        "a codec)"},
       {"sync.momentum_correction", ConfigType::kBool, "auto",
        "each worker sends its own velocity through the codec and the sum is applied without "
-       "momentum (DGC); auto: on for onebit and topk under SGD with momentum (host memory)"},
+       "momentum (DGC); auto: on for " +
+           listed(names_of(&compress::CodecKind::momentum_correction), "and") +
+           " under SGD with momentum (host memory)"},
       {"sync.momentum_masking", ConfigType::kBool, "false",
-       "topk with momentum correction: clear velocity entries the codec sent in full (DGC)"},
+       listed(names_of(&compress::CodecKind::momentum_masking), "and") +
+           " with momentum correction: clear velocity entries the codec sent in full (DGC)"},
       {"bmuf.tau", ConfigType::kInt, "8", "bmuf: local steps per block (>= 1)"},
       {"bmuf.eta", ConfigType::kDouble, "1 - 1/N", "bmuf: block momentum in [0, 1)"},
       {"bmuf.zeta", ConfigType::kDouble, "1", "bmuf: block learning rate in (0, 100]"},
@@ -182,12 +239,15 @@ std::vector<ConfigKeySpec> sync_config_keys() {
   for (auto& k : compress::codec_config_keys()) keys.push_back(k);
   // The allreduce strategy's codec options (read here, not by the codec registry).
   for (auto& k : std::vector<ConfigKeySpec>{
-           {"codec.warmup_steps", ConfigType::kInt, "onebit: 1% of steps, <= 10; else 0",
+           {"codec.warmup_steps", ConfigType::kInt, warmup_defaults(),
             "sum exactly (fp32) for this many steps before the codec starts"},
            {"codec.aggregation", ConfigType::kString, "\"auto\"",
-            "fp16, bf16, int8, onebit: \"stripes\" (owners re-encode their stripe's sum) or "
-            "\"gather\" (every encoding to every rank); auto: gather for onebit at 2 workers"},
-           {"codec.min_bucket_kib", ConfigType::kInt, "64 (topk) / 0",
+            listed(striped_lossy_codecs(), "and") +
+                ": \"stripes\" (owners re-encode their stripe's sum) or \"gather\" (every "
+                "encoding to every rank); auto: gather for " +
+                listed(names_of(&compress::CodecKind::gather_at_two_ranks), "and") +
+                " at 2 workers"},
+           {"codec.min_bucket_kib", ConfigType::kInt, min_bucket_defaults(),
             "buckets smaller than this skip the codec and are summed exactly (fp32)"},
        })
     keys.push_back(k);
@@ -211,12 +271,15 @@ void check_device_sync(const Config& cfg) {
                     "(parallel = \"data\")",
                     cfg.where(cfg.has("parallel.mode") ? "parallel.mode" : "parallel")));
   const std::string codec = compress::codec_name(cfg);
-  if (codec != "fp32" && !compress::device_codec_built(codec)) {
-    const char* key = cfg.has("codec") ? "codec" : "codec.name";
+  if (compress::codec_kind(codec).lossy && !compress::device_codec_built(codec)) {
+    const std::string key = compress::codec_key(cfg);
     throw ConfigError(
-        fmt::format("{}: key '{}': codec {} has no device kernels; the nccl transport takes "
-                    "fp32, fp16, bf16, int8, onebit or topk",
-                    cfg.where(key), key, codec));
+        fmt::format("{}: key '{}': codec {} has no device kernels; the nccl transport takes {}",
+                    cfg.where(key), key, codec,
+                    listed(compress::codec_names_where([](const compress::CodecKind& k) {
+                             return !k.lossy || compress::device_codec_built(k.name);
+                           }),
+                           "or")));
   }
 }
 

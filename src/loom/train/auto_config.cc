@@ -12,7 +12,7 @@
 #include "loom/core/log.h"
 #include "loom/measure/auto_probe.h"
 #include "loom/measure/machine_identity.h"
-#include "loom/nn/model_zoo.h"
+#include "loom/nn/graph/model_zoo.h"
 #include "loom/optim/optimizer.h"
 #include "loom/perf/calibration.h"
 #include "loom/sync/allreduce/overlap_policy.h"
@@ -21,18 +21,19 @@
 namespace loom::train {
 namespace {
 
-// The codecs auto measures and weighs: those the cost model predicts (perf/codec_model.h)
-// whose encode and decode speed the start-up measures on a flat gradient. A lossy one is
-// chosen only with a measured accuracy delta (data/perf/codec_accuracy.toml: on the reference
-// job top-k has one through the allreduce, not with block momentum). Left out, and named in
-// the log (kNotCandidates): PowerSGD, whose speed depends on each layer's matrix shape, which
-// the flat probe does not time.
-const std::vector<std::string> kAutoCodecs = {"fp32", "fp16", "int8", "onebit", "topk"};
-// What auto does not weigh, and why: one line of the log.
-constexpr const char* kNotCandidates =
-    "auto: not candidates: codec powersgd (its speed depends on each layer's matrix shape, "
-    "which the start-up does not time), sync = \"ps\" (the parameter server: servers change "
-    "which ranks train, and no accuracy delta is recorded for it)\n";
+// What auto does not weigh, and why: one line of the log, from the codecs' records and the
+// parameter server's reason.
+std::string not_candidates_line() {
+  std::vector<std::string> why;
+  for (const compress::CodecKind* k : compress::codec_kinds())
+    if (!k->auto_candidate)
+      why.push_back(k->not_auto_reason.empty() ? "codec " + k->name : k->not_auto_reason);
+  why.push_back(
+      "sync = \"ps\" (the parameter server: servers change which ranks train, and no accuracy "
+      "delta is recorded for it)");
+  return fmt::format("auto: not candidates: {}\n", fmt::join(why, ", "));
+}
+
 const std::vector<int64_t> kAutoBucketKib = {1024, 4096, 16384};
 // The default job's MLP, 784-1024-1024-10: the reference job "mlp" of the accuracy table.
 constexpr int64_t kReferenceMlpParams = 1863690;
@@ -42,10 +43,6 @@ bool is_auto(const Config& cfg, const std::string& key) {
   const ConfigValue& v = cfg.values().at(key);
   return !v.is_array && std::holds_alternative<std::string>(v.value) &&
          std::get<std::string>(v.value) == "auto";
-}
-
-const char* codec_key(const Config& cfg) {
-  return cfg.has("codec.name") ? "codec.name" : "codec";
 }
 
 perf::LossyPolicy lossy_policy(const Config& cfg) {
@@ -106,8 +103,12 @@ std::vector<ConfigKeySpec> auto_config_keys() {
   };
 }
 
+std::vector<std::string> auto_candidate_codecs() {
+  return compress::codec_names_where([](const compress::CodecKind& k) { return k.auto_candidate; });
+}
+
 bool wants_auto(const Config& cfg) {
-  return is_auto(cfg, "codec") || is_auto(cfg, "codec.name") || is_auto(cfg, "sync") ||
+  return is_auto(cfg, compress::codec_key(cfg)) || is_auto(cfg, "sync") ||
          is_auto(cfg, "sync.bucket_kib");
 }
 
@@ -124,8 +125,8 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
         "\"{}\"",
         cfg.where("parallel"), cfg.get_string("parallel", "data")));
 
-  const bool codec_auto = is_auto(cfg, codec_key(cfg));
-  res.codec_key = codec_key(cfg);
+  const bool codec_auto = is_auto(cfg, compress::codec_key(cfg));
+  res.codec_key = compress::codec_key(cfg);
   res.codec_auto = codec_auto;
   res.sync_auto = is_auto(cfg, "sync");
   res.bucket_auto = is_auto(cfg, "sync.bucket_kib");
@@ -141,7 +142,7 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
     if (was == machine) {
       nlohmann::json chosen;
       if (codec_auto) {
-        cfg.set(codec_key(cfg), compress::codec_name(saved), dir);
+        cfg.set(compress::codec_key(cfg), compress::codec_name(saved), dir);
         chosen["codec"] = compress::codec_name(saved);
       }
       if (is_auto(cfg, "sync")) {
@@ -172,7 +173,7 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
 
   // One worker exchanges nothing: there is nothing to measure or weigh.
   if (comm.size() == 1) {
-    if (codec_auto) cfg.set(codec_key(cfg), std::string("fp32"), "auto (one worker)");
+    if (codec_auto) cfg.set(compress::codec_key(cfg), std::string("fp32"), "auto (one worker)");
     if (is_auto(cfg, "sync")) cfg.set("sync", std::string("allreduce"), "auto (one worker)");
     if (is_auto(cfg, "sync.bucket_kib"))
       cfg.set("sync.bucket_kib", int64_t(4096), "auto (one worker)");
@@ -188,7 +189,8 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
   }
 
   perf::AutoRequest r;
-  r.codecs = codec_auto ? kAutoCodecs : std::vector<std::string>{compress::codec_name(cfg)};
+  r.codecs =
+      codec_auto ? auto_candidate_codecs() : std::vector<std::string>{compress::codec_name(cfg)};
   if (is_auto(cfg, "sync")) {
     r.syncs = {"allreduce", "bmuf"};
   } else {
@@ -272,7 +274,7 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
 
   const perf::AutoCandidate& c = res.decision.chosen;
   const std::string where = "auto (measured)";
-  if (codec_auto) cfg.set(codec_key(cfg), c.codec, where);
+  if (codec_auto) cfg.set(compress::codec_key(cfg), c.codec, where);
   if (is_auto(cfg, "sync")) cfg.set("sync", c.sync, where);
   if (is_auto(cfg, "sync.bucket_kib")) cfg.set("sync.bucket_kib", c.bucket_kib, where);
   cfg.set("auto.machine", machine, where);
@@ -283,7 +285,7 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
   j["measured"]["cost_share_of_1000_steps"] = share;
   res.json = j.dump();
   res.log = perf::describe_decision(res.decision, res.measured);
-  if (codec_auto || res.sync_auto) res.log += kNotCandidates;
+  if (codec_auto || res.sync_auto) res.log += not_candidates_line();
   if (res.measured.cost_s > 0)
     res.log += fmt::format(
         "auto: measuring cost {:.2f} s, {:.1f}% of a 1,000-step run at the predicted step\n",

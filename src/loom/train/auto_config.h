@@ -25,7 +25,7 @@
 
 #include "loom/comm/communicator.h"
 #include "loom/core/config.h"
-#include "loom/nn/layer.h"
+#include "loom/nn/layers/layer.h"
 #include "loom/optim/optimizer.h"
 #include "loom/perf/auto_choice.h"
 #include "loom/tensor/backend.h"
@@ -36,6 +36,12 @@ std::vector<ConfigKeySpec> auto_config_keys();
 
 // Whether codec, sync or sync.bucket_kib is "auto".
 bool wants_auto(const Config& cfg);
+
+// The codecs codec = "auto" measures and weighs: those whose record says so
+// (compress/codec_kind.h), in the registry's order. The cost model predicts each and the
+// start-up measures its encode and decode speed on a flat gradient; a lossy one is chosen only
+// with a measured accuracy delta (data/perf/codec_accuracy.toml).
+std::vector<std::string> auto_candidate_codecs();
 
 struct AutoResolution {
   bool active = false;

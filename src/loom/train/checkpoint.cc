@@ -8,6 +8,7 @@
 
 #include "loom/core/config.h"
 #include "loom/core/error.h"
+#include "loom/core/io/atomic_file.h"
 #include "loom/core/log.h"
 
 namespace loom::train {
@@ -428,10 +429,10 @@ std::string save_checkpoint(comm::Communicator& c, const std::string& root, int 
     fs::create_directories(partial, ec);
     if (!fs::is_directory(partial))
       throw InputError(fmt::format("{}: cannot create: {}", partial.string(), ec.message()));
-    write_file_atomically((partial / rank_file_name(c.rank())).string(),
+    write_checkpoint_file((partial / rank_file_name(c.rank())).string(),
                           make_rank_file(w, pos, c.rank()).serialize());
     if (c.rank() == 0)
-      write_file_atomically((partial / kTrainFile).string(),
+      write_checkpoint_file((partial / kTrainFile).string(),
                             make_train_file(w, pos, config).serialize());
   } catch (const InputError& e) {
     failure = e.what();
@@ -460,7 +461,7 @@ std::string save_checkpoint(comm::Communicator& c, const std::string& root, int 
   }
   if (c.rank() == 0) {
     std::error_code ec;
-    fsync_directory(partial.string());
+    core::fsync_directory(partial.string());
     if (fs::exists(final_dir)) {  // the same step again (resumed from an older checkpoint)
       const fs::path old = final_dir.string() + ".replaced";
       fs::remove_all(old, ec);
@@ -475,7 +476,7 @@ std::string save_checkpoint(comm::Communicator& c, const std::string& root, int 
                 partial.string(), final_dir.string(), ec.message());
       return "";
     }
-    fsync_directory(root);
+    core::fsync_directory(root);
     prune(root, keep, pos.step);
     log_info("checkpoint: step {} written to {}", pos.step, final_dir.string());
   }

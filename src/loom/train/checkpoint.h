@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "loom/comm/communicator.h"
-#include "loom/nn/model.h"
+#include "loom/nn/graph/model.h"
 #include "loom/optim/optimizer.h"
 #include "loom/sync/strategy.h"
 #include "loom/train/checkpoint_format.h"

@@ -12,7 +12,8 @@
 #include <filesystem>
 
 #include "loom/core/error.h"
-#include "loom/data/crc32c.h"
+#include "loom/core/io/atomic_file.h"
+#include "loom/core/io/crc32c.h"
 
 namespace loom::train {
 
@@ -104,28 +105,6 @@ int64_t write_limit() {
   return v;
 }
 
-// write(2) all of it, or the errno of the failure (ENOSPC when the test hook says so).
-int write_all(int fd, const uint8_t* p, size_t n) {
-  while (n > 0) {
-    size_t chunk = std::min<size_t>(n, size_t(1) << 24);
-    const int64_t limit = write_limit();
-    if (limit >= 0) {
-      const int64_t room = limit - g_written.load();
-      if (room <= 0) return ENOSPC;
-      chunk = std::min<size_t>(chunk, size_t(room));
-    }
-    const ssize_t w = ::write(fd, p, chunk);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    g_written += w;
-    p += w;
-    n -= size_t(w);
-  }
-  return 0;
-}
-
 }  // namespace
 
 void CheckpointFile::put(const std::string& name, SectionType type, const void* data,
@@ -212,11 +191,11 @@ std::vector<uint8_t> CheckpointFile::serialize() const {
     out.insert(out.end(), name.begin(), name.end());
     append<uint8_t>(out, uint8_t(s.type));
     append<uint8_t>(out, 0);
-    append<uint32_t>(out, data::crc32c(s.data.data(), s.data.size()));
+    append<uint32_t>(out, core::crc32c(s.data.data(), s.data.size()));
     append<uint64_t>(out, uint64_t(s.count()));
     out.insert(out.end(), s.data.begin(), s.data.end());
   }
-  const uint32_t crc = data::crc32c(out.data(), out.size());
+  const uint32_t crc = core::crc32c(out.data(), out.size());
   out.insert(out.end(), kCheckpointEnd, kCheckpointEnd + 8);
   append<uint32_t>(out, crc);
   append<uint32_t>(out, 0);
@@ -270,7 +249,7 @@ CheckpointFile CheckpointFile::parse(std::span<const uint8_t> bytes, const std::
           source, name, n, section_type_name(t),
           n > UINT64_MAX / esize ? std::string("over 2^64") : std::to_string(n * esize), c.left()));
     std::span<const uint8_t> payload = c.take(size_t(n) * esize);
-    const uint32_t got = data::crc32c(payload.data(), payload.size());
+    const uint32_t got = core::crc32c(payload.data(), payload.size());
     if (got != crc)
       throw InputError(
           fmt::format("{}: section '{}' fails its CRC32C (stored {:08x}, computed "
@@ -291,7 +270,7 @@ CheckpointFile CheckpointFile::parse(std::span<const uint8_t> bytes, const std::
                     source, count, body, bytes.size()));
   c.take(8);
   const uint32_t crc = c.get<uint32_t>("the file CRC");
-  const uint32_t got = data::crc32c(bytes.data(), body);
+  const uint32_t got = core::crc32c(bytes.data(), body);
   if (crc != got)
     throw InputError(
         fmt::format("{}: checkpoint header fails its CRC32C (stored {:08x}, "
@@ -327,27 +306,16 @@ CheckpointFile CheckpointFile::read(const std::string& path) {
   return parse(bytes, path);
 }
 
-void fsync_directory(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
-
-void write_file_atomically(const std::string& path, std::span<const uint8_t> bytes) {
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw InputError(fmt::format("{}: cannot create: {}", tmp, std::strerror(errno)));
-  int err = write_all(fd, bytes.data(), bytes.size());
-  if (err == 0 && ::fsync(fd) != 0) err = errno;
-  if (::close(fd) != 0 && err == 0) err = errno;
-  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
-  if (err != 0) {
-    ::unlink(tmp.c_str());
-    throw InputError(
-        fmt::format("{}: cannot write {} bytes: {}", path, bytes.size(), std::strerror(err)));
+void write_checkpoint_file(const std::string& path, std::span<const uint8_t> bytes) {
+  const int64_t limit = write_limit();
+  if (limit >= 0) {
+    // What a full disk does part-way through: the write fails, and the temporary goes.
+    const int64_t before = g_written.fetch_add(int64_t(bytes.size()));
+    if (before + int64_t(bytes.size()) > limit)
+      throw InputError(
+          fmt::format("{}: cannot write {} bytes: {}", path, bytes.size(), std::strerror(ENOSPC)));
   }
-  fsync_directory(fs::path(path).parent_path().string());
+  core::write_file_atomically(path, bytes);
 }
 
 void set_checkpoint_write_limit(int64_t bytes) {

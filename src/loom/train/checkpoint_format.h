@@ -72,14 +72,14 @@ class CheckpointFile {
   std::string source_ = "<memory>";
 };
 
-// Atomic write: `path`.tmp.<pid> is written, fsync'ed, renamed over `path`, and the directory
-// fsync'ed. On failure (disk full, ...) the temporary file is removed, `path` is untouched, and
-// an InputError names the path and the reason.
-void write_file_atomically(const std::string& path, std::span<const uint8_t> bytes);
-void fsync_directory(const std::string& dir);
+// Writes one file of a checkpoint (or the weights beside it) through core::write_file_atomically,
+// counting its bytes against the test hook below, so that a test can fill the disk between two
+// checkpoints without touching the run's other files.
+void write_checkpoint_file(const std::string& path, std::span<const uint8_t> bytes);
 
-// Test hook: writes fail with ENOSPC once this many bytes have been written in this process
-// (negative = never). Also set by the environment variable LOOM_CHECKPOINT_FAIL_AFTER_BYTES.
+// Test hook: checkpoint writes fail with ENOSPC once this many bytes have been written in this
+// process (negative = never). Also set by the environment variable
+// LOOM_CHECKPOINT_FAIL_AFTER_BYTES.
 void set_checkpoint_write_limit(int64_t bytes);
 
 }  // namespace loom::train

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "loom/comm/communicator.h"
-#include "loom/nn/layer.h"
+#include "loom/nn/layers/layer.h"
 #include "loom/tensor/backend.h"
 
 namespace loom::train {

@@ -5,11 +5,11 @@
 #include <filesystem>
 
 #include "loom/core/error.h"
-#include "loom/data/pipeline_config.h"
-#include "loom/data/sample_source.h"
-#include "loom/data/shard_source.h"
-#include "loom/data/token_shard.h"
-#include "loom/data/token_windows.h"
+#include "loom/data/formats/token_shard.h"
+#include "loom/data/loader/pipeline_config.h"
+#include "loom/data/sources/sample_source.h"
+#include "loom/data/sources/shard_source.h"
+#include "loom/data/sources/token_windows.h"
 #include "loom/train/device_batch.h"
 
 namespace loom::train {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "loom/data/dataset.h"
-#include "loom/nn/model.h"
+#include "loom/data/sources/dataset.h"
+#include "loom/nn/graph/model.h"
 #include "loom/train/forward_settings.h"
 #include "loom/train/trained_model.h"
 

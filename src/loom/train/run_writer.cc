@@ -6,6 +6,7 @@
 
 #include "loom/core/error.h"
 #include "loom/core/format_version.h"
+#include "loom/core/io/atomic_file.h"
 
 namespace loom::train {
 
@@ -38,7 +39,6 @@ void RunWriter::open() {
 void RunWriter::keep_epochs_through(int64_t epochs, int64_t steps) {
   if (!enabled()) return;
   const fs::path path = fs::path(dir_) / "metrics.jsonl";
-  const fs::path tmp = fs::path(dir_) / "metrics.jsonl.tmp";
   metrics_.close();
   std::string kept;
   {
@@ -55,32 +55,14 @@ void RunWriter::keep_epochs_through(int64_t epochs, int64_t steps) {
         kept += line + '\n';
     }
   }
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << kept;
-    out.close();
-    if (!out) {
-      const int err = errno;
-      std::error_code ignored;
-      fs::remove(tmp, ignored);  // a failed write leaves nothing behind (a full disk)
-      throw InputError(fmt::format("{}: cannot write: {}", tmp.string(), std::strerror(err)));
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) throw InputError(fmt::format("{}: cannot replace: {}", path.string(), ec.message()));
+  core::write_file_atomically(path.string(), kept);
   metrics_.open(path, std::ios::app);
   if (!metrics_) throw InputError(fmt::format("{}: cannot write", path.string()));
 }
 
 void RunWriter::write_config(const std::string& canonical_text) {
   if (!enabled()) return;
-  const fs::path path = fs::path(dir_) / "config.toml";
-  std::ofstream out(path, std::ios::trunc);
-  out << canonical_text;
-  out.close();
-  if (!out)
-    throw InputError(fmt::format("{}: write failed: {}", path.string(), std::strerror(errno)));
+  core::write_file_atomically((fs::path(dir_) / "config.toml").string(), canonical_text);
 }
 
 void RunWriter::append_metrics(const nlohmann::json& line) {
@@ -95,25 +77,9 @@ void RunWriter::append_metrics(const nlohmann::json& line) {
 
 void RunWriter::write_summary(const nlohmann::json& summary) {
   if (!enabled()) return;
-  const fs::path tmp = fs::path(dir_) / "summary.json.tmp";
   nlohmann::json versioned = summary;
   versioned[kFormatVersionKey] = kSummaryFormatVersion;
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << versioned.dump(2) << '\n';
-    out.close();
-    if (!out) {
-      const int err = errno;
-      std::error_code ignored;
-      fs::remove(tmp, ignored);  // a failed write leaves nothing behind (a full disk)
-      throw InputError(fmt::format("{}: write failed: {}", tmp.string(), std::strerror(err)));
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, fs::path(dir_) / "summary.json", ec);
-  if (ec)
-    throw InputError(
-        fmt::format("{}: cannot rename to summary.json: {}", tmp.string(), ec.message()));
+  core::write_file_atomically((fs::path(dir_) / "summary.json").string(), versioned.dump(2) + "\n");
 }
 
 }  // namespace loom::train

@@ -2,9 +2,10 @@
 
 #include <fmt/format.h>
 
+#include "loom/comm/transport_registry.h"
 #include "loom/core/trace.h"
-#include "loom/data/pipeline_config.h"
-#include "loom/nn/model_zoo.h"
+#include "loom/data/loader/pipeline_config.h"
+#include "loom/nn/graph/model_zoo.h"
 #include "loom/optim/loss_scaler.h"
 #include "loom/optim/lr_schedule.h"
 #include "loom/optim/optimizer.h"
@@ -16,6 +17,14 @@ namespace loom::train {
 
 namespace {
 
+// The `transport` key's help, from the transports' records.
+std::string transport_help() {
+  std::string text;
+  for (const comm::TransportKind& k : comm::transport_kinds())
+    text += fmt::format("\"{}\" ({}), ", k.name, k.summary);
+  return text + "or \"auto\" (mpi when launched by mpirun)";
+}
+
 std::vector<ConfigKeySpec> own_keys() {
   return {
       {"workers", ConfigType::kInt, "1", "data-parallel workers (threads, or MPI ranks)"},
@@ -25,9 +34,7 @@ std::vector<ConfigKeySpec> own_keys() {
       {"epochs", ConfigType::kInt, "3", "passes over the training set"},
       {"max_steps", ConfigType::kInt, "0", "stop after this many steps (0 = no limit)"},
       {"seed", ConfigType::kInt, "0", "seed of every random stream"},
-      {"transport", ConfigType::kString, "\"auto\"",
-       "\"thread\" (in-process), \"mpi\", \"nccl\" (GPUs), or \"auto\" (mpi when launched by "
-       "mpirun)"},
+      {"transport", ConfigType::kString, "\"auto\"", transport_help()},
       {"backend", ConfigType::kString, "\"cpu\"",
        "compute backend: cpu, or cuda (with transport = \"nccl\")"},
       {"precision", ConfigType::kString, "\"fp32\"",

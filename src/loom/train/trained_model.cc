@@ -5,11 +5,11 @@
 #include <nlohmann/json.hpp>
 
 #include "loom/core/error.h"
-#include "loom/data/pipeline_config.h"
-#include "loom/data/shard_source.h"
-#include "loom/nn/graph_builder.h"
-#include "loom/nn/model_file.h"
-#include "loom/nn/model_zoo.h"
+#include "loom/data/loader/pipeline_config.h"
+#include "loom/data/sources/shard_source.h"
+#include "loom/nn/graph/graph_builder.h"
+#include "loom/nn/graph/model_zoo.h"
+#include "loom/nn/io/model_file.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/checkpoint_format.h"
 

@@ -7,7 +7,7 @@
 //   const float* logits = m.model->forward(x, batch, nn::StepInfo{.training = false});
 //
 // The weights come from one of:
-//   - a run's model.safetensors (nn/model_file.h), written at the end of every run; the model
+//   - a run's model.safetensors (nn/io/model_file.h), written at the end of every run; the model
 //     is rebuilt from the graph in its metadata, so the file stands on its own, and the run's
 //     config.toml beside it (if there) becomes `config`;
 //   - a checkpoint directory (checkpoints/step-N, written by train.checkpoint_every,
@@ -21,9 +21,9 @@
 #include <string>
 
 #include "loom/core/config.h"
-#include "loom/data/dataset.h"
-#include "loom/nn/graph_spec.h"
-#include "loom/nn/model.h"
+#include "loom/data/sources/dataset.h"
+#include "loom/nn/graph/graph_spec.h"
+#include "loom/nn/graph/model.h"
 #include "loom/train/trained_model_metadata.h"
 
 namespace loom::train {

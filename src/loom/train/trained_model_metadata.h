@@ -1,5 +1,5 @@
 // The metadata `loom train` adds to model.safetensors beside the model file's own
-// (nn/model_file.h): the training steps, the input normalisation and the loss. Written by a run
+// (nn/io/model_file.h): the training steps, the input normalisation and the loss. Written by a run
 // and by `loom export`, read back by every loader of a trained model (`loom eval`, `predict`,
 // `export`, `sample`, Python's loom.load). A model file may come from anywhere, so the reader
 // checks every key it knows for type, range and agreement with the others, and an error
@@ -11,8 +11,8 @@
 #include <optional>
 #include <string>
 
-#include "loom/data/dataset.h"
-#include "loom/nn/model.h"
+#include "loom/data/sources/dataset.h"
+#include "loom/nn/graph/model.h"
 
 namespace loom::train {
 

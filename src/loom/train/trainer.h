@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "loom/core/config.h"
-#include "loom/data/dataset.h"
-#include "loom/data/sample_source.h"
+#include "loom/data/sources/dataset.h"
+#include "loom/data/sources/sample_source.h"
 
 namespace loom::train {
 

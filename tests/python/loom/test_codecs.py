@@ -23,7 +23,26 @@ def bf16_rne(x):
 def test_version_and_features():
     assert loom.__version__.count(".") == 2
     assert set(loom.features) >= {"build_type", "gemm", "cuda", "cudnn", "nccl", "mpi", "onnx"}
-    assert codecs.names() == ["fp32", "fp16", "bf16", "int8", "onebit", "topk", "powersgd"]
+    # The registry's records, the built-in codecs first in their order.
+    assert codecs.names() == [k["name"] for k in codecs.kinds()]
+    assert codecs.names()[:7] == ["fp32", "fp16", "bf16", "int8", "onebit", "topk", "powersgd"]
+
+
+def test_keywords_come_from_the_records():
+    """Every codec-specific key of a record is a keyword of get(), named without ``codec.`` and
+    the codec's name, and belongs to that codec alone."""
+    for kind in codecs.kinds():
+        others = [k["name"] for k in codecs.kinds() if k["name"] != kind["name"]]
+        for spec in kind["keys"]:
+            word = spec["key"].removeprefix("codec.").removeprefix(kind["name"] + "_")
+            assert codecs._KEYS[word] == spec["key"].removeprefix("codec.")
+            assert codecs._OWN[word] == kind["name"]
+            with pytest.raises(ValueError, match=f"belongs to codec {kind['name']}"):
+                codecs.get(others[0], **{word: 1})
+    assert codecs.get("int8", block=64).encoded_bytes(64) == codecs.get("int8").encoded_bytes(64)
+    assert codecs.get("topk", fraction=0.5).encoded_bytes(100) > codecs.get("topk").encoded_bytes(100)
+    lossless = [k["name"] for k in codecs.kinds() if not k["lossy"]]
+    assert lossless == ["fp32"]
 
 
 @pytest.mark.parametrize("n", [1, 7, 1000, 4099])

@@ -16,7 +16,7 @@
 #include "loom/comm/thread/thread_world.h"
 #include "loom/core/error.h"
 #include "loom/core/rng.h"
-#include "loom/nn/model_zoo.h"
+#include "loom/nn/graph/model_zoo.h"
 #include "loom/optim/optimizer.h"
 #include "loom/sync/ps/ps_placement.h"
 #include "loom/tensor/backend_registry.h"

@@ -68,7 +68,11 @@ class NcclCommunicator::Staged {
 
 NcclCommunicator::NcclCommunicator(Communicator& bootstrap, CudaBackend& backend,
                                    CommOptions options)
-    : Communicator(options), backend_(&backend), rank_(bootstrap.rank()), size_(bootstrap.size()) {
+    : Communicator(options),
+      backend_(&backend),
+      rank_(bootstrap.rank()),
+      size_(bootstrap.size()),
+      in_one_process_(bootstrap.in_one_process()) {
   ncclUniqueId id{};
   bind();
   if (rank_ == 0) LOOM_CUDA_CHECK(ncclGetUniqueId(&id));

@@ -58,6 +58,7 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return "nccl"; }
+  bool in_one_process() const override { return in_one_process_; }
   bool device_memory() const override { return true; }
   // The CUDA backend of this worker's GPU, whose memory the collectives take.
   Backend* backend() const { return backend_; }
@@ -95,6 +96,7 @@ class NcclCommunicator final : public Communicator {
   CudaBackend* backend_;
   ncclComm_t comm_ = nullptr;
   int rank_ = 0, size_ = 1;
+  bool in_one_process_ = false;  // bootstrapped over threads, not MPI ranks
   std::string failed_;
   std::vector<std::shared_ptr<P2p>> pending_;
   float* barrier_scratch_ = nullptr;

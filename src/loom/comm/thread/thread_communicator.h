@@ -16,6 +16,7 @@ class ThreadCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return world_->size(); }
   std::string name() const override { return "thread"; }
+  bool in_one_process() const override { return true; }
 
   Request isend(int peer, const void* data, size_t bytes, int tag) override;
   Request irecv(int peer, void* data, size_t bytes, int tag) override;

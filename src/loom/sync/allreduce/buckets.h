@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "loom/compress/codec.h"
-#include "loom/nn/model.h"
+#include "loom/nn/graph/model.h"
 
 namespace loom::sync {
 

@@ -55,7 +55,7 @@ bool inline_combine_from_config(const Config& cfg, bool overlap) {
 
 bool overlap_from_config(const Config& cfg, const comm::Communicator& comm) {
   int on_host = comm.size();
-  if (comm.name() != "thread") {
+  if (!comm.in_one_process()) {
     const int local = comm::detect_launcher().local_size;
     if (local > 0) on_host = local;
   }

@@ -28,7 +28,7 @@
 #include <memory>
 #include <vector>
 
-#include "loom/nn/layer.h"
+#include "loom/nn/layers/layer.h"
 #include "loom/sync/model_parallel/parallel_exchange.h"
 
 namespace loom::sync {

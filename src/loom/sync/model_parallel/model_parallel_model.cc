@@ -2,9 +2,9 @@
 
 #include "loom/compress/int8_codec.h"
 #include "loom/core/error.h"
-#include "loom/nn/activation.h"
-#include "loom/nn/linear.h"
-#include "loom/nn/model_zoo.h"
+#include "loom/nn/graph/model_zoo.h"
+#include "loom/nn/layers/activation.h"
+#include "loom/nn/layers/linear.h"
 #include "loom/sync/model_parallel/model_parallel_block.h"
 #include "loom/sync/model_parallel/parallel_linear.h"
 

@@ -27,7 +27,7 @@
 
 #include "loom/comm/communicator.h"
 #include "loom/core/config.h"
-#include "loom/nn/model.h"
+#include "loom/nn/graph/model.h"
 
 namespace loom::sync {
 

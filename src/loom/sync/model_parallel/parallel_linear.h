@@ -23,7 +23,7 @@
 
 #include <memory>
 
-#include "loom/nn/layer.h"
+#include "loom/nn/layers/layer.h"
 #include "loom/sync/model_parallel/parallel_exchange.h"
 #include "loom/tensor/buffer.h"
 

@@ -64,7 +64,7 @@ std::unique_ptr<Strategy> make_ps_strategy(const Config& cfg, comm::Communicator
           "(sync::ps_training_comm) before it makes the strategy");
     return std::make_unique<PsStrategy>(training->parent(), training->size(), model, o, nullptr);
   }
-  if (comm.size() > 1 && comm.name() != "thread")
+  if (comm.size() > 1 && !comm.in_one_process())
     throw ConfigError(fmt::format(
         "ps.placement = \"threads\" keeps the servers inside one process, but the {} transport "
         "runs the {} workers as processes: set ps.placement = \"ranks\" and start {} ranks "

@@ -16,7 +16,7 @@
 
 #include "loom/comm/communicator.h"
 #include "loom/core/config.h"
-#include "loom/nn/model.h"
+#include "loom/nn/graph/model.h"
 #include "loom/sync/ps/ps_options.h"
 #include "loom/sync/strategy.h"
 

@@ -1,0 +1,37 @@
+// The `data.*` config keys of the input pipeline that go beyond the foundation's data.dir,
+// data.prefetch and data.shuffle (which the train layer reads itself), in the pattern of
+// nn::model_config_keys(): the train layer appends these specs and calls the readers.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loom/core/config.h"
+#include "loom/data/loader/augment.h"
+#include "loom/data/loader/loader.h"
+#include "loom/data/sources/sample_source.h"
+#include "loom/data/sources/set_checks.h"
+
+namespace loom::data {
+
+struct PipelineConfig {
+  int workers = 1;             // data.workers
+  int64_t shuffle_window = 0;  // data.shuffle_window (records; 0 = full permutation)
+  double throttle_mbps = 0;    // data.throttle_mbps (0 = unthrottled)
+  std::string train_shards;    // data.train_shards: a shard file used instead of data.dir's IDX
+  std::string test_shards;     // data.test_shards
+  AugmentOptions augment;      // data.augment.crop_padding, data.augment.hflip
+  int64_t max_classes = kMaxClasses;  // data.max_classes: the largest class count accepted
+};
+
+std::vector<ConfigKeySpec> data_config_keys();
+// Range-checked reads (ConfigError naming the key and line).
+PipelineConfig read_pipeline_config(const Config& cfg);
+// workers, shuffle_window and augment into loader options.
+void apply_pipeline(const PipelineConfig& p, LoaderOptions& opts);
+// `source` behind a ThrottledSource when throttle_mbps > 0, else `source` itself.
+std::shared_ptr<const SampleSource> maybe_throttle(std::shared_ptr<const SampleSource> source,
+                                                   const PipelineConfig& p);
+
+}  // namespace loom::data

@@ -1,0 +1,56 @@
+// Layers that join branches of a graph: Add (elementwise sum of inputs of one shape, the
+// residual connection) and Concat (along one per-sample axis, channels for images).
+#pragma once
+
+#include "loom/nn/layers/layer.h"
+
+namespace loom::nn {
+
+class Add final : public Layer {
+ public:
+  std::string kind() const override { return "Add"; }
+  int min_inputs() const override { return 2; }
+  int max_inputs() const override { return 64; }
+  Shape build(const Shape& input) override;
+  Shape build_inputs(const std::vector<Shape>& inputs) override;
+  int64_t flops_per_sample() const override { return (arity_ - 1) * features_; }
+  void forward(const Context& ctx, const float* x, float* y, int64_t batch) override;
+  void backward(const Context& ctx, const float* x, const float* y, const float* dy, float* dx,
+                int64_t batch) override;
+  void forward_inputs(const Context& ctx, const std::vector<const float*>& xs, float* y,
+                      int64_t batch) override;
+  void backward_inputs(const Context& ctx, const std::vector<const float*>& xs, const float* y,
+                       const float* dy, const std::vector<float*>& dxs, int64_t batch) override;
+
+ private:
+  int64_t features_ = 0;
+  int64_t arity_ = 0;
+};
+
+// axis counts per-sample dimensions: 0 is channels for [C, H, W] and features for [F].
+class Concat final : public Layer {
+ public:
+  explicit Concat(int64_t axis = 0) : axis_(axis) {}
+  std::string kind() const override { return "Concat"; }
+  std::string describe() const override;
+  int min_inputs() const override { return 2; }
+  int max_inputs() const override { return 64; }
+  Shape build(const Shape& input) override;
+  Shape build_inputs(const std::vector<Shape>& inputs) override;
+  void forward(const Context& ctx, const float* x, float* y, int64_t batch) override;
+  void backward(const Context& ctx, const float* x, const float* y, const float* dy, float* dx,
+                int64_t batch) override;
+  void forward_inputs(const Context& ctx, const std::vector<const float*>& xs, float* y,
+                      int64_t batch) override;
+  void backward_inputs(const Context& ctx, const std::vector<const float*>& xs, const float* y,
+                       const float* dy, const std::vector<float*>& dxs, int64_t batch) override;
+  int64_t axis() const { return axis_; }
+
+ private:
+  int64_t axis_;
+  int64_t outer_ = 1;            // per sample: product of the dimensions before the axis
+  std::vector<int64_t> pieces_;  // per input: its axis length x the dimensions after it
+  int64_t out_piece_ = 0;        // sum of pieces_
+};
+
+}  // namespace loom::nn

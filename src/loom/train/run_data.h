@@ -1,0 +1,48 @@
+// The data sets of a run, assembled before any worker starts: the validation split held out of
+// the training source (or read from its own shard), and the checks that the model, its loss and
+// the data fit together.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "loom/core/config.h"
+#include "loom/data/loader/pipeline_config.h"
+#include "loom/data/sources/dataset.h"
+#include "loom/data/sources/sample_source.h"
+#include "loom/nn/graph/model.h"
+#include "loom/train/run_settings.h"
+#include "loom/train/token_run.h"
+
+namespace loom::train {
+
+// The validation split (data.validation), in memory for evaluation after each epoch.
+struct HeldOut {
+  std::optional<data::Dataset> set;  // none: no validation split
+  uint64_t fingerprint = 0;          // TrainPosition::validation_split
+  std::string describe;              // for the log: "10% held out" or the file
+};
+
+// data.validation: a fraction of the training source held out (`train` becomes the rest), or a
+// shard file. ConfigError/InputError naming the key or the file when the split leaves too few
+// samples to train on or to evaluate, or the file does not fit the training data. Before any
+// worker starts, so a bad split never touches output.dir.
+HeldOut hold_out_validation(const Config& cfg, const Settings& s,
+                            const data::PipelineConfig& pipeline, int workers,
+                            std::shared_ptr<const data::SampleSource>& train,
+                            const TokenRun& tokens);
+
+// The model's outputs per sample: one per class, or one per float target (regression).
+int output_size(const data::SampleSource& s);
+
+// loss.type against what the data holds: cross-entropy needs class labels, mse float targets.
+void check_loss_fits_data(const Config& cfg, nn::LossKind kind, const data::SampleSource& s,
+                          const std::string& data_name);
+
+// With data given in memory (TrainOptions::train_data), the keys that name data files would be
+// silently ignored: ConfigError naming the key instead.
+void refuse_data_files(const Config& cfg);
+
+}  // namespace loom::train

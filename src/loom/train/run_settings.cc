@@ -1,0 +1,54 @@
+#include "loom/train/run_settings.h"
+
+#include <fmt/format.h>
+
+#include <cstdint>
+
+#include "loom/core/error.h"
+#include "loom/data/sources/dataset.h"
+#include "loom/tensor/backend_registry.h"
+
+namespace loom::train {
+namespace {
+
+// `precision`: fp32, bf16 where the CPU backend can run it, fp16 with backend = "cuda" (whose
+// backend answers for itself when the workers start).
+Precision read_precision(const Config& cfg) {
+  const std::string name = cfg.get_choice("precision", "fp32", {"fp32", "bf16", "fp16"});
+  const Precision p = name == "bf16"   ? Precision::kBf16
+                      : name == "fp16" ? Precision::kFp16
+                                       : Precision::kFp32;
+  const bool cuda = cfg.get_string("backend", "cpu") == "cuda";
+  std::string why;
+  if (p == Precision::kFp16 && !cuda)
+    why = "fp16 runs with backend = \"cuda\" only";
+  else if (!cuda)
+    why = cpu_backend().matmul_precision_unsupported(p);
+  if (!why.empty())
+    throw ConfigError(
+        fmt::format("{}: key 'precision': \"{}\": {}", cfg.where("precision"), name, why));
+  return p;
+}
+
+}  // namespace
+
+Settings read_settings(const Config& cfg) {
+  Settings s;
+  s.threads = cfg.get_int("threads", 1, 1, 256);
+  s.batch = cfg.get_int("batch", 128, 1, 1 << 20);
+  s.accumulate = cfg.get_int("train.accumulate", 1, 1, 1 << 20);
+  s.epochs = cfg.get_int("epochs", 3, 1, 100000);
+  s.max_steps = cfg.get_int("max_steps", 0, 0, int64_t(1) << 40);
+  s.prefetch = cfg.get_int("data.prefetch", 2, 0, 1024);
+  s.log_every = cfg.get_int("train.log_every", 50, 0, int64_t(1) << 40);
+  s.seed = uint64_t(cfg.get_int("seed", 0, 0, INT64_MAX));
+  s.eval = cfg.get_bool("eval", true);
+  s.shuffle = cfg.get_bool("data.shuffle", true);
+  s.keep_best = cfg.get_bool("train.keep_best", false);
+  s.data_dir = cfg.get_string("data.dir", data::kDefaultFashionMnistDir);
+  s.progress = parse_progress_mode(cfg.get_string("progress", "auto"));
+  s.precision = read_precision(cfg);
+  return s;
+}
+
+}  // namespace loom::train

@@ -1,0 +1,440 @@
+#include "loom/nn/io/onnx_import.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "loom/config.h"
+#include "loom/core/error.h"
+#include "loom/nn/graph/model.h"
+#include "loom/nn/graph/model_zoo.h"
+#include "loom/nn/layers/layer_factory.h"
+#include "loom/tensor/backend_registry.h"
+
+#if LOOM_HAVE_ONNX
+#include <onnx/onnx_pb.h>
+#endif
+
+// The fixtures come from tests/nn/make_onnx_fixtures.py (PyTorch 1.13, opset 14, exported with
+// training=TrainingMode.TRAINING so BatchNormalization and Dropout stay in the graph).
+namespace loom::nn {
+namespace {
+
+std::string fixture(const std::string& name) {
+  return std::string(LOOM_SOURCE_DIR) + "/tests/data/onnx/" + name;
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  EXPECT_TRUE(f) << path;
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+// NAME.ref: lines `key count v1 v2 ...` (input shape, x, eval and train outputs).
+std::map<std::string, std::vector<double>> read_ref(const std::string& path) {
+  std::ifstream f(path);
+  EXPECT_TRUE(f) << path;
+  std::map<std::string, std::vector<double>> ref;
+  std::string line;
+  while (std::getline(f, line)) {
+    std::istringstream in(line);
+    std::string key;
+    size_t n = 0;
+    in >> key >> n;
+    std::vector<double>& v = ref[key];
+    v.resize(n);
+    for (double& x : v) in >> x;
+    EXPECT_TRUE(in) << path << ": line " << key;
+  }
+  return ref;
+}
+
+// What the layer factory lacks for `g` (a layer type or one of its parameters), or "": some
+// layers are still being added to it, and a model that needs them cannot be built yet.
+std::string factory_lacks(const GraphSpec& g) {
+  for (const LayerSpec& l : g.layers) {
+    const LayerType* type = nullptr;
+    for (const auto& t : layer_types())
+      if (t.type == l.type) type = &t;
+    if (!type) return "layer type '" + l.type + "'";
+    std::vector<std::string> takes;
+    std::istringstream in(type->takes);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+      std::istringstream words(item);
+      std::string word;
+      words >> word;
+      takes.push_back(word);
+    }
+    for (const auto& [key, value] : l.params)
+      if (std::find(takes.begin(), takes.end(), key) == takes.end())
+        return "parameter '" + key + "' of layer type '" + l.type + "'";
+  }
+  return "";
+}
+
+const LayerSpec& layer(const GraphSpec& g, const std::string& name) {
+  for (const auto& l : g.layers)
+    if (l.name == name) return l;
+  ADD_FAILURE() << "no layer " << name;
+  return g.layers.front();
+}
+
+#define SKIP_WITHOUT_ONNX() \
+  if (!onnx_import_built()) GTEST_SKIP() << "this loom was built without libonnx-dev"
+
+// Loads fixture NAME, runs PyTorch's input through it and compares with PyTorch's outputs.
+void check_against_pytorch(const std::string& name) {
+  auto ref = read_ref(fixture(name + ".ref"));
+  const Shape shape(ref.at("input").begin(), ref.at("input").end());
+  GraphSpec g = graph_from_onnx(fixture(name + ".onnx"), shape);
+  const std::string lacks = factory_lacks(g);
+  if (!lacks.empty())
+    GTEST_SKIP() << name << ".onnx needs " << lacks
+                 << ", which the layer factory does not have yet";
+  Model model(cpu_backend(), shape, 10, build_nodes(g, shape));
+  model.init_params(12345);  // must be ignored: every layer has the file's weights
+  const std::vector<double>& x64 = ref.at("x");
+  const std::vector<float> x(x64.begin(), x64.end());
+  const int64_t batch = int64_t(x.size()) / numel(shape);
+  for (const char* mode : {"eval", "train"}) {
+    if (!ref.count(mode)) continue;
+    const std::vector<double>& want = ref.at(mode);
+    const float* y = model.forward(x.data(), batch, StepInfo{std::string(mode) == "train", 7, 0});
+    ASSERT_EQ(int64_t(want.size()), batch * 10);
+    double max_ref = 0, max_diff = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      max_ref = std::max(max_ref, std::fabs(want[i]));
+      max_diff = std::max(max_diff, std::fabs(double(y[i]) - want[i]));
+    }
+    EXPECT_LE(max_diff, 1e-5 * max_ref) << name << " in " << mode << " mode";
+  }
+}
+
+TEST(OnnxImport, MlpMatchesPytorch) {
+  SKIP_WITHOUT_ONNX();
+  check_against_pytorch("mlp");
+}
+
+// torch.onnx.export's defaults: no Dropout, and the export's batch size of 4 in the Reshape.
+TEST(OnnxImport, EvalModeExportMatchesPytorch) {
+  SKIP_WITHOUT_ONNX();
+  check_against_pytorch("mlp_eval");
+  GraphSpec g = graph_from_onnx(fixture("mlp_eval.onnx"), {1, 8, 8});
+  std::vector<std::string> types;
+  for (const auto& l : g.layers) types.push_back(l.type);
+  EXPECT_EQ(types,
+            (std::vector<std::string>{"flatten", "linear", "relu", "linear", "relu", "linear"}));
+}
+
+TEST(OnnxImport, ConvNetMatchesPytorch) {
+  SKIP_WITHOUT_ONNX();
+  check_against_pytorch("convnet");
+}
+
+TEST(OnnxImport, CnnWithBatchNormMatchesPytorch) {
+  SKIP_WITHOUT_ONNX();
+  check_against_pytorch("cnn");
+}
+
+TEST(OnnxImport, ResidualBlocksMatchPytorch) {
+  SKIP_WITHOUT_ONNX();
+  check_against_pytorch("resnet");
+}
+
+TEST(OnnxImport, ActivationsConcatAndPoolingMatchPytorch) {
+  SKIP_WITHOUT_ONNX();
+  check_against_pytorch("ops");
+}
+
+TEST(OnnxImport, MlpGraphLayersNamesAndWeights) {
+  SKIP_WITHOUT_ONNX();
+  GraphSpec g = graph_from_onnx(fixture("mlp.onnx"), {1, 8, 8});
+  std::vector<std::string> types, names;
+  for (const auto& l : g.layers) {
+    types.push_back(l.type);
+    names.push_back(l.name);
+  }
+  // reshape(x.size(0), -1) -> flatten; Linear -> Gemm; matmul + add -> one linear; addmm ->
+  // Gemm with transB = 0.
+  EXPECT_EQ(types, (std::vector<std::string>{"flatten", "linear", "relu", "dropout", "linear",
+                                             "relu", "linear"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"Reshape", "fc1_Gemm", "Relu", "drop_Dropout",
+                                             "MatMul", "Relu_1", "Gemm"}));
+  EXPECT_EQ(g.layers[0].inputs, std::vector<std::string>{"input"});
+  EXPECT_EQ(g.layers[1].inputs, std::vector<std::string>{"Reshape"});
+  EXPECT_EQ(g.layers[1].init_params.size(), size_t(64 * 32 + 32));
+  EXPECT_EQ(g.layers[4].init_params.size(), size_t(32 * 16 + 16));  // the Add became its bias
+  EXPECT_EQ(g.layers[4].params.count("bias"), 0u);
+  EXPECT_DOUBLE_EQ(std::get<double>(g.layers[3].params.at("p").value), 0.25);
+  EXPECT_TRUE(g.layers[0].where.find("mlp.onnx") != std::string::npos) << g.layers[0].where;
+}
+
+TEST(OnnxImport, ModelKeyLoadsAnOnnxFile) {
+  SKIP_WITHOUT_ONNX();
+  Config cfg;
+  cfg.set("model", fixture("mlp.onnx"));
+  auto model = build_model(cfg, cpu_backend(), {1, 8, 8}, 10);
+  EXPECT_EQ(model->num_params(), (64 * 32 + 32) + (32 * 16 + 16) + (16 * 10 + 10));
+  model->init_params(1);
+  // fc1's first weight, as the file has it.
+  GraphSpec g = graph_from_onnx(fixture("mlp.onnx"), {1, 8, 8});
+  EXPECT_EQ(model->params()[0], g.layers[1].init_params[0]);
+  EXPECT_EQ(model->params()[model->num_params() - 1], g.layers.back().init_params.back());
+}
+
+TEST(OnnxImport, ModelParallelChainsRefuseImportedWeights) {
+  SKIP_WITHOUT_ONNX();
+  Config cfg;
+  cfg.set("model", fixture("mlp.onnx"));
+  try {
+    build_layers(cfg, {1, 8, 8}, 10);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("fc1_Gemm"), std::string::npos) << e.what();
+  }
+}
+
+TEST(OnnxImport, BatchNormImportsStatisticsAndPytorchMomentum) {
+  SKIP_WITHOUT_ONNX();
+  GraphSpec g = graph_from_onnx(fixture("cnn.onnx"), {1, 8, 8});
+  const LayerSpec& conv = g.layers[0];
+  EXPECT_EQ(conv.type, "conv2d");
+  EXPECT_FALSE(std::get<bool>(conv.params.at("bias").value));
+  EXPECT_EQ(conv.init_params.size(), size_t(4 * 9));
+  const LayerSpec& bn = g.layers[1];
+  EXPECT_EQ(bn.type, "batchnorm2d");
+  EXPECT_EQ(bn.init_params.size(), size_t(8));
+  EXPECT_EQ(bn.init_state.size(), size_t(8));
+  EXPECT_DOUBLE_EQ(std::get<double>(bn.params.at("momentum").value), 0.1);  // ONNX's 0.9
+  EXPECT_DOUBLE_EQ(std::get<double>(bn.params.at("eps").value), 1e-5);
+  // avg_pool2d's Pad + AveragePool is one avgpool2d.
+  EXPECT_EQ(layer(g, "AveragePool").type, "avgpool2d");
+  EXPECT_EQ(layer(g, "AveragePool").params.count("padding"), 0u);
+}
+
+TEST(OnnxImport, ResidualAddsAndFusedActivations) {
+  SKIP_WITHOUT_ONNX();
+  GraphSpec r = graph_from_onnx(fixture("resnet.onnx"), {3, 8, 8});
+  EXPECT_EQ(layer(r, "block1_Add").inputs,
+            (std::vector<std::string>{"block1_bn2_BatchNormalization", "stem_stem_2_Relu"}));
+  EXPECT_EQ(layer(r, "block2_Add").inputs,
+            (std::vector<std::string>{"block2_bn2_BatchNormalization",
+                                      "block2_short_short_1_BatchNormalization"}));
+  EXPECT_EQ(layer(r, "pool_GlobalAveragePool").type, "globalavgpool2d");
+  EXPECT_EQ(layer(r, "Flatten").inputs, std::vector<std::string>{"pool_GlobalAveragePool"});
+
+  // x * sigmoid(x) is one silu layer (the Sigmoid alone is not kept), the erf chain one gelu.
+  GraphSpec o = graph_from_onnx(fixture("ops.onnx"), {2, 8, 8});
+  std::vector<std::string> types;
+  for (const auto& l : o.layers) types.push_back(l.type);
+  EXPECT_EQ(types, (std::vector<std::string>{"conv2d", "leakyrelu", "conv2d", "silu", "conv2d",
+                                             "gelu", "tanh", "concat", "sigmoid", "maxpool2d",
+                                             "avgpool2d", "flatten", "linear"}));
+  EXPECT_EQ(layer(o, "SiLU").inputs, std::vector<std::string>{"conv2_Conv"});
+  EXPECT_EQ(layer(o, "GELU_2").inputs, std::vector<std::string>{"conv3_Conv"});
+  EXPECT_EQ(std::get<int64_t>(layer(o, "conv2_Conv").params.at("groups").value), 2);
+  EXPECT_DOUBLE_EQ(std::get<double>(layer(o, "LeakyRelu").params.at("slope").value), 0.1);
+  EXPECT_FALSE(std::get<bool>(layer(o, "AveragePool").params.at("count_include_pad").value));
+}
+
+TEST(OnnxImport, UnsupportedOpNamesNodeAndOpType) {
+  SKIP_WITHOUT_ONNX();
+  try {
+    graph_from_onnx(fixture("softplus.onnx"), {1, 8, 8});
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("softplus.onnx"), std::string::npos) << what;
+    EXPECT_NE(what.find("node '/Softplus' (Softplus)"), std::string::npos) << what;
+    EXPECT_NE(what.find("Conv"), std::string::npos) << what;  // the ops loom reads
+  }
+}
+
+TEST(OnnxImport, InputShapeMustBeTheData) {
+  SKIP_WITHOUT_ONNX();
+  try {
+    graph_from_onnx(fixture("mlp.onnx"), {1, 28, 28});
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("[batch, 1, 8, 8]"), std::string::npos) << what;
+    EXPECT_NE(what.find("[1, 28, 28]"), std::string::npos) << what;
+  }
+}
+
+// Every error about a bad file is a loom error of exit code 2 that names the file.
+void expect_clean_error(const std::string& bytes, const std::string& name) {
+  try {
+    graph_from_onnx_bytes(bytes.data(), bytes.size(), name, {1, 8, 8});
+    FAIL() << name << ": no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kBadInput) << e.what();
+    EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+  }
+}
+
+TEST(OnnxImport, MissingEmptyTruncatedAndGarbageFiles) {
+  SKIP_WITHOUT_ONNX();
+  EXPECT_THROW(graph_from_onnx(fixture("no_such.onnx"), {1, 8, 8}), InputError);
+  expect_clean_error("", "empty.onnx");
+  const std::string bytes = read_bytes(fixture("mlp.onnx"));
+  for (size_t n = 1; n < bytes.size(); n += 61) expect_clean_error(bytes.substr(0, n), "cut.onnx");
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::string garbage(size_t(16 + trial * 37), '\0');
+    for (char& c : garbage) c = char(rng());
+    expect_clean_error(garbage, "garbage.onnx");
+  }
+  // Flipped bytes inside a valid file.
+  for (int trial = 0; trial < 200; ++trial) {
+    std::string flipped = bytes;
+    flipped[rng() % flipped.size()] ^= char(1 + rng() % 255);
+    try {
+      graph_from_onnx_bytes(flipped.data(), flipped.size(), "flip.onnx", {1, 8, 8});
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::kBadInput) << e.what();
+    }
+  }
+}
+
+TEST(OnnxImport, WrongSizedInitialWeightsAreAConfigError) {
+  SKIP_WITHOUT_ONNX();
+  GraphSpec g = graph_from_onnx(fixture("mlp.onnx"), {1, 8, 8});
+  g.layers[1].init_params.pop_back();
+  try {
+    Model model(cpu_backend(), {1, 8, 8}, 10, build_nodes(g, {1, 8, 8}));
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("fc1_Gemm"), std::string::npos) << what;
+    EXPECT_NE(what.find("2079"), std::string::npos) << what;
+    EXPECT_NE(what.find("2080"), std::string::npos) << what;
+  }
+}
+
+// A model whose output is not the data's class count: the error names the .onnx file the
+// config gave (not only the layer), since the file is what the user can change.
+TEST(OnnxImport, AClassCountThatDoesNotFitNamesTheFile) {
+  SKIP_WITHOUT_ONNX();
+  Config cfg;
+  cfg.set("model", fixture("mlp.onnx"));
+  try {
+    build_model(cfg, cpu_backend(), {1, 8, 8}, 7);
+    ADD_FAILURE() << "a 10-class model built for 7 classes";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(fixture("mlp.onnx") + ": model output [10]"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+#if LOOM_HAVE_ONNX
+
+onnx::ModelProto mlp_proto() {
+  onnx::ModelProto m;
+  const std::string bytes = read_bytes(fixture("mlp.onnx"));
+  EXPECT_TRUE(m.ParseFromString(bytes));
+  return m;
+}
+
+std::string import_error(const onnx::ModelProto& m) {
+  const std::string bytes = m.SerializeAsString();
+  try {
+    graph_from_onnx_bytes(bytes.data(), bytes.size(), "edited.onnx", {1, 8, 8});
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kBadInput) << e.what();
+    EXPECT_NE(std::string(e.what()).find("edited.onnx"), std::string::npos) << e.what();
+    return e.what();
+  }
+  return "no error";
+}
+
+onnx::TensorProto* initializer(onnx::ModelProto& m, const std::string& name) {
+  for (auto& t : *m.mutable_graph()->mutable_initializer())
+    if (t.name() == name) return &t;
+  ADD_FAILURE() << "no initializer " << name;
+  return nullptr;
+}
+
+TEST(OnnxImport, MissingInitializerNamesTheNodeAndTheValue) {
+  onnx::ModelProto m = mlp_proto();
+  auto* inits = m.mutable_graph()->mutable_initializer();
+  for (int i = 0; i < inits->size(); ++i)
+    if (inits->Get(i).name() == "fc1.weight") inits->DeleteSubrange(i, 1);
+  const std::string what = import_error(m);
+  EXPECT_NE(what.find("node '/fc1/Gemm' (Gemm)"), std::string::npos) << what;
+  EXPECT_NE(what.find("'fc1.weight'"), std::string::npos) << what;
+}
+
+TEST(OnnxImport, InitializerDataMustFillItsShape) {
+  onnx::ModelProto m = mlp_proto();
+  initializer(m, "fc1.weight")->set_dims(1, 65);
+  const std::string what = import_error(m);
+  EXPECT_NE(what.find("initializer 'fc1.weight'"), std::string::npos) << what;
+  EXPECT_NE(what.find("[32, 65]"), std::string::npos) << what;
+}
+
+TEST(OnnxImport, WeightShapeMustFitTheInput) {
+  onnx::ModelProto m = mlp_proto();
+  onnx::TensorProto* w = initializer(m, "fc1.weight");
+  w->set_dims(0, 64);  // [64, 32]: the same data, but 32 inputs where the input has 64
+  w->set_dims(1, 32);
+  const std::string what = import_error(m);
+  EXPECT_NE(what.find("node '/fc1/Gemm' (Gemm)"), std::string::npos) << what;
+  EXPECT_NE(what.find("do not take 64 features"), std::string::npos) << what;
+}
+
+TEST(OnnxImport, UnknownOpsetAndIrVersionAreRefusedByNumber) {
+  onnx::ModelProto m = mlp_proto();
+  m.mutable_opset_import(0)->set_version(99);
+  std::string what = import_error(m);
+  EXPECT_NE(what.find("opset 99"), std::string::npos) << what;
+  m = mlp_proto();
+  m.set_ir_version(42);
+  what = import_error(m);
+  EXPECT_NE(what.find("IR version 42"), std::string::npos) << what;
+}
+
+TEST(OnnxImport, AnOutputLoomDoesNotComputeMustBeUnused) {
+  // The dropout mask feeding the graph's output.
+  onnx::ModelProto m = mlp_proto();
+  for (const auto& n : m.graph().node())
+    if (n.op_type() == "Dropout") m.mutable_graph()->mutable_output(0)->set_name(n.output(1));
+  const std::string what = import_error(m);
+  EXPECT_NE(what.find("(Dropout)"), std::string::npos) << what;
+  EXPECT_NE(what.find("output 2"), std::string::npos) << what;
+}
+
+// Weights that are NaN or Inf are refused at import, naming the file, the initializer and the
+// element, instead of training (and saving) a model that answers NaN.
+TEST(OnnxImport, AnInitializerHoldingNanOrInfIsRefused) {
+  for (float bad : {std::nanf(""), -std::numeric_limits<float>::infinity()}) {
+    onnx::ModelProto m = mlp_proto();
+    onnx::TensorProto* w = initializer(m, "fc1.bias");
+    ASSERT_NE(w, nullptr);
+    if (w->has_raw_data()) {
+      std::string raw = w->raw_data();
+      std::memcpy(raw.data() + 4 * 3, &bad, 4);
+      w->set_raw_data(raw);
+    } else {
+      w->set_float_data(3, bad);
+    }
+    const std::string what = import_error(m);
+    EXPECT_NE(what.find("initializer 'fc1.bias' holds"), std::string::npos) << what;
+    EXPECT_NE(what.find("at element 3"), std::string::npos) << what;
+  }
+}
+
+#endif  // LOOM_HAVE_ONNX
+
+}  // namespace
+}  // namespace loom::nn

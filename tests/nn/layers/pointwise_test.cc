@@ -1,0 +1,78 @@
+// LeakyReLU, GELU, SiLU, Tanh and Sigmoid against PyTorch's values (tests/data/nn) and by
+// finite differences.
+#include "loom/nn/layers/pointwise.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include "loom/core/error.h"
+#include "nn/grad_check.h"
+#include "nn/reference_data.h"
+
+namespace loom::nn {
+namespace {
+
+std::unique_ptr<Layer> make(const std::string& name, float slope) {
+  if (name == "leaky_relu") return std::make_unique<LeakyReLU>(slope);
+  if (name == "gelu") return std::make_unique<GELU>();
+  if (name == "silu") return std::make_unique<SiLU>();
+  if (name == "tanh") return std::make_unique<Tanh>();
+  return std::make_unique<Sigmoid>();
+}
+
+class ActivationReference : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ActivationReference, MatchesPyTorch) {
+  const auto ref = testing::load_reference(GetParam());
+  const float slope = ref.attrs.count("slope") ? float(ref.attr("slope")) : 0.0f;
+  auto layer = make(GetParam(), slope);
+  const auto run = testing::run_layer(*layer, ref, {}, {});
+  // Elementwise: only the float32 rounding of one function value (and of exp/erf inside).
+  testing::expect_matches("y", run.y, ref.tensor("y"), 2e-6, 1e-7);
+  testing::expect_matches("dx", run.dx, ref.tensor("dx"), 2e-6, 1e-7);
+}
+
+INSTANTIATE_TEST_SUITE_P(PyTorch, ActivationReference,
+                         ::testing::Values("leaky_relu", "gelu", "silu", "tanh", "sigmoid"));
+
+TEST(Activations, KindsAreClassNames) {
+  EXPECT_EQ(LeakyReLU().kind(), "LeakyReLU");
+  EXPECT_EQ(LeakyReLU().slope(), 0.01f);
+  EXPECT_EQ(GELU().kind(), "GELU");
+  EXPECT_EQ(SiLU().kind(), "SiLU");
+  EXPECT_EQ(Tanh().kind(), "Tanh");
+  EXPECT_EQ(Sigmoid().kind(), "Sigmoid");
+  EXPECT_THROW(LeakyReLU(std::numeric_limits<float>::infinity()), ConfigError);
+}
+
+// The smooth activations' central difference has truncation error h^2 |f'''| / 6: with
+// |f'''| <= 2 (tanh at 0) and h = 1e-2 that is <= 3.4e-5 absolute, within rtol = 1e-3 of
+// derivatives that size (where f' is small, f''' is too: tanh at 3 has f' ~ 1e-2, f''' ~ 5e-2).
+// The float32 forward rounds y (|y| <= 3) by <= 1.8e-7 per side, which over 2h adds <= 2e-5
+// absolute: atol = 5e-5. A wrong derivative (a dropped term) is off by far more, >= 1e-2.
+constexpr testing::Tolerance kSmooth{1e-2, 1e-3, 5e-5};
+
+TEST(Activations, GradientsOfSmoothOnes) {
+  const auto x = testing::random_vector(2 * 30, 51, -3.0f, 3.0f);
+  for (const char* name : {"gelu", "silu", "tanh", "sigmoid"}) {
+    SCOPED_TRACE(name);
+    auto layer = make(name, 0.0f);
+    testing::check_layer_gradients(*layer, {30}, 2, x, testing::make_context(), kSmooth);
+  }
+}
+
+// Piecewise linear: exact away from the kink at 0, which the inputs keep clear of by >= 0.05.
+TEST(Activations, GradientsOfLeakyReLU) {
+  auto x = testing::random_vector(2 * 3 * 4, 52, -2.0f, 2.0f);
+  for (float& v : x)
+    if (std::fabs(v) < 0.05f) v += 0.1f;
+  LeakyReLU layer(0.2f);
+  testing::check_layer_gradients(layer, {3, 4}, 2, x, testing::make_context(),
+                                 testing::Tolerance{});
+}
+
+}  // namespace
+}  // namespace loom::nn
