@@ -1,5 +1,9 @@
 #include "loom/sync/ps/ps_options.h"
 
+#include <fmt/format.h>
+
+#include "loom/compress/registry.h"
+#include "loom/core/error.h"
 #include "loom/sync/allreduce/overlap_policy.h"
 
 namespace loom::sync {
@@ -22,6 +26,17 @@ std::vector<ConfigKeySpec> ps_config_keys() {
 }
 
 PsOptions read_ps_options(const Config& cfg) {
+  // Workers push gradients and pull parameters in fp32: a lossy codec would be ignored without
+  // a word, and config.toml would record a codec the run never used. ("auto" is auto's to
+  // decide; it does not weigh the parameter server.)
+  const std::string key = compress::codec_key(cfg);
+  const std::string codec = cfg.get_string(key, "fp32");
+  if (codec != "auto" && compress::codec_kind(codec, cfg.where(key)).lossy)
+    throw ConfigError(fmt::format(
+        "{}: key '{}': codec {} does not apply to sync = \"ps\" ({}): the parameter server "
+        "pushes gradients and pulls parameters in fp32; compress with sync = \"allreduce\" or "
+        "\"bmuf\", or leave the codec fp32",
+        cfg.where(key), key, codec, cfg.where("sync")));
   PsOptions o;
   o.servers = int(cfg.get_int("ps.servers", 1, 1, 4096));
   o.staleness = int(cfg.get_int("ps.staleness", 0, 0, 1000));
