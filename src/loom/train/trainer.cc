@@ -39,6 +39,7 @@
 #include "loom/train/comm_reducer.h"
 #include "loom/train/device_batch.h"
 #include "loom/train/forward_settings.h"
+#include "loom/train/model_histograms.h"
 #include "loom/train/output_dir.h"
 #include "loom/train/progress.h"
 #include "loom/train/run_identity.h"
@@ -58,6 +59,7 @@ struct Settings {
   bool keep_best;  // train.keep_best
   std::string data_dir;
   ProgressMode progress;
+  HistogramOptions histograms;  // train.histograms
   Precision precision;  // of the layers' matrix products (docs/precision.md)
 };
 
@@ -95,6 +97,7 @@ Settings read_settings(const Config& cfg) {
   s.keep_best = cfg.get_bool("train.keep_best", false);
   s.data_dir = cfg.get_string("data.dir", data::kDefaultFashionMnistDir);
   s.progress = parse_progress_mode(cfg.get_string("progress", "auto"));
+  s.histograms = read_histogram_options(cfg);
   s.precision = read_precision(cfg);
   return s;
 }
@@ -397,6 +400,8 @@ class Worker {
         progress_->step(epoch, batch.step, r->loss_sum / labels,
                         el > 0 ? double(m.steps * global_batch_) / el : 0);
       }
+      if (lead_ && s_.histograms.due(step_) && writer_.tensorboard())
+        write_model_histograms(*writer_.tensorboard(), *model_, step_);
       if (guard_->interrupted()) break;  // a stop signal: checkpoint written, leave
     }
     interval_.seconds += interval_.watch.seconds();
@@ -724,6 +729,7 @@ class Worker {
         m.seconds > 0 ? 100.0 * m.loader_wait_s / m.seconds : 0);
     nlohmann::json j = {{"kind", "epoch"},
                         {"epoch", m.epoch},
+                        {"step", step_},
                         {"steps", m.steps},
                         {"train_loss", m.train_loss},
                         {"train_acc", m.train_acc},
