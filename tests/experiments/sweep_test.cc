@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -181,11 +182,21 @@ TEST(SweepRunner, RecordsFailuresRanksAndResumesWithoutRerunning) {
   spec.slots = 2;
   SweepRunOptions opts;
   opts.command = {"/bin/sh", fake_trainer(d).string()};
+  std::string logged;
+  opts.log = [&](const std::string& line) { logged += line + "\n"; };
   SweepOutcome out = run_sweep(spec, opts);
   ASSERT_EQ(out.records.size(), 4u);
   EXPECT_EQ(out.ran, 4);
   EXPECT_EQ(out.slots, 2);
   EXPECT_EQ(lines_in(d / "runs.log"), 4);
+  // Which trial starts, numbered among all of them with its values, and how each one ended.
+  const char* lrs[] = {"0.1", "0.5", "0.3", "0.2"};
+  for (int k = 0; k < 4; ++k)
+    EXPECT_NE(logged.find(fmt::format("trial {}/4 t00{}: optim.lr={} on slot", k + 1, k, lrs[k])),
+              std::string::npos)
+        << logged;
+  EXPECT_NE(logged.find("trial 2/4 t001 failed in"), std::string::npos) << logged;
+  EXPECT_NE(logged.find("trial 3/4 t002 ok in"), std::string::npos) << logged;
 
   const TrialRecord& bad = out.records[1];
   EXPECT_EQ(bad.status, TrialStatus::kFailed);

@@ -246,6 +246,19 @@ std::vector<std::string> trial_argv(const SweepSpec& spec, const Trial& trial,
   return argv;
 }
 
+std::string trial_start_line(const Trial& trial, size_t trials, const DeviceSlot& slot) {
+  return fmt::format("trial {}/{} {}: {} on {}", trial.index + 1, trials, trial.name,
+                     trial.key().empty() ? "the base config" : trial.key(), slot.describe());
+}
+
+std::string trial_end_line(const TrialRecord& r, size_t trials, const std::string& metric) {
+  return fmt::format("trial {}/{} {} {} in {:.1f} s{}", r.trial.index + 1, trials, r.trial.name,
+                     trial_status_name(r.status), r.seconds,
+                     r.status == TrialStatus::kOk
+                         ? (r.metric ? fmt::format(": {} = {:.4g}", metric, *r.metric) : "")
+                         : ": " + r.error.substr(0, r.error.find('\n')));
+}
+
 SweepOutcome run_sweep(const SweepSpec& spec, const SweepRunOptions& options) {
   Stopwatch total;
   auto log = [&](const std::string& s) {
@@ -320,7 +333,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepRunOptions& options) {
       run.slot = slots[s];
       running.push_back(std::move(run));
       busy[s] = true;
-      log(fmt::format("  start {} [{}] on {}", r.trial.name, r.trial.key(), slots[s].describe()));
+      log("  " + trial_start_line(r.trial, trials.size(), slots[s]));
       save_sweep_state(spec.dir, spec.metric, out.records);
     }
     // Reap whichever finished; kill those over their time.
@@ -349,11 +362,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepRunOptions& options) {
       collect(r, spec, dir, got < 0 ? (127 << 8) : status);
       ++out.ran;
       busy[size_t(run.slot.index)] = false;
-      log(fmt::format("  {:<6} {} in {:.1f} s{}", trial_status_name(r.status), r.trial.name,
-                      r.seconds,
-                      r.status == TrialStatus::kOk
-                          ? (r.metric ? fmt::format(": {} = {:.4g}", spec.metric, *r.metric) : "")
-                          : ": " + r.error.substr(0, r.error.find('\n'))));
+      log("  " + trial_end_line(r, trials.size(), spec.metric));
       save_sweep_state(spec.dir, spec.metric, out.records);
       running.erase(running.begin() + long(i));
       reaped = true;

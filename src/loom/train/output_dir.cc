@@ -14,9 +14,15 @@ namespace fs = std::filesystem;
 namespace {
 // What a run leaves in its output.dir (run_writer.h, checkpoint.h); the temporaries too, so a
 // run cut short while renaming counts as a run.
-const char* const kRunResults[] = {"config.toml",       "metrics.jsonl",          "summary.json",
-                                   "model.safetensors", "model.best.safetensors", "checkpoints",
-                                   "metrics.jsonl.tmp", "summary.json.tmp"};
+const char* const kRunResults[] = {"config.toml",
+                                   "metrics.jsonl",
+                                   "summary.json",
+                                   "model.safetensors",
+                                   "model.best.safetensors",
+                                   "checkpoints",
+                                   "tb",
+                                   "metrics.jsonl.tmp",
+                                   "summary.json.tmp"};
 constexpr const char* kNumberToken = "{n}";
 
 // "runs/mlp/" -> "runs/mlp", for suggestions built from the name.

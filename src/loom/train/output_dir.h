@@ -1,7 +1,8 @@
 // Where a run writes, and the rule that keeps it from destroying an earlier one:
 //   - a directory that already holds a run's results (config.toml, metrics.jsonl, summary.json,
-//     model.safetensors or checkpoints/) is refused, unless the run replaces it on purpose (`loom
-//     train --force`) or resumes it (train.resume: the one case that writes into an existing run);
+//     model.safetensors, checkpoints/ or tb/) is refused, unless the run replaces it on purpose
+//     (`loom train --force`) or resumes it (train.resume: the one case that writes into an
+//     existing run);
 //   - an output.dir holding "{n}" takes the first n = 1, 2, ... whose directory holds no run;
 //   - a resumed run writes into the run directory its checkpoint lies in.
 // Nothing here writes: the trainer touches the directory only after the whole config has been

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "loom/comm/launcher_env.h"
 #include "loom/core/error.h"
 #include "loom/core/timer.h"
 
@@ -15,14 +16,24 @@ ProgressMode parse_progress_mode(const std::string& name) {
   if (name == "bar") return ProgressMode::kBar;
   if (name == "lines") return ProgressMode::kLines;
   if (name == "none") return ProgressMode::kNone;
-  if (name == "auto") return isatty(fileno(stderr)) ? ProgressMode::kBar : ProgressMode::kLines;
+  if (name == "auto") return ProgressMode::kAuto;
   throw ConfigError(
       fmt::format("key 'progress': unknown mode \"{}\" (bar, lines, none, auto)", name));
 }
 
+ProgressSink stderr_sink(int rank) {
+  return {isatty(fileno(stderr)) != 0, comm::launched_by_mpi(), rank};
+}
+
+ProgressMode resolve_progress_mode(ProgressMode asked, const ProgressSink& sink) {
+  if (sink.rank != 0) return ProgressMode::kNone;
+  if (asked != ProgressMode::kAuto) return asked;
+  return sink.terminal && !sink.launched ? ProgressMode::kBar : ProgressMode::kLines;
+}
+
 Progress::Progress(ProgressMode mode, int64_t epochs, int64_t steps_per_epoch,
                    int64_t samples_per_step, int64_t total_steps)
-    : mode_(mode),
+    : mode_(mode == ProgressMode::kAuto ? ProgressMode::kLines : mode),
       epochs_(epochs),
       steps_(steps_per_epoch < 1 ? 1 : steps_per_epoch),
       samples_per_step_(samples_per_step),

@@ -7,15 +7,29 @@
 
 namespace loom::train {
 
-enum class ProgressMode { kBar, kLines, kNone };
+enum class ProgressMode { kAuto, kBar, kLines, kNone };
 
-// "auto" -> kBar when stderr is a terminal, else kLines.
+// The `progress` key: "auto", "bar", "lines" or "none"; ConfigError naming the key otherwise.
 ProgressMode parse_progress_mode(const std::string& name);
+
+// Where a worker's progress would go.
+struct ProgressSink {
+  bool terminal = false;  // stderr is a terminal
+  bool launched = false;  // started by mpirun or srun (comm::launched_by_mpi)
+  int rank = 0;
+};
+// This process's stderr, for the worker of `rank`.
+ProgressSink stderr_sink(int rank);
+
+// What a worker draws: nothing but on rank 0, whose progress stands for the run's; "auto" is a
+// bar on a terminal and plain lines in a log file or under a launcher, which forwards every
+// rank's output (a bar's carriage returns garble it, and its pseudo-terminal looks like one).
+ProgressMode resolve_progress_mode(ProgressMode asked, const ProgressSink& sink);
 
 class Progress {
  public:
-  // `epochs` the run trains (what max_steps leaves of them), `total_steps` its steps: the ETA
-  // counts what is left of those.
+  // `mode` as resolve_progress_mode gives it (kAuto draws lines). `epochs` the run trains (what
+  // max_steps leaves of them), `total_steps` its steps: the ETA counts what is left of those.
   Progress(ProgressMode mode, int64_t epochs, int64_t steps_per_epoch, int64_t samples_per_step,
            int64_t total_steps);
   // A run on token windows: rates in tokens/s (`tokens_per_sample` per sample) and the loss, in

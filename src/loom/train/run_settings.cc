@@ -47,6 +47,7 @@ Settings read_settings(const Config& cfg) {
   s.keep_best = cfg.get_bool("train.keep_best", false);
   s.data_dir = cfg.get_string("data.dir", data::kDefaultFashionMnistDir);
   s.progress = parse_progress_mode(cfg.get_string("progress", "auto"));
+  s.histograms = read_histogram_options(cfg);
   s.precision = read_precision(cfg);
   return s;
 }

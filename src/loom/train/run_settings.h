@@ -7,6 +7,7 @@
 
 #include "loom/core/config.h"
 #include "loom/tensor/backend.h"
+#include "loom/train/model_histograms.h"
 #include "loom/train/progress.h"
 
 namespace loom::train {
@@ -20,6 +21,7 @@ struct Settings {
   bool keep_best;  // train.keep_best
   std::string data_dir;
   ProgressMode progress;
+  HistogramOptions histograms;  // train.histograms
   Precision precision;  // of the layers' matrix products (docs/precision.md)
 };
 

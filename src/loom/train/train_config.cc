@@ -46,7 +46,8 @@ std::vector<ConfigKeySpec> own_keys() {
       {"progress", ConfigType::kString, "\"auto\"",
        "\"bar\", \"lines\", \"none\" or \"auto\" (bar on a terminal)"},
       {"output.dir", ConfigType::kString, "\"runs/latest\"",
-       "where metrics.jsonl, summary.json, model.safetensors and config.toml go (\"\" = nowhere); "
+       "where metrics.jsonl, summary.json, model.safetensors, config.toml and tb/ (TensorBoard: "
+       "tensorboard --logdir runs/) go (\"\" = nowhere); "
        "one that holds a "
        "run is refused (loom train --force replaces it); \"{n}\" in it takes the next free "
        "number"},
@@ -58,6 +59,11 @@ std::vector<ConfigKeySpec> own_keys() {
        "data.validation); summary.json names the epoch"},
       {"train.log_every", ConfigType::kInt, "50",
        "a \"step\" line in metrics.jsonl every this many steps (0 = epoch lines only)"},
+      {"train.histograms", ConfigType::kBool, "false",
+       "histograms of every weight tensor and its gradient in output.dir/tb/ (TensorBoard), "
+       "every train.histogram_every steps"},
+      {"train.histogram_every", ConfigType::kInt, "100",
+       "steps between the histograms of train.histograms (>= 1)"},
       {"log.level", ConfigType::kString, "\"info\"", "debug, info, warn, error, quiet"},
       {"data.dir", ConfigType::kString, "\"/usr/share/datasets/fashion-mnist\"",
        "directory of the Fashion-MNIST IDX files"},

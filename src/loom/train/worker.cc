@@ -39,6 +39,7 @@
 #include "loom/train/comm_reducer.h"
 #include "loom/train/device_batch.h"
 #include "loom/train/forward_settings.h"
+#include "loom/train/model_histograms.h"
 #include "loom/train/output_dir.h"
 #include "loom/train/progress.h"
 #include "loom/train/run_data.h"
@@ -195,8 +196,8 @@ class Worker {
                                                   "Conv2d), fp32 everything else",
                                                   precision_name(s_.precision)));
     }
-    progress_.emplace(lead_ ? s_.progress : ProgressMode::kNone, epochs_to_run_, steps_per_epoch_,
-                      global_batch_, total_steps_);
+    progress_.emplace(resolve_progress_mode(s_.progress, stderr_sink(comm_.rank())),
+                      epochs_to_run_, steps_per_epoch_, global_batch_, total_steps_);
     if (tokens_.enabled) progress_->set_tokens(tokens_.context, tokens_.unit());
   }
 
@@ -299,6 +300,8 @@ class Worker {
         progress_->step(epoch, batch.step, r->loss_sum / labels,
                         el > 0 ? double(m.steps * global_batch_) / el : 0);
       }
+      if (lead_ && s_.histograms.due(step_) && writer_.tensorboard())
+        write_model_histograms(*writer_.tensorboard(), *model_, step_);
       if (guard_->interrupted()) break;  // a stop signal: checkpoint written, leave
     }
     interval_.seconds += interval_.watch.seconds();
@@ -626,6 +629,7 @@ class Worker {
         m.seconds > 0 ? 100.0 * m.loader_wait_s / m.seconds : 0);
     nlohmann::json j = {{"kind", "epoch"},
                         {"epoch", m.epoch},
+                        {"step", step_},
                         {"steps", m.steps},
                         {"train_loss", m.train_loss},
                         {"train_acc", m.train_acc},

@@ -1,0 +1,28 @@
+// train.histograms: the distribution of every weight tensor and of its gradient, as
+// TensorBoard histograms "weights/<tensor>" and "gradients/<tensor>" ("linear_0.weight", as in
+// model.safetensors), every train.histogram_every steps, from rank 0's replica.
+#pragma once
+
+#include <cstdint>
+
+#include "loom/core/config.h"
+#include "loom/nn/graph/model.h"
+#include "loom/train/tensorboard_writer.h"
+
+namespace loom::train {
+
+struct HistogramOptions {
+  bool enabled = false;
+  int64_t every = 100;  // steps
+  bool due(int64_t steps_done) const { return enabled && steps_done % every == 0; }
+};
+
+// train.histograms and train.histogram_every (ConfigError naming the key when out of range).
+HistogramOptions read_histogram_options(const Config& cfg);
+
+// The histograms at `step`. The gradients are those the model's gradient buffer holds after
+// the step's exchange: what the update used, for an allreduce; rank 0's own, for the
+// strategies that exchange parameters instead. Copies both buffers to the host.
+void write_model_histograms(TensorBoardWriter& tb, nn::Model& model, int64_t step);
+
+}  // namespace loom::train
