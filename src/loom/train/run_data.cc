@@ -156,4 +156,47 @@ void refuse_data_files(const Config& cfg) {
           cfg.where(key), key));
 }
 
+RunSets open_run_sets(const Config& cfg, const Settings& s, const data::PipelineConfig& pipeline,
+                      const TrainOptions& options, const TokenRun& tokens) {
+  RunSets r;
+  const bool in_memory = options.train_data != nullptr;
+  r.train_name = in_memory                       ? options.data_name
+                 : pipeline.train_shards.empty() ? s.data_dir
+                                                 : pipeline.train_shards;
+  r.test_name = in_memory                      ? options.data_name
+                : pipeline.test_shards.empty() ? s.data_dir
+                                               : pipeline.test_shards;
+  r.has_test =
+      in_memory ? options.test_data != nullptr : !(tokens.enabled && pipeline.test_shards.empty());
+  if (in_memory) {
+    r.train = options.train_data;
+  } else if (tokens.enabled) {
+    // The whole stream until data.validation takes its tail; the test stream is optional.
+    data::WindowOptions wo;
+    wo.context = tokens.context;
+    wo.random_offset = s.shuffle;
+    wo.seed = s.seed;
+    r.train = std::make_shared<data::TokenWindowSource>(tokens.shard, wo);
+    if (s.eval && !pipeline.test_shards.empty())
+      r.test = token_eval_set(tokens, pipeline.test_shards, "test");
+  } else if (!pipeline.train_shards.empty()) {
+    if (s.eval && pipeline.test_shards.empty())
+      throw ConfigError(
+          fmt::format("{}: data.train_shards needs data.test_shards too (or eval = "
+                      "false): the test set must be normalised like the shards",
+                      cfg.where("data.train_shards")));
+    r.train = std::make_shared<data::ShardSource>(pipeline.train_shards);
+    if (!pipeline.test_shards.empty())
+      r.test = data::materialise(data::ShardSource(pipeline.test_shards), "shards");
+  } else {
+    data::Normalisation norm;
+    r.train_set = std::make_unique<data::Dataset>(
+        data::load_fashion_mnist(s.data_dir, true, std::nullopt, &norm));
+    r.test = data::load_fashion_mnist(s.data_dir, false, norm, nullptr);
+    r.input_norm = norm;
+    r.train = std::make_shared<data::DatasetSource>(*r.train_set);
+  }
+  return r;
+}
+
 }  // namespace loom::train

@@ -18,6 +18,23 @@
 
 namespace loom::train {
 
+// The training samples and the test set of a run, as the config (or TrainOptions' data in
+// memory) gives them.
+struct RunSets {
+  std::shared_ptr<const data::SampleSource> train;
+  std::unique_ptr<data::Dataset> train_set;  // IDX in memory: what `train` reads
+  data::Dataset test;  // materialised for evaluation; empty with data in memory or no test stream
+  std::optional<data::Normalisation> input_norm;  // IDX pixels: recorded in model.safetensors
+  std::string train_name, test_name;              // what the messages call them
+  bool has_test = false;
+};
+
+// Training samples come from TrainOptions::train_data, a token stream (windows), a shard file
+// (memory mapped, for sets larger than memory) or the IDX files (in memory). ConfigError naming
+// data.train_shards when shards come without a test set to evaluate on.
+RunSets open_run_sets(const Config& cfg, const Settings& s, const data::PipelineConfig& pipeline,
+                      const TrainOptions& options, const TokenRun& tokens);
+
 // The validation split (data.validation), in memory for evaluation after each epoch.
 struct HeldOut {
   std::optional<data::Dataset> set;  // none: no validation split

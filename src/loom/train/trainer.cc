@@ -181,19 +181,9 @@ std::shared_ptr<TrainedModel> kept_model(const Config& cfg, const TrainResult& r
   return m;
 }
 
-}  // namespace
-
-TrainResult run_training(const Config& given, const TrainOptions& options) {
-  Stopwatch wall;
-  given.check_known(train_config_keys());
-  Config cfg = given;
-  const std::string output_dir = choose_output_dir(cfg, options);
-  if (output_dir != cfg.get_string("output.dir", "runs/latest"))
-    cfg.set("output.dir", output_dir, cfg.where("output.dir"));
-  set_log_level(parse_log_level(cfg.get_string("log.level", "info")));
-  const std::string transport = comm::resolve_transport(cfg.get_string("transport", "auto"));
-  // backend = "cuda" computes on device memory, which only a transport of device buffers
-  // carries; such a transport's workers compute on their GPUs.
+// backend = "cuda" computes on device memory, which only a transport of device buffers carries;
+// such a transport's workers compute on their GPUs.
+void check_backend_fits_transport(const Config& cfg, const std::string& transport) {
   const std::string backend = cfg.get_choice("backend", "cpu", {"cpu", "cuda"});
   const bool device_transport = comm::transport_kind(transport).device_memory;
   if (backend == "cuda" && !device_transport) {
@@ -213,6 +203,71 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
                       cfg.where("transport"), transport));
     sync::check_device_sync(cfg);
   }
+}
+
+// A layer that sums statistics across workers in forward and backward (BatchNorm with sync) does
+// so on the compute thread, so no collective of the sync strategy may run on another thread
+// meanwhile: allreduce combines inline, in the order backward makes gradients, which is the
+// same on every rank.
+void combine_inline_for_replica_sums(Config& cfg) {
+  const std::string sync_kind = cfg.get_string("sync", "allreduce");
+  if (sync_kind != "allreduce")
+    throw ConfigError(fmt::format(
+        "{}: key 'sync': BatchNorm with sync = true runs with sync = \"allreduce\" only, not \"{}\"",
+        cfg.where("sync"), sync_kind));
+  if (cfg.get_string("parallel", "data") != "data")
+    throw ConfigError("BatchNorm with sync = true runs with parallel = \"data\" only");
+  if (!cfg.has("sync.overlap") || cfg.values().at("sync.overlap").value != ConfigScalar(false))
+    cfg.set("sync.overlap", std::string("inline"), "BatchNorm sync = true");
+}
+
+// summary.json: the run's final figures (docs/formats.md).
+nlohmann::json run_summary(const TrainResult& result, const Settings& s, const TokenRun& tokens) {
+  // A figure not evaluated (no validation split, regression's accuracy) is null.
+  const auto figure = [](double v) { return v >= 0 ? nlohmann::json(v) : nullptr; };
+  nlohmann::json summary = {
+      {"test_acc", figure(result.test_acc)},
+      {"test_loss", figure(result.test_loss)},
+      {"val_acc", figure(result.val_acc)},
+      {"val_loss", figure(result.val_loss)},
+      {"val_samples", result.val_samples},
+      {"train_loss", result.train_loss},
+      {"samples_per_s", result.samples_per_s},
+      {"workers", result.world},
+      {"threads", s.threads},
+      {"steps", result.steps},
+      {"epochs", result.epochs_done},
+      {"wall_s", result.wall_s},
+      {"loom_version", fmt::format("{} ({})", LOOM_VERSION, LOOM_GIT_REV)},
+      {"interrupted", result.interrupted},
+      {"params_fnv1a64", fmt::format("{:016x}", fnv1a64(result.final_params.data(),
+                                                        result.final_params.size() * 4))}};
+  summary["model_file"] = result.model_file.empty()
+                              ? nlohmann::json(nullptr)
+                              : nlohmann::json(std::string(nn::kModelFileName));
+  if (tokens.enabled) add_token_summary(summary, result, tokens);
+  if (!result.auto_choice.empty())
+    summary["auto"] = auto_summary(result.auto_choice, result.samples_per_s);
+  if (s.keep_best) {
+    summary["best_epoch"] = result.best_epoch > 0 ? nlohmann::json(result.best_epoch) : nullptr;
+    summary["best_val_acc"] = result.best_epoch > 0 ? figure(result.best_val_acc) : nullptr;
+    summary["best_val_loss"] = result.best_epoch > 0 ? figure(result.best_val_loss) : nullptr;
+  }
+  return summary;
+}
+
+}  // namespace
+
+TrainResult run_training(const Config& given, const TrainOptions& options) {
+  Stopwatch wall;
+  given.check_known(train_config_keys());
+  Config cfg = given;
+  const std::string output_dir = choose_output_dir(cfg, options);
+  if (output_dir != cfg.get_string("output.dir", "runs/latest"))
+    cfg.set("output.dir", output_dir, cfg.where("output.dir"));
+  set_log_level(parse_log_level(cfg.get_string("log.level", "info")));
+  const std::string transport = comm::resolve_transport(cfg.get_string("transport", "auto"));
+  check_backend_fits_transport(cfg, transport);
   // Under MPI the launcher sets the world size; `workers`, when given, must agree with it.
   const bool launched = comm::transport_uses_launcher(transport);
   const int workers = int(cfg.get_int("workers", launched ? 0 : 1, launched ? 0 : 1, 4096));
@@ -226,55 +281,17 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
 
   const data::PipelineConfig pipeline = data::read_pipeline_config(cfg);
   Stopwatch load_watch;
-  // Training samples come from the IDX files (in memory) or from a shard file (memory mapped,
-  // for sets larger than memory); the test set is always materialised for evaluation.
-  std::optional<data::Dataset> train_set;
-  data::Dataset test_set;
-  std::shared_ptr<const data::SampleSource> train_source;
-  std::optional<data::Normalisation> input_norm;  // IDX pixels: recorded in model.safetensors
   const bool in_memory = options.train_data != nullptr;
   if (in_memory) refuse_data_files(cfg);  // before any of them is opened
   const TokenRun tokens = open_token_run(cfg, pipeline);
-  // What the messages call the training and test data.
-  const std::string train_name = in_memory                       ? options.data_name
-                                 : pipeline.train_shards.empty() ? s.data_dir
-                                                                 : pipeline.train_shards;
-  const std::string test_name = in_memory                      ? options.data_name
-                                : pipeline.test_shards.empty() ? s.data_dir
-                                                               : pipeline.test_shards;
-  if (in_memory) {
-    train_source = options.train_data;
-  } else if (tokens.enabled) {
-    // The whole stream until data.validation takes its tail; the test stream is optional.
-    data::WindowOptions wo;
-    wo.context = tokens.context;
-    wo.random_offset = s.shuffle;
-    wo.seed = s.seed;
-    train_source = std::make_shared<data::TokenWindowSource>(tokens.shard, wo);
-    if (s.eval && !pipeline.test_shards.empty())
-      test_set = token_eval_set(tokens, pipeline.test_shards, "test");
-  } else if (!pipeline.train_shards.empty()) {
-    if (s.eval && pipeline.test_shards.empty())
-      throw ConfigError(
-          fmt::format("{}: data.train_shards needs data.test_shards too (or eval = "
-                      "false): the test set must be normalised like the shards",
-                      cfg.where("data.train_shards")));
-    train_source = std::make_shared<data::ShardSource>(pipeline.train_shards);
-    if (!pipeline.test_shards.empty())
-      test_set = data::materialise(data::ShardSource(pipeline.test_shards), "shards");
-  } else {
-    data::Normalisation norm;
-    train_set = data::load_fashion_mnist(s.data_dir, true, std::nullopt, &norm);
-    test_set = data::load_fashion_mnist(s.data_dir, false, norm, nullptr);
-    input_norm = norm;
-    train_source = std::make_shared<data::DatasetSource>(*train_set);
-  }
+  RunSets sets = open_run_sets(cfg, s, pipeline, options, tokens);
+  std::shared_ptr<const data::SampleSource> train_source = sets.train;
+  const std::optional<data::Normalisation>& input_norm = sets.input_norm;
+  const std::string& train_name = sets.train_name;
   // In-memory data: the caller's test set, used in place (no test set: no test figures).
-  const data::Dataset& test = options.test_data ? *options.test_data : test_set;
-  const bool has_test =
-      in_memory ? options.test_data != nullptr : !(tokens.enabled && pipeline.test_shards.empty());
-  data::check_data_sets(*train_source, train_name, s.eval && has_test ? &test : nullptr, test_name,
-                        pipeline.max_classes, cfg.where("data.max_classes"));
+  const data::Dataset& test = options.test_data ? *options.test_data : sets.test;
+  data::check_data_sets(*train_source, train_name, s.eval && sets.has_test ? &test : nullptr,
+                        sets.test_name, pipeline.max_classes, cfg.where("data.max_classes"));
   const HeldOut held_out =
       hold_out_validation(cfg, s, pipeline, world->size(), train_source, tokens);
   train_source = data::maybe_throttle(train_source, pipeline);
@@ -299,29 +316,11 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
   nn::apply_loss_options(cfg, *layout);  // checks loss.* here too
   if (tokens.enabled) check_model_fits_windows(cfg, *layout, tokens);
   check_loss_fits_data(cfg, layout->loss_kind(), *train_source, train_name);
-  {
-    const std::unique_ptr<nn::Model>& model = layout;
-    if (options.print_model) {
-      if (lead) fmt::print("{}\n", model->summary());
-      return TrainResult{};
-    }
-    // A layer that sums statistics across workers in forward and backward (BatchNorm with
-    // sync) does so on the compute thread, so no collective of the sync strategy may run on
-    // another thread meanwhile: allreduce combines inline, in the order backward makes
-    // gradients, which is the same on every rank.
-    if (model->reduces_across_replicas() && world->size() > 1) {
-      const std::string sync_kind = cfg.get_string("sync", "allreduce");
-      if (sync_kind != "allreduce")
-        throw ConfigError(
-            fmt::format("{}: key 'sync': BatchNorm with sync = true runs with sync = "
-                        "\"allreduce\" only, not \"{}\"",
-                        cfg.where("sync"), sync_kind));
-      if (cfg.get_string("parallel", "data") != "data")
-        throw ConfigError("BatchNorm with sync = true runs with parallel = \"data\" only");
-      if (!cfg.has("sync.overlap") || cfg.values().at("sync.overlap").value != ConfigScalar(false))
-        cfg.set("sync.overlap", std::string("inline"), "BatchNorm sync = true");
-    }
+  if (options.print_model) {
+    if (lead) fmt::print("{}\n", layout->summary());
+    return TrainResult{};
   }
+  if (layout->reduces_across_replicas() && world->size() > 1) combine_inline_for_replica_sums(cfg);
 
   trace::Session timeline(trace::options_from_config(cfg), world->local(0).rank());
   RunWriter writer(lead ? output_dir : "", !cfg.get_string("train.resume", "").empty());
@@ -356,35 +355,7 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
     }
   }
   if (lead) {
-    const auto figure = [](double v) { return v >= 0 ? nlohmann::json(v) : nullptr; };
-    nlohmann::json summary = {
-        {"test_acc", figure(result.test_acc)},
-        {"test_loss", figure(result.test_loss)},
-        {"val_acc", figure(result.val_acc)},
-        {"val_loss", figure(result.val_loss)},
-        {"val_samples", result.val_samples},
-        {"train_loss", result.train_loss},
-        {"samples_per_s", result.samples_per_s},
-        {"workers", result.world},
-        {"threads", s.threads},
-        {"steps", result.steps},
-        {"epochs", result.epochs_done},
-        {"wall_s", result.wall_s},
-        {"loom_version", fmt::format("{} ({})", LOOM_VERSION, LOOM_GIT_REV)},
-        {"interrupted", result.interrupted},
-        {"params_fnv1a64", fmt::format("{:016x}", fnv1a64(result.final_params.data(),
-                                                          result.final_params.size() * 4))}};
-    summary["model_file"] = result.model_file.empty()
-                                ? nlohmann::json(nullptr)
-                                : nlohmann::json(std::string(nn::kModelFileName));
-    if (tokens.enabled) add_token_summary(summary, result, tokens);
-    if (!result.auto_choice.empty())
-      summary["auto"] = auto_summary(result.auto_choice, result.samples_per_s);
-    if (s.keep_best) {
-      summary["best_epoch"] = result.best_epoch > 0 ? nlohmann::json(result.best_epoch) : nullptr;
-      summary["best_val_acc"] = result.best_epoch > 0 ? figure(result.best_val_acc) : nullptr;
-      summary["best_val_loss"] = result.best_epoch > 0 ? figure(result.best_val_loss) : nullptr;
-    }
+    nlohmann::json summary = run_summary(result, s, tokens);
     writer.write_summary(summary);
     if (options.keep_results) {
       summary[kFormatVersionKey] = kSummaryFormatVersion;
