@@ -112,6 +112,89 @@ bool wants_auto(const Config& cfg) {
          is_auto(cfg, "sync.bucket_kib");
 }
 
+// A resume keeps the choice its checkpoint recorded (the config text saved with it) when it runs
+// where that choice was made: the strategy's saved state belongs to that choice. True when it
+// did (cfg and res then hold it); false when there is nothing to keep and auto decides anew.
+bool keep_resumed_choice(Config& cfg, const std::string& machine, bool lead, AutoResolution& res) {
+  const std::string resume = cfg.get_string("train.resume", "");
+  if (resume.empty()) return false;
+  const bool codec_auto = res.codec_auto;
+  const std::string dir = find_latest_checkpoint(resume);
+  const Config saved = Config::from_string(checkpoint_config_text(dir), dir + " (config)");
+  const std::string was = saved.get_string("auto.machine", "");
+  if (was == machine) {
+    nlohmann::json chosen;
+    if (codec_auto) {
+      cfg.set(compress::codec_key(cfg), compress::codec_name(saved), dir);
+      chosen["codec"] = compress::codec_name(saved);
+    }
+    if (is_auto(cfg, "sync")) {
+      cfg.set("sync", saved.get_string("sync", "allreduce"), dir);
+      chosen["sync"] = saved.get_string("sync", "allreduce");
+    }
+    if (is_auto(cfg, "sync.bucket_kib")) {
+      cfg.set("sync.bucket_kib", saved.get_int("sync.bucket_kib", 4096), dir);
+      chosen["bucket_kib"] = saved.get_int("sync.bucket_kib", 4096);
+    }
+    cfg.set("auto.machine", machine, dir);
+    // A choice the check switched to says so in the resumed run's config and summary too.
+    const std::string revised = saved.get_string("auto.revised", "");
+    if (!revised.empty()) {
+      cfg.set("auto.revised", revised, dir);
+      chosen["revised"] = revised;
+    }
+    res.kept_from = dir;
+    res.json = nlohmann::json{{"chosen", chosen}, {"kept_from_checkpoint", dir}}.dump();
+    res.log = fmt::format("auto: kept the choice of {} ({}), made on this machine\n", dir,
+                          chosen.dump());
+    return true;
+  }
+  if (lead)
+    log_warn("auto: {} was decided {}; deciding again here ({})", dir,
+             was.empty() ? "without a machine record" : "on " + was, machine);
+  return false;
+}
+
+// The rates auto weighs: from auto.calibration when it was measured on this machine (its
+// identity and auto.calibration_mismatch decide), else measured now on `probe`, a copy of the
+// model, with the run's communicator.
+perf::AutoMeasurements measure_for_auto(const Config& cfg, comm::Communicator& comm,
+                                        nn::Model& probe, const perf::AutoRequest& r, int threads,
+                                        bool lead) {
+  perf::AutoMeasurements measured;
+  bool measured_here = true;
+  const std::string cal_file = cfg.get_string("auto.calibration", "");
+  if (!cal_file.empty()) {
+    const perf::Calibration cal = perf::read_calibration(cal_file);
+    const perf::MachineIdentity here{measure::cpu_model(), comm.name(), comm.size()};
+    std::string warning;
+    const perf::MismatchPolicy policy = perf::mismatch_policy_from_name(
+        cfg.get_choice("auto.calibration_mismatch", "error", {"error", "measure"}));
+    if (perf::accept_calibration(cal, here, policy, &warning)) {
+      measured = perf::measurements_from_calibration(cal, comm.name(), r, threads);
+      measured_here = false;
+    } else if (lead) {
+      log_warn("{}", warning);
+    }
+  }
+  if (measured_here) {
+    measure::AutoProbeOptions o;
+    o.batch = r.batch;
+    o.codecs = r.codecs;
+    // Two sizes fit the ring's alpha and bandwidth: 64 KiB and the largest bucket the run
+    // can send, the model's whole gradient at most and 4 MiB (the default bucket) at most:
+    // on a slow link a larger one costs more of the run than it adds to the fit, whose time
+    // grows linearly in the bytes past the latency. Every candidate is predicted from the fit.
+    const int64_t whole = probe.num_params() * int64_t(sizeof(float));
+    int64_t largest = 0;
+    for (int64_t kib : r.bucket_kib) largest = std::max(largest, kib > 0 ? kib << 10 : whole);
+    o.allreduce_bytes = {size_t(std::min<int64_t>(64 << 10, whole)),
+                         size_t(std::min({largest, whole, int64_t(4) << 20}))};
+    measured = measure::probe_for_auto(comm, probe, o);
+  }
+  return measured;
+}
+
 AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& backend,
                             const nn::Shape& input, int classes, int64_t batch, int threads,
                             int64_t total_steps) {
@@ -134,42 +217,7 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
       fmt::format("{} | {} | {} ranks", measure::cpu_model(), comm.name(), comm.size());
   // A resume keeps the choice its checkpoint recorded (the config text saved with it) when it
   // runs where that choice was made: the strategy's saved state belongs to that choice.
-  const std::string resume = cfg.get_string("train.resume", "");
-  if (!resume.empty()) {
-    const std::string dir = find_latest_checkpoint(resume);
-    const Config saved = Config::from_string(checkpoint_config_text(dir), dir + " (config)");
-    const std::string was = saved.get_string("auto.machine", "");
-    if (was == machine) {
-      nlohmann::json chosen;
-      if (codec_auto) {
-        cfg.set(compress::codec_key(cfg), compress::codec_name(saved), dir);
-        chosen["codec"] = compress::codec_name(saved);
-      }
-      if (is_auto(cfg, "sync")) {
-        cfg.set("sync", saved.get_string("sync", "allreduce"), dir);
-        chosen["sync"] = saved.get_string("sync", "allreduce");
-      }
-      if (is_auto(cfg, "sync.bucket_kib")) {
-        cfg.set("sync.bucket_kib", saved.get_int("sync.bucket_kib", 4096), dir);
-        chosen["bucket_kib"] = saved.get_int("sync.bucket_kib", 4096);
-      }
-      cfg.set("auto.machine", machine, dir);
-      // A choice the check switched to says so in the resumed run's config and summary too.
-      const std::string revised = saved.get_string("auto.revised", "");
-      if (!revised.empty()) {
-        cfg.set("auto.revised", revised, dir);
-        chosen["revised"] = revised;
-      }
-      res.kept_from = dir;
-      res.json = nlohmann::json{{"chosen", chosen}, {"kept_from_checkpoint", dir}}.dump();
-      res.log = fmt::format("auto: kept the choice of {} ({}), made on this machine\n", dir,
-                            chosen.dump());
-      return res;
-    }
-    if (lead)
-      log_warn("auto: {} was decided {}; deciding again here ({})", dir,
-               was.empty() ? "without a machine record" : "on " + was, machine);
-  }
+  if (keep_resumed_choice(cfg, machine, lead, res)) return res;
 
   // One worker exchanges nothing: there is nothing to measure or weigh.
   if (comm.size() == 1) {
@@ -231,36 +279,7 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
           : "";
 
   // A calibration file of this machine, or a measurement now.
-  bool measured_here = true;
-  const std::string cal_file = cfg.get_string("auto.calibration", "");
-  if (!cal_file.empty()) {
-    const perf::Calibration cal = perf::read_calibration(cal_file);
-    const perf::MachineIdentity here{measure::cpu_model(), comm.name(), comm.size()};
-    std::string warning;
-    const perf::MismatchPolicy policy = perf::mismatch_policy_from_name(
-        cfg.get_choice("auto.calibration_mismatch", "error", {"error", "measure"}));
-    if (perf::accept_calibration(cal, here, policy, &warning)) {
-      res.measured = perf::measurements_from_calibration(cal, comm.name(), r, threads);
-      measured_here = false;
-    } else if (lead) {
-      log_warn("{}", warning);
-    }
-  }
-  if (measured_here) {
-    measure::AutoProbeOptions o;
-    o.batch = batch;
-    o.codecs = r.codecs;
-    // Two sizes fit the ring's alpha and bandwidth: 64 KiB and the largest bucket the run
-    // can send, the model's whole gradient at most and 4 MiB (the default bucket) at most:
-    // on a slow link a larger one costs more of the run than it adds to the fit, whose time
-    // grows linearly in the bytes past the latency. Every candidate is predicted from the fit.
-    const int64_t whole = probe.num_params() * int64_t(sizeof(float));
-    int64_t largest = 0;
-    for (int64_t kib : r.bucket_kib) largest = std::max(largest, kib > 0 ? kib << 10 : whole);
-    o.allreduce_bytes = {size_t(std::min<int64_t>(64 << 10, whole)),
-                         size_t(std::min({largest, whole, int64_t(4) << 20}))};
-    res.measured = measure::probe_for_auto(comm, probe, o);
-  }
+  res.measured = measure_for_auto(cfg, comm, probe, r, threads, lead);
   const AutoTestHooks hooks = auto_test_hooks(cfg);
   if (hooks.probe_link_factor != 1) {
     res.measured.link.bytes_per_s *= hooks.probe_link_factor;
