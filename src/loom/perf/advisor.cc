@@ -92,16 +92,9 @@ std::string usd(double v) {
   return fmt::format("${:.0f}", v);
 }
 
-}  // namespace
-
-Advice advise(const Catalog& cat, const AdviseRequest& req_in) {
-  AdviseRequest req = req_in;
-  Advice adv;
-  if (req.train.precision == "mixed")
-    adv.notes.push_back(
-        "--precision mixed: each GPU is ranked at the faster of fp32 and the lower precision "
-        "loom trains in on it: precision = \"bf16\" from compute capability 8.0, \"fp16\" "
-        "(dynamic loss scaling) on 7.x; older GPUs have no tensor cores (docs/precision.md)");
+// The request's figures in their ranges, and every name it gives known (InputError with close
+// matches otherwise).
+void check_request(const Catalog& cat, const AdviseRequest& req) {
   if (!(req.budget_usd > 0))
     throw InputError(fmt::format("budget must be > 0 USD, got {}", req.budget_usd));
   if (req.max_gpus < 1)
@@ -121,20 +114,12 @@ Advice advise(const Catalog& cat, const AdviseRequest& req_in) {
         fmt::format("--rank-by must be time, capital or total, got '{}'", req.rank_by));
   for (const auto& l : req.inter_links) cat.link(l);  // unknown names: error with close matches
   for (const auto& c : req.codecs) codec_model(c);
-  std::vector<const HostClassSpec*> hosts;
-  if (req.hosts.empty()) {
-    for (const auto& [n, h] : cat.hosts()) hosts.push_back(&h);
-  } else {
-    for (const auto& n : req.hosts) hosts.push_back(&cat.host(n));
-  }
-  {
-    const ValidationRun v = run_validation(true);
-    adv.band = v.loo.max_abs;
-    adv.typical = v.loo.mean_abs;
-  }
-  adv.samples = req.samples > 0 ? req.samples : req.workload.train_samples;
-  adv.samples_source = req.samples > 0 ? "--samples" : req.workload.train_samples_source;
+}
 
+// The GPUs to rank: those named, or every GPU with a price (or measured here); a named GPU
+// without either is an InputError. Those loom has no backend for go to `no_backend`.
+std::vector<const GpuSpec*> gpus_to_consider(const Catalog& cat, const AdviseRequest& req,
+                                             std::vector<std::string>& no_backend) {
   auto measured = [&](const GpuSpec& g) { return req.measured.count(g.name) != 0; };
   std::vector<const GpuSpec*> gpus;
   if (req.gpus.empty()) {
@@ -154,12 +139,42 @@ Advice advise(const Catalog& cat, const AdviseRequest& req_in) {
   if (gpus.empty()) throw InputError("no GPU in the catalog has a price");
   std::erase_if(gpus, [&](const GpuSpec* g) {
     if (g->loom_runs()) return false;
-    adv.no_backend.push_back(g->name);
+    no_backend.push_back(g->name);
     return true;
   });
   if (gpus.empty())
     throw InputError(fmt::format("loom runs none of these GPUs ({}): its GPU backend is CUDA",
-                                 fmt::join(adv.no_backend, ", ")));
+                                 fmt::join(no_backend, ", ")));
+  return gpus;
+}
+
+}  // namespace
+
+Advice advise(const Catalog& cat, const AdviseRequest& req_in) {
+  AdviseRequest req = req_in;
+  Advice adv;
+  if (req.train.precision == "mixed")
+    adv.notes.push_back(
+        "--precision mixed: each GPU is ranked at the faster of fp32 and the lower precision "
+        "loom trains in on it: precision = \"bf16\" from compute capability 8.0, \"fp16\" "
+        "(dynamic loss scaling) on 7.x; older GPUs have no tensor cores (docs/precision.md)");
+  check_request(cat, req);
+  std::vector<const HostClassSpec*> hosts;
+  if (req.hosts.empty()) {
+    for (const auto& [n, h] : cat.hosts()) hosts.push_back(&h);
+  } else {
+    for (const auto& n : req.hosts) hosts.push_back(&cat.host(n));
+  }
+  {
+    const ValidationRun v = run_validation(true);
+    adv.band = v.loo.max_abs;
+    adv.typical = v.loo.mean_abs;
+  }
+  adv.samples = req.samples > 0 ? req.samples : req.workload.train_samples;
+  adv.samples_source = req.samples > 0 ? "--samples" : req.workload.train_samples_source;
+
+  auto measured = [&](const GpuSpec& g) { return req.measured.count(g.name) != 0; };
+  const std::vector<const GpuSpec*> gpus = gpus_to_consider(cat, req, adv.no_backend);
   // A published rate of this GPU (or its chip) at `precision` (fp32 or mixed) where there is
   // one, else the roofline; the measured figures for this machine.
   auto derating = [&](const GpuSpec& g, const std::string& precision) {
