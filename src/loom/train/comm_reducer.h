@@ -1,6 +1,7 @@
 // nn::ReplicaReducer over the workers' communicator: what BatchNorm with `sync = true` sums its
 // per-channel statistics with. Called on the compute thread; the run makes sure no other
-// collective is in flight then (sync.overlap = "inline", train/trainer.cc).
+// collective is in flight then (sync.overlap = "inline": combine_inline_for_replica_sums in
+// train/trainer.cc).
 #pragma once
 
 #include <vector>
