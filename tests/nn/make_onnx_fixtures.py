@@ -139,6 +139,27 @@ class Ops(nn.Module):
         return self.fc(self.flat(x))
 
 
+class Mobile(nn.Module):
+    """MobileNets' activations: ReLU6 (Clip), Hardswish and Hardsigmoid, after a depthwise Conv;
+    the weights are scaled up so that every piece of each is reached."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 4, 3, padding=1)
+        self.conv2 = nn.Conv2d(4, 4, 3, padding=1, groups=4)
+        self.conv3 = nn.Conv2d(4, 4, 1)
+        with torch.no_grad():
+            for c in (self.conv1, self.conv2, self.conv3):
+                c.weight.mul_(6)
+        self.fc = nn.Linear(4 * 8 * 8, 10)
+
+    def forward(self, x):
+        x = F.relu6(self.conv1(x))
+        x = F.hardswish(self.conv2(x))
+        x = F.hardsigmoid(self.conv3(x))
+        return self.fc(torch.flatten(x, 1))
+
+
 class Softplus(nn.Module):
     """An op loom has no layer for."""
 
@@ -212,6 +233,8 @@ def main():
     export("ops", Ops(), (2, 8, 8), train_ref=True)
     torch.manual_seed(5)
     export("softplus", Softplus(), (1, 8, 8), train_ref=False)
+    torch.manual_seed(7)
+    export("mobile", Mobile(), (1, 8, 8), train_ref=False)
 
 
 if __name__ == "__main__":

@@ -74,6 +74,12 @@ const char* activation_name(Activation a) {
       return "Tanh";
     case Activation::kSigmoid:
       return "Sigmoid";
+    case Activation::kRelu6:
+      return "ReLU6";
+    case Activation::kHardSigmoid:
+      return "Hardsigmoid";
+    case Activation::kHardSwish:
+      return "Hardswish";
   }
   return "?";
 }

@@ -16,7 +16,19 @@ const char* device_name(Device d);
 
 // Elementwise activations of activation_forward/backward. alpha is LeakyReLU's negative slope
 // (ignored by the others). GELU is the exact erf form, PyTorch's default.
-enum class Activation { kRelu, kLeakyRelu, kGelu, kSilu, kTanh, kSigmoid };
+// kRelu6: min(max(x, 0), 6). kHardSigmoid: min(max(x / 6 + 1/2, 0), 1), kHardSwish: x times
+// that (PyTorch's Hardsigmoid and Hardswish, ONNX's HardSwish).
+enum class Activation {
+  kRelu,
+  kLeakyRelu,
+  kGelu,
+  kSilu,
+  kTanh,
+  kSigmoid,
+  kRelu6,
+  kHardSigmoid,
+  kHardSwish
+};
 const char* activation_name(Activation a);
 
 // Number format of the inputs of the layers' matrix products (gemm and the conv2d_* ops).

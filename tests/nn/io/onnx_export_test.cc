@@ -290,11 +290,14 @@ TEST(OnnxExport, BatchNormWritesRunningStatisticsAndEvalNodes) {
       EXPECT_EQ(n.input_size(), 2) << "no training_mode input";
     }
   }
-  // GELU as Div, Erf, Add, Mul, Mul (opset 13 has no Gelu); SiLU as Sigmoid and Mul; the add
-  // of three inputs as a Sum.
+  // GELU as Div, Erf, Add, Mul, Mul (opset 13 has no Gelu); SiLU as Sigmoid and Mul; Hardswish
+  // as HardSigmoid and Mul (HardSwish is an op from opset 14 on), beside a Hardsigmoid of its
+  // own; ReLU6 as Clip; the add of three inputs as a Sum.
   EXPECT_EQ(ops["Erf"], 1);
   EXPECT_EQ(ops["Div"], 1);
-  EXPECT_EQ(ops["Mul"], 3);
+  EXPECT_EQ(ops["Mul"], 4);
+  EXPECT_EQ(ops["HardSigmoid"], 2);
+  EXPECT_EQ(ops["Clip"], 1);
   EXPECT_EQ(ops["Add"], 1);
   EXPECT_EQ(ops["Sum"], 1);
   EXPECT_EQ(ops["Sigmoid"], 2);

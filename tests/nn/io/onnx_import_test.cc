@@ -155,6 +155,18 @@ TEST(OnnxImport, ActivationsConcatAndPoolingMatchPytorch) {
   check_against_pytorch("ops");
 }
 
+// MobileNets' activations as torch.onnx writes them: ReLU6 as Clip with constant bounds,
+// Hardswish, Hardsigmoid with alpha 1/6; each reached on every piece.
+TEST(OnnxImport, MobileActivationsMatchPytorch) {
+  SKIP_WITHOUT_ONNX();
+  check_against_pytorch("mobile");
+  GraphSpec g = graph_from_onnx(fixture("mobile.onnx"), {1, 8, 8});
+  std::vector<std::string> types;
+  for (const auto& l : g.layers) types.push_back(l.type);
+  for (const char* t : {"relu6", "hardswish", "hardsigmoid"})
+    EXPECT_NE(std::find(types.begin(), types.end(), t), types.end()) << t;
+}
+
 TEST(OnnxImport, MlpGraphLayersNamesAndWeights) {
   SKIP_WITHOUT_ONNX();
   GraphSpec g = graph_from_onnx(fixture("mlp.onnx"), {1, 8, 8});
@@ -391,6 +403,32 @@ TEST(OnnxImport, WeightShapeMustFitTheInput) {
   const std::string what = import_error(m);
   EXPECT_NE(what.find("node '/fc1/Gemm' (Gemm)"), std::string::npos) << what;
   EXPECT_NE(what.find("do not take 64 features"), std::string::npos) << what;
+}
+
+// Clip other than ReLU6's bounds, or a HardSigmoid other than PyTorch's, is refused naming the
+// node: loom has no layer that computes them.
+TEST(OnnxImport, ClipAndHardSigmoidOtherThanPytorchsAreRefusedByNode) {
+  onnx::ModelProto m;
+  ASSERT_TRUE(m.ParseFromString(read_bytes(fixture("mobile.onnx"))));
+  for (auto& n : *m.mutable_graph()->mutable_node())
+    if (n.op_type() == "Clip") {
+      ASSERT_GE(n.input_size(), 3);
+      n.set_input(2, n.input(1));  // max = min = 0
+    }
+  std::string what = import_error(m);
+  EXPECT_NE(what.find("(Clip)"), std::string::npos) << what;
+  EXPECT_NE(what.find("ReLU6"), std::string::npos) << what;
+
+  ASSERT_TRUE(m.ParseFromString(read_bytes(fixture("mobile.onnx"))));
+  bool found = false;
+  for (auto& n : *m.mutable_graph()->mutable_node())
+    if (n.op_type() == "HardSigmoid")
+      for (auto& a : *n.mutable_attribute())
+        if (a.name() == "alpha") a.set_f(0.2f), found = true;
+  ASSERT_TRUE(found) << "mobile.onnx has no HardSigmoid with an alpha";
+  what = import_error(m);
+  EXPECT_NE(what.find("(HardSigmoid)"), std::string::npos) << what;
+  EXPECT_NE(what.find("alpha 0.2"), std::string::npos) << what;
 }
 
 TEST(OnnxImport, UnknownOpsetAndIrVersionAreRefusedByNumber) {

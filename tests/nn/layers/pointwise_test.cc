@@ -1,5 +1,6 @@
 // LeakyReLU, GELU, SiLU, Tanh and Sigmoid against PyTorch's values (tests/data/nn) and by
-// finite differences.
+// finite differences; ReLU6, Hardsigmoid and Hardswish against their definitions (PyTorch's
+// formulas) and by finite differences.
 #include "loom/nn/layers/pointwise.h"
 
 #include <gtest/gtest.h>
@@ -20,6 +21,9 @@ std::unique_ptr<Layer> make(const std::string& name, float slope) {
   if (name == "gelu") return std::make_unique<GELU>();
   if (name == "silu") return std::make_unique<SiLU>();
   if (name == "tanh") return std::make_unique<Tanh>();
+  if (name == "relu6") return std::make_unique<ReLU6>();
+  if (name == "hardsigmoid") return std::make_unique<HardSigmoid>();
+  if (name == "hardswish") return std::make_unique<HardSwish>();
   return std::make_unique<Sigmoid>();
 }
 
@@ -72,6 +76,55 @@ TEST(Activations, GradientsOfLeakyReLU) {
   LeakyReLU layer(0.2f);
   testing::check_layer_gradients(layer, {3, 4}, 2, x, testing::make_context(),
                                  testing::Tolerance{});
+}
+
+// The piecewise ones, value by value on points chosen on every piece and at the ends (where
+// PyTorch's gradients take the outer piece's value): y and dx against PyTorch's definitions.
+TEST(Activations, PiecewiseOnesFollowPyTorchsDefinitions) {
+  const std::vector<float> x = {-7, -3, -2.5f, -0.5f, 0, 0.5f, 2.5f, 3, 5.5f, 6, 8};
+  struct Case {
+    const char* name;
+    float (*y)(float);
+    float (*dy)(float);
+  };
+  const Case cases[] = {
+      {"relu6", [](float v) { return std::min(std::max(v, 0.0f), 6.0f); },
+       [](float v) { return v > 0 && v < 6 ? 1.0f : 0.0f; }},
+      {"hardsigmoid", [](float v) { return std::min(std::max(v / 6 + 0.5f, 0.0f), 1.0f); },
+       [](float v) { return v > -3 && v < 3 ? 1.0f / 6 : 0.0f; }},
+      {"hardswish", [](float v) { return v * std::min(std::max(v / 6 + 0.5f, 0.0f), 1.0f); },
+       [](float v) { return v < -3 ? 0.0f : v > 3 ? 1.0f : v / 3 + 0.5f; }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto layer = make(c.name, 0.0f);
+    layer->build({int64_t(x.size())});
+    Context ctx = testing::make_context();
+    std::vector<float> y(x.size()), dx(x.size()), ones(x.size(), 1.0f);
+    layer->forward(ctx, x.data(), y.data(), 1);
+    layer->backward(ctx, x.data(), y.data(), ones.data(), dx.data(), 1);
+    for (size_t i = 0; i < x.size(); ++i) {
+      EXPECT_NEAR(y[i], c.y(x[i]), 1e-6f) << "x = " << x[i];
+      EXPECT_NEAR(dx[i], c.dy(x[i]), 1e-6f) << "x = " << x[i];
+    }
+  }
+  EXPECT_EQ(ReLU6().kind(), "ReLU6");
+  EXPECT_EQ(HardSigmoid().kind(), "Hardsigmoid");
+  EXPECT_EQ(HardSwish().kind(), "Hardswish");
+}
+
+// Away from the kinks (0 and 6; -3 and 3) by >= 0.05, the finite differences agree: within
+// Hardswish's quadratic piece its central difference is exact up to float rounding.
+TEST(Activations, GradientsOfPiecewiseOnes) {
+  auto x = testing::random_vector(2 * 40, 53, -8.0f, 8.0f);
+  for (float& v : x)
+    for (float kink : {-3.0f, 0.0f, 3.0f, 6.0f})
+      if (std::fabs(v - kink) < 0.05f) v = kink + 0.1f;
+  for (const char* name : {"relu6", "hardsigmoid", "hardswish"}) {
+    SCOPED_TRACE(name);
+    auto layer = make(name, 0.0f);
+    testing::check_layer_gradients(*layer, {40}, 2, x, testing::make_context(), kSmooth);
+  }
 }
 
 }  // namespace

@@ -229,6 +229,26 @@ void Exporter::layer(int i, const Names& in, const std::string& out) {
     node("Sigmoid", name, in, out);
     return;
   }
+  if (dynamic_cast<const ReLU6*>(&l)) {
+    node("Clip", name, {in[0], scalar("const.zero", 0.0f), scalar("const.six", 6.0f)}, out);
+    return;
+  }
+  if (dynamic_cast<const HardSigmoid*>(&l)) {
+    onnx::NodeProto* n = node("HardSigmoid", name, in, out);
+    attr(n, "alpha", float(1.0 / 6.0));
+    attr(n, "beta", 0.5f);
+    return;
+  }
+  if (dynamic_cast<const HardSwish*>(&l)) {
+    // x * HardSigmoid(x): HardSwish is an op only from opset 14 on; the importer reads this
+    // back as one hardswish layer.
+    const std::string h = fresh(name + "/hardsigmoid");
+    onnx::NodeProto* n = node("HardSigmoid", name + "/HardSigmoid", in, h);
+    attr(n, "alpha", float(1.0 / 6.0));
+    attr(n, "beta", 0.5f);
+    node("Mul", name, {in[0], h}, out);
+    return;
+  }
   if (dynamic_cast<const SiLU*>(&l)) {
     const std::string sig = fresh(name + "/sigmoid");
     node("Sigmoid", name + "/Sigmoid", in, sig);
@@ -261,8 +281,8 @@ void Exporter::layer(int i, const Names& in, const std::string& out) {
   }
   fail(i,
        "ONNX export has no form for this layer type; it exports linear, conv2d, batchnorm1d/2d, "
-       "maxpool2d, avgpool2d, globalavgpool2d, add, concat, relu, leakyrelu, gelu, silu, tanh, "
-       "sigmoid, dropout and flatten");
+       "maxpool2d, avgpool2d, globalavgpool2d, add, concat, relu, relu6, hardsigmoid, hardswish, "
+       "leakyrelu, gelu, silu, tanh, sigmoid, dropout and flatten");
 }
 
 void Exporter::pool(int i, const Pool2dBase& p, bool max, const Names& in, const std::string& out) {

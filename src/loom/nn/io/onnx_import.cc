@@ -24,6 +24,7 @@ const std::vector<std::string>& onnx_ops() {
                                                "AveragePool",
                                                "BatchNormalization",
                                                "Cast",
+                                               "Clip",
                                                "Concat",
                                                "Constant",
                                                "Conv",
@@ -34,6 +35,8 @@ const std::vector<std::string>& onnx_ops() {
                                                "Gather",
                                                "Gemm",
                                                "GlobalAveragePool",
+                                               "HardSigmoid",
+                                               "HardSwish",
                                                "Identity",
                                                "LeakyRelu",
                                                "MatMul",
@@ -126,6 +129,9 @@ struct Value {
   std::string layer;
   Shape shape;
   std::string sigmoid_of;
+  // hardsigmoid_of: for a HardSigmoid's output, the layer it is the hardsigmoid of (Hardswish
+  // written as x * HardSigmoid(x), as opsets before 14 must).
+  std::string hardsigmoid_of;
   // kConstant: an initializer, a Constant or a folded shape computation. Integers in ints,
   // everything else in floats; kBatch in ints stands for the batch size.
   std::vector<int64_t> dims;
@@ -679,6 +685,40 @@ void Importer::read_node(const onnx::NodeProto& n) {
     if (op == "Sigmoid") values_[n.output(0)].sigmoid_of = of;
     return;
   }
+  if (op == "Clip") {
+    // ReLU6, as torch.onnx writes it: min and max as constant inputs (opset 11 on) or as
+    // attributes (before).
+    only_attrs(n, {"min", "max"});
+    const Value& x = activation(n, 0);
+    const bool as_inputs = has_input(n, 1) || has_input(n, 2);
+    const bool relu6 =
+        as_inputs ? has_input(n, 1) && has_input(n, 2) && is_scalar(input(n, 1), 0.0, 0.0) &&
+                        is_scalar(input(n, 2), 6.0, 0.0)
+                  : attr_float(n, "min", -1) == 0.0 && attr_float(n, "max", -1) == 6.0;
+    if (!relu6)
+      fail_node(n, "loom reads Clip only as ReLU6: min 0 and max 6, as constants");
+    emit(n, "relu6", {&x}, x.shape);
+    return;
+  }
+  if (op == "HardSigmoid") {
+    only_attrs(n, {"alpha", "beta"});
+    const Value& x = activation(n, 0);
+    const double alpha = attr_float(n, "alpha", 0.2), beta = attr_float(n, "beta", 0.5);
+    if (std::fabs(alpha - 1.0 / 6.0) > 1e-6 || beta != 0.5)
+      fail_node(n, fmt::format("alpha {} and beta {}: loom's hardsigmoid is PyTorch's, alpha 1/6 "
+                               "and beta 0.5",
+                               alpha, beta));
+    const std::string of = x.layer;
+    emit(n, "hardsigmoid", {&x}, x.shape);
+    values_[n.output(0)].hardsigmoid_of = of;
+    return;
+  }
+  if (op == "HardSwish") {
+    only_attrs(n, {});
+    const Value& x = activation(n, 0);
+    emit(n, "hardswish", {&x}, x.shape);
+    return;
+  }
   if (op == "Div") {
     // x / sqrt(2), the first step of GELU.
     const Value& x = activation(n, 0);
@@ -930,8 +970,8 @@ void Importer::mul(const onnx::NodeProto& n) {
   const Value& a = input(n, 0);
   const Value& b = input(n, 1);
   const char* what =
-      "loom has no elementwise Mul layer; it reads Mul only in x * sigmoid(x) (SiLU) and in "
-      "GELU's erf form x * 0.5 * (1 + erf(x / sqrt(2)))";
+      "loom has no elementwise Mul layer; it reads Mul only in x * sigmoid(x) (SiLU), in "
+      "x * hardsigmoid(x) (Hardswish) and in GELU's erf form x * 0.5 * (1 + erf(x / sqrt(2)))";
   for (int k = 0; k < 2; ++k) {
     const Value& p = k == 0 ? a : b;
     const Value& q = k == 0 ? b : a;
@@ -939,6 +979,12 @@ void Importer::mul(const onnx::NodeProto& n) {
     if (p.kind == Value::kActivation && q.kind == Value::kActivation && !q.sigmoid_of.empty() &&
         q.sigmoid_of == p.layer) {
       emit(n, "silu", {&p}, p.shape, "SiLU");
+      return;
+    }
+    // x * hardsigmoid(x)
+    if (p.kind == Value::kActivation && q.kind == Value::kActivation &&
+        !q.hardsigmoid_of.empty() && q.hardsigmoid_of == p.layer) {
+      emit(n, "hardswish", {&p}, p.shape, "Hardswish");
       return;
     }
     // x / sqrt(2) as x * (1 / sqrt(2))

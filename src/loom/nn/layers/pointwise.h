@@ -1,5 +1,6 @@
 // Elementwise activations beyond ReLU, each one Backend::activation_forward/backward kind:
-// LeakyReLU, GELU (exact erf form), SiLU, Tanh, Sigmoid. ReLU keeps its own ops (activation.h).
+// LeakyReLU, GELU (exact erf form), SiLU, Tanh, Sigmoid, ReLU6, Hardsigmoid, Hardswish. ReLU
+// keeps its own ops (activation.h).
 #pragma once
 
 #include "loom/nn/layers/layer.h"
@@ -46,6 +47,24 @@ class Tanh final : public PointwiseActivation {
 class Sigmoid final : public PointwiseActivation {
  public:
   Sigmoid() : PointwiseActivation(Activation::kSigmoid, 0.0f) {}
+};
+
+// min(max(x, 0), 6): MobileNets' activation (ONNX: Clip with min 0 and max 6).
+class ReLU6 final : public PointwiseActivation {
+ public:
+  ReLU6() : PointwiseActivation(Activation::kRelu6, 0.0f) {}
+};
+
+// min(max(x / 6 + 1/2, 0), 1), PyTorch's Hardsigmoid (ONNX: HardSigmoid, alpha 1/6, beta 1/2).
+class HardSigmoid final : public PointwiseActivation {
+ public:
+  HardSigmoid() : PointwiseActivation(Activation::kHardSigmoid, 0.0f) {}
+};
+
+// x times Hardsigmoid(x): MobileNetV3's activation (ONNX: HardSwish).
+class HardSwish final : public PointwiseActivation {
+ public:
+  HardSwish() : PointwiseActivation(Activation::kHardSwish, 0.0f) {}
 };
 
 }  // namespace loom::nn

@@ -45,6 +45,9 @@ void CpuBackend::conv2d_backward(const ConvGeometry& g, const float* x, const fl
 namespace {
 constexpr float kInvSqrt2 = 0.70710678118654752440f;
 constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
+
+// min(max(x / 6 + 1/2, 0), 1), as PyTorch's Hardsigmoid.
+inline float hard_sigmoid(float x) { return std::min(std::max(x * (1.0f / 6.0f) + 0.5f, 0.0f), 1.0f); }
 }  // namespace
 
 void CpuBackend::activation_forward(Activation kind, float alpha, const float* __restrict x,
@@ -67,6 +70,15 @@ void CpuBackend::activation_forward(Activation kind, float alpha, const float* _
       return;
     case Activation::kSigmoid:
       for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+      return;
+    case Activation::kRelu6:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(x[i], 0.0f), 6.0f);
+      return;
+    case Activation::kHardSigmoid:
+      for (int64_t i = 0; i < n; ++i) y[i] = hard_sigmoid(x[i]);
+      return;
+    case Activation::kHardSwish:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] * hard_sigmoid(x[i]);
       return;
   }
   throw Error(fmt::format("activation_forward: unknown activation {}", int(kind)));
@@ -102,6 +114,23 @@ void CpuBackend::activation_backward(Activation kind, float alpha, const float* 
       return;
     case Activation::kSigmoid:
       for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * (y[i] * (1.0f - y[i]));
+      return;
+    case Activation::kRelu6:
+      // PyTorch's gradient: 1 strictly inside (0, 6), 0 at and beyond the ends.
+      for (int64_t i = 0; i < n; ++i) dx[i] = x[i] > 0.0f && x[i] < 6.0f ? dy[i] : 0.0f;
+      return;
+    case Activation::kHardSigmoid:
+      // 1/6 strictly inside (-3, 3), as PyTorch's.
+      for (int64_t i = 0; i < n; ++i)
+        dx[i] = x[i] > -3.0f && x[i] < 3.0f ? dy[i] * (1.0f / 6.0f) : 0.0f;
+      return;
+    case Activation::kHardSwish:
+      // d/dx x h(x): 0 below -3, 1 above 3, x / 3 + 1/2 between (PyTorch's, with x = 3 on the
+      // linear side).
+      for (int64_t i = 0; i < n; ++i)
+        dx[i] = x[i] < -3.0f  ? 0.0f
+                : x[i] > 3.0f ? dy[i]
+                              : dy[i] * (x[i] * (1.0f / 3.0f) + 0.5f);
       return;
   }
   throw Error(fmt::format("activation_backward: unknown activation {}", int(kind)));

@@ -10,7 +10,10 @@ namespace loom::cuda {
 namespace {
 
 // loom::Activation's values (backend.h; cuda_backend.cc static_asserts them).
-constexpr int kRelu = 0, kLeakyRelu = 1, kGelu = 2, kSilu = 3, kTanh = 4, kSigmoid = 5;
+constexpr int kRelu = 0, kLeakyRelu = 1, kGelu = 2, kSilu = 3, kTanh = 4, kSigmoid = 5,
+              kRelu6 = 6, kHardSigmoid = 7, kHardSwish = 8;
+
+__device__ float hard_sigmoid(float x) { return fminf(fmaxf(x * (1.0f / 6.0f) + 0.5f, 0.0f), 1.0f); }
 constexpr float kInvSqrt2 = 0.70710678118654752440f;
 constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
 
@@ -45,6 +48,15 @@ void activation_forward(cudaStream_t s, int kind, float alpha, const float* x, f
       return;
     case kSigmoid:
       launch_1d(s, n, [=] __device__(int64_t i) { y[i] = 1.0f / (1.0f + expf(-x[i])); });
+      return;
+    case kRelu6:
+      launch_1d(s, n, [=] __device__(int64_t i) { y[i] = fminf(fmaxf(x[i], 0.0f), 6.0f); });
+      return;
+    case kHardSigmoid:
+      launch_1d(s, n, [=] __device__(int64_t i) { y[i] = hard_sigmoid(x[i]); });
+      return;
+    case kHardSwish:
+      launch_1d(s, n, [=] __device__(int64_t i) { y[i] = x[i] * hard_sigmoid(x[i]); });
       return;
   }
 }
@@ -85,6 +97,22 @@ void activation_backward(cudaStream_t s, int kind, float alpha, const float* x, 
       launch_1d(s, n, [=] __device__(int64_t i) {
         const float t = y[i];
         dx[i] = dy[i] * (t * (1.0f - t));
+      });
+      return;
+    case kRelu6:
+      launch_1d(s, n, [=] __device__(int64_t i) {
+        dx[i] = x[i] > 0.0f && x[i] < 6.0f ? dy[i] : 0.0f;
+      });
+      return;
+    case kHardSigmoid:
+      launch_1d(s, n, [=] __device__(int64_t i) {
+        dx[i] = x[i] > -3.0f && x[i] < 3.0f ? dy[i] * (1.0f / 6.0f) : 0.0f;
+      });
+      return;
+    case kHardSwish:
+      launch_1d(s, n, [=] __device__(int64_t i) {
+        const float v = x[i];
+        dx[i] = v < -3.0f ? 0.0f : v > 3.0f ? dy[i] : dy[i] * (v * (1.0f / 3.0f) + 0.5f);
       });
       return;
   }

@@ -551,12 +551,14 @@ void CudaBackend::dropout_backward(const float* dy, const uint8_t* mask, float* 
 
 static_assert(int(Activation::kRelu) == 0 && int(Activation::kLeakyRelu) == 1 &&
                   int(Activation::kGelu) == 2 && int(Activation::kSilu) == 3 &&
-                  int(Activation::kTanh) == 4 && int(Activation::kSigmoid) == 5,
+                  int(Activation::kTanh) == 4 && int(Activation::kSigmoid) == 5 &&
+                  int(Activation::kRelu6) == 6 && int(Activation::kHardSigmoid) == 7 &&
+                  int(Activation::kHardSwish) == 8,
               "kernels.h numbers the activations as loom::Activation does");
 
 void CudaBackend::activation_forward(Activation kind, float alpha, const float* x, float* y,
                                      int64_t n) {
-  if (int(kind) < 0 || int(kind) > int(Activation::kSigmoid))
+  if (int(kind) < 0 || int(kind) > int(Activation::kHardSwish))
     throw Error(fmt::format("activation_forward: unknown activation {}", int(kind)));
   bind();
   cuda::activation_forward(stream(), int(kind), alpha, x, y, n);
@@ -564,7 +566,7 @@ void CudaBackend::activation_forward(Activation kind, float alpha, const float* 
 
 void CudaBackend::activation_backward(Activation kind, float alpha, const float* x, const float* y,
                                       const float* dy, float* dx, int64_t n) {
-  if (int(kind) < 0 || int(kind) > int(Activation::kSigmoid))
+  if (int(kind) < 0 || int(kind) > int(Activation::kHardSwish))
     throw Error(fmt::format("activation_backward: unknown activation {}", int(kind)));
   bind();
   cuda::activation_backward(stream(), int(kind), alpha, x, y, dy, dx, n);

@@ -75,7 +75,8 @@ struct PoolDims {
 };
 
 // activation.cu. kind is the value of loom::Activation (kRelu 0, kLeakyRelu 1, kGelu 2,
-// kSilu 3, kTanh 4, kSigmoid 5; cuda_backend.cc checks the numbering); alpha is LeakyReLU's.
+// kSilu 3, kTanh 4, kSigmoid 5, kRelu6 6, kHardSigmoid 7, kHardSwish 8; cuda_backend.cc checks
+// the numbering); alpha is LeakyReLU's.
 void activation_forward(cudaStream_t s, int kind, float alpha, const float* x, float* y, int64_t n);
 void activation_backward(cudaStream_t s, int kind, float alpha, const float* x, const float* y,
                          const float* dy, float* dx, int64_t n);
