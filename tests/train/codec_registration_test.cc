@@ -145,7 +145,9 @@ TEST(CodecRegistration, EveryRecordAgreesWithItsCodec) {
     EXPECT_EQ(c->aggregation(), k->aggregation) << k->name;
     EXPECT_EQ(k->lossy, k->name != "fp32") << k->name;
     EXPECT_GT(k->wire_bits_per_element(), 0) << k->name;
-    if (!k->auto_candidate) EXPECT_FALSE(k->not_auto_reason.empty()) << k->name;
+    if (!k->auto_candidate) {
+      EXPECT_FALSE(k->not_auto_reason.empty()) << k->name;
+    }
     for (const ConfigKeySpec& s : k->keys) EXPECT_EQ(s.key.rfind("codec.", 0), 0u) << s.key;
   }
 }
