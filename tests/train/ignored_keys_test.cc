@@ -83,7 +83,8 @@ const std::map<std::string, Combination>& combinations() {
       {"dynamic_scale", {{"loss_scale.mode=dynamic"}}},
       {"cnn", {{"model=cnn"}}},
       {"layer_tables",
-       {{}, Data::kImages,
+       {{},
+        Data::kImages,
         "[[layer]]\ntype = \"flatten\"\n[[layer]]\ntype = \"linear\"\nout = 3\n"}},
       {"regression", {{"loss.type=mse"}, Data::kRegression}},
       {"flat_data", {{}, Data::kFlat}},
@@ -424,15 +425,15 @@ class Walk {
   std::optional<std::string> run(const Row& row, const std::string& where) {
     const Combination& c = combinations().at(row.combination);
     Config cfg = c.toml.empty() ? Config() : Config::from_string(c.toml, "combination.toml");
-    for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
-             {"workers", "2"},
-             {"batch", "4"},
-             {"max_steps", "1"},
-             {"epochs", "1"},
-             {"eval", "false"},
-             {"progress", "\"none\""},
-             {"log.level", "\"error\""},
-             {"output.dir", "\"\""}})
+    for (const auto& [key, value] :
+         std::vector<std::pair<std::string, std::string>>{{"workers", "2"},
+                                                          {"batch", "4"},
+                                                          {"max_steps", "1"},
+                                                          {"epochs", "1"},
+                                                          {"eval", "false"},
+                                                          {"progress", "\"none\""},
+                                                          {"log.level", "\"error\""},
+                                                          {"output.dir", "\"\""}})
       set_value(cfg, key, value, "base");
     for (const std::string& s : c.sets) {
       const size_t eq = s.find('=');

@@ -62,7 +62,8 @@ LrSchedule make_lr_schedule(const Config& cfg, int64_t steps_per_epoch, int64_t 
   const std::string chosen =
       fmt::format("lr.schedule is \"{}\" ({})", kind, cfg.where("lr.schedule"));
   if (kind != "step") {
-    refuse_unless_default(cfg, "lr.step_epochs", 10.0, "a parameter of lr.schedule = \"step\"; " + chosen);
+    refuse_unless_default(cfg, "lr.step_epochs", 10.0,
+                          "a parameter of lr.schedule = \"step\"; " + chosen);
     refuse_unless_default(cfg, "lr.gamma", 0.1, "a parameter of lr.schedule = \"step\"; " + chosen);
   }
   if (kind != "cosine")

@@ -108,12 +108,14 @@ std::unique_ptr<Optimizer> make_optimizer(const Config& cfg, Backend& backend, i
   const std::string name = cfg.get_choice("optim.name", "sgd", {"sgd", "adam"});
   const float wd = float(cfg.get_double("optim.weight_decay", 0.0, 0.0, 1.0));
   // Each optimizer's own keys mean nothing to the other one.
-  const std::string chosen = fmt::format("optim.name is \"{}\" ({})", name, cfg.where("optim.name"));
+  const std::string chosen =
+      fmt::format("optim.name is \"{}\" ({})", name, cfg.where("optim.name"));
   if (name == "sgd") {
-    for (const auto& [key, def] : std::vector<std::pair<const char*, ConfigScalar>>{
-             {"optim.beta1", 0.9}, {"optim.beta2", 0.999}, {"optim.eps", 1e-8},
-             {"optim.decoupled", false}})
-      refuse_unless_default(cfg, key, def, "an Adam option; " + chosen);
+    const std::string why = "an Adam option; " + chosen;
+    refuse_unless_default(cfg, "optim.beta1", 0.9, why);
+    refuse_unless_default(cfg, "optim.beta2", 0.999, why);
+    refuse_unless_default(cfg, "optim.eps", 1e-8, why);
+    refuse_unless_default(cfg, "optim.decoupled", false, why);
   } else {
     refuse_unless_default(cfg, "optim.momentum", 0.9,
                           "an SGD option; " + chosen + ", whose momentum is optim.beta1");

@@ -156,26 +156,24 @@ void refuse_other_strategy_keys(const Config& cfg, const std::string& kind, bool
   }
   if (kind != "ps" || model_parallel) {
     const std::string why = "applies to sync = \"ps\"; " + run;
-    for (const auto& [key, def] : std::vector<std::pair<const char*, ConfigScalar>>{
-             {"ps.servers", int64_t(1)},
-             {"ps.staleness", int64_t(0)},
-             {"ps.placement", std::string("threads")},
-             {"ps.exact_delay", false},
-             {"ps.lookahead", true},
-             {"ps.stale_lr", std::string("none")}})
-      refuse_unless_default(cfg, key, def, why);
+    refuse_unless_default(cfg, "ps.servers", int64_t(1), why);
+    refuse_unless_default(cfg, "ps.staleness", int64_t(0), why);
+    refuse_unless_default(cfg, "ps.placement", std::string("threads"), why);
+    refuse_unless_default(cfg, "ps.exact_delay", false, why);
+    refuse_unless_default(cfg, "ps.lookahead", true, why);
+    refuse_unless_default(cfg, "ps.stale_lr", std::string("none"), why);
   }
   if ((kind == "bmuf" || model_parallel) && cfg.has("sync.overlap"))
     refuse_key(cfg, "sync.overlap",
                "overlaps the allreduce or parameter server's buckets with backward; " + run);
   if (kind != "allreduce" || model_parallel)
-    refuse_unless_default(cfg, "sync.shard_optimizer", true,
-                          "shards the optimizer of sync = \"allreduce\" over data "
-                          "parallelism; " + run);
+    refuse_unless_default(
+        cfg, "sync.shard_optimizer", true,
+        "shards the optimizer of sync = \"allreduce\" over data parallelism; " + run);
   if (model_parallel)
-    refuse_unless_default(cfg, "sync.bucket_kib", int64_t(4096),
-                          "sizes the buckets of data parallelism; " + run +
-                              " exchanges inside its layers");
+    refuse_unless_default(
+        cfg, "sync.bucket_kib", int64_t(4096),
+        "sizes the buckets of data parallelism; " + run + " exchanges inside its layers");
 }
 
 // The codec options of the allreduce strategy (codec.warmup_steps, codec.aggregation,

@@ -135,7 +135,8 @@ namespace {
 
 // The built-in networks' keys shape only their own network: mlp.hidden with model = "cnn", a
 // zoo graph or [[layer]] tables would change nothing.
-void refuse_other_model_keys(const Config& cfg, const std::string& model, const std::string& where) {
+void refuse_other_model_keys(const Config& cfg, const std::string& model,
+                             const std::string& where) {
   const std::string run = fmt::format("the model is {} ({})", model, where);
   if (model != "\"mlp\"") {
     const std::string why = "shapes model = \"mlp\"; " + run;

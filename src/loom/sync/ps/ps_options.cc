@@ -53,8 +53,9 @@ PsOptions read_ps_options(const Config& cfg) {
   if (o.staleness == 0) {
     // Which stale version to compute on, and how to scale for it, mean nothing when every
     // worker computes on the newest parameters.
-    const std::string why = fmt::format(
-        "applies to bounded staleness; ps.staleness is 0 ({}): synchronous", cfg.where("ps.staleness"));
+    const std::string why =
+        fmt::format("applies to bounded staleness; ps.staleness is 0 ({}): synchronous",
+                    cfg.where("ps.staleness"));
     refuse_unless_default(cfg, "ps.exact_delay", false, why);
     refuse_unless_default(cfg, "ps.lookahead", true, why);
     refuse_unless_default(cfg, "ps.stale_lr", std::string("none"), why);
