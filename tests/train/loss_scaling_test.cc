@@ -30,13 +30,18 @@ namespace fs = std::filesystem;
 using loom::data::testing::TempDir;
 
 // Two workers, Adam (whose moments and step count a skipped step must leave alone), a step
-// line in metrics.jsonl after every step.
-Config scaled_run(const std::string& out, int steps) {
+// line in metrics.jsonl after every step. scaled = false: the same run without loss scaling
+// (and without the scale's parameters, which are refused when nothing is scaled).
+Config scaled_run(const std::string& out, int steps, bool scaled = true) {
   Config cfg = loom::testing::tiny_run(2, 256, steps);
   cfg.set("optim.name", std::string("adam"));
   cfg.set("optim.lr", 1e-3);
   cfg.set("output.dir", out);
   cfg.set("train.log_every", int64_t(1));
+  if (!scaled) {
+    cfg.set("loss_scale.mode", std::string("none"));
+    return cfg;
+  }
   cfg.set("loss_scale.mode", std::string("dynamic"));
   cfg.set("loss_scale.initial", 1024.0);
   cfg.set("loss_scale.growth_interval", int64_t(3));
@@ -96,8 +101,7 @@ std::vector<double> expected_scales(double initial, int64_t interval, int steps,
 }
 
 TEST(LossScaling, PowerOfTwoScalesLeaveTheTrainedBitsAsUnscaledTraining) {
-  Config plain = scaled_run("", 12);
-  plain.set("loss_scale.mode", std::string("none"));
+  Config plain = scaled_run("", 12, /*scaled=*/false);
   const std::vector<float> reference = run_training(plain).final_params;
   // 2^10, doubling every 3 steps to 2^14: every gradient is scaled and unscaled exactly.
   const std::vector<float> scaled = run_training(scaled_run("", 12)).final_params;
@@ -122,9 +126,8 @@ TEST(LossScaling, PowerOfTwoScalesLeaveTheTrainedBitsAsUnscaledTraining) {
 // gradients round to the scaled bits of the unscaled ones: the same parameters again.
 TEST(LossScaling, PowerOfTwoScalesLeaveBf16TrainingBitsAlone) {
   if (!cpu_has_avx512_bf16()) GTEST_SKIP() << "this CPU lacks AVX512_BF16: no bf16 products";
-  Config plain = scaled_run("", 12);
+  Config plain = scaled_run("", 12, /*scaled=*/false);
   plain.set("precision", std::string("bf16"));
-  plain.set("loss_scale.mode", std::string("none"));
   Config scaled = scaled_run("", 12);
   scaled.set("precision", std::string("bf16"));
   const std::vector<float> reference = run_training(plain).final_params;
@@ -223,8 +226,7 @@ TEST(LossScaling, TheScalerResumesExactly) {
 
 TEST(LossScaling, AResumeMustAgreeOnLossScaling) {
   TempDir dir;
-  Config plain = scaled_run(dir.path(), 4);
-  plain.set("loss_scale.mode", std::string("none"));
+  Config plain = scaled_run(dir.path(), 4, /*scaled=*/false);
   plain.set("train.checkpoint_every", int64_t(2));
   run_training(plain);
   Config scaled = scaled_run(dir.path(), 4);

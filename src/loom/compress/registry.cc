@@ -4,8 +4,10 @@
 
 #include <deque>
 #include <mutex>
+#include <optional>
 
 #include "loom/compress/builtin_codec_kinds.h"
+#include "loom/core/config_refusal.h"
 #include "loom/core/error.h"
 
 namespace loom::compress {
@@ -117,6 +119,32 @@ std::unique_ptr<Codec> make_codec(const std::string& name, const Config& cfg) {
     codec->set_residual_format(f == "bf16" ? ResidualFormat::kBf16 : ResidualFormat::kF32);
   }
   return codec;
+}
+
+void refuse_other_codec_keys(const Config& cfg, const std::string& name) {
+  const std::string key = codec_key(cfg);
+  const std::string chosen = fmt::format("the codec is {} ({})", name, cfg.where(key));
+  for (const CodecKind* k : codec_kinds()) {
+    if (k->name == name) continue;
+    for (const ConfigKeySpec& spec : k->keys) {
+      if (!cfg.has(spec.key)) continue;
+      // The record's default as TOML; one that does not read back as a value (prose) makes any
+      // setting count.
+      std::optional<ConfigScalar> def;
+      try {
+        const Config d = Config::from_string("k = " + spec.default_text);
+        if (d.has("k") && !d.values().at("k").is_array) def = d.values().at("k").value;
+      } catch (const ConfigError&) {
+      }
+      if (!def || sets_other_than(cfg, spec.key, *def))
+        refuse_key(cfg, spec.key, fmt::format("a parameter of codec {}; {}", k->name, chosen));
+    }
+  }
+  if (!codec_kind(name).lossy)
+    refuse_unless_default(cfg, "codec.error_feedback", true,
+                          fmt::format("feeds back what a lossy codec did not send; {}, which "
+                                      "sends everything",
+                                      chosen));
 }
 
 std::vector<ConfigKeySpec> codec_config_keys() {

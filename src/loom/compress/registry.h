@@ -38,6 +38,13 @@ std::string codec_key(const Config& cfg);
 // The name that make_codec(cfg) would build.
 std::string codec_name(const Config& cfg, const std::string& default_name = "fp32");
 
+// What a training run's codec leaves meaningless: the parameters of the other codecs
+// (codec.topk_fraction with codec int8) and codec.error_feedback = false with a lossless codec,
+// which keeps nothing to feed back. ConfigError naming the key when one is set to other than its
+// default. Not part of make_codec: `loom bench codec` and Python hand one set of parameters to
+// several codecs.
+void refuse_other_codec_keys(const Config& cfg, const std::string& name);
+
 // The keys above, for Config::check_known and `--help-config`.
 std::vector<ConfigKeySpec> codec_config_keys();
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 
+#include "loom/core/config_refusal.h"
 #include "loom/core/error.h"
 #include "loom/core/io/atomic_file.h"
 
@@ -92,6 +93,15 @@ Options options_from_config(const Config& cfg) {
   o.steps = cfg.get_int("trace.steps", o.steps, 1, int64_t(1) << 40);
   o.every = cfg.get_int("trace.every", o.every, 1, int64_t(1) << 40);
   o.max_events = cfg.get_int("trace.max_events", o.max_events, 1, int64_t(1) << 32);
+  if (o.path.empty()) {
+    // Without a file nothing is recorded for these to limit.
+    const Options d;
+    const std::string why =
+        "limits the timeline of trace.file, which is not set (loom train --timeline FILE sets it)";
+    refuse_unless_default(cfg, "trace.steps", d.steps, why);
+    refuse_unless_default(cfg, "trace.every", d.every, why);
+    refuse_unless_default(cfg, "trace.max_events", d.max_events, why);
+  }
   return o;
 }
 

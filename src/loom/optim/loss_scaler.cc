@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "loom/core/config_refusal.h"
 #include "loom/core/error.h"
 
 namespace loom::optim {
@@ -72,8 +73,19 @@ std::optional<LossScalerOptions> read_loss_scaler_options(const Config& cfg) {
   const std::string mode = cfg.get_choice("loss_scale.mode", "auto", {"auto", "dynamic", "none"});
   const bool on =
       mode == "dynamic" || (mode == "auto" && cfg.get_string("precision", "fp32") == "fp16");
-  if (!on) return std::nullopt;
   LossScalerOptions o;
+  if (!on) {
+    // The scale's parameters would shape nothing: no scale is kept.
+    const std::string why = fmt::format(
+        "loss scaling is off (loss_scale.mode \"{}\" ({}){}); set loss_scale.mode = \"dynamic\" "
+        "to scale",
+        mode, cfg.where("loss_scale.mode"), mode == "auto" ? ", with precision not fp16" : "");
+    refuse_unless_default(cfg, "loss_scale.initial", double(o.initial), why);
+    refuse_unless_default(cfg, "loss_scale.growth_interval", o.growth_interval, why);
+    refuse_unless_default(cfg, "loss_scale.min", double(o.min_scale), why);
+    refuse_unless_default(cfg, "loss_scale.max", double(o.max_scale), why);
+    return std::nullopt;
+  }
   o.initial = float(cfg.get_double("loss_scale.initial", o.initial, 1e-30, 1e30));
   o.growth_interval =
       cfg.get_int("loss_scale.growth_interval", o.growth_interval, 1, int64_t(1) << 40);

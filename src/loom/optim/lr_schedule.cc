@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "loom/core/config_refusal.h"
 #include "loom/core/error.h"
 
 namespace loom::optim {
@@ -57,6 +58,16 @@ LrSchedule make_lr_schedule(const Config& cfg, int64_t steps_per_epoch, int64_t 
   const std::string kind =
       cfg.get_choice("lr.schedule", "constant", {"constant", "step", "cosine"});
   const double lr = cfg.get_double("optim.lr", 0.05, 1e-12, 1e3);
+  // A schedule's own parameters shape no other schedule.
+  const std::string chosen =
+      fmt::format("lr.schedule is \"{}\" ({})", kind, cfg.where("lr.schedule"));
+  if (kind != "step") {
+    refuse_unless_default(cfg, "lr.step_epochs", 10.0,
+                          "a parameter of lr.schedule = \"step\"; " + chosen);
+    refuse_unless_default(cfg, "lr.gamma", 0.1, "a parameter of lr.schedule = \"step\"; " + chosen);
+  }
+  if (kind != "cosine")
+    refuse_unless_default(cfg, "lr.min", 0.0, "a parameter of lr.schedule = \"cosine\"; " + chosen);
   using Kind = LrSchedule::Kind;
   const Kind k = kind == "step"     ? LrSchedule::Kind::kStep
                  : kind == "cosine" ? LrSchedule::Kind::kCosine

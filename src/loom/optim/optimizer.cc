@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "loom/core/config_refusal.h"
 #include "loom/core/error.h"
 
 namespace loom::optim {
@@ -106,6 +107,20 @@ float clip_factor(double squared, float clip_norm) {
 std::unique_ptr<Optimizer> make_optimizer(const Config& cfg, Backend& backend, int64_t num_params) {
   const std::string name = cfg.get_choice("optim.name", "sgd", {"sgd", "adam"});
   const float wd = float(cfg.get_double("optim.weight_decay", 0.0, 0.0, 1.0));
+  // Each optimizer's own keys mean nothing to the other one.
+  const std::string chosen =
+      fmt::format("optim.name is \"{}\" ({})", name, cfg.where("optim.name"));
+  if (name == "sgd") {
+    const std::string why = "an Adam option; " + chosen;
+    refuse_unless_default(cfg, "optim.beta1", 0.9, why);
+    refuse_unless_default(cfg, "optim.beta2", 0.999, why);
+    refuse_unless_default(cfg, "optim.eps", 1e-8, why);
+    refuse_unless_default(cfg, "optim.decoupled", false, why);
+  } else {
+    refuse_unless_default(cfg, "optim.momentum", 0.9,
+                          "an SGD option; " + chosen + ", whose momentum is optim.beta1");
+    refuse_unless_default(cfg, "optim.nesterov", false, "an SGD option; " + chosen);
+  }
   if (name == "sgd") {
     return std::make_unique<Sgd>(backend, num_params,
                                  float(cfg.get_double("optim.momentum", 0.9, 0.0, 0.999999)), wd,

@@ -6,6 +6,7 @@
 #include "loom/compress/device_codec.h"
 #include "loom/compress/device_codec_registry.h"
 #include "loom/compress/registry.h"
+#include "loom/core/config_refusal.h"
 #include "loom/core/error.h"
 #include "loom/sync/allreduce/allreduce_strategy.h"
 #include "loom/sync/allreduce/overlap_policy.h"
@@ -29,10 +30,23 @@ std::string Strategy::restore_resharded(const std::vector<StrategyState>& ranks)
 }
 namespace {
 
+// Whether codec/sync = "auto" chose `key`'s value: auto writes its choice where it writes its
+// record of it (auto.machine, or auto.revised when the check switched). The keys of every option
+// it weighed were the user's to set, whichever it picked, so they are not refused against its
+// pick.
+bool chosen_by_auto(const Config& cfg, const std::string& key) {
+  if (!cfg.has(key)) return false;
+  for (const char* record : {"auto.machine", "auto.revised"})
+    if (cfg.has(record) && cfg.where(record) == cfg.where(key)) return true;
+  return false;
+}
+
 // The codec the config names; nullptr for "fp32", which takes the plain collectives (they
 // are exact, and the allreduce strategy can then shard the optimizer).
 std::shared_ptr<const compress::Codec> codec_from_config(const Config& cfg) {
   std::unique_ptr<compress::Codec> codec = compress::make_codec(cfg, "fp32");
+  if (!chosen_by_auto(cfg, compress::codec_key(cfg)))
+    compress::refuse_other_codec_keys(cfg, codec->name());
   if (codec->name() == "fp32") return nullptr;
   return std::shared_ptr<const compress::Codec>(std::move(codec));
 }
@@ -119,6 +133,47 @@ bool sets_something(const Config& cfg, const std::string& key) {
 void refuse_allreduce_codec_keys(const Config& cfg, const std::string& why) {
   for (const std::string& key : allreduce_codec_keys())
     if (sets_something(cfg, key)) throw bad_key(cfg, key, why);
+}
+
+// The keys of one strategy mean nothing to another: block momentum's and the parameter
+// server's own keys, the overlap of buckets with backward (block momentum synchronises once per
+// block, after backward; model parallelism exchanges inside its layers), the sharded optimizer
+// (the allreduce strategy's alone) and the bucket size (model parallelism has no buckets).
+void refuse_other_strategy_keys(const Config& cfg, const std::string& kind, bool model_parallel) {
+  if (model_parallel && kind != "allreduce") return;  // make_strategy refuses the pair itself
+  const std::string run =
+      model_parallel
+          ? fmt::format("parallel is \"{}\" ({})", parallel_options(cfg).mode,
+                        cfg.where(cfg.has("parallel.mode") ? "parallel.mode" : "parallel"))
+          : fmt::format("sync is \"{}\" ({})", kind, cfg.where("sync"));
+  if (kind != "bmuf" || model_parallel) {
+    const std::string why = "applies to sync = \"bmuf\"; " + run;
+    refuse_unless_default(cfg, "bmuf.tau", int64_t(8), why);
+    if (cfg.has("bmuf.eta")) refuse_key(cfg, "bmuf.eta", why);  // its default depends on N
+    refuse_unless_default(cfg, "bmuf.zeta", 1.0, why);
+    refuse_unless_default(cfg, "bmuf.nesterov", true, why);
+    refuse_unless_default(cfg, "bmuf.reset_momentum", true, why);
+  }
+  if (kind != "ps" || model_parallel) {
+    const std::string why = "applies to sync = \"ps\"; " + run;
+    refuse_unless_default(cfg, "ps.servers", int64_t(1), why);
+    refuse_unless_default(cfg, "ps.staleness", int64_t(0), why);
+    refuse_unless_default(cfg, "ps.placement", std::string("threads"), why);
+    refuse_unless_default(cfg, "ps.exact_delay", false, why);
+    refuse_unless_default(cfg, "ps.lookahead", true, why);
+    refuse_unless_default(cfg, "ps.stale_lr", std::string("none"), why);
+  }
+  if ((kind == "bmuf" || model_parallel) && cfg.has("sync.overlap"))
+    refuse_key(cfg, "sync.overlap",
+               "overlaps the allreduce or parameter server's buckets with backward; " + run);
+  if (kind != "allreduce" || model_parallel)
+    refuse_unless_default(
+        cfg, "sync.shard_optimizer", true,
+        "shards the optimizer of sync = \"allreduce\" over data parallelism; " + run);
+  if (model_parallel)
+    refuse_unless_default(
+        cfg, "sync.bucket_kib", int64_t(4096),
+        "sizes the buckets of data parallelism; " + run + " exchanges inside its layers");
 }
 
 // The codec options of the allreduce strategy (codec.warmup_steps, codec.aggregation,
@@ -306,10 +361,12 @@ std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& c
           "only sync = \"allreduce\" over data parallelism holds; {}",
           cfg.where("optim.clip_norm"), why));
   }
+  const bool model_parallel = model_parallel_block_index(model) >= 0;
+  if (!chosen_by_auto(cfg, "sync")) refuse_other_strategy_keys(cfg, kind, model_parallel);
   if (kind != "allreduce")
     refuse_allreduce_codec_keys(
         cfg, fmt::format("applies to sync = \"allreduce\", not to sync = \"{}\"", kind));
-  if (model_parallel_block_index(model) >= 0) {  // parallel = "model" | "hybrid", N > 1
+  if (model_parallel) {  // parallel = "model" | "hybrid", N > 1
     refuse_allreduce_codec_keys(
         cfg, "applies to data parallelism by allreduce, not to parallel = \"model\"/\"hybrid\"");
     if (kind != "allreduce")

@@ -7,6 +7,7 @@
 #include <limits>
 #include <mutex>
 
+#include "loom/core/config_refusal.h"
 #include "loom/core/error.h"
 #include "loom/core/log.h"
 #include "loom/core/trace.h"
@@ -88,12 +89,25 @@ GuardOptions read_guard_options(const Config& cfg) {
   o.nan_max_skips = cfg.get_int("train.nan_max_skips", 5, 0, int64_t(1) << 40);
   o.check_grads = cfg.get_bool("train.nan_check_grads", true);
   o.loss_scaling = optim::read_loss_scaler_options(cfg);
+  if (o.nan_policy == NanPolicy::kAbort) {
+    const std::string why = fmt::format(
+        "applies to train.nan_policy = \"skip\"; it is \"abort\" ({}): the first bad step stops "
+        "the run",
+        cfg.where("train.nan_policy"));
+    refuse_unless_default(cfg, "train.nan_lr_factor", 0.5, why);
+    refuse_unless_default(cfg, "train.nan_max_skips", int64_t(5), why);
+  }
   const std::string out = cfg.get_string("output.dir", "runs/latest");
+  if (out.empty())
+    refuse_unless_default(cfg, "train.checkpoint_keep", int64_t(3),
+                          fmt::format("checkpoints go to output.dir/checkpoints/, and output.dir "
+                                      "is \"\" ({})",
+                                      cfg.where("output.dir")));
   if (!out.empty()) o.checkpoint_root = (std::filesystem::path(out) / "checkpoints").string();
   if (out.empty() && (o.every_steps > 0 || o.every_minutes > 0))
-    throw ConfigError(fmt::format(
-        "{}: checkpoints need an output directory (output.dir is \"\")",
-        cfg.where(o.every_steps > 0 ? "train.checkpoint_every" : "train.checkpoint_minutes")));
+    refuse_key(cfg, o.every_steps > 0 ? "train.checkpoint_every" : "train.checkpoint_minutes",
+               fmt::format("checkpoints need an output directory, and output.dir is \"\" ({})",
+                           cfg.where("output.dir")));
   return o;
 }
 

@@ -36,10 +36,14 @@ Loader::Loader(std::shared_ptr<const SampleSource> source, LoaderOptions opts)
     throw ConfigError(
         fmt::format("data.augment.crop_padding must be >= 0, got {}", opts_.augment.crop_padding));
   shape_ = source_->sample_shape();
-  if (opts_.augment.enabled() && shape_.size() != 2 && shape_.size() != 3)
+  if (opts_.augment.enabled() && shape_.size() != 2 && shape_.size() != 3) {
+    const bool crop = opts_.augment.crop_padding > 0;
     throw ConfigError(fmt::format(
-        "data.augment: crop and flip need image samples {{C, H, W}}, these have {} dimensions",
-        shape_.size()));
+        "{}key '{}' = {}: crop and flip need image samples {{C, H, W}}, these have {} dimensions",
+        opts_.augment.where.empty() ? "" : opts_.augment.where + ": ",
+        crop ? "data.augment.crop_padding" : "data.augment.hflip",
+        crop ? std::to_string(opts_.augment.crop_padding) : "true", shape_.size()));
+  }
   per_rank_ = opts_.global_batch / opts_.world;
   numel_ = source_->sample_numel();
   labels_ = source_->labels_per_sample();

@@ -1,5 +1,8 @@
 #include "loom/data/loader/pipeline_config.h"
 
+#include <fmt/format.h>
+
+#include "loom/core/config_refusal.h"
 #include "loom/data/loader/throttle.h"
 
 namespace loom::data {
@@ -42,7 +45,19 @@ PipelineConfig read_pipeline_config(const Config& cfg) {
   p.test_shards = cfg.get_string("data.test_shards", "");
   p.augment.crop_padding = int(cfg.get_int("data.augment.crop_padding", 0, 0, 1024));
   p.augment.hflip = cfg.get_bool("data.augment.hflip", false);
+  p.augment.where =
+      cfg.where(p.augment.crop_padding > 0 ? "data.augment.crop_padding" : "data.augment.hflip");
   p.max_classes = cfg.get_int("data.max_classes", kMaxClasses, 1, kShardMaxClasses);
+  // The shuffle window bounds a shuffle, and loader threads fill the batches read ahead.
+  if (!cfg.get_bool("data.shuffle", true))
+    refuse_unless_default(cfg, "data.shuffle_window", int64_t(0),
+                          fmt::format("bounds the shuffle, and data.shuffle is false ({})",
+                                      cfg.where("data.shuffle")));
+  if (cfg.get_int("data.prefetch", 2, 0, 1024) == 0)
+    refuse_unless_default(cfg, "data.workers", int64_t(1),
+                          fmt::format("threads fill the batches read ahead, and data.prefetch is "
+                                      "0 ({}): the training loop reads each batch itself",
+                                      cfg.where("data.prefetch")));
   return p;
 }
 

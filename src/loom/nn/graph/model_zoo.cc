@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "loom/core/config_refusal.h"
 #include "loom/core/error.h"
 #include "loom/nn/io/onnx_import.h"
 
@@ -130,6 +131,30 @@ std::vector<std::string> builtin_model_names() {
   return names;
 }
 
+namespace {
+
+// The built-in networks' keys shape only their own network: mlp.hidden with model = "cnn", a
+// zoo graph or [[layer]] tables would change nothing.
+void refuse_other_model_keys(const Config& cfg, const std::string& model,
+                             const std::string& where) {
+  const std::string run = fmt::format("the model is {} ({})", model, where);
+  if (model != "\"mlp\"") {
+    const std::string why = "shapes model = \"mlp\"; " + run;
+    if (sets_other_than(cfg, "mlp.hidden", std::vector<ConfigScalar>{int64_t(1024), int64_t(1024)}))
+      refuse_key(cfg, "mlp.hidden", why);
+    refuse_unless_default(cfg, "mlp.dropout", 0.5, why);
+  }
+  if (model != "\"cnn\"") {
+    const std::string why = "shapes model = \"cnn\"; " + run;
+    if (sets_other_than(cfg, "cnn.channels", std::vector<ConfigScalar>{int64_t(32), int64_t(64)}))
+      refuse_key(cfg, "cnn.channels", why);
+    refuse_unless_default(cfg, "cnn.hidden", int64_t(1024), why);
+    refuse_unless_default(cfg, "cnn.dropout", 0.5, why);
+  }
+}
+
+}  // namespace
+
 GraphSpec model_graph(const Config& cfg, const Shape& input_shape, int num_classes) {
   GraphSpec inline_graph = graph_from_config(cfg, "layer");
   if (!inline_graph.layers.empty()) {
@@ -140,9 +165,11 @@ GraphSpec model_graph(const Config& cfg, const Shape& input_shape, int num_class
                       cfg.where("model"), inline_graph.layers[0].where));
     inline_graph.source =
         inline_graph.layers[0].where.substr(0, inline_graph.layers[0].where.rfind(':'));
+    refuse_other_model_keys(cfg, "the [[layer]] tables", inline_graph.layers[0].where);
     return inline_graph;
   }
   const std::string model = cfg.get_string("model", "mlp");
+  refuse_other_model_keys(cfg, "\"" + model + "\"", cfg.where("model"));
   if (model == "mlp") return mlp_graph(cfg, input_shape, num_classes);
   if (model == "cnn") return cnn_graph(cfg, input_shape, num_classes);
   for (const auto& b : kBuiltinGraphs)
@@ -198,9 +225,15 @@ LossKind loss_kind_from_config(const Config& cfg) {
   if (type == "cross_entropy") return LossKind::kCrossEntropy;
   if (type == "mse") {
     if (cfg.get_double("loss.label_smoothing", 0.0, 0.0, 1.0) > 0)
-      throw ConfigError(fmt::format(
-          "{}: label smoothing is a cross-entropy option; loss.type = \"mse\" has no labels",
-          cfg.where("loss.label_smoothing")));
+      refuse_key(cfg, "loss.label_smoothing",
+                 fmt::format("label smoothing is a cross-entropy option; loss.type = \"mse\" ({}) "
+                             "has no labels",
+                             cfg.where("loss.type")));
+    if (cfg.has("loss.ignore_index"))
+      refuse_key(cfg, "loss.ignore_index",
+                 fmt::format("ignores the positions of a class label; loss.type = \"mse\" ({}) "
+                             "has float targets",
+                             cfg.where("loss.type")));
     return LossKind::kMse;
   }
   throw ConfigError(

@@ -1,6 +1,7 @@
 #include "loom/sync/model_parallel/model_parallel_model.h"
 
 #include "loom/compress/int8_codec.h"
+#include "loom/core/config_refusal.h"
 #include "loom/core/error.h"
 #include "loom/nn/graph/model_zoo.h"
 #include "loom/nn/layers/activation.h"
@@ -47,6 +48,13 @@ ParallelOptions parallel_options(const Config& cfg) {
                         v.where, config_scalar_text(item)));
       o.linear.push_back(*s);
     }
+  }
+  if (o.mode == "data") {
+    // Data parallelism keeps every layer whole and exchanges no activations.
+    const std::string why =
+        fmt::format("lays out model-parallel layers; parallel is \"data\" ({})", cfg.where(key));
+    refuse_unless_default(cfg, "parallel.activations", std::string("fp32"), why);
+    if (cfg.has("parallel.linear")) refuse_key(cfg, "parallel.linear", why);
   }
   return o;
 }

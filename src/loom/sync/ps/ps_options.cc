@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "loom/compress/registry.h"
+#include "loom/core/config_refusal.h"
 #include "loom/core/error.h"
 #include "loom/sync/allreduce/overlap_policy.h"
 
@@ -37,6 +38,7 @@ PsOptions read_ps_options(const Config& cfg) {
         "pushes gradients and pulls parameters in fp32; compress with sync = \"allreduce\" or "
         "\"bmuf\", or leave the codec fp32",
         cfg.where(key), key, codec, cfg.where("sync")));
+  if (codec != "auto") compress::refuse_other_codec_keys(cfg, codec);
   PsOptions o;
   o.servers = int(cfg.get_int("ps.servers", 1, 1, 4096));
   o.staleness = int(cfg.get_int("ps.staleness", 0, 0, 1000));
@@ -48,6 +50,16 @@ PsOptions read_ps_options(const Config& cfg) {
   o.overlap = push_during_backward_from_config(cfg);
   o.lookahead = cfg.get_bool("ps.lookahead", true);
   o.divide_lr = cfg.get_choice("ps.stale_lr", "none", {"divide", "none"}) == "divide";
+  if (o.staleness == 0) {
+    // Which stale version to compute on, and how to scale for it, mean nothing when every
+    // worker computes on the newest parameters.
+    const std::string why =
+        fmt::format("applies to bounded staleness; ps.staleness is 0 ({}): synchronous",
+                    cfg.where("ps.staleness"));
+    refuse_unless_default(cfg, "ps.exact_delay", false, why);
+    refuse_unless_default(cfg, "ps.lookahead", true, why);
+    refuse_unless_default(cfg, "ps.stale_lr", std::string("none"), why);
+  }
   if (cfg.get_string("optim.name", "sgd") == "sgd")
     o.momentum = float(cfg.get_double("optim.momentum", 0.9, 0.0, 0.999999));
   return o;
