@@ -65,7 +65,8 @@ TEST(PayloadCheck, AnotherSizeThanTheEncodingOfNIsRefused) {
   for (const std::string& name : codec_names()) {
     const auto c = codec_named(name);
     std::vector<std::byte> p = encoded(*c, 1000);
-    // The same bytes read as a shorter output (top-k decoding into too few values), or cut, or longer.
+    // The same bytes read as a shorter output (top-k decoding into too few values), or cut, or
+    // longer.
     expect_refused(*c, p, 100, "bytes, where the encoding of 100 elements takes");
     std::vector<std::byte> longer = p;
     longer.resize(p.size() + 4);

@@ -41,10 +41,9 @@ TEST(CudaLayerOps, ActivationsMatchCpu) {
   for (size_t i = 0; i < std::size(specials); ++i) x[i] = specials[i];
   auto g = random_floats(size_t(n), 41);
   auto dx_in = upload(gpu(), x), dg = upload(gpu(), g);
-  for (Activation kind :
-       {Activation::kRelu, Activation::kLeakyRelu, Activation::kGelu, Activation::kSilu,
-        Activation::kTanh, Activation::kSigmoid, Activation::kRelu6, Activation::kHardSigmoid,
-        Activation::kHardSwish}) {
+  for (Activation kind : {Activation::kRelu, Activation::kLeakyRelu, Activation::kGelu,
+                          Activation::kSilu, Activation::kTanh, Activation::kSigmoid,
+                          Activation::kRelu6, Activation::kHardSigmoid, Activation::kHardSwish}) {
     SCOPED_TRACE(activation_name(kind));
     const float alpha = 0.05f;
     std::vector<float> y(size_t(n), 0.0f), dx(size_t(n), 0.0f);

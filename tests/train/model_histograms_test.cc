@@ -13,9 +13,10 @@
 
 #include "data/temp_dir.h"
 #include "loom/core/error.h"
-#include "loom/nn/layers/linear.h"
 #include "loom/nn/io/model_file.h"
+#include "loom/nn/layers/linear.h"
 #include "loom/tensor/backend_registry.h"
+#include "loom/train/run_settings.h"
 #include "loom/train/train_config.h"
 #include "train/event_file_reader.h"
 

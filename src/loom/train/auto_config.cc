@@ -145,8 +145,8 @@ bool keep_resumed_choice(Config& cfg, const std::string& machine, bool lead, Aut
     }
     res.kept_from = dir;
     res.json = nlohmann::json{{"chosen", chosen}, {"kept_from_checkpoint", dir}}.dump();
-    res.log = fmt::format("auto: kept the choice of {} ({}), made on this machine\n", dir,
-                          chosen.dump());
+    res.log =
+        fmt::format("auto: kept the choice of {} ({}), made on this machine\n", dir, chosen.dump());
     return true;
   }
   if (lead)

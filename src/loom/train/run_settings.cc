@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "loom/core/config_refusal.h"
 #include "loom/core/error.h"
 #include "loom/data/sources/dataset.h"
 #include "loom/tensor/backend_registry.h"
@@ -31,6 +32,22 @@ Precision read_precision(const Config& cfg) {
 }
 
 }  // namespace
+
+HistogramOptions read_histogram_options(const Config& cfg) {
+  HistogramOptions o;
+  o.enabled = cfg.get_bool("train.histograms", false);
+  o.every = cfg.get_int("train.histogram_every", 100, 1, int64_t(1) << 40);
+  if (!o.enabled)
+    refuse_unless_default(cfg, "train.histogram_every", int64_t(100),
+                          fmt::format("spaces the histograms of train.histograms, which is "
+                                      "false ({})",
+                                      cfg.where("train.histograms")));
+  if (o.enabled && cfg.get_string("output.dir", "runs/latest").empty())
+    refuse_key(cfg, "train.histograms",
+               fmt::format("histograms go to output.dir/tb/, and output.dir is \"\" ({})",
+                           cfg.where("output.dir")));
+  return o;
+}
 
 Settings read_settings(const Config& cfg) {
   Settings s;

@@ -22,8 +22,12 @@ struct Settings {
   std::string data_dir;
   ProgressMode progress;
   HistogramOptions histograms;  // train.histograms
-  Precision precision;  // of the layers' matrix products (docs/precision.md)
+  Precision precision;          // of the layers' matrix products (docs/precision.md)
 };
+
+// train.histograms and train.histogram_every (ConfigError naming the key when out of range, or
+// set where it does not apply).
+HistogramOptions read_histogram_options(const Config& cfg);
 
 // ConfigError naming the key for a value out of range, or a precision this backend cannot run.
 Settings read_settings(const Config& cfg);

@@ -212,9 +212,10 @@ void check_backend_fits_transport(const Config& cfg, const std::string& transpor
 void combine_inline_for_replica_sums(Config& cfg) {
   const std::string sync_kind = cfg.get_string("sync", "allreduce");
   if (sync_kind != "allreduce")
-    throw ConfigError(fmt::format(
-        "{}: key 'sync': BatchNorm with sync = true runs with sync = \"allreduce\" only, not \"{}\"",
-        cfg.where("sync"), sync_kind));
+    throw ConfigError(
+        fmt::format("{}: key 'sync': BatchNorm with sync = true runs with sync = \"allreduce\" "
+                    "only, not \"{}\"",
+                    cfg.where("sync"), sync_kind));
   if (cfg.get_string("parallel", "data") != "data")
     throw ConfigError("BatchNorm with sync = true runs with parallel = \"data\" only");
   if (!cfg.has("sync.overlap") || cfg.values().at("sync.overlap").value != ConfigScalar(false))

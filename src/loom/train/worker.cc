@@ -196,8 +196,8 @@ class Worker {
                                                   "Conv2d), fp32 everything else",
                                                   precision_name(s_.precision)));
     }
-    progress_.emplace(resolve_progress_mode(s_.progress, stderr_sink(comm_.rank())),
-                      epochs_to_run_, steps_per_epoch_, global_batch_, total_steps_);
+    progress_.emplace(resolve_progress_mode(s_.progress, stderr_sink(comm_.rank())), epochs_to_run_,
+                      steps_per_epoch_, global_batch_, total_steps_);
     if (tokens_.enabled) progress_->set_tokens(tokens_.context, tokens_.unit());
   }
 

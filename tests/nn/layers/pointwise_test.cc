@@ -93,7 +93,9 @@ TEST(Activations, PiecewiseOnesFollowPyTorchsDefinitions) {
       {"hardsigmoid", [](float v) { return std::min(std::max(v / 6 + 0.5f, 0.0f), 1.0f); },
        [](float v) { return v > -3 && v < 3 ? 1.0f / 6 : 0.0f; }},
       {"hardswish", [](float v) { return v * std::min(std::max(v / 6 + 0.5f, 0.0f), 1.0f); },
-       [](float v) { return v < -3 ? 0.0f : v > 3 ? 1.0f : v / 3 + 0.5f; }},
+       [](float v) { return v < -3  ? 0.0f
+                            : v > 3 ? 1.0f
+                                    : v / 3 + 0.5f; }},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

@@ -27,8 +27,7 @@ std::string error_of(const std::string& toml) {
 TEST(PsOptions, EveryLossyCodecIsRefusedNamingBothKeys) {
   for (const compress::CodecKind* k : compress::codec_kinds()) {
     for (const char* key : {"codec", "codec.name"}) {
-      const std::string e =
-          error_of(fmt::format("sync = \"ps\"\n{} = \"{}\"\n", key, k->name));
+      const std::string e = error_of(fmt::format("sync = \"ps\"\n{} = \"{}\"\n", key, k->name));
       if (!k->lossy) {
         EXPECT_EQ(e, "") << k->name;
         continue;

@@ -10,9 +10,9 @@
 namespace loom::data {
 
 struct AugmentOptions {
-  int crop_padding = 0;  // pad by p on every side, then crop back to H x W at a random offset
-  bool hflip = false;    // flip left-right with probability 1/2
-  float pad_value = 0;   // value of padded pixels (in the normalised space the sample is in)
+  int crop_padding = 0;    // pad by p on every side, then crop back to H x W at a random offset
+  bool hflip = false;      // flip left-right with probability 1/2
+  float pad_value = 0;     // value of padded pixels (in the normalised space the sample is in)
   std::string where = "";  // where the config set the option that is on, for messages ("": none)
   bool enabled() const { return crop_padding > 0 || hflip; }
 };

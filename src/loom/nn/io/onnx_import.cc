@@ -20,36 +20,16 @@
 namespace loom::nn {
 
 const std::vector<std::string>& onnx_ops() {
-  static const std::vector<std::string> ops = {"Add",
-                                               "AveragePool",
-                                               "BatchNormalization",
-                                               "Cast",
-                                               "Clip",
-                                               "Concat",
-                                               "Constant",
-                                               "Conv",
-                                               "Div",
-                                               "Dropout",
-                                               "Erf",
-                                               "Flatten",
-                                               "Gather",
-                                               "Gemm",
-                                               "GlobalAveragePool",
-                                               "HardSigmoid",
-                                               "HardSwish",
-                                               "Identity",
-                                               "LeakyRelu",
-                                               "MatMul",
-                                               "MaxPool",
-                                               "Mul",
-                                               "Pad",
-                                               "Relu",
-                                               "Reshape",
-                                               "Shape",
-                                               "Sigmoid",
-                                               "Sum",
-                                               "Tanh",
-                                               "Unsqueeze"};
+  static const std::vector<std::string> ops = {"Add",         "AveragePool", "BatchNormalization",
+                                               "Cast",        "Clip",        "Concat",
+                                               "Constant",    "Conv",        "Div",
+                                               "Dropout",     "Erf",         "Flatten",
+                                               "Gather",      "Gemm",        "GlobalAveragePool",
+                                               "HardSigmoid", "HardSwish",   "Identity",
+                                               "LeakyRelu",   "MatMul",      "MaxPool",
+                                               "Mul",         "Pad",         "Relu",
+                                               "Reshape",     "Shape",       "Sigmoid",
+                                               "Sum",         "Tanh",        "Unsqueeze"};
   return ops;
 }
 
@@ -695,8 +675,7 @@ void Importer::read_node(const onnx::NodeProto& n) {
         as_inputs ? has_input(n, 1) && has_input(n, 2) && is_scalar(input(n, 1), 0.0, 0.0) &&
                         is_scalar(input(n, 2), 6.0, 0.0)
                   : attr_float(n, "min", -1) == 0.0 && attr_float(n, "max", -1) == 6.0;
-    if (!relu6)
-      fail_node(n, "loom reads Clip only as ReLU6: min 0 and max 6, as constants");
+    if (!relu6) fail_node(n, "loom reads Clip only as ReLU6: min 0 and max 6, as constants");
     emit(n, "relu6", {&x}, x.shape);
     return;
   }
@@ -982,8 +961,8 @@ void Importer::mul(const onnx::NodeProto& n) {
       return;
     }
     // x * hardsigmoid(x)
-    if (p.kind == Value::kActivation && q.kind == Value::kActivation &&
-        !q.hardsigmoid_of.empty() && q.hardsigmoid_of == p.layer) {
+    if (p.kind == Value::kActivation && q.kind == Value::kActivation && !q.hardsigmoid_of.empty() &&
+        q.hardsigmoid_of == p.layer) {
       emit(n, "hardswish", {&p}, p.shape, "Hardswish");
       return;
     }

@@ -47,7 +47,9 @@ constexpr float kInvSqrt2 = 0.70710678118654752440f;
 constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
 
 // min(max(x / 6 + 1/2, 0), 1), as PyTorch's Hardsigmoid.
-inline float hard_sigmoid(float x) { return std::min(std::max(x * (1.0f / 6.0f) + 0.5f, 0.0f), 1.0f); }
+inline float hard_sigmoid(float x) {
+  return std::min(std::max(x * (1.0f / 6.0f) + 0.5f, 0.0f), 1.0f);
+}
 }  // namespace
 
 void CpuBackend::activation_forward(Activation kind, float alpha, const float* __restrict x,
@@ -128,9 +130,7 @@ void CpuBackend::activation_backward(Activation kind, float alpha, const float* 
       // d/dx x h(x): 0 below -3, 1 above 3, x / 3 + 1/2 between (PyTorch's, with x = 3 on the
       // linear side).
       for (int64_t i = 0; i < n; ++i)
-        dx[i] = x[i] < -3.0f  ? 0.0f
-                : x[i] > 3.0f ? dy[i]
-                              : dy[i] * (x[i] * (1.0f / 3.0f) + 0.5f);
+        dx[i] = x[i] < -3.0f ? 0.0f : x[i] > 3.0f ? dy[i] : dy[i] * (x[i] * (1.0f / 3.0f) + 0.5f);
       return;
   }
   throw Error(fmt::format("activation_backward: unknown activation {}", int(kind)));

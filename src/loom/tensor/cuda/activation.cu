@@ -10,10 +10,12 @@ namespace loom::cuda {
 namespace {
 
 // loom::Activation's values (backend.h; cuda_backend.cc static_asserts them).
-constexpr int kRelu = 0, kLeakyRelu = 1, kGelu = 2, kSilu = 3, kTanh = 4, kSigmoid = 5,
-              kRelu6 = 6, kHardSigmoid = 7, kHardSwish = 8;
+constexpr int kRelu = 0, kLeakyRelu = 1, kGelu = 2, kSilu = 3, kTanh = 4, kSigmoid = 5, kRelu6 = 6,
+              kHardSigmoid = 7, kHardSwish = 8;
 
-__device__ float hard_sigmoid(float x) { return fminf(fmaxf(x * (1.0f / 6.0f) + 0.5f, 0.0f), 1.0f); }
+__device__ float hard_sigmoid(float x) {
+  return fminf(fmaxf(x * (1.0f / 6.0f) + 0.5f, 0.0f), 1.0f);
+}
 constexpr float kInvSqrt2 = 0.70710678118654752440f;
 constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
 
@@ -100,9 +102,8 @@ void activation_backward(cudaStream_t s, int kind, float alpha, const float* x, 
       });
       return;
     case kRelu6:
-      launch_1d(s, n, [=] __device__(int64_t i) {
-        dx[i] = x[i] > 0.0f && x[i] < 6.0f ? dy[i] : 0.0f;
-      });
+      launch_1d(s, n,
+                [=] __device__(int64_t i) { dx[i] = x[i] > 0.0f && x[i] < 6.0f ? dy[i] : 0.0f; });
       return;
     case kHardSigmoid:
       launch_1d(s, n, [=] __device__(int64_t i) {
