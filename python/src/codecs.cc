@@ -16,18 +16,6 @@ namespace {
 using compress::Codec;
 using compress::CodecState;
 
-const char* aggregation_name(compress::Aggregation a) {
-  switch (a) {
-    case compress::Aggregation::kStripes:
-      return "stripes";
-    case compress::Aggregation::kLinear:
-      return "linear";
-    case compress::Aggregation::kGather:
-      return "gather";
-  }
-  return "?";
-}
-
 PyCodec make(const std::string& name, const py::dict& params) {
   Config cfg;
   std::string shown;
@@ -156,7 +144,7 @@ void register_codecs(py::module_& m) {
           out.append(py::dict(py::arg("name") = k->name, py::arg("summary") = k->summary,
                               py::arg("reference") = k->reference, py::arg("lossy") = k->lossy,
                               py::arg("summable") = k->summable,
-                              py::arg("aggregation") = aggregation_name(k->aggregation),
+                              py::arg("aggregation") = compress::aggregation_name(k->aggregation),
                               py::arg("wire_bits_per_element") = k->wire_bits_per_element(),
                               py::arg("auto_candidate") = k->auto_candidate,
                               py::arg("device_kernels") = k->device_kernels,
@@ -198,7 +186,7 @@ void register_codecs(py::module_& m) {
       .def(py::init(&make), py::arg("name"), py::arg("params") = py::dict())
       .def_property_readonly("name", [](const PyCodec& c) { return c.codec->name(); })
       .def_property_readonly(
-          "aggregation", [](const PyCodec& c) { return aggregation_name(c.codec->aggregation()); })
+          "aggregation", [](const PyCodec& c) { return compress::aggregation_name(c.codec->aggregation()); })
       .def_property_readonly("error_feedback",
                              [](const PyCodec& c) { return c.codec->error_feedback(); })
       .def_property_readonly("residual_format",

@@ -105,18 +105,6 @@ py::array floats_view(std::span<float> v, py::handle owner) {
   return py::array_t<float>({py::ssize_t(v.size())}, {py::ssize_t(sizeof(float))}, v.data(), owner);
 }
 
-const char* aggregation_name(Aggregation a) {
-  switch (a) {
-    case Aggregation::kStripes:
-      return "stripes";
-    case Aggregation::kGather:
-      return "gather";
-    case Aggregation::kLinear:
-      return "linear";
-  }
-  return "?";
-}
-
 }  // namespace
 
 void register_collectives(py::module_& m) {
@@ -153,7 +141,7 @@ void register_collectives(py::module_& m) {
            py::arg("matrices") = std::vector<std::pair<int64_t, int64_t>>{})
       .def_property_readonly("n", [](const Stages& s) { return s.st.n; })
       .def_property_readonly("aggregation",
-                             [](const Stages& s) { return aggregation_name(s.st.aggregation); })
+                             [](const Stages& s) { return compress::aggregation_name(s.st.aggregation); })
       .def_property_readonly("slot_bytes", [](const Stages& s) { return s.st.slot_bytes; })
       .def_property_readonly("wire_bytes", [](const Stages& s) { return s.st.wire_bytes; })
       .def("stripe_bytes",

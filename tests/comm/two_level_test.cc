@@ -31,7 +31,7 @@ struct Shape {
   int n, per;
 };
 const Shape kShapes[] = {{4, 2}, {6, 3}, {6, 2}, {8, 4}, {4, 4}, {4, 1}, {1, 1}};
-const size_t kCounts[] = {0, 1, 2, 3, 5, 7, 13, 31, 1001, 4099, 30011};
+const size_t kTwoLevelCounts[] = {0, 1, 2, 3, 5, 7, 13, 31, 1001, 4099, 30011};
 
 CommOptions opts(size_t chunk_bytes, size_t small_bytes) {
   CommOptions o;
@@ -62,7 +62,7 @@ TEST(TwoLevelAllreduce, SumsIntegersExactlyLikeTheRing) {
   for (const Shape& s : kShapes) {
     const std::vector<int> machines = consecutive_machines(s.n, s.per);
     for (const CommOptions& o : kOptions) {
-      for (size_t count : kCounts) {
+      for (size_t count : kTwoLevelCounts) {
         auto two = run(s.n, o, [&](Communicator& c) {
           std::vector<float> v = make_input(c.rank(), count);
           algo::two_level_allreduce(c, machines, v.data(), count, sum_f32());

@@ -28,7 +28,7 @@ void write_bytes(const std::string& path, const std::string& bytes) {
 }
 
 template <class F>
-std::string error_of(F&& f) {
+std::string bad_input_error(F&& f) {
   try {
     f();
   } catch (const Error& e) {
@@ -47,7 +47,7 @@ TEST(BadInput, InspectBoundsHugeInt64Labels) {
     const std::string y = t.file("y.npy");
     const std::vector<int64_t> labels = {1, 0, big, 2};
     write_npy(y, NpyDtype::kInt64, {4}, labels.data());
-    const std::string e = error_of([&] { inspect_file(y); });
+    const std::string e = bad_input_error([&] { inspect_file(y); });
     EXPECT_THAT(e, HasSubstr(y + ": record 2: label"));
     EXPECT_THAT(e, HasSubstr("--max-classes"));
     // Convert says the same.
@@ -56,23 +56,23 @@ TEST(BadInput, InspectBoundsHugeInt64Labels) {
     write_npy(x, NpyDtype::kFloat32, {4, 2}, f.data());
     ConvertOptions o;
     o.labels = y;
-    EXPECT_THAT(error_of([&] { convert_to_shard(x, t.file("o.shard"), o); }),
+    EXPECT_THAT(bad_input_error([&] { convert_to_shard(x, t.file("o.shard"), o); }),
                 HasSubstr("record 2: label"));
   }
   const std::string y = t.file("neg.npy");
   const std::vector<int64_t> labels = {1, -3};
   write_npy(y, NpyDtype::kInt64, {2}, labels.data());
-  EXPECT_THAT(error_of([&] { inspect_file(y); }), HasSubstr("record 1: label -3 is not a class"));
+  EXPECT_THAT(bad_input_error([&] { inspect_file(y); }), HasSubstr("record 1: label -3 is not a class"));
 }
 
 TEST(BadInput, ACsvLabelAboveMaxClassesIsRefused) {
   TempDir t;
   const std::string csv = t.file("big.csv");
   write_bytes(csv, "0.5,1\n0.25,16000000\n");
-  const std::string e = error_of([&] { convert_to_shard(csv, t.file("o.shard"), {}); });
+  const std::string e = bad_input_error([&] { convert_to_shard(csv, t.file("o.shard"), {}); });
   EXPECT_THAT(e, HasSubstr(csv + ":2: label 16000000 is outside [0, 65536)"));
   EXPECT_THAT(e, HasSubstr("--max-classes"));
-  EXPECT_THAT(error_of([&] { inspect_file(csv); }), HasSubstr("label 16000000"));
+  EXPECT_THAT(bad_input_error([&] { inspect_file(csv); }), HasSubstr("label 16000000"));
   // Raised on purpose, it converts.
   ConvertOptions o;
   o.max_classes = 16000001;
@@ -93,17 +93,17 @@ TEST(BadInput, AnNpyShapeWhoseRecordOverflowsIsRefusedAtConvert) {
   write_npy(y, NpyDtype::kInt64, {0}, nullptr);
   ConvertOptions o;
   o.labels = y;
-  const std::string e = error_of([&] { convert_to_shard(x, t.file("o.shard"), o); });
+  const std::string e = bad_input_error([&] { convert_to_shard(x, t.file("o.shard"), o); });
   EXPECT_THAT(e, HasSubstr(x));
   EXPECT_THAT(e, HasSubstr("absurd .npy shape"));
   EXPECT_FALSE(core::file_exists(t.file("o.shard")));
   // The shard writer refuses what its reader would, whatever the source.
-  EXPECT_THAT(error_of([&] {
+  EXPECT_THAT(bad_input_error([&] {
                 ShardWriter(t.file("w.shard"),
                             {ShardDtype::kFloat32, {int64_t(1) << 40, int64_t(1) << 40}, 10, 0, 0});
               }),
               HasSubstr("a shard record holds 1 to 2^32 values"));
-  EXPECT_THAT(error_of([&] {
+  EXPECT_THAT(bad_input_error([&] {
                 ShardWriter(t.file("w.shard"), {ShardDtype::kFloat32, {4, 0}, 10, 0, 0});
               }),
               HasSubstr("dimension 1 is 0"));
@@ -115,11 +115,11 @@ TEST(BadInput, NegativeClassesAndChunkRecordsAreRefused) {
   write_bytes(csv, "0.5,1\n0.25,0\n");
   ConvertOptions o;
   o.num_classes = -3;
-  EXPECT_THAT(error_of([&] { convert_to_shard(csv, t.file("o.shard"), o); }),
+  EXPECT_THAT(bad_input_error([&] { convert_to_shard(csv, t.file("o.shard"), o); }),
               HasSubstr("--classes -3"));
   o = {};
   o.chunk_records = -1;
-  EXPECT_THAT(error_of([&] { convert_to_shard(csv, t.file("o.shard"), o); }),
+  EXPECT_THAT(bad_input_error([&] { convert_to_shard(csv, t.file("o.shard"), o); }),
               HasSubstr("--chunk-records -1"));
   EXPECT_FALSE(core::file_exists(t.file("o.shard")));
 }
@@ -132,21 +132,21 @@ TEST(BadInput, BadMagicIsNamedByFormatWithEscapedBytes) {
   for (const char* name : {"x.npy", "x.shard", "x.idx", "train-images-idx3-ubyte", "x.bin"}) {
     const std::string p = t.file(name);
     write_bytes(p, junk);
-    const std::string e = error_of([&] { inspect_file(p); });
+    const std::string e = bad_input_error([&] { inspect_file(p); });
     EXPECT_THAT(e, HasSubstr(p)) << name;
     EXPECT_THAT(e, HasSubstr("\\x93NUMPZ\\x01\\x00\\xff\\x07")) << name;
     EXPECT_THAT(e, Not(HasSubstr("CSV record"))) << name;
     EXPECT_THAT(e, Not(HasSubstr("column"))) << name;
     for (char c : e) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << name << ": raw byte in " << e;
   }
-  EXPECT_THAT(error_of([&] { inspect_file(t.file("x.npy")); }), HasSubstr("not a NumPy .npy file"));
-  EXPECT_THAT(error_of([&] { inspect_file(t.file("x.idx")); }), HasSubstr("not an IDX file"));
-  EXPECT_THAT(error_of([&] { inspect_file(t.file("x.bin")); }),
+  EXPECT_THAT(bad_input_error([&] { inspect_file(t.file("x.npy")); }), HasSubstr("not a NumPy .npy file"));
+  EXPECT_THAT(bad_input_error([&] { inspect_file(t.file("x.idx")); }), HasSubstr("not an IDX file"));
+  EXPECT_THAT(bad_input_error([&] { inspect_file(t.file("x.bin")); }),
               HasSubstr("not a format loom reads"));
   // Text with a stray control byte in a cell: the cell is shown escaped.
   const std::string csv = t.file("a.csv");
   write_bytes(csv, "0.5,1\n0.2\xc3\x28,0\n");
-  EXPECT_THAT(error_of([&] { inspect_file(csv); }), HasSubstr("'0.2\\xc3('"));
+  EXPECT_THAT(bad_input_error([&] { inspect_file(csv); }), HasSubstr("'0.2\\xc3('"));
 }
 
 TEST(BadInput, AStructuredNpyDtypeIsNamed) {
@@ -159,7 +159,7 @@ TEST(BadInput, AStructuredNpyDtypeIsNamed) {
   bytes += char(padded.size() & 0xff);
   bytes += char(padded.size() >> 8);
   write_bytes(p, bytes + padded + std::string(12, '\0'));
-  const std::string e = error_of([&] { inspect_file(p); });
+  const std::string e = bad_input_error([&] { inspect_file(p); });
   EXPECT_THAT(e, HasSubstr("structured dtype"));
   EXPECT_THAT(e, Not(HasSubstr("has no 'descr'")));
 }
@@ -180,21 +180,21 @@ TEST(BadInput, TestSetsMustFitTheTrainingSet) {
   Dataset zero = test;
   zero.sample_shape = {1, 0, 2};
   zero.features.clear();
-  EXPECT_THAT(error_of([&] { check_data_sets(src, "tr", &zero, "te", kMaxClasses, "d"); }),
+  EXPECT_THAT(bad_input_error([&] { check_data_sets(src, "tr", &zero, "te", kMaxClasses, "d"); }),
               HasSubstr("te: test samples of shape 1x0x2 differ"));
   Dataset classes = test;
   classes.num_classes = 4951;
-  EXPECT_THAT(error_of([&] { check_data_sets(src, "tr", &classes, "te", kMaxClasses, "d"); }),
+  EXPECT_THAT(bad_input_error([&] { check_data_sets(src, "tr", &classes, "te", kMaxClasses, "d"); }),
               HasSubstr("4951 classes"));
   Dataset nan = test;
   nan.features[13] = NAN;
-  EXPECT_THAT(error_of([&] { check_data_sets(src, "tr", &nan, "te", kMaxClasses, "d"); }),
+  EXPECT_THAT(bad_input_error([&] { check_data_sets(src, "tr", &nan, "te", kMaxClasses, "d"); }),
               HasSubstr("te: test record 3 holds a NaN or Inf"));
   Dataset empty = test;
   empty.count = 0;
-  EXPECT_THAT(error_of([&] { check_data_sets(src, "tr", &empty, "te", kMaxClasses, "d"); }),
+  EXPECT_THAT(bad_input_error([&] { check_data_sets(src, "tr", &empty, "te", kMaxClasses, "d"); }),
               HasSubstr("te: the test set is empty"));
-  EXPECT_THAT(error_of([&] { check_data_sets(src, "tr", &test, "te", 2, "cfg.toml:4"); }),
+  EXPECT_THAT(bad_input_error([&] { check_data_sets(src, "tr", &test, "te", 2, "cfg.toml:4"); }),
               HasSubstr("tr: 3 classes, more than data.max_classes = 2 (cfg.toml:4)"));
 }
 

@@ -32,7 +32,7 @@ using ::testing::Not;
 using testing::TempDir;
 
 template <class F>
-std::string error_of(F&& f) {
+std::string message_of(F&& f) {
   try {
     f();
   } catch (const Error& e) {
@@ -61,17 +61,17 @@ TEST(EntryChecks, NonFiniteNpyFeaturesAreRefusedByConvertAndInspect) {
     ConvertOptions o;
     o.labels = labels_file(t, 3);
     const std::string dst = t.file("out.shard");
-    const std::string e = error_of([&] { convert_to_shard(x, dst, o); });
+    const std::string e = message_of([&] { convert_to_shard(x, dst, o); });
     EXPECT_THAT(e, HasSubstr(x + ": record 1 value 3 is"));
     EXPECT_FALSE(std::filesystem::exists(dst));
-    EXPECT_THAT(error_of([&] { inspect_file(x); }), HasSubstr(x + ": record 1 value 3 is"));
+    EXPECT_THAT(message_of([&] { inspect_file(x); }), HasSubstr(x + ": record 1 value 3 is"));
     // Regression targets take the same path.
     const std::string tg = t.file("t.npy");
     const std::vector<float> targets = {1, 2, 3};
     write_npy(tg, NpyDtype::kFloat32, {3}, targets.data());
     ConvertOptions r;
     r.targets = tg;
-    EXPECT_THAT(error_of([&] { convert_to_shard(x, dst, r); }),
+    EXPECT_THAT(message_of([&] { convert_to_shard(x, dst, r); }),
                 HasSubstr(x + ": record 1 value 3 is"));
   }
   // float64 beyond float32 would become Inf in the shard.
@@ -81,9 +81,9 @@ TEST(EntryChecks, NonFiniteNpyFeaturesAreRefusedByConvertAndInspect) {
   write_npy(x, NpyDtype::kFloat64, {2, 2}, d.data());
   ConvertOptions o;
   o.labels = labels_file(t, 2);
-  EXPECT_THAT(error_of([&] { convert_to_shard(x, t.file("o.shard"), o); }),
+  EXPECT_THAT(message_of([&] { convert_to_shard(x, t.file("o.shard"), o); }),
               HasSubstr("beyond float32"));
-  EXPECT_THAT(error_of([&] { inspect_file(x); }), HasSubstr(x + ": record 1 value 0"));
+  EXPECT_THAT(message_of([&] { inspect_file(x); }), HasSubstr(x + ": record 1 value 0"));
 }
 
 TEST(EntryChecks, ArraysWithoutACountOrWithTooManyDimensionsNameTheirFile) {
@@ -91,17 +91,17 @@ TEST(EntryChecks, ArraysWithoutACountOrWithTooManyDimensionsNameTheirFile) {
   const float one = 1.0f;
   const std::string scalar = t.file("scalar.npy");
   write_npy(scalar, NpyDtype::kFloat32, {}, &one);
-  EXPECT_THAT(error_of([&] { inspect_file(scalar); }),
+  EXPECT_THAT(message_of([&] { inspect_file(scalar); }),
               HasSubstr(scalar + ": a features array needs a first (count) dimension"));
   // 10 dimensions: 9 per record, one more than a shard record holds.
   const std::vector<int64_t> shape(10, 1);
   const std::string deep = t.file("deep.npy");
   write_npy(deep, NpyDtype::kFloat32, shape, &one);
-  EXPECT_THAT(error_of([&] { inspect_file(deep); }), HasSubstr(deep + ": shape ("));
+  EXPECT_THAT(message_of([&] { inspect_file(deep); }), HasSubstr(deep + ": shape ("));
   ConvertOptions o;
   o.labels = labels_file(t, 1);
   const std::string dst = t.file("deep.shard");
-  const std::string e = error_of([&] { convert_to_shard(deep, dst, o); });
+  const std::string e = message_of([&] { convert_to_shard(deep, dst, o); });
   EXPECT_THAT(e, HasSubstr(deep + ": shape ("));
   EXPECT_THAT(e, HasSubstr("records of 9 dimensions"));
   EXPECT_THAT(e, Not(HasSubstr(dst)));
@@ -116,7 +116,7 @@ TEST(EntryChecks, AnIdxImagesFileOfTooManyDimensionsIsNamedNotTheShard) {
   write_idx(images, img, false);
   write_idx(t.file("fm/train-labels-idx1-ubyte"), lab, false);
   const std::string dst = t.file("o.shard");
-  const std::string e = error_of([&] { convert_to_shard(t.file("fm"), dst, ConvertOptions{}); });
+  const std::string e = message_of([&] { convert_to_shard(t.file("fm"), dst, ConvertOptions{}); });
   EXPECT_THAT(e, HasSubstr(images + ": records of 9 dimensions"));
 }
 
@@ -142,7 +142,7 @@ TEST(EntryChecks, ShardReservedBytesAndPaddingMustBeZero) {
     const std::string p = small_shard(t);
     EXPECT_NO_THROW(ShardSource(p, {ShardVerify::kAll, std::nullopt}));
     flip(p, offsetof(ShardHeader, reserved2), 0x01);  // outside the header CRC
-    EXPECT_THAT(error_of([&] {
+    EXPECT_THAT(message_of([&] {
                   ShardSource(p, {ShardVerify::kAll, std::nullopt});
                 }),
                 HasSubstr(p + ": reserved header bytes are not zero"));
@@ -150,7 +150,7 @@ TEST(EntryChecks, ShardReservedBytesAndPaddingMustBeZero) {
   {
     const std::string p = small_shard(t);
     flip(p, 1000, 0x20);  // between the chunk table and the first record
-    EXPECT_THAT(error_of([&] {
+    EXPECT_THAT(message_of([&] {
                   ShardSource(p, {ShardVerify::kAll, std::nullopt});
                 }),
                 HasSubstr(p + ": byte 1000 of the padding before the records is not zero"));
@@ -168,7 +168,7 @@ TEST(EntryChecks, AShardWriteThatFailsAtOnceLeavesNoTemporary) {
   struct rlimit none = old;
   none.rlim_cur = 0;
   ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &none), 0);
-  const std::string e = error_of([&] { ShardWriter w(dst, {ShardDtype::kUint8, {2}, 3, 1}); });
+  const std::string e = message_of([&] { ShardWriter w(dst, {ShardDtype::kUint8, {2}, 3, 1}); });
   ::setrlimit(RLIMIT_FSIZE, &old);
   std::signal(SIGXFSZ, old_handler);
   EXPECT_THAT(e, HasSubstr(dst + ": write failed"));

@@ -16,8 +16,11 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <numeric>
+#include <string>
 #include <vector>
 
+#include "loom/core/error.h"
 #include "loom/core/rng.h"
 #include "loom/nn/layers/layer.h"
 #include "loom/tensor/backend_registry.h"
@@ -29,6 +32,31 @@ struct Tolerance {
   double rtol = 1e-3;
   double atol = 1e-5;
 };
+
+// For layers that are bilinear in input and weight (Linear, Conv2d).
+inline constexpr Tolerance kBilinear{0.05, 1e-3, 1e-5};
+
+// n distinct values (0.1 apart, shuffled by `seed`): no ties for max pooling and no kinks hit
+// by the finite differences.
+inline std::vector<float> distinct_values(int64_t n, uint64_t seed) {
+  std::vector<float> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), 0.0f);
+  Rng rng(seed, 0, RngPurpose::kTest);
+  for (int64_t i = n - 1; i > 0; --i)
+    std::swap(v[size_t(i)], v[size_t(rng.below(uint64_t(i + 1)))]);
+  for (float& x : v) x = 0.1f * x - 2.0f;
+  return v;
+}
+
+// `f` throws a ConfigError whose message contains `needle`.
+inline void expect_config_error(const std::function<void()>& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no ConfigError (wanted one mentioning " << needle << ")";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
 
 inline std::vector<float> random_vector(int64_t n, uint64_t seed, float lo = -1.0f,
                                         float hi = 1.0f) {

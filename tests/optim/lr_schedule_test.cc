@@ -70,7 +70,7 @@ TEST(MakeLrSchedule, FromConfig) {
   EXPECT_DOUBLE_EQ(d.at(999), 0.05);
 }
 
-void expect_config_error(const std::string& toml, const std::string& key) {
+void expect_schedule_refuses(const std::string& toml, const std::string& key) {
   SCOPED_TRACE(toml);
   Config cfg = Config::from_string(toml, "sched.toml");
   try {
@@ -84,14 +84,14 @@ void expect_config_error(const std::string& toml, const std::string& key) {
 }
 
 TEST(MakeLrSchedule, BadConfigNamesTheKey) {
-  expect_config_error("[lr]\nschedule = \"linear\"\n", "lr.schedule");
-  expect_config_error("[optim]\nlr = 0\n", "optim.lr");
-  expect_config_error("[optim]\nlr = -0.1\n", "optim.lr");
-  expect_config_error("[optim]\nlr = \"fast\"\n", "optim.lr");
-  expect_config_error("[lr]\ngamma = 2.0\n", "lr.gamma");
-  expect_config_error("[lr]\nwarmup_epochs = -1\n", "lr.warmup_epochs");
-  expect_config_error("[lr]\nstep_epochs = 0\n", "lr.step_epochs");
-  expect_config_error("[optim]\nlr = 0.05\n[lr]\nmin = 0.1\n", "lr.min");  // above lr
+  expect_schedule_refuses("[lr]\nschedule = \"linear\"\n", "lr.schedule");
+  expect_schedule_refuses("[optim]\nlr = 0\n", "optim.lr");
+  expect_schedule_refuses("[optim]\nlr = -0.1\n", "optim.lr");
+  expect_schedule_refuses("[optim]\nlr = \"fast\"\n", "optim.lr");
+  expect_schedule_refuses("[lr]\ngamma = 2.0\n", "lr.gamma");
+  expect_schedule_refuses("[lr]\nwarmup_epochs = -1\n", "lr.warmup_epochs");
+  expect_schedule_refuses("[lr]\nstep_epochs = 0\n", "lr.step_epochs");
+  expect_schedule_refuses("[optim]\nlr = 0.05\n[lr]\nmin = 0.1\n", "lr.min");  // above lr
 }
 
 }  // namespace

@@ -232,7 +232,7 @@ TEST(MakeOptimizer, DefaultsAndChoices) {
   EXPECT_EQ(adam->state()[0].size, 4);
 }
 
-void expect_config_error(const std::string& toml, const std::string& key) {
+void expect_optimizer_refuses(const std::string& toml, const std::string& key) {
   SCOPED_TRACE(toml);
   Config cfg = Config::from_string(toml, "opt.toml");
   try {
@@ -246,15 +246,15 @@ void expect_config_error(const std::string& toml, const std::string& key) {
 }
 
 TEST(MakeOptimizer, BadConfigNamesTheKey) {
-  expect_config_error("[optim]\nname = \"rmsprop\"\n", "optim.name");
-  expect_config_error("[optim]\nmomentum = 1.5\n", "optim.momentum");
-  expect_config_error("[optim]\nmomentum = -0.1\n", "optim.momentum");
-  expect_config_error("[optim]\nnesterov = \"yes\"\n", "optim.nesterov");
-  expect_config_error("[optim]\nweight_decay = -1\n", "optim.weight_decay");
-  expect_config_error("[optim]\nname = \"adam\"\nbeta1 = 1.0\n", "optim.beta1");
-  expect_config_error("[optim]\nname = \"adam\"\nbeta2 = 1.0\n", "optim.beta2");
-  expect_config_error("[optim]\nname = \"adam\"\neps = 0\n", "optim.eps");
-  expect_config_error("[optim]\nname = \"adam\"\ndecoupled = 1\n", "optim.decoupled");
+  expect_optimizer_refuses("[optim]\nname = \"rmsprop\"\n", "optim.name");
+  expect_optimizer_refuses("[optim]\nmomentum = 1.5\n", "optim.momentum");
+  expect_optimizer_refuses("[optim]\nmomentum = -0.1\n", "optim.momentum");
+  expect_optimizer_refuses("[optim]\nnesterov = \"yes\"\n", "optim.nesterov");
+  expect_optimizer_refuses("[optim]\nweight_decay = -1\n", "optim.weight_decay");
+  expect_optimizer_refuses("[optim]\nname = \"adam\"\nbeta1 = 1.0\n", "optim.beta1");
+  expect_optimizer_refuses("[optim]\nname = \"adam\"\nbeta2 = 1.0\n", "optim.beta2");
+  expect_optimizer_refuses("[optim]\nname = \"adam\"\neps = 0\n", "optim.eps");
+  expect_optimizer_refuses("[optim]\nname = \"adam\"\ndecoupled = 1\n", "optim.decoupled");
 }
 
 }  // namespace

@@ -66,7 +66,7 @@ TEST(CostModel, OneGpuComputeIsFlopsOverDeratedPeak) {
 }
 
 // NCCL's base latency per collective (collective_model.h).
-constexpr double kLaunch = 8.4e-6;
+constexpr double kNcclLaunch = 8.4e-6;
 
 TEST(CostModel, WithoutOverlapAllCommunicationIsExposed) {
   SyncSpec s;
@@ -74,11 +74,11 @@ TEST(CostModel, WithoutOverlapAllCommunicationIsExposed) {
   s.bucket_mb = 1000;  // one bucket: 100 MB
   CostModel m(toy(), cluster(1, 4), s, train(32), quiet());
   StepEstimate e = m.estimate();
-  double comm = kLaunch + 6 * 5e-6 + 1.5 * 100e6 / 10e9;
+  double comm = kNcclLaunch + 6 * 5e-6 + 1.5 * 100e6 / 10e9;
   EXPECT_NEAR(e.comm_s, comm, 1e-12);
   EXPECT_NEAR(e.comm_exposed_s, comm, 1e-12);
   // and the step's agreement: a ring of 32 bytes
-  const double agree = kLaunch + 6 * 5e-6 + 1.5 * 32 / 10e9;
+  const double agree = kNcclLaunch + 6 * 5e-6 + 1.5 * 32 / 10e9;
   EXPECT_NEAR(e.overhead_s, agree, 1e-15);
   EXPECT_NEAR(e.step_s, e.fwd_s + e.bwd_s + comm + e.update_s + agree, 1e-12);
   EXPECT_NEAR(e.efficiency, (e.step_s - comm - agree) / e.step_s, 1e-9);
@@ -90,8 +90,8 @@ TEST(CostModel, OverlapHidesBucketsReadyEarly) {
   CostModel m(toy(), cluster(1, 4), s, train(32), quiet());
   StepEstimate e = m.estimate();
   double bwd = e.bwd_s;
-  double cb = kLaunch + 6 * 5e-6 + 1.5 * 60e6 / 10e9;
-  double ca = kLaunch + 6 * 5e-6 + 1.5 * 40e6 / 10e9;
+  double cb = kNcclLaunch + 6 * 5e-6 + 1.5 * 60e6 / 10e9;
+  double ca = kNcclLaunch + 6 * 5e-6 + 1.5 * 40e6 / 10e9;
   // b sent at bwd/2 (ends well before bwd); a at bwd: only a is exposed.
   ASSERT_LT(bwd / 2 + cb, bwd);
   EXPECT_NEAR(e.comm_exposed_s, ca, 1e-12);
@@ -105,7 +105,7 @@ TEST(CostModel, Fp16HalvesTheWireAndBmufDividesByTau) {
   double fp32 = CostModel(toy(), cluster(1, 4), s, train(32), d).estimate().comm_s;
   s.codec = "fp16";
   double fp16 = CostModel(toy(), cluster(1, 4), s, train(32), d).estimate().comm_s;
-  EXPECT_NEAR(fp16 - kLaunch - 6 * 5e-6, (fp32 - kLaunch - 6 * 5e-6) / 2, 1e-12);
+  EXPECT_NEAR(fp16 - kNcclLaunch - 6 * 5e-6, (fp32 - kNcclLaunch - 6 * 5e-6) / 2, 1e-12);
   s.codec = "fp32";
   s.bmuf = true;
   s.tau = 8;

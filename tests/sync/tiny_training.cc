@@ -55,13 +55,6 @@ Config tiny_config() {
   return cfg;
 }
 
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return INFINITY;
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, double(std::fabs(a[i] - b[i])));
-  return m;
-}
-
 TinyRun run_tiny(const Config& cfg, int workers, int steps, int batch, const StrategyMaker& make) {
   const Blobs& data = blobs();
   comm::CommOptions opts = comm::comm_options_from_config(cfg);  // comm.algorithm and the like

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/tiny_run.h"
 #include "loom/comm/communicator.h"
 #include "loom/core/config.h"
 #include "loom/nn/graph/model.h"
@@ -39,6 +40,6 @@ TinyRun run_tiny(const Config& cfg, int workers, int steps, int batch_per_worker
 // Config with the tiny defaults above.
 Config tiny_config();
 
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b);
+using loom::testing::max_abs_diff;
 
 }  // namespace loom::sync::testing

@@ -41,22 +41,22 @@ comm::CommOptions options() {
   return o;
 }
 
-std::vector<float> input(int rank, int step, size_t n) {
+std::vector<float> two_level_input(int rank, int step, size_t n) {
   return random_normal(n, 7919ull * uint64_t(rank) + 104729ull * uint64_t(step) + n);
 }
 
 // Every rank's output of `steps` calls, and the residuals every rank holds at the end.
-struct Outcome {
+struct TwoLevelOutcome {
   std::vector<std::vector<std::vector<float>>> out;  // [rank][step]
   std::vector<std::vector<double>> residual;         // [rank]
   std::vector<size_t> intra_bytes, inter_bytes;      // [rank], as the state says
 };
 
-Outcome run(const std::string& name, const Shape& s, size_t n, int steps,
+TwoLevelOutcome run(const std::string& name, const Shape& s, size_t n, int steps,
             const std::function<std::vector<float>(int, int)>& in) {
   auto codec = codec_named(name);
   const std::vector<int> machines = comm::consecutive_machines(s.n, s.per);
-  Outcome o;
+  TwoLevelOutcome o;
   o.out.assign(size_t(s.n), std::vector<std::vector<float>>(size_t(steps)));
   o.residual.assign(size_t(s.n), std::vector<double>(n, 0.0));
   o.intra_bytes.assign(size_t(s.n), 0);
@@ -82,14 +82,14 @@ TEST(TwoLevelCompressed, IdentityCodecIsTheTwoLevelAllreduce) {
   for (const Shape& s : kShapes) {
     for (size_t n : {size_t(5), size_t(1001), size_t(20011)}) {
       SCOPED_TRACE(where(s, "fp32", n));
-      const Outcome o = run("fp32", s, n, 1, [&](int r, int) { return input(r, 0, n); });
+      const TwoLevelOutcome o = run("fp32", s, n, 1, [&](int r, int) { return two_level_input(r, 0, n); });
       std::vector<std::vector<float>> in(size_t(s.n));
-      for (int r = 0; r < s.n; ++r) in[size_t(r)] = input(r, 0, n);
+      for (int r = 0; r < s.n; ++r) in[size_t(r)] = two_level_input(r, 0, n);
       const std::vector<int> machines = comm::consecutive_machines(s.n, s.per);
       std::vector<std::vector<float>> plain(size_t(s.n));
       comm::ThreadWorld world(s.n, options());
       world.run([&](comm::Communicator& c) {
-        std::vector<float> v = input(c.rank(), 0, n);
+        std::vector<float> v = two_level_input(c.rank(), 0, n);
         comm::algo::two_level_allreduce(c, machines, v.data(), n, comm::sum_f32());
         plain[size_t(c.rank())] = std::move(v);
       });
@@ -145,7 +145,7 @@ TEST(TwoLevelCompressed, OnlyTheCrossMachineStageIsEncoded) {
         world.run([&](comm::Communicator& c) {
           comm::testing::Counting counting(c, sent[size_t(c.rank())]);
           auto st = make_two_level_compressed_state(*codec, n, machines, s.n, c.rank(), "b");
-          std::vector<float> v = input(c.rank(), 0, n);
+          std::vector<float> v = two_level_input(c.rank(), 0, n);
           two_level_compressed_allreduce(counting, *codec, v, st);
           intra[size_t(c.rank())] = st.intra_bytes;
           inter[size_t(c.rank())] = st.inter_bytes;
@@ -182,22 +182,22 @@ TEST(TwoLevelCompressed, OnlyTheCrossMachineStageIsEncoded) {
 
 // Normalised squared error of the first call against the exact sum, for N(0, 1) inputs: the
 // figures tests/sync/compressed_allreduce_test.cc states for the flat exchange (docs/compress.md).
-const std::map<std::string, double> kStatedNmse = {
+const std::map<std::string, double> kTwoLevelStatedNmse = {
     {"fp32", 1e-12}, {"fp16", 1e-6}, {"bf16", 3e-5}, {"int8", 2e-3}, {"onebit", 1.0}, {"topk", 1.0},
 };
 
 TEST(TwoLevelCompressed, LossyCodecsStayWithinTheirErrorAndErrorFeedbackTelescopes) {
   const int steps = 6;
-  for (const auto& [name, bound] : kStatedNmse) {
+  for (const auto& [name, bound] : kTwoLevelStatedNmse) {
     for (const Shape& s : kShapes) {
       const size_t n = 3001;
       SCOPED_TRACE(where(s, name, n));
-      const Outcome o = run(name, s, n, steps, [&](int r, int t) { return input(r, t, n); });
+      const TwoLevelOutcome o = run(name, s, n, steps, [&](int r, int t) { return two_level_input(r, t, n); });
       std::vector<double> sum_exact(n, 0.0), sum_out(n, 0.0);
       for (int t = 0; t < steps; ++t) {
         std::vector<double> exact(n, 0.0);
         for (int r = 0; r < s.n; ++r) {
-          const std::vector<float> x = input(r, t, n);
+          const std::vector<float> x = two_level_input(r, t, n);
           for (size_t i = 0; i < n; ++i) exact[i] += x[i];
         }
         for (int r = 1; r < s.n; ++r)
@@ -250,10 +250,10 @@ TEST(TwoLevelCompressed, TheMeanOverManyStepsConvergesToTheExactMean) {
   for (const std::string name : {"onebit", "int8"}) {
     SCOPED_TRACE(name);
     const int steps = 200;
-    const Outcome o = run(name, s, n, steps, [&](int r, int) { return input(r, 0, n); });
+    const TwoLevelOutcome o = run(name, s, n, steps, [&](int r, int) { return two_level_input(r, 0, n); });
     std::vector<double> exact(n, 0.0);
     for (int r = 0; r < s.n; ++r) {
-      const std::vector<float> x = input(r, 0, n);
+      const std::vector<float> x = two_level_input(r, 0, n);
       for (size_t i = 0; i < n; ++i) exact[i] += x[i];
     }
     auto rms_error = [&](int upto) {
@@ -281,7 +281,7 @@ TEST(TwoLevelCompressed, BucketsSmallerThanAMachineAreExact) {
   // fp32 on every rank; a collective after it still matches (the ranks drew the same tags).
   const Shape s{6, 3};
   for (size_t n : {size_t(1), size_t(2)}) {
-    const Outcome o = run("onebit", s, n, 3,
+    const TwoLevelOutcome o = run("onebit", s, n, 3,
                           [&](int r, int t) { return std::vector<float>(n, float(r + 1 + t)); });
     for (int r = 0; r < s.n; ++r)
       for (int t = 0; t < 3; ++t)

@@ -123,9 +123,9 @@ TEST(CheckpointReshard, TwoWorkersToOneAndOneToTwoTrackTheUninterruptedLoss) {
     }
     run_training(cfg2);
     run_training(cfg1);
-    testing::internal::CaptureStderr();
+    ::testing::internal::CaptureStderr();
     const std::string to1 = resume_copy(cfg2, two, dir.path() + "/two-to-one-" + optim, 1);
-    const std::string log = testing::internal::GetCapturedStderr();
+    const std::string log = ::testing::internal::GetCapturedStderr();
     EXPECT_EQ(log.find("not exact"), std::string::npos) << log;  // fp32: every piece carried
     expect_tracks(two, to1);
     expect_tracks(one, resume_copy(cfg1, one, dir.path() + "/one-to-two-" + optim, 2));
@@ -386,9 +386,9 @@ TEST(CheckpointReshard, CodecResidualsAreSummedAndHandedOn) {
     // 2 -> 1 on the loop: the residuals are dropped, once said in the log. With int8 (a small
     // quantisation error held back) the run tracks the uninterrupted one; with top-k the world
     // of one trains on whole gradients where the two workers sent 1 in 100 of them.
-    testing::internal::CaptureStderr();
+    ::testing::internal::CaptureStderr();
     const std::string to1 = resume_copy(cfg, dir.path() + "/run", dir.path() + "/to-one", 1);
-    const std::string log = testing::internal::GetCapturedStderr();
+    const std::string log = ::testing::internal::GetCapturedStderr();
     const size_t at = log.find("not exact: the codec residuals are dropped");
     EXPECT_NE(at, std::string::npos) << log;
     EXPECT_EQ(log.find("not exact", at + 1), std::string::npos) << log;  // once
@@ -483,9 +483,9 @@ TEST(CheckpointReshard, ParameterServerResumesExactlyOnItsWorldSize) {
     Config resumed = cfg;
     resumed.set("output.dir", copy);
     resumed.set("train.resume", step_dir(copy, kResumeAt));
-    testing::internal::CaptureStderr();
+    ::testing::internal::CaptureStderr();
     EXPECT_EQ(run_training(resumed).steps, 2 * kResumeAt);
-    const std::string log = testing::internal::GetCapturedStderr();
+    const std::string log = ::testing::internal::GetCapturedStderr();
     EXPECT_EQ(log.find("not exact"), std::string::npos) << log;
     EXPECT_EQ(log.find("starts fresh"), std::string::npos) << log;
 
@@ -522,10 +522,10 @@ TEST(CheckpointReshard, ParameterServerTwoToOneAndOneToTwoTrackTheUninterruptedL
     Config to1 = cfg2, to2 = cfg1;
     to1.set("ps.servers", int64_t(3));
     to2.set("ps.servers", int64_t(2));
-    testing::internal::CaptureStderr();
+    ::testing::internal::CaptureStderr();
     const std::string r1 = resume_copy(to1, two, dir.path() + "/two-to-one", 1);
     const std::string r2 = resume_copy(to2, one, dir.path() + "/one-to-two", 2);
-    const std::string log = testing::internal::GetCapturedStderr();
+    const std::string log = ::testing::internal::GetCapturedStderr();
     EXPECT_EQ(log.find("not exact"), std::string::npos) << log;
     EXPECT_EQ(log.find("starts fresh"), std::string::npos) << log;
     expect_tracks(two, r1);
@@ -575,9 +575,9 @@ TEST(CheckpointReshard, ParameterServerWithStalenessResumesAndSaysItIsNotExact) 
   cfg.set("ps.staleness", int64_t(2));
   cfg.set("ps.exact_delay", true);
   run_training(cfg);
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   const std::string copy = resume_copy(cfg, ref, dir.path() + "/copy", 2);
-  const std::string log = testing::internal::GetCapturedStderr();
+  const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(log.find("ps.staleness = 2: the servers' state is restored"), std::string::npos) << log;
   const std::vector<double> a = step_losses(ref), b = step_losses(copy);
   ASSERT_EQ(b.size(), size_t(kSteps));
@@ -645,9 +645,9 @@ TEST(CheckpointReshard, ParameterServerCheckpointWithoutServerStateStartsItFresh
   resumed.set("output.dir", copy);
   resumed.set("train.resume", step_dir(copy, kResumeAt));
   resumed.set("log.level", std::string("info"));
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(run_training(resumed).steps, 2 * kResumeAt);
-  const std::string log = testing::internal::GetCapturedStderr();
+  const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(log.find("starts fresh"), std::string::npos) << log;
   // Fresh momentum: another trajectory than the uninterrupted run's.
   EXPECT_FALSE(CheckpointFile::read(step_dir(ref, 2 * kResumeAt) + "/train.ckpt")

@@ -32,7 +32,7 @@ Config traced_run(const fs::path& trace, int64_t steps, int64_t trace_steps) {
   return cfg;
 }
 
-nlohmann::json read(const fs::path& p) {
+nlohmann::json read_trace(const fs::path& p) {
   std::ifstream in(p);
   return nlohmann::json::parse(in);
 }
@@ -41,7 +41,7 @@ TEST(Timeline, TwentyStepsOfTwoWorkersShowCommOverlappingBackward) {
   const fs::path trace =
       fs::temp_directory_path() / ("loom_timeline_" + std::to_string(::getpid()) + ".json");
   run_training(traced_run(trace, 20, 20));
-  const nlohmann::json events = read(trace);
+  const nlohmann::json events = read_trace(trace);
   ASSERT_TRUE(events.is_array());
 
   struct Interval {
@@ -81,7 +81,7 @@ TEST(Timeline, TraceStepsBoundsTheFile) {
       fs::temp_directory_path() / ("loom_timeline_b_" + std::to_string(::getpid()) + ".json");
   run_training(traced_run(trace, 12, 3));
   int step_spans = 0;
-  for (const auto& e : read(trace)) step_spans += e["ph"] == "X" && e["cat"] == "step";
+  for (const auto& e : read_trace(trace)) step_spans += e["ph"] == "X" && e["cat"] == "step";
   EXPECT_EQ(step_spans, 2 * 3);
   fs::remove(trace);
 }

@@ -250,7 +250,7 @@ TEST(Validation, ResumeAcrossTheSplitIsExact) {
   }
 }
 
-void write_shard(const std::string& path, std::vector<int64_t> shape, int classes, int64_t count) {
+void write_validation_shard(const std::string& path, std::vector<int64_t> shape, int classes, int64_t count) {
   data::ShardWriter w(path, {data::ShardDtype::kFloat32, shape, classes, count, 0});
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;
@@ -303,11 +303,11 @@ TEST(Validation, BadSplitsAreRefusedBeforeOutputDirIsTouched) {
   const std::string train = t.file("train.shard"), test = t.file("test.shard"),
                     small = t.file("small.shard"), many = t.file("many.shard"),
                     ok = t.file("ok.shard");
-  write_shard(train, {1, 8, 8}, 10, 64);
-  write_shard(test, {1, 8, 8}, 10, 32);
-  write_shard(ok, {1, 8, 8}, 10, 32);
-  write_shard(small, {1, 4, 4}, 10, 32);
-  write_shard(many, {1, 8, 8}, 20, 32);
+  write_validation_shard(train, {1, 8, 8}, 10, 64);
+  write_validation_shard(test, {1, 8, 8}, 10, 32);
+  write_validation_shard(ok, {1, 8, 8}, 10, 32);
+  write_validation_shard(small, {1, 4, 4}, 10, 32);
+  write_validation_shard(many, {1, 8, 8}, 20, 32);
   Config shards = cfg;
   shards.set("data.train_shards", train);
   shards.set("data.test_shards", test);

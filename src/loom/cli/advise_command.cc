@@ -10,7 +10,7 @@
 #include "loom/experiments/workloads.h"
 #include "loom/perf/advisor.h"
 
-namespace loom::cli {
+namespace loom::cli::advise_command {
 namespace {
 
 struct AdviseArgs {
@@ -111,4 +111,4 @@ void setup(CLI::App& app) {
 CommandRegistrar reg("advise", setup);
 
 }  // namespace
-}  // namespace loom::cli
+}  // namespace loom::cli::advise_command

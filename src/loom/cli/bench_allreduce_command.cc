@@ -14,7 +14,7 @@
 #include "loom/measure/allreduce_bench.h"
 #include "loom/perf/calibration.h"
 
-namespace loom::cli {
+namespace loom::cli::bench_allreduce_command {
 namespace {
 
 struct Args {
@@ -110,4 +110,4 @@ CommandRegistrar reg("bench allreduce", [](CLI::App& parent) {
 });
 
 }  // namespace
-}  // namespace loom::cli
+}  // namespace loom::cli::bench_allreduce_command

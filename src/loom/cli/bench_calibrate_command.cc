@@ -18,7 +18,7 @@
 #include "loom/measure/machine_probe.h"
 #include "loom/perf/calibration.h"
 
-namespace loom::cli {
+namespace loom::cli::bench_calibrate_command {
 namespace {
 
 struct Args {
@@ -119,4 +119,4 @@ CommandRegistrar reg("bench calibrate", [](CLI::App& parent) {
 });
 
 }  // namespace
-}  // namespace loom::cli
+}  // namespace loom::cli::bench_calibrate_command

@@ -11,7 +11,7 @@
 #include "loom/measure/codec_bench.h"
 #include "loom/perf/calibration.h"
 
-namespace loom::cli {
+namespace loom::cli::bench_codec_command {
 namespace {
 
 struct Args {
@@ -84,4 +84,4 @@ CommandRegistrar reg("bench codec", [](CLI::App& parent) {
 });
 
 }  // namespace
-}  // namespace loom::cli
+}  // namespace loom::cli::bench_codec_command

@@ -29,7 +29,7 @@
 #include "loom/tensor/cpu/onednn_matmul.h"
 #include "loom/train/trainer.h"
 
-namespace loom::cli {
+namespace loom::cli::bench_precision_command {
 namespace {
 
 struct Args {
@@ -244,4 +244,4 @@ CommandRegistrar reg("bench precision", [](CLI::App& bench) {
 });
 
 }  // namespace
-}  // namespace loom::cli
+}  // namespace loom::cli::bench_precision_command

@@ -15,7 +15,7 @@
 #include "loom/tensor/cpu/gemm_probe.h"
 #include "loom/train/trainer.h"
 
-namespace loom::cli {
+namespace loom::cli::bench_train_command {
 namespace {
 
 struct Args {
@@ -167,4 +167,4 @@ CommandRegistrar reg("bench train", [](CLI::App& bench) {
 });
 
 }  // namespace
-}  // namespace loom::cli
+}  // namespace loom::cli::bench_train_command

@@ -11,7 +11,7 @@
 #include "loom/data/formats/token_shard.h"
 #include "loom/measure/loader_bench.h"
 
-namespace loom::cli {
+namespace loom::cli::data_command {
 namespace {
 
 struct ConvertArgs {
@@ -166,4 +166,4 @@ CommandRegistrar bench_reg("bench loader", [](CLI::App& parent) {
 });
 
 }  // namespace
-}  // namespace loom::cli
+}  // namespace loom::cli::data_command

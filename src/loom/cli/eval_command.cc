@@ -19,7 +19,7 @@
 #include "loom/train/forward_settings.h"
 #include "loom/train/trained_model.h"
 
-namespace loom::cli {
+namespace loom::cli::eval_command {
 namespace {
 
 namespace fs = std::filesystem;
@@ -94,4 +94,4 @@ CommandRegistrar reg("eval", [](CLI::App& app) {
 });
 
 }  // namespace
-}  // namespace loom::cli
+}  // namespace loom::cli::eval_command

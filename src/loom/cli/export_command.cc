@@ -19,7 +19,7 @@
 #include "loom/tensor/cpu/cpu_backend.h"
 #include "loom/train/trained_model.h"
 
-namespace loom::cli {
+namespace loom::cli::export_command {
 namespace {
 
 namespace fs = std::filesystem;
@@ -150,4 +150,4 @@ CommandRegistrar reg("export", [](CLI::App& app) {
 });
 
 }  // namespace
-}  // namespace loom::cli
+}  // namespace loom::cli::export_command

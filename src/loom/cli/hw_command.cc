@@ -4,7 +4,7 @@
 #include "loom/cli/commands.h"
 #include "loom/cli/perf_options.h"
 
-namespace loom::cli {
+namespace loom::cli::hw_command {
 namespace {
 
 void setup(CLI::App& app) {
@@ -81,4 +81,4 @@ void setup(CLI::App& app) {
 CommandRegistrar reg("hw list", setup);
 
 }  // namespace
-}  // namespace loom::cli
+}  // namespace loom::cli::hw_command

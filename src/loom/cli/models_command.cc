@@ -11,7 +11,7 @@
 #include "loom/nn/layers/layer_factory.h"
 #include "loom/tensor/backend_registry.h"
 
-namespace loom::cli {
+namespace loom::cli::models_command {
 namespace {
 
 struct ShowArgs {
@@ -88,4 +88,4 @@ void setup(CLI::App& app) {
 CommandRegistrar reg("models list", setup);
 
 }  // namespace
-}  // namespace loom::cli
+}  // namespace loom::cli::models_command

@@ -26,7 +26,7 @@
 #include "loom/train/forward_settings.h"
 #include "loom/train/trained_model.h"
 
-namespace loom::cli {
+namespace loom::cli::predict_command {
 namespace {
 
 namespace fs = std::filesystem;
@@ -268,4 +268,4 @@ CommandRegistrar reg("predict", [](CLI::App& app) {
 });
 
 }  // namespace
-}  // namespace loom::cli
+}  // namespace loom::cli::predict_command

@@ -7,7 +7,7 @@
 #include "loom/cli/commands.h"
 #include "loom/experiments/report_html.h"
 
-namespace loom::cli {
+namespace loom::cli::report_command {
 namespace {
 
 struct ReportArgs {
@@ -38,4 +38,4 @@ CommandRegistrar reg("report", [](CLI::App& app) {
 });
 
 }  // namespace
-}  // namespace loom::cli
+}  // namespace loom::cli::report_command

@@ -21,7 +21,7 @@
 #include "loom/tensor/cpu/cpu_backend.h"
 #include "loom/train/trained_model.h"
 
-namespace loom::cli {
+namespace loom::cli::sample_command {
 namespace {
 
 struct SampleArgs {
@@ -181,4 +181,4 @@ CommandRegistrar reg("sample", [](CLI::App& app) {
 });
 
 }  // namespace
-}  // namespace loom::cli
+}  // namespace loom::cli::sample_command

@@ -9,7 +9,7 @@
 #include "loom/experiments/sweep_runner.h"
 #include "loom/experiments/sweep_spec.h"
 
-namespace loom::cli {
+namespace loom::cli::sweep_command {
 namespace {
 
 struct SweepArgs {
@@ -62,4 +62,4 @@ CommandRegistrar reg("sweep", [](CLI::App& app) {
 });
 
 }  // namespace
-}  // namespace loom::cli
+}  // namespace loom::cli::sweep_command

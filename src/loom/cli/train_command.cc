@@ -9,7 +9,7 @@
 #include "loom/train/train_config.h"
 #include "loom/train/trainer.h"
 
-namespace loom::cli {
+namespace loom::cli::train_command {
 namespace {
 
 struct TrainArgs {
@@ -88,4 +88,4 @@ CommandRegistrar reg("train", [](CLI::App& app) {
 });
 
 }  // namespace
-}  // namespace loom::cli
+}  // namespace loom::cli::train_command

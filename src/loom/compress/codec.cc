@@ -10,6 +10,18 @@
 
 namespace loom::compress {
 
+const char* aggregation_name(Aggregation a) {
+  switch (a) {
+    case Aggregation::kStripes:
+      return "stripes";
+    case Aggregation::kLinear:
+      return "linear";
+    case Aggregation::kGather:
+      return "gather";
+  }
+  return "?";
+}
+
 const char* residual_format_name(ResidualFormat f) {
   return f == ResidualFormat::kF32 ? "fp32" : "bf16";
 }

@@ -44,6 +44,9 @@ enum class Aggregation {
   kGather,   // sparse: allgather every rank's encoding and sum them (top-k)
 };
 
+// "stripes", "linear" or "gather": the name `--help-config`, Python and the logs give it.
+const char* aggregation_name(Aggregation a);
+
 // One matrix of a bucket: the next rows * cols elements, row-major. A bucket that holds
 // several layers is a list of them laid end to end (a layer's weight [out, in], its bias as
 // [1, out]); codecs that exploit the shape (PowerSGD) work matrix by matrix.

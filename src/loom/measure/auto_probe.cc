@@ -8,14 +8,10 @@
 #include "loom/compress/registry.h"
 #include "loom/core/error.h"
 #include "loom/core/timer.h"
+#include "loom/measure/median.h"
 
 namespace loom::measure {
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // One training step's compute on `model`: forward, loss and backward of a batch of zeros
 // (every graph takes them: pixels, token ids 0, class 0).

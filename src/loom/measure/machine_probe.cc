@@ -16,6 +16,7 @@
 #include "loom/data/sources/dataset.h"
 #include "loom/measure/allreduce_bench.h"
 #include "loom/measure/codec_bench.h"
+#include "loom/measure/median.h"
 #include "loom/perf/calibration.h"
 #include "loom/perf/workload.h"
 #include "loom/tensor/backend_registry.h"
@@ -33,11 +34,6 @@ void on_threads(int n, F&& fn) {
   for (int i = 1; i < n; ++i) others.emplace_back([&fn, i] { fn(i); });
   fn(0);
   for (auto& t : others) t.join();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // a += b (op "add") or memcpy on `threads` slices of two buffers of `bytes` each; returns the

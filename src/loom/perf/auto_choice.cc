@@ -14,7 +14,7 @@ extern const char* const kBuiltinCodecAccuracyToml;
 
 namespace {
 
-constexpr const char* kBuiltinName = "data/perf/codec_accuracy.toml";
+constexpr const char* kBuiltinAccuracyName = "data/perf/codec_accuracy.toml";
 
 bool known_codec(const std::string& c) {
   const auto names = codec_names();
@@ -131,7 +131,7 @@ AccuracyTable parse_accuracy_table(const std::string& text, const std::string& n
 }
 
 AccuracyTable builtin_accuracy_table() {
-  return parse_accuracy_table(kBuiltinCodecAccuracyToml, kBuiltinName);
+  return parse_accuracy_table(kBuiltinCodecAccuracyToml, kBuiltinAccuracyName);
 }
 
 std::string AutoCandidate::label() const {

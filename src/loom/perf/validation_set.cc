@@ -18,7 +18,7 @@ extern const char* const kBuiltinValidationToml;
 
 namespace {
 
-const char* kBuiltinName = "data/hardware/validation.toml (built in)";
+const char* kBuiltinValidationName = "data/hardware/validation.toml (built in)";
 
 const std::vector<std::string> kFigures = {"efficiency", "speedup", "samples_per_s", "ratio"};
 
@@ -82,12 +82,12 @@ std::vector<ValidationCase> parse_validation(const std::string& text, const std:
 }
 
 std::vector<ValidationCase> validation_cases() {
-  return parse_validation(kBuiltinValidationToml, kBuiltinName);
+  return parse_validation(kBuiltinValidationToml, kBuiltinValidationName);
 }
 
 Catalog validation_catalog() {
   Catalog cat = Catalog::builtin();
-  parse_validation(kBuiltinValidationToml, kBuiltinName, &cat);
+  parse_validation(kBuiltinValidationToml, kBuiltinValidationName, &cat);
   return cat;
 }
 

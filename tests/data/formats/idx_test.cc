@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "data/file_bytes.h"
 #include "data/temp_dir.h"
 #include "loom/core/error.h"
 
@@ -14,14 +15,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::vector<uint8_t> slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-void spit(const std::string& path, const std::vector<uint8_t>& b) {
-  std::ofstream f(path, std::ios::binary);
-  f.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
-}
+using testing::slurp;
+using testing::spit;
 
 IdxArray sample() {
   IdxArray a;

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "data/file_bytes.h"
 #include "data/temp_dir.h"
 #include "loom/core/error.h"
 #include "loom/core/io/crc32c.h"
@@ -23,14 +24,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::vector<uint8_t> slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-void spit(const std::string& path, const std::vector<uint8_t>& b) {
-  std::ofstream f(path, std::ios::binary);
-  f.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
-}
+using testing::slurp;
+using testing::spit;
 
 // n records of 2x3 uint8 pixels (value (i*7 + j) % 256), label i % 5; chunks of 4 records.
 void write_u8(const std::string& path, int n, int chunk = 4) {

@@ -8,14 +8,14 @@
 namespace loom::nn {
 namespace {
 
-const Shape kImage = {1, 28, 28};
+const Shape kMnistImage = {1, 28, 28};
 
 // The description agrees with the model build_model makes from the same config.
 void expect_matches_model(const Config& cfg) {
-  const auto d = describe_layers(cfg, kImage, 10);
-  const auto model = build_model(cfg, cpu_backend(), kImage, 10);
+  const auto d = describe_layers(cfg, kMnistImage, 10);
+  const auto model = build_model(cfg, cpu_backend(), kMnistImage, 10);
   ASSERT_EQ(d.size(), model->layers().size());
-  int64_t params = 0, flops = 0, width = numel(kImage);
+  int64_t params = 0, flops = 0, width = numel(kMnistImage);
   for (size_t i = 0; i < d.size(); ++i) {
     EXPECT_EQ(d[i].kind, model->layers()[i]->kind()) << i;
     EXPECT_EQ(d[i].in, width) << i;
@@ -30,7 +30,7 @@ void expect_matches_model(const Config& cfg) {
 }
 
 TEST(ModelDescription, DefaultMlp) {
-  const auto d = describe_layers(Config{}, kImage, 10);
+  const auto d = describe_layers(Config{}, kMnistImage, 10);
   ASSERT_EQ(d.size(), 8u);
   EXPECT_EQ(d[1].kind, "Linear");
   EXPECT_EQ(d[1].in, 784);

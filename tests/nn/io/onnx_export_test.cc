@@ -128,7 +128,7 @@ std::unique_ptr<Model> round_trip(Model& m) {
 
 // The layer types of `m` in order, leaving out the flatten the importer puts after a
 // globalavgpool2d (ONNX's GlobalAveragePool keeps a 1x1 plane, loom's layer does not).
-std::vector<std::string> kinds(const Model& m) {
+std::vector<std::string> exported_kinds(const Model& m) {
   std::vector<std::string> out;
   for (size_t i = 0; i < m.layers().size(); ++i) {
     const auto& in = m.layer_inputs(int(i));
@@ -144,28 +144,28 @@ TEST(OnnxExport, MlpRoundTripsThroughTheImporter) {
   SKIP_WITHOUT_ONNX();
   auto m = model_from_config({"model=mlp", "mlp.hidden=[48, 24]", "mlp.dropout=0.25"}, {1, 28, 28});
   auto back = round_trip(*m);
-  EXPECT_EQ(kinds(*back), kinds(*m));
+  EXPECT_EQ(exported_kinds(*back), exported_kinds(*m));
 }
 
 TEST(OnnxExport, CnnRoundTripsThroughTheImporter) {
   SKIP_WITHOUT_ONNX();
   auto m = model_from_config({"model=cnn", "cnn.channels=[4, 8]", "cnn.hidden=32"}, {1, 28, 28});
   auto back = round_trip(*m);
-  EXPECT_EQ(kinds(*back), kinds(*m));
+  EXPECT_EQ(exported_kinds(*back), exported_kinds(*m));
 }
 
 TEST(OnnxExport, Resnet20RoundTripsThroughTheImporter) {
   SKIP_WITHOUT_ONNX();
   auto m = model_from_config({"model=resnet20"}, {1, 12, 12});
   auto back = round_trip(*m);
-  EXPECT_EQ(kinds(*back), kinds(*m));
+  EXPECT_EQ(exported_kinds(*back), exported_kinds(*m));
 }
 
 TEST(OnnxExport, EveryLayerTypeRoundTripsThroughTheImporter) {
   SKIP_WITHOUT_ONNX();
   auto m = model_from_toml(kAllLayers, {1, 28, 28});
   auto back = round_trip(*m);
-  EXPECT_EQ(kinds(*back), kinds(*m));
+  EXPECT_EQ(exported_kinds(*back), exported_kinds(*m));
   // The importer gives back each layer's own parameters.
   const Model& b = *back;
   auto bn = dynamic_cast<const BatchNorm*>(b.layers()[size_t(b.find_layer("stem_bn"))].get());
@@ -196,7 +196,7 @@ out = 10
 )",
                            {4, 7});
   auto back = round_trip(*m);
-  EXPECT_EQ(kinds(*back), kinds(*m));
+  EXPECT_EQ(exported_kinds(*back), exported_kinds(*m));
 }
 
 #if LOOM_HAVE_ONNX

@@ -14,6 +14,8 @@ namespace {
 using testing::expect_matches;
 using testing::load_reference;
 using testing::Reference;
+using testing::expect_config_error;
+using testing::kBilinear;
 
 Conv2dOptions options_of(const Reference& ref) {
   return Conv2dOptions{.in_channels = ref.iattr("in_channels"),
@@ -55,8 +57,6 @@ INSTANTIATE_TEST_SUITE_P(PyTorch, Conv2dReference,
                                            "conv2d_depthwise_nobias", "conv2d_square"));
 
 // Linear in x and in the weights separately (see conv2d_test.cc): a wide step, tight tolerance.
-constexpr testing::Tolerance kBilinear{0.05, 1e-3, 1e-5};
-
 TEST(Conv2dOptions, GradientsGroupedDilatedRectangular) {
   Conv2d layer(Conv2dOptions{.in_channels = 4,
                              .out_channels = 6,
@@ -115,15 +115,6 @@ TEST(Conv2dOptions, ShapesParamsAndFlops) {
 }
 
 // The message must name the layer so a model's config error points at it.
-void expect_config_error(const std::function<void()>& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "no ConfigError (wanted one mentioning " << needle << ")";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
-
 TEST(Conv2dOptions, BadConfigsNameTheLayer) {
   expect_config_error(
       [] {

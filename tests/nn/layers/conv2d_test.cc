@@ -15,11 +15,11 @@ using testing::check_layer_gradients;
 using testing::make_context;
 using testing::random_vector;
 using testing::Tolerance;
+using testing::distinct_values;
+using testing::kBilinear;
 
 // Linear in x and in the weights separately: a wide step has no truncation error and
 // divides the float rounding of the forward by more.
-constexpr Tolerance kBilinear{0.05, 1e-3, 1e-5};
-
 TEST(Conv2d, GradientsWithPaddingAndStrideTwo) {
   // [2, 5, 6] -> [3, 3, 3]: the stride leaves the last padded column unused.
   Conv2d layer(2, 3, 3, 2, 1);
@@ -75,16 +75,6 @@ TEST(Conv2d, BadShapesAreConfigErrors) {
 }
 
 // Values are a shuffled ramp 0.1 apart, so no window has a tie within the step of 0.01.
-std::vector<float> distinct_values(int64_t n, uint64_t seed) {
-  std::vector<float> v(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), 0.0f);
-  Rng rng(seed, 0, RngPurpose::kTest);
-  for (int64_t i = n - 1; i > 0; --i)
-    std::swap(v[size_t(i)], v[size_t(rng.below(uint64_t(i + 1)))]);
-  for (float& x : v) x = 0.1f * x - 2.0f;
-  return v;
-}
-
 TEST(MaxPool2d, GradientsWithoutTies) {
   MaxPool2d layer(2);
   check_layer_gradients(layer, {2, 4, 6}, 2, distinct_values(96, 14), make_context(), Tolerance{});

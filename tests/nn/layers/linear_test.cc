@@ -14,11 +14,10 @@ using testing::check_layer_gradients;
 using testing::make_context;
 using testing::random_vector;
 using testing::Tolerance;
+using testing::kBilinear;
 
 // Linear in x and in the weights separately: a wide step has no truncation error and
 // divides the float rounding of the forward by more.
-constexpr Tolerance kBilinear{0.05, 1e-3, 1e-5};
-
 // Linear is bilinear in (x, W), so central differences are exact up to float rounding.
 TEST(Linear, GradientsMatchFiniteDifferences) {
   for (bool bias : {true, false}) {

@@ -16,8 +16,10 @@ namespace {
 using testing::expect_matches;
 using testing::load_reference;
 using testing::Reference;
+using testing::distinct_values;
+using testing::expect_config_error;
 
-Pool2dOptions options_of(const Reference& ref) {
+Pool2dOptions pool_options_of(const Reference& ref) {
   return Pool2dOptions{.kernel_h = ref.iattr("kernel_h"),
                        .kernel_w = ref.iattr("kernel_w"),
                        .stride_h = ref.iattr("stride_h"),
@@ -39,7 +41,7 @@ void expect_layer_matches(Layer& layer, const Reference& ref) {
 class MaxPoolReference : public ::testing::TestWithParam<const char*> {};
 TEST_P(MaxPoolReference, MatchesPyTorch) {
   const Reference ref = load_reference(GetParam());
-  MaxPool2d layer(options_of(ref));
+  MaxPool2d layer(pool_options_of(ref));
   expect_layer_matches(layer, ref);
 }
 INSTANTIATE_TEST_SUITE_P(PyTorch, MaxPoolReference,
@@ -48,7 +50,7 @@ INSTANTIATE_TEST_SUITE_P(PyTorch, MaxPoolReference,
 class AvgPoolReference : public ::testing::TestWithParam<const char*> {};
 TEST_P(AvgPoolReference, MatchesPyTorch) {
   const Reference ref = load_reference(GetParam());
-  AvgPool2d layer(options_of(ref));
+  AvgPool2d layer(pool_options_of(ref));
   expect_layer_matches(layer, ref);
 }
 INSTANTIATE_TEST_SUITE_P(PyTorch, AvgPoolReference,
@@ -89,16 +91,6 @@ TEST(AvgPool2d, Gradients) {
 
 // Values a shuffled ramp 0.1 apart: no window has a tie within the step of 0.01, so max
 // pooling is linear near x and the default step is exact.
-std::vector<float> distinct_values(int64_t n, uint64_t seed) {
-  std::vector<float> v(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), 0.0f);
-  Rng rng(seed, 0, RngPurpose::kTest);
-  for (int64_t i = n - 1; i > 0; --i)
-    std::swap(v[size_t(i)], v[size_t(rng.below(uint64_t(i + 1)))]);
-  for (float& x : v) x = 0.1f * x - 2.0f;
-  return v;
-}
-
 TEST(MaxPool2d, GradientsOverlappingPaddedCeil) {
   MaxPool2d layer(Pool2dOptions{.kernel_h = 3,
                                 .kernel_w = 3,
@@ -132,15 +124,6 @@ TEST(Pool2d, ShapesFollowPyTorch) {
   GlobalAvgPool2d g;
   EXPECT_EQ(g.build({5, 3, 2}), (Shape{5}));
   EXPECT_EQ(g.kind(), "GlobalAvgPool2d");
-}
-
-void expect_config_error(const std::function<void()>& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "no ConfigError (wanted one mentioning " << needle << ")";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
 }
 
 TEST(Pool2d, BadConfigsNameTheLayer) {

@@ -131,12 +131,12 @@ TEST(SeqReference, IgnoredLabelsMatchTorchCrossEntropy) {
 // ---- gradients against central differences ----
 
 // Smooth layers: a step of 1e-2 keeps the truncation error (h^2 f''' / 6) near 1e-5.
-constexpr Tolerance kSmooth{1e-2, 2e-3, 2e-4};
+constexpr Tolerance kSeqSmooth{1e-2, 2e-3, 2e-4};
 
 TEST(SeqGradients, LayerNorm) {
   LayerNorm layer;
   auto x = random_vector(3 * 4 * 6, 11, -2.0f, 2.0f);
-  check_layer_gradients(layer, {4, 6}, 3, x, make_context(), kSmooth);
+  check_layer_gradients(layer, {4, 6}, 3, x, make_context(), kSeqSmooth);
 }
 
 TEST(SeqGradients, LayerNormGainAndBiasAwayFromTheirInit) {
@@ -157,21 +157,21 @@ TEST(SeqGradients, LayerNormGainAndBiasAwayFromTheirInit) {
   loss();
   layer.backward(make_context(), x.data(), y.data(), r.data(), dx.data(), batch);
   const auto analytic_params = grads;
-  expect_gradient_matches("dx", x, dx, loss, kSmooth);
-  expect_gradient_matches("dparams", params, analytic_params, loss, kSmooth);
+  expect_gradient_matches("dx", x, dx, loss, kSeqSmooth);
+  expect_gradient_matches("dparams", params, analytic_params, loss, kSeqSmooth);
 }
 
 TEST(SeqGradients, Attention) {
   for (bool bias : {true, false}) {
     SCOPED_TRACE(bias ? "bias" : "no bias");
     CausalSelfAttention layer(8, 2, bias);
-    check_layer_gradients(layer, {5, 8}, 2, random_vector(2 * 5 * 8, 21), make_context(), kSmooth);
+    check_layer_gradients(layer, {5, 8}, 2, random_vector(2 * 5 * 8, 21), make_context(), kSeqSmooth);
   }
 }
 
 TEST(SeqGradients, AttentionOneHeadPerDimension) {
   CausalSelfAttention layer(4, 4);
-  check_layer_gradients(layer, {3, 4}, 2, random_vector(2 * 3 * 4, 22), make_context(), kSmooth);
+  check_layer_gradients(layer, {3, 4}, 2, random_vector(2 * 3 * 4, 22), make_context(), kSeqSmooth);
 }
 
 // x + P: linear in both, so a wide step is exact up to float rounding.

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <mutex>
 
+#include "common/tiny_run.h"
 #include "loom/comm/thread/thread_world.h"
 #include "loom/core/error.h"
 #include "loom/core/rng.h"
@@ -24,6 +25,8 @@
 
 namespace loom::sync {
 namespace {
+
+using loom::testing::max_abs_diff;
 
 constexpr int64_t kFeatures = 8, kClasses = 4, kBatch = 6;
 constexpr float kLr = 0.1f;
@@ -187,13 +190,6 @@ RunOut run_ps(const Config& cfg, int workers, int64_t steps, int slow = -1, floa
     if (c.rank() == 0) out.stats = strategy->take_stats();
   });
   return out;
-}
-
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, double(std::fabs(a[i] - b[i])));
-  return m;
 }
 
 TEST(PsStrategy, SynchronousMatchesTheReference) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/random_vector.h"
 #include "loom/core/cpu_features.h"
 #include "loom/core/error.h"
 #include "loom/core/rng.h"
@@ -35,12 +36,7 @@ std::vector<float> rounded(std::vector<float> v) {
   return v;
 }
 
-std::vector<float> random_vector(int64_t n, uint64_t seed) {
-  Rng rng(seed, 0, RngPurpose::kTest);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = 2.0f * rng.uniform() - 1.0f;
-  return v;
-}
+using loom::testing::random_vector;
 
 #define SKIP_WITHOUT_BF16()                                                              \
   if (!cpu_has_avx512_bf16())                                                            \

@@ -1,6 +1,7 @@
 // Every CpuBackend op against a plain hand-written expectation: bias and sums, ReLU, dropout,
 // softmax cross-entropy, im2col/col2im, max pooling, non-finite detection. The optimizer
 // updates are in cpu_backend_update_test.cc.
+#include "tensor/random_vector.h"
 #include "loom/tensor/cpu/cpu_backend.h"
 
 #include <gtest/gtest.h>
@@ -18,12 +19,7 @@
 namespace loom {
 namespace {
 
-std::vector<float> random_vector(int64_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
-  Rng rng(seed, 0, RngPurpose::kTest);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = lo + (hi - lo) * rng.uniform();
-  return v;
-}
+using loom::testing::random_vector;
 
 TEST(CpuBackend, AllocateIsZeroedAndAligned) {
   CpuBackend be;

@@ -1,6 +1,7 @@
 // The oneDNN convolution path of the CPU backend: primitives cached once per geometry, every
 // geometry (grouped, dilated, no bias) equal to a direct convolution, and the Backend defaults
 // (the im2col path other backends fall back on) equal to it where they apply.
+#include "tensor/random_vector.h"
 #include "loom/tensor/cpu/onednn_conv.h"
 
 #include <gtest/gtest.h>
@@ -16,12 +17,7 @@
 namespace loom {
 namespace {
 
-std::vector<float> random_vector(int64_t n, uint64_t seed) {
-  Rng rng(seed, 0, RngPurpose::kTest);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = 2.0f * rng.uniform() - 1.0f;
-  return v;
-}
+using loom::testing::random_vector;
 
 ConvGeometry geometry(int64_t batch, int64_t in_c, int64_t hw, int64_t out_c, int64_t k,
                       int64_t stride, int64_t pad, int64_t dilation, int64_t groups) {
