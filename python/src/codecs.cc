@@ -186,7 +186,8 @@ void register_codecs(py::module_& m) {
       .def(py::init(&make), py::arg("name"), py::arg("params") = py::dict())
       .def_property_readonly("name", [](const PyCodec& c) { return c.codec->name(); })
       .def_property_readonly(
-          "aggregation", [](const PyCodec& c) { return compress::aggregation_name(c.codec->aggregation()); })
+          "aggregation",
+          [](const PyCodec& c) { return compress::aggregation_name(c.codec->aggregation()); })
       .def_property_readonly("error_feedback",
                              [](const PyCodec& c) { return c.codec->error_feedback(); })
       .def_property_readonly("residual_format",

@@ -140,8 +140,9 @@ void register_collectives(py::module_& m) {
            py::arg("bucket") = "bucket",
            py::arg("matrices") = std::vector<std::pair<int64_t, int64_t>>{})
       .def_property_readonly("n", [](const Stages& s) { return s.st.n; })
-      .def_property_readonly("aggregation",
-                             [](const Stages& s) { return compress::aggregation_name(s.st.aggregation); })
+      .def_property_readonly(
+          "aggregation",
+          [](const Stages& s) { return compress::aggregation_name(s.st.aggregation); })
       .def_property_readonly("slot_bytes", [](const Stages& s) { return s.st.slot_bytes; })
       .def_property_readonly("wire_bytes", [](const Stages& s) { return s.st.wire_bytes; })
       .def("stripe_bytes",

@@ -62,7 +62,8 @@ TEST(BadInput, InspectBoundsHugeInt64Labels) {
   const std::string y = t.file("neg.npy");
   const std::vector<int64_t> labels = {1, -3};
   write_npy(y, NpyDtype::kInt64, {2}, labels.data());
-  EXPECT_THAT(bad_input_error([&] { inspect_file(y); }), HasSubstr("record 1: label -3 is not a class"));
+  EXPECT_THAT(bad_input_error([&] { inspect_file(y); }),
+              HasSubstr("record 1: label -3 is not a class"));
 }
 
 TEST(BadInput, ACsvLabelAboveMaxClassesIsRefused) {
@@ -139,8 +140,10 @@ TEST(BadInput, BadMagicIsNamedByFormatWithEscapedBytes) {
     EXPECT_THAT(e, Not(HasSubstr("column"))) << name;
     for (char c : e) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << name << ": raw byte in " << e;
   }
-  EXPECT_THAT(bad_input_error([&] { inspect_file(t.file("x.npy")); }), HasSubstr("not a NumPy .npy file"));
-  EXPECT_THAT(bad_input_error([&] { inspect_file(t.file("x.idx")); }), HasSubstr("not an IDX file"));
+  EXPECT_THAT(bad_input_error([&] { inspect_file(t.file("x.npy")); }),
+              HasSubstr("not a NumPy .npy file"));
+  EXPECT_THAT(bad_input_error([&] { inspect_file(t.file("x.idx")); }),
+              HasSubstr("not an IDX file"));
   EXPECT_THAT(bad_input_error([&] { inspect_file(t.file("x.bin")); }),
               HasSubstr("not a format loom reads"));
   // Text with a stray control byte in a cell: the cell is shown escaped.
@@ -184,8 +187,9 @@ TEST(BadInput, TestSetsMustFitTheTrainingSet) {
               HasSubstr("te: test samples of shape 1x0x2 differ"));
   Dataset classes = test;
   classes.num_classes = 4951;
-  EXPECT_THAT(bad_input_error([&] { check_data_sets(src, "tr", &classes, "te", kMaxClasses, "d"); }),
-              HasSubstr("4951 classes"));
+  EXPECT_THAT(
+      bad_input_error([&] { check_data_sets(src, "tr", &classes, "te", kMaxClasses, "d"); }),
+      HasSubstr("4951 classes"));
   Dataset nan = test;
   nan.features[13] = NAN;
   EXPECT_THAT(bad_input_error([&] { check_data_sets(src, "tr", &nan, "te", kMaxClasses, "d"); }),

@@ -53,7 +53,7 @@ struct TwoLevelOutcome {
 };
 
 TwoLevelOutcome run(const std::string& name, const Shape& s, size_t n, int steps,
-            const std::function<std::vector<float>(int, int)>& in) {
+                    const std::function<std::vector<float>(int, int)>& in) {
   auto codec = codec_named(name);
   const std::vector<int> machines = comm::consecutive_machines(s.n, s.per);
   TwoLevelOutcome o;
@@ -82,7 +82,8 @@ TEST(TwoLevelCompressed, IdentityCodecIsTheTwoLevelAllreduce) {
   for (const Shape& s : kShapes) {
     for (size_t n : {size_t(5), size_t(1001), size_t(20011)}) {
       SCOPED_TRACE(where(s, "fp32", n));
-      const TwoLevelOutcome o = run("fp32", s, n, 1, [&](int r, int) { return two_level_input(r, 0, n); });
+      const TwoLevelOutcome o =
+          run("fp32", s, n, 1, [&](int r, int) { return two_level_input(r, 0, n); });
       std::vector<std::vector<float>> in(size_t(s.n));
       for (int r = 0; r < s.n; ++r) in[size_t(r)] = two_level_input(r, 0, n);
       const std::vector<int> machines = comm::consecutive_machines(s.n, s.per);
@@ -192,7 +193,8 @@ TEST(TwoLevelCompressed, LossyCodecsStayWithinTheirErrorAndErrorFeedbackTelescop
     for (const Shape& s : kShapes) {
       const size_t n = 3001;
       SCOPED_TRACE(where(s, name, n));
-      const TwoLevelOutcome o = run(name, s, n, steps, [&](int r, int t) { return two_level_input(r, t, n); });
+      const TwoLevelOutcome o =
+          run(name, s, n, steps, [&](int r, int t) { return two_level_input(r, t, n); });
       std::vector<double> sum_exact(n, 0.0), sum_out(n, 0.0);
       for (int t = 0; t < steps; ++t) {
         std::vector<double> exact(n, 0.0);
@@ -250,7 +252,8 @@ TEST(TwoLevelCompressed, TheMeanOverManyStepsConvergesToTheExactMean) {
   for (const std::string name : {"onebit", "int8"}) {
     SCOPED_TRACE(name);
     const int steps = 200;
-    const TwoLevelOutcome o = run(name, s, n, steps, [&](int r, int) { return two_level_input(r, 0, n); });
+    const TwoLevelOutcome o =
+        run(name, s, n, steps, [&](int r, int) { return two_level_input(r, 0, n); });
     std::vector<double> exact(n, 0.0);
     for (int r = 0; r < s.n; ++r) {
       const std::vector<float> x = two_level_input(r, 0, n);
@@ -281,8 +284,8 @@ TEST(TwoLevelCompressed, BucketsSmallerThanAMachineAreExact) {
   // fp32 on every rank; a collective after it still matches (the ranks drew the same tags).
   const Shape s{6, 3};
   for (size_t n : {size_t(1), size_t(2)}) {
-    const TwoLevelOutcome o = run("onebit", s, n, 3,
-                          [&](int r, int t) { return std::vector<float>(n, float(r + 1 + t)); });
+    const TwoLevelOutcome o = run(
+        "onebit", s, n, 3, [&](int r, int t) { return std::vector<float>(n, float(r + 1 + t)); });
     for (int r = 0; r < s.n; ++r)
       for (int t = 0; t < 3; ++t)
         for (size_t i = 0; i < n; ++i) EXPECT_EQ(o.out[size_t(r)][size_t(t)][i], 21.0f + 6 * t);

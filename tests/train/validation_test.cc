@@ -250,7 +250,8 @@ TEST(Validation, ResumeAcrossTheSplitIsExact) {
   }
 }
 
-void write_validation_shard(const std::string& path, std::vector<int64_t> shape, int classes, int64_t count) {
+void write_validation_shard(const std::string& path, std::vector<int64_t> shape, int classes,
+                            int64_t count) {
   data::ShardWriter w(path, {data::ShardDtype::kFloat32, shape, classes, count, 0});
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;

@@ -32,7 +32,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-#define SKIP_WITHOUT_ONNX() \
+#define SKIP_WITHOUT_ONNX_EXPORT() \
   if (!onnx_export_built()) GTEST_SKIP() << "this loom was built without libonnx-dev"
 
 // Every layer type of the factory (tests/data/onnx/all_layers.toml says which parameters).
@@ -141,28 +141,28 @@ std::vector<std::string> exported_kinds(const Model& m) {
 }
 
 TEST(OnnxExport, MlpRoundTripsThroughTheImporter) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_EXPORT();
   auto m = model_from_config({"model=mlp", "mlp.hidden=[48, 24]", "mlp.dropout=0.25"}, {1, 28, 28});
   auto back = round_trip(*m);
   EXPECT_EQ(exported_kinds(*back), exported_kinds(*m));
 }
 
 TEST(OnnxExport, CnnRoundTripsThroughTheImporter) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_EXPORT();
   auto m = model_from_config({"model=cnn", "cnn.channels=[4, 8]", "cnn.hidden=32"}, {1, 28, 28});
   auto back = round_trip(*m);
   EXPECT_EQ(exported_kinds(*back), exported_kinds(*m));
 }
 
 TEST(OnnxExport, Resnet20RoundTripsThroughTheImporter) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_EXPORT();
   auto m = model_from_config({"model=resnet20"}, {1, 12, 12});
   auto back = round_trip(*m);
   EXPECT_EQ(exported_kinds(*back), exported_kinds(*m));
 }
 
 TEST(OnnxExport, EveryLayerTypeRoundTripsThroughTheImporter) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_EXPORT();
   auto m = model_from_toml(kAllLayers, {1, 28, 28});
   auto back = round_trip(*m);
   EXPECT_EQ(exported_kinds(*back), exported_kinds(*m));
@@ -184,7 +184,7 @@ TEST(OnnxExport, EveryLayerTypeRoundTripsThroughTheImporter) {
 
 // batchnorm1d over [C, L] samples: the importer reads BatchNormalization of rank 3 too.
 TEST(OnnxExport, BatchNormOverSequencesRoundTrips) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_EXPORT();
   auto m = model_from_toml(R"(
 [[layer]]
 type = "batchnorm1d"
@@ -220,7 +220,7 @@ std::vector<float> floats(const onnx::TensorProto& t) {
 }
 
 TEST(OnnxExport, InputOutputOpsetAndInitializerNames) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_EXPORT();
   auto m = model_from_config({"model=cnn", "cnn.channels=[4]", "cnn.hidden=16"}, {1, 28, 28});
   onnx::ModelProto p = parse(onnx_model_bytes(*m, m->params(), m->state()));
   ASSERT_EQ(p.opset_import_size(), 1);
@@ -266,7 +266,7 @@ TEST(OnnxExport, InputOutputOpsetAndInitializerNames) {
 }
 
 TEST(OnnxExport, BatchNormWritesRunningStatisticsAndEvalNodes) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_EXPORT();
   auto m = model_from_toml(kAllLayers, {1, 28, 28});
   onnx::ModelProto p = parse(onnx_model_bytes(*m, m->params(), m->state()));
   const auto* mean = find_initializer(p, "stem_bn.running_mean");
@@ -307,7 +307,7 @@ TEST(OnnxExport, BatchNormWritesRunningStatisticsAndEvalNodes) {
 }
 
 TEST(OnnxExport, FixedBatchOption) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_EXPORT();
   auto m = model_from_config({"model=mlp", "mlp.hidden=[8]"}, {1, 28, 28});
   OnnxExportOptions o;
   o.batch = 32;
@@ -320,7 +320,7 @@ TEST(OnnxExport, FixedBatchOption) {
 
 // The importer reads a Sum only over activations of one shape.
 TEST(OnnxExport, ImportedSumOfDifferentShapesNamesTheNode) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_EXPORT();
   auto m = model_from_toml(kAllLayers, {1, 28, 28});
   onnx::ModelProto p = parse(onnx_model_bytes(*m, m->params(), m->state()));
   bool edited = false;
@@ -355,7 +355,7 @@ class Mystery final : public Layer {
 };
 
 TEST(OnnxExport, UnsupportedLayerIsAnErrorNamingIt) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_EXPORT();
   std::vector<std::unique_ptr<Layer>> layers;
   layers.push_back(std::make_unique<Linear>(12, 10));
   layers.push_back(std::make_unique<Mystery>());
@@ -374,7 +374,7 @@ TEST(OnnxExport, UnsupportedLayerIsAnErrorNamingIt) {
 // ceil_mode whose last window would start in the padding: loom (and PyTorch) drop it, ONNX's
 // pools keep it, so the export refuses rather than write a model of another output size.
 TEST(OnnxExport, CeilModeWindowInThePaddingIsRefused) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_EXPORT();
   auto m = model_from_toml(R"(
 [[layer]]
 type = "maxpool2d"
@@ -400,13 +400,13 @@ out = 10
 }
 
 TEST(OnnxExport, StatefulModelWithoutStateIsRefused) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_EXPORT();
   auto m = model_from_config({"model=resnet20"}, {1, 8, 8});
   EXPECT_THROW(onnx_model_bytes(*m, m->params(), nullptr), ConfigError);
 }
 
 TEST(OnnxExport, WritesAtomicallyAndLeavesTheFileOnFailure) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_EXPORT();
   const fs::path dir = fs::temp_directory_path() / fmt::format("loom_onnx_export_{}", ::getpid());
   fs::remove_all(dir);
   fs::create_directories(dir);

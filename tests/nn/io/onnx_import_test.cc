@@ -88,7 +88,7 @@ const LayerSpec& layer(const GraphSpec& g, const std::string& name) {
   return g.layers.front();
 }
 
-#define SKIP_WITHOUT_ONNX() \
+#define SKIP_WITHOUT_ONNX_IMPORT() \
   if (!onnx_import_built()) GTEST_SKIP() << "this loom was built without libonnx-dev"
 
 // Loads fixture NAME, runs PyTorch's input through it and compares with PyTorch's outputs.
@@ -120,13 +120,13 @@ void check_against_pytorch(const std::string& name) {
 }
 
 TEST(OnnxImport, MlpMatchesPytorch) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_IMPORT();
   check_against_pytorch("mlp");
 }
 
 // torch.onnx.export's defaults: no Dropout, and the export's batch size of 4 in the Reshape.
 TEST(OnnxImport, EvalModeExportMatchesPytorch) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_IMPORT();
   check_against_pytorch("mlp_eval");
   GraphSpec g = graph_from_onnx(fixture("mlp_eval.onnx"), {1, 8, 8});
   std::vector<std::string> types;
@@ -136,29 +136,29 @@ TEST(OnnxImport, EvalModeExportMatchesPytorch) {
 }
 
 TEST(OnnxImport, ConvNetMatchesPytorch) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_IMPORT();
   check_against_pytorch("convnet");
 }
 
 TEST(OnnxImport, CnnWithBatchNormMatchesPytorch) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_IMPORT();
   check_against_pytorch("cnn");
 }
 
 TEST(OnnxImport, ResidualBlocksMatchPytorch) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_IMPORT();
   check_against_pytorch("resnet");
 }
 
 TEST(OnnxImport, ActivationsConcatAndPoolingMatchPytorch) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_IMPORT();
   check_against_pytorch("ops");
 }
 
 // MobileNets' activations as torch.onnx writes them: ReLU6 as Clip with constant bounds,
 // Hardswish, Hardsigmoid with alpha 1/6; each reached on every piece.
 TEST(OnnxImport, MobileActivationsMatchPytorch) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_IMPORT();
   check_against_pytorch("mobile");
   GraphSpec g = graph_from_onnx(fixture("mobile.onnx"), {1, 8, 8});
   std::vector<std::string> types;
@@ -168,7 +168,7 @@ TEST(OnnxImport, MobileActivationsMatchPytorch) {
 }
 
 TEST(OnnxImport, MlpGraphLayersNamesAndWeights) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_IMPORT();
   GraphSpec g = graph_from_onnx(fixture("mlp.onnx"), {1, 8, 8});
   std::vector<std::string> types, names;
   for (const auto& l : g.layers) {
@@ -191,7 +191,7 @@ TEST(OnnxImport, MlpGraphLayersNamesAndWeights) {
 }
 
 TEST(OnnxImport, ModelKeyLoadsAnOnnxFile) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_IMPORT();
   Config cfg;
   cfg.set("model", fixture("mlp.onnx"));
   auto model = build_model(cfg, cpu_backend(), {1, 8, 8}, 10);
@@ -204,7 +204,7 @@ TEST(OnnxImport, ModelKeyLoadsAnOnnxFile) {
 }
 
 TEST(OnnxImport, ModelParallelChainsRefuseImportedWeights) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_IMPORT();
   Config cfg;
   cfg.set("model", fixture("mlp.onnx"));
   try {
@@ -216,7 +216,7 @@ TEST(OnnxImport, ModelParallelChainsRefuseImportedWeights) {
 }
 
 TEST(OnnxImport, BatchNormImportsStatisticsAndPytorchMomentum) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_IMPORT();
   GraphSpec g = graph_from_onnx(fixture("cnn.onnx"), {1, 8, 8});
   const LayerSpec& conv = g.layers[0];
   EXPECT_EQ(conv.type, "conv2d");
@@ -234,7 +234,7 @@ TEST(OnnxImport, BatchNormImportsStatisticsAndPytorchMomentum) {
 }
 
 TEST(OnnxImport, ResidualAddsAndFusedActivations) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_IMPORT();
   GraphSpec r = graph_from_onnx(fixture("resnet.onnx"), {3, 8, 8});
   EXPECT_EQ(layer(r, "block1_Add").inputs,
             (std::vector<std::string>{"block1_bn2_BatchNormalization", "stem_stem_2_Relu"}));
@@ -259,7 +259,7 @@ TEST(OnnxImport, ResidualAddsAndFusedActivations) {
 }
 
 TEST(OnnxImport, UnsupportedOpNamesNodeAndOpType) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_IMPORT();
   try {
     graph_from_onnx(fixture("softplus.onnx"), {1, 8, 8});
     FAIL() << "no error";
@@ -272,7 +272,7 @@ TEST(OnnxImport, UnsupportedOpNamesNodeAndOpType) {
 }
 
 TEST(OnnxImport, InputShapeMustBeTheData) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_IMPORT();
   try {
     graph_from_onnx(fixture("mlp.onnx"), {1, 28, 28});
     FAIL() << "no error";
@@ -295,7 +295,7 @@ void expect_clean_error(const std::string& bytes, const std::string& name) {
 }
 
 TEST(OnnxImport, MissingEmptyTruncatedAndGarbageFiles) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_IMPORT();
   EXPECT_THROW(graph_from_onnx(fixture("no_such.onnx"), {1, 8, 8}), InputError);
   expect_clean_error("", "empty.onnx");
   const std::string bytes = read_bytes(fixture("mlp.onnx"));
@@ -319,7 +319,7 @@ TEST(OnnxImport, MissingEmptyTruncatedAndGarbageFiles) {
 }
 
 TEST(OnnxImport, WrongSizedInitialWeightsAreAConfigError) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_IMPORT();
   GraphSpec g = graph_from_onnx(fixture("mlp.onnx"), {1, 8, 8});
   g.layers[1].init_params.pop_back();
   try {
@@ -336,7 +336,7 @@ TEST(OnnxImport, WrongSizedInitialWeightsAreAConfigError) {
 // A model whose output is not the data's class count: the error names the .onnx file the
 // config gave (not only the layer), since the file is what the user can change.
 TEST(OnnxImport, AClassCountThatDoesNotFitNamesTheFile) {
-  SKIP_WITHOUT_ONNX();
+  SKIP_WITHOUT_ONNX_IMPORT();
   Config cfg;
   cfg.set("model", fixture("mlp.onnx"));
   try {

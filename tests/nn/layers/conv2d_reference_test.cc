@@ -11,11 +11,11 @@
 namespace loom::nn {
 namespace {
 
+using testing::expect_config_error;
 using testing::expect_matches;
+using testing::kBilinear;
 using testing::load_reference;
 using testing::Reference;
-using testing::expect_config_error;
-using testing::kBilinear;
 
 Conv2dOptions options_of(const Reference& ref) {
   return Conv2dOptions{.in_channels = ref.iattr("in_channels"),

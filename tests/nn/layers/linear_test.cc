@@ -11,10 +11,10 @@ namespace loom::nn {
 namespace {
 
 using testing::check_layer_gradients;
+using testing::kBilinear;
 using testing::make_context;
 using testing::random_vector;
 using testing::Tolerance;
-using testing::kBilinear;
 
 // Linear in x and in the weights separately: a wide step has no truncation error and
 // divides the float rounding of the forward by more.

@@ -13,11 +13,11 @@
 namespace loom::nn {
 namespace {
 
+using testing::distinct_values;
+using testing::expect_config_error;
 using testing::expect_matches;
 using testing::load_reference;
 using testing::Reference;
-using testing::distinct_values;
-using testing::expect_config_error;
 
 Pool2dOptions pool_options_of(const Reference& ref) {
   return Pool2dOptions{.kernel_h = ref.iattr("kernel_h"),

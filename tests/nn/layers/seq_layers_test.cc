@@ -165,7 +165,8 @@ TEST(SeqGradients, Attention) {
   for (bool bias : {true, false}) {
     SCOPED_TRACE(bias ? "bias" : "no bias");
     CausalSelfAttention layer(8, 2, bias);
-    check_layer_gradients(layer, {5, 8}, 2, random_vector(2 * 5 * 8, 21), make_context(), kSeqSmooth);
+    check_layer_gradients(layer, {5, 8}, 2, random_vector(2 * 5 * 8, 21), make_context(),
+                          kSeqSmooth);
   }
 }
 

@@ -10,13 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "tensor/random_vector.h"
 #include "loom/core/cpu_features.h"
 #include "loom/core/error.h"
 #include "loom/core/rng.h"
 #include "loom/tensor/cpu/cpu_backend.h"
 #include "loom/tensor/cpu/onednn_conv.h"
 #include "loom/tensor/cpu/onednn_matmul.h"
+#include "tensor/random_vector.h"
 
 namespace loom {
 namespace {

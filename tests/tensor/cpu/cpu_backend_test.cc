@@ -1,7 +1,6 @@
 // Every CpuBackend op against a plain hand-written expectation: bias and sums, ReLU, dropout,
 // softmax cross-entropy, im2col/col2im, max pooling, non-finite detection. The optimizer
 // updates are in cpu_backend_update_test.cc.
-#include "tensor/random_vector.h"
 #include "loom/tensor/cpu/cpu_backend.h"
 
 #include <gtest/gtest.h>
@@ -15,6 +14,7 @@
 
 #include "loom/core/rng.h"
 #include "loom/tensor/buffer.h"
+#include "tensor/random_vector.h"
 
 namespace loom {
 namespace {

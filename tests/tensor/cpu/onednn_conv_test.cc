@@ -1,7 +1,6 @@
 // The oneDNN convolution path of the CPU backend: primitives cached once per geometry, every
 // geometry (grouped, dilated, no bias) equal to a direct convolution, and the Backend defaults
 // (the im2col path other backends fall back on) equal to it where they apply.
-#include "tensor/random_vector.h"
 #include "loom/tensor/cpu/onednn_conv.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +12,7 @@
 #include "loom/core/error.h"
 #include "loom/core/rng.h"
 #include "loom/tensor/cpu/cpu_backend.h"
+#include "tensor/random_vector.h"
 
 namespace loom {
 namespace {
