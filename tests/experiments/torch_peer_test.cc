@@ -24,6 +24,22 @@ TEST(TorchPeer, TheCheckoutsPeerIsFoundByDefault) {
   ::unsetenv("LOOM_TORCH_PEER");
 }
 
+TEST(TorchPeer, TheTunedKernelsAreOnesTheCpuHas) {
+  EXPECT_EQ(openblas_core_type(true, true, false), "SkylakeX");
+  EXPECT_EQ(openblas_core_type(true, true, true), "SkylakeX");
+  EXPECT_EQ(openblas_core_type(false, true, true), "Zen");
+  EXPECT_EQ(openblas_core_type(false, true, false), "Haswell");
+  EXPECT_EQ(openblas_core_type(false, false, false), "");
+  // This CPU: never AVX-512 kernels without AVX-512 (the SIGILL of an AVX2-only CPU).
+  const std::string here = openblas_core_type_here();
+  if (!__builtin_cpu_supports("avx512f")) {
+    EXPECT_NE(here, "SkylakeX");
+  }
+  if (!__builtin_cpu_supports("avx2")) {
+    EXPECT_EQ(here, "");
+  }
+}
+
 TEST(TorchPeer, AMissingPyTorchSaysHowToGetIt) {
   ::setenv("LOOM_PYTHON", "/bin/false", 1);  // a "python" that cannot import torch
   EXPECT_EQ(find_python("/x/bench/peers/torch_mlp.py"), "/bin/false");

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <regex>
 
+#include "loom/core/cpu_features.h"
+
 namespace loom::experiments {
 
 namespace fs = std::filesystem;
@@ -39,11 +41,25 @@ std::string find_python(const std::string& script) {
   return "/usr/bin/python3";
 }
 
+std::string openblas_core_type(bool avx512, bool avx2_fma, bool amd) {
+  if (avx512) return "SkylakeX";
+  if (avx2_fma) return amd ? "Zen" : "Haswell";
+  return "";
+}
+
+std::string openblas_core_type_here() {
+  const bool avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return openblas_core_type(cpu_has_avx512(), avx2_fma, __builtin_cpu_is("amd"));
+}
+
 PeerResult run_torch_peer(const std::string& script, int threads, int epochs, bool tuned,
                           int timeout_s) {
   PeerResult r;
+  const std::string core = tuned ? openblas_core_type_here() : "";
   r.label = fmt::format("pytorch {} thread{} ({})", threads, threads == 1 ? "" : "s",
-                        tuned ? "OpenBLAS tuned: SkylakeX kernels" : "out of the box");
+                        !tuned         ? "out of the box"
+                        : core.empty() ? "OpenBLAS as detected, passive OpenMP waits"
+                                       : "OpenBLAS tuned: " + core + " kernels");
   if (script.empty()) {
     r.message =
         "peer script not found: it is bench/peers/torch_mlp.py of the checkout (or "
@@ -59,7 +75,9 @@ PeerResult run_torch_peer(const std::string& script, int threads, int epochs, bo
         python);
     return r;
   }
-  const std::string env = tuned ? "OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE" : "";
+  std::string env;
+  if (!core.empty()) env += "OPENBLAS_CORETYPE=" + core + " ";
+  if (tuned) env += "OMP_WAIT_POLICY=PASSIVE";
   const std::string cmd = fmt::format("timeout {} env {} '{}' '{}' --threads {} --epochs {} 2>&1",
                                       timeout_s, env, python, script, threads, epochs);
   FILE* pipe = popen(cmd.c_str(), "r");

@@ -23,7 +23,17 @@ std::string find_torch_peer();
 // /usr/bin/python3 (Debian's python3-torch).
 std::string find_python(const std::string& script);
 
-// tuned: OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE (the peer's best here).
+// The OpenBLAS kernels the tuned peer asks for (OPENBLAS_CORETYPE), from the CPU's ISA:
+// SkylakeX with AVX-512, Zen on an AMD CPU with AVX2 and FMA, Haswell on another, and none
+// below that. Debian's OpenBLAS 0.3.21 gives a CPU model it does not know Prescott's SSE3
+// kernels (docs/gemm.md), hence the preset; asking for kernels the CPU lacks (SkylakeX on an
+// AVX2-only CPU) kills the peer with SIGILL.
+std::string openblas_core_type(bool avx512, bool avx2_fma, bool amd);
+// The same for this CPU; LOOM_MAX_CPU_ISA=avx2 caps it as it caps loom's own kernels.
+std::string openblas_core_type_here();
+
+// tuned: OPENBLAS_CORETYPE=openblas_core_type_here() (where there is one) and
+// OMP_WAIT_POLICY=PASSIVE, the peer's best.
 PeerResult run_torch_peer(const std::string& script, int threads, int epochs, bool tuned,
                           int timeout_s = 300);
 
