@@ -44,6 +44,8 @@ parser.add_argument("--momentum", type=float, default=0.9)
 parser.add_argument("--schedule", choices=["constant", "cosine"], default="constant")
 parser.add_argument("--seed", type=int, default=0)
 parser.add_argument("--data", default=DEFAULT_DATA, help="folder of the Fashion-MNIST IDX files")
+parser.add_argument("--compile", action="store_true",
+                    help="torch.compile the model (PyTorch 2 and later; the first epoch compiles)")
 parser.add_argument("--world", type=int, default=1, help="DDP processes (gloo), one per command")
 parser.add_argument("--rank", type=int, default=0, help="this process's rank (with --world)")
 parser.add_argument("--master", default="127.0.0.1:29531", help="rank 0's ADDRESS:PORT")
@@ -104,6 +106,9 @@ def main():
         # the epoch times' maxima; kept alive to the end, so that gloo's worker threads never
         # free a tensor made here (loom/torch.py explains the hang that avoids)
         kept = []
+    if args.compile:
+        # the median over the epochs leaves out the first one's compilation (--epochs 3 or more)
+        model = torch.compile(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     loss_fn = nn.CrossEntropyLoss()
     steps_per_epoch = math.ceil(len(x_train) // max(args.world, 1) / args.batch)
@@ -150,7 +155,7 @@ def main():
               f"last_loss {loss.item():.3f}  test_acc {accs[-1]:.4f}", flush=True)
     print(f"RESULT single {args.threads}thr batch={args.batch} lr={args.lr} "
           f"schedule={args.schedule} "
-          f"coretype={os.environ.get('OPENBLAS_CORETYPE', '(unset)')} "
+          f"coretype={os.environ.get('OPENBLAS_CORETYPE', '(unset)')} compiled={int(args.compile)} "
           f"median_samples_per_s={statistics.median(rates):.0f} "
           f"final_test_acc={accs[-1]:.4f} data_load_s={load_s:.2f} torch={torch.__version__}"
           + (f" ddp={args.world} hook={args.hook} bucket_mb={args.bucket_mb:g} "

@@ -96,26 +96,36 @@ void run(const Args& a) {
 
   std::vector<experiments::PeerResult> peers;
   if (a.peer != "none") {
+    // Every PyTorch there is (Debian's 1.13, the newest from PyPI where scripts/setup-bench
+    // put it), each out of the box and tuned, and compiled where the version has
+    // torch.compile: loom is compared with the fastest a user could pick.
     const std::string script = experiments::find_torch_peer();
-    for (bool tuned : {false, true}) {
-      if ((a.peer == "default" && tuned) || (a.peer == "tuned" && !tuned)) continue;
-      experiments::PeerResult p =
-          experiments::run_torch_peer(script, int(a.threads), a.peer_epochs, tuned);
-      emit(json, {{"bench", "train"},
-                  {"what", "peer"},
-                  {"label", p.label},
-                  {"ran", p.ran},
-                  {"samples_per_s", p.samples_per_s},
-                  {"test_acc", p.test_acc},
-                  {"message", p.ran ? "" : p.message}});
-      peers.push_back(p);
+    for (const std::string& python : experiments::find_pythons(script)) {
+      std::string version;
+      for (int preset = 0; preset < 3; ++preset) {
+        const bool tuned = preset > 0, compile = preset == 2;
+        if ((a.peer == "default" && tuned) || (a.peer == "tuned" && !tuned)) continue;
+        if (compile && !experiments::has_torch_compile(version)) continue;
+        experiments::PeerResult p = experiments::run_torch_peer(
+            script, {python, tuned, compile}, int(a.threads), a.peer_epochs);
+        if (p.ran) version = p.torch_version;
+        emit(json, {{"bench", "train"},
+                    {"what", "peer"},
+                    {"label", p.label},
+                    {"torch", p.torch_version},
+                    {"ran", p.ran},
+                    {"samples_per_s", p.samples_per_s},
+                    {"test_acc", p.test_acc},
+                    {"message", p.ran ? "" : p.message}});
+        peers.push_back(p);
+      }
     }
   }
 
-  fmt::print("\n{:<46} {:>12} {:>10}\n", "configuration", "samples/s", "ratio");
+  fmt::print("\n{:<64} {:>12} {:>10}\n", "configuration", "samples/s", "ratio");
   const double base = loom_rates.empty() ? 0 : loom_rates.front().second;
   for (const auto& [library, rate] : ceilings)
-    fmt::print("{:<46} {:>12.0f} {:>10}\n",
+    fmt::print("{:<64} {:>12.0f} {:>10}\n",
                fmt::format("GEMM ceiling, {} (step's GEMMs only)", library), rate,
                fmt::format("{:.2f}", base / rate));
   for (size_t k = 0; k < loom_rates.size(); ++k) {
@@ -125,7 +135,7 @@ void run(const Args& a) {
     for (size_t i = 0; i < round_rates[k].size() && k > 0; ++i)
       rounds +=
           fmt::format("{}{:.2f}", i ? " " : "  rounds: ", round_rates[k][i] / round_rates[0][i]);
-    fmt::print("{:<46} {:>12.0f} {:>10}{}\n",
+    fmt::print("{:<64} {:>12.0f} {:>10}{}\n",
                fmt::format("loom {} worker{} x {} thread (best of {})", w, w == 1 ? "" : "s",
                            a.threads, a.repeats),
                rate, fmt::format("{:.2f}x", rate / base), rounds);
@@ -135,13 +145,18 @@ void run(const Args& a) {
   if (best > 0 && base > 0)
     fmt::print("loom {} worker(s) reach {:.0f}% of the fastest GEMM ceiling\n",
                loom_rates.front().first, 100 * base / best);
+  const experiments::PeerResult* fastest = nullptr;
   for (const auto& p : peers) {
     if (p.ran)
-      fmt::print("{:<46} {:>12.0f} {:>10}\n", p.label, p.samples_per_s,
+      fmt::print("{:<64} {:>12.0f} {:>10}\n", p.label, p.samples_per_s,
                  fmt::format("loom {:.2f}x", base / p.samples_per_s));
     else
-      fmt::print("{:<46} {:>12} ({})\n", p.label, "-", p.message);
+      fmt::print("{:<64} {:>12} ({})\n", p.label, "-", p.message);
+    if (p.ran && (!fastest || p.samples_per_s > fastest->samples_per_s)) fastest = &p;
   }
+  if (fastest && base > 0)
+    fmt::print("loom {} worker(s) / the fastest PyTorch ({}): {:.2f}x\n", loom_rates.front().first,
+               fastest->label, base / fastest->samples_per_s);
 }
 
 CommandRegistrar reg("bench train", [](CLI::App& bench) {

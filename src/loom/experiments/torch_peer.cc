@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -41,6 +42,21 @@ std::string find_python(const std::string& script) {
   return "/usr/bin/python3";
 }
 
+std::vector<std::string> find_pythons(const std::string& script) {
+  if (std::getenv("LOOM_PYTHON")) return {find_python(script)};
+  std::vector<std::string> pythons = {find_python(script)};
+  const fs::path current =
+      fs::path(script).parent_path().parent_path().parent_path() / ".venv-torch/bin/python";
+  std::error_code ec;
+  if (!script.empty() && fs::exists(current, ec)) pythons.push_back(current.string());
+  return pythons;
+}
+
+bool has_torch_compile(const std::string& version) {
+  return !version.empty() && std::isdigit(static_cast<unsigned char>(version[0])) &&
+         std::stoi(version) >= 2;
+}
+
 std::string openblas_core_type(bool avx512, bool avx2_fma, bool amd) {
   if (avx512) return "SkylakeX";
   if (avx2_fma) return amd ? "Zen" : "Haswell";
@@ -52,21 +68,26 @@ std::string openblas_core_type_here() {
   return openblas_core_type(cpu_has_avx512(), avx2_fma, __builtin_cpu_is("amd"));
 }
 
-PeerResult run_torch_peer(const std::string& script, int threads, int epochs, bool tuned,
+PeerResult run_torch_peer(const std::string& script, const PeerRun& how, int threads, int epochs,
                           int timeout_s) {
   PeerResult r;
-  const std::string core = tuned ? openblas_core_type_here() : "";
-  r.label = fmt::format("pytorch {} thread{} ({})", threads, threads == 1 ? "" : "s",
-                        !tuned         ? "out of the box"
-                        : core.empty() ? "OpenBLAS as detected, passive OpenMP waits"
-                                       : "OpenBLAS tuned: " + core + " kernels");
+  const std::string core = how.tuned ? openblas_core_type_here() : "";
+  const std::string preset =
+      !how.tuned     ? "out of the box"
+      : core.empty() ? "OpenBLAS as detected, passive OpenMP waits"
+                     : "OpenBLAS tuned: " + core + " kernels";
+  const std::string python = how.python.empty() ? find_python(script) : how.python;
+  const auto label = [&](const std::string& version) {
+    return fmt::format("pytorch {} {} thread{} ({}{})", version, threads, threads == 1 ? "" : "s",
+                       preset, how.compile ? ", compiled" : "");
+  };
+  r.label = label(python);
   if (script.empty()) {
     r.message =
         "peer script not found: it is bench/peers/torch_mlp.py of the checkout (or "
         "share/loom/peers/ of an installed loom); set LOOM_TORCH_PEER to its path";
     return r;
   }
-  const std::string python = find_python(script);
   if (std::system(fmt::format("'{}' -c 'import torch' >/dev/null 2>&1", python).c_str()) != 0) {
     r.message = fmt::format(
         "PyTorch is not installed for {}: run scripts/setup-bench in loom's checkout (it "
@@ -77,9 +98,10 @@ PeerResult run_torch_peer(const std::string& script, int threads, int epochs, bo
   }
   std::string env;
   if (!core.empty()) env += "OPENBLAS_CORETYPE=" + core + " ";
-  if (tuned) env += "OMP_WAIT_POLICY=PASSIVE";
-  const std::string cmd = fmt::format("timeout {} env {} '{}' '{}' --threads {} --epochs {} 2>&1",
-                                      timeout_s, env, python, script, threads, epochs);
+  if (how.tuned) env += "OMP_WAIT_POLICY=PASSIVE";
+  const std::string cmd =
+      fmt::format("timeout {} env {} '{}' '{}' --threads {} --epochs {}{} 2>&1", timeout_s, env,
+                  python, script, threads, epochs, how.compile ? " --compile" : "");
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) {
     r.message = "cannot start python3";
@@ -91,11 +113,13 @@ PeerResult run_torch_peer(const std::string& script, int threads, int epochs, bo
   const int status = pclose(pipe);
   std::smatch m;
   static const std::regex result_re(
-      "RESULT .*median_samples_per_s=([0-9.]+) final_test_acc=([0-9.]+)");
+      "RESULT .*median_samples_per_s=([0-9.]+) final_test_acc=([0-9.]+).* torch=([^ \n]+)");
   if (std::regex_search(out, m, result_re)) {
     r.ran = true;
     r.samples_per_s = std::stod(m[1]);
     r.test_acc = std::stod(m[2]);
+    r.torch_version = m[3];
+    r.label = label(r.torch_version);
     r.message = m[0];
   } else {
     r.message = fmt::format("peer failed (status {}): {}", WEXITSTATUS(status),

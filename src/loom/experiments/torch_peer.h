@@ -4,15 +4,24 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace loom::experiments {
 
 struct PeerResult {
   bool ran = false;
-  std::string label;  // "pytorch 1 thread (OpenBLAS as detected)"
+  std::string label;  // "pytorch 2.9.1 1 thread (out of the box)"
+  std::string torch_version;  // as the peer printed it; empty if it did not run
   double samples_per_s = 0;
   double test_acc = -1;
   std::string message;  // why it did not run, or the RESULT line
+};
+
+// How one peer run is made: which Python (so which PyTorch), and its preset.
+struct PeerRun {
+  std::string python;    // empty: find_python(script)
+  bool tuned = false;    // OPENBLAS_CORETYPE=openblas_core_type_here(), OMP_WAIT_POLICY=PASSIVE
+  bool compile = false;  // torch.compile on the model (PyTorch 2 and later)
 };
 
 // The peer script: $LOOM_TORCH_PEER, else bench/peers/torch_mlp.py of the checkout that holds
@@ -22,6 +31,12 @@ std::string find_torch_peer();
 // The python that runs it: $LOOM_PYTHON, else the checkout's .venv (scripts/setup-bench), else
 // /usr/bin/python3 (Debian's python3-torch).
 std::string find_python(const std::string& script);
+// Every PyTorch to compare with: find_python(script), then the checkout's .venv-torch
+// (scripts/setup-bench: the newest PyTorch from PyPI) where it exists. $LOOM_PYTHON alone when
+// set.
+std::vector<std::string> find_pythons(const std::string& script);
+// Whether a PyTorch version ("2.9.1+cu128", "1.13.0a0") has torch.compile: 2 and later.
+bool has_torch_compile(const std::string& version);
 
 // The OpenBLAS kernels the tuned peer asks for (OPENBLAS_CORETYPE), from the CPU's ISA:
 // SkylakeX with AVX-512, Zen on an AMD CPU with AVX2 and FMA, Haswell on another, and none
@@ -32,9 +47,7 @@ std::string openblas_core_type(bool avx512, bool avx2_fma, bool amd);
 // The same for this CPU; LOOM_MAX_CPU_ISA=avx2 caps it as it caps loom's own kernels.
 std::string openblas_core_type_here();
 
-// tuned: OPENBLAS_CORETYPE=openblas_core_type_here() (where there is one) and
-// OMP_WAIT_POLICY=PASSIVE, the peer's best.
-PeerResult run_torch_peer(const std::string& script, int threads, int epochs, bool tuned,
+PeerResult run_torch_peer(const std::string& script, const PeerRun& how, int threads, int epochs,
                           int timeout_s = 300);
 
 }  // namespace loom::experiments
