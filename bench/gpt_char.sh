@@ -123,8 +123,8 @@ sampled_words() {  # run dirs; prints a line and a JSON object per temperature
     echo "{\"bench\":\"gpt_char\",\"mode\":\"words\",\"temperature\":$t,\"runs\":$#,\"samples\":$SAMPLES,\"found\":$all_found,\"words\":$all_total}"
   done
 }
-peer_run() {  # peer args; prints "val_bits tokens_per_s"
-  "$PY" "$PEER" "${peer_recipe[@]}" "$@" > "$work/torch.log" 2>&1 || { cat "$work/torch.log" >&2; exit 1; }
+peer_run() {  # peer args; prints "val_bits tokens_per_s" (the python: $RUN_PY, else $PY)
+  "${RUN_PY:-$PY}" "$PEER" "${peer_recipe[@]}" "$@" > "$work/torch.log" 2>&1 || { cat "$work/torch.log" >&2; exit 1; }
   sed -n 's/^RESULT .*val_bits_per_byte=\([0-9.na]*\) tokens_per_s=\([0-9.]*\).*/\1 \2/p' "$work/torch.log"
 }
 
@@ -186,12 +186,24 @@ PY
   speed)
     read -r _ l < <(loom_run "$work/speed" --set workers=1 --set threads=1 --set batch=32 \
                       --set max_steps="$STEPS" --set eval=false --set seed="$SEED")
-    read -r _ t < <(peer_run --threads 1 --steps "$STEPS" --seed "$SEED" --no-eval)
-    python3 - "$l" "$t" "$STEPS" <<'PY'
+    # Every PyTorch there is: Debian's (or $LOOM_PYTHON's) and the newest from PyPI in
+    # .venv-torch (scripts/setup-bench); the ratio is against the fastest.
+    pys=("$PY"); [ -z "${LOOM_PYTHON:-}" ] && [ -x "$root/.venv-torch/bin/python" ] && pys+=("$root/.venv-torch/bin/python")
+    peers=()
+    for p in "${pys[@]}"; do
+      read -r _ t < <(RUN_PY=$p peer_run --threads 1 --steps "$STEPS" --seed "$SEED" --no-eval)
+      peers+=("$("$p" -c 'import torch; print(torch.__version__)')=$t")
+    done
+    python3 - "$l" "$STEPS" "${peers[@]}" <<'PY'
 import json, sys
-l, t = float(sys.argv[1]), float(sys.argv[2])
-print(f"1 thread, {sys.argv[3]} steps: loom {l:.0f} tokens/s, PyTorch {t:.0f}: {l / t:.2f}x")
-print(json.dumps({"bench": "gpt_char", "mode": "speed", "loom": l, "torch": t, "ratio": l / t}))
+l, steps = float(sys.argv[1]), sys.argv[2]
+peers = {v: float(t) for v, t in (a.rsplit("=", 1) for a in sys.argv[3:])}
+for v, t in peers.items():
+    print(f"1 thread, {steps} steps: loom {l:.0f} tokens/s, PyTorch {v} {t:.0f}: {l / t:.2f}x")
+v, t = max(peers.items(), key=lambda p: p[1])
+print(f"loom / the fastest PyTorch ({v}): {l / t:.2f}x")
+print(json.dumps({"bench": "gpt_char", "mode": "speed", "loom": l, "torch": t, "torch_version": v,
+                  "peers": peers, "ratio": l / t}))
 PY
     ;;
   scaling)

@@ -122,10 +122,10 @@ void run(const Args& a) {
     }
   }
 
-  fmt::print("\n{:<64} {:>12} {:>10}\n", "configuration", "samples/s", "ratio");
+  fmt::print("\n{:<72} {:>12} {:>10}\n", "configuration", "samples/s", "ratio");
   const double base = loom_rates.empty() ? 0 : loom_rates.front().second;
   for (const auto& [library, rate] : ceilings)
-    fmt::print("{:<64} {:>12.0f} {:>10}\n",
+    fmt::print("{:<72} {:>12.0f} {:>10}\n",
                fmt::format("GEMM ceiling, {} (step's GEMMs only)", library), rate,
                fmt::format("{:.2f}", base / rate));
   for (size_t k = 0; k < loom_rates.size(); ++k) {
@@ -135,7 +135,7 @@ void run(const Args& a) {
     for (size_t i = 0; i < round_rates[k].size() && k > 0; ++i)
       rounds +=
           fmt::format("{}{:.2f}", i ? " " : "  rounds: ", round_rates[k][i] / round_rates[0][i]);
-    fmt::print("{:<64} {:>12.0f} {:>10}{}\n",
+    fmt::print("{:<72} {:>12.0f} {:>10}{}\n",
                fmt::format("loom {} worker{} x {} thread (best of {})", w, w == 1 ? "" : "s",
                            a.threads, a.repeats),
                rate, fmt::format("{:.2f}x", rate / base), rounds);
@@ -148,10 +148,10 @@ void run(const Args& a) {
   const experiments::PeerResult* fastest = nullptr;
   for (const auto& p : peers) {
     if (p.ran)
-      fmt::print("{:<64} {:>12.0f} {:>10}\n", p.label, p.samples_per_s,
+      fmt::print("{:<72} {:>12.0f} {:>10}\n", p.label, p.samples_per_s,
                  fmt::format("loom {:.2f}x", base / p.samples_per_s));
     else
-      fmt::print("{:<64} {:>12} ({})\n", p.label, "-", p.message);
+      fmt::print("{:<72} {:>12} ({})\n", p.label, "-", p.message);
     if (p.ran && (!fastest || p.samples_per_s > fastest->samples_per_s)) fastest = &p;
   }
   if (fastest && base > 0)
