@@ -10,6 +10,7 @@
 #include "loom/core/error.h"
 #include "loom/tensor/cpu/cpu_backend.h"
 #include "loom/tensor/cpu/onednn_conv.h"
+#include "loom/tensor/cpu/vector_math.h"
 
 namespace loom {
 
@@ -43,7 +44,6 @@ void CpuBackend::conv2d_backward(const ConvGeometry& g, const float* x, const fl
 // ---- activations ----
 
 namespace {
-constexpr float kInvSqrt2 = 0.70710678118654752440f;
 constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
 
 // min(max(x / 6 + 1/2, 0), 1), as PyTorch's Hardsigmoid.
@@ -62,7 +62,7 @@ void CpuBackend::activation_forward(Activation kind, float alpha, const float* _
       for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : alpha * x[i];
       return;
     case Activation::kGelu:
-      for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * kInvSqrt2));
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] * cpu::normal_cdf(x[i]);
       return;
     case Activation::kSilu:
       for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i]));
@@ -99,9 +99,8 @@ void CpuBackend::activation_backward(Activation kind, float alpha, const float* 
     case Activation::kGelu:
       // d/dx x Phi(x) = Phi(x) + x phi(x)
       for (int64_t i = 0; i < n; ++i) {
-        const float cdf = 0.5f * (1.0f + std::erf(x[i] * kInvSqrt2));
-        const float pdf = kInvSqrt2Pi * std::exp(-0.5f * x[i] * x[i]);
-        dx[i] = dy[i] * (cdf + x[i] * pdf);
+        const float pdf = kInvSqrt2Pi * cpu::exp_approx(-0.5f * x[i] * x[i]);
+        dx[i] = dy[i] * (cpu::normal_cdf(x[i]) + x[i] * pdf);
       }
       return;
     case Activation::kSilu:
