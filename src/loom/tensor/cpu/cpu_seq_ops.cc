@@ -8,6 +8,7 @@
 
 #include "loom/core/error.h"
 #include "loom/tensor/cpu/cpu_backend.h"
+#include "loom/tensor/cpu/vector_math.h"
 
 namespace loom {
 
@@ -104,10 +105,12 @@ void CpuBackend::causal_softmax_forward(const float* x, float* y, int64_t blocks
     float* yr = y + r * t;
     float mx = xr[0];
     for (int64_t j = 1; j <= i; ++j) mx = xr[j] > mx ? xr[j] : mx;
+    // The exponentials in float (vectorised, one pass), their sum in double.
+    for (int64_t j = 0; j <= i; ++j) yr[j] = cpu::exp_approx(xr[j] - mx);
     double sum = 0;
-    for (int64_t j = 0; j <= i; ++j) sum += std::exp(double(xr[j] - mx));
+    for (int64_t j = 0; j <= i; ++j) sum += double(yr[j]);
     const double inv = 1.0 / sum;
-    for (int64_t j = 0; j <= i; ++j) yr[j] = float(std::exp(double(xr[j] - mx)) * inv);
+    for (int64_t j = 0; j <= i; ++j) yr[j] = float(double(yr[j]) * inv);
     for (int64_t j = i + 1; j < t; ++j) yr[j] = 0.0f;
   }
 }
