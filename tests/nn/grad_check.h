@@ -24,6 +24,7 @@
 #include "loom/core/rng.h"
 #include "loom/nn/layers/layer.h"
 #include "loom/tensor/backend_registry.h"
+#include "tensor/random_vector.h"
 
 namespace loom::nn::testing {
 
@@ -58,13 +59,7 @@ inline void expect_config_error(const std::function<void()>& f, const std::strin
   }
 }
 
-inline std::vector<float> random_vector(int64_t n, uint64_t seed, float lo = -1.0f,
-                                        float hi = 1.0f) {
-  Rng rng(seed, 0, RngPurpose::kTest);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = lo + (hi - lo) * rng.uniform();
-  return v;
-}
+using loom::testing::random_vector;
 
 // Central difference of f with respect to v.
 inline double central_difference(float& v, double h, const std::function<double()>& f) {
