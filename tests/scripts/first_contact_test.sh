@@ -68,7 +68,7 @@ if [ -f "$BUILD/CMakeCache.txt" ]; then
   LOOM_PYTHON=/bin/false "$T/prefix/bin/loom" bench train --steps 10 --repeats 1 --peer default \
     > bench.log 2>&1 || { cat bench.log; fail "installed loom bench train"; }
   grep -q "peer script not found" bench.log && { cat bench.log; fail "the installed peer was not found"; }
-  grep -q "pytorch 1 thread .*PyTorch is not installed for /bin/false: run scripts/setup-bench" \
+  grep -q "pytorch /bin/false 1 thread .*PyTorch is not installed for /bin/false: run scripts/setup-bench" \
     bench.log || { cat bench.log; fail "no peer line saying how to get PyTorch"; }
 fi
 echo "PASS"
