@@ -101,13 +101,12 @@ void run(const Args& a) {
     // torch.compile: loom is compared with the fastest a user could pick.
     const std::string script = experiments::find_torch_peer();
     for (const std::string& python : experiments::find_pythons(script)) {
-      std::string version;
-      for (int preset = 0; preset < 3; ++preset) {
-        const bool tuned = preset > 0, compile = preset == 2;
+      std::string version;  // known once one preset ran
+      for (const auto& [tuned, compile] : {std::pair{false, false}, {true, false}, {true, true}}) {
         if ((a.peer == "default" && tuned) || (a.peer == "tuned" && !tuned)) continue;
         if (compile && !experiments::has_torch_compile(version)) continue;
-        experiments::PeerResult p = experiments::run_torch_peer(
-            script, {python, tuned, compile}, int(a.threads), a.peer_epochs);
+        experiments::PeerResult p = experiments::run_torch_peer(script, {python, tuned, compile},
+                                                                int(a.threads), a.peer_epochs);
         if (p.ran) version = p.torch_version;
         emit(json, {{"bench", "train"},
                     {"what", "peer"},

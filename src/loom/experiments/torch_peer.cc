@@ -4,7 +4,7 @@
 #include <sys/wait.h>
 
 #include <array>
-#include <cctype>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -32,29 +32,39 @@ std::string find_torch_peer() {
   return "";
 }
 
+namespace {
+
+// CHECKOUT/NAME/bin/python for the peer script CHECKOUT/bench/peers/X.py, where
+// scripts/setup-bench made that venv; empty otherwise.
+std::string checkout_venv_python(const std::string& script, const std::string& name) {
+  if (script.empty()) return "";
+  const fs::path python =
+      fs::path(script).parent_path().parent_path().parent_path() / name / "bin/python";
+  std::error_code ec;
+  return fs::exists(python, ec) ? python.string() : "";
+}
+
+}  // namespace
+
 std::string find_python(const std::string& script) {
   if (const char* env = std::getenv("LOOM_PYTHON")) return env;
-  // scripts/setup-bench makes CHECKOUT/.venv beside bench/peers/.
-  const fs::path venv =
-      fs::path(script).parent_path().parent_path().parent_path() / ".venv/bin/python";
-  std::error_code ec;
-  if (!script.empty() && fs::exists(venv, ec)) return venv.string();
-  return "/usr/bin/python3";
+  const std::string venv = checkout_venv_python(script, ".venv");
+  return venv.empty() ? "/usr/bin/python3" : venv;
 }
 
 std::vector<std::string> find_pythons(const std::string& script) {
-  if (std::getenv("LOOM_PYTHON")) return {find_python(script)};
   std::vector<std::string> pythons = {find_python(script)};
-  const fs::path current =
-      fs::path(script).parent_path().parent_path().parent_path() / ".venv-torch/bin/python";
-  std::error_code ec;
-  if (!script.empty() && fs::exists(current, ec)) pythons.push_back(current.string());
+  if (std::getenv("LOOM_PYTHON")) return pythons;
+  const std::string current = checkout_venv_python(script, ".venv-torch");
+  if (!current.empty()) pythons.push_back(current);
   return pythons;
 }
 
 bool has_torch_compile(const std::string& version) {
-  return !version.empty() && std::isdigit(static_cast<unsigned char>(version[0])) &&
-         std::stoi(version) >= 2;
+  // The major version: the digits before the first dot ("2.15.0+cu132", "1.13.0a0").
+  int major = 0;
+  const auto [end, ec] = std::from_chars(version.data(), version.data() + version.size(), major);
+  return ec == std::errc() && end != version.data() && major >= 2;
 }
 
 std::string openblas_core_type(bool avx512, bool avx2_fma, bool amd) {
@@ -72,10 +82,9 @@ PeerResult run_torch_peer(const std::string& script, const PeerRun& how, int thr
                           int timeout_s) {
   PeerResult r;
   const std::string core = how.tuned ? openblas_core_type_here() : "";
-  const std::string preset =
-      !how.tuned     ? "out of the box"
-      : core.empty() ? "OpenBLAS as detected, passive OpenMP waits"
-                     : "OpenBLAS tuned: " + core + " kernels";
+  const std::string preset = !how.tuned     ? "out of the box"
+                             : core.empty() ? "OpenBLAS as detected, passive OpenMP waits"
+                                            : "OpenBLAS tuned: " + core + " kernels";
   const std::string python = how.python.empty() ? find_python(script) : how.python;
   const auto label = [&](const std::string& version) {
     return fmt::format("pytorch {} {} thread{} ({}{})", version, threads, threads == 1 ? "" : "s",

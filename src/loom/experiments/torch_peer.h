@@ -10,7 +10,7 @@ namespace loom::experiments {
 
 struct PeerResult {
   bool ran = false;
-  std::string label;  // "pytorch 2.9.1 1 thread (out of the box)"
+  std::string label;          // "pytorch 2.9.1 1 thread (out of the box)"
   std::string torch_version;  // as the peer printed it; empty if it did not run
   double samples_per_s = 0;
   double test_acc = -1;
