@@ -22,16 +22,6 @@
 namespace loom::test {
 namespace {
 
-Backend& cpu() {
-  return cpu_backend();
-}
-Backend& gpu() {
-  return *Gpu::get().backend;
-}
-
-// A whole graph: GEMM and reduction differences compound through a dozen layers.
-constexpr double kNmseModel = 1e-8;
-
 TEST(CudaLayerOps, ActivationsMatchCpu) {
   LOOM_REQUIRE_GPU();
   const int64_t n = 20011;

@@ -11,13 +11,6 @@
 namespace loom::test {
 namespace {
 
-Backend& cpu() {
-  return cpu_backend();
-}
-Backend& gpu() {
-  return *Gpu::get().backend;
-}
-
 TEST(CudaOps, AllocateIsZeroedAndCopiesRoundTrip) {
   LOOM_REQUIRE_GPU();
   DeviceBuffer<float> z(gpu(), 1001);

@@ -19,10 +19,6 @@
 namespace loom::test {
 namespace {
 
-Backend& gpu() {
-  return *Gpu::get().backend;
-}
-
 float round_to(Precision p, float v) {
   if (p == Precision::kBf16) return compress::bf16_to_float_ref(compress::float_to_bf16_ref(v));
   if (p == Precision::kFp16) return compress::half_to_float_ref(compress::float_to_half_ref(v));

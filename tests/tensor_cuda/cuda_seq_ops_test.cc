@@ -17,15 +17,6 @@
 namespace loom::test {
 namespace {
 
-Backend& cpu() {
-  return cpu_backend();
-}
-Backend& gpu() {
-  return *Gpu::get().backend;
-}
-
-constexpr double kNmseModel = 1e-8;
-
 std::vector<float> token_ids(size_t n, int64_t vocab, uint64_t seed) {
   Rng rng(seed, 0, RngPurpose::kTest);
   std::vector<float> ids(n);

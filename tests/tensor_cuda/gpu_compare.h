@@ -34,6 +34,8 @@ constexpr double kNmseReduction = 1e-11;
 constexpr double kNmseElementwise = 1e-12;
 // Softmax cross-entropy: double exponentials on both sides, row sums in another order.
 constexpr double kNmseSoftmax = 1e-12;
+// A whole graph: GEMM and reduction differences compound through a dozen layers.
+constexpr double kNmseModel = 1e-8;
 
 inline double nmse(const std::vector<float>& got, const std::vector<float>& want) {
   double err = 0, ref = 0;
@@ -62,6 +64,14 @@ struct Gpu {
     return g;
   }
 };
+
+// The two sides of every comparison; gpu() only after LOOM_REQUIRE_GPU().
+inline Backend& cpu() {
+  return cpu_backend();
+}
+inline Backend& gpu() {
+  return *Gpu::get().backend;
+}
 
 // LOOM_GPU_REQUIRED=1 (bench/gpu/check.sh sets it on the device machine): a missing GPU fails
 // every GPU test instead of skipping it, so a machine whose CUDA did not start cannot pass

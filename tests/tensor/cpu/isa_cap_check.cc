@@ -8,6 +8,10 @@
 // Usage: loom_isa_cap_check EXPECTED_ISA   (avx2 | sse41 | any)
 // Exit 0 on success, 1 on a mismatch, 2 for a bad cap value (the error names it), 77 (CTest's
 // skip code) if this CPU is below the ISA.
+//        loom_isa_cap_check --native-is ISA   (avx2 | sse41), run with no cap set
+// Exit 0 if this CPU's own best ISA is ISA for oneDNN and for loom's dispatch, so that a run
+// capped at ISA takes the native run's kernels (tests/run_under_isa_cap.sh skips it then), 1 if
+// not, 2 if a cap is set.
 #include <oneapi/dnnl/dnnl.h>
 
 #include <cmath>
@@ -102,6 +106,10 @@ const char* onednn_cap() {
   return std::getenv("DNNL_MAX_CPU_ISA");
 }
 
+dnnl_cpu_isa_t isa_named(const std::string& name) {
+  return name == "avx2" ? dnnl_cpu_isa_avx2 : dnnl_cpu_isa_sse41;
+}
+
 int run(const std::string& expect) {
   const char* env = onednn_cap();
   const char* loom_cap = std::getenv("LOOM_MAX_CPU_ISA");
@@ -123,7 +131,7 @@ int run(const std::string& expect) {
       loom::cpu_has_avx512() ? "yes" : "no", failures);
   if (failures) return 1;
   if (expect == "any") return 0;
-  const dnnl_cpu_isa_t want = expect == "avx2" ? dnnl_cpu_isa_avx2 : dnnl_cpu_isa_sse41;
+  const dnnl_cpu_isa_t want = isa_named(expect);
   if (isa == want) return 0;
   // Below the requested ISA: the CPU lacks it, so this check says nothing here.
   // oneDNN's ISA values are bit masks; a lower ISA's bits are a subset of a higher one's.
@@ -136,14 +144,36 @@ int run(const std::string& expect) {
   return 1;
 }
 
+int native_is(const std::string& name) {
+  if (onednn_cap() || std::getenv("LOOM_MAX_CPU_ISA")) {
+    std::fprintf(stderr,
+                 "--native-is asks the uncapped CPU: unset ONEDNN_MAX_CPU_ISA, "
+                 "DNNL_MAX_CPU_ISA and LOOM_MAX_CPU_ISA\n");
+    return 2;
+  }
+  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  const bool loom_avx512 =
+      loom::cpu_has_avx512() || loom::cpu_has_avx512_bf16() || loom::cpu_has_avx512_vbmi();
+  std::printf("native: oneDNN %s, loom's AVX-512 kernels %s\n", isa_name(isa),
+              loom_avx512 ? "yes" : "no");
+  return isa == isa_named(name) && !loom_avx512 ? 0 : 1;
+}
+
+bool known_isa(const std::string& name) {
+  return name == "avx2" || name == "sse41";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s avx2|sse41|any\n", argv[0]);
+  const bool native = argc == 3 && std::strcmp(argv[1], "--native-is") == 0;
+  if (!(argc == 2 || native) || (native && !known_isa(argv[2]))) {
+    std::fprintf(stderr, "usage: %s avx2|sse41|any\n       %s --native-is avx2|sse41\n", argv[0],
+                 argv[0]);
     return 2;
   }
   try {
+    if (native) return native_is(argv[2]);
     return run(argv[1]);
   } catch (const loom::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
