@@ -33,6 +33,8 @@
 #include "loom/nn/graph/model.h"
 #include "loom/optim/lr_schedule.h"
 #include "loom/optim/optimizer.h"
+#include "loom/plan/comm_reader.h"
+#include "loom/plan/optim_reader.h"
 #include "loom/sync/allreduce/allreduce_strategy.h"
 #include "loom/sync/model_parallel/model_parallel_model.h"
 #include "loom/sync/strategy.h"
@@ -84,14 +86,14 @@ int run(const Config& cfg, int64_t every, const std::string& out_path) {
   const data::Dataset test = data::load_fashion_mnist(dir, false, norm, nullptr);
   auto source = std::make_shared<data::DatasetSource>(train);
   std::ofstream out(out_path);
-  auto world = comm::create_world("thread", workers, comm::comm_options_from_config(cfg));
+  auto world = comm::create_world("thread", workers, plan::read_comm_options(cfg));
   world->run([&](comm::Communicator& c) {
     const bool lead = c.rank() == 0;
     Backend& be = cpu_backend();
     be.set_intra_op_threads(int(cfg.get_int("threads", 1)));
     auto model = sync::build_model(cfg, c, be, source->sample_shape(), source->num_classes());
     model->init_params(seed);
-    auto opt = optim::make_optimizer(cfg, be, model->num_params());
+    auto opt = optim::make_optimizer(plan::read_optimizer_options(cfg), be, model->num_params());
     data::LoaderOptions lo;
     lo.global_batch = batch * workers;
     lo.rank = c.rank();
@@ -99,7 +101,8 @@ int run(const Config& cfg, int64_t every, const std::string& out_path) {
     lo.seed = seed;
     data::Loader loader(source, lo);
     const int64_t spe = loader.steps_per_epoch(), total = spe * epochs;
-    const optim::LrSchedule schedule = optim::make_lr_schedule(cfg, spe, total);
+    const optim::LrSchedule schedule =
+        optim::make_lr_schedule(plan::read_lr_schedule_options(cfg), spe, total);
     auto strategy = sync::make_strategy(cfg, c, *model, *opt, total);
     auto* ar = dynamic_cast<sync::AllreduceStrategy*>(strategy.get());
     LOOM_CHECK(ar != nullptr, "the probe runs sync = \"allreduce\"");

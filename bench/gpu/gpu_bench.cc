@@ -39,6 +39,8 @@
 #include "loom/core/timer.h"
 #include "loom/nn/graph/model_zoo.h"
 #include "loom/optim/optimizer.h"
+#include "loom/plan/model_reader.h"
+#include "loom/plan/optim_reader.h"
 #include "loom/tensor/backend_registry.h"
 #include "loom/tensor/buffer.h"
 #include "loom/tensor/cuda/cuda_backend.h"
@@ -152,9 +154,10 @@ void bench_mlp(Backend& be, int64_t batch, int warmup, int steps, const std::str
   const loom::Config cfg = loom::Config::from_string(
       "model = \"mlp\"\nmlp.hidden = [1024, 1024]\nmlp.dropout = 0.5\n"
       "optim.name = \"sgd\"\noptim.momentum = 0.9\n");
-  auto model = loom::nn::build_model(cfg, be, {1, 28, 28}, 10);
+  auto model = loom::nn::build_model(loom::plan::read_model_spec(cfg), be, {1, 28, 28}, 10);
   model->init_params(1);
-  auto opt = loom::optim::make_optimizer(cfg, be, model->num_params());
+  auto opt =
+      loom::optim::make_optimizer(loom::plan::read_optimizer_options(cfg), be, model->num_params());
   // A few distinct batches on the device, cycled, so the loop never waits on the host.
   constexpr int kBatches = 4;
   DeviceBuffer<float> x(be, kBatches * batch * 784);

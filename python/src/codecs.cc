@@ -9,6 +9,7 @@
 #include "bindings.h"
 #include "loom/compress/registry.h"
 #include "loom/core/config.h"
+#include "loom/plan/codec_reader.h"
 
 namespace loom::python {
 namespace {
@@ -37,7 +38,7 @@ PyCodec make(const std::string& name, const py::dict& params) {
     shown += fmt::format("{}{}={}", shown.empty() ? "" : ", ", key, std::string(py::repr(v)));
   }
   PyCodec c;
-  c.codec = std::shared_ptr<Codec>(compress::make_codec(name, cfg));
+  c.codec = std::shared_ptr<Codec>(compress::make_codec(plan::read_codec_options(name, cfg)));
   c.params = fmt::format("{}({})", name, shown);
   return c;
 }
@@ -138,9 +139,11 @@ void register_codecs(py::module_& m) {
         py::list out;
         for (const compress::CodecKind* k : compress::codec_kinds()) {
           py::list keys;
-          for (const ConfigKeySpec& s : k->keys)
+          for (const compress::CodecKey& key : k->keys) {
+            const ConfigKeySpec s = key.spec();
             keys.append(py::dict(py::arg("key") = s.key, py::arg("default") = s.default_text,
                                  py::arg("doc") = s.doc));
+          }
           out.append(py::dict(py::arg("name") = k->name, py::arg("summary") = k->summary,
                               py::arg("reference") = k->reference, py::arg("lossy") = k->lossy,
                               py::arg("summable") = k->summable,

@@ -14,10 +14,10 @@
 #include "comm/comm_test_util.h"
 #include "comm/counting.h"
 #include "loom/comm/algorithms.h"
-#include "loom/comm/comm_options.h"
 #include "loom/comm/group_communicator.h"
 #include "loom/comm/thread/thread_world.h"
 #include "loom/core/error.h"
+#include "loom/plan/comm_reader.h"
 
 namespace loom::comm {
 namespace {
@@ -321,17 +321,17 @@ TEST(AllreduceAlgorithmChoice, TwoLevelOverUnevenMachinesIsRefusedAtTheStart) {
 
 TEST(AllreduceAlgorithmChoice, ConfigKeys) {
   Config cfg = Config::from_string("[comm]\nalgorithm = \"two-level\"\nranks_per_node = 2\n");
-  const CommOptions o = comm_options_from_config(cfg);
+  const CommOptions o = plan::read_comm_options(cfg);
   EXPECT_EQ(o.algorithm, AllreduceAlgorithm::kTwoLevel);
   EXPECT_EQ(o.ranks_per_node, 2);
-  EXPECT_EQ(comm_options_from_config(Config()).algorithm, AllreduceAlgorithm::kAuto);
+  EXPECT_EQ(plan::read_comm_options(Config()).algorithm, AllreduceAlgorithm::kAuto);
   try {
-    comm_options_from_config(Config::from_string("[comm]\nalgorithm = \"tree\"\n"));
+    plan::read_comm_options(Config::from_string("[comm]\nalgorithm = \"tree\"\n"));
     FAIL() << "no error";
   } catch (const ConfigError& e) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr("two-level"));
   }
-  EXPECT_THROW(comm_options_from_config(Config::from_string("[comm]\nranks_per_node = -1\n")),
+  EXPECT_THROW(plan::read_comm_options(Config::from_string("[comm]\nranks_per_node = -1\n")),
                ConfigError);
 }
 

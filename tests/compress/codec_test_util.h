@@ -11,6 +11,7 @@
 #include "loom/compress/registry.h"
 #include "loom/core/config.h"
 #include "loom/core/rng.h"
+#include "loom/plan/codec_reader.h"
 
 namespace loom::compress::testing {
 
@@ -22,8 +23,7 @@ inline std::vector<float> random_normal(size_t n, uint64_t seed, float scale = 1
 }
 
 inline std::unique_ptr<Codec> codec_named(const std::string& name, const std::string& extra = "") {
-  Config cfg = Config::from_string(extra);
-  return make_codec(name, cfg);
+  return make_codec(plan::read_codec_options(name, Config::from_string(extra)));
 }
 
 // Bytes buffer with 4-byte alignment.

@@ -13,6 +13,7 @@
 #include "loom/measure/machine_probe.h"
 #include "loom/perf/calibration.h"
 #include "loom/perf/workload.h"
+#include "loom/plan/workload_reader.h"
 
 namespace loom::perf {
 using experiments::predict_case;
@@ -79,7 +80,7 @@ TEST(HostCalibration, BadCountNamesFileLineAndField) {
 }
 
 TEST(HostCalibration, MlpWorkloadCountsTheStepAsLoomRunsIt) {
-  const Workload w = workload_from_config(Config{});
+  const Workload w = plan::read_workload(Config{});
   EXPECT_DOUBLE_EQ(w.params(), 1863690);
   // forward 2 x (784*1024 + 1024*1024 + 1024*10) per sample; the step skips fc1's d(input).
   EXPECT_DOUBLE_EQ(w.fwd_flops(), 3723264);

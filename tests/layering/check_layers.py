@@ -4,6 +4,11 @@ docs/architecture.md: a file of unit U may include headers of the units in the t
 closure of U's "may use" column, and nothing else. Prints each forbidden edge as
 file:line and exits 1 if there is one; exits 2 if the table itself is malformed.
 
+It also checks that the configuration stops at the run plan: no file of a unit that `plan` may
+use (other than `core`, which owns it) includes loom/core/config.h or loom/core/config_refusal.h.
+Those units take their
+options as typed structs, which `plan` reads from the config.
+
 usage: check_layers.py [SOURCE_ROOT]   (the repository root; default: two folders up)
 """
 import os
@@ -11,6 +16,8 @@ import re
 import sys
 
 ROW = re.compile(r"^\| `([a-z_]+)` \|([^|]*)\|([^|]*)\|")
+# The headers that read a Config: core's, off limits below the run plan.
+CONFIG_READERS = {"core/config.h", "core/config_refusal.h"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"(loom/[^"]+)"')
 
 
@@ -101,6 +108,8 @@ def main():
     src = os.path.join(root, "src", "loom")
     units, patterns, deps = read_table(doc)
     allowed = {u: closure(u, deps) for u in units}
+    # The units below the plan, which never see a Config.
+    no_config = closure("plan", deps) - {"plan", "core"} if "plan" in units else set()
     bad = 0
     files = 0
     for dirpath, _, names in os.walk(src):
@@ -133,6 +142,11 @@ def main():
                         print(f"{shown}:{n}: unit '{u}' includes loom/{target} of unit '{t}', "
                               f"which '{u}' may not use (docs/architecture.md: '{u}' may use "
                               f"{', '.join(sorted(allowed[u] - {u})) or 'nothing'})")
+                        bad += 1
+                    elif target in CONFIG_READERS and u in no_config and name.endswith((".h", ".cuh")):
+                        print(f"{shown}:{n}: unit '{u}' includes loom/{target}; the units "
+                              f"below 'plan' take typed options, which 'plan' reads from the "
+                              f"config")
                         bad += 1
     print(f"check_layers: {files} files, {len(units)} units, {bad} forbidden edge(s)")
     return 1 if bad else 0

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "loom/core/error.h"
+#include "loom/plan/optim_reader.h"
 #include "loom/tensor/cpu/cpu_backend.h"
 
 namespace loom::optim {
@@ -124,26 +125,26 @@ TEST(LossScaler, RestorePutsBackAStateInRangeOnly) {
 
 TEST(LossScaler, ConfigTurnsItOnWithFp16OrWhenAskedFor) {
   Config cfg;
-  EXPECT_FALSE(read_loss_scaler_options(cfg).has_value());  // fp32 by default
+  EXPECT_FALSE(plan::read_loss_scaler_options(cfg).has_value());  // fp32 by default
   cfg.set("precision", std::string("bf16"));
-  EXPECT_FALSE(read_loss_scaler_options(cfg).has_value());  // bf16 has fp32's range
+  EXPECT_FALSE(plan::read_loss_scaler_options(cfg).has_value());  // bf16 has fp32's range
   cfg.set("precision", std::string("fp16"));
-  const auto on = read_loss_scaler_options(cfg);
+  const auto on = plan::read_loss_scaler_options(cfg);
   ASSERT_TRUE(on.has_value());
   EXPECT_EQ(on->initial, 65536.0f);
   EXPECT_EQ(on->growth_interval, 2000);
   cfg.set("loss_scale.mode", std::string("none"));
-  EXPECT_FALSE(read_loss_scaler_options(cfg).has_value());
+  EXPECT_FALSE(plan::read_loss_scaler_options(cfg).has_value());
   Config fp32;
   fp32.set("loss_scale.mode", std::string("dynamic"));
   fp32.set("loss_scale.initial", 256.0);
   fp32.set("loss_scale.growth_interval", int64_t(10));
-  const auto asked = read_loss_scaler_options(fp32);
+  const auto asked = plan::read_loss_scaler_options(fp32);
   ASSERT_TRUE(asked.has_value());
   EXPECT_EQ(asked->initial, 256.0f);
   EXPECT_EQ(asked->growth_interval, 10);
   fp32.set("loss_scale.min", 512.0);  // above initial
-  EXPECT_THROW(read_loss_scaler_options(fp32), ConfigError);
+  EXPECT_THROW(plan::read_loss_scaler_options(fp32), ConfigError);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "loom/core/error.h"
+#include "loom/plan/optim_reader.h"
 
 namespace loom::optim {
 namespace {
@@ -59,13 +60,13 @@ TEST(MakeLrSchedule, FromConfig) {
   Config cfg = Config::from_string(
       "[optim]\nlr = 0.2\n[lr]\nschedule = \"step\"\nstep_epochs = 1\ngamma = 0.1\n"
       "warmup_epochs = 1\n");
-  const LrSchedule s = make_lr_schedule(cfg, 4, 40);
+  const LrSchedule s = make_lr_schedule(plan::read_lr_schedule_options(cfg), 4, 40);
   EXPECT_DOUBLE_EQ(s.at(0), 0.05);  // warm-up 4 steps: 0.2 * 1/4
   EXPECT_DOUBLE_EQ(s.at(3), 0.2);
   EXPECT_NEAR(s.at(4), 0.02, 1e-15);
   EXPECT_NEAR(s.at(8), 0.002, 1e-15);
   // Defaults: constant at optim.lr's default 0.05.
-  const LrSchedule d = make_lr_schedule(Config{}, 100, 1000);
+  const LrSchedule d = make_lr_schedule(plan::read_lr_schedule_options(Config{}), 100, 1000);
   EXPECT_DOUBLE_EQ(d.at(0), 0.05);
   EXPECT_DOUBLE_EQ(d.at(999), 0.05);
 }
@@ -74,7 +75,7 @@ void expect_schedule_refuses(const std::string& toml, const std::string& key) {
   SCOPED_TRACE(toml);
   Config cfg = Config::from_string(toml, "sched.toml");
   try {
-    make_lr_schedule(cfg, 10, 100);
+    make_lr_schedule(plan::read_lr_schedule_options(cfg), 10, 100);
     ADD_FAILURE() << "no error";
   } catch (const ConfigError& e) {
     const std::string w = e.what();

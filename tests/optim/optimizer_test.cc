@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "loom/core/error.h"
+#include "loom/plan/optim_reader.h"
 #include "loom/tensor/backend_registry.h"
 
 namespace loom::optim {
@@ -221,12 +222,12 @@ TEST(Optimizer, StepCounting) {
 }
 
 TEST(MakeOptimizer, DefaultsAndChoices) {
-  auto sgd = make_optimizer(Config{}, be(), 4);
+  auto sgd = make_optimizer(plan::read_optimizer_options(Config{}), be(), 4);
   EXPECT_NE(dynamic_cast<Sgd*>(sgd.get()), nullptr);
   EXPECT_EQ(sgd->describe(), "SGD(momentum=0.9, nesterov=false, weight_decay=0)");
   Config cfg = Config::from_string(
       "[optim]\nname = \"adam\"\nbeta1 = 0.8\ndecoupled = true\nweight_decay = 0.01\n");
-  auto adam = make_optimizer(cfg, be(), 4);
+  auto adam = make_optimizer(plan::read_optimizer_options(cfg), be(), 4);
   EXPECT_NE(dynamic_cast<Adam*>(adam.get()), nullptr);
   EXPECT_EQ(adam->describe(), "AdamW(beta1=0.8, beta2=0.999, eps=1e-08, weight_decay=0.01)");
   EXPECT_EQ(adam->state()[0].size, 4);
@@ -236,7 +237,7 @@ void expect_optimizer_refuses(const std::string& toml, const std::string& key) {
   SCOPED_TRACE(toml);
   Config cfg = Config::from_string(toml, "opt.toml");
   try {
-    make_optimizer(cfg, be(), 4);
+    make_optimizer(plan::read_optimizer_options(cfg), be(), 4);
     ADD_FAILURE() << "no error";
   } catch (const ConfigError& e) {
     const std::string w = e.what();

@@ -10,6 +10,7 @@
 #include "loom/measure/machine_probe.h"
 #include "loom/perf/calibration.h"
 #include "loom/perf/validation_set.h"
+#include "loom/plan/workload_reader.h"
 
 namespace loom::perf {
 namespace {
@@ -61,7 +62,7 @@ TEST(Advisor, ALinkBoundModelPrefersFewerFasterLinkedGpus) {
   // allowed, compression rescues the PCIe four: that is the advisor's codec choice, tested
   // separately.)
   Workload w =
-      workload_from_config(Config::from_string("model = \"mlp\"\nmlp.hidden = [20000, 20000]\n"));
+      plan::read_workload(Config::from_string("model = \"mlp\"\nmlp.hidden = [20000, 20000]\n"));
   AdviseRequest r;
   r.workload = w;
   r.train.batch = 16;
@@ -90,7 +91,7 @@ TEST(Advisor, ALinkBoundModelPrefersFewerFasterLinkedGpus) {
 TEST(Advisor, CompressionIsChosenOnlyWhereItPays) {
   AdviseRequest r;
   r.workload =
-      workload_from_config(Config::from_string("model = \"mlp\"\nmlp.hidden = [20000, 20000]\n"));
+      plan::read_workload(Config::from_string("model = \"mlp\"\nmlp.hidden = [20000, 20000]\n"));
   r.train.batch = 16;
   r.train.optimizer = "sgd";
   r.budget_usd = 6000;
@@ -217,7 +218,7 @@ TEST(Advisor, CalibrationFileMakesThisMachineACandidatePredictedFromItsFigures) 
   auto advise_here = [](double gflops) {
     Catalog cat = Catalog::builtin();
     AdviseRequest r;
-    r.workload = workload_from_config(Config{});  // the default MLP, batch 128
+    r.workload = plan::read_workload(Config{});  // the default MLP, batch 128
     r.train.batch = 128;
     r.budget_usd = 5000;
     r.max_gpus = 4;

@@ -4,13 +4,14 @@
 
 #include "loom/core/config.h"
 #include "loom/core/error.h"
+#include "loom/plan/workload_reader.h"
 
 namespace loom::perf {
 namespace {
 
 TEST(Workload, MlpFromConfigMatchesHandCount) {
   Workload w =
-      workload_from_config(Config::from_string("model = \"mlp\"\nmlp.hidden = [1024, 1024]\n"));
+      plan::read_workload(Config::from_string("model = \"mlp\"\nmlp.hidden = [1024, 1024]\n"));
   // 784*1024 + 1024 + 1024*1024 + 1024 + 1024*10 + 10 (the peers' 1,863,690 floats)
   EXPECT_DOUBLE_EQ(w.params(), 1863690);
   EXPECT_DOUBLE_EQ(w.fwd_flops(), 2.0 * (784 * 1024 + 1024 * 1024 + 1024 * 10));
@@ -19,7 +20,7 @@ TEST(Workload, MlpFromConfigMatchesHandCount) {
 }
 
 TEST(Workload, CnnFromConfigMatchesHandCount) {
-  Workload w = workload_from_config(Config::from_string("model = \"cnn\"\n"));
+  Workload w = plan::read_workload(Config::from_string("model = \"cnn\"\n"));
   EXPECT_DOUBLE_EQ(w.params(),
                    (25 * 32 + 32) + (25 * 32 * 64 + 64) + (3136 * 1024 + 1024) + (1024 * 10 + 10));
   EXPECT_DOUBLE_EQ(w.fwd_flops(),
@@ -47,8 +48,8 @@ TEST(Workload, GraphFromLayers) {
 }
 
 TEST(Workload, BadConfigIsAnError) {
-  EXPECT_THROW(workload_from_config(Config::from_string("model = \"rnn\"\n")), ConfigError);
-  EXPECT_THROW(workload_from_config(Config::from_string("model = \"mlp\"\nmlp.hidden = [0]\n")),
+  EXPECT_THROW(plan::read_workload(Config::from_string("model = \"rnn\"\n")), ConfigError);
+  EXPECT_THROW(plan::read_workload(Config::from_string("model = \"mlp\"\nmlp.hidden = [0]\n")),
                ConfigError);
   EXPECT_THROW(reference_workload("resnet5"), InputError);
 }

@@ -13,6 +13,9 @@
 #include "loom/core/rng.h"
 #include "loom/nn/graph/model_zoo.h"
 #include "loom/optim/optimizer.h"
+#include "loom/plan/codec_reader.h"
+#include "loom/plan/model_reader.h"
+#include "loom/plan/optim_reader.h"
 #include "loom/sync/allreduce/allreduce_strategy.h"
 #include "loom/sync/allreduce/compressed_allreduce.h"
 #include "loom/tensor/backend_registry.h"
@@ -72,7 +75,7 @@ TEST(AllreduceCodec, BytesSentPerStepMatchTheCodec) {
   for (const char* name : {"fp16", "int8", "onebit"}) {
     cfg.set("codec", std::string(name));
     const testing::TinyRun r = run_tiny(cfg, 2, 5, 16);
-    const auto codec = compress::make_codec(cfg);
+    const auto codec = compress::make_codec(plan::read_codec_options(cfg));
     const size_t n = r.final_params.size();
     // 1-bit at two workers is gathered by default (codec.aggregation).
     const compress::Aggregation how = std::string(name) == "onebit"
@@ -194,7 +197,7 @@ TEST(AllreduceCodec, WarmupEndsExactlyAtItsBoundary) {
     EXPECT_TRUE(b6.replicas_equal);
     // Bytes: five fp32 steps, then the codec's.
     const size_t n = b6.final_params.size();
-    const auto codec = compress::make_codec(cfg);
+    const auto codec = compress::make_codec(plan::read_codec_options(cfg));
     EXPECT_EQ(b6.stats.bytes_sent, 5 * int64_t(fp32_allreduce_wire_bytes(n, 2)) +
                                        int64_t(compressed_allreduce_wire_bytes(
                                            *codec, n, 2, compress::Aggregation::kGather)));
@@ -208,7 +211,7 @@ TEST(AllreduceCodec, SmallBucketsAreSummedExactly) {
   cfg.set("codec", std::string("topk"));
   cfg.set("codec.min_bucket_kib", int64_t(2));  // 512 floats: the 330 exact, the 672 not
   const testing::TinyRun r = run_tiny(cfg, 2, 4, 16);
-  const auto codec = compress::make_codec(cfg);
+  const auto codec = compress::make_codec(plan::read_codec_options(cfg));
   EXPECT_EQ(r.stats.bytes_sent, 4 * int64_t(fp32_allreduce_wire_bytes(330, 2) +
                                             compressed_allreduce_wire_bytes(*codec, 672, 2)));
   EXPECT_NE(r.describe.find("1 bucket under 512 floats exact"), std::string::npos) << r.describe;
@@ -266,10 +269,10 @@ ConstantGradientRun constant_gradient_run(int steps) {
   std::mutex mu;
   tw->run([&](comm::Communicator& c) {
     Backend& be = cpu_backend();
-    auto model = nn::build_model(cfg, be, {20}, 10);
+    auto model = nn::build_model(plan::read_model_spec(cfg), be, {20}, 10);
     model->init_params(1);
     LOOM_CHECK_EQ(size_t(model->num_params()), grad[0].size());
-    auto opt = optim::make_optimizer(cfg, be, model->num_params());
+    auto opt = optim::make_optimizer(plan::read_optimizer_options(cfg), be, model->num_params());
     auto strategy = make_strategy(cfg, c, *model, *opt);
     strategy->start();
     const std::vector<float> start(model->params(), model->params() + model->num_params());

@@ -6,6 +6,8 @@
 #include "loom/comm/world.h"
 #include "loom/core/error.h"
 #include "loom/nn/graph/model_zoo.h"
+#include "loom/plan/model_reader.h"
+#include "loom/plan/optim_reader.h"
 #include "loom/sync/strategy.h"
 #include "loom/tensor/backend_registry.h"
 #include "tiny_training.h"
@@ -20,8 +22,8 @@ std::string config_error(const Config& cfg, int64_t total_steps = 0) {
   std::string msg;
   world->run([&](comm::Communicator& c) {
     Backend& be = cpu_backend();
-    auto model = nn::build_model(cfg, be, {20}, 10);
-    auto opt = optim::make_optimizer(cfg, be, model->num_params());
+    auto model = nn::build_model(plan::read_model_spec(cfg), be, {20}, 10);
+    auto opt = optim::make_optimizer(plan::read_optimizer_options(cfg), be, model->num_params());
     try {
       make_strategy(cfg, c, *model, *opt, total_steps);
     } catch (const ConfigError& e) {

@@ -8,6 +8,9 @@
 #include "loom/comm/world.h"
 #include "loom/core/rng.h"
 #include "loom/nn/graph/model_zoo.h"
+#include "loom/plan/comm_reader.h"
+#include "loom/plan/model_reader.h"
+#include "loom/plan/optim_reader.h"
 #include "loom/tensor/backend_registry.h"
 
 namespace loom::sync::testing {
@@ -57,7 +60,7 @@ Config tiny_config() {
 
 TinyRun run_tiny(const Config& cfg, int workers, int steps, int batch, const StrategyMaker& make) {
   const Blobs& data = blobs();
-  comm::CommOptions opts = comm::comm_options_from_config(cfg);  // comm.algorithm and the like
+  comm::CommOptions opts = plan::read_comm_options(cfg);  // comm.algorithm and the like
   opts.timeout_s = 10;
   auto world = comm::create_world("thread", workers, opts);
   TinyRun run;
@@ -68,9 +71,10 @@ TinyRun run_tiny(const Config& cfg, int workers, int steps, int batch, const Str
   world->run([&](comm::Communicator& c) {
     Backend& backend = cpu_backend();
     backend.set_intra_op_threads(1);
-    auto model = nn::build_model(cfg, backend, {kFeatures}, kClasses);
+    auto model = nn::build_model(plan::read_model_spec(cfg), backend, {kFeatures}, kClasses);
     model->init_params(uint64_t(c.rank()) + 1);  // differ on purpose: start() must broadcast
-    auto optimizer = optim::make_optimizer(cfg, backend, model->num_params());
+    auto optimizer =
+        optim::make_optimizer(plan::read_optimizer_options(cfg), backend, model->num_params());
     auto strategy = make ? make(c, *model, *optimizer) : make_strategy(cfg, c, *model, *optimizer);
     strategy->start();
     const int64_t n = model->num_params();

@@ -15,6 +15,7 @@
 
 #include "loom/core/config.h"
 #include "loom/nn/graph/model_zoo.h"
+#include "loom/plan/model_reader.h"
 #include "loom/tensor/cuda/cuda_backend.h"
 #include "loom/tensor/cuda/cudnn_conv.h"
 #include "tensor_cuda/gpu_compare.h"
@@ -505,7 +506,7 @@ struct GraphStep {
 GraphStep graph_step(Backend& be) {
   const Config cfg = Config::from_string(kGraph, "cuda_layer_ops_test.toml");
   const nn::Shape input{2, 12, 12};
-  auto model = nn::build_model(cfg, be, input, 10);
+  auto model = nn::build_model(plan::read_model_spec(cfg), be, input, 10);
   model->init_params(321);
   const int64_t batch = 8;
   auto x = random_floats(size_t(batch * 2 * 12 * 12), 130);

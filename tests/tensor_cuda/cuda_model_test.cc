@@ -7,6 +7,8 @@
 #include "loom/core/config.h"
 #include "loom/nn/graph/model_zoo.h"
 #include "loom/optim/optimizer.h"
+#include "loom/plan/model_reader.h"
+#include "loom/plan/optim_reader.h"
 #include "tensor_cuda/gpu_compare.h"
 
 namespace loom::test {
@@ -22,9 +24,9 @@ StepResult train_steps(Backend& be, int steps) {
   const Config cfg = Config::from_string(
       "mlp.hidden = [256, 128]\nmlp.dropout = 0.5\n"
       "optim.name = \"sgd\"\noptim.momentum = 0.9\n");
-  auto model = nn::build_model(cfg, be, {1, 28, 28}, 10);
+  auto model = nn::build_model(plan::read_model_spec(cfg), be, {1, 28, 28}, 10);
   model->init_params(123);
-  auto opt = optim::make_optimizer(cfg, be, model->num_params());
+  auto opt = optim::make_optimizer(plan::read_optimizer_options(cfg), be, model->num_params());
   const int64_t batch = 64;
   auto x = random_floats(size_t(batch * 784), 30);
   std::vector<int32_t> labels(static_cast<size_t>(batch));

@@ -12,6 +12,7 @@
 
 #include "loom/core/config.h"
 #include "loom/nn/graph/model_zoo.h"
+#include "loom/plan/model_reader.h"
 #include "tensor_cuda/gpu_compare.h"
 
 namespace loom::test {
@@ -223,7 +224,7 @@ struct SeqStep {
 SeqStep seq_step(Backend& be) {
   const Config cfg = Config::from_string(transformer_graph(), "cuda_seq_ops_test.toml");
   const int64_t T = 48, batch = 4;
-  auto model = nn::build_model(cfg, be, {T}, 50);
+  auto model = nn::build_model(plan::read_model_spec(cfg), be, {T}, 50);
   model->init_params(99);
   model->set_ignore_index(-1);
   const auto ids = token_ids(size_t(batch * T), 50, 50);

@@ -18,6 +18,7 @@
 #include "loom/core/config.h"
 #include "loom/nn/graph/model_zoo.h"
 #include "loom/optim/optimizer.h"
+#include "loom/plan/model_reader.h"
 #include "loom/sync/allreduce/allreduce_strategy.h"
 #include "loom/sync/allreduce/device_compressed_allreduce.h"
 #include "tensor_cuda/device_thread_world.h"
@@ -29,7 +30,7 @@ namespace {
 const char* const kDeviceCodecs[] = {"fp16", "bf16", "int8", "onebit", "topk"};
 
 std::unique_ptr<compress::Codec> f32_residual_codec(const std::string& name) {
-  auto codec = compress::make_codec(name, Config{});
+  auto codec = compress::make_codec(name);
   codec->set_residual_format(compress::ResidualFormat::kF32);  // as the device keeps it
   return codec;
 }
@@ -123,7 +124,7 @@ std::vector<std::vector<float>> run_strategy(int world, const StrategyCase& sc, 
   std::vector<std::vector<float>> params(static_cast<size_t>(world));
   std::mutex mu;
   run_device_world(world, [&](comm::Communicator& c, CudaBackend& be) {
-    auto model = nn::build_model(tiny_mlp(), be, {1, 8, 8}, 10);
+    auto model = nn::build_model(plan::read_model_spec(tiny_mlp()), be, {1, 8, 8}, 10);
     model->init_params(7);
     const int64_t n = model->num_params();
     optim::Sgd sgd(be, n, 0.0f, 0.0f, false);
@@ -208,7 +209,7 @@ TEST(CudaMultiRank, NanInOneRanksGradientIsCaughtAtEndStep) {
   const auto codec = std::shared_ptr<const compress::Codec>(f32_residual_codec("int8"));
   try {
     run_device_world(2, [&](comm::Communicator& c, CudaBackend& be) {
-      auto model = nn::build_model(tiny_mlp(), be, {1, 8, 8}, 10);
+      auto model = nn::build_model(plan::read_model_spec(tiny_mlp()), be, {1, 8, 8}, 10);
       const int64_t n = model->num_params();
       optim::Sgd sgd(be, n, 0.0f, 0.0f, false);
       sync::AllreduceOptions opts;

@@ -153,7 +153,7 @@ TEST(Nccl, DeviceCompressedAllreduceMatchesTheHostCodec) {
     comm::NcclCommunicator nccl(boot, be);
     for (const std::string name : {"fp16", "bf16", "int8", "onebit", "topk"}) {
       SCOPED_TRACE(name);
-      auto codec = compress::make_codec(name, Config{});
+      auto codec = compress::make_codec(name);
       codec->set_residual_format(compress::ResidualFormat::kF32);  // as the device keeps it
       auto dev = compress::make_device_codec(*codec, be);
       ASSERT_NE(dev, nullptr);
@@ -180,7 +180,7 @@ TEST(Nccl, DeviceCompressedAllreduceMatchesTheHostCodec) {
         EXPECT_CANARY(be, st.gather, st.slot_bytes);
       }
     }
-    if (compress::make_device_codec(*compress::make_codec("powersgd", Config{}), be) != nullptr)
+    if (compress::make_device_codec(*compress::make_codec("powersgd"), be) != nullptr)
       ADD_FAILURE() << "powersgd has no device kernels";
   });
 }

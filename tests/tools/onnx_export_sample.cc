@@ -24,6 +24,7 @@
 #include "loom/data/sources/dataset.h"
 #include "loom/nn/graph/model_zoo.h"
 #include "loom/nn/io/onnx_export.h"
+#include "loom/plan/model_reader.h"
 #include "loom/tensor/backend_registry.h"
 
 namespace {
@@ -72,7 +73,7 @@ int run(int argc, char** argv) {
   const data::Dataset test = data::load_fashion_mnist(data_dir, false, norm, nullptr);
   const nn::Shape shape = train.sample_shape;
   const int classes = train.num_classes;
-  auto model = nn::build_model(cfg, cpu_backend(), shape, classes);
+  auto model = nn::build_model(plan::read_model_spec(cfg), cpu_backend(), shape, classes);
   model->init_params(1);
 
   // Plain SGD on shuffled batches: weights that have moved from their draw, and BatchNorm

@@ -13,6 +13,7 @@
 #include "loom/core/error.h"
 #include "loom/measure/machine_identity.h"
 #include "loom/optim/optimizer.h"
+#include "loom/plan/optim_reader.h"
 #include "loom/tensor/backend_registry.h"
 
 namespace loom::train {
@@ -138,7 +139,7 @@ TEST(AutoConfig, GatheringTheShardedOptimizerStateGivesEveryRankTheWhole) {
   std::vector<std::vector<float>> got(2);
   world->run([&](comm::Communicator& c) {
     Config cfg = Config::from_string("[optim]\nmomentum = 0.9\n", "o.toml");
-    auto opt = optim::make_optimizer(cfg, cpu_backend(), n);
+    auto opt = optim::make_optimizer(plan::read_optimizer_options(cfg), cpu_backend(), n);
     const std::vector<optim::StateBuffer> state = opt->state();
     ASSERT_FALSE(state.empty());
     float* v = state[0].data;

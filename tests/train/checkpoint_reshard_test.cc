@@ -11,10 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include "data/temp_dir.h"
-#include "loom/comm/comm_options.h"
 #include "loom/comm/transport_registry.h"
 #include "loom/core/error.h"
 #include "loom/optim/optimizer.h"
+#include "loom/plan/comm_reader.h"
+#include "loom/plan/optim_reader.h"
 #include "loom/sync/model_parallel/model_parallel_model.h"
 #include "loom/sync/strategy.h"
 #include "loom/tensor/cpu/cpu_backend.h"
@@ -147,11 +148,12 @@ void reload_and_save(const Config& cfg, int workers, const std::string& from,
   Config c = cfg;
   c.set("workers", int64_t(workers));
   std::unique_ptr<comm::World> world =
-      comm::create_world("thread", workers, comm::comm_options_from_config(c));
+      comm::create_world("thread", workers, plan::read_comm_options(c));
   world->run([&](comm::Communicator& comm) {
     Backend& be = cpu_backend();
     std::unique_ptr<nn::Model> model = sync::build_model(c, comm, be, shape, classes);
-    std::unique_ptr<optim::Optimizer> opt = optim::make_optimizer(c, be, model->num_params());
+    std::unique_ptr<optim::Optimizer> opt =
+        optim::make_optimizer(plan::read_optimizer_options(c), be, model->num_params());
     std::unique_ptr<sync::Strategy> strategy = sync::make_strategy(c, comm, *model, *opt);
     WorkerParts w{be, *model, *opt, *strategy, nullptr};
     TrainPosition expect;

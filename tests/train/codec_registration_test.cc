@@ -14,6 +14,7 @@
 #include "loom/core/config.h"
 #include "loom/core/error.h"
 #include "loom/perf/codec_model.h"
+#include "loom/plan/codec_reader.h"
 #include "loom/sync/strategy.h"
 #include "loom/train/auto_config.h"
 
@@ -70,10 +71,10 @@ compress::CodecKind test_int16_kind() {
   k.summary = "16-bit integers scaled per bucket (a test's codec)";
   k.cost.memory_passes = 5;
   k.momentum_correction = true;
-  k.keys = {{"codec.test_int16_clip", ConfigType::kDouble, "1",
+  k.keys = {{"codec.test_int16_clip", 1.0, 0.5, 1.0,
              "test_int16: share of the largest magnitude that maps to 32767"}};
-  k.make = [](const Config& cfg) {
-    return std::make_unique<TestInt16Codec>(cfg.get_double("codec.test_int16_clip", 1.0, 0.5, 1.0));
+  k.make = [](const compress::CodecParams& p) {
+    return std::make_unique<TestInt16Codec>(p.real("codec.test_int16_clip"));
   };
   return k;
 }
@@ -87,7 +88,7 @@ TEST(CodecRegistration, TheRegistryBuildsItFromItsKeys) {
   EXPECT_THAT(keys, Contains("codec.test_int16_clip"));
 
   const Config cfg = Config::from_string("codec = \"test_int16\"\n");
-  auto codec = compress::make_codec(cfg);
+  auto codec = compress::make_codec(plan::read_codec_options(cfg));
   ASSERT_EQ(codec->name(), "test_int16");
   std::vector<float> g(1000), back(1000);
   for (size_t i = 0; i < g.size(); ++i) g[i] = std::sin(float(i));
@@ -102,7 +103,7 @@ TEST(CodecRegistration, TheRegistryBuildsItFromItsKeys) {
   const Config bad =
       Config::from_string("codec.name = \"test_int16\"\ncodec.test_int16_clip = 2.0\n");
   try {
-    compress::make_codec(bad);
+    compress::make_codec(plan::read_codec_options(bad));
     FAIL() << "no error for an out-of-range clip";
   } catch (const ConfigError& e) {
     EXPECT_THAT(e.what(), HasSubstr("codec.test_int16_clip"));
@@ -140,7 +141,7 @@ TEST(CodecRegistration, AnUnknownNameListsItAndANameIsTakenOnce) {
 // The built-in records agree with the codecs they build.
 TEST(CodecRegistration, EveryRecordAgreesWithItsCodec) {
   for (const compress::CodecKind* k : compress::codec_kinds()) {
-    auto c = k->make(Config());
+    auto c = k->make(k->default_params());
     EXPECT_EQ(c->name(), k->name);
     EXPECT_EQ(c->aggregation(), k->aggregation) << k->name;
     EXPECT_EQ(k->lossy, k->name != "fp32") << k->name;
@@ -148,7 +149,7 @@ TEST(CodecRegistration, EveryRecordAgreesWithItsCodec) {
     if (!k->auto_candidate) {
       EXPECT_FALSE(k->not_auto_reason.empty()) << k->name;
     }
-    for (const ConfigKeySpec& s : k->keys) EXPECT_EQ(s.key.rfind("codec.", 0), 0u) << s.key;
+    for (const compress::CodecKey& s : k->keys) EXPECT_EQ(s.key.rfind("codec.", 0), 0u) << s.key;
   }
 }
 

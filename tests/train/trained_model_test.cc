@@ -14,6 +14,7 @@
 #include "loom/core/error.h"
 #include "loom/nn/graph/model_zoo.h"
 #include "loom/nn/io/model_file.h"
+#include "loom/plan/model_reader.h"
 #include "loom/tensor/cpu/cpu_backend.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/checkpoint_format.h"
@@ -88,7 +89,7 @@ TEST(TrainedModel, LoadedFromTheModelFileOrACheckpointItGivesTheTrainedModelsOut
   const Config cfg = residual_run(dir.path());
   const TrainResult r = run_training(cfg);
   // The trained model: the config's model holding the run's final parameters and state.
-  const auto trained = nn::build_model(cfg, cpu_backend(), {1, 28, 28}, 10);
+  const auto trained = nn::build_model(plan::read_model_spec(cfg), cpu_backend(), {1, 28, 28}, 10);
   std::memcpy(trained->params(), r.final_params.data(), r.final_params.size() * 4);
   std::memcpy(trained->state(), r.final_state.data(), r.final_state.size() * 4);
   const std::vector<float> want = outputs(*trained);

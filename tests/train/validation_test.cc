@@ -13,12 +13,12 @@
 
 #include "common/tiny_run.h"
 #include "data/temp_dir.h"
-#include "loom/comm/comm_options.h"
 #include "loom/comm/transport_registry.h"
 #include "loom/core/error.h"
 #include "loom/data/formats/shard_writer.h"
 #include "loom/data/loader/loader.h"
 #include "loom/data/sources/validation_split.h"
+#include "loom/plan/comm_reader.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/checkpoint_format.h"
 #include "loom/train/trainer.h"
@@ -74,7 +74,7 @@ TEST(Validation, SplitIsTheSameOnEveryWorkerAndNeverTrainedOn) {
   std::mutex mu;
   std::vector<int64_t> held[2];
   std::vector<int64_t> trained[2];
-  auto world = comm::create_world("thread", 2, comm::comm_options_from_config(Config()));
+  auto world = comm::create_world("thread", 2, plan::read_comm_options(Config()));
   world->run([&](comm::Communicator& c) {
     data::ValidationSplit s = data::split_for_validation(d.count, 0.25, 5);
     data::LoaderOptions o;

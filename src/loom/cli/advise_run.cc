@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <mutex>
 
-#include "loom/comm/comm_options.h"
 #include "loom/comm/transport_registry.h"
 #include "loom/compress/registry.h"
 #include "loom/core/config.h"
 #include "loom/core/error.h"
+#include "loom/plan/batch_reader.h"
+#include "loom/plan/codec_reader.h"
+#include "loom/plan/comm_reader.h"
 #include "loom/tensor/backend_registry.h"
 #include "loom/train/auto_config.h"
 
@@ -24,7 +26,7 @@ void advise_run(const AdviseRunArgs& a) {
         "{}: loom advise --run measures the thread transport; for transport \"{}\" run `loom "
         "train` with codec = \"auto\" (it measures the run's own transport at start)",
         a.config, transport));
-  if (!cfg.has(compress::codec_key(cfg))) cfg.set("codec", std::string("auto"), "advise");
+  if (!cfg.has(plan::codec_key(cfg))) cfg.set("codec", std::string("auto"), "advise");
   if (!cfg.has("sync")) cfg.set("sync", std::string("auto"), "advise");
   if (!cfg.has("sync.bucket_kib")) cfg.set("sync.bucket_kib", std::string("auto"), "advise");
   if (!a.calibration.empty()) {
@@ -33,7 +35,7 @@ void advise_run(const AdviseRunArgs& a) {
   }
   const int workers = int(cfg.get_int("workers", 2, 1, 4096));
   const int threads = int(cfg.get_int("threads", 1, 1, 256));
-  const int64_t batch = cfg.get_int("batch", 128, 1, 1 << 20);
+  const int64_t batch = plan::read_batch(cfg);
   // Fashion-MNIST's shapes (loom's default data): the graph is built on them.
   const nn::Shape input = {1, 28, 28};
   const int classes = 10;
@@ -42,7 +44,7 @@ void advise_run(const AdviseRunArgs& a) {
   if (max_steps > 0) steps = std::min(steps, max_steps);
 
   std::unique_ptr<comm::World> world =
-      comm::create_world("thread", workers, comm::comm_options_from_config(cfg));
+      comm::create_world("thread", workers, plan::read_comm_options(cfg));
   std::string log;
   std::mutex mu;
   world->run([&](comm::Communicator& c) {

@@ -24,6 +24,8 @@
 #include "loom/nn/graph/model_zoo.h"
 #include "loom/nn/layers/conv2d.h"
 #include "loom/nn/layers/linear.h"
+#include "loom/plan/batch_reader.h"
+#include "loom/plan/model_reader.h"
 #include "loom/tensor/backend_registry.h"
 #include "loom/tensor/cpu/onednn_conv.h"
 #include "loom/tensor/cpu/onednn_matmul.h"
@@ -49,7 +51,7 @@ class StepProducts {
  public:
   StepProducts(const Config& cfg, int64_t batch) {
     const nn::Shape sample{1, 28, 28};  // Fashion-MNIST
-    const nn::GraphSpec graph = nn::model_graph(cfg, sample, 10);
+    const nn::GraphSpec graph = nn::model_graph(plan::read_model_spec(cfg), sample, 10);
     nn::Model model(cpu_backend(), sample, 10, nn::build_nodes(graph, sample));
     // The model asks no input gradient of a layer that no layer with parameters feeds (its
     // first in a chain); counted the same way here.
@@ -153,7 +155,7 @@ Figures measure(const std::string& name, const std::string& path, int64_t steps,
                 std::ofstream& json) {
   Figures f;
   const Config base = Config::from_file(path);
-  const int64_t batch = base.get_int("batch", 128, 1, 1 << 20);
+  const int64_t batch = plan::read_batch(base);
   cpu_backend().set_intra_op_threads(1);
   StepProducts products(base, batch);
   const char* names[2] = {"fp32", "bf16"};

@@ -9,6 +9,7 @@
 #include "loom/core/error.h"
 #include "loom/nn/graph/model_zoo.h"
 #include "loom/nn/layers/layer_factory.h"
+#include "loom/plan/model_reader.h"
 #include "loom/tensor/backend_registry.h"
 
 namespace loom::cli::models_command {
@@ -33,9 +34,9 @@ Config model_config(const std::string& name, const std::vector<std::string>& set
 void show(const ShowArgs& a) {
   const Config cfg = model_config(a.name, a.sets);
   const nn::Shape input(a.input.begin(), a.input.end());
-  const nn::GraphSpec graph = nn::model_graph(cfg, input, a.classes);
+  const nn::GraphSpec graph = nn::model_graph(plan::read_model_spec(cfg), input, a.classes);
   // Built once, so that what is written is a graph that builds on this input.
-  const auto model = nn::build_model(cfg, cpu_backend(), input, a.classes);
+  const auto model = nn::build_model(plan::read_model_spec(cfg), cpu_backend(), input, a.classes);
   if (a.summary) {
     fmt::print("{}\n", model->summary());
     return;

@@ -1,5 +1,7 @@
 #include "loom/cli/perf_options.h"
 
+#include "loom/plan/batch_reader.h"
+
 namespace loom::cli {
 
 perf::Catalog CatalogOptions::load() const {
@@ -46,7 +48,7 @@ measure::ProbeOptions mlp_probe_options(const Config& cfg) {
   o.widths = {784};
   for (int64_t h : cfg.get_int_list("mlp.hidden", {1024, 1024})) o.widths.push_back(h);
   o.widths.push_back(10);
-  o.batch = cfg.get_int("batch", 128, 1, 1 << 20);
+  o.batch = plan::read_batch(cfg);
   o.dropout = cfg.get_double("mlp.dropout", 0.5, 0.0, 0.99);
   o.bucket_bytes = cfg.get_int("sync.bucket_kib", 4096, 0, int64_t(1) << 30) * 1024;
   return o;

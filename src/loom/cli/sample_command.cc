@@ -18,6 +18,7 @@
 #include "loom/core/rng.h"
 #include "loom/data/formats/token_shard.h"
 #include "loom/data/loader/pipeline_config.h"
+#include "loom/plan/data_reader.h"
 #include "loom/tensor/cpu/cpu_backend.h"
 #include "loom/train/trained_model.h"
 
@@ -39,7 +40,7 @@ data::Vocabulary run_vocabulary(const train::TrainedModel& m, const std::string&
         "{}: no config.toml beside the weights: the vocabulary comes from the run's training "
         "shards; give the run directory",
         run));
-  const data::PipelineConfig p = data::read_pipeline_config(m.config);
+  const data::PipelineConfig p = plan::read_pipeline_config(m.config);
   if (p.train_shards.empty() || !data::is_token_shard(p.train_shards))
     throw InputError(fmt::format(
         "{}: not a language model: it trained on {}, not a token stream (loom data convert "

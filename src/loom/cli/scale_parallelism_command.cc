@@ -6,6 +6,7 @@
 #include "loom/cli/scale_command.h"
 #include "loom/nn/graph/model_description.h"
 #include "loom/perf/parallelism_model.h"
+#include "loom/plan/model_reader.h"
 
 namespace loom::cli::scale {
 namespace {
@@ -18,7 +19,8 @@ perf::ModelShape model_shape(const Config& cfg) {
   perf::ModelShape m;
   m.input = nn::numel(input);
   m.classes = classes;
-  for (const nn::LayerDescription& l : nn::describe_layers(cfg, input, classes)) {
+  for (const nn::LayerDescription& l :
+       nn::describe_layers(plan::read_model_spec(cfg), input, classes)) {
     perf::LayerShape s;
     s.kind = l.kind == "Linear" ? perf::LayerKind::kDense : perf::LayerKind::kOther;
     s.in = l.in;

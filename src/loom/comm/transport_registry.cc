@@ -7,7 +7,6 @@
 #include "loom/comm/launcher_env.h"
 #include "loom/comm/thread/thread_world.h"
 #include "loom/config.h"
-#include "loom/core/config.h"
 #include "loom/core/error.h"
 
 #if LOOM_HAVE_MPI

@@ -1,5 +1,5 @@
 // The one place that knows which transports were built. Everything else asks here:
-//   auto world = loom::comm::create_world("auto", workers, comm_options_from_config(cfg));
+//   auto world = loom::comm::create_world("auto", workers, loom::plan::read_comm_options(cfg));
 // A transport that was not built is a ConfigError naming the build option (LOOM_MPI=ON); an
 // unknown name is a ConfigError listing the known ones.
 #pragma once
@@ -12,10 +12,6 @@
 #include "loom/comm/comm_options.h"
 #include "loom/comm/communicator.h"
 #include "loom/comm/world.h"
-
-namespace loom {
-class Config;
-}
 
 namespace loom {
 class Backend;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <bit>
+#include <limits>
 
 #include "loom/compress/bf16_codec.h"
 #include "loom/compress/builtin_codec_kinds.h"
@@ -18,13 +19,15 @@
 namespace loom::compress {
 namespace {
 
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
 CodecKind identity_kind() {
   CodecKind k;
   k.name = "fp32";
   k.summary = "uncompressed";
   k.lossy = false;
   k.summable = true;
-  k.make = [](const Config&) { return std::make_unique<IdentityCodec>(); };
+  k.make = [](const CodecParams&) { return std::make_unique<IdentityCodec>(); };
   return k;
 }
 
@@ -35,7 +38,7 @@ CodecKind fp16_kind() {
   k.summable = true;
   k.cost.memory_passes = 3;  // cast down: read 4 + write 2 bytes; up: read 2 + write 4
   k.device_kernels = true;
-  k.make = [](const Config&) { return std::make_unique<Fp16Codec>(); };
+  k.make = [](const CodecParams&) { return std::make_unique<Fp16Codec>(); };
   return k;
 }
 
@@ -48,7 +51,7 @@ CodecKind bf16_kind() {
   k.device_kernels = true;
   k.auto_candidate = false;
   k.not_auto_reason = "codec bf16 (the bytes of fp16 with 8 fewer bits of precision)";
-  k.make = [](const Config&) { return std::make_unique<Bf16Codec>(); };
+  k.make = [](const CodecParams&) { return std::make_unique<Bf16Codec>(); };
   return k;
 }
 
@@ -61,13 +64,13 @@ CodecKind int8_kind() {
   // absmax, encode, decode of the stripes, the owner's re-encode, the final decode.
   k.cost.memory_passes = 6;
   k.device_kernels = true;
-  k.keys = {{"codec.int8_block", ConfigType::kInt, std::to_string(kInt8DefaultBlock),
+  k.keys = {{"codec.int8_block", int64_t(kInt8DefaultBlock), 8, 1 << 20,
              "int8: elements per absmax block (power of two, 8 .. 2^20)"}};
-  k.make = [](const Config& cfg) {
-    const int64_t block = cfg.get_int("codec.int8_block", int64_t(kInt8DefaultBlock), 8, 1 << 20);
+  k.make = [](const CodecParams& p) {
+    const int64_t block = p.integer("codec.int8_block");
     if (!std::has_single_bit(uint64_t(block)))
       throw ConfigError(fmt::format("{}: key 'codec.int8_block': {} is not a power of two",
-                                    cfg.where("codec.int8_block"), block));
+                                    p.where("codec.int8_block"), block));
     return std::make_unique<Int8Codec>(size_t(block));
   };
   return k;
@@ -86,14 +89,13 @@ CodecKind onebit_kind() {
   k.warmup_max_steps = 10;
   k.gather_at_two_ranks = true;
   k.momentum_correction = true;
-  k.keys = {{"codec.onebit_column", ConfigType::kInt, std::to_string(kOnebitDefaultColumn),
+  k.keys = {{"codec.onebit_column", int64_t(kOnebitDefaultColumn), 32, 1 << 24,
              "onebit: elements per pair of reconstruction values (multiple of 32)"}};
-  k.make = [](const Config& cfg) {
-    const int64_t col =
-        cfg.get_int("codec.onebit_column", int64_t(kOnebitDefaultColumn), 32, 1 << 24);
+  k.make = [](const CodecParams& p) {
+    const int64_t col = p.integer("codec.onebit_column");
     if (col % 32 != 0)
       throw ConfigError(fmt::format("{}: key 'codec.onebit_column': {} is not a multiple of 32",
-                                    cfg.where("codec.onebit_column"), col));
+                                    p.where("codec.onebit_column"), col));
     return std::make_unique<OnebitCodec>(size_t(col));
   };
   return k;
@@ -111,13 +113,14 @@ CodecKind topk_kind() {
   k.min_bucket_kib = 64;
   k.momentum_correction = true;
   k.momentum_masking = true;
-  k.keys = {{"codec.topk_fraction", ConfigType::kDouble, "0.01",
+  // The range is the maker's to check: (0, 1] is open at 0.
+  k.keys = {{"codec.topk_fraction", kTopkDefaultFraction, -kInf, kInf,
              "topk: fraction of entries sent, (0, 1]"}};
-  k.make = [](const Config& cfg) {
-    const double f = cfg.get_double("codec.topk_fraction", kTopkDefaultFraction);
+  k.make = [](const CodecParams& p) {
+    const double f = p.real("codec.topk_fraction");
     if (!(f > 0.0 && f <= 1.0))
       throw ConfigError(fmt::format("{}: key 'codec.topk_fraction': {} is out of range (0, 1]",
-                                    cfg.where("codec.topk_fraction"), f));
+                                    p.where("codec.topk_fraction"), f));
     return std::make_unique<TopkCodec>(f);
   };
   return k;
@@ -138,16 +141,16 @@ CodecKind powersgd_kind() {
       "codec powersgd (its speed depends on each layer's matrix shape, which the start-up does "
       "not time)";
   k.keys = {
-      {"codec.powersgd_rank", ConfigType::kInt, std::to_string(kPowerSgdDefaultRank),
+      {"codec.powersgd_rank", int64_t(kPowerSgdDefaultRank), 1, 1024,
        "powersgd: rank of the approximation"},
-      {"codec.powersgd_cols", ConfigType::kInt, "0",
+      {"codec.powersgd_cols", int64_t(0), 0, double(int64_t(1) << 31),
        "powersgd: columns of the matrix a bucket is seen as (0: ceil(sqrt(n)))"},
-      {"codec.seed", ConfigType::kInt, "24301", "powersgd: seed of the initial Q"},
+      {"codec.seed", int64_t(0x5eed), -kInf, kInf, "powersgd: seed of the initial Q"},
   };
-  k.make = [](const Config& cfg) {
-    const int64_t rank = cfg.get_int("codec.powersgd_rank", int64_t(kPowerSgdDefaultRank), 1, 1024);
-    const int64_t cols = cfg.get_int("codec.powersgd_cols", 0, 0, int64_t(1) << 31);
-    const int64_t seed = cfg.get_int("codec.seed", 0x5eed);
+  k.make = [](const CodecParams& p) {
+    const int64_t rank = p.integer("codec.powersgd_rank");
+    const int64_t cols = p.integer("codec.powersgd_cols");
+    const int64_t seed = p.integer("codec.seed");
     return std::make_unique<PowerSgdCodec>(size_t(rank), size_t(cols), uint64_t(seed));
   };
   return k;

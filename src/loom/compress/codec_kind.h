@@ -15,7 +15,8 @@
 #include <vector>
 
 #include "loom/compress/codec.h"
-#include "loom/core/config.h"
+#include "loom/compress/codec_params.h"
+#include "loom/core/config_value.h"
 
 namespace loom::compress {
 
@@ -55,12 +56,14 @@ struct CodecKind {
   bool auto_candidate = true;
   std::string not_auto_reason;
   // Its own codec.* keys (the shared ones, codec.error_feedback and codec.residual, are in
-  // codec_config_keys()); `make` reads no others.
-  std::vector<ConfigKeySpec> keys;
-  std::function<std::unique_ptr<Codec>(const Config&)> make;
+  // codec_config_keys()); `make` is handed every one of them and reads no others.
+  std::vector<CodecKey> keys;
+  std::function<std::unique_ptr<Codec>(const CodecParams&)> make;
 
   // Bits on the wire per fp32 element at the default parameters, for a bucket of 2^20 elements.
   double wire_bits_per_element() const;
+  // Every key of `keys` at its default.
+  CodecParams default_params() const;
 };
 
 // Every codec: the built-in ones in the order the benchmarks report them, then registered ones.

@@ -4,10 +4,8 @@
 
 #include <deque>
 #include <mutex>
-#include <optional>
 
 #include "loom/compress/builtin_codec_kinds.h"
-#include "loom/core/config_refusal.h"
 #include "loom/core/error.h"
 
 namespace loom::compress {
@@ -43,18 +41,24 @@ std::string joined_names() {
   return fmt::format("{}", fmt::join(kinds().names, ", "));
 }
 
+}  // namespace
+
 std::vector<std::string> bf16_residual_codecs() {
   std::vector<std::string> names;
   for (const CodecKind* k : kinds().list)
-    if (k->make(Config())->supports_bf16_residual()) names.push_back(k->name);
+    if (k->make(k->default_params())->supports_bf16_residual()) names.push_back(k->name);
   return names;
 }
 
-}  // namespace
+CodecParams CodecKind::default_params() const {
+  CodecParams p;
+  for (const CodecKey& k : keys) p.set(k.key, k.default_value, "default");
+  return p;
+}
 
 double CodecKind::wire_bits_per_element() const {
   constexpr size_t n = size_t(1) << 20;
-  return 8.0 * double(make(Config())->encoded_bytes(n)) / double(n);
+  return 8.0 * double(make(default_params())->encoded_bytes(n)) / double(n);
 }
 
 const std::vector<const CodecKind*>& codec_kinds() {
@@ -88,63 +92,26 @@ CodecRegistrar::CodecRegistrar(CodecKind kind) {
   kinds().add(std::move(kind));
 }
 
-std::string codec_key(const Config& cfg) {
-  return cfg.has("codec.name") ? "codec.name" : "codec";
-}
-
-std::string codec_name(const Config& cfg, const std::string& default_name) {
-  if (cfg.has("codec") && cfg.has("codec.name"))
-    throw ConfigError(
-        fmt::format("{}: key 'codec' and {}: key 'codec.name' both name the codec; "
-                    "set one",
-                    cfg.where("codec"), cfg.where("codec.name")));
-  return cfg.get_choice(codec_key(cfg), default_name, codec_names());
-}
-
-std::unique_ptr<Codec> make_codec(const Config& cfg, const std::string& default_name) {
-  return make_codec(codec_name(cfg, default_name), cfg);
-}
-
-std::unique_ptr<Codec> make_codec(const std::string& name, const Config& cfg) {
-  const CodecKind& kind = codec_kind(name, cfg.has("codec") ? cfg.where("codec") : "codec");
-  std::unique_ptr<Codec> codec = kind.make(cfg);
-  codec->set_error_feedback(cfg.get_bool("codec.error_feedback", true));
-  if (cfg.has("codec.residual")) {
-    const std::string f = cfg.get_choice("codec.residual", "fp32", {"fp32", "bf16"});
-    if (f == "bf16" && !codec->supports_bf16_residual())
+std::unique_ptr<Codec> make_codec(const CodecOptions& o) {
+  const CodecKind& kind = codec_kind(o.name, o.where);
+  std::unique_ptr<Codec> codec = kind.make(o.params);
+  codec->set_error_feedback(o.error_feedback);
+  if (o.residual) {
+    if (*o.residual == ResidualFormat::kBf16 && !codec->supports_bf16_residual())
       throw ConfigError(fmt::format(
           "{}: key 'codec.residual': codec {} keeps its residual in fp32 only (bf16 residuals: "
           "{})",
-          cfg.where("codec.residual"), name, fmt::join(bf16_residual_codecs(), ", ")));
-    codec->set_residual_format(f == "bf16" ? ResidualFormat::kBf16 : ResidualFormat::kF32);
+          o.residual_where, o.name, fmt::join(bf16_residual_codecs(), ", ")));
+    codec->set_residual_format(*o.residual);
   }
   return codec;
 }
 
-void refuse_other_codec_keys(const Config& cfg, const std::string& name) {
-  const std::string key = codec_key(cfg);
-  const std::string chosen = fmt::format("the codec is {} ({})", name, cfg.where(key));
-  for (const CodecKind* k : codec_kinds()) {
-    if (k->name == name) continue;
-    for (const ConfigKeySpec& spec : k->keys) {
-      if (!cfg.has(spec.key)) continue;
-      // The record's default as TOML; one that does not read back as a value (prose) makes any
-      // setting count.
-      std::optional<ConfigScalar> def;
-      try {
-        const Config d = Config::from_string("k = " + spec.default_text);
-        if (d.has("k") && !d.values().at("k").is_array) def = d.values().at("k").value;
-      } catch (const ConfigError&) {
-      }
-      if (!def || sets_other_than(cfg, spec.key, *def))
-        refuse_key(cfg, spec.key, fmt::format("a parameter of codec {}; {}", k->name, chosen));
-    }
-  }
-  if (!codec_kind(name).lossy)
-    refuse_unless_default(cfg, "codec.error_feedback", true,
-                          fmt::format("feeds back what a lossy codec did not send; {}, which "
-                                      "sends everything",
-                                      chosen));
+std::unique_ptr<Codec> make_codec(const std::string& name) {
+  CodecOptions o;
+  o.name = name;
+  o.params = codec_kind(name).default_params();
+  return make_codec(o);
 }
 
 std::vector<ConfigKeySpec> codec_config_keys() {
@@ -158,7 +125,7 @@ std::vector<ConfigKeySpec> codec_config_keys() {
        "storage of the error-feedback residual: fp32 | bf16 (fp16 and bf16 codecs only)"},
   };
   for (const CodecKind* k : codec_kinds())
-    for (const ConfigKeySpec& s : k->keys) keys.push_back(s);
+    for (const CodecKey& s : k->keys) keys.push_back(s.spec());
   return keys;
 }
 

@@ -1,5 +1,6 @@
-// Codec names and codec.* keys to codecs, through the codecs' records (codec_kind.h). A bad
-// name or value is a loom::ConfigError naming the key, where it was set, and what was wrong.
+// Codecs by name, through the codecs' records (codec_kind.h), and the codec keys a run's config
+// has; plan/codec_reader.h reads them into CodecOptions. A bad name or value is a
+// loom::ConfigError naming the key, where it was set, and what was wrong.
 //
 //   codec.name             a codec's name (codec_names(); `loom train --help-config` lists them)
 //   codec                  the same, as a bare key: TOML cannot hold both `codec = "int8"` and
@@ -18,32 +19,22 @@
 
 #include "loom/compress/codec.h"
 #include "loom/compress/codec_kind.h"
-#include "loom/core/config.h"
+#include "loom/compress/codec_options.h"
+#include "loom/core/config_value.h"
 
 namespace loom::compress {
 
 // All codec names, in the order of codec_kinds().
 const std::vector<std::string>& codec_names();
 
-// The codec named by cfg's "codec.name" or "codec" key (default `default_name`), with its
-// parameters.
-std::unique_ptr<Codec> make_codec(const Config& cfg, const std::string& default_name = "fp32");
-// The codec `name` with cfg's parameters (for callers that pick the name themselves).
-std::unique_ptr<Codec> make_codec(const std::string& name, const Config& cfg);
+// The codec `o` names, with its settings and parameters. ConfigError naming the key for an
+// unknown name, a parameter the codec's own checks refuse, or a residual format it cannot keep.
+std::unique_ptr<Codec> make_codec(const CodecOptions& o);
+// The codec `name` with every setting at its default.
+std::unique_ptr<Codec> make_codec(const std::string& name);
 
-// The key that names the codec in cfg: "codec.name" when that is set, else "codec" (set or not).
-// The one place that knows the two spellings.
-std::string codec_key(const Config& cfg);
-
-// The name that make_codec(cfg) would build.
-std::string codec_name(const Config& cfg, const std::string& default_name = "fp32");
-
-// What a training run's codec leaves meaningless: the parameters of the other codecs
-// (codec.topk_fraction with codec int8) and codec.error_feedback = false with a lossless codec,
-// which keeps nothing to feed back. ConfigError naming the key when one is set to other than its
-// default. Not part of make_codec: `loom bench codec` and Python hand one set of parameters to
-// several codecs.
-void refuse_other_codec_keys(const Config& cfg, const std::string& name);
+// The codecs that can keep their residual in bf16 (codec.residual).
+std::vector<std::string> bf16_residual_codecs();
 
 // The keys above, for Config::check_known and `--help-config`.
 std::vector<ConfigKeySpec> codec_config_keys();

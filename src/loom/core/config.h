@@ -8,28 +8,11 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <variant>
 #include <vector>
 
+#include "loom/core/config_value.h"
+
 namespace loom {
-
-using ConfigScalar = std::variant<bool, int64_t, double, std::string>;
-
-struct ConfigValue {
-  ConfigScalar value;
-  std::vector<ConfigScalar> array;  // set when is_array
-  bool is_array = false;
-  std::string where;  // "file.toml:12" or "--set"
-};
-
-enum class ConfigType { kBool, kInt, kDouble, kString, kArray };
-
-struct ConfigKeySpec {
-  std::string key;
-  ConfigType type;
-  std::string default_text;  // as shown in `loom train --help-config`
-  std::string doc;
-};
 
 class Config {
  public:
@@ -71,15 +54,6 @@ class Config {
   std::map<std::string, ConfigValue> values_;
 };
 
-// A value as TOML text that parses back to the same value and type: strings quoted and escaped,
-// doubles in their shortest round-trip form with a ".0" when integral.
-std::string config_scalar_text(const ConfigScalar& v);
-// A scalar or an array of them as TOML text, the same way.
-std::string config_value_text(const ConfigValue& v);
-// A TOML basic string holding `s` (quotes, backslashes and control characters escaped).
-std::string toml_quoted(const std::string& s);
-// A dotted key as TOML: parts that are not bare ([A-Za-z0-9_-]+) quoted.
-std::string toml_key(const std::string& dotted);
 // Levenshtein distance, for "did you mean" hints.
 size_t edit_distance(const std::string& a, const std::string& b);
 

@@ -13,6 +13,8 @@
 
 #include "loom/core/error.h"
 #include "loom/perf/workload.h"
+#include "loom/plan/batch_reader.h"
+#include "loom/plan/workload_reader.h"
 #include "loom/sync/allreduce/overlap_policy.h"
 #include "loom/train/run_writer.h"
 #include "loom/train/trainer.h"
@@ -50,7 +52,7 @@ StepEstimate predict_case(const Config& cfg, const Calibration& cal, const Valid
   Catalog cat = Catalog::builtin();
   Derating d;
   cal.apply(cat, d);
-  Workload w = workload_from_config(cfg, "loom config");
+  Workload w = plan::read_workload(cfg, "loom config");
   Cluster cl;
   cl.gpu = cat.gpu("this-machine");
   cl.topo.nodes = 1;
@@ -90,7 +92,7 @@ StepEstimate predict_case(const Config& cfg, const Calibration& cal, const Valid
   s.overlap = sync::overlap_from_config(cfg, c.workers, d.host.cores, false);
   s.shard_optimizer = cfg.get_bool("sync.shard_optimizer", true);
   TrainSpec t;
-  t.batch = cfg.get_int("batch", 128, 1, 1 << 20);
+  t.batch = plan::read_batch(cfg);
   t.threads = threads;
   const bool adam = cfg.get_string("optim.name", "sgd") == "adam";
   t.optimizer = adam ? "adam" : cfg.get_double("optim.momentum", 0.9) > 0 ? "momentum" : "sgd";

@@ -46,7 +46,7 @@ double time_compute(nn::Model& model, int64_t batch, int reps) {
 std::pair<double, double> time_codec(const std::string& name, std::span<const float> grad, int reps,
                                      double budget_s) {
   Stopwatch spent;
-  const auto codec = compress::make_codec(name, Config{});
+  const auto codec = compress::make_codec(name);
   const size_t n = grad.size();
   std::vector<uint32_t> packed((codec->encoded_bytes(n) + 3) / 4 + 1);
   const std::span<std::byte> buf(reinterpret_cast<std::byte*>(packed.data()),

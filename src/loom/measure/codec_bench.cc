@@ -8,6 +8,7 @@
 #include "loom/compress/registry.h"
 #include "loom/core/rng.h"
 #include "loom/core/timer.h"
+#include "loom/plan/codec_reader.h"
 #include "loom/sync/allreduce/compressed_allreduce.h"
 
 namespace loom::measure {
@@ -65,7 +66,8 @@ void run_codec_bench(const CodecBenchOptions& o,
   const double gb = double(n) * sizeof(float) / 1e9;
 
   for (const auto& name : names) {
-    auto codec = make_codec(name, o.params);  // ConfigError for unknown names / bad params
+    auto codec = make_codec(
+        plan::read_codec_options(name, o.params));  // ConfigError for unknown names / bad params
     CodecBenchRow r;
     r.codec = name;
     r.residual = residual_format_name(codec->residual_format());

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "loom/core/config_refusal.h"
 #include "loom/core/error.h"
 
 namespace loom::optim {
@@ -67,35 +66,6 @@ std::vector<ConfigKeySpec> loss_scaler_config_keys() {
       {"loss_scale.min", ConfigType::kDouble, "1", "the scale never halves below this"},
       {"loss_scale.max", ConfigType::kDouble, "16777216", "the scale never doubles above this"},
   };
-}
-
-std::optional<LossScalerOptions> read_loss_scaler_options(const Config& cfg) {
-  const std::string mode = cfg.get_choice("loss_scale.mode", "auto", {"auto", "dynamic", "none"});
-  const bool on =
-      mode == "dynamic" || (mode == "auto" && cfg.get_string("precision", "fp32") == "fp16");
-  LossScalerOptions o;
-  if (!on) {
-    // The scale's parameters would shape nothing: no scale is kept.
-    const std::string why = fmt::format(
-        "loss scaling is off (loss_scale.mode \"{}\" ({}){}); set loss_scale.mode = \"dynamic\" "
-        "to scale",
-        mode, cfg.where("loss_scale.mode"), mode == "auto" ? ", with precision not fp16" : "");
-    refuse_unless_default(cfg, "loss_scale.initial", double(o.initial), why);
-    refuse_unless_default(cfg, "loss_scale.growth_interval", o.growth_interval, why);
-    refuse_unless_default(cfg, "loss_scale.min", double(o.min_scale), why);
-    refuse_unless_default(cfg, "loss_scale.max", double(o.max_scale), why);
-    return std::nullopt;
-  }
-  o.initial = float(cfg.get_double("loss_scale.initial", o.initial, 1e-30, 1e30));
-  o.growth_interval =
-      cfg.get_int("loss_scale.growth_interval", o.growth_interval, 1, int64_t(1) << 40);
-  o.min_scale = float(cfg.get_double("loss_scale.min", o.min_scale, 1e-30, 1e30));
-  o.max_scale = float(cfg.get_double("loss_scale.max", o.max_scale, 1e-30, 1e30));
-  if (o.min_scale > o.max_scale || o.initial < o.min_scale || o.initial > o.max_scale)
-    throw ConfigError(
-        fmt::format("{}: loss_scale.initial {} must lie in [loss_scale.min {}, loss_scale.max {}]",
-                    cfg.where("loss_scale.initial"), o.initial, o.min_scale, o.max_scale));
-  return o;
 }
 
 std::string LossScaler::describe() const {

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "loom/core/config.h"
+#include "loom/core/config_value.h"
 #include "loom/tensor/backend.h"
 
 namespace loom::optim {
@@ -64,8 +64,5 @@ class LossScaler {
 // Keys: loss_scale.mode ("auto": dynamic with precision = "fp16", none otherwise; "dynamic";
 // "none"), loss_scale.initial, loss_scale.growth_interval, loss_scale.min, loss_scale.max.
 std::vector<ConfigKeySpec> loss_scaler_config_keys();
-// The run's loss scaler options, or nullopt when it does not scale its loss. ConfigError
-// naming the key for a value out of range.
-std::optional<LossScalerOptions> read_loss_scaler_options(const Config& cfg);
 
 }  // namespace loom::optim

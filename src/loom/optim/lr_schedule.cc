@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "loom/core/config_refusal.h"
 #include "loom/core/error.h"
 
 namespace loom::optim {
@@ -54,28 +53,10 @@ std::vector<ConfigKeySpec> lr_schedule_config_keys() {
   };
 }
 
-LrSchedule make_lr_schedule(const Config& cfg, int64_t steps_per_epoch, int64_t total_steps) {
-  const std::string kind =
-      cfg.get_choice("lr.schedule", "constant", {"constant", "step", "cosine"});
-  const double lr = cfg.get_double("optim.lr", 0.05, 1e-12, 1e3);
-  // A schedule's own parameters shape no other schedule.
-  const std::string chosen =
-      fmt::format("lr.schedule is \"{}\" ({})", kind, cfg.where("lr.schedule"));
-  if (kind != "step") {
-    refuse_unless_default(cfg, "lr.step_epochs", 10.0,
-                          "a parameter of lr.schedule = \"step\"; " + chosen);
-    refuse_unless_default(cfg, "lr.gamma", 0.1, "a parameter of lr.schedule = \"step\"; " + chosen);
-  }
-  if (kind != "cosine")
-    refuse_unless_default(cfg, "lr.min", 0.0, "a parameter of lr.schedule = \"cosine\"; " + chosen);
-  using Kind = LrSchedule::Kind;
-  const Kind k = kind == "step"     ? LrSchedule::Kind::kStep
-                 : kind == "cosine" ? LrSchedule::Kind::kCosine
-                                    : LrSchedule::Kind::kConstant;
-  return LrSchedule(
-      k, lr, steps_per_epoch, total_steps, cfg.get_double("lr.warmup_epochs", 0.0, 0.0, 1e6),
-      cfg.get_double("lr.step_epochs", 10.0, 1e-6, 1e6), cfg.get_double("lr.gamma", 0.1, 0.0, 1.0),
-      cfg.get_double("lr.min", 0.0, 0.0, lr));
+LrSchedule make_lr_schedule(const LrScheduleOptions& o, int64_t steps_per_epoch,
+                            int64_t total_steps) {
+  return LrSchedule(o.kind, o.lr, steps_per_epoch, total_steps, o.warmup_epochs, o.step_epochs,
+                    o.gamma, o.min_lr);
 }
 
 }  // namespace loom::optim

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "loom/core/config.h"
+#include "loom/core/config_value.h"
 
 namespace loom::optim {
 
@@ -31,6 +31,13 @@ class LrSchedule {
 };
 
 std::vector<ConfigKeySpec> lr_schedule_config_keys();
-LrSchedule make_lr_schedule(const Config& cfg, int64_t steps_per_epoch, int64_t total_steps);
+// A schedule's settings (optim.lr and the lr.* keys), read by the run plan
+// (plan/optim_reader.h).
+struct LrScheduleOptions {
+  LrSchedule::Kind kind = LrSchedule::Kind::kConstant;
+  double lr = 0.05, warmup_epochs = 0, step_epochs = 10, gamma = 0.1, min_lr = 0;
+};
+LrSchedule make_lr_schedule(const LrScheduleOptions& o, int64_t steps_per_epoch,
+                            int64_t total_steps);
 
 }  // namespace loom::optim

@@ -4,7 +4,6 @@
 
 #include <cmath>
 
-#include "loom/core/config_refusal.h"
 #include "loom/core/error.h"
 
 namespace loom::optim {
@@ -82,17 +81,6 @@ std::vector<ConfigKeySpec> optimizer_config_keys() {
   };
 }
 
-float clip_norm_from_config(const Config& cfg) {
-  if (!cfg.has("optim.clip_norm")) return 0.0f;
-  const double c = cfg.get_double("optim.clip_norm", 0.0);
-  if (!(c > 0.0 && c <= 1e30))
-    throw ConfigError(
-        fmt::format("{}: key 'optim.clip_norm': {} must be > 0 (leave the key out "
-                    "for no clipping)",
-                    cfg.where("optim.clip_norm"), c));
-  return float(c);
-}
-
 double squared_norm(const float* x, int64_t n) {
   double s = 0;
   for (int64_t i = 0; i < n; ++i) s += double(x[i]) * double(x[i]);
@@ -104,33 +92,14 @@ float clip_factor(double squared, float clip_norm) {
   return norm > double(clip_norm) ? float(double(clip_norm) / norm) : 1.0f;
 }
 
-std::unique_ptr<Optimizer> make_optimizer(const Config& cfg, Backend& backend, int64_t num_params) {
-  const std::string name = cfg.get_choice("optim.name", "sgd", {"sgd", "adam"});
-  const float wd = float(cfg.get_double("optim.weight_decay", 0.0, 0.0, 1.0));
-  // Each optimizer's own keys mean nothing to the other one.
-  const std::string chosen =
-      fmt::format("optim.name is \"{}\" ({})", name, cfg.where("optim.name"));
-  if (name == "sgd") {
-    const std::string why = "an Adam option; " + chosen;
-    refuse_unless_default(cfg, "optim.beta1", 0.9, why);
-    refuse_unless_default(cfg, "optim.beta2", 0.999, why);
-    refuse_unless_default(cfg, "optim.eps", 1e-8, why);
-    refuse_unless_default(cfg, "optim.decoupled", false, why);
-  } else {
-    refuse_unless_default(cfg, "optim.momentum", 0.9,
-                          "an SGD option; " + chosen + ", whose momentum is optim.beta1");
-    refuse_unless_default(cfg, "optim.nesterov", false, "an SGD option; " + chosen);
-  }
-  if (name == "sgd") {
-    return std::make_unique<Sgd>(backend, num_params,
-                                 float(cfg.get_double("optim.momentum", 0.9, 0.0, 0.999999)), wd,
-                                 cfg.get_bool("optim.nesterov", false));
-  }
-  return std::make_unique<Adam>(backend, num_params,
-                                float(cfg.get_double("optim.beta1", 0.9, 0.0, 0.999999)),
-                                float(cfg.get_double("optim.beta2", 0.999, 0.0, 0.99999999)),
-                                float(cfg.get_double("optim.eps", 1e-8, 1e-30, 1.0)), wd,
-                                cfg.get_bool("optim.decoupled", false));
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, Backend& backend,
+                                          int64_t num_params) {
+  if (o.name == "sgd")
+    return std::make_unique<Sgd>(backend, num_params, o.momentum, o.weight_decay, o.nesterov);
+  if (o.name == "adam")
+    return std::make_unique<Adam>(backend, num_params, o.beta1, o.beta2, o.eps, o.weight_decay,
+                                  o.decoupled);
+  throw ConfigError(fmt::format("optim.name: unknown optimizer \"{}\" (sgd or adam)", o.name));
 }
 
 }  // namespace loom::optim

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "loom/core/config.h"
+#include "loom/core/config_value.h"
 #include "loom/tensor/backend.h"
 #include "loom/tensor/buffer.h"
 
@@ -81,11 +81,21 @@ std::vector<ConfigKeySpec> optimizer_config_keys();
 // Gradient clipping by global norm: the strategy that owns the update scales the combined
 // gradient g by clip_factor(|g|^2, c) = min(1, c / |g|) before the optimizer sees it
 // (sync/allreduce/allreduce_strategy.h says where the norm is taken).
-// optim.clip_norm; 0 when the key is absent (no clipping); ConfigError naming it when <= 0.
-float clip_norm_from_config(const Config& cfg);
 // Sum of squares of host floats, accumulated in double.
 double squared_norm(const float* x, int64_t n);
 float clip_factor(double squared_norm, float clip_norm);
-std::unique_ptr<Optimizer> make_optimizer(const Config& cfg, Backend& backend, int64_t num_params);
+
+// An optimizer's settings (the optim.* keys above but optim.lr, which the schedule takes, and
+// optim.clip_norm, which the strategy applies), read by the run plan (plan/optim_reader.h).
+struct OptimizerOptions {
+  std::string name = "sgd";  // "sgd" | "adam"
+  float weight_decay = 0.0f;
+  float momentum = 0.9f;  // SGD
+  bool nesterov = false;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // Adam
+  bool decoupled = false;
+};
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, Backend& backend,
+                                          int64_t num_params);
 
 }  // namespace loom::optim

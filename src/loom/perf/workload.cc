@@ -5,7 +5,6 @@
 #include <functional>
 #include <map>
 
-#include "loom/core/config.h"
 #include "loom/core/error.h"
 #include "loom/perf/catalog.h"
 
@@ -227,60 +226,56 @@ Workload reference_workload(const std::string& name) {
   return it->second();
 }
 
-Workload workload_from_config(const Config& cfg, const std::string& name) {
-  std::string model = cfg.get_choice("model", "mlp", {"mlp", "cnn"});
+namespace {
+
+Workload fashion_mnist_workload(const std::string& name, int64_t batch) {
   Workload w;
   w.name = name;
   w.source = "computed from the layer shapes of " + name;
   w.input_bytes = 28 * 28 + 1;  // IDX: one byte per pixel and a label byte
-  // `batch` is the trainer's key (samples per worker); `train.batch` is read for older files.
-  w.default_batch =
-      cfg.get_int(cfg.has("batch") ? "batch" : "train.batch", 128, 1, int64_t{1} << 30);
+  w.default_batch = batch;
   w.first_layer_input_grad = false;  // loom's first layer never computes d(input)
-  double act = 0;                    // floats stored for backward per sample
-  if (model == "mlp") {
-    const double dropout = cfg.get_double("mlp.dropout", 0.5, 0.0, 0.99);
-    std::vector<double> hidden = {1024, 1024};
-    if (cfg.has("mlp.hidden")) {
-      const ConfigValue& v = cfg.values().at("mlp.hidden");
-      if (!v.is_array || v.array.empty())
-        throw ConfigError(
-            fmt::format("{}: mlp.hidden must be a non-empty array of layer widths", v.where));
-      hidden.clear();
-      for (const auto& e : v.array) {
-        if (!std::holds_alternative<int64_t>(e) || std::get<int64_t>(e) <= 0)
-          throw ConfigError(fmt::format("{}: mlp.hidden entries must be positive integers, got {}",
-                                        v.where, config_scalar_text(e)));
-        hidden.push_back(static_cast<double>(std::get<int64_t>(e)));
-      }
-    }
-    double in = 784;
-    act += in;
-    for (size_t i = 0; i < hidden.size(); ++i) {
-      w.layers.push_back(linear(fmt::format("fc{}", i + 1), in, hidden[i]));
-      act += 2 * hidden[i] + hidden[i] / 4;  // pre-activation, ReLU output, dropout mask (bytes)
-      in = hidden[i];
-    }
-    w.layers.push_back(linear("out", in, 10));
-    act += 2 * 10;
-    std::vector<double> widths = {784};
-    widths.insert(widths.end(), hidden.begin(), hidden.end());
-    widths.push_back(10);
-    w.elementwise_bytes = mlp_elementwise_bytes(widths, dropout);
-  } else {
-    // conv 5x5 32 (pad 2) + ReLU + maxpool 2 -> 14x14x32; conv 5x5 64 + ReLU + maxpool 2 ->
-    // 7x7x64; linear 3136 -> 1024 + ReLU + dropout; linear 1024 -> 10.
-    auto conv = [](const std::string& n, double cin, double cout, double hw) {
-      double k = 25 * cin * cout;
-      return LayerCost{n, k + cout, 2 * k * hw};
-    };
-    w.layers.push_back(conv("conv1", 1, 32, 28 * 28));
-    w.layers.push_back(conv("conv2", 32, 64, 14 * 14));
-    w.layers.push_back(linear("fc1", 7 * 7 * 64, 1024));
-    w.layers.push_back(linear("out", 1024, 10));
-    act =
-        784 + 2 * 28 * 28 * 32 + 14 * 14 * 32 + 2 * 14 * 14 * 64 + 7 * 7 * 64 + 2 * 1024 + 256 + 20;
+  return w;
+}
+
+}  // namespace
+
+Workload mlp_workload(const std::vector<int64_t>& hidden_widths, double dropout, int64_t batch,
+                      const std::string& name) {
+  Workload w = fashion_mnist_workload(name, batch);
+  const std::vector<double> hidden(hidden_widths.begin(), hidden_widths.end());
+  double act = 0;  // floats stored for backward per sample
+  double in = 784;
+  act += in;
+  for (size_t i = 0; i < hidden.size(); ++i) {
+    w.layers.push_back(linear(fmt::format("fc{}", i + 1), in, hidden[i]));
+    act += 2 * hidden[i] + hidden[i] / 4;  // pre-activation, ReLU output, dropout mask (bytes)
+    in = hidden[i];
   }
+  w.layers.push_back(linear("out", in, 10));
+  act += 2 * 10;
+  std::vector<double> widths = {784};
+  widths.insert(widths.end(), hidden.begin(), hidden.end());
+  widths.push_back(10);
+  w.elementwise_bytes = mlp_elementwise_bytes(widths, dropout);
+  w.activation_bytes = 4 * act;
+  return w;
+}
+
+Workload cnn_workload(int64_t batch, const std::string& name) {
+  Workload w = fashion_mnist_workload(name, batch);
+  // conv 5x5 32 (pad 2) + ReLU + maxpool 2 -> 14x14x32; conv 5x5 64 + ReLU + maxpool 2 ->
+  // 7x7x64; linear 3136 -> 1024 + ReLU + dropout; linear 1024 -> 10.
+  auto conv = [](const std::string& n, double cin, double cout, double hw) {
+    double k = 25 * cin * cout;
+    return LayerCost{n, k + cout, 2 * k * hw};
+  };
+  w.layers.push_back(conv("conv1", 1, 32, 28 * 28));
+  w.layers.push_back(conv("conv2", 32, 64, 14 * 14));
+  w.layers.push_back(linear("fc1", 7 * 7 * 64, 1024));
+  w.layers.push_back(linear("out", 1024, 10));
+  const double act =
+      784 + 2 * 28 * 28 * 32 + 14 * 14 * 32 + 2 * 14 * 14 * 64 + 7 * 7 * 64 + 2 * 1024 + 256 + 20;
   w.activation_bytes = 4 * act;
   return w;
 }
@@ -317,13 +312,6 @@ double mlp_elementwise_bytes(const std::vector<double>& widths, double dropout) 
   for (size_t i = 1; i + 1 < widths.size(); ++i) bytes += (dropout > 0 ? 50 : 32) * widths[i];
   if (widths.size() >= 2) bytes += 20 * widths.back();
   return bytes;
-}
-
-Workload resolve_workload(const std::string& name_or_path) {
-  auto n = name_or_path.size();
-  if (n > 5 && name_or_path.substr(n - 5) == ".toml")
-    return workload_from_config(Config::from_file(name_or_path), name_or_path);
-  return reference_workload(name_or_path);
 }
 
 }  // namespace loom::perf

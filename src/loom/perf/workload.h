@@ -7,10 +7,6 @@
 #include <string>
 #include <vector>
 
-namespace loom {
-class Config;
-}
-
 namespace loom::perf {
 
 struct LayerCost {
@@ -70,15 +66,15 @@ struct GraphLayer {
 Workload workload_from_graph(const std::string& name, const std::vector<GraphLayer>& layers,
                              double input_bytes, int64_t default_batch);
 
-// The workload of a loom model config: `model = "mlp"` (mlp.hidden = [...]) or "cnn".
-// Input 28x28x1, 10 classes (the shapes of loom's nn zoo).
-Workload workload_from_config(const Config& cfg, const std::string& name = "config");
+// The built-in networks of loom's model zoo on Fashion-MNIST's shapes (input 28x28x1, 10
+// classes): the MLP with these hidden widths and dropout, and the CNN at its default shape
+// (plan/workload_reader.h reads them from a config).
+Workload mlp_workload(const std::vector<int64_t>& hidden, double dropout, int64_t batch,
+                      const std::string& name);
+Workload cnn_workload(int64_t batch, const std::string& name);
 
 // Bytes one sample moves through an MLP's layer ops between GEMMs, forward and backward
 // (Workload::elementwise_bytes); widths = input, hidden..., classes.
 double mlp_elementwise_bytes(const std::vector<double>& widths, double dropout);
-
-// A name from reference_workload_names(), or a path to a loom model config (*.toml).
-Workload resolve_workload(const std::string& name_or_path);
 
 }  // namespace loom::perf

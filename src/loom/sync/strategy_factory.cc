@@ -8,6 +8,8 @@
 #include "loom/compress/registry.h"
 #include "loom/core/config_refusal.h"
 #include "loom/core/error.h"
+#include "loom/plan/codec_reader.h"
+#include "loom/plan/optim_reader.h"
 #include "loom/sync/allreduce/allreduce_strategy.h"
 #include "loom/sync/allreduce/overlap_policy.h"
 #include "loom/sync/bmuf_strategy.h"
@@ -44,9 +46,8 @@ bool chosen_by_auto(const Config& cfg, const std::string& key) {
 // The codec the config names; nullptr for "fp32", which takes the plain collectives (they
 // are exact, and the allreduce strategy can then shard the optimizer).
 std::shared_ptr<const compress::Codec> codec_from_config(const Config& cfg) {
-  std::unique_ptr<compress::Codec> codec = compress::make_codec(cfg, "fp32");
-  if (!chosen_by_auto(cfg, compress::codec_key(cfg)))
-    compress::refuse_other_codec_keys(cfg, codec->name());
+  std::unique_ptr<compress::Codec> codec = compress::make_codec(plan::read_codec_options(cfg));
+  if (!chosen_by_auto(cfg, plan::codec_key(cfg))) plan::refuse_other_codec_keys(cfg, codec->name());
   if (codec->name() == "fp32") return nullptr;
   return std::shared_ptr<const compress::Codec>(std::move(codec));
 }
@@ -325,9 +326,9 @@ void check_device_sync(const Config& cfg) {
         fmt::format("{}: the nccl transport (device buffers) runs data parallelism only "
                     "(parallel = \"data\")",
                     cfg.where(cfg.has("parallel.mode") ? "parallel.mode" : "parallel")));
-  const std::string codec = compress::codec_name(cfg);
+  const std::string codec = plan::codec_name(cfg);
   if (compress::codec_kind(codec).lossy && !compress::device_codec_built(codec)) {
-    const std::string key = compress::codec_key(cfg);
+    const std::string key = plan::codec_key(cfg);
     throw ConfigError(
         fmt::format("{}: key '{}': codec {} has no device kernels; the nccl transport takes {}",
                     cfg.where(key), key, codec,
@@ -347,7 +348,7 @@ std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& c
   // allreduce strategy holds: block momentum takes local steps on each worker's own gradient,
   // the parameter server combines on its servers (asynchronously with staleness), and model
   // parallelism updates each rank's slices during backward.
-  const float clip_norm = optim::clip_norm_from_config(cfg);
+  const float clip_norm = plan::read_clip_norm(cfg);
   if (clip_norm > 0.0f) {
     const char* why = model_parallel_block_index(model) >= 0
                           ? "parallel = \"model\"/\"hybrid\" updates its slices during backward"

@@ -15,6 +15,9 @@
 #include "loom/nn/graph/model_zoo.h"
 #include "loom/optim/optimizer.h"
 #include "loom/perf/calibration.h"
+#include "loom/plan/codec_reader.h"
+#include "loom/plan/model_reader.h"
+#include "loom/plan/optim_reader.h"
 #include "loom/sync/allreduce/overlap_policy.h"
 #include "loom/train/checkpoint.h"
 
@@ -108,7 +111,7 @@ std::vector<std::string> auto_candidate_codecs() {
 }
 
 bool wants_auto(const Config& cfg) {
-  return is_auto(cfg, compress::codec_key(cfg)) || is_auto(cfg, "sync") ||
+  return is_auto(cfg, plan::codec_key(cfg)) || is_auto(cfg, "sync") ||
          is_auto(cfg, "sync.bucket_kib");
 }
 
@@ -125,8 +128,8 @@ bool keep_resumed_choice(Config& cfg, const std::string& machine, bool lead, Aut
   if (was == machine) {
     nlohmann::json chosen;
     if (codec_auto) {
-      cfg.set(compress::codec_key(cfg), compress::codec_name(saved), dir);
-      chosen["codec"] = compress::codec_name(saved);
+      cfg.set(plan::codec_key(cfg), plan::codec_name(saved), dir);
+      chosen["codec"] = plan::codec_name(saved);
     }
     if (is_auto(cfg, "sync")) {
       cfg.set("sync", saved.get_string("sync", "allreduce"), dir);
@@ -208,8 +211,8 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
         "\"{}\"",
         cfg.where("parallel"), cfg.get_string("parallel", "data")));
 
-  const bool codec_auto = is_auto(cfg, compress::codec_key(cfg));
-  res.codec_key = compress::codec_key(cfg);
+  const bool codec_auto = is_auto(cfg, plan::codec_key(cfg));
+  res.codec_key = plan::codec_key(cfg);
   res.codec_auto = codec_auto;
   res.sync_auto = is_auto(cfg, "sync");
   res.bucket_auto = is_auto(cfg, "sync.bucket_kib");
@@ -221,7 +224,7 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
 
   // One worker exchanges nothing: there is nothing to measure or weigh.
   if (comm.size() == 1) {
-    if (codec_auto) cfg.set(compress::codec_key(cfg), std::string("fp32"), "auto (one worker)");
+    if (codec_auto) cfg.set(plan::codec_key(cfg), std::string("fp32"), "auto (one worker)");
     if (is_auto(cfg, "sync")) cfg.set("sync", std::string("allreduce"), "auto (one worker)");
     if (is_auto(cfg, "sync.bucket_kib"))
       cfg.set("sync.bucket_kib", int64_t(4096), "auto (one worker)");
@@ -229,7 +232,7 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
     res.json =
         nlohmann::json{
             {"chosen",
-             {{"codec", compress::codec_name(cfg)}, {"sync", cfg.get_string("sync", "allreduce")}}},
+             {{"codec", plan::codec_name(cfg)}, {"sync", cfg.get_string("sync", "allreduce")}}},
             {"reason", "one worker exchanges nothing"}}
             .dump();
     res.log = "auto: one worker exchanges nothing: no codec or strategy to choose\n";
@@ -237,8 +240,7 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
   }
 
   perf::AutoRequest r;
-  r.codecs =
-      codec_auto ? auto_candidate_codecs() : std::vector<std::string>{compress::codec_name(cfg)};
+  r.codecs = codec_auto ? auto_candidate_codecs() : std::vector<std::string>{plan::codec_name(cfg)};
   if (is_auto(cfg, "sync")) {
     r.syncs = {"allreduce", "bmuf"};
   } else {
@@ -262,13 +264,13 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
   r.overlap = sync::overlap_from_config(cfg, comm);
 
   // A probe copy of the model: the run's own model stays as initialised.
-  nn::Model probe(backend, input, classes, nn::build_model_nodes(cfg, input, classes));
-  nn::apply_loss_options(cfg, probe);
+  nn::Model probe(backend, input, classes,
+                  nn::build_model_nodes(plan::read_model_spec(cfg), input, classes));
+  nn::apply_loss_options(plan::read_loss_options(cfg), probe);
   r.workload = workload_of(probe, cfg.get_string("model", "graph"));
   // Block momentum cannot clip the combined gradient nor carry BatchNorm's synced statistics
   // (strategy_factory.cc refuses both): sync = "auto" then keeps to the allreduce.
-  if (r.syncs.size() > 1 &&
-      (optim::clip_norm_from_config(cfg) > 0.0f || probe.reduces_across_replicas()))
+  if (r.syncs.size() > 1 && (plan::read_clip_norm(cfg) > 0.0f || probe.reduces_across_replicas()))
     r.syncs = {"allreduce"};
   bool graph_given = cfg.get_string("model", "mlp") != "mlp";
   for (const auto& [key, value] : cfg.values())
@@ -293,7 +295,7 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
 
   const perf::AutoCandidate& c = res.decision.chosen;
   const std::string where = "auto (measured)";
-  if (codec_auto) cfg.set(compress::codec_key(cfg), c.codec, where);
+  if (codec_auto) cfg.set(plan::codec_key(cfg), c.codec, where);
   if (is_auto(cfg, "sync")) cfg.set("sync", c.sync, where);
   if (is_auto(cfg, "sync.bucket_kib")) cfg.set("sync.bucket_kib", c.bucket_kib, where);
   cfg.set("auto.machine", machine, where);

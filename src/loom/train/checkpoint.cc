@@ -10,6 +10,7 @@
 #include "loom/core/error.h"
 #include "loom/core/io/atomic_file.h"
 #include "loom/core/log.h"
+#include "loom/plan/batch_reader.h"
 
 namespace loom::train {
 
@@ -376,7 +377,7 @@ CheckpointShape checkpoint_shape(const std::string& checkpoint_dir) {
     try {
       const Config cfg = Config::from_string(train.text("config"), train.source() + ":config");
       out.accumulate = cfg.get_int("train.accumulate", 1, 1, 1 << 20);
-      out.global_batch = cfg.get_int("batch", 128, 1, 1 << 20) * out.accumulate * out.world;
+      out.global_batch = plan::read_batch(cfg) * out.accumulate * out.world;
     } catch (const Error&) {
       out.global_batch = 0;
     }

@@ -11,6 +11,7 @@
 #include "loom/core/error.h"
 #include "loom/core/log.h"
 #include "loom/core/trace.h"
+#include "loom/plan/optim_reader.h"
 
 namespace loom::train {
 
@@ -88,7 +89,7 @@ GuardOptions read_guard_options(const Config& cfg) {
   o.nan_lr_factor = cfg.get_double("train.nan_lr_factor", 0.5, 1e-6, 1.0);
   o.nan_max_skips = cfg.get_int("train.nan_max_skips", 5, 0, int64_t(1) << 40);
   o.check_grads = cfg.get_bool("train.nan_check_grads", true);
-  o.loss_scaling = optim::read_loss_scaler_options(cfg);
+  o.loss_scaling = plan::read_loss_scaler_options(cfg);
   if (o.nan_policy == NanPolicy::kAbort) {
     const std::string why = fmt::format(
         "applies to train.nan_policy = \"skip\"; it is \"abort\" ({}): the first bad step stops "

@@ -10,6 +10,7 @@
 #include "loom/data/sources/sample_source.h"
 #include "loom/data/sources/shard_source.h"
 #include "loom/data/sources/token_windows.h"
+#include "loom/plan/data_reader.h"
 #include "loom/train/device_batch.h"
 
 namespace loom::train {
@@ -67,7 +68,7 @@ data::Dataset load_eval_set(const TrainedModel& m, const std::string& data_path,
     if (!m.has_config)
       throw InputError(fmt::format(
           "{}: no config.toml beside it names a test set; give one with --data", m.weights));
-    const data::PipelineConfig p = data::read_pipeline_config(m.config);
+    const data::PipelineConfig p = plan::read_pipeline_config(m.config);
     if (!p.test_shards.empty()) {
       set = shard_set(m, p.test_shards);
       from = p.test_shards;

@@ -9,6 +9,7 @@
 #include "loom/data/sources/shard_source.h"
 #include "loom/data/sources/token_windows.h"
 #include "loom/data/sources/validation_split.h"
+#include "loom/plan/data_reader.h"
 #include "loom/train/run_identity.h"
 
 namespace loom::train {
@@ -67,7 +68,7 @@ HeldOut hold_out_validation(const Config& cfg, const Settings& s,
                             const data::PipelineConfig& pipeline, int workers,
                             std::shared_ptr<const data::SampleSource>& train,
                             const TokenRun& tokens) {
-  const data::ValidationChoice choice = data::read_validation_choice(cfg);
+  const data::ValidationChoice choice = plan::read_validation_choice(cfg);
   HeldOut h;
   const std::string where = cfg.where("data.validation");
   if (s.keep_best && !choice.enabled())

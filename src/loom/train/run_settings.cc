@@ -7,6 +7,7 @@
 #include "loom/core/config_refusal.h"
 #include "loom/core/error.h"
 #include "loom/data/sources/dataset.h"
+#include "loom/plan/batch_reader.h"
 #include "loom/tensor/backend_registry.h"
 
 namespace loom::train {
@@ -52,7 +53,7 @@ HistogramOptions read_histogram_options(const Config& cfg) {
 Settings read_settings(const Config& cfg) {
   Settings s;
   s.threads = cfg.get_int("threads", 1, 1, 256);
-  s.batch = cfg.get_int("batch", 128, 1, 1 << 20);
+  s.batch = plan::read_batch(cfg);
   s.accumulate = cfg.get_int("train.accumulate", 1, 1, 1 << 20);
   s.epochs = cfg.get_int("epochs", 3, 1, 100000);
   s.max_steps = cfg.get_int("max_steps", 0, 0, int64_t(1) << 40);

@@ -10,6 +10,8 @@
 #include "loom/nn/graph/graph_builder.h"
 #include "loom/nn/graph/model_zoo.h"
 #include "loom/nn/io/model_file.h"
+#include "loom/plan/data_reader.h"
+#include "loom/plan/model_reader.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/checkpoint_format.h"
 
@@ -43,7 +45,7 @@ TrainedModel from_model_file(const std::string& file, Backend& backend) {
 // The data's per-sample shape and classes, for a checkpoint that does not record them: the
 // config's training shards, or its IDX test set.
 void shape_from_data(const Config& cfg, nn::Shape& shape, int& classes) {
-  const data::PipelineConfig p = data::read_pipeline_config(cfg);
+  const data::PipelineConfig p = plan::read_pipeline_config(cfg);
   if (!p.train_shards.empty()) {
     const data::ShardSource s(p.train_shards);
     shape = s.sample_shape();
@@ -79,10 +81,10 @@ TrainedModel from_checkpoint(const std::string& dir, Backend& backend) {
   } else {
     shape_from_data(m.config, m.input_shape, m.num_classes);
   }
-  m.graph = nn::model_graph(m.config, m.input_shape, m.num_classes);
+  m.graph = nn::model_graph(plan::read_model_spec(m.config), m.input_shape, m.num_classes);
   m.model = std::make_unique<nn::Model>(backend, m.input_shape, m.num_classes,
                                         nn::build_nodes(m.graph, m.input_shape));
-  m.loss = nn::loss_kind_from_config(m.config);
+  m.loss = plan::read_loss_options(m.config).kind;
   m.model->set_loss_kind(m.loss);
   const std::vector<float> params = ckpt.f32("params");
   if (int64_t(params.size()) != m.model->num_params())

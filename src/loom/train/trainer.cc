@@ -29,6 +29,10 @@
 #include "loom/nn/io/model_file.h"
 #include "loom/optim/lr_schedule.h"
 #include "loom/optim/optimizer.h"
+#include "loom/plan/batch_reader.h"
+#include "loom/plan/comm_reader.h"
+#include "loom/plan/data_reader.h"
+#include "loom/plan/model_reader.h"
 #include "loom/sync/model_parallel/model_parallel_model.h"
 #include "loom/sync/ps/ps_placement.h"
 #include "loom/sync/strategy.h"
@@ -122,7 +126,7 @@ void keep_global_batch(Config& cfg, int trainers, bool lead) {
         "back; it resumes on {} workers only",
         dir, ck.world));
   const int64_t accumulate = cfg.get_int("train.accumulate", 1, 1, 1 << 20);
-  const int64_t batch = cfg.get_int("batch", 128, 1, 1 << 20);
+  const int64_t batch = plan::read_batch(cfg);
   const int64_t per_step = int64_t(trainers) * accumulate;
   if (ck.global_batch % per_step != 0)
     throw ConfigError(fmt::format(
@@ -273,14 +277,14 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
   const bool launched = comm::transport_uses_launcher(transport);
   const int workers = int(cfg.get_int("workers", launched ? 0 : 1, launched ? 0 : 1, 4096));
   std::unique_ptr<comm::World> world =
-      comm::create_world(transport, workers, comm::comm_options_from_config(cfg));
+      comm::create_world(transport, workers, plan::read_comm_options(cfg));
   keep_global_batch(
       cfg, sync::ps_on_ranks(cfg) ? sync::ps_training_ranks(cfg, world->local(0)) : world->size(),
       world->local(0).rank() == 0);
   const Settings s = read_settings(cfg);
   const bool lead = world->local(0).rank() == 0;
 
-  const data::PipelineConfig pipeline = data::read_pipeline_config(cfg);
+  const data::PipelineConfig pipeline = plan::read_pipeline_config(cfg);
   Stopwatch load_watch;
   const bool in_memory = options.train_data != nullptr;
   if (in_memory) refuse_data_files(cfg);  // before any of them is opened
@@ -309,12 +313,12 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
   // The model graph is built once here, on the data's shapes, so that a bad graph stops the
   // run before any worker starts or output.dir is touched. The graph and this host copy of the
   // model's layout name the tensors of model.safetensors at the end.
-  const nn::GraphSpec graph =
-      nn::model_graph(cfg, train_source->sample_shape(), output_size(*train_source));
+  const nn::GraphSpec graph = nn::model_graph(
+      plan::read_model_spec(cfg), train_source->sample_shape(), output_size(*train_source));
   const std::unique_ptr<nn::Model> layout = std::make_unique<nn::Model>(
       cpu_backend(), train_source->sample_shape(), output_size(*train_source),
       nn::build_nodes(graph, train_source->sample_shape()));
-  nn::apply_loss_options(cfg, *layout);  // checks loss.* here too
+  nn::apply_loss_options(plan::read_loss_options(cfg), *layout);  // checks loss.* here too
   if (tokens.enabled) check_model_fits_windows(cfg, *layout, tokens);
   check_loss_fits_data(cfg, layout->loss_kind(), *train_source, train_name);
   if (options.print_model) {

@@ -29,6 +29,8 @@
 #include "loom/nn/io/model_file.h"
 #include "loom/optim/lr_schedule.h"
 #include "loom/optim/optimizer.h"
+#include "loom/plan/model_reader.h"
+#include "loom/plan/optim_reader.h"
 #include "loom/sync/model_parallel/model_parallel_model.h"
 #include "loom/sync/ps/ps_placement.h"
 #include "loom/sync/strategy.h"
@@ -168,11 +170,12 @@ class Worker {
     backend_->set_matmul_precision(s_.precision);
     model_ = sync::build_model(cfg_, comm_, *backend_, train_->sample_shape(),
                                output_size(*train_));  // parallel.* (model_parallel_model.h)
-    nn::apply_loss_options(cfg_, *model_);
+    nn::apply_loss_options(plan::read_loss_options(cfg_), *model_);
     model_->init_params(s_.seed);
     reducer_.emplace(comm_, *backend_);
     model_->set_reducer(&*reducer_);
-    optimizer_ = optim::make_optimizer(cfg_, *backend_, model_->num_params());
+    optimizer_ =
+        optim::make_optimizer(plan::read_optimizer_options(cfg_), *backend_, model_->num_params());
     set_up_loader();
     // codec/sync/sync.bucket_kib = "auto": measure, decide, and set them (auto_config.h).
     auto_ = resolve_auto(cfg_, comm_, *backend_, train_->sample_shape(), output_size(*train_),
@@ -182,7 +185,8 @@ class Worker {
       result_.auto_choice = auto_.json;
     }
     strategy_ = sync::make_strategy(cfg_, comm_, *model_, *optimizer_, total_steps_);
-    schedule_ = optim::make_lr_schedule(cfg_, steps_per_epoch_, total_steps_);
+    schedule_ = optim::make_lr_schedule(plan::read_lr_schedule_options(cfg_), steps_per_epoch_,
+                                        total_steps_);
     if (s_.accumulate > 1) accumulated_ = DeviceBuffer<float>(*backend_, model_->num_params());
     lead_ = comm_.rank() == 0;
     if (lead_) {

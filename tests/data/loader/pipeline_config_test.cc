@@ -4,6 +4,7 @@
 
 #include "loom/core/error.h"
 #include "loom/data/loader/throttle.h"
+#include "loom/plan/data_reader.h"
 
 namespace loom::data {
 namespace {
@@ -13,7 +14,7 @@ TEST(PipelineConfig, ReadsKeysAndAppliesThem) {
       "[data]\nworkers = 3\nshuffle_window = 4096\nthrottle_mbps = 120.0\n"
       "train_shards = \"a.shard\"\n[data.augment]\ncrop_padding = 4\nhflip = true\n",
       "t.toml");
-  PipelineConfig p = read_pipeline_config(cfg);
+  PipelineConfig p = plan::read_pipeline_config(cfg);
   EXPECT_EQ(p.workers, 3);
   EXPECT_EQ(p.shuffle_window, 4096);
   EXPECT_EQ(p.throttle_mbps, 120.0);
@@ -41,7 +42,7 @@ TEST(PipelineConfig, ReadsKeysAndAppliesThem) {
 TEST(PipelineConfig, OutOfRangeNamesTheKey) {
   Config cfg = Config::from_string("[data]\nworkers = 0\n", "t.toml");
   try {
-    read_pipeline_config(cfg);
+    plan::read_pipeline_config(cfg);
     ADD_FAILURE();
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("data.workers"), std::string::npos) << e.what();

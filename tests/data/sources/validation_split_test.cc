@@ -8,6 +8,7 @@
 
 #include "loom/core/error.h"
 #include "loom/data/loader/loader.h"
+#include "loom/plan/data_reader.h"
 
 namespace loom::data {
 namespace {
@@ -112,7 +113,7 @@ TEST(ValidationSplit, LoaderRanksTrainOnDisjointShardsOfTheTrainingPartOnly) {
 TEST(ValidationSplit, BadValuesNameTheKeyAndLine) {
   auto error_of = [](const std::string& text) {
     try {
-      read_validation_choice(Config::from_string(text, "v.toml"));
+      plan::read_validation_choice(Config::from_string(text, "v.toml"));
     } catch (const ConfigError& e) {
       EXPECT_EQ(e.code(), ExitCode::kBadInput);
       return std::string(e.what());
@@ -129,10 +130,10 @@ TEST(ValidationSplit, BadValuesNameTheKeyAndLine) {
   EXPECT_NE(error_of("[data]\nvalidation = true\n").find("data.validation"), std::string::npos);
   EXPECT_NE(error_of("[data]\nvalidation = \"\"\n").find("empty path"), std::string::npos);
   EXPECT_EQ(error_of("[data]\nvalidation = 0.1\n"), "(no error)");
-  EXPECT_EQ(read_validation_choice(Config::from_string("[data]\nvalidation = 0\n")).enabled(),
+  EXPECT_EQ(plan::read_validation_choice(Config::from_string("[data]\nvalidation = 0\n")).enabled(),
             false);
   const ValidationChoice file =
-      read_validation_choice(Config::from_string("[data]\nvalidation = \"v.shard\"\n"));
+      plan::read_validation_choice(Config::from_string("[data]\nvalidation = \"v.shard\"\n"));
   EXPECT_EQ(file.shards, "v.shard");
   EXPECT_TRUE(file.enabled());
 }

@@ -10,6 +10,7 @@
 #include "loom/nn/graph/graph_spec.h"
 #include "loom/nn/graph/model.h"
 #include "loom/nn/graph/model_zoo.h"
+#include "loom/plan/model_reader.h"
 #include "loom/tensor/backend_registry.h"
 #include "nn/grad_check.h"
 
@@ -127,7 +128,7 @@ TEST(Graph, TomlRoundTrip) {
   }
   // The built-in MLP written out and read back builds the same model.
   Config cfg;
-  const GraphSpec mlp = model_graph(cfg, {1, 28, 28}, 10);
+  const GraphSpec mlp = model_graph(plan::read_model_spec(cfg), {1, 28, 28}, 10);
   Model a(cpu_backend(), {1, 28, 28}, 10, build_nodes(mlp, {1, 28, 28}));
   Model b(cpu_backend(), {1, 28, 28}, 10,
           build_nodes(graph_from_string(graph_to_toml(mlp), "mlp.toml"), {1, 28, 28}));
@@ -138,11 +139,12 @@ TEST(Graph, InlineLayersInTheRunConfig) {
   Config cfg = Config::from_string(
       "workers = 2\n[[layer]]\ntype = \"flatten\"\n[[layer]]\ntype = \"linear\"\nout = 4\n",
       "run.toml");
-  auto m = build_model(cfg, cpu_backend(), {2, 3}, 4);
+  auto m = build_model(plan::read_model_spec(cfg), cpu_backend(), {2, 3}, 4);
   EXPECT_EQ(m->num_params(), 6 * 4 + 4);
   // The config's canonical text (what every rank compares, and checkpoints keep) reads back.
   Config again = Config::from_string(cfg.canonical_text(), "canon");
-  EXPECT_EQ(build_model(again, cpu_backend(), {2, 3}, 4)->summary(), m->summary());
+  EXPECT_EQ(build_model(plan::read_model_spec(again), cpu_backend(), {2, 3}, 4)->summary(),
+            m->summary());
 }
 
 TEST(Graph, GraphFileByPath) {
@@ -150,9 +152,10 @@ TEST(Graph, GraphFileByPath) {
   std::ofstream(path) << kDag;
   Config cfg;
   cfg.set("model", path);
-  EXPECT_EQ(build_model(cfg, cpu_backend(), {2, 2, 3}, 3)->layers().size(), 7u);
+  EXPECT_EQ(build_model(plan::read_model_spec(cfg), cpu_backend(), {2, 2, 3}, 3)->layers().size(),
+            7u);
   cfg.set("model", path + ".missing.toml");
-  EXPECT_THROW(build_model(cfg, cpu_backend(), {2, 2, 3}, 3), InputError);
+  EXPECT_THROW(build_model(plan::read_model_spec(cfg), cpu_backend(), {2, 2, 3}, 3), InputError);
 }
 
 // The error names the layer (or file and line) and says what is wrong.
@@ -161,7 +164,7 @@ void expect_graph_error(const std::string& toml, const std::vector<std::string>&
   SCOPED_TRACE(toml);
   try {
     Config cfg = Config::from_string(toml, "bad.toml");
-    build_model(cfg, cpu_backend(), input, 3);
+    build_model(plan::read_model_spec(cfg), cpu_backend(), input, 3);
     ADD_FAILURE() << "no error";
   } catch (const ConfigError& e) {
     for (const auto& w : words)
@@ -216,7 +219,7 @@ TEST(Graph, LabelSmoothingFromTheConfig) {
       "loss.label_smoothing = 0.2\n[[layer]]\ntype = \"flatten\"\n[[layer]]\ntype = "
       "\"linear\"\nout = 3\n",
       "s.toml");
-  auto m = build_model(cfg, cpu_backend(), {4}, 3);
+  auto m = build_model(plan::read_model_spec(cfg), cpu_backend(), {4}, 3);
   m->init_params(2);
   const std::vector<float> x = random_vector(2 * 4, 9);
   const std::vector<int32_t> labels = {2, 0};

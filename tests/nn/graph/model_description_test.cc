@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "loom/nn/graph/model_zoo.h"
+#include "loom/plan/model_reader.h"
 #include "loom/tensor/backend_registry.h"
 
 namespace loom::nn {
@@ -12,8 +13,8 @@ const Shape kMnistImage = {1, 28, 28};
 
 // The description agrees with the model build_model makes from the same config.
 void expect_matches_model(const Config& cfg) {
-  const auto d = describe_layers(cfg, kMnistImage, 10);
-  const auto model = build_model(cfg, cpu_backend(), kMnistImage, 10);
+  const auto d = describe_layers(plan::read_model_spec(cfg), kMnistImage, 10);
+  const auto model = build_model(plan::read_model_spec(cfg), cpu_backend(), kMnistImage, 10);
   ASSERT_EQ(d.size(), model->layers().size());
   int64_t params = 0, flops = 0, width = numel(kMnistImage);
   for (size_t i = 0; i < d.size(); ++i) {
@@ -30,7 +31,7 @@ void expect_matches_model(const Config& cfg) {
 }
 
 TEST(ModelDescription, DefaultMlp) {
-  const auto d = describe_layers(Config{}, kMnistImage, 10);
+  const auto d = describe_layers(plan::read_model_spec(Config{}), kMnistImage, 10);
   ASSERT_EQ(d.size(), 8u);
   EXPECT_EQ(d[1].kind, "Linear");
   EXPECT_EQ(d[1].in, 784);

@@ -7,6 +7,7 @@
 
 #include "loom/core/error.h"
 #include "loom/nn/layers/activation.h"
+#include "loom/plan/model_reader.h"
 #include "loom/tensor/backend_registry.h"
 
 namespace loom::nn {
@@ -21,7 +22,7 @@ std::vector<std::string> kinds(const Model& m) {
 const Shape kImage = {1, 28, 28};
 
 TEST(ModelZoo, DefaultIsTheClassicMlp) {
-  auto model = build_model(Config{}, cpu_backend(), kImage, 10);
+  auto model = build_model(plan::read_model_spec(Config{}), cpu_backend(), kImage, 10);
   // 784*1024 + 1024 + 1024*1024 + 1024 + 1024*10 + 10
   EXPECT_EQ(model->num_params(), 1863690);
   EXPECT_EQ(kinds(*model), (std::vector<std::string>{"Flatten", "Linear", "ReLU", "Dropout",
@@ -34,18 +35,18 @@ TEST(ModelZoo, DefaultIsTheClassicMlp) {
 
 TEST(ModelZoo, MlpWidthsDepthAndDropoutFromConfig) {
   Config cfg = Config::from_string("[mlp]\nhidden = [64, 32, 16]\ndropout = 0.0\n", "m.toml");
-  auto model = build_model(cfg, cpu_backend(), kImage, 10);
+  auto model = build_model(plan::read_model_spec(cfg), cpu_backend(), kImage, 10);
   EXPECT_EQ(model->num_params(), 784 * 64 + 64 + 64 * 32 + 32 + 32 * 16 + 16 + 16 * 10 + 10);
   EXPECT_EQ(kinds(*model), (std::vector<std::string>{"Flatten", "Linear", "ReLU", "Linear", "ReLU",
                                                      "Linear", "ReLU", "Linear"}));
   Config none = Config::from_string("[mlp]\nhidden = []\n");
-  auto linear = build_model(none, cpu_backend(), {5}, 3);
+  auto linear = build_model(plan::read_model_spec(none), cpu_backend(), {5}, 3);
   EXPECT_EQ(linear->num_params(), 5 * 3 + 3);
 }
 
 TEST(ModelZoo, CnnDefaultParameterCount) {
   Config cfg = Config::from_string("model = \"cnn\"\n");
-  auto model = build_model(cfg, cpu_backend(), kImage, 10);
+  auto model = build_model(plan::read_model_spec(cfg), cpu_backend(), kImage, 10);
   // conv 1->32 5x5: 832; conv 32->64 5x5: 51264; dense 64*7*7 -> 1024: 3212288; 1024 -> 10: 10250
   EXPECT_EQ(model->num_params(), 832 + 51264 + 3212288 + 10250);
   EXPECT_EQ(kinds(*model),
@@ -55,7 +56,7 @@ TEST(ModelZoo, CnnDefaultParameterCount) {
 
 TEST(ModelZoo, SmallCnnRunsForward) {
   Config cfg = Config::from_string("model = \"cnn\"\n[cnn]\nchannels = [4]\nhidden = 8\n");
-  auto model = build_model(cfg, cpu_backend(), kImage, 10);
+  auto model = build_model(plan::read_model_spec(cfg), cpu_backend(), kImage, 10);
   EXPECT_EQ(model->num_params(), (4 * 25 + 4) + (4 * 14 * 14 * 8 + 8) + (8 * 10 + 10));
   model->init_params(1);
   std::vector<float> x(2 * 784, 0.5f);
@@ -68,7 +69,7 @@ void expect_config_error(const std::string& toml, const std::string& key, const 
   SCOPED_TRACE(toml);
   Config cfg = Config::from_string(toml, "bad.toml");
   try {
-    build_model(cfg, cpu_backend(), input, 10);
+    build_model(plan::read_model_spec(cfg), cpu_backend(), input, 10);
     ADD_FAILURE() << "no error";
   } catch (const ConfigError& e) {
     const std::string w = e.what();
@@ -96,7 +97,7 @@ TEST(ModelZoo, BadConfigNamesTheKey) {
 
 TEST(ModelZoo, CnnNeedsAnImage) {
   Config cfg = Config::from_string("model = \"cnn\"\n");
-  EXPECT_THROW(build_model(cfg, cpu_backend(), {784}, 10), ConfigError);
+  EXPECT_THROW(build_model(plan::read_model_spec(cfg), cpu_backend(), {784}, 10), ConfigError);
 }
 
 TEST(ModelZoo, KeysAreDocumented) {

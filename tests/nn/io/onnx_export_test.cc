@@ -21,6 +21,7 @@
 #include "loom/nn/layers/batchnorm.h"
 #include "loom/nn/layers/conv2d.h"
 #include "loom/nn/layers/linear.h"
+#include "loom/plan/model_reader.h"
 #include "loom/tensor/backend_registry.h"
 
 #if LOOM_HAVE_ONNX
@@ -66,7 +67,7 @@ std::unique_ptr<Model> random_model(std::vector<Node> nodes, const Shape& shape,
 std::unique_ptr<Model> model_from_config(const std::vector<std::string>& sets, const Shape& shape) {
   Config cfg;
   for (const auto& s : sets) cfg.set_override(s);
-  return random_model(build_model_nodes(cfg, shape, 10), shape);
+  return random_model(build_model_nodes(plan::read_model_spec(cfg), shape, 10), shape);
 }
 
 std::unique_ptr<Model> model_from_toml(const std::string& toml, const Shape& shape) {

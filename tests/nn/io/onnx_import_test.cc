@@ -17,6 +17,7 @@
 #include "loom/nn/graph/model.h"
 #include "loom/nn/graph/model_zoo.h"
 #include "loom/nn/layers/layer_factory.h"
+#include "loom/plan/model_reader.h"
 #include "loom/tensor/backend_registry.h"
 
 #if LOOM_HAVE_ONNX
@@ -194,7 +195,7 @@ TEST(OnnxImport, ModelKeyLoadsAnOnnxFile) {
   SKIP_WITHOUT_ONNX_IMPORT();
   Config cfg;
   cfg.set("model", fixture("mlp.onnx"));
-  auto model = build_model(cfg, cpu_backend(), {1, 8, 8}, 10);
+  auto model = build_model(plan::read_model_spec(cfg), cpu_backend(), {1, 8, 8}, 10);
   EXPECT_EQ(model->num_params(), (64 * 32 + 32) + (32 * 16 + 16) + (16 * 10 + 10));
   model->init_params(1);
   // fc1's first weight, as the file has it.
@@ -208,7 +209,7 @@ TEST(OnnxImport, ModelParallelChainsRefuseImportedWeights) {
   Config cfg;
   cfg.set("model", fixture("mlp.onnx"));
   try {
-    build_layers(cfg, {1, 8, 8}, 10);
+    build_layers(plan::read_model_spec(cfg), {1, 8, 8}, 10);
     FAIL() << "no error";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("fc1_Gemm"), std::string::npos) << e.what();
@@ -340,7 +341,7 @@ TEST(OnnxImport, AClassCountThatDoesNotFitNamesTheFile) {
   Config cfg;
   cfg.set("model", fixture("mlp.onnx"));
   try {
-    build_model(cfg, cpu_backend(), {1, 8, 8}, 7);
+    build_model(plan::read_model_spec(cfg), cpu_backend(), {1, 8, 8}, 7);
     ADD_FAILURE() << "a 10-class model built for 7 classes";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find(fixture("mlp.onnx") + ": model output [10]"),

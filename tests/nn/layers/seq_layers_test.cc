@@ -21,6 +21,7 @@
 #include "loom/nn/layers/embedding.h"
 #include "loom/nn/layers/layernorm.h"
 #include "loom/nn/layers/linear.h"
+#include "loom/plan/model_reader.h"
 #include "nn/grad_check.h"
 #include "nn/reference_data.h"
 
@@ -399,7 +400,7 @@ TEST(SeqGraph, LayersAndShapesFromToml) {
 TEST(SeqGraph, DescribedLayersCarryTheCounts) {
   const int V = 11, T = 6, D = 8;
   const Config cfg = Config::from_string(transformer_toml(V, T, D, 2, 1), "run.toml");
-  const auto layers = describe_layers(cfg, {T}, V);
+  const auto layers = describe_layers(plan::read_model_spec(cfg), {T}, V);
   bool seen = false;
   for (const auto& l : layers) {
     if (l.name != "att0") continue;
@@ -522,11 +523,12 @@ TEST(SeqGraph, IgnoredLabelsAndTheMeanOverCountedTokens) {
 TEST(SeqGraph, IgnoreIndexFromTheConfig) {
   const Config cfg = Config::from_string(
       transformer_toml(5, 4, 8, 2, 1) + "[loss]\nignore_index = -100\n", "run.toml");
-  auto m = build_model(cfg, cpu_backend(), {4}, 5);
+  auto m = build_model(plan::read_model_spec(cfg), cpu_backend(), {4}, 5);
   EXPECT_TRUE(m->has_ignore_index());
   EXPECT_EQ(m->ignore_index(), -100);
-  auto plain = build_model(Config::from_string(transformer_toml(5, 4, 8, 2, 1), "run.toml"),
-                           cpu_backend(), {4}, 5);
+  auto plain = build_model(
+      plan::read_model_spec(Config::from_string(transformer_toml(5, 4, 8, 2, 1), "run.toml")),
+      cpu_backend(), {4}, 5);
   EXPECT_FALSE(plain->has_ignore_index());
 }
 
@@ -536,7 +538,7 @@ TEST(SeqGraph, IgnoreIndexFromTheConfig) {
 // (128*512 + 512 + 512*128 + 128); the final LayerNorm and the head (128*256 + 256).
 TEST(SeqGraph, GptCharFromTheZoo) {
   const Config cfg = Config::from_string("model = \"gpt-char\"\n", "run.toml");
-  auto m = build_model(cfg, cpu_backend(), {128}, 256);
+  auto m = build_model(plan::read_model_spec(cfg), cpu_backend(), {128}, 256);
   const int64_t block =
       2 * 256 + (3 * 128 * 128 + 3 * 128 + 128 * 128 + 128) + (128 * 512 + 512 + 512 * 128 + 128);
   EXPECT_EQ(m->num_params(), 256 * 128 + 128 * 128 + 4 * block + 256 + 128 * 256 + 256);
@@ -544,7 +546,7 @@ TEST(SeqGraph, GptCharFromTheZoo) {
   EXPECT_EQ(m->output_shape(int(m->layers().size()) - 1), (Shape{128, 256}));
   EXPECT_GE(m->find_layer("b3_attn"), 0);
   // Another vocabulary than the graph's 256 is a shape error at the head.
-  EXPECT_THROW(build_model(cfg, cpu_backend(), {128}, 65), ConfigError);
+  EXPECT_THROW(build_model(plan::read_model_spec(cfg), cpu_backend(), {128}, 65), ConfigError);
 }
 
 // Two blocks learn a repeated sequence in which the current token does not determine the next

@@ -14,6 +14,7 @@
 #include "loom/nn/layers/conv2d.h"
 #include "loom/nn/layers/linear.h"
 #include "loom/optim/optimizer.h"
+#include "loom/plan/optim_reader.h"
 #include "loom/sync/model_parallel/model_parallel_block.h"
 #include "loom/sync/model_parallel/model_parallel_model.h"
 #include "loom/sync/model_parallel/model_parallel_strategy.h"
@@ -242,7 +243,8 @@ RunResult run(const LayersFn& layers, const ParallelOptions& opts, int workers, 
     Config cfg;
     cfg.set("optim.lr", 0.2);
     cfg.set("optim.momentum", 0.9);
-    auto optimizer = optim::make_optimizer(cfg, be, model->num_params());
+    auto optimizer =
+        optim::make_optimizer(plan::read_optimizer_options(cfg), be, model->num_params());
     auto strategy = make_strategy(cfg, c, *model, *optimizer);
     strategy->start();
     const int64_t global = batch * workers;
@@ -292,7 +294,8 @@ std::vector<float> reference_logits(const LayersFn& layers, int workers, int ste
     Config cfg;
     cfg.set("optim.lr", 0.2);
     cfg.set("optim.momentum", 0.9);
-    auto optimizer = optim::make_optimizer(cfg, be, model->num_params());
+    auto optimizer =
+        optim::make_optimizer(plan::read_optimizer_options(cfg), be, model->num_params());
     const int64_t global = batch * workers;
     for (int s = 0; s < steps; ++s) {
       const int64_t first = s * global;

@@ -19,6 +19,8 @@
 #include "loom/core/rng.h"
 #include "loom/nn/graph/model_zoo.h"
 #include "loom/optim/optimizer.h"
+#include "loom/plan/model_reader.h"
+#include "loom/plan/optim_reader.h"
 #include "loom/sync/ps/ps_placement.h"
 #include "loom/tensor/backend_registry.h"
 #include "loom/train/trainer.h"
@@ -60,7 +62,8 @@ Batch batch_of(int64_t t, int w) {
 }
 
 std::unique_ptr<nn::Model> tiny_model(const Config& cfg) {
-  auto m = nn::build_model(cfg, cpu_backend(), nn::Shape{kFeatures}, int(kClasses));
+  auto m = nn::build_model(plan::read_model_spec(cfg), cpu_backend(), nn::Shape{kFeatures},
+                           int(kClasses));
   m->init_params(7);
   return m;
 }
@@ -83,7 +86,8 @@ std::vector<float> reference(const Config& cfg, int workers, int staleness, int6
                              float lr = kLr) {
   auto m = tiny_model(cfg);
   const size_t n = size_t(m->num_params());
-  auto opt = optim::make_optimizer(cfg, cpu_backend(), m->num_params());
+  auto opt =
+      optim::make_optimizer(plan::read_optimizer_options(cfg), cpu_backend(), m->num_params());
   const bool lookahead = staleness > 0 && cfg.get_bool("ps.lookahead", true);
   if (staleness > 0 && cfg.get_string("ps.stale_lr", "none") == "divide")
     lr = float(double(lr) / staleness);
@@ -171,7 +175,8 @@ RunOut run_ps(const Config& cfg, int workers, int64_t steps, int slow = -1, floa
       ~Leave() { gate.left(rank); }
     } leave{gate, c.rank()};
     auto m = tiny_model(cfg);
-    auto opt = optim::make_optimizer(cfg, cpu_backend(), m->num_params());
+    auto opt =
+        optim::make_optimizer(plan::read_optimizer_options(cfg), cpu_backend(), m->num_params());
     auto strategy = make_strategy(cfg, c, *m, *opt);
     auto& ps = dynamic_cast<PsStrategy&>(*strategy);
     strategy->start();
@@ -294,7 +299,8 @@ TEST(PsStrategy, ALostWorkerFailsTheOthersFast) {
     world.run([&](comm::Communicator& c) {
       try {
         auto m = tiny_model(cfg);
-        auto opt = optim::make_optimizer(cfg, cpu_backend(), m->num_params());
+        auto opt = optim::make_optimizer(plan::read_optimizer_options(cfg), cpu_backend(),
+                                         m->num_params());
         auto strategy = make_strategy(cfg, c, *m, *opt);
         strategy->start();
         for (int64_t t = 0; t < 50; ++t) {
@@ -338,7 +344,8 @@ TEST(PsStrategy, ASilentServerRankIsNamedAfterTheTimeout) {
       }
       auto trainers = ps_training_comm(cfg, c);
       auto m = tiny_model(cfg);
-      auto opt = optim::make_optimizer(cfg, cpu_backend(), m->num_params());
+      auto opt =
+          optim::make_optimizer(plan::read_optimizer_options(cfg), cpu_backend(), m->num_params());
       auto strategy = make_strategy(cfg, *trainers, *m, *opt);
       try {
         strategy->start();
@@ -366,7 +373,8 @@ TEST(PsStrategy, RanksPlacementMatchesThreadsBitForBit) {
     auto trainers = ps_training_comm(cfg, c);
     EXPECT_EQ(trainers->size(), 2);
     auto m = tiny_model(cfg);
-    auto opt = optim::make_optimizer(cfg, cpu_backend(), m->num_params());
+    auto opt =
+        optim::make_optimizer(plan::read_optimizer_options(cfg), cpu_backend(), m->num_params());
     auto strategy = make_strategy(cfg, *trainers, *m, *opt);
     strategy->start();
     for (int64_t t = 0; t < 10; ++t) {
@@ -394,7 +402,8 @@ std::string strategy_error(const Config& cfg, int world_size = 1) {
         auto trainers = ps_training_comm(cfg, c);
       }
       auto m = tiny_model(cfg);
-      auto opt = optim::make_optimizer(cfg, cpu_backend(), m->num_params());
+      auto opt =
+          optim::make_optimizer(plan::read_optimizer_options(cfg), cpu_backend(), m->num_params());
       make_strategy(cfg, c, *m, *opt);
     });
   } catch (const ConfigError& e) {

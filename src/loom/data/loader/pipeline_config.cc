@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "loom/core/config_refusal.h"
 #include "loom/data/loader/throttle.h"
 
 namespace loom::data {
@@ -34,31 +33,6 @@ std::vector<ConfigKeySpec> data_config_keys() {
        "random crop after padding by this many pixels (0 = off)"},
       {"data.augment.hflip", ConfigType::kBool, "false", "random horizontal flip"},
   };
-}
-
-PipelineConfig read_pipeline_config(const Config& cfg) {
-  PipelineConfig p;
-  p.workers = int(cfg.get_int("data.workers", 1, 1, 64));
-  p.shuffle_window = cfg.get_int("data.shuffle_window", 0, 0, int64_t(1) << 40);
-  p.throttle_mbps = cfg.get_double("data.throttle_mbps", 0, 0, 1e6);
-  p.train_shards = cfg.get_string("data.train_shards", "");
-  p.test_shards = cfg.get_string("data.test_shards", "");
-  p.augment.crop_padding = int(cfg.get_int("data.augment.crop_padding", 0, 0, 1024));
-  p.augment.hflip = cfg.get_bool("data.augment.hflip", false);
-  p.augment.where =
-      cfg.where(p.augment.crop_padding > 0 ? "data.augment.crop_padding" : "data.augment.hflip");
-  p.max_classes = cfg.get_int("data.max_classes", kMaxClasses, 1, kShardMaxClasses);
-  // The shuffle window bounds a shuffle, and loader threads fill the batches read ahead.
-  if (!cfg.get_bool("data.shuffle", true))
-    refuse_unless_default(cfg, "data.shuffle_window", int64_t(0),
-                          fmt::format("bounds the shuffle, and data.shuffle is false ({})",
-                                      cfg.where("data.shuffle")));
-  if (cfg.get_int("data.prefetch", 2, 0, 1024) == 0)
-    refuse_unless_default(cfg, "data.workers", int64_t(1),
-                          fmt::format("threads fill the batches read ahead, and data.prefetch is "
-                                      "0 ({}): the training loop reads each batch itself",
-                                      cfg.where("data.prefetch")));
-  return p;
 }
 
 void apply_pipeline(const PipelineConfig& p, LoaderOptions& opts) {

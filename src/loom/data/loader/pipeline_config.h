@@ -1,13 +1,14 @@
 // The `data.*` config keys of the input pipeline that go beyond the foundation's data.dir,
 // data.prefetch and data.shuffle (which the train layer reads itself), in the pattern of
-// nn::model_config_keys(): the train layer appends these specs and calls the readers.
+// nn::model_config_keys(): the train layer appends these specs, and the run plan reads them
+// (plan/data_reader.h).
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "loom/core/config.h"
+#include "loom/core/config_value.h"
 #include "loom/data/loader/augment.h"
 #include "loom/data/loader/loader.h"
 #include "loom/data/sources/sample_source.h"
@@ -26,8 +27,6 @@ struct PipelineConfig {
 };
 
 std::vector<ConfigKeySpec> data_config_keys();
-// Range-checked reads (ConfigError naming the key and line).
-PipelineConfig read_pipeline_config(const Config& cfg);
 // workers, shuffle_window and augment into loader options.
 void apply_pipeline(const PipelineConfig& p, LoaderOptions& opts);
 // `source` behind a ThrottledSource when throttle_mbps > 0, else `source` itself.

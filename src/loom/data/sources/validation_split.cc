@@ -11,32 +11,6 @@
 
 namespace loom::data {
 
-ValidationChoice read_validation_choice(const Config& cfg) {
-  ValidationChoice v;
-  if (!cfg.has("data.validation")) return v;
-  const ConfigValue& value = cfg.values().at("data.validation");
-  if (!value.is_array && value.value.index() == 3) {
-    v.shards = std::get<std::string>(value.value);
-    if (v.shards.empty())
-      throw ConfigError(fmt::format(
-          "{}: key 'data.validation': an empty path; give a fraction of the training data in "
-          "[0, 1) or a shard file",
-          value.where));
-    return v;
-  }
-  if (value.is_array || (value.value.index() != 1 && value.value.index() != 2))
-    throw ConfigError(fmt::format(
-        "{}: key 'data.validation': expected a fraction in [0, 1) or a shard file path, got {}",
-        value.where, config_value_text(value)));
-  v.fraction = cfg.get_double("data.validation", 0);
-  if (!(v.fraction >= 0 && v.fraction < 1))
-    throw ConfigError(fmt::format(
-        "{}: key 'data.validation': {} is outside [0, 1): it is the fraction of the training "
-        "data held out for validation",
-        value.where, v.fraction));
-  return v;
-}
-
 ValidationSplit split_for_validation(int64_t count, double fraction, uint64_t seed) {
   ValidationSplit s;
   const int64_t held = std::min<int64_t>(count, std::llround(fraction * double(count)));

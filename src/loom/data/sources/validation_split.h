@@ -10,21 +10,18 @@
 #include <string>
 #include <vector>
 
-#include "loom/core/config.h"
 #include "loom/data/sources/dataset.h"
 #include "loom/data/sources/sample_source.h"
 
 namespace loom::data {
 
-// data.validation: a fraction of the training data in [0, 1), or a shard file to validate on.
+// data.validation: a fraction of the training data in [0, 1), or a shard file to validate on
+// (plan/data_reader.h reads it).
 struct ValidationChoice {
   double fraction = 0;  // 0 = none held out
   std::string shards;   // a shard file (data.validation = "path"); then fraction is 0
   bool enabled() const { return fraction > 0 || !shards.empty(); }
 };
-// ConfigError naming the key and its line for a number outside [0, 1) or a value of another
-// type. A string is a shard file path.
-ValidationChoice read_validation_choice(const Config& cfg);
 
 struct ValidationSplit {
   std::vector<int64_t> train;       // record ids the loader trains on, ascending

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "loom/core/config.h"
 #include "loom/core/error.h"
 
 namespace loom::nn {
@@ -24,11 +25,12 @@ std::string scalar_string(const ConfigValue& v, const std::string& key) {
 
 }  // namespace
 
-GraphSpec graph_from_config(const Config& cfg, const std::string& prefix) {
+GraphSpec graph_from_values(const std::map<std::string, ConfigValue>& values,
+                            const std::string& prefix) {
   // Group "<prefix>.N.field" keys by N.
   std::map<int64_t, std::map<std::string, const ConfigValue*>> tables;
   const std::string head = prefix + ".";
-  for (const auto& [key, value] : cfg.values()) {
+  for (const auto& [key, value] : values) {
     if (key == prefix)
       throw ConfigError(fmt::format("{}: key '{}' must be an array of tables ([[{}]])", value.where,
                                     key, prefix));
@@ -96,7 +98,7 @@ GraphSpec graph_from_string(const std::string& text, const std::string& name) {
     if (key.compare(0, 6, "layer.") != 0 && key != "layer")
       throw ConfigError(
           fmt::format("{}: key '{}': a graph file holds only [[layer]] tables", value.where, key));
-  GraphSpec graph = graph_from_config(cfg, "layer");
+  GraphSpec graph = graph_from_values(cfg.values(), "layer");
   graph.source = name;
   if (graph.layers.empty())
     throw ConfigError(fmt::format("{}: no [[layer]] tables: the graph is empty", name));

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "loom/core/config.h"
+#include "loom/core/config_value.h"
 
 namespace loom::nn {
 
@@ -30,10 +30,12 @@ struct GraphSpec {
   std::vector<LayerSpec> layers;
 };
 
-// The `<prefix>.N.*` keys of cfg (what Config makes of `[[layer]]` tables), in order. Throws
-// ConfigError naming the key's line for a table without `type`, a gap in the numbering, an
-// `input` that is not a string or `inputs` that is not an array of strings.
-GraphSpec graph_from_config(const Config& cfg, const std::string& prefix = "layer");
+// The `<prefix>.N.*` keys of a TOML file's flattened values (what Config makes of `[[layer]]`
+// tables: Config::values()), in order. Throws ConfigError naming the key's line for a table
+// without `type`, a gap in the numbering, an `input` that is not a string or `inputs` that is not
+// an array of strings.
+GraphSpec graph_from_values(const std::map<std::string, ConfigValue>& values,
+                            const std::string& prefix = "layer");
 
 // A graph file: TOML holding only `[[layer]]` tables. Throws InputError if unreadable,
 // ConfigError for bad syntax, a key other than `layer`, or a bad table.

@@ -4,11 +4,11 @@
 
 namespace loom::nn {
 
-std::vector<LayerDescription> describe_layers(const Config& cfg, const Shape& input_shape,
+std::vector<LayerDescription> describe_layers(const ModelSpec& spec, const Shape& input_shape,
                                               int num_classes) {
   std::vector<LayerDescription> out;
   std::vector<Shape> shapes;
-  for (const Node& node : build_model_nodes(cfg, input_shape, num_classes)) {
+  for (const Node& node : build_model_nodes(spec, input_shape, num_classes)) {
     std::vector<Shape> in;
     LayerDescription d;
     for (int j : node.inputs) {

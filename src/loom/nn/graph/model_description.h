@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "loom/core/config.h"
+#include "loom/nn/graph/model_spec.h"
 #include "loom/nn/layers/layer.h"
 
 namespace loom::nn {
@@ -19,9 +19,9 @@ struct LayerDescription {
   int64_t params = 0;
 };
 
-// The layers of the model of `cfg` (model_zoo.h) in forward order, each built on its inputs'
+// The layers of the model of `spec` (model_zoo.h) in forward order, each built on its inputs'
 // shapes; `in` counts the elements of all its inputs.
-std::vector<LayerDescription> describe_layers(const Config& cfg, const Shape& input_shape,
+std::vector<LayerDescription> describe_layers(const ModelSpec& spec, const Shape& input_shape,
                                               int num_classes);
 
 }  // namespace loom::nn

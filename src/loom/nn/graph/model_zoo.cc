@@ -2,7 +2,6 @@
 
 #include <limits>
 
-#include "loom/core/config_refusal.h"
 #include "loom/core/error.h"
 #include "loom/nn/io/onnx_import.h"
 
@@ -23,13 +22,6 @@ const BuiltinGraph kBuiltinGraphs[] = {
     {"gpt-char", &kBuiltinGptCharToml},
 };
 
-void check_widths(const Config& cfg, const std::string& key, const std::vector<int64_t>& widths) {
-  for (int64_t w : widths)
-    if (w <= 0 || w > (int64_t(1) << 20))
-      throw ConfigError(
-          fmt::format("{}: key '{}': width {} out of range [1, 1048576]", cfg.where(key), key, w));
-}
-
 ConfigValue value(ConfigScalar v, const std::string& where) {
   ConfigValue c;
   c.value = std::move(v);
@@ -47,16 +39,13 @@ void add(GraphSpec& g, const std::string& type,
   g.layers.push_back(std::move(l));
 }
 
-GraphSpec mlp_graph(const Config& cfg, const Shape& input_shape, int num_classes) {
-  (void)input_shape;
-  auto hidden = cfg.get_int_list("mlp.hidden", {1024, 1024});
-  check_widths(cfg, "mlp.hidden", hidden);
-  const double p = cfg.get_double("mlp.dropout", 0.5, 0.0, 0.99);
+GraphSpec mlp_graph(const MlpOptions& o, int num_classes) {
+  const double p = o.dropout;
   GraphSpec g;
   g.source = "built-in mlp";
-  const std::string w = cfg.has("mlp.hidden") ? cfg.where("mlp.hidden") : g.source;
+  const std::string w = o.hidden_where.empty() ? g.source : o.hidden_where;
   add(g, "flatten");
-  for (int64_t h : hidden) {
+  for (int64_t h : o.hidden) {
     add(g, "linear", {{"out", value(int64_t{h}, w)}});
     add(g, "relu");
     if (p > 0) add(g, "dropout", {{"p", value(p, w)}});
@@ -65,14 +54,13 @@ GraphSpec mlp_graph(const Config& cfg, const Shape& input_shape, int num_classes
   return g;
 }
 
-GraphSpec cnn_graph(const Config& cfg, const Shape& input_shape, int num_classes) {
+GraphSpec cnn_graph(const CnnOptions& o, const Shape& input_shape, int num_classes) {
   if (input_shape.size() != 3)
     throw ConfigError(fmt::format("model \"cnn\" needs images [C, H, W], the data has {}",
                                   shape_text(input_shape)));
-  auto channels = cfg.get_int_list("cnn.channels", {32, 64});
-  check_widths(cfg, "cnn.channels", channels);
-  const int64_t hidden = cfg.get_int("cnn.hidden", 1024, 1, 1 << 20);
-  const double p = cfg.get_double("cnn.dropout", 0.5, 0.0, 0.99);
+  const std::vector<int64_t>& channels = o.channels;
+  const int64_t hidden = o.hidden;
+  const double p = o.dropout;
   GraphSpec g;
   g.source = "built-in cnn";
   int64_t h = input_shape[1], w = input_shape[2];
@@ -89,7 +77,7 @@ GraphSpec cnn_graph(const Config& cfg, const Shape& input_shape, int num_classes
       throw ConfigError(
           fmt::format("{}: key 'cnn.channels': {} pooling stages shrink a {} "
                       "image to nothing",
-                      cfg.where("cnn.channels"), channels.size(), shape_text(input_shape)));
+                      o.channels_where, channels.size(), shape_text(input_shape)));
   }
   add(g, "flatten");
   add(g, "linear", {{"out", value(int64_t{hidden}, g.source)}});
@@ -131,47 +119,11 @@ std::vector<std::string> builtin_model_names() {
   return names;
 }
 
-namespace {
-
-// The built-in networks' keys shape only their own network: mlp.hidden with model = "cnn", a
-// zoo graph or [[layer]] tables would change nothing.
-void refuse_other_model_keys(const Config& cfg, const std::string& model,
-                             const std::string& where) {
-  const std::string run = fmt::format("the model is {} ({})", model, where);
-  if (model != "\"mlp\"") {
-    const std::string why = "shapes model = \"mlp\"; " + run;
-    if (sets_other_than(cfg, "mlp.hidden", std::vector<ConfigScalar>{int64_t(1024), int64_t(1024)}))
-      refuse_key(cfg, "mlp.hidden", why);
-    refuse_unless_default(cfg, "mlp.dropout", 0.5, why);
-  }
-  if (model != "\"cnn\"") {
-    const std::string why = "shapes model = \"cnn\"; " + run;
-    if (sets_other_than(cfg, "cnn.channels", std::vector<ConfigScalar>{int64_t(32), int64_t(64)}))
-      refuse_key(cfg, "cnn.channels", why);
-    refuse_unless_default(cfg, "cnn.hidden", int64_t(1024), why);
-    refuse_unless_default(cfg, "cnn.dropout", 0.5, why);
-  }
-}
-
-}  // namespace
-
-GraphSpec model_graph(const Config& cfg, const Shape& input_shape, int num_classes) {
-  GraphSpec inline_graph = graph_from_config(cfg, "layer");
-  if (!inline_graph.layers.empty()) {
-    if (cfg.has("model"))
-      throw ConfigError(
-          fmt::format("{}: key 'model': the config also has [[layer]] tables "
-                      "(line {}); give the model one way",
-                      cfg.where("model"), inline_graph.layers[0].where));
-    inline_graph.source =
-        inline_graph.layers[0].where.substr(0, inline_graph.layers[0].where.rfind(':'));
-    refuse_other_model_keys(cfg, "the [[layer]] tables", inline_graph.layers[0].where);
-    return inline_graph;
-  }
-  const std::string model = cfg.get_string("model", "mlp");
-  refuse_other_model_keys(cfg, "\"" + model + "\"", cfg.where("model"));
-  if (model == "mlp") return mlp_graph(cfg, input_shape, num_classes);
-  if (model == "cnn") return cnn_graph(cfg, input_shape, num_classes);
+GraphSpec model_graph(const ModelSpec& spec, const Shape& input_shape, int num_classes) {
+  if (!spec.inline_graph.layers.empty()) return spec.inline_graph;
+  const std::string& model = spec.model;
+  if (model == "mlp") return mlp_graph(spec.mlp, num_classes);
+  if (model == "cnn") return cnn_graph(spec.cnn, input_shape, num_classes);
   for (const auto& b : kBuiltinGraphs)
     if (model == b.name) return graph_from_string(*b.text, std::string("built-in ") + b.name);
   if (ends_with(model, ".toml")) return graph_from_file(model);
@@ -181,17 +133,18 @@ GraphSpec model_graph(const Config& cfg, const Shape& input_shape, int num_class
   throw ConfigError(
       fmt::format("{}: key 'model': \"{}\" is neither a model of the zoo ({}\") "
                   "nor a graph file (.toml, .onnx)",
-                  cfg.where("model"), model, names));
+                  spec.where, model, names));
 }
 
-std::vector<Node> build_model_nodes(const Config& cfg, const Shape& input_shape, int num_classes) {
-  return build_nodes(model_graph(cfg, input_shape, num_classes), input_shape);
+std::vector<Node> build_model_nodes(const ModelSpec& spec, const Shape& input_shape,
+                                    int num_classes) {
+  return build_nodes(model_graph(spec, input_shape, num_classes), input_shape);
 }
 
-std::vector<std::unique_ptr<Layer>> build_layers(const Config& cfg, const Shape& input_shape,
+std::vector<std::unique_ptr<Layer>> build_layers(const ModelSpec& spec, const Shape& input_shape,
                                                  int num_classes) {
   std::vector<std::unique_ptr<Layer>> layers;
-  auto nodes = build_model_nodes(cfg, input_shape, num_classes);
+  auto nodes = build_model_nodes(spec, input_shape, num_classes);
   for (size_t i = 0; i < nodes.size(); ++i) {
     const int expect = i == 0 ? kModelInput : int(i) - 1;
     if (nodes[i].inputs.size() != 1 || nodes[i].inputs[0] != expect)
@@ -212,43 +165,18 @@ std::vector<std::unique_ptr<Layer>> build_layers(const Config& cfg, const Shape&
   return layers;
 }
 
-std::unique_ptr<Model> build_model(const Config& cfg, Backend& backend, const Shape& input_shape,
-                                   int num_classes) {
+std::unique_ptr<Model> build_model(const ModelSpec& spec, Backend& backend,
+                                   const Shape& input_shape, int num_classes) {
   auto model = std::make_unique<Model>(backend, input_shape, num_classes,
-                                       build_model_nodes(cfg, input_shape, num_classes));
-  apply_loss_options(cfg, *model);
+                                       build_model_nodes(spec, input_shape, num_classes));
+  apply_loss_options(spec.loss, *model);
   return model;
 }
 
-LossKind loss_kind_from_config(const Config& cfg) {
-  const std::string type = cfg.get_string("loss.type", "cross_entropy");
-  if (type == "cross_entropy") return LossKind::kCrossEntropy;
-  if (type == "mse") {
-    if (cfg.get_double("loss.label_smoothing", 0.0, 0.0, 1.0) > 0)
-      refuse_key(cfg, "loss.label_smoothing",
-                 fmt::format("label smoothing is a cross-entropy option; loss.type = \"mse\" ({}) "
-                             "has no labels",
-                             cfg.where("loss.type")));
-    if (cfg.has("loss.ignore_index"))
-      refuse_key(cfg, "loss.ignore_index",
-                 fmt::format("ignores the positions of a class label; loss.type = \"mse\" ({}) "
-                             "has float targets",
-                             cfg.where("loss.type")));
-    return LossKind::kMse;
-  }
-  throw ConfigError(
-      fmt::format("{}: loss.type = \"{}\": give \"cross_entropy\" (class labels) "
-                  "or \"mse\" (float targets)",
-                  cfg.where("loss.type"), type));
-}
-
-void apply_loss_options(const Config& cfg, Model& model) {
-  model.set_label_smoothing(float(cfg.get_double("loss.label_smoothing", 0.0, 0.0, 1.0)));
-  model.set_loss_kind(loss_kind_from_config(cfg));
-  if (cfg.has("loss.ignore_index"))
-    model.set_ignore_index(
-        int32_t(cfg.get_int("loss.ignore_index", -1, std::numeric_limits<int32_t>::min(),
-                            std::numeric_limits<int32_t>::max())));
+void apply_loss_options(const LossOptions& o, Model& model) {
+  model.set_label_smoothing(o.label_smoothing);
+  model.set_loss_kind(o.kind);
+  if (o.ignore_index) model.set_ignore_index(*o.ignore_index);
 }
 
 }  // namespace loom::nn

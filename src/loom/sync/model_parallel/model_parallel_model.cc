@@ -6,6 +6,7 @@
 #include "loom/nn/graph/model_zoo.h"
 #include "loom/nn/layers/activation.h"
 #include "loom/nn/layers/linear.h"
+#include "loom/plan/model_reader.h"
 #include "loom/sync/model_parallel/model_parallel_block.h"
 #include "loom/sync/model_parallel/parallel_linear.h"
 
@@ -239,10 +240,11 @@ std::unique_ptr<nn::Model> build_model(const Config& cfg, comm::Communicator& co
   const ParallelOptions opts = parallel_options(cfg);
   // Data parallelism keeps the model whole: a graph stays a graph, and an imported model keeps
   // its weights.
+  const nn::ModelSpec spec = plan::read_model_spec(cfg);
   if (opts.mode == "data" || comm.size() == 1)
-    return nn::build_model(cfg, backend, input_shape, num_classes);
+    return nn::build_model(spec, backend, input_shape, num_classes);
   const uint64_t seed = uint64_t(cfg.get_int("seed", 0, 0, INT64_MAX));
-  std::vector<nn::Node> nodes = nn::build_model_nodes(cfg, input_shape, num_classes);
+  std::vector<nn::Node> nodes = nn::build_model_nodes(spec, input_shape, num_classes);
   // The chain at the end of the graph: from `tail` on, each layer reads the one before it.
   int tail = int(nodes.size());
   while (tail > 0 && nodes[size_t(tail - 1)].inputs == std::vector<int>{tail - 2}) --tail;
@@ -283,7 +285,7 @@ std::unique_ptr<nn::Model> build_model(const Config& cfg, comm::Communicator& co
     nodes.push_back(std::move(node));
   }
   auto model = std::make_unique<nn::Model>(backend, input_shape, num_classes, std::move(nodes));
-  nn::apply_loss_options(cfg, *model);
+  nn::apply_loss_options(spec.loss, *model);
   return model;
 }
 

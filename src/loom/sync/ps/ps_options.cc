@@ -5,6 +5,7 @@
 #include "loom/compress/registry.h"
 #include "loom/core/config_refusal.h"
 #include "loom/core/error.h"
+#include "loom/plan/codec_reader.h"
 #include "loom/sync/allreduce/overlap_policy.h"
 
 namespace loom::sync {
@@ -30,7 +31,7 @@ PsOptions read_ps_options(const Config& cfg) {
   // Workers push gradients and pull parameters in fp32: a lossy codec would be ignored without
   // a word, and config.toml would record a codec the run never used. ("auto" is auto's to
   // decide; it does not weigh the parameter server.)
-  const std::string key = compress::codec_key(cfg);
+  const std::string key = plan::codec_key(cfg);
   const std::string codec = cfg.get_string(key, "fp32");
   if (codec != "auto" && compress::codec_kind(codec, cfg.where(key)).lossy)
     throw ConfigError(fmt::format(
@@ -38,7 +39,7 @@ PsOptions read_ps_options(const Config& cfg) {
         "pushes gradients and pulls parameters in fp32; compress with sync = \"allreduce\" or "
         "\"bmuf\", or leave the codec fp32",
         cfg.where(key), key, codec, cfg.where("sync")));
-  if (codec != "auto") compress::refuse_other_codec_keys(cfg, codec);
+  if (codec != "auto") plan::refuse_other_codec_keys(cfg, codec);
   PsOptions o;
   o.servers = int(cfg.get_int("ps.servers", 1, 1, 4096));
   o.staleness = int(cfg.get_int("ps.staleness", 0, 0, 1000));

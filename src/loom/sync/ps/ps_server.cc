@@ -6,6 +6,7 @@
 #include "loom/core/error.h"
 #include "loom/core/log.h"
 #include "loom/optim/optimizer.h"
+#include "loom/plan/optim_reader.h"
 #include "loom/sync/ps/ps_protocol.h"
 #include "loom/tensor/cpu/cpu_backend.h"
 
@@ -87,7 +88,7 @@ class ShardServer {
     LOOM_CHECK_EQ(covered, n_);
     params_.resize(size_t(n_));
     c_.recv(0, params_.data(), size_t(n_) * sizeof(float), kPsTagInit);
-    optimizer_ = optim::make_optimizer(cfg_, cpu_backend(), n_);
+    optimizer_ = optim::make_optimizer(plan::read_optimizer_options(cfg_), cpu_backend(), n_);
     inbox_.assign(size_t(workers_), std::vector<float>(size_t(n_)));
     sends_.resize(pieces_.size());
     recvs_.resize(pieces_.size());

@@ -2,10 +2,10 @@
 
 #include <map>
 
-#include "loom/comm/comm_options.h"
 #include "loom/comm/thread/thread_world.h"
 #include "loom/core/error.h"
 #include "loom/core/log.h"
+#include "loom/plan/comm_reader.h"
 #include "loom/sync/ps/ps_server.h"
 
 namespace loom::sync {
@@ -14,8 +14,7 @@ PsThreadServers::PsThreadServers(int num_workers, int num_servers, const Config&
     : workers_(num_workers),
       servers_(num_servers),
       cfg_(cfg),
-      world_(
-          comm::make_thread_world(num_workers + num_servers, comm::comm_options_from_config(cfg))),
+      world_(comm::make_thread_world(num_workers + num_servers, plan::read_comm_options(cfg))),
       pushed_(new std::atomic<int64_t>[size_t(num_workers)]) {
   for (int w = 0; w < workers_; ++w) pushed_[size_t(w)].store(0);
   for (int s = 0; s < servers_; ++s) {
