@@ -35,6 +35,8 @@
 #include "loom/optim/optimizer.h"
 #include "loom/plan/comm_reader.h"
 #include "loom/plan/optim_reader.h"
+#include "loom/plan/strategy_factory.h"
+#include "loom/plan/sync_reader.h"
 #include "loom/sync/allreduce/allreduce_strategy.h"
 #include "loom/sync/model_parallel/model_parallel_model.h"
 #include "loom/sync/strategy.h"
@@ -91,7 +93,7 @@ int run(const Config& cfg, int64_t every, const std::string& out_path) {
     const bool lead = c.rank() == 0;
     Backend& be = cpu_backend();
     be.set_intra_op_threads(int(cfg.get_int("threads", 1)));
-    auto model = sync::build_model(cfg, c, be, source->sample_shape(), source->num_classes());
+    auto model = plan::build_model(cfg, c, be, source->sample_shape(), source->num_classes());
     model->init_params(seed);
     auto opt = optim::make_optimizer(plan::read_optimizer_options(cfg), be, model->num_params());
     data::LoaderOptions lo;
@@ -103,7 +105,7 @@ int run(const Config& cfg, int64_t every, const std::string& out_path) {
     const int64_t spe = loader.steps_per_epoch(), total = spe * epochs;
     const optim::LrSchedule schedule =
         optim::make_lr_schedule(plan::read_lr_schedule_options(cfg), spe, total);
-    auto strategy = sync::make_strategy(cfg, c, *model, *opt, total);
+    auto strategy = plan::make_strategy(cfg, c, *model, *opt, total);
     auto* ar = dynamic_cast<sync::AllreduceStrategy*>(strategy.get());
     LOOM_CHECK(ar != nullptr, "the probe runs sync = \"allreduce\"");
     const std::vector<Tensor> tensors = tensors_of(*model);

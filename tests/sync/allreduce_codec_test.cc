@@ -16,6 +16,7 @@
 #include "loom/plan/codec_reader.h"
 #include "loom/plan/model_reader.h"
 #include "loom/plan/optim_reader.h"
+#include "loom/plan/strategy_factory.h"
 #include "loom/sync/allreduce/allreduce_strategy.h"
 #include "loom/sync/allreduce/compressed_allreduce.h"
 #include "loom/tensor/backend_registry.h"
@@ -273,7 +274,7 @@ ConstantGradientRun constant_gradient_run(int steps) {
     model->init_params(1);
     LOOM_CHECK_EQ(size_t(model->num_params()), grad[0].size());
     auto opt = optim::make_optimizer(plan::read_optimizer_options(cfg), be, model->num_params());
-    auto strategy = make_strategy(cfg, c, *model, *opt);
+    auto strategy = plan::make_strategy(cfg, c, *model, *opt);
     strategy->start();
     const std::vector<float> start(model->params(), model->params() + model->num_params());
     for (int t = 0; t < steps; ++t) {

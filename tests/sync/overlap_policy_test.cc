@@ -10,6 +10,7 @@
 #include "loom/comm/transport_registry.h"
 #include "loom/comm/world.h"
 #include "loom/core/error.h"
+#include "loom/plan/sync_reader.h"
 
 namespace loom::sync {
 namespace {
@@ -27,12 +28,12 @@ TEST(OverlapPolicy, OverlapsOnlyWithASpareCorePerWorker) {
 TEST(OverlapPolicy, ConfigThreadsCountAndTheKeyWins) {
   Config cfg;
   cfg.set("threads", int64_t(2));
-  EXPECT_FALSE(overlap_from_config(cfg, 2, 4, false));  // 2 x (2 + 1) > 4
-  EXPECT_TRUE(overlap_from_config(cfg, 2, 6, false));
+  EXPECT_FALSE(plan::overlap_from_config(cfg, 2, 4, false));  // 2 x (2 + 1) > 4
+  EXPECT_TRUE(plan::overlap_from_config(cfg, 2, 6, false));
   cfg.set("sync.overlap", true);
-  EXPECT_TRUE(overlap_from_config(cfg, 2, 4, false));
+  EXPECT_TRUE(plan::overlap_from_config(cfg, 2, 4, false));
   cfg.set("sync.overlap", false);
-  EXPECT_FALSE(overlap_from_config(cfg, 2, 6, true));
+  EXPECT_FALSE(plan::overlap_from_config(cfg, 2, 6, true));
 }
 
 // On this host, with the thread transport: the world's size is the workers on the host.
@@ -40,7 +41,7 @@ bool overlap_for(const Config& cfg, int workers) {
   auto world = comm::create_world("thread", workers, comm::CommOptions{});
   bool overlap = false;
   world->run([&](comm::Communicator& c) {
-    if (c.rank() == 0) overlap = overlap_from_config(cfg, c);
+    if (c.rank() == 0) overlap = plan::overlap_from_config(cfg, c);
   });
   return overlap;
 }
@@ -61,21 +62,21 @@ TEST(OverlapPolicy, TheKeyWinsElseTheHostDecides) {
 // its own; any other string names the key.
 TEST(OverlapPolicy, InlineUnlessAfterBackwardIsAskedFor) {
   Config cfg;
-  EXPECT_TRUE(inline_combine_from_config(cfg, false));  // auto, no spare core
-  EXPECT_FALSE(inline_combine_from_config(cfg, true));  // auto, the thread
+  EXPECT_TRUE(plan::inline_combine_from_config(cfg, false));  // auto, no spare core
+  EXPECT_FALSE(plan::inline_combine_from_config(cfg, true));  // auto, the thread
   cfg.set("sync.overlap", false);
-  EXPECT_FALSE(inline_combine_from_config(cfg, false));
+  EXPECT_FALSE(plan::inline_combine_from_config(cfg, false));
   cfg.set("sync.overlap", true);
-  EXPECT_FALSE(inline_combine_from_config(cfg, true));
+  EXPECT_FALSE(plan::inline_combine_from_config(cfg, true));
   cfg.set("sync.overlap", std::string("inline"));
-  EXPECT_FALSE(overlap_from_config(cfg, 1, 64, false));  // no thread, whatever the cores
-  EXPECT_TRUE(inline_combine_from_config(cfg, false));
-  EXPECT_TRUE(push_during_backward_from_config(cfg));  // the parameter server's reading
+  EXPECT_FALSE(plan::overlap_from_config(cfg, 1, 64, false));  // no thread, whatever the cores
+  EXPECT_TRUE(plan::inline_combine_from_config(cfg, false));
+  EXPECT_TRUE(plan::push_during_backward_from_config(cfg));  // the parameter server's reading
   cfg.set("sync.overlap", false);
-  EXPECT_FALSE(push_during_backward_from_config(cfg));
+  EXPECT_FALSE(plan::push_during_backward_from_config(cfg));
   cfg.set("sync.overlap", std::string("sometimes"));
   try {
-    overlap_from_config(cfg, 1, 64, false);
+    plan::overlap_from_config(cfg, 1, 64, false);
     FAIL() << "no error";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("sync.overlap"), std::string::npos) << e.what();

@@ -8,6 +8,7 @@
 #include "loom/nn/graph/model_zoo.h"
 #include "loom/plan/model_reader.h"
 #include "loom/plan/optim_reader.h"
+#include "loom/plan/strategy_factory.h"
 #include "loom/sync/strategy.h"
 #include "loom/tensor/backend_registry.h"
 #include "tiny_training.h"
@@ -25,7 +26,7 @@ std::string config_error(const Config& cfg, int64_t total_steps = 0) {
     auto model = nn::build_model(plan::read_model_spec(cfg), be, {20}, 10);
     auto opt = optim::make_optimizer(plan::read_optimizer_options(cfg), be, model->num_params());
     try {
-      make_strategy(cfg, c, *model, *opt, total_steps);
+      plan::make_strategy(cfg, c, *model, *opt, total_steps);
     } catch (const ConfigError& e) {
       msg = e.what();
     }
@@ -167,7 +168,7 @@ TEST(StrategyConfig, KeysAreDeclared) {
                                    "codec.min_bucket_kib",
                                    "sync.momentum_correction",
                                    "sync.momentum_masking"};
-  const auto keys = sync_config_keys();
+  const auto keys = plan::sync_config_keys();
   for (const auto& w : want) {
     bool found = false;
     for (const auto& k : keys) found = found || k.key == w;

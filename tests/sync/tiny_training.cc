@@ -11,6 +11,7 @@
 #include "loom/plan/comm_reader.h"
 #include "loom/plan/model_reader.h"
 #include "loom/plan/optim_reader.h"
+#include "loom/plan/strategy_factory.h"
 #include "loom/tensor/backend_registry.h"
 
 namespace loom::sync::testing {
@@ -75,7 +76,8 @@ TinyRun run_tiny(const Config& cfg, int workers, int steps, int batch, const Str
     model->init_params(uint64_t(c.rank()) + 1);  // differ on purpose: start() must broadcast
     auto optimizer =
         optim::make_optimizer(plan::read_optimizer_options(cfg), backend, model->num_params());
-    auto strategy = make ? make(c, *model, *optimizer) : make_strategy(cfg, c, *model, *optimizer);
+    auto strategy =
+        make ? make(c, *model, *optimizer) : plan::make_strategy(cfg, c, *model, *optimizer);
     strategy->start();
     const int64_t n = model->num_params();
     if (c.rank() == 0) {

@@ -14,6 +14,7 @@
 #include "loom/core/config.h"
 #include "loom/nn/graph/model.h"
 #include "loom/optim/optimizer.h"
+#include "loom/plan/strategy_factory.h"
 #include "loom/sync/strategy.h"
 
 namespace loom::sync::testing {
@@ -33,7 +34,7 @@ using StrategyMaker =
     std::function<std::unique_ptr<Strategy>(comm::Communicator&, nn::Model&, optim::Optimizer&)>;
 
 // cfg: model/optim/sync/codec keys (defaults: mlp.hidden = [32], no dropout, SGD lr 0.1,
-// momentum 0). make: builds the strategy (default: make_strategy(cfg, ...)).
+// momentum 0). make: builds the strategy (default: plan::make_strategy(cfg, ...)).
 TinyRun run_tiny(const Config& cfg, int workers, int steps, int batch_per_worker,
                  const StrategyMaker& make = nullptr);
 

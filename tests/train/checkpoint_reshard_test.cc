@@ -16,6 +16,8 @@
 #include "loom/optim/optimizer.h"
 #include "loom/plan/comm_reader.h"
 #include "loom/plan/optim_reader.h"
+#include "loom/plan/strategy_factory.h"
+#include "loom/plan/sync_reader.h"
 #include "loom/sync/model_parallel/model_parallel_model.h"
 #include "loom/sync/strategy.h"
 #include "loom/tensor/cpu/cpu_backend.h"
@@ -151,10 +153,10 @@ void reload_and_save(const Config& cfg, int workers, const std::string& from,
       comm::create_world("thread", workers, plan::read_comm_options(c));
   world->run([&](comm::Communicator& comm) {
     Backend& be = cpu_backend();
-    std::unique_ptr<nn::Model> model = sync::build_model(c, comm, be, shape, classes);
+    std::unique_ptr<nn::Model> model = plan::build_model(c, comm, be, shape, classes);
     std::unique_ptr<optim::Optimizer> opt =
         optim::make_optimizer(plan::read_optimizer_options(c), be, model->num_params());
-    std::unique_ptr<sync::Strategy> strategy = sync::make_strategy(c, comm, *model, *opt);
+    std::unique_ptr<sync::Strategy> strategy = plan::make_strategy(c, comm, *model, *opt);
     WorkerParts w{be, *model, *opt, *strategy, nullptr};
     TrainPosition expect;
     expect.steps_per_epoch = p[1];

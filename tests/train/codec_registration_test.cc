@@ -15,6 +15,7 @@
 #include "loom/core/error.h"
 #include "loom/perf/codec_model.h"
 #include "loom/plan/codec_reader.h"
+#include "loom/plan/strategy_factory.h"
 #include "loom/sync/strategy.h"
 #include "loom/train/auto_config.h"
 
@@ -123,7 +124,7 @@ TEST(CodecRegistration, TheCostModelPricesItFromItsRecord) {
 TEST(CodecRegistration, AutoWeighsItAndTheStrategysOptionsNameIt) {
   EXPECT_THAT(train::auto_candidate_codecs(), Contains("test_int16"));
   bool named = false;
-  for (const ConfigKeySpec& s : sync::sync_config_keys())
+  for (const ConfigKeySpec& s : plan::sync_config_keys())
     if (s.key == "sync.momentum_correction") named = s.doc.find("test_int16") != std::string::npos;
   EXPECT_TRUE(named) << "sync.momentum_correction's help does not name the codec";
 }

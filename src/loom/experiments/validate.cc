@@ -14,6 +14,7 @@
 #include "loom/core/error.h"
 #include "loom/perf/workload.h"
 #include "loom/plan/batch_reader.h"
+#include "loom/plan/sync_reader.h"
 #include "loom/plan/workload_reader.h"
 #include "loom/sync/allreduce/overlap_policy.h"
 #include "loom/train/run_writer.h"
@@ -89,7 +90,7 @@ StepEstimate predict_case(const Config& cfg, const Calibration& cal, const Valid
   s.codec = c.codec;
   s.bucket_mb = double(cfg.get_int("sync.bucket_kib", 4096, 0, int64_t(1) << 30)) * 1024 / 1e6;
   if (s.bucket_mb <= 0) s.bucket_mb = 4 * w.params() / 1e6 + 1;  // 0 = one bucket
-  s.overlap = sync::overlap_from_config(cfg, c.workers, d.host.cores, false);
+  s.overlap = plan::overlap_from_config(cfg, c.workers, d.host.cores, false);
   s.shard_optimizer = cfg.get_bool("sync.shard_optimizer", true);
   TrainSpec t;
   t.batch = plan::read_batch(cfg);

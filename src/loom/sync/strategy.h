@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "loom/comm/communicator.h"
-#include "loom/core/config.h"
 #include "loom/core/error.h"
 #include "loom/nn/graph/model.h"
 #include "loom/optim/optimizer.h"
@@ -130,21 +129,5 @@ class Strategy {
  protected:
   SyncStats stats_;
 };
-
-std::vector<ConfigKeySpec> sync_config_keys();
-// Keys: sync ("allreduce" | "bmuf"), sync.bucket_kib, sync.overlap, sync.shard_optimizer,
-// sync.momentum_correction, sync.momentum_masking, bmuf.* (bmuf_strategy.h), codec.*
-// (compress/registry.h) and the allreduce strategy's codec options codec.warmup_steps,
-// codec.aggregation and codec.min_bucket_kib. A single worker runs the same strategy over a
-// world of one. total_steps: the run's length, to check codec.warmup_steps against (0: not
-// known, not checked).
-std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& comm,
-                                        nn::Model& model, optim::Optimizer& optimizer,
-                                        int64_t total_steps = 0);
-
-// What a communicator that carries device buffers (nccl) supports: sync = "allreduce" over
-// data parallelism, with fp32 or a codec that has device kernels (all but PowerSGD:
-// compress/device_codec.h). ConfigError naming the key otherwise; make_strategy checks it too.
-void check_device_sync(const Config& cfg);
 
 }  // namespace loom::sync

@@ -18,6 +18,7 @@
 #include "loom/plan/codec_reader.h"
 #include "loom/plan/model_reader.h"
 #include "loom/plan/optim_reader.h"
+#include "loom/plan/sync_reader.h"
 #include "loom/sync/allreduce/overlap_policy.h"
 #include "loom/train/checkpoint.h"
 
@@ -261,7 +262,7 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
   r.ranks = comm.size();
   r.batch = batch;
   r.total_steps = total_steps;
-  r.overlap = sync::overlap_from_config(cfg, comm);
+  r.overlap = plan::overlap_from_config(cfg, comm);
 
   // A probe copy of the model: the run's own model stays as initialised.
   nn::Model probe(backend, input, classes,

@@ -33,6 +33,8 @@
 #include "loom/plan/comm_reader.h"
 #include "loom/plan/data_reader.h"
 #include "loom/plan/model_reader.h"
+#include "loom/plan/strategy_factory.h"
+#include "loom/plan/sync_reader.h"
 #include "loom/sync/model_parallel/model_parallel_model.h"
 #include "loom/sync/ps/ps_placement.h"
 #include "loom/sync/strategy.h"
@@ -84,13 +86,13 @@ std::string write_model_file(const Config& cfg, const TrainResult& r, const nn::
                              const nn::GraphSpec& graph,
                              const std::optional<data::Normalisation>& input_norm,
                              const std::string& dir) {
-  if ((sync::parallel_options(cfg).mode != "data" && r.world > 1) ||
+  if ((plan::read_parallel_options(cfg).mode != "data" && r.world > 1) ||
       int64_t(r.final_params.size()) != layout.num_params() ||
       int64_t(r.final_state.size()) != layout.num_state()) {
     log_warn(
         "{} not written: with parallel = \"{}\" over {} workers rank 0 holds only its slices of "
         "the dense layers, not the whole model",
-        nn::kModelFileName, sync::parallel_options(cfg).mode, r.world);
+        nn::kModelFileName, plan::read_parallel_options(cfg).mode, r.world);
     return "";
   }
   const std::string path = (std::filesystem::path(dir) / nn::kModelFileName).string();
@@ -205,7 +207,7 @@ void check_backend_fits_transport(const Config& cfg, const std::string& transpor
           fmt::format("{}: key 'transport': \"{}\" carries device memory: set backend = "
                       "\"cuda\"",
                       cfg.where("transport"), transport));
-    sync::check_device_sync(cfg);
+    plan::check_device_sync(cfg);
   }
 }
 
@@ -278,9 +280,11 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
   const int workers = int(cfg.get_int("workers", launched ? 0 : 1, launched ? 0 : 1, 4096));
   std::unique_ptr<comm::World> world =
       comm::create_world(transport, workers, plan::read_comm_options(cfg));
-  keep_global_batch(
-      cfg, sync::ps_on_ranks(cfg) ? sync::ps_training_ranks(cfg, world->local(0)) : world->size(),
-      world->local(0).rank() == 0);
+  keep_global_batch(cfg,
+                    plan::ps_on_ranks(cfg)
+                        ? sync::ps_training_ranks(plan::read_ps_options(cfg), world->local(0))
+                        : world->size(),
+                    world->local(0).rank() == 0);
   const Settings s = read_settings(cfg);
   const bool lead = world->local(0).rank() == 0;
 
@@ -339,10 +343,11 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
     // sync = "ps", ps.placement = "ranks": the last ps.servers ranks run the server loop
     // instead of training; the others train over a communicator of their own.
     std::unique_ptr<comm::Communicator> trainers;
-    if (sync::ps_on_ranks(cfg)) {
+    if (plan::ps_on_ranks(cfg)) {
       check_same_run(c, cfg);  // the servers' too: they skip train_worker
-      if (sync::ps_server_rank(cfg, c)) return sync::run_ps_server(cfg, c);
-      trainers = sync::ps_training_comm(cfg, c);
+      if (sync::ps_server_rank(plan::read_ps_options(cfg), c))
+        return sync::run_ps_server(plan::read_ps_options(cfg), c);
+      trainers = sync::ps_training_comm(plan::read_ps_options(cfg), c);
     }
     train_worker(cfg, s, trainers ? *trainers : c, train_source,
                  held_out.set ? &*held_out.set : nullptr, held_out.fingerprint, test, pipeline,

@@ -31,6 +31,8 @@
 #include "loom/optim/optimizer.h"
 #include "loom/plan/model_reader.h"
 #include "loom/plan/optim_reader.h"
+#include "loom/plan/strategy_factory.h"
+#include "loom/plan/sync_reader.h"
 #include "loom/sync/model_parallel/model_parallel_model.h"
 #include "loom/sync/ps/ps_placement.h"
 #include "loom/sync/strategy.h"
@@ -168,7 +170,7 @@ class Worker {
       throw ConfigError(fmt::format("{}: key 'precision': \"{}\": {}", cfg_.where("precision"),
                                     precision_name(s_.precision), why));
     backend_->set_matmul_precision(s_.precision);
-    model_ = sync::build_model(cfg_, comm_, *backend_, train_->sample_shape(),
+    model_ = plan::build_model(cfg_, comm_, *backend_, train_->sample_shape(),
                                output_size(*train_));  // parallel.* (model_parallel_model.h)
     nn::apply_loss_options(plan::read_loss_options(cfg_), *model_);
     model_->init_params(s_.seed);
@@ -184,7 +186,7 @@ class Worker {
       log_info("{}", auto_.log);
       result_.auto_choice = auto_.json;
     }
-    strategy_ = sync::make_strategy(cfg_, comm_, *model_, *optimizer_, total_steps_);
+    strategy_ = plan::make_strategy(cfg_, comm_, *model_, *optimizer_, total_steps_);
     schedule_ = optim::make_lr_schedule(plan::read_lr_schedule_options(cfg_), steps_per_epoch_,
                                         total_steps_);
     if (s_.accumulate > 1) accumulated_ = DeviceBuffer<float>(*backend_, model_->num_params());
@@ -571,7 +573,7 @@ class Worker {
     pending_stats_.add(strategy_->take_stats());
     gather_optimizer_state(comm_, *backend_, *optimizer_, strategy_->optimizer_owned());
     strategy_.reset();
-    strategy_ = sync::make_strategy(cfg_, comm_, *model_, *optimizer_, total_steps_);
+    strategy_ = plan::make_strategy(cfg_, comm_, *model_, *optimizer_, total_steps_);
     strategy_->start();
     guard_->replace_strategy(*strategy_, cfg_.canonical_text(), step_);
     if (lead_) {

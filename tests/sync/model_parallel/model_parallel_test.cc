@@ -15,6 +15,8 @@
 #include "loom/nn/layers/linear.h"
 #include "loom/optim/optimizer.h"
 #include "loom/plan/optim_reader.h"
+#include "loom/plan/strategy_factory.h"
+#include "loom/plan/sync_reader.h"
 #include "loom/sync/model_parallel/model_parallel_block.h"
 #include "loom/sync/model_parallel/model_parallel_model.h"
 #include "loom/sync/model_parallel/model_parallel_strategy.h"
@@ -245,7 +247,7 @@ RunResult run(const LayersFn& layers, const ParallelOptions& opts, int workers, 
     cfg.set("optim.momentum", 0.9);
     auto optimizer =
         optim::make_optimizer(plan::read_optimizer_options(cfg), be, model->num_params());
-    auto strategy = make_strategy(cfg, c, *model, *optimizer);
+    auto strategy = plan::make_strategy(cfg, c, *model, *optimizer);
     strategy->start();
     const int64_t global = batch * workers;
     for (int s = 0; s < steps; ++s) {
@@ -488,14 +490,14 @@ TEST(ModelParallel, ConfigKeys) {
   Config cfg;
   cfg.set_override("parallel=hybrid");
   cfg.set_override("parallel.activations=int8");
-  const ParallelOptions o = parallel_options(cfg);
+  const ParallelOptions o = plan::read_parallel_options(cfg);
   EXPECT_EQ(o.mode, "hybrid");
   EXPECT_EQ(o.activations, "int8");
   cfg.set_override("parallel.mode=model");
-  EXPECT_THROW(parallel_options(cfg), ConfigError);  // both spellings
+  EXPECT_THROW(plan::read_parallel_options(cfg), ConfigError);  // both spellings
   Config bad;
   bad.set_override("parallel.activations=int4");
-  EXPECT_THROW(parallel_options(bad), ConfigError);
+  EXPECT_THROW(plan::read_parallel_options(bad), ConfigError);
 }
 
 }  // namespace

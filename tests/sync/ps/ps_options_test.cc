@@ -9,6 +9,7 @@
 #include "loom/compress/registry.h"
 #include "loom/core/config.h"
 #include "loom/core/error.h"
+#include "loom/plan/sync_reader.h"
 
 namespace loom::sync {
 namespace {
@@ -17,7 +18,7 @@ using ::testing::HasSubstr;
 
 std::string error_of(const std::string& toml) {
   try {
-    read_ps_options(Config::from_string(toml, "run.toml"));
+    plan::read_ps_options(Config::from_string(toml, "run.toml"));
   } catch (const ConfigError& e) {
     return e.what();
   }

@@ -21,6 +21,8 @@
 #include "loom/optim/optimizer.h"
 #include "loom/plan/model_reader.h"
 #include "loom/plan/optim_reader.h"
+#include "loom/plan/strategy_factory.h"
+#include "loom/plan/sync_reader.h"
 #include "loom/sync/ps/ps_placement.h"
 #include "loom/tensor/backend_registry.h"
 #include "loom/train/trainer.h"
@@ -177,7 +179,7 @@ RunOut run_ps(const Config& cfg, int workers, int64_t steps, int slow = -1, floa
     auto m = tiny_model(cfg);
     auto opt =
         optim::make_optimizer(plan::read_optimizer_options(cfg), cpu_backend(), m->num_params());
-    auto strategy = make_strategy(cfg, c, *m, *opt);
+    auto strategy = plan::make_strategy(cfg, c, *m, *opt);
     auto& ps = dynamic_cast<PsStrategy&>(*strategy);
     strategy->start();
     for (int64_t t = 0; t < steps; ++t) {
@@ -301,7 +303,7 @@ TEST(PsStrategy, ALostWorkerFailsTheOthersFast) {
         auto m = tiny_model(cfg);
         auto opt = optim::make_optimizer(plan::read_optimizer_options(cfg), cpu_backend(),
                                          m->num_params());
-        auto strategy = make_strategy(cfg, c, *m, *opt);
+        auto strategy = plan::make_strategy(cfg, c, *m, *opt);
         strategy->start();
         for (int64_t t = 0; t < 50; ++t) {
           if (c.rank() == 1 && t == 5) throw std::runtime_error("worker 1 crashed");
@@ -338,15 +340,15 @@ TEST(PsStrategy, ASilentServerRankIsNamedAfterTheTimeout) {
   std::atomic<bool> release{false};
   try {
     world.run([&](comm::Communicator& c) {
-      if (ps_server_rank(cfg, c)) {
+      if (ps_server_rank(plan::read_ps_options(cfg), c)) {
         release.wait(false);
         return;
       }
-      auto trainers = ps_training_comm(cfg, c);
+      auto trainers = ps_training_comm(plan::read_ps_options(cfg), c);
       auto m = tiny_model(cfg);
       auto opt =
           optim::make_optimizer(plan::read_optimizer_options(cfg), cpu_backend(), m->num_params());
-      auto strategy = make_strategy(cfg, *trainers, *m, *opt);
+      auto strategy = plan::make_strategy(cfg, *trainers, *m, *opt);
       try {
         strategy->start();
       } catch (...) {
@@ -369,13 +371,14 @@ TEST(PsStrategy, RanksPlacementMatchesThreadsBitForBit) {
   std::vector<float> ranks;
   comm::ThreadWorld world(4);  // 2 workers + 2 servers
   world.run([&](comm::Communicator& c) {
-    if (ps_server_rank(cfg, c)) return run_ps_server(cfg, c);
-    auto trainers = ps_training_comm(cfg, c);
+    if (ps_server_rank(plan::read_ps_options(cfg), c))
+      return run_ps_server(plan::read_ps_options(cfg), c);
+    auto trainers = ps_training_comm(plan::read_ps_options(cfg), c);
     EXPECT_EQ(trainers->size(), 2);
     auto m = tiny_model(cfg);
     auto opt =
         optim::make_optimizer(plan::read_optimizer_options(cfg), cpu_backend(), m->num_params());
-    auto strategy = make_strategy(cfg, *trainers, *m, *opt);
+    auto strategy = plan::make_strategy(cfg, *trainers, *m, *opt);
     strategy->start();
     for (int64_t t = 0; t < 10; ++t) {
       strategy->begin_step(t, kLr);
@@ -397,14 +400,15 @@ std::string strategy_error(const Config& cfg, int world_size = 1) {
   try {
     comm::ThreadWorld world(world_size);
     world.run([&](comm::Communicator& c) {
-      if (ps_on_ranks(cfg)) {
-        if (ps_server_rank(cfg, c)) return run_ps_server(cfg, c);
-        auto trainers = ps_training_comm(cfg, c);
+      if (plan::ps_on_ranks(cfg)) {
+        if (ps_server_rank(plan::read_ps_options(cfg), c))
+          return run_ps_server(plan::read_ps_options(cfg), c);
+        auto trainers = ps_training_comm(plan::read_ps_options(cfg), c);
       }
       auto m = tiny_model(cfg);
       auto opt =
           optim::make_optimizer(plan::read_optimizer_options(cfg), cpu_backend(), m->num_params());
-      make_strategy(cfg, c, *m, *opt);
+      plan::make_strategy(cfg, c, *m, *opt);
     });
   } catch (const ConfigError& e) {
     return e.what();

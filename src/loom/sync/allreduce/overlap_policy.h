@@ -3,9 +3,12 @@
 #pragma once
 
 #include "loom/comm/communicator.h"
-#include "loom/core/config.h"
 
 namespace loom::sync {
+
+// sync.overlap as a run's config sets it (plan/sync_reader.h reads it): unset, true, false or
+// "inline".
+enum class OverlapSetting { kAuto, kOn, kOff, kInline };
 
 // Overlap pays only when that thread has a core of its own. When the workers' compute threads
 // already fill every core of the host, the thread first waits for the scheduler to preempt a
@@ -22,19 +25,19 @@ bool default_overlap(int workers_on_host, int threads_per_worker, int host_cores
 // all of them after backward (sync.overlap = false). The bucket's gradients, just written, are
 // still in cache, and so are the other workers'; 2 workers x 1 thread on 2 cores: +0.3..+3.5%
 // samples/s over after-backward in seven alternated pairs.
-bool inline_combine_from_config(const Config& cfg, bool overlap);
+bool inline_combine(OverlapSetting s, bool overlap);
 
 // The parameter server's reading of the same key: its workers push each bucket from the compute
 // thread as backward produces it (true or "inline", and when unset) or after backward (false).
-bool push_during_backward_from_config(const Config& cfg);
+bool push_during_backward(OverlapSetting s);
 
-// sync.overlap = true / false / "inline" (false) if the config sets it, else default_overlap()
-// with the config's `threads`. ConfigError naming the key for any other value.
-bool overlap_from_config(const Config& cfg, int workers_on_host, int host_cores,
-                         bool device_transport);
+// The thread decision: true / false / "inline" (false) as set, else default_overlap() with
+// `threads_per_worker`.
+bool resolve_overlap(OverlapSetting s, int workers_on_host, int threads_per_worker, int host_cores,
+                     bool device_transport);
 
 // The same for this process: the workers on this host are the thread transport's world, or the
 // launcher's local ranks under MPI; the cores are this machine's.
-bool overlap_from_config(const Config& cfg, const comm::Communicator& comm);
+bool resolve_overlap(OverlapSetting s, int threads_per_worker, const comm::Communicator& comm);
 
 }  // namespace loom::sync

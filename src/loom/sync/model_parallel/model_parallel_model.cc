@@ -1,12 +1,10 @@
 #include "loom/sync/model_parallel/model_parallel_model.h"
 
 #include "loom/compress/int8_codec.h"
-#include "loom/core/config_refusal.h"
 #include "loom/core/error.h"
 #include "loom/nn/graph/model_zoo.h"
 #include "loom/nn/layers/activation.h"
 #include "loom/nn/layers/linear.h"
-#include "loom/plan/model_reader.h"
 #include "loom/sync/model_parallel/model_parallel_block.h"
 #include "loom/sync/model_parallel/parallel_linear.h"
 
@@ -23,41 +21,6 @@ std::vector<ConfigKeySpec> parallel_config_keys() {
       {"parallel.linear", ConfigType::kArray, "[\"auto\", ...]",
        "per dense layer: auto, column, row, replicated, data (hybrid)"},
   };
-}
-
-ParallelOptions parallel_options(const Config& cfg) {
-  ParallelOptions o;
-  if (cfg.has("parallel") && cfg.has("parallel.mode"))
-    throw ConfigError(
-        fmt::format("{}: keys 'parallel' and 'parallel.mode' ({}) are both set; "
-                    "keep one",
-                    cfg.where("parallel"), cfg.where("parallel.mode")));
-  const std::string key = cfg.has("parallel.mode") ? "parallel.mode" : "parallel";
-  o.mode = cfg.get_choice(key, "data", {"data", "model", "hybrid"});
-  o.activations = cfg.get_choice("parallel.activations", "fp32", {"fp32", "int8"});
-  auto it = cfg.values().find("parallel.linear");
-  if (it != cfg.values().end()) {
-    const ConfigValue& v = it->second;
-    std::vector<ConfigScalar> items = v.is_array ? v.array : std::vector<ConfigScalar>{v.value};
-    for (const auto& item : items) {
-      const std::string* s = std::get_if<std::string>(&item);
-      static const std::vector<std::string> ok = {"auto", "column", "row", "replicated", "data"};
-      if (!s || std::find(ok.begin(), ok.end(), *s) == ok.end())
-        throw ConfigError(
-            fmt::format("{}: key 'parallel.linear': {} is not one of auto, column, "
-                        "row, replicated, data",
-                        v.where, config_scalar_text(item)));
-      o.linear.push_back(*s);
-    }
-  }
-  if (o.mode == "data") {
-    // Data parallelism keeps every layer whole and exchanges no activations.
-    const std::string why =
-        fmt::format("lays out model-parallel layers; parallel is \"data\" ({})", cfg.where(key));
-    refuse_unless_default(cfg, "parallel.activations", std::string("fp32"), why);
-    if (cfg.has("parallel.linear")) refuse_key(cfg, "parallel.linear", why);
-  }
-  return o;
 }
 
 namespace {
@@ -234,16 +197,13 @@ std::unique_ptr<nn::Model> build_parallel_model(std::vector<std::unique_ptr<nn::
       parallel_chain(std::move(layers), opts, comm, init_seed, 0, false));
 }
 
-std::unique_ptr<nn::Model> build_model(const Config& cfg, comm::Communicator& comm,
-                                       Backend& backend, const nn::Shape& input_shape,
-                                       int num_classes) {
-  const ParallelOptions opts = parallel_options(cfg);
+std::unique_ptr<nn::Model> build_model(const nn::ModelSpec& spec, const ParallelOptions& opts,
+                                       uint64_t seed, comm::Communicator& comm, Backend& backend,
+                                       const nn::Shape& input_shape, int num_classes) {
   // Data parallelism keeps the model whole: a graph stays a graph, and an imported model keeps
   // its weights.
-  const nn::ModelSpec spec = plan::read_model_spec(cfg);
   if (opts.mode == "data" || comm.size() == 1)
     return nn::build_model(spec, backend, input_shape, num_classes);
-  const uint64_t seed = uint64_t(cfg.get_int("seed", 0, 0, INT64_MAX));
   std::vector<nn::Node> nodes = nn::build_model_nodes(spec, input_shape, num_classes);
   // The chain at the end of the graph: from `tail` on, each layer reads the one before it.
   int tail = int(nodes.size());

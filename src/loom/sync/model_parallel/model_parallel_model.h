@@ -26,23 +26,26 @@
 #include <vector>
 
 #include "loom/comm/communicator.h"
-#include "loom/core/config.h"
+#include "loom/core/config_value.h"
 #include "loom/nn/graph/model.h"
+#include "loom/nn/graph/model_spec.h"
 
 namespace loom::sync {
 
+// The keys above, read by the run plan (plan/sync_reader.h).
 struct ParallelOptions {
   std::string mode = "data";         // data | model | hybrid
+  std::string where = "parallel";    // where the mode was set, for errors
   std::string activations = "fp32";  // fp32 | int8
   std::vector<std::string> linear;   // per nn::Linear, empty = all auto
 };
 
 std::vector<ConfigKeySpec> parallel_config_keys();
-ParallelOptions parallel_options(const Config& cfg);
 
-// The zoo model (nn::build_layers) laid out for `parallel`. init_seed: the seed that
-// Model::init_params will be called with (the config's `seed`); the block's sublayers need it.
-std::unique_ptr<nn::Model> build_model(const Config& cfg, comm::Communicator& comm,
+// The model of `spec` laid out for `opts`. init_seed: the seed that Model::init_params will be
+// called with (the config's `seed`); the block's sublayers need it.
+std::unique_ptr<nn::Model> build_model(const nn::ModelSpec& spec, const ParallelOptions& opts,
+                                       uint64_t init_seed, comm::Communicator& comm,
                                        Backend& backend, const nn::Shape& input_shape,
                                        int num_classes);
 // The same for any list of layers (tests).

@@ -1,4 +1,5 @@
-// Settings of the parameter-server strategy (sync = "ps"), read from the config:
+// Settings of the parameter-server strategy (sync = "ps"), read from the config by the run plan
+// (plan/sync_reader.h):
 //   ps.servers   = 1          server shards, each over a contiguous key range of the flat buffer
 //   ps.staleness = 0          0: synchronous; k > 0: a worker may run up to k steps ahead of
 //                             the slowest (stale synchronous parallel, Ho et al., NIPS 2013)
@@ -13,7 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "loom/core/config.h"
+#include "loom/comm/communicator.h"
+#include "loom/core/config_value.h"
+#include "loom/optim/optimizer.h"
 
 namespace loom::sync {
 
@@ -32,12 +35,13 @@ struct PsOptions {
   float momentum = 0;  // the servers' optimizer momentum (SGD's optim.momentum; 0 for Adam)
   int64_t bucket_bytes = 4 << 20;
   bool overlap = true;
+  std::string servers_where = "ps.servers";  // where ps.servers was set, for errors
+  // The servers' optimizer (optim.*) and, with placement "threads", their private world's
+  // communicator settings (comm.*).
+  optim::OptimizerOptions optimizer;
+  comm::CommOptions comm;
 };
 
 std::vector<ConfigKeySpec> ps_config_keys();
-// Throws ConfigError naming the key for a value out of range.
-PsOptions read_ps_options(const Config& cfg);
-// True when sync = "ps" and ps.placement = "ranks": the world then holds the servers too.
-bool ps_on_ranks(const Config& cfg);
 
 }  // namespace loom::sync

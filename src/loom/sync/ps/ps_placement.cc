@@ -29,31 +29,30 @@ comm::Request PsTrainingComm::irecv(int peer, void* data, size_t bytes, int tag)
   return parent_.irecv(peer, data, bytes, tag);
 }
 
-int ps_training_ranks(const Config& cfg, const comm::Communicator& world) {
-  const PsOptions o = read_ps_options(cfg);
+int ps_training_ranks(const PsOptions& o, const comm::Communicator& world) {
   if (world.size() <= o.servers)
     throw ConfigError(fmt::format(
         "{}: key 'ps.servers': {} servers on dedicated ranks leave none of the {} ranks to "
         "train (ps.placement = \"ranks\" needs ps.servers + workers ranks, e.g. mpirun -np {})",
-        cfg.where("ps.servers"), o.servers, world.size(), o.servers + 1));
+        o.servers_where, o.servers, world.size(), o.servers + 1));
   return world.size() - o.servers;
 }
 
-bool ps_server_rank(const Config& cfg, const comm::Communicator& world) {
-  return world.rank() >= ps_training_ranks(cfg, world);
+bool ps_server_rank(const PsOptions& o, const comm::Communicator& world) {
+  return world.rank() >= ps_training_ranks(o, world);
 }
 
-void run_ps_server(const Config& cfg, comm::Communicator& world) {
-  serve_ps_shard(world, ps_training_ranks(cfg, world), cfg);
+void run_ps_server(const PsOptions& o, comm::Communicator& world) {
+  serve_ps_shard(world, ps_training_ranks(o, world), o.optimizer);
 }
 
-std::unique_ptr<comm::Communicator> ps_training_comm(const Config& cfg, comm::Communicator& world) {
-  return std::make_unique<PsTrainingComm>(world, ps_training_ranks(cfg, world));
+std::unique_ptr<comm::Communicator> ps_training_comm(const PsOptions& o,
+                                                     comm::Communicator& world) {
+  return std::make_unique<PsTrainingComm>(world, ps_training_ranks(o, world));
 }
 
-std::unique_ptr<Strategy> make_ps_strategy(const Config& cfg, comm::Communicator& comm,
+std::unique_ptr<Strategy> make_ps_strategy(const PsOptions& o, comm::Communicator& comm,
                                            nn::Model& model) {
-  const PsOptions o = read_ps_options(cfg);
   // Cheap checks first, identical on every rank, so a bad value fails before servers start.
   plan_ps_layout(model.num_params(), plan_buckets(model.param_ranges(), o.bucket_bytes), o.servers);
   if (o.placement == PsPlacement::kRanks) {
@@ -70,7 +69,8 @@ std::unique_ptr<Strategy> make_ps_strategy(const Config& cfg, comm::Communicator
         "runs the {} workers as processes: set ps.placement = \"ranks\" and start {} ranks "
         "(workers + ps.servers)",
         comm.name(), comm.size(), comm.size() + o.servers));
-  std::shared_ptr<PsThreadServers> servers = PsThreadServers::share(comm, o.servers, cfg);
+  std::shared_ptr<PsThreadServers> servers =
+      PsThreadServers::share(comm, o.servers, o.optimizer, o.comm);
   comm::Communicator& ps = servers->worker_comm(comm.rank());
   return std::make_unique<PsStrategy>(ps, comm.size(), model, o, std::move(servers));
 }

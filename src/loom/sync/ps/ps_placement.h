@@ -15,7 +15,6 @@
 #include <memory>
 
 #include "loom/comm/communicator.h"
-#include "loom/core/config.h"
 #include "loom/nn/graph/model.h"
 #include "loom/sync/ps/ps_options.h"
 #include "loom/sync/strategy.h"
@@ -45,15 +44,15 @@ class PsTrainingComm final : public comm::Communicator {
 
 // Placement "ranks": the number of training ranks of `world` (ConfigError naming ps.servers
 // when the world has no rank left to train).
-int ps_training_ranks(const Config& cfg, const comm::Communicator& world);
-bool ps_server_rank(const Config& cfg, const comm::Communicator& world);
+int ps_training_ranks(const PsOptions& o, const comm::Communicator& world);
+bool ps_server_rank(const PsOptions& o, const comm::Communicator& world);
 // The server loop of rank `world.rank()`; returns when rank 0 stops the servers.
-void run_ps_server(const Config& cfg, comm::Communicator& world);
-std::unique_ptr<comm::Communicator> ps_training_comm(const Config& cfg, comm::Communicator& world);
+void run_ps_server(const PsOptions& o, comm::Communicator& world);
+std::unique_ptr<comm::Communicator> ps_training_comm(const PsOptions& o, comm::Communicator& world);
 
 // The strategy factory's "ps" branch. `comm`: the training communicator (for placement
 // "ranks" the one ps_training_comm() made).
-std::unique_ptr<Strategy> make_ps_strategy(const Config& cfg, comm::Communicator& comm,
+std::unique_ptr<Strategy> make_ps_strategy(const PsOptions& o, comm::Communicator& comm,
                                            nn::Model& model);
 
 }  // namespace loom::sync

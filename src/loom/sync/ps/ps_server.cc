@@ -6,7 +6,6 @@
 #include "loom/core/error.h"
 #include "loom/core/log.h"
 #include "loom/optim/optimizer.h"
-#include "loom/plan/optim_reader.h"
 #include "loom/sync/ps/ps_protocol.h"
 #include "loom/tensor/cpu/cpu_backend.h"
 
@@ -25,8 +24,11 @@ void accumulate(float* __restrict acc, const float* __restrict in, int64_t n) {
 
 class ShardServer {
  public:
-  ShardServer(comm::Communicator& c, int num_workers, const Config& cfg)
-      : c_(c), workers_(num_workers), shard_(c.rank() - num_workers), cfg_(cfg) {}
+  ShardServer(comm::Communicator& c, int num_workers, const optim::OptimizerOptions& optimizer)
+      : c_(c),
+        workers_(num_workers),
+        shard_(c.rank() - num_workers),
+        optimizer_options_(optimizer) {}
 
   void run() {
     receive_start();
@@ -88,7 +90,7 @@ class ShardServer {
     LOOM_CHECK_EQ(covered, n_);
     params_.resize(size_t(n_));
     c_.recv(0, params_.data(), size_t(n_) * sizeof(float), kPsTagInit);
-    optimizer_ = optim::make_optimizer(plan::read_optimizer_options(cfg_), cpu_backend(), n_);
+    optimizer_ = optim::make_optimizer(optimizer_options_, cpu_backend(), n_);
     inbox_.assign(size_t(workers_), std::vector<float>(size_t(n_)));
     sends_.resize(pieces_.size());
     recvs_.resize(pieces_.size());
@@ -186,7 +188,7 @@ class ShardServer {
   comm::Communicator& c_;
   const int workers_;
   const int shard_;
-  const Config& cfg_;
+  const optim::OptimizerOptions optimizer_options_;
   int64_t n_ = 0, begin_ = 0;
   bool restored_ = false;
   int64_t next_step_ = 0;
@@ -199,11 +201,12 @@ class ShardServer {
 
 }  // namespace
 
-void serve_ps_shard(comm::Communicator& c, int num_workers, const Config& cfg) {
+void serve_ps_shard(comm::Communicator& c, int num_workers,
+                    const optim::OptimizerOptions& optimizer) {
   LOOM_CHECK(num_workers >= 1 && c.rank() >= num_workers && c.rank() < c.size(),
              "rank {} of {} is no server of a world with {} workers", c.rank(), c.size(),
              num_workers);
-  ShardServer(c, num_workers, cfg).run();
+  ShardServer(c, num_workers, optimizer).run();
 }
 
 }  // namespace loom::sync

@@ -8,13 +8,14 @@
 #pragma once
 
 #include "loom/comm/communicator.h"
-#include "loom/core/config.h"
+#include "loom/optim/optimizer.h"
 
 namespace loom::sync {
 
 // Serves shard c.rank() - num_workers of a world whose first num_workers ranks train, until
-// rank 0 sends stop (protocol: ps_protocol.h). The optimizer comes from cfg (optim.*).
+// rank 0 sends stop (protocol: ps_protocol.h), updating with the optimizer `optimizer` says.
 // Throws CommError naming the rank when a worker stops answering within comm.timeout_s.
-void serve_ps_shard(comm::Communicator& c, int num_workers, const Config& cfg);
+void serve_ps_shard(comm::Communicator& c, int num_workers,
+                    const optim::OptimizerOptions& optimizer);
 
 }  // namespace loom::sync

@@ -5,23 +5,24 @@
 #include "loom/comm/thread/thread_world.h"
 #include "loom/core/error.h"
 #include "loom/core/log.h"
-#include "loom/plan/comm_reader.h"
 #include "loom/sync/ps/ps_server.h"
 
 namespace loom::sync {
 
-PsThreadServers::PsThreadServers(int num_workers, int num_servers, const Config& cfg)
+PsThreadServers::PsThreadServers(int num_workers, int num_servers,
+                                 const optim::OptimizerOptions& optimizer,
+                                 const comm::CommOptions& comm)
     : workers_(num_workers),
       servers_(num_servers),
-      cfg_(cfg),
-      world_(comm::make_thread_world(num_workers + num_servers, plan::read_comm_options(cfg))),
+      optimizer_(optimizer),
+      world_(comm::make_thread_world(num_workers + num_servers, comm)),
       pushed_(new std::atomic<int64_t>[size_t(num_workers)]) {
   for (int w = 0; w < workers_; ++w) pushed_[size_t(w)].store(0);
   for (int s = 0; s < servers_; ++s) {
     threads_.emplace_back([this, s] {
       comm::Communicator& c = world_->local(workers_ + s);
       try {
-        serve_ps_shard(c, workers_, cfg_);
+        serve_ps_shard(c, workers_, optimizer_);
       } catch (const std::exception& e) {
         // Workers blocked on this server fail at once with the reason, not at their timeout.
         c.abort(fmt::format("parameter server {} failed: {}", s, e.what()));
@@ -72,12 +73,13 @@ uint64_t g_next_id = 1;
 }  // namespace
 
 std::shared_ptr<PsThreadServers> PsThreadServers::share(comm::Communicator& train, int num_servers,
-                                                        const Config& cfg) {
-  if (train.size() == 1) return std::make_shared<PsThreadServers>(1, num_servers, cfg);
+                                                        const optim::OptimizerOptions& optimizer,
+                                                        const comm::CommOptions& comm) {
+  if (train.size() == 1) return std::make_shared<PsThreadServers>(1, num_servers, optimizer, comm);
   std::shared_ptr<PsThreadServers> group;
   uint64_t id = 0;
   if (train.rank() == 0) {
-    group = std::make_shared<PsThreadServers>(train.size(), num_servers, cfg);
+    group = std::make_shared<PsThreadServers>(train.size(), num_servers, optimizer, comm);
     std::lock_guard<std::mutex> lock(g_handoff_mu);
     id = g_next_id++;
     g_handoffs[id] = Handoff{group, train.size() - 1};

@@ -21,13 +21,14 @@
 
 #include "loom/comm/communicator.h"
 #include "loom/comm/world.h"
-#include "loom/core/config.h"
+#include "loom/optim/optimizer.h"
 
 namespace loom::sync {
 
 class PsThreadServers {
  public:
-  PsThreadServers(int num_workers, int num_servers, const Config& cfg);
+  PsThreadServers(int num_workers, int num_servers, const optim::OptimizerOptions& optimizer,
+                  const comm::CommOptions& comm);
   // Joins the server threads; aborts the private world first unless rank 0 stopped them.
   ~PsThreadServers();
   PsThreadServers(const PsThreadServers&) = delete;
@@ -36,7 +37,8 @@ class PsThreadServers {
   // Collective over the training communicator `train` (every worker calls it): rank 0 creates
   // the group, the others receive a share of it.
   static std::shared_ptr<PsThreadServers> share(comm::Communicator& train, int num_servers,
-                                                const Config& cfg);
+                                                const optim::OptimizerOptions& optimizer,
+                                                const comm::CommOptions& comm);
 
   int num_workers() const { return workers_; }
   // Worker w's end of the private world (used by worker w's thread only).
@@ -55,7 +57,7 @@ class PsThreadServers {
 
  private:
   int workers_, servers_;
-  Config cfg_;
+  optim::OptimizerOptions optimizer_;
   std::unique_ptr<comm::World> world_;
   std::vector<std::thread> threads_;
   std::atomic<bool> stopped_{false};

@@ -1,3 +1,6 @@
+
+#include "loom/plan/strategy_factory.h"
+
 #include <algorithm>
 #include <optional>
 #include <variant>
@@ -10,6 +13,7 @@
 #include "loom/core/error.h"
 #include "loom/plan/codec_reader.h"
 #include "loom/plan/optim_reader.h"
+#include "loom/plan/sync_reader.h"
 #include "loom/sync/allreduce/allreduce_strategy.h"
 #include "loom/sync/allreduce/overlap_policy.h"
 #include "loom/sync/bmuf_strategy.h"
@@ -19,17 +23,17 @@
 #include "loom/sync/ps/ps_placement.h"
 #include "loom/sync/strategy.h"
 
-namespace loom::sync {
+namespace loom::plan {
 
-std::string Strategy::restore_resharded(const std::vector<StrategyState>& ranks) {
-  for (const StrategyState& st : ranks)
-    if (!st.empty())
-      throw ConfigError(fmt::format(
-          "{}: its checkpointed state cannot be carried to another world size; resume on {} "
-          "worker{}",
-          describe(), ranks.size(), ranks.size() == 1 ? "" : "s"));
-  return "";
-}
+using sync::AllreduceOptions;
+using sync::AllreduceStrategy;
+using sync::BmufOptions;
+using sync::BmufStrategy;
+using sync::CombineWhere;
+using sync::model_parallel_block_index;
+using sync::ModelParallelStrategy;
+using sync::Strategy;
+
 namespace {
 
 // Whether codec/sync = "auto" chose `key`'s value: auto writes its choice where it writes its
@@ -46,8 +50,8 @@ bool chosen_by_auto(const Config& cfg, const std::string& key) {
 // The codec the config names; nullptr for "fp32", which takes the plain collectives (they
 // are exact, and the allreduce strategy can then shard the optimizer).
 std::shared_ptr<const compress::Codec> codec_from_config(const Config& cfg) {
-  std::unique_ptr<compress::Codec> codec = compress::make_codec(plan::read_codec_options(cfg));
-  if (!chosen_by_auto(cfg, plan::codec_key(cfg))) plan::refuse_other_codec_keys(cfg, codec->name());
+  std::unique_ptr<compress::Codec> codec = compress::make_codec(read_codec_options(cfg));
+  if (!chosen_by_auto(cfg, codec_key(cfg))) refuse_other_codec_keys(cfg, codec->name());
   if (codec->name() == "fp32") return nullptr;
   return std::shared_ptr<const compress::Codec>(std::move(codec));
 }
@@ -144,7 +148,7 @@ void refuse_other_strategy_keys(const Config& cfg, const std::string& kind, bool
   if (model_parallel && kind != "allreduce") return;  // make_strategy refuses the pair itself
   const std::string run =
       model_parallel
-          ? fmt::format("parallel is \"{}\" ({})", parallel_options(cfg).mode,
+          ? fmt::format("parallel is \"{}\" ({})", read_parallel_options(cfg).mode,
                         cfg.where(cfg.has("parallel.mode") ? "parallel.mode" : "parallel"))
           : fmt::format("sync is \"{}\" ({})", kind, cfg.where("sync"));
   if (kind != "bmuf" || model_parallel) {
@@ -180,8 +184,8 @@ void refuse_other_strategy_keys(const Config& cfg, const std::string& kind, bool
 // The codec options of the allreduce strategy (codec.warmup_steps, codec.aggregation,
 // codec.min_bucket_kib, sync.momentum_correction, sync.momentum_masking), their defaults for
 // the codec chosen, and the checks that they apply to it.
-void read_codec_options(const Config& cfg, const comm::Communicator& comm, int64_t total_steps,
-                        AllreduceOptions& opts) {
+void read_allreduce_codec_options(const Config& cfg, const comm::Communicator& comm,
+                                  int64_t total_steps, AllreduceOptions& opts) {
   const std::string name = opts.codec ? opts.codec->name() : "fp32";
   if (!opts.codec) {
     refuse_allreduce_codec_keys(cfg, "applies to a lossy codec; codec fp32 sums exactly");
@@ -307,8 +311,8 @@ std::vector<ConfigKeySpec> sync_config_keys() {
             "buckets smaller than this skip the codec and are summed exactly (fp32)"},
        })
     keys.push_back(k);
-  for (auto& k : ps_config_keys()) keys.push_back(k);
-  for (auto& k : parallel_config_keys()) keys.push_back(k);
+  for (auto& k : sync::ps_config_keys()) keys.push_back(k);
+  for (auto& k : sync::parallel_config_keys()) keys.push_back(k);
   // The algorithm of the allreduce strategy's (and bmuf's) allreduce, read by the communicator.
   for (auto& k : comm::comm_algorithm_config_keys()) keys.push_back(k);
   return keys;
@@ -321,14 +325,14 @@ void check_device_sync(const Config& cfg) {
         "{}: key 'sync': the nccl transport (device buffers) runs sync = \"allreduce\" only, "
         "not \"{}\"",
         cfg.where("sync"), kind));
-  if (parallel_options(cfg).mode != "data")
+  if (read_parallel_options(cfg).mode != "data")
     throw ConfigError(
         fmt::format("{}: the nccl transport (device buffers) runs data parallelism only "
                     "(parallel = \"data\")",
                     cfg.where(cfg.has("parallel.mode") ? "parallel.mode" : "parallel")));
-  const std::string codec = plan::codec_name(cfg);
+  const std::string codec = codec_name(cfg);
   if (compress::codec_kind(codec).lossy && !compress::device_codec_built(codec)) {
-    const std::string key = plan::codec_key(cfg);
+    const std::string key = codec_key(cfg);
     throw ConfigError(
         fmt::format("{}: key '{}': codec {} has no device kernels; the nccl transport takes {}",
                     cfg.where(key), key, codec,
@@ -348,7 +352,7 @@ std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& c
   // allreduce strategy holds: block momentum takes local steps on each worker's own gradient,
   // the parameter server combines on its servers (asynchronously with staleness), and model
   // parallelism updates each rank's slices during backward.
-  const float clip_norm = plan::read_clip_norm(cfg);
+  const float clip_norm = read_clip_norm(cfg);
   if (clip_norm > 0.0f) {
     const char* why = model_parallel_block_index(model) >= 0
                           ? "parallel = \"model\"/\"hybrid\" updates its slices during backward"
@@ -378,7 +382,7 @@ std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& c
                       cfg.where("sync"), kind));
     return std::make_unique<ModelParallelStrategy>(comm, model, optimizer, codec_from_config(cfg));
   }
-  if (kind == "ps") return make_ps_strategy(cfg, comm, model);
+  if (kind == "ps") return sync::make_ps_strategy(read_ps_options(cfg), comm, model);
   const int64_t bucket_bytes = cfg.get_int("sync.bucket_kib", 4096, 0, int64_t(1) << 30) << 10;
   if (kind == "bmuf") {
     BmufOptions opts;
@@ -406,7 +410,7 @@ std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& c
                                                           : CombineWhere::kAfterBackward;
   opts.shard_optimizer = cfg.get_bool("sync.shard_optimizer", true);
   opts.codec = codec_from_config(cfg);
-  read_codec_options(cfg, comm, total_steps, opts);
+  read_allreduce_codec_options(cfg, comm, total_steps, opts);
   opts.clip_norm = clip_norm;
   if (clip_norm > 0.0f && opts.momentum_correction > 0.0f) {
     // Momentum correction sends and applies velocities, not gradients, so there is no
@@ -422,4 +426,4 @@ std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& c
   return std::make_unique<AllreduceStrategy>(comm, model, optimizer, std::move(opts));
 }
 
-}  // namespace loom::sync
+}  // namespace loom::plan
