@@ -10,6 +10,7 @@
 #include "loom/core/format_version.h"
 #include "loom/measure/codec_bench.h"
 #include "loom/perf/calibration.h"
+#include "loom/plan/codec_reader.h"
 
 namespace loom::cli::bench_codec_command {
 namespace {
@@ -21,7 +22,11 @@ struct Args {
 };
 
 void run_bench(Args& a) {
-  for (const auto& s : a.sets) a.bench.params.set_override(s);
+  Config params;
+  for (const auto& s : a.sets) params.set_override(s);
+  a.bench.options = [params](const std::string& name) {
+    return plan::read_codec_options(name, params);
+  };
   if (!a.json_only) {
     fmt::print(
         "# codecs, 1 thread, {} floats ({:.2f} MB); GB/s of fp32 input; vs_memcpy = memcpy time / "

@@ -8,7 +8,6 @@
 #include "loom/compress/registry.h"
 #include "loom/core/rng.h"
 #include "loom/core/timer.h"
-#include "loom/plan/codec_reader.h"
 #include "loom/sync/allreduce/compressed_allreduce.h"
 
 namespace loom::measure {
@@ -66,8 +65,8 @@ void run_codec_bench(const CodecBenchOptions& o,
   const double gb = double(n) * sizeof(float) / 1e9;
 
   for (const auto& name : names) {
-    auto codec = make_codec(
-        plan::read_codec_options(name, o.params));  // ConfigError for unknown names / bad params
+    // ConfigError for unknown names / bad params.
+    auto codec = o.options ? make_codec(o.options(name)) : make_codec(name);
     CodecBenchRow r;
     r.codec = name;
     r.residual = residual_format_name(codec->residual_format());

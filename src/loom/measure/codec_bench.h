@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "loom/core/config.h"
+#include "loom/compress/codec_options.h"
 
 namespace loom::measure {
 
@@ -22,7 +22,9 @@ struct CodecBenchOptions {
   std::vector<std::string> codecs;  // empty: all
   double min_seconds = 0.25;        // per codec: rounds run for 3x this
   int world = 2;                    // for the compressed allreduce wire bytes
-  Config params;                    // codec.* parameters
+  // Each codec's settings and parameters (a command reads them from codec.* keys); unset: the
+  // defaults of its record.
+  std::function<compress::CodecOptions(const std::string& name)> options;
 };
 
 struct CodecBenchRow {
