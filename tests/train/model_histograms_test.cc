@@ -15,6 +15,7 @@
 #include "loom/core/error.h"
 #include "loom/nn/io/model_file.h"
 #include "loom/nn/layers/linear.h"
+#include "loom/plan/train_settings.h"
 #include "loom/tensor/backend_registry.h"
 #include "loom/train/run_settings.h"
 #include "loom/train/train_config.h"
@@ -28,19 +29,19 @@ using loom::data::testing::TempDir;
 
 TEST(ModelHistograms, KeysAreKnownWithTheirDefaultsAndOutOfRangeIsRefusedByName) {
   const Config none = Config::from_string("", "t.toml");
-  EXPECT_FALSE(read_histogram_options(none).enabled);
-  EXPECT_EQ(read_histogram_options(none).every, 100);
-  const HistogramOptions on = read_histogram_options(
+  EXPECT_FALSE(plan::read_histogram_options(none).enabled);
+  EXPECT_EQ(plan::read_histogram_options(none).every, 100);
+  const HistogramOptions on = plan::read_histogram_options(
       Config::from_string("[train]\nhistograms = true\nhistogram_every = 5\n", "t.toml"));
   EXPECT_TRUE(on.enabled);
   EXPECT_FALSE(on.due(4));
   EXPECT_TRUE(on.due(5));
   EXPECT_TRUE(on.due(10));
-  EXPECT_FALSE(read_histogram_options(none).due(100));  // off: never due
+  EXPECT_FALSE(plan::read_histogram_options(none).due(100));  // off: never due
   for (const char* bad : {"[train]\nhistogram_every = 0\n", "[train]\nhistogram_every = -3\n",
                           "[train]\nhistograms = \"yes\"\n"}) {
     try {
-      read_histogram_options(Config::from_string(bad, "t.toml"));
+      plan::read_histogram_options(Config::from_string(bad, "t.toml"));
       FAIL() << bad;
     } catch (const ConfigError& e) {
       EXPECT_THAT(e.what(), ::testing::HasSubstr("train.histogram")) << bad;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "loom/core/error.h"
+#include "loom/plan/train_settings.h"
 
 namespace loom::train {
 namespace {
@@ -42,12 +43,12 @@ TEST(Progress, AModeAskedForByNameIsKeptOnRankZero) {
 }
 
 TEST(Progress, ModeNamesAndAnUnknownOneNamingTheKey) {
-  EXPECT_EQ(parse_progress_mode("auto"), ProgressMode::kAuto);
-  EXPECT_EQ(parse_progress_mode("bar"), ProgressMode::kBar);
-  EXPECT_EQ(parse_progress_mode("lines"), ProgressMode::kLines);
-  EXPECT_EQ(parse_progress_mode("none"), ProgressMode::kNone);
+  EXPECT_EQ(plan::parse_progress_mode("auto"), ProgressMode::kAuto);
+  EXPECT_EQ(plan::parse_progress_mode("bar"), ProgressMode::kBar);
+  EXPECT_EQ(plan::parse_progress_mode("lines"), ProgressMode::kLines);
+  EXPECT_EQ(plan::parse_progress_mode("none"), ProgressMode::kNone);
   try {
-    parse_progress_mode("fancy");
+    plan::parse_progress_mode("fancy");
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr("'progress'"));

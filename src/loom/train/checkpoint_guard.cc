@@ -7,11 +7,9 @@
 #include <limits>
 #include <mutex>
 
-#include "loom/core/config_refusal.h"
 #include "loom/core/error.h"
 #include "loom/core/log.h"
 #include "loom/core/trace.h"
-#include "loom/plan/optim_reader.h"
 
 namespace loom::train {
 
@@ -77,52 +75,18 @@ std::vector<ConfigKeySpec> checkpoint_config_keys() {
   };
 }
 
-GuardOptions read_guard_options(const Config& cfg) {
-  GuardOptions o;
-  o.every_steps = cfg.get_int("train.checkpoint_every", 0, 0, int64_t(1) << 40);
-  o.every_minutes = cfg.get_double("train.checkpoint_minutes", 0, 0, 1e7);
-  o.keep = int(cfg.get_int("train.checkpoint_keep", 3, 1, 1000000));
-  o.resume = cfg.get_string("train.resume", "");
-  o.nan_policy = cfg.get_choice("train.nan_policy", "abort", {"abort", "skip"}) == "skip"
-                     ? NanPolicy::kSkip
-                     : NanPolicy::kAbort;
-  o.nan_lr_factor = cfg.get_double("train.nan_lr_factor", 0.5, 1e-6, 1.0);
-  o.nan_max_skips = cfg.get_int("train.nan_max_skips", 5, 0, int64_t(1) << 40);
-  o.check_grads = cfg.get_bool("train.nan_check_grads", true);
-  o.loss_scaling = plan::read_loss_scaler_options(cfg);
-  if (o.nan_policy == NanPolicy::kAbort) {
-    const std::string why = fmt::format(
-        "applies to train.nan_policy = \"skip\"; it is \"abort\" ({}): the first bad step stops "
-        "the run",
-        cfg.where("train.nan_policy"));
-    refuse_unless_default(cfg, "train.nan_lr_factor", 0.5, why);
-    refuse_unless_default(cfg, "train.nan_max_skips", int64_t(5), why);
-  }
-  const std::string out = cfg.get_string("output.dir", "runs/latest");
-  if (out.empty())
-    refuse_unless_default(cfg, "train.checkpoint_keep", int64_t(3),
-                          fmt::format("checkpoints go to output.dir/checkpoints/, and output.dir "
-                                      "is \"\" ({})",
-                                      cfg.where("output.dir")));
-  if (!out.empty()) o.checkpoint_root = (std::filesystem::path(out) / "checkpoints").string();
-  if (out.empty() && (o.every_steps > 0 || o.every_minutes > 0))
-    refuse_key(cfg, o.every_steps > 0 ? "train.checkpoint_every" : "train.checkpoint_minutes",
-               fmt::format("checkpoints need an output directory, and output.dir is \"\" ({})",
-                           cfg.where("output.dir")));
-  return o;
-}
-
-StepGuard::StepGuard(const Config& cfg, comm::Communicator& c, WorkerParts parts,
-                     int64_t steps_per_epoch, uint64_t seed, uint64_t validation_split,
-                     uint64_t vocabulary, int64_t global_batch)
-    : opt_(read_guard_options(cfg)), config_text_(cfg.canonical_text()), comm_(c), parts_(parts) {
+StepGuard::StepGuard(const GuardOptions& options, std::string config_text, int64_t accumulate,
+                     comm::Communicator& c, WorkerParts parts, int64_t steps_per_epoch,
+                     uint64_t seed, uint64_t validation_split, uint64_t vocabulary,
+                     int64_t global_batch)
+    : opt_(options), config_text_(std::move(config_text)), comm_(c), parts_(parts) {
   pos_.steps_per_epoch = steps_per_epoch;
   pos_.world = c.size();
   pos_.seed = seed;
   pos_.validation_split = validation_split;
   pos_.vocabulary = vocabulary;
   pos_.global_batch = global_batch;
-  pos_.accumulate = cfg.get_int("train.accumulate", 1, 1, 1 << 20);
+  pos_.accumulate = accumulate;
   if (parts_->backend.device() != Device::kCpu) opt_.check_grads = false;
   if (opt_.loss_scaling) {
     scaler_.emplace(*opt_.loss_scaling);

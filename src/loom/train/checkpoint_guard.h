@@ -31,37 +31,22 @@
 #include <string>
 #include <vector>
 
-#include "loom/core/config.h"
+#include "loom/core/config_value.h"
 #include "loom/core/timer.h"
 #include "loom/optim/loss_scaler.h"
+#include "loom/plan/train_settings.h"
 #include "loom/tensor/buffer.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/signals.h"
 
 namespace loom::train {
 
-enum class NanPolicy { kAbort, kSkip };
-
-struct GuardOptions {
-  std::string checkpoint_root;  // <output.dir>/checkpoints; "" = no checkpoints
-  int64_t every_steps = 0;      // train.checkpoint_every (0 = off)
-  double every_minutes = 0;     // train.checkpoint_minutes (0 = off)
-  int keep = 3;                 // train.checkpoint_keep
-  std::string resume;           // train.resume (set by `loom train --resume DIR`)
-  NanPolicy nan_policy = NanPolicy::kAbort;
-  double nan_lr_factor = 0.5;  // train.nan_lr_factor: lr scale *= this per skipped step
-  int64_t nan_max_skips = 5;   // train.nan_max_skips: consecutive skips before aborting
-  bool check_grads = true;     // train.nan_check_grads
-  std::optional<optim::LossScalerOptions> loss_scaling;  // loss_scale.*; nullopt: none
-  bool checkpoints() const {
-    return !checkpoint_root.empty() && (every_steps > 0 || every_minutes > 0);
-  }
-};
+using NanPolicy = plan::NanPolicy;
+using GuardOptions = plan::GuardOptions;
 
 // Keys: train.checkpoint_every, train.checkpoint_minutes, train.checkpoint_keep, train.resume,
 // train.nan_policy, train.nan_lr_factor, train.nan_max_skips, train.nan_check_grads.
 std::vector<ConfigKeySpec> checkpoint_config_keys();
-GuardOptions read_guard_options(const Config& cfg);
 
 class StepGuard {
  public:
@@ -70,9 +55,11 @@ class StepGuard {
   // validation_split: TrainPosition::validation_split of this run (0: nothing held out);
   // vocabulary: TrainPosition::vocabulary (0: not a token run).
   // global_batch: samples per step over all ranks (TrainPosition::global_batch).
-  StepGuard(const Config& cfg, comm::Communicator& c, WorkerParts parts, int64_t steps_per_epoch,
-            uint64_t seed, uint64_t validation_split = 0, uint64_t vocabulary = 0,
-            int64_t global_batch = 0);
+  // config_text: the run's config as Config::canonical_text gives it, which each checkpoint
+  // keeps; accumulate: micro-batches per step (train.accumulate).
+  StepGuard(const GuardOptions& options, std::string config_text, int64_t accumulate,
+            comm::Communicator& c, WorkerParts parts, int64_t steps_per_epoch, uint64_t seed,
+            uint64_t validation_split = 0, uint64_t vocabulary = 0, int64_t global_batch = 0);
   // Before Strategy::start(): loads the newest checkpoint under train.resume (if set) on every
   // rank (parameters, optimizer, position) and returns the global step to continue from (0
   // without resume). After start(), restore_strategy() hands the strategy its sections.

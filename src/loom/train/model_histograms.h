@@ -6,17 +6,13 @@
 #include <cstdint>
 
 #include "loom/nn/graph/model.h"
+#include "loom/plan/train_settings.h"
 #include "loom/train/tensorboard_writer.h"
 
 namespace loom::train {
 
-// train.histograms and train.histogram_every, as read_histogram_options (run_settings.h) reads
-// them.
-struct HistogramOptions {
-  bool enabled = false;
-  int64_t every = 100;  // steps
-  bool due(int64_t steps_done) const { return enabled && steps_done % every == 0; }
-};
+// train.histograms and train.histogram_every, as the run plan reads them.
+using HistogramOptions = plan::HistogramOptions;
 
 // The histograms at `step`. The gradients are those the model's gradient buffer holds after
 // the step's exchange: what the update used, for an allreduce; rank 0's own, for the

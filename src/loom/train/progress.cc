@@ -12,15 +12,6 @@
 
 namespace loom::train {
 
-ProgressMode parse_progress_mode(const std::string& name) {
-  if (name == "bar") return ProgressMode::kBar;
-  if (name == "lines") return ProgressMode::kLines;
-  if (name == "none") return ProgressMode::kNone;
-  if (name == "auto") return ProgressMode::kAuto;
-  throw ConfigError(
-      fmt::format("key 'progress': unknown mode \"{}\" (bar, lines, none, auto)", name));
-}
-
 ProgressSink stderr_sink(int rank) {
   return {isatty(fileno(stderr)) != 0, comm::launched_by_mpi(), rank};
 }

@@ -5,12 +5,11 @@
 #include <cstdint>
 #include <string>
 
+#include "loom/plan/train_settings.h"
+
 namespace loom::train {
 
-enum class ProgressMode { kAuto, kBar, kLines, kNone };
-
-// The `progress` key: "auto", "bar", "lines" or "none"; ConfigError naming the key otherwise.
-ProgressMode parse_progress_mode(const std::string& name);
+using ProgressMode = plan::ProgressMode;
 
 // Where a worker's progress would go.
 struct ProgressSink {

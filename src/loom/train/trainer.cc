@@ -35,6 +35,7 @@
 #include "loom/plan/model_reader.h"
 #include "loom/plan/strategy_factory.h"
 #include "loom/plan/sync_reader.h"
+#include "loom/plan/train_settings.h"
 #include "loom/sync/model_parallel/model_parallel_model.h"
 #include "loom/sync/ps/ps_placement.h"
 #include "loom/sync/strategy.h"
@@ -285,7 +286,7 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
                         ? sync::ps_training_ranks(plan::read_ps_options(cfg), world->local(0))
                         : world->size(),
                     world->local(0).rank() == 0);
-  const Settings s = read_settings(cfg);
+  const Settings s = plan::read_train_settings(cfg);
   const bool lead = world->local(0).rank() == 0;
 
   const data::PipelineConfig pipeline = plan::read_pipeline_config(cfg);

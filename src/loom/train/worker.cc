@@ -33,6 +33,7 @@
 #include "loom/plan/optim_reader.h"
 #include "loom/plan/strategy_factory.h"
 #include "loom/plan/sync_reader.h"
+#include "loom/plan/train_settings.h"
 #include "loom/sync/model_parallel/model_parallel_model.h"
 #include "loom/sync/ps/ps_placement.h"
 #include "loom/sync/strategy.h"
@@ -242,9 +243,10 @@ class Worker {
   // strategy starts from step 0 or from where the checkpoint left off.
   void start_or_resume() {
     BestWeights* best = s_.keep_best && lead_ ? &best_ : nullptr;
-    guard_.emplace(cfg_, comm_, WorkerParts{*backend_, *model_, *optimizer_, *strategy_, best},
-                   steps_per_epoch_, s_.seed, validation_split_,
-                   tokens_.enabled ? tokens_.vocab.fingerprint() : 0, global_batch_);
+    guard_.emplace(plan::read_guard_options(cfg_), cfg_.canonical_text(), s_.accumulate, comm_,
+                   WorkerParts{*backend_, *model_, *optimizer_, *strategy_, best}, steps_per_epoch_,
+                   s_.seed, validation_split_, tokens_.enabled ? tokens_.vocab.fingerprint() : 0,
+                   global_batch_);
     step_ = guard_->resume();  // 0, or where the checkpoint left off
     strategy_->start();
     guard_->restore_strategy();

@@ -1,16 +1,20 @@
-#include "loom/train/run_settings.h"
+#include "loom/plan/train_settings.h"
 
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <filesystem>
+#include <string>
 
 #include "loom/core/config_refusal.h"
 #include "loom/core/error.h"
 #include "loom/data/sources/dataset.h"
 #include "loom/plan/batch_reader.h"
+#include "loom/plan/optim_reader.h"
 #include "loom/tensor/backend_registry.h"
 
-namespace loom::train {
+namespace loom::plan {
+
 namespace {
 
 // `precision`: fp32, bf16 where the CPU backend can run it, fp16 with backend = "cuda" (whose
@@ -50,10 +54,10 @@ HistogramOptions read_histogram_options(const Config& cfg) {
   return o;
 }
 
-Settings read_settings(const Config& cfg) {
-  Settings s;
+TrainSettings read_train_settings(const Config& cfg) {
+  TrainSettings s;
   s.threads = cfg.get_int("threads", 1, 1, 256);
-  s.batch = plan::read_batch(cfg);
+  s.batch = read_batch(cfg);
   s.accumulate = cfg.get_int("train.accumulate", 1, 1, 1 << 20);
   s.epochs = cfg.get_int("epochs", 3, 1, 100000);
   s.max_steps = cfg.get_int("max_steps", 0, 0, int64_t(1) << 40);
@@ -70,4 +74,48 @@ Settings read_settings(const Config& cfg) {
   return s;
 }
 
-}  // namespace loom::train
+ProgressMode parse_progress_mode(const std::string& name) {
+  if (name == "bar") return ProgressMode::kBar;
+  if (name == "lines") return ProgressMode::kLines;
+  if (name == "none") return ProgressMode::kNone;
+  if (name == "auto") return ProgressMode::kAuto;
+  throw ConfigError(
+      fmt::format("key 'progress': unknown mode \"{}\" (bar, lines, none, auto)", name));
+}
+
+GuardOptions read_guard_options(const Config& cfg) {
+  GuardOptions o;
+  o.every_steps = cfg.get_int("train.checkpoint_every", 0, 0, int64_t(1) << 40);
+  o.every_minutes = cfg.get_double("train.checkpoint_minutes", 0, 0, 1e7);
+  o.keep = int(cfg.get_int("train.checkpoint_keep", 3, 1, 1000000));
+  o.resume = cfg.get_string("train.resume", "");
+  o.nan_policy = cfg.get_choice("train.nan_policy", "abort", {"abort", "skip"}) == "skip"
+                     ? NanPolicy::kSkip
+                     : NanPolicy::kAbort;
+  o.nan_lr_factor = cfg.get_double("train.nan_lr_factor", 0.5, 1e-6, 1.0);
+  o.nan_max_skips = cfg.get_int("train.nan_max_skips", 5, 0, int64_t(1) << 40);
+  o.check_grads = cfg.get_bool("train.nan_check_grads", true);
+  o.loss_scaling = read_loss_scaler_options(cfg);
+  if (o.nan_policy == NanPolicy::kAbort) {
+    const std::string why = fmt::format(
+        "applies to train.nan_policy = \"skip\"; it is \"abort\" ({}): the first bad step stops "
+        "the run",
+        cfg.where("train.nan_policy"));
+    refuse_unless_default(cfg, "train.nan_lr_factor", 0.5, why);
+    refuse_unless_default(cfg, "train.nan_max_skips", int64_t(5), why);
+  }
+  const std::string out = cfg.get_string("output.dir", "runs/latest");
+  if (out.empty())
+    refuse_unless_default(cfg, "train.checkpoint_keep", int64_t(3),
+                          fmt::format("checkpoints go to output.dir/checkpoints/, and output.dir "
+                                      "is \"\" ({})",
+                                      cfg.where("output.dir")));
+  if (!out.empty()) o.checkpoint_root = (std::filesystem::path(out) / "checkpoints").string();
+  if (out.empty() && (o.every_steps > 0 || o.every_minutes > 0))
+    refuse_key(cfg, o.every_steps > 0 ? "train.checkpoint_every" : "train.checkpoint_minutes",
+               fmt::format("checkpoints need an output directory, and output.dir is \"\" ({})",
+                           cfg.where("output.dir")));
+  return o;
+}
+
+}  // namespace loom::plan
