@@ -137,6 +137,11 @@ TEST(CodecRegistration, AnUnknownNameListsItAndANameIsTakenOnce) {
     EXPECT_THAT(e.what(), HasSubstr("test_int16"));
   }
   EXPECT_THROW(compress::CodecRegistrar again(test_int16_kind()), Error);
+  // A key whose default is not a number could not be read with a range.
+  compress::CodecKind flagged = test_int16_kind();
+  flagged.name = "test_int16_flagged";
+  flagged.keys.push_back({"codec.test_int16_flag", true, 0, 1, "a flag"});
+  EXPECT_THROW(compress::CodecRegistrar with_flag(flagged), Error);
 }
 
 // The built-in records agree with the codecs they build.

@@ -4,6 +4,7 @@
 
 #include <deque>
 #include <mutex>
+#include <variant>
 
 #include "loom/compress/builtin_codec_kinds.h"
 #include "loom/core/error.h"
@@ -22,6 +23,13 @@ struct Kinds {
     for (const auto& r : records)
       if (r.name == k.name) throw Error(fmt::format("codec \"{}\" is registered twice", k.name));
     if (!k.make) throw Error(fmt::format("codec \"{}\" is registered without a maker", k.name));
+    for (const CodecKey& key : k.keys)
+      if (!std::holds_alternative<int64_t>(key.default_value) &&
+          !std::holds_alternative<double>(key.default_value))
+        throw Error(
+            fmt::format("codec \"{}\": key '{}' has a default that is not a number (a codec's keys "
+                        "are integers or reals)",
+                        k.name, key.key));
     records.push_back(std::move(k));
     list.push_back(&records.back());
     names.push_back(records.back().name);
