@@ -21,6 +21,10 @@ data::PipelineConfig read_pipeline_config(const Config& cfg) {
   p.augment.where =
       cfg.where(p.augment.crop_padding > 0 ? "data.augment.crop_padding" : "data.augment.hflip");
   p.max_classes = cfg.get_int("data.max_classes", data::kMaxClasses, 1, data::kShardMaxClasses);
+  p.train_shards_where = cfg.where("data.train_shards");
+  if (cfg.has("data.context")) p.context = cfg.get_int("data.context", 0, 1, int64_t(1) << 20);
+  p.context_where = cfg.where("data.context");
+  p.validation = read_validation_choice(cfg);
   // The shuffle window bounds a shuffle, and loader threads fill the batches read ahead.
   if (!cfg.get_bool("data.shuffle", true))
     refuse_unless_default(cfg, "data.shuffle_window", int64_t(0),
@@ -36,6 +40,7 @@ data::PipelineConfig read_pipeline_config(const Config& cfg) {
 
 data::ValidationChoice read_validation_choice(const Config& cfg) {
   data::ValidationChoice v;
+  v.where = cfg.where("data.validation");
   if (!cfg.has("data.validation")) return v;
   const ConfigValue& value = cfg.values().at("data.validation");
   if (!value.is_array && value.value.index() == 3) {
@@ -58,6 +63,17 @@ data::ValidationChoice read_validation_choice(const Config& cfg) {
         "data held out for validation",
         value.where, v.fraction));
   return v;
+}
+
+// With data given in memory (TrainOptions::train_data), the keys that name data files would be
+// silently ignored: ConfigError naming the key instead.
+void refuse_data_files(const Config& cfg) {
+  for (const char* key : {"data.dir", "data.train_shards", "data.test_shards"})
+    if (cfg.has(key))
+      throw ConfigError(fmt::format(
+          "{}: key '{}': the training data is given in memory, so no data file is read; leave "
+          "the key out",
+          cfg.where(key), key));
 }
 
 }  // namespace loom::plan

@@ -16,4 +16,8 @@ data::PipelineConfig read_pipeline_config(const Config& cfg);
 // type. A string is a shard file path.
 data::ValidationChoice read_validation_choice(const Config& cfg);
 
+// With data given in memory (train::TrainOptions::train_data), the keys that name data files
+// would be silently ignored: ConfigError naming the key instead.
+void refuse_data_files(const Config& cfg);
+
 }  // namespace loom::plan

@@ -101,6 +101,7 @@ nn::ModelSpec read_model_spec(const Config& cfg) {
 
 nn::LossOptions read_loss_options(const Config& cfg) {
   nn::LossOptions o;
+  o.where = cfg.where("loss.type");
   o.label_smoothing = float(cfg.get_double("loss.label_smoothing", 0.0, 0.0, 1.0));
   o.kind = read_loss_kind(cfg);
   if (cfg.has("loss.ignore_index"))

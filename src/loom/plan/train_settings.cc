@@ -67,6 +67,7 @@ TrainSettings read_train_settings(const Config& cfg) {
   s.eval = cfg.get_bool("eval", true);
   s.shuffle = cfg.get_bool("data.shuffle", true);
   s.keep_best = cfg.get_bool("train.keep_best", false);
+  s.keep_best_where = cfg.where("train.keep_best");
   s.data_dir = cfg.get_string("data.dir", data::kDefaultFashionMnistDir);
   s.progress = parse_progress_mode(cfg.get_string("progress", "auto"));
   s.histograms = read_histogram_options(cfg);

@@ -30,6 +30,7 @@ struct TrainSettings {
   uint64_t seed;
   bool eval, shuffle;
   bool keep_best;  // train.keep_best
+  std::string keep_best_where;
   std::string data_dir;
   ProgressMode progress;
   HistogramOptions histograms;  // train.histograms

@@ -18,10 +18,11 @@ namespace {
 // A token run's data.validation fraction: the last round(fraction x tokens) tokens of the stream
 // are the validation windows (offset 0), the tokens before them the training windows -- a split
 // by position, so no validation token is ever trained on, not even as a label.
-HeldOut hold_out_token_tail(const Config& cfg, const Settings& s, double fraction, int workers,
+HeldOut hold_out_token_tail(const data::ValidationChoice& choice, const Settings& s, int workers,
                             std::shared_ptr<const data::SampleSource>& train,
                             const TokenRun& tokens) {
-  const std::string where = cfg.where("data.validation");
+  const double fraction = choice.fraction;
+  const std::string& where = choice.where;
   const int64_t n = tokens.shard->size();
   const int64_t held = std::min<int64_t>(n, std::llround(fraction * double(n)));
   const int64_t cut = n - held;
@@ -64,22 +65,21 @@ HeldOut hold_out_token_tail(const Config& cfg, const Settings& s, double fractio
 // shard file. ConfigError/InputError naming the key or the file when the split leaves too few
 // samples to train on or to evaluate, or the file does not fit the training data. Before any
 // worker starts, so a bad split never touches output.dir.
-HeldOut hold_out_validation(const Config& cfg, const Settings& s,
-                            const data::PipelineConfig& pipeline, int workers,
+HeldOut hold_out_validation(const Settings& s, const data::PipelineConfig& pipeline, int workers,
                             std::shared_ptr<const data::SampleSource>& train,
                             const TokenRun& tokens) {
-  const data::ValidationChoice choice = plan::read_validation_choice(cfg);
+  const data::ValidationChoice& choice = pipeline.validation;
   HeldOut h;
-  const std::string where = cfg.where("data.validation");
+  const std::string& where = choice.where;
   if (s.keep_best && !choice.enabled())
     throw ConfigError(
         fmt::format("{}: train.keep_best keeps the weights of the best validation figure: set "
                     "data.validation (a fraction of the training data, or a shard file) too",
-                    cfg.where("train.keep_best")));
+                    s.keep_best_where));
   if (s.keep_best && !s.eval)
     throw ConfigError(
         fmt::format("{}: train.keep_best needs the validation figures that eval = false turns off",
-                    cfg.where("train.keep_best")));
+                    s.keep_best_where));
   if (!choice.enabled()) return h;
   const int64_t per_worker = s.batch * s.accumulate;
   if (!choice.shards.empty()) {
@@ -101,7 +101,7 @@ HeldOut hold_out_validation(const Config& cfg, const Settings& s,
                             fnv1a64(h.set->labels.data(), h.set->labels.size() * sizeof(int32_t)));
     if (h.fingerprint == 0) h.fingerprint = 1;
   } else if (tokens.enabled) {
-    return hold_out_token_tail(cfg, s, choice.fraction, workers, train, tokens);
+    return hold_out_token_tail(choice, s, workers, train, tokens);
   } else {
     const int64_t count = train->count();
     data::ValidationSplit split = data::split_for_validation(count, choice.fraction, s.seed);
@@ -132,32 +132,22 @@ int output_size(const data::SampleSource& s) {
 }
 
 // loss.type against what the data holds: cross-entropy needs class labels, mse float targets.
-void check_loss_fits_data(const Config& cfg, nn::LossKind kind, const data::SampleSource& s,
+void check_loss_fits_data(const nn::LossOptions& loss, const data::SampleSource& s,
                           const std::string& data_name) {
+  const nn::LossKind kind = loss.kind;
   const bool targets = s.target_numel() > 0;
   if (kind == nn::LossKind::kMse && !targets)
     throw ConfigError(fmt::format(
         "{}: loss.type = \"mse\" needs float targets; {} holds class labels (convert regression "
         "data with `loom data convert X.npy OUT --targets Y.npy`)",
-        cfg.where("loss.type"), data_name));
+        loss.where, data_name));
   if (kind == nn::LossKind::kCrossEntropy && targets)
     throw ConfigError(fmt::format(
         "{}: {} holds {} float targets per sample (regression): set loss.type = \"mse\"",
-        cfg.where("loss.type"), data_name, s.target_numel()));
+        loss.where, data_name, s.target_numel()));
 }
 
-// With data given in memory (TrainOptions::train_data), the keys that name data files would be
-// silently ignored: ConfigError naming the key instead.
-void refuse_data_files(const Config& cfg) {
-  for (const char* key : {"data.dir", "data.train_shards", "data.test_shards"})
-    if (cfg.has(key))
-      throw ConfigError(fmt::format(
-          "{}: key '{}': the training data is given in memory, so no data file is read; leave "
-          "the key out",
-          cfg.where(key), key));
-}
-
-RunSets open_run_sets(const Config& cfg, const Settings& s, const data::PipelineConfig& pipeline,
+RunSets open_run_sets(const Settings& s, const data::PipelineConfig& pipeline,
                       const TrainOptions& options, const TokenRun& tokens) {
   RunSets r;
   const bool in_memory = options.train_data != nullptr;
@@ -185,7 +175,7 @@ RunSets open_run_sets(const Config& cfg, const Settings& s, const data::Pipeline
       throw ConfigError(
           fmt::format("{}: data.train_shards needs data.test_shards too (or eval = "
                       "false): the test set must be normalised like the shards",
-                      cfg.where("data.train_shards")));
+                      pipeline.train_shards_where));
     r.train = std::make_shared<data::ShardSource>(pipeline.train_shards);
     if (!pipeline.test_shards.empty())
       r.test = data::materialise(data::ShardSource(pipeline.test_shards), "shards");

@@ -8,11 +8,11 @@
 #include <optional>
 #include <string>
 
-#include "loom/core/config.h"
 #include "loom/data/loader/pipeline_config.h"
 #include "loom/data/sources/dataset.h"
 #include "loom/data/sources/sample_source.h"
 #include "loom/nn/graph/model.h"
+#include "loom/nn/graph/model_spec.h"
 #include "loom/train/run_settings.h"
 #include "loom/train/token_run.h"
 
@@ -32,7 +32,7 @@ struct RunSets {
 // Training samples come from TrainOptions::train_data, a token stream (windows), a shard file
 // (memory mapped, for sets larger than memory) or the IDX files (in memory). ConfigError naming
 // data.train_shards when shards come without a test set to evaluate on.
-RunSets open_run_sets(const Config& cfg, const Settings& s, const data::PipelineConfig& pipeline,
+RunSets open_run_sets(const Settings& s, const data::PipelineConfig& pipeline,
                       const TrainOptions& options, const TokenRun& tokens);
 
 // The validation split (data.validation), in memory for evaluation after each epoch.
@@ -46,8 +46,7 @@ struct HeldOut {
 // shard file. ConfigError/InputError naming the key or the file when the split leaves too few
 // samples to train on or to evaluate, or the file does not fit the training data. Before any
 // worker starts, so a bad split never touches output.dir.
-HeldOut hold_out_validation(const Config& cfg, const Settings& s,
-                            const data::PipelineConfig& pipeline, int workers,
+HeldOut hold_out_validation(const Settings& s, const data::PipelineConfig& pipeline, int workers,
                             std::shared_ptr<const data::SampleSource>& train,
                             const TokenRun& tokens);
 
@@ -55,11 +54,7 @@ HeldOut hold_out_validation(const Config& cfg, const Settings& s,
 int output_size(const data::SampleSource& s);
 
 // loss.type against what the data holds: cross-entropy needs class labels, mse float targets.
-void check_loss_fits_data(const Config& cfg, nn::LossKind kind, const data::SampleSource& s,
+void check_loss_fits_data(const nn::LossOptions& loss, const data::SampleSource& s,
                           const std::string& data_name);
-
-// With data given in memory (TrainOptions::train_data), the keys that name data files would be
-// silently ignored: ConfigError naming the key instead.
-void refuse_data_files(const Config& cfg);
 
 }  // namespace loom::train

@@ -23,38 +23,39 @@ data::Dataset token_eval_set(const TokenRun& t, const std::string& path, const c
 
 // data.train_shards a token stream: a token run, with data.context. ConfigError for
 // data.context without a token stream or a token stream without it.
-TokenRun open_token_run(const Config& cfg, const data::PipelineConfig& pipeline) {
+TokenRun open_token_run(const data::PipelineConfig& pipeline) {
   TokenRun t;
   t.enabled = !pipeline.train_shards.empty() && data::is_token_shard(pipeline.train_shards);
   if (!t.enabled) {
-    if (cfg.has("data.context"))
+    if (pipeline.context)
       throw ConfigError(fmt::format(
           "{}: data.context cuts a token stream into windows; data.train_shards is {} (convert "
           "text with `loom data convert --text FILE DST`)",
-          cfg.where("data.context"),
+          pipeline.context_where,
           pipeline.train_shards.empty()
               ? std::string("not set")
               : fmt::format("\"{}\", not a token stream", pipeline.train_shards)));
     return t;
   }
-  if (!cfg.has("data.context"))
+  if (!pipeline.context)
     throw ConfigError(fmt::format(
         "{}: data.train_shards \"{}\" is a token stream: set data.context, the tokens per "
         "window",
-        cfg.where("data.train_shards"), pipeline.train_shards));
-  t.context = cfg.get_int("data.context", 0, 1, int64_t(1) << 20);
+        pipeline.train_shards_where, pipeline.train_shards));
+  t.context = *pipeline.context;
   t.shard = std::make_shared<const data::TokenShard>(pipeline.train_shards);
   t.vocab = t.shard->vocabulary();
   return t;
 }
 
 // The model predicts one token per position of a window: its output must be [context, vocab].
-void check_model_fits_windows(const Config& cfg, const nn::Model& m, const TokenRun& t) {
+void check_model_fits_windows(const data::PipelineConfig& pipeline, const nn::Model& m,
+                              const TokenRun& t) {
   if (m.output_positions() != t.context)
     throw ConfigError(fmt::format(
         "{}: the model's output has {} position(s) of {} classes; windows of data.context = {} "
         "need one prediction per position ([{}, {}])",
-        cfg.where("data.context"), m.output_positions(), m.num_classes(), t.context, t.context,
+        pipeline.context_where, m.output_positions(), m.num_classes(), t.context, t.context,
         t.vocab.size));
 }
 

@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "loom/core/config.h"
 #include "loom/data/formats/token_shard.h"
 #include "loom/data/loader/pipeline_config.h"
 #include "loom/data/sources/dataset.h"
@@ -39,10 +38,11 @@ data::Dataset token_eval_set(const TokenRun& t, const std::string& path, const c
 
 // data.train_shards a token stream: a token run, with data.context. ConfigError for
 // data.context without a token stream or a token stream without it.
-TokenRun open_token_run(const Config& cfg, const data::PipelineConfig& pipeline);
+TokenRun open_token_run(const data::PipelineConfig& pipeline);
 
 // The model predicts one token per position of a window: its output must be [context, vocab].
-void check_model_fits_windows(const Config& cfg, const nn::Model& m, const TokenRun& t);
+void check_model_fits_windows(const data::PipelineConfig& pipeline, const nn::Model& m,
+                              const TokenRun& t);
 
 // summary.json of a token run: the vocabulary, the rate in tokens/s, and every loss (nats per
 // token) as bits per byte, character or token, named by the unit.

@@ -292,9 +292,9 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
   const data::PipelineConfig pipeline = plan::read_pipeline_config(cfg);
   Stopwatch load_watch;
   const bool in_memory = options.train_data != nullptr;
-  if (in_memory) refuse_data_files(cfg);  // before any of them is opened
-  const TokenRun tokens = open_token_run(cfg, pipeline);
-  RunSets sets = open_run_sets(cfg, s, pipeline, options, tokens);
+  if (in_memory) plan::refuse_data_files(cfg);  // before any of them is opened
+  const TokenRun tokens = open_token_run(pipeline);
+  RunSets sets = open_run_sets(s, pipeline, options, tokens);
   std::shared_ptr<const data::SampleSource> train_source = sets.train;
   const std::optional<data::Normalisation>& input_norm = sets.input_norm;
   const std::string& train_name = sets.train_name;
@@ -302,8 +302,7 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
   const data::Dataset& test = options.test_data ? *options.test_data : sets.test;
   data::check_data_sets(*train_source, train_name, s.eval && sets.has_test ? &test : nullptr,
                         sets.test_name, pipeline.max_classes, cfg.where("data.max_classes"));
-  const HeldOut held_out =
-      hold_out_validation(cfg, s, pipeline, world->size(), train_source, tokens);
+  const HeldOut held_out = hold_out_validation(s, pipeline, world->size(), train_source, tokens);
   train_source = data::maybe_throttle(train_source, pipeline);
   if (lead)
     log_info("data: {} training{} and {} test samples from {} ({:.2f} s){}", train_source->count(),
@@ -324,8 +323,8 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
       cpu_backend(), train_source->sample_shape(), output_size(*train_source),
       nn::build_nodes(graph, train_source->sample_shape()));
   nn::apply_loss_options(plan::read_loss_options(cfg), *layout);  // checks loss.* here too
-  if (tokens.enabled) check_model_fits_windows(cfg, *layout, tokens);
-  check_loss_fits_data(cfg, layout->loss_kind(), *train_source, train_name);
+  if (tokens.enabled) check_model_fits_windows(pipeline, *layout, tokens);
+  check_loss_fits_data(plan::read_loss_options(cfg), *train_source, train_name);
   if (options.print_model) {
     if (lead) fmt::print("{}\n", layout->summary());
     return TrainResult{};

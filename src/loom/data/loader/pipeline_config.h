@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "loom/data/loader/loader.h"
 #include "loom/data/sources/sample_source.h"
 #include "loom/data/sources/set_checks.h"
+#include "loom/data/sources/validation_split.h"
 
 namespace loom::data {
 
@@ -24,6 +26,11 @@ struct PipelineConfig {
   std::string test_shards;     // data.test_shards
   AugmentOptions augment;      // data.augment.crop_padding, data.augment.hflip
   int64_t max_classes = kMaxClasses;  // data.max_classes: the largest class count accepted
+  std::string train_shards_where = "data.train_shards";  // where it was set, for errors
+  // data.context: tokens per window of a token stream; nullopt when unset.
+  std::optional<int64_t> context;
+  std::string context_where = "data.context";
+  ValidationChoice validation;  // data.validation
 };
 
 std::vector<ConfigKeySpec> data_config_keys();

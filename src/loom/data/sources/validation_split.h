@@ -20,6 +20,7 @@ namespace loom::data {
 struct ValidationChoice {
   double fraction = 0;  // 0 = none held out
   std::string shards;   // a shard file (data.validation = "path"); then fraction is 0
+  std::string where = "data.validation";  // where it was set, for errors
   bool enabled() const { return fraction > 0 || !shards.empty(); }
 };
 

@@ -31,6 +31,7 @@ struct CnnOptions {
 // loss.type, loss.label_smoothing, loss.ignore_index.
 struct LossOptions {
   LossKind kind = LossKind::kCrossEntropy;
+  std::string where = "loss.type";  // where loss.type was set, for errors
   float label_smoothing = 0.0f;
   std::optional<int32_t> ignore_index;
 };
