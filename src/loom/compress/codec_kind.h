@@ -42,7 +42,7 @@ struct CodecKind {
   // warmup_max_steps (codec.warmup_steps overrides).
   int64_t warmup_percent = 0;
   int64_t warmup_max_steps = 0;
-  // The allreduce strategy's defaults for it (sync/strategy_factory.cc):
+  // The allreduce strategy's defaults for it (plan/strategy_factory.cc):
   // at two ranks, all-gather instead of stripes (the same bytes, one quantisation, not two);
   bool gather_at_two_ranks = false;
   // buckets smaller than this travel exact (codec.min_bucket_kib's default);

@@ -270,7 +270,7 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
   nn::apply_loss_options(plan::read_loss_options(cfg), probe);
   r.workload = workload_of(probe, cfg.get_string("model", "graph"));
   // Block momentum cannot clip the combined gradient nor carry BatchNorm's synced statistics
-  // (strategy_factory.cc refuses both): sync = "auto" then keeps to the allreduce.
+  // (plan/strategy_factory.cc refuses both): sync = "auto" then keeps to the allreduce.
   if (r.syncs.size() > 1 && (plan::read_clip_norm(cfg) > 0.0f || probe.reduces_across_replicas()))
     r.syncs = {"allreduce"};
   bool graph_given = cfg.get_string("model", "mlp") != "mlp";

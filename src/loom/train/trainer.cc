@@ -345,9 +345,9 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
     std::unique_ptr<comm::Communicator> trainers;
     if (plan::ps_on_ranks(cfg)) {
       check_same_run(c, cfg);  // the servers' too: they skip train_worker
-      if (sync::ps_server_rank(plan::read_ps_options(cfg), c))
-        return sync::run_ps_server(plan::read_ps_options(cfg), c);
-      trainers = sync::ps_training_comm(plan::read_ps_options(cfg), c);
+      const sync::PsOptions ps = plan::read_ps_options(cfg);
+      if (sync::ps_server_rank(ps, c)) return sync::run_ps_server(ps, c);
+      trainers = sync::ps_training_comm(ps, c);
     }
     train_worker(cfg, s, trainers ? *trainers : c, train_source,
                  held_out.set ? &*held_out.set : nullptr, held_out.fingerprint, test, pipeline,

@@ -31,7 +31,7 @@
 // bucket 0 while backward goes on; the compute stream joins it at end_step, where the codecs'
 // NaN/Inf flag is read once for the whole step.
 //
-// Around the codec (AllreduceOptions; keys and defaults in strategy_factory.cc, measurements
+// Around the codec (AllreduceOptions; keys and defaults in plan/strategy_factory.cc, measurements
 // in docs/compress.md): a warm-up of exact sums before the codec starts, momentum correction
 // (each worker sends its own velocity), buckets too small to compress summed exactly, and the
 // encodings of a striped codec gathered instead.
