@@ -148,60 +148,80 @@ std::vector<const GpuSpec*> gpus_to_consider(const Catalog& cat, const AdviseReq
   return gpus;
 }
 
-}  // namespace
+// One `advise` call: the request, what it has found so far, and the steps it takes: price the
+// machines it can buy (this one, from its measured figures, or a host class of the catalog with
+// GPUs in it), price the rentals, then rank what the budget pays or say why nothing fits.
+class AdvisorRun {
+ public:
+  AdvisorRun(const Catalog& cat, const AdviseRequest& req) : cat_(cat), req_(req) {}
 
-Advice advise(const Catalog& cat, const AdviseRequest& req_in) {
-  AdviseRequest req = req_in;
-  Advice adv;
-  if (req.train.precision == "mixed")
-    adv.notes.push_back(
-        "--precision mixed: each GPU is ranked at the faster of fp32 and the lower precision "
-        "loom trains in on it: precision = \"bf16\" from compute capability 8.0, \"fp16\" "
-        "(dynamic loss scaling) on 7.x; older GPUs have no tensor cores (docs/precision.md)");
-  check_request(cat, req);
-  std::vector<const HostClassSpec*> hosts;
-  if (req.hosts.empty()) {
-    for (const auto& [n, h] : cat.hosts()) hosts.push_back(&h);
-  } else {
-    for (const auto& n : req.hosts) hosts.push_back(&cat.host(n));
+  Advice run() {
+    if (req_.train.precision == "mixed")
+      adv_.notes.push_back(
+          "--precision mixed: each GPU is ranked at the faster of fp32 and the lower precision "
+          "loom trains in on it: precision = \"bf16\" from compute capability 8.0, \"fp16\" "
+          "(dynamic loss scaling) on 7.x; older GPUs have no tensor cores (docs/precision.md)");
+    check_request(cat_, req_);
+    {
+      const ValidationRun v = run_validation(true);
+      adv_.band = v.loo.max_abs;
+      adv_.typical = v.loo.mean_abs;
+    }
+    adv_.samples = req_.samples > 0 ? req_.samples : req_.workload.train_samples;
+    adv_.samples_source = req_.samples > 0 ? "--samples" : req_.workload.train_samples_source;
+    gpus_ = gpus_to_consider(cat_, req_, adv_.no_backend);
+    const std::vector<const HostClassSpec*> hosts = host_classes();
+    for (const GpuSpec* g : gpus_) {
+      if (!g->has_price() && !measured(*g)) continue;  // rentable only
+      if (measured(*g))
+        price_this_machine(*g);
+      else
+        price_host_classes(*g, hosts);
+    }
+    if (req_.cloud) price_rentals();
+    return finish();
   }
-  {
-    const ValidationRun v = run_validation(true);
-    adv.band = v.loo.max_abs;
-    adv.typical = v.loo.mean_abs;
-  }
-  adv.samples = req.samples > 0 ? req.samples : req.workload.train_samples;
-  adv.samples_source = req.samples > 0 ? "--samples" : req.workload.train_samples_source;
 
-  auto measured = [&](const GpuSpec& g) { return req.measured.count(g.name) != 0; };
-  const std::vector<const GpuSpec*> gpus = gpus_to_consider(cat, req, adv.no_backend);
+ private:
+  bool measured(const GpuSpec& g) const { return req_.measured.count(g.name) != 0; }
+
+  // The host classes to put GPUs in: those named, or every one of the catalog.
+  std::vector<const HostClassSpec*> host_classes() const {
+    std::vector<const HostClassSpec*> hosts;
+    if (req_.hosts.empty()) {
+      for (const auto& [n, h] : cat_.hosts()) hosts.push_back(&h);
+    } else {
+      for (const auto& n : req_.hosts) hosts.push_back(&cat_.host(n));
+    }
+    return hosts;
+  }
+
   // A published rate of this GPU (or its chip) at `precision` (fp32 or mixed) where there is
   // one, else the roofline; the measured figures for this machine.
-  auto derating = [&](const GpuSpec& g, const std::string& precision) {
+  Derating derating(const GpuSpec& g, const std::string& precision) const {
     Derating d;
-    if (measured(g)) return req.measured.at(g.name);
-    const ComputeRate rate = compute_rate(cat, g, req.workload, precision, double(req.train.batch));
+    if (measured(g)) return req_.measured.at(g.name);
+    const ComputeRate rate =
+        compute_rate(cat_, g, req_.workload, precision, double(req_.train.batch));
     if (rate.method == "roofline")
       d.compute = rate.efficiency;
     else
       d.sample_s = rate.sample_s;
     return d;
-  };
+  }
 
-  std::map<std::string, double> need_gb;
-  std::set<std::string> fits_once;
   // Predicts `base` on nodes x k GPUs, once per inter-node link, with the best sync for each
   // and, for a mixed request, the better of fp32 and the lower precision loom runs on the GPU
   // (loom_precision): a tensor rate is not always faster than fp32 (GeForce cards accumulate
   // in fp32 at half rate), and fp32, the simpler, is kept unless the other is 5% faster.
-  auto estimate = [&](const GpuSpec& g, AdviseOption base, int k, const LinkSpec& intra, int nics,
-                      const std::vector<std::string>& inters, std::vector<AdviseOption>& out) {
+  void estimate(const GpuSpec& g, const AdviseOption& base, int k, const LinkSpec& intra, int nics,
+                const std::vector<std::string>& inters, std::vector<AdviseOption>& out) {
     // The precisions to try and their compute rates: they depend on the GPU only, not on the
     // machine count or the link.
     std::vector<std::pair<std::string, Derating>> precisions = {{"fp32", derating(g, "fp32")}};
-    if (const std::string low = loom_precision(g, req.train.precision); low != "fp32")
+    if (const std::string low = loom_precision(g, req_.train.precision); low != "fp32")
       precisions.emplace_back(low, derating(g, "mixed"));
-    TrainSpec at_fp32 = req.train;
+    TrainSpec at_fp32 = req_.train;
     at_fp32.precision = "fp32";
     for (const auto& inter : inters) {
       Cluster c;
@@ -209,30 +229,30 @@ Advice advise(const Catalog& cat, const AdviseRequest& req_in) {
       c.topo.nodes = base.nodes;
       c.topo.gpus_per_node = k;
       c.topo.intra = intra;
-      c.topo.inter = inter == "-" ? intra : cat.link(inter);
+      c.topo.inter = inter == "-" ? intra : cat_.link(inter);
       c.topo.nics_per_node = nics;
-      c.storage = cat.storage(req.storage);
+      c.storage = cat_.storage(req_.storage);
       AdviseOption best = base;
       best.inter = inter;
       bool have = false;
       for (const auto& [precision, d] : precisions) {
-        TrainSpec train = req.train;
+        TrainSpec train = req_.train;
         train.precision = precision == "fp32" ? "fp32" : "mixed";
-        for (const SyncSpec& s : candidate_syncs(req.codecs, base.nodes, k)) {
-          StepEstimate e = CostModel(req.workload, c, s, train, d).estimate();
+        for (const SyncSpec& s : candidate_syncs(req_.codecs, base.nodes, k)) {
+          StepEstimate e = CostModel(req_.workload, c, s, train, d).estimate();
           if (precision != "fp32") {
             // loom's bf16/fp16 keep fp32 weights, gradients and activations and round each
             // product's inputs: its memory is the fp32 run's, not a framework's with fp16
             // activations.
-            const StepEstimate m = CostModel(req.workload, c, s, at_fp32, d).estimate();
+            const StepEstimate m = CostModel(req_.workload, c, s, at_fp32, d).estimate();
             e.memory = m.memory;
             e.fits = m.fits;
           }
           if (!e.fits) {
-            need_gb[g.name] = e.memory.total() / 1e9;
+            need_gb_[g.name] = e.memory.total() / 1e9;
             return;  // memory does not depend much on the codec: the GPU is out
           }
-          fits_once.insert(g.name);
+          fits_once_.insert(g.name);
           if (!have || e.samples_per_s > 1.05 * best.est.samples_per_s) {
             best.sync = s;
             best.est = e;
@@ -243,162 +263,185 @@ Advice advise(const Catalog& cat, const AdviseRequest& req_in) {
       }
       if (have) out.push_back(best);
     }
-  };
-  auto set_energy = [&](AdviseOption& o, double gpu_w, int per_node, double host_w) {
-    o.node_draw_w = per_node * gpu_w + host_w;
-    o.avg_w = o.nodes * (per_node * gpu_w * req.gpu_utilisation + host_w);
-    o.kwh = o.avg_w * req.hours / 1000;
-    o.energy_usd = o.kwh * req.usd_per_kwh;
-  };
+  }
 
-  double cheapest = std::numeric_limits<double>::infinity();
-  std::string cheapest_what;
-  std::vector<AdviseOption> bought, rented;
-  for (const GpuSpec* g : gpus) {
-    if (!g->has_price() && !measured(*g)) continue;  // rentable only
+  void set_energy(AdviseOption& o, double gpu_w, int per_node, double host_w) const {
+    o.node_draw_w = per_node * gpu_w + host_w;
+    o.avg_w = o.nodes * (per_node * gpu_w * req_.gpu_utilisation + host_w);
+    o.kwh = o.avg_w * req_.hours / 1000;
+    o.energy_usd = o.kwh * req_.usd_per_kwh;
+  }
+
+  AdviseOption option_for(const GpuSpec& g) const {
     AdviseOption base;
-    base.gpu = g->name;
-    base.gpu_memory_gb = g->memory_gb;
-    if (measured(*g)) {
-      // This machine's CPU: workers cost nothing beyond the machine; as many as it has cores.
-      const HostRates& h = req.measured.at(g->name).host;
-      const int per_node =
-          h.valid() ? std::max(1, std::min(req.gpus_per_node, h.cores)) : req.gpus_per_node;
-      const double machine = req.measured_node_usd;
-      if (machine < cheapest)
-        cheapest = machine,
-        cheapest_what = fmt::format("one more {} for {}", g->name, usd(machine));
-      for (int n = 1; n <= req.max_gpus; n *= 2) {
-        AdviseOption o = base;
-        const int k = std::min(n, per_node);
-        o.gpus = n;
-        o.nodes = (n + k - 1) / k;
-        o.host = g->name;
-        o.host_kind = "measured";
-        o.host_usd = o.capital_usd = o.nodes * machine;
-        if (o.capital_usd > req.budget_usd) break;
-        const LinkSpec& intra = cat.intra_link_of(*g);
-        o.intra = intra.name;
-        o.host_why = "this machine, from its measured figures (--calibration); power not measured";
-        estimate(*g, o, k, intra, 1, o.nodes > 1 ? req.inter_links : std::vector<std::string>{"-"},
-                 bought);
-      }
-      continue;
+    base.gpu = g.name;
+    base.gpu_memory_gb = g.memory_gb;
+    return base;
+  }
+
+  // This machine's CPU: workers cost nothing beyond the machine; as many as it has cores.
+  void price_this_machine(const GpuSpec& g) {
+    const HostRates& h = req_.measured.at(g.name).host;
+    const int per_node =
+        h.valid() ? std::max(1, std::min(req_.gpus_per_node, h.cores)) : req_.gpus_per_node;
+    const double machine = req_.measured_node_usd;
+    if (machine < cheapest_)
+      cheapest_ = machine, cheapest_what_ = fmt::format("one more {} for {}", g.name, usd(machine));
+    for (int n = 1; n <= req_.max_gpus; n *= 2) {
+      AdviseOption o = option_for(g);
+      const int k = std::min(n, per_node);
+      o.gpus = n;
+      o.nodes = (n + k - 1) / k;
+      o.host = g.name;
+      o.host_kind = "measured";
+      o.host_usd = o.capital_usd = o.nodes * machine;
+      if (o.capital_usd > req_.budget_usd) break;
+      const LinkSpec& intra = cat_.intra_link_of(g);
+      o.intra = intra.name;
+      o.host_why = "this machine, from its measured figures (--calibration); power not measured";
+      estimate(g, o, k, intra, 1, o.nodes > 1 ? req_.inter_links : std::vector<std::string>{"-"},
+               bought_);
     }
+  }
+
+  // `g` in each host class that carries it, 1, 2, 4, ... GPUs, as many machines as it takes.
+  void price_host_classes(const GpuSpec& g, const std::vector<const HostClassSpec*>& hosts) {
     bool carried = false;
     for (const HostClassSpec* h : hosts) {
-      const int kmax = max_gpus_in(cat, *h, *g, req.gpus_per_node);
+      const int kmax = max_gpus_in(cat_, *h, g, req_.gpus_per_node);
       if (kmax == 0) continue;
       carried = true;
       for (int n = 1; n <= kmax; n *= 2) {
-        if (!fit_host(cat, *h, *g, n).fits) continue;
-        const double one = n * g->price_usd + h->price_usd;
-        if (one < cheapest)
-          cheapest = one,
-          cheapest_what = fmt::format("{} x {} in a {} for {} ({} GPUs + {} host)", n, g->name,
-                                      h->name, usd(one), usd(n * g->price_usd), usd(h->price_usd));
+        if (!fit_host(cat_, *h, g, n).fits) continue;
+        const double one = n * g.price_usd + h->price_usd;
+        if (one < cheapest_)
+          cheapest_ = one,
+          cheapest_what_ = fmt::format("{} x {} in a {} for {} ({} GPUs + {} host)", n, g.name,
+                                       h->name, usd(one), usd(n * g.price_usd), usd(h->price_usd));
         break;
       }
-      for (int n = 1; n <= req.max_gpus; n *= 2) {
+      for (int n = 1; n <= req_.max_gpus; n *= 2) {
         const int k = std::min(n, kmax);
-        const HostFit fit = fit_host(cat, *h, *g, k);
+        const HostFit fit = fit_host(cat_, *h, g, k);
         if (!fit.fits) continue;  // a baseboard of 8 takes no fewer
-        AdviseOption o = base;
+        AdviseOption o = option_for(g);
         o.gpus = n;
         o.nodes = n / k;
         o.host = h->name;
         o.host_kind = h->kind;
-        o.gpu_usd = n * g->price_usd;
+        o.gpu_usd = n * g.price_usd;
         o.host_usd = o.nodes * h->price_usd;
         o.capital_usd = o.gpu_usd + o.host_usd;
-        if (o.capital_usd > req.budget_usd) break;
+        if (o.capital_usd > req_.budget_usd) break;
         o.intra = fit.intra.name;
         o.host_why = fit.why;
-        set_energy(o, g->tdp_w, k, h->host_w);
+        set_energy(o, g.tdp_w, k, h->host_w);
         std::vector<std::string> inters;
         if (o.nodes > 1) {
-          for (const auto& l : req.inter_links)
+          for (const auto& l : req_.inter_links)
             if (std::find(h->nics.begin(), h->nics.end(), l) != h->nics.end()) inters.push_back(l);
         } else {
           inters = {"-"};
         }
-        estimate(*g, o, k, fit.intra, h->nics_per_node, inters, bought);
+        estimate(g, o, k, fit.intra, h->nics_per_node, inters, bought_);
       }
     }
     if (!carried) {
-      if (g->is_module())
-        adv.no_host.push_back(fmt::format("{}: no host class carries an {} module on {}", g->name,
-                                          g->form_factor, g->baseboard));
+      if (g.is_module())
+        adv_.no_host.push_back(fmt::format("{}: no host class carries an {} module on {}", g.name,
+                                           g.form_factor, g.baseboard));
       else
-        adv.no_host.push_back(
-            fmt::format("{}: no host class carries it (slots or power)", g->name));
+        adv_.no_host.push_back(
+            fmt::format("{}: no host class carries it (slots or power)", g.name));
     }
   }
 
   // Renting instead: a cloud row's GPUs by the hour, for the hours; the budget pays the rent.
-  double cheapest_hour = std::numeric_limits<double>::infinity();
-  std::string cheapest_hour_what;
-  if (req.cloud) {
-    for (const auto& [cn, c] : cat.clouds()) {
-      if (!req.gpus.empty() && std::find(req.gpus.begin(), req.gpus.end(), c.gpu) == req.gpus.end())
+  void price_rentals() {
+    for (const auto& [cn, c] : cat_.clouds()) {
+      if (!req_.gpus.empty() &&
+          std::find(req_.gpus.begin(), req_.gpus.end(), c.gpu) == req_.gpus.end())
         continue;
-      const GpuSpec& g = cat.gpu(c.gpu);
+      const GpuSpec& g = cat_.gpu(c.gpu);
       if (!g.loom_runs()) {
-        if (std::find(adv.no_backend.begin(), adv.no_backend.end(), g.name) == adv.no_backend.end())
-          adv.no_backend.push_back(g.name);
+        if (std::find(adv_.no_backend.begin(), adv_.no_backend.end(), g.name) ==
+            adv_.no_backend.end())
+          adv_.no_backend.push_back(g.name);
         continue;
       }
-      if (c.usd_per_gpu_hour < cheapest_hour)
-        cheapest_hour = c.usd_per_gpu_hour,
-        cheapest_hour_what = fmt::format("1 x {} ({}) at ${:.2f}/h", c.gpu, cn, c.usd_per_gpu_hour);
-      for (int n = 1; n <= std::min(c.gpus_max, req.max_gpus); n *= 2) {
-        AdviseOption o;
-        o.gpu = g.name;
-        o.gpu_memory_gb = g.memory_gb;
+      if (c.usd_per_gpu_hour < cheapest_hour_)
+        cheapest_hour_ = c.usd_per_gpu_hour,
+        cheapest_hour_what_ =
+            fmt::format("1 x {} ({}) at ${:.2f}/h", c.gpu, cn, c.usd_per_gpu_hour);
+      for (int n = 1; n <= std::min(c.gpus_max, req_.max_gpus); n *= 2) {
+        AdviseOption o = option_for(g);
         o.gpus = n;
         o.host = cn;
         o.host_kind = "cloud";
         o.rented = true;
-        o.rent_usd = c.usd_per_gpu_hour * n * req.hours;
-        if (o.rent_usd > req.budget_usd) break;
-        const LinkSpec& intra = n > 1 ? cat.intra_link_of(g) : cat.link(g.host_link);
+        o.rent_usd = c.usd_per_gpu_hour * n * req_.hours;
+        if (o.rent_usd > req_.budget_usd) break;
+        const LinkSpec& intra = n > 1 ? cat_.intra_link_of(g) : cat_.link(g.host_link);
         o.intra = intra.name;
         o.host_why = fmt::format("${:.2f} per GPU-hour on demand, power included ({}; {})",
                                  c.usd_per_gpu_hour, c.date, c.source);
-        estimate(g, o, n, intra, 1, {"-"}, rented);
+        estimate(g, o, n, intra, 1, {"-"}, rented_);
       }
     }
   }
 
-  for (const GpuSpec* g : gpus)
-    if (!fits_once.count(g->name) && need_gb.count(g->name))
-      adv.not_fitting.push_back(
-          fmt::format("{} ({:.0f} GB): needs {:.1f} GB", g->name, g->memory_gb, need_gb[g->name]));
-  if (bought.empty() && rented.empty()) {
-    if (cheapest > req.budget_usd) {
-      std::string rent;
-      if (std::isfinite(cheapest_hour))
-        rent = fmt::format("; or rent {}: the budget pays {:.0f} h of it", cheapest_hour_what,
-                           req.budget_usd / cheapest_hour);
+  // The GPUs that never fitted, then the ranking, or InputError saying why nothing is left.
+  Advice finish() {
+    for (const GpuSpec* g : gpus_)
+      if (!fits_once_.count(g->name) && need_gb_.count(g->name))
+        adv_.not_fitting.push_back(fmt::format("{} ({:.0f} GB): needs {:.1f} GB", g->name,
+                                               g->memory_gb, need_gb_[g->name]));
+    if (bought_.empty() && rented_.empty()) {
+      if (cheapest_ > req_.budget_usd) {
+        std::string rent;
+        if (std::isfinite(cheapest_hour_))
+          rent = fmt::format("; or rent {}: the budget pays {:.0f} h of it", cheapest_hour_what_,
+                             req_.budget_usd / cheapest_hour_);
+        throw InputError(fmt::format(
+            "a budget of ${:.0f} buys no valid machine: the cheapest that holds a GPU is {}{}",
+            req_.budget_usd, std::isfinite(cheapest_) ? cheapest_what_ : std::string("none"),
+            rent));
+      }
       throw InputError(fmt::format(
-          "a budget of ${:.0f} buys no valid machine: the cheapest that holds a GPU is {}{}",
-          req.budget_usd, std::isfinite(cheapest) ? cheapest_what : std::string("none"), rent));
+          "nothing the budget of ${:.0f} buys fits {} at batch {} per GPU: {}", req_.budget_usd,
+          req_.workload.name, req_.train.batch,
+          adv_.not_fitting.empty() ? std::string("no configuration")
+                                   : fmt::format("{}", fmt::join(adv_.not_fitting, "; "))));
     }
-    throw InputError(
-        fmt::format("nothing the budget of ${:.0f} buys fits {} at batch {} per GPU: {}",
-                    req.budget_usd, req.workload.name, req.train.batch,
-                    adv.not_fitting.empty() ? std::string("no configuration")
-                                            : fmt::format("{}", fmt::join(adv.not_fitting, "; "))));
+    rank(bought_, req_);
+    rank(rented_, req_);
+    adv_.ranked = std::move(bought_);
+    adv_.rented = std::move(rented_);
+    if (adv_.rented.empty() && std::isfinite(cheapest_hour_))
+      adv_.cheapest_rental = fmt::format(
+          "the cheapest rental, {}, costs ${:.0f} for {:.0f} h: the budget pays {:.0f} h of it",
+          cheapest_hour_what_, cheapest_hour_ * req_.hours, req_.hours,
+          req_.budget_usd / cheapest_hour_);
+    return std::move(adv_);
   }
-  rank(bought, req);
-  rank(rented, req);
-  adv.ranked = std::move(bought);
-  adv.rented = std::move(rented);
-  if (adv.rented.empty() && std::isfinite(cheapest_hour))
-    adv.cheapest_rental = fmt::format(
-        "the cheapest rental, {}, costs ${:.0f} for {:.0f} h: the budget pays {:.0f} h of it",
-        cheapest_hour_what, cheapest_hour * req.hours, req.hours, req.budget_usd / cheapest_hour);
-  return adv;
+
+  const Catalog& cat_;
+  const AdviseRequest req_;
+  Advice adv_;
+  std::vector<const GpuSpec*> gpus_;
+  std::map<std::string, double> need_gb_;  // by GPU: the memory a configuration needed
+  std::set<std::string> fits_once_;        // GPUs with a configuration that fits
+  double cheapest_ = std::numeric_limits<double>::infinity();  // the cheapest machine to buy
+  std::string cheapest_what_;
+  double cheapest_hour_ = std::numeric_limits<double>::infinity();  // the cheapest rental
+  std::string cheapest_hour_what_;
+  std::vector<AdviseOption> bought_, rented_;
+};
+
+}  // namespace
+
+Advice advise(const Catalog& cat, const AdviseRequest& req) {
+  return AdvisorRun(cat, req).run();
 }
 
 void use_calibration(const Calibration& cal, Catalog& cat, AdviseRequest& req, double machine_usd) {
