@@ -1,0 +1,217 @@
+// The ONNX importer's reading state, shared by its source files: onnx_import.cc (the graph walk,
+// values, attributes and the model's input), onnx_import_layers.cc (the ops that become layers)
+// and onnx_import_folds.cc (the shape arithmetic folded at import). Internal to nn/io: include
+// it from those files only, and only where LOOM_HAVE_ONNX is 1.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "loom/core/error.h"
+#include "loom/nn/io/onnx_import.h"
+
+namespace loom::nn::onnx_import {
+
+// Torch 1.13 writes IR 7 (opsets 13, 14) or 8; the ops below are read as opsets 11 to 17
+// define them (Unsqueeze's axes and Dropout's ratio moved from attributes to inputs there).
+constexpr int64_t kMinIr = 3, kMaxIr = 8;
+constexpr int64_t kMinOpset = 11, kMaxOpset = 17;
+// The batch axis inside a folded shape (Shape of an activation): its size is unknown.
+constexpr int64_t kBatch = std::numeric_limits<int64_t>::min();
+// No tensor of a model loom trains has more elements; larger claims are a broken file.
+constexpr int64_t kMaxElements = int64_t(1) << 31;
+
+inline std::string dims_text(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i)
+    s += (i ? ", " : "") + (d[i] == kBatch ? std::string("batch") : std::to_string(d[i]));
+  return s + "]";
+}
+
+inline std::string batch_shape_text(const Shape& s) {
+  std::vector<int64_t> d = {kBatch};
+  d.insert(d.end(), s.begin(), s.end());
+  return dims_text(d);
+}
+
+inline int64_t elements(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// A layer name from an ONNX name: "/layer1/conv1/Conv" -> "layer1_conv1_Conv".
+inline std::string sanitize(const std::string& name) {
+  std::string s;
+  for (char c : name) {
+    const bool keep = std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+    if (keep)
+      s += c;
+    else if (!s.empty() && s.back() != '_')
+      s += '_';
+  }
+  while (!s.empty() && s.back() == '_') s.pop_back();
+  return s;
+}
+
+// What an ONNX value name stands for while the nodes are read.
+struct Value {
+  enum Kind { kActivation, kConstant, kPattern };
+  Kind kind = kActivation;
+  // kActivation: the layer that computes it ("input": the model's input) and its per-sample
+  // shape; sigmoid_of: for a Sigmoid's output, the layer it is the sigmoid of (SiLU).
+  std::string layer;
+  Shape shape;
+  std::string sigmoid_of;
+  // hardsigmoid_of: for a HardSigmoid's output, the layer it is the hardsigmoid of (Hardswish
+  // written as x * HardSigmoid(x), as opsets before 14 must).
+  std::string hardsigmoid_of;
+  // kConstant: an initializer, a Constant or a folded shape computation. Integers in ints,
+  // everything else in floats; kBatch in ints stands for the batch size.
+  std::vector<int64_t> dims;
+  std::vector<float> floats;
+  std::vector<int64_t> ints;
+  bool is_int = false;
+  std::string unusable;  // why the constant cannot be used (its element type), or empty
+  // kPattern: a step of the erf form of GELU, x * 0.5 * (1 + erf(x / sqrt(2))), which loom
+  // reads only as a whole: stage 1 = x / sqrt(2), 2 = erf of it, 3 = 1 + that, 4 = x * that.
+  // Or kPadded: x zero-padded by pad_h, pad_w at both ends, which loom reads only as the padding
+  // of the Conv or AveragePool that follows (PyTorch writes avg_pool2d as Pad + AveragePool).
+  static constexpr int kPadded = 10;
+  int stage = 0;
+  int64_t pad_h = 0, pad_w = 0;
+  std::string node;  // the node that started the pattern, for errors
+};
+
+struct Attrs {
+  const onnx::NodeProto& node;
+  const onnx::AttributeProto* find(const std::string& name) const {
+    for (const auto& a : node.attribute())
+      if (a.name() == name) return &a;
+    return nullptr;
+  }
+};
+
+class Importer {
+ public:
+  Importer(std::string file, Shape input_shape)
+      : file_(std::move(file)), input_shape_(std::move(input_shape)) {}
+
+  GraphSpec run(const onnx::ModelProto& model);
+
+ private:
+  [[noreturn]] void fail_input(const std::string& what) const {
+    throw InputError(fmt::format("{}: {}", file_, what));
+  }
+  [[noreturn]] void fail_config(const std::string& what) const {
+    throw ConfigError(fmt::format("{}: {}", file_, what));
+  }
+  std::string node_text(const onnx::NodeProto& n) const {
+    return fmt::format("node '{}' ({})", n.name(), n.op_type());
+  }
+  [[noreturn]] void fail_node(const onnx::NodeProto& n, const std::string& what) const {
+    throw ConfigError(fmt::format("{}: {}: {}", file_, node_text(n), what));
+  }
+  [[noreturn]] void fail_node_input(const onnx::NodeProto& n, const std::string& what) const {
+    throw InputError(fmt::format("{}: {}: {}", file_, node_text(n), what));
+  }
+
+  void check_versions(const onnx::ModelProto& model);
+  void read_input(const onnx::GraphProto& g);
+  Value tensor_value(const onnx::TensorProto& t, const std::string& what) const;
+  void read_node(const onnx::NodeProto& n);
+
+  // Inputs and attributes.
+  bool has_input(const onnx::NodeProto& n, int k) const {
+    return k < n.input_size() && !n.input(k).empty();
+  }
+  const Value& input(const onnx::NodeProto& n, int k) const;
+  const Value& activation(const onnx::NodeProto& n, int k) const;
+  const Value& constant(const onnx::NodeProto& n, int k) const;
+  int64_t attr_int(const onnx::NodeProto& n, const std::string& name, int64_t def) const;
+  double attr_float(const onnx::NodeProto& n, const std::string& name, double def) const;
+  std::vector<int64_t> attr_ints(const onnx::NodeProto& n, const std::string& name,
+                                 std::vector<int64_t> def) const;
+  std::string attr_string(const onnx::NodeProto& n, const std::string& name) const;
+  void only_attrs(const onnx::NodeProto& n, std::initializer_list<const char*> known) const;
+  void unused_outputs_from(const onnx::NodeProto& n, int first) const;
+  static bool is_scalar(const Value& v, double x, double tol) {
+    return v.kind == Value::kConstant && v.floats.size() == 1 && !v.is_int &&
+           std::fabs(v.floats[0] - x) <= tol;
+  }
+
+  // Results.
+  void define(const std::string& name, Value v);
+  void alias(const onnx::NodeProto& n, const Value& v) { define(n.output(0), v); }
+  // `as`: the name of a layer fused from several nodes ("SiLU"), put where the last node's
+  // name has its op type ("/act/Mul" -> "act_SiLU").
+  LayerSpec& emit(const onnx::NodeProto& n, const std::string& type,
+                  const std::vector<const Value*>& inputs, Shape out_shape,
+                  const std::string& as = "");
+  // A float attribute as the decimal a person wrote (0.1, not 0.10000000149011612).
+  ConfigValue cv_float(double x) const { return cv(std::stod(fmt::format("{:.7g}", x))); }
+  ConfigValue cv(ConfigScalar x) const {
+    ConfigValue c;
+    c.value = std::move(x);
+    c.where = where_;
+    return c;
+  }
+  ConfigValue cv_pair(int64_t h, int64_t w) const {
+    if (h == w) return cv(h);
+    ConfigValue c;
+    c.is_array = true;
+    c.array = {h, w};
+    c.where = where_;
+    return c;
+  }
+
+  // Op readers.
+  void conv(const onnx::NodeProto& n);
+  void pool(const onnx::NodeProto& n, bool max);
+  void gemm(const onnx::NodeProto& n);
+  void matmul(const onnx::NodeProto& n);
+  void add(const onnx::NodeProto& n);
+  void mul(const onnx::NodeProto& n);
+  void batchnorm(const onnx::NodeProto& n);
+  void dropout(const onnx::NodeProto& n);
+  void flatten(const onnx::NodeProto& n);
+  void reshape(const onnx::NodeProto& n);
+  void concat(const onnx::NodeProto& n);
+  void sum(const onnx::NodeProto& n);
+  void pad(const onnx::NodeProto& n);
+  // Input 0 of a Conv or pooling node, with the padding of a Pad before it (0 if none).
+  const Value& padded_activation(const onnx::NodeProto& n, int64_t& pad_h, int64_t& pad_w) const;
+  void fold_shape(const onnx::NodeProto& n);
+  void fold_gather(const onnx::NodeProto& n);
+  void fold_unsqueeze(const onnx::NodeProto& n);
+  void fold_cast(const onnx::NodeProto& n);
+  void constant_node(const onnx::NodeProto& n);
+  // The 2-D window attributes of Conv and pooling: {h, w} pairs, pads symmetric.
+  struct Window {
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+  };
+  Window window(const onnx::NodeProto& n, int64_t kh, int64_t kw) const;
+
+  std::string file_;
+  Shape input_shape_;
+  std::string where_;  // of the node being read
+  // The batch size of an export without dynamic axes (0: none): constant folding writes it
+  // into Reshape targets where it stands for the batch.
+  int64_t static_batch_ = 0;
+  std::map<std::string, Value> values_;
+  std::map<std::string, int> uses_;  // readers of each value name (the graph output counts)
+  GraphSpec graph_;
+  std::map<std::string, size_t> layer_index_;  // layer name -> index in graph_.layers
+  std::set<std::string> names_;
+  std::map<std::string, size_t> matmul_layers_;  // MatMul output -> its bias-less linear layer
+};
+
+}  // namespace loom::nn::onnx_import
