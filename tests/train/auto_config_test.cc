@@ -13,6 +13,7 @@
 #include "loom/core/error.h"
 #include "loom/measure/machine_identity.h"
 #include "loom/optim/optimizer.h"
+#include "loom/plan/auto_reader.h"
 #include "loom/plan/optim_reader.h"
 #include "loom/tensor/backend_registry.h"
 
@@ -162,28 +163,31 @@ TEST(AutoConfig, TheCheckWindowFollowsTheWarmUpAndHoldsWholeBlocks) {
   res.decided = true;
   res.decision.chosen.sync = "allreduce";
   const Config cfg = small("codec = \"auto\"\n");
-  AutoCheckWindow w = auto_check_window(cfg, res, 0, 1000);
+  AutoCheckWindow w = auto_check_window(plan::read_auto_options(cfg), res, 0, 1000);
   EXPECT_EQ(w.first, 10);
   EXPECT_EQ(w.steps, 20);
   EXPECT_TRUE(w.holds(29));
   EXPECT_FALSE(w.holds(30));
-  w = auto_check_window(cfg, res, 500, 1000);  // a resume that decided again
+  w = auto_check_window(plan::read_auto_options(cfg), res, 500,
+                        1000);  // a resume that decided again
   EXPECT_EQ(w.first, 510);
   res.decision.chosen.sync = "bmuf";
   res.decision.chosen.tau = 8;
-  w = auto_check_window(cfg, res, 0, 1000);
+  w = auto_check_window(plan::read_auto_options(cfg), res, 0, 1000);
   EXPECT_EQ(w.steps, 24);  // 3 blocks of 8
-  w = auto_check_window(cfg, res, 0, 34);
+  w = auto_check_window(plan::read_auto_options(cfg), res, 0, 34);
   EXPECT_FALSE(w.active());
   EXPECT_THAT(w.skipped, HasSubstr("the run ends at step 34"));
-  EXPECT_TRUE(auto_check_window(cfg, res, 0, 35).active());
+  EXPECT_TRUE(auto_check_window(plan::read_auto_options(cfg), res, 0, 35).active());
   const Config off = small("codec = \"auto\"\n", "[auto]\ncheck_steps = 0\n");
-  EXPECT_THAT(auto_check_window(off, res, 0, 1000).skipped, HasSubstr("check_steps = 0"));
+  EXPECT_THAT(auto_check_window(plan::read_auto_options(off), res, 0, 1000).skipped,
+              HasSubstr("check_steps = 0"));
   res.decided = false;
   res.kept_from = "ck/step-000000000040";
-  EXPECT_THAT(auto_check_window(cfg, res, 40, 1000).skipped, HasSubstr("kept from ck/step-"));
+  EXPECT_THAT(auto_check_window(plan::read_auto_options(cfg), res, 40, 1000).skipped,
+              HasSubstr("kept from ck/step-"));
   res.active = false;
-  EXPECT_EQ(auto_check_window(cfg, res, 0, 1000).skipped, "");
+  EXPECT_EQ(auto_check_window(plan::read_auto_options(cfg), res, 0, 1000).skipped, "");
 }
 
 TEST(AutoConfig, AutoWithTheParameterServerIsAConfigError) {

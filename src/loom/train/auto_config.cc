@@ -15,6 +15,7 @@
 #include "loom/nn/graph/model_zoo.h"
 #include "loom/optim/optimizer.h"
 #include "loom/perf/calibration.h"
+#include "loom/plan/auto_reader.h"
 #include "loom/plan/codec_reader.h"
 #include "loom/plan/model_reader.h"
 #include "loom/plan/optim_reader.h"
@@ -47,15 +48,6 @@ bool is_auto(const Config& cfg, const std::string& key) {
   const ConfigValue& v = cfg.values().at(key);
   return !v.is_array && std::holds_alternative<std::string>(v.value) &&
          std::get<std::string>(v.value) == "auto";
-}
-
-perf::LossyPolicy lossy_policy(const Config& cfg) {
-  if (!cfg.has("auto.lossy") || is_auto(cfg, "auto.lossy")) return perf::LossyPolicy::kMeasured;
-  const ConfigValue& v = cfg.values().at("auto.lossy");
-  if (v.is_array || !std::holds_alternative<bool>(v.value))
-    throw ConfigError(fmt::format("{}: key 'auto.lossy': expected true, false or \"auto\"",
-                                  cfg.where("auto.lossy")));
-  return std::get<bool>(v.value) ? perf::LossyPolicy::kAlways : perf::LossyPolicy::kNever;
 }
 
 // The step's buckets as the cost model walks them: each layer's parameters, in forward order.
@@ -162,18 +154,17 @@ bool keep_resumed_choice(Config& cfg, const std::string& machine, bool lead, Aut
 // The rates auto weighs: from auto.calibration when it was measured on this machine (its
 // identity and auto.calibration_mismatch decide), else measured now on `probe`, a copy of the
 // model, with the run's communicator.
-perf::AutoMeasurements measure_for_auto(const Config& cfg, comm::Communicator& comm,
+perf::AutoMeasurements measure_for_auto(const plan::AutoOptions& ao, comm::Communicator& comm,
                                         nn::Model& probe, const perf::AutoRequest& r, int threads,
                                         bool lead) {
   perf::AutoMeasurements measured;
   bool measured_here = true;
-  const std::string cal_file = cfg.get_string("auto.calibration", "");
+  const std::string& cal_file = ao.calibration;
   if (!cal_file.empty()) {
     const perf::Calibration cal = perf::read_calibration(cal_file);
     const perf::MachineIdentity here{measure::cpu_model(), comm.name(), comm.size()};
     std::string warning;
-    const perf::MismatchPolicy policy = perf::mismatch_policy_from_name(
-        cfg.get_choice("auto.calibration_mismatch", "error", {"error", "measure"}));
+    const perf::MismatchPolicy policy = ao.calibration_mismatch;
     if (perf::accept_calibration(cal, here, policy, &warning)) {
       measured = perf::measurements_from_calibration(cal, comm.name(), r, threads);
       measured_here = false;
@@ -257,8 +248,9 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
                      ? kAutoBucketKib
                      : std::vector<int64_t>{cfg.get_int("sync.bucket_kib", 4096, 0, 1 << 30)};
   r.bmuf_tau = int(cfg.get_int("bmuf.tau", 8, 1, 1 << 30));
-  r.lossy = lossy_policy(cfg);
-  r.max_accuracy_delta = cfg.get_double("auto.max_accuracy_delta", 0.5, 0.0, 100.0);
+  const plan::AutoOptions ao = plan::read_auto_options(cfg);
+  r.lossy = ao.lossy;
+  r.max_accuracy_delta = ao.max_accuracy_delta;
   r.ranks = comm.size();
   r.batch = batch;
   r.total_steps = total_steps;
@@ -282,8 +274,8 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
           : "";
 
   // A calibration file of this machine, or a measurement now.
-  res.measured = measure_for_auto(cfg, comm, probe, r, threads, lead);
-  const AutoTestHooks hooks = auto_test_hooks(cfg);
+  res.measured = measure_for_auto(ao, comm, probe, r, threads, lead);
+  const AutoTestHooks hooks = auto_test_hooks(ao);
   if (hooks.probe_link_factor != 1) {
     res.measured.link.bytes_per_s *= hooks.probe_link_factor;
     res.measured.link.alpha_s /= hooks.probe_link_factor;
@@ -332,11 +324,11 @@ nlohmann::json auto_summary(const std::string& decision_json, double measured_sa
   return j;
 }
 
-AutoCheckWindow auto_check_window(const Config& cfg, const AutoResolution& res, int64_t start_step,
-                                  int64_t total_steps) {
+AutoCheckWindow auto_check_window(const plan::AutoOptions& o, const AutoResolution& res,
+                                  int64_t start_step, int64_t total_steps) {
   AutoCheckWindow w;
-  const int64_t after = cfg.get_int("auto.check_after", 10, 0, int64_t(1) << 40);
-  int64_t steps = cfg.get_int("auto.check_steps", 20, 0, int64_t(1) << 40);
+  const int64_t after = o.check_after;
+  int64_t steps = o.check_steps;
   if (!res.active) return w;
   if (!res.decided) {
     w.skipped = !res.kept_from.empty()
@@ -366,11 +358,8 @@ AutoCheckWindow auto_check_window(const Config& cfg, const AutoResolution& res, 
   return w;
 }
 
-AutoTestHooks auto_test_hooks(const Config& cfg) {
-  AutoTestHooks h;
-  h.probe_link_factor = cfg.get_double("auto.test_probe_link_factor", 1.0, 1e-9, 1e12);
-  h.window_comm_s = cfg.get_double("auto.test_window_comm_s", 0.0, 0.0, 1e6);
-  return h;
+AutoTestHooks auto_test_hooks(const plan::AutoOptions& o) {
+  return {o.test_probe_link_factor, o.test_window_comm_s};
 }
 
 void gather_optimizer_state(comm::Communicator& comm, Backend& backend, optim::Optimizer& optimizer,

@@ -28,6 +28,7 @@
 #include "loom/nn/layers/layer.h"
 #include "loom/optim/optimizer.h"
 #include "loom/perf/auto_choice.h"
+#include "loom/plan/auto_reader.h"
 #include "loom/tensor/backend.h"
 
 namespace loom::train {
@@ -83,8 +84,8 @@ struct AutoCheckWindow {
   bool holds(int64_t step) const { return step >= first && step < first + steps; }
   int64_t end() const { return first + steps; }
 };
-AutoCheckWindow auto_check_window(const Config& cfg, const AutoResolution& res, int64_t start_step,
-                                  int64_t total_steps);
+AutoCheckWindow auto_check_window(const plan::AutoOptions& o, const AutoResolution& res,
+                                  int64_t start_step, int64_t total_steps);
 
 // Test hooks (auto.test_*): the start-up link read as `probe_link_factor` times faster than it
 // measured, and `window_comm_s` seconds of exposed communication added to every step of the
@@ -93,7 +94,7 @@ struct AutoTestHooks {
   double probe_link_factor = 1;
   double window_comm_s = 0;
 };
-AutoTestHooks auto_test_hooks(const Config& cfg);
+AutoTestHooks auto_test_hooks(const plan::AutoOptions& o);
 
 // The sharded optimizer (ZeRO-1) before a switch: each rank's buffers are current only on the
 // elements it owns (`owned`, Strategy::optimizer_owned; empty: all of them, nothing to do).

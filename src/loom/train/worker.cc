@@ -250,7 +250,7 @@ class Worker {
     step_ = guard_->resume();  // 0, or where the checkpoint left off
     strategy_->start();
     guard_->restore_strategy();
-    auto_window_ = auto_check_window(cfg_, auto_, step_, total_steps_);
+    auto_window_ = auto_check_window(plan::read_auto_options(cfg_), auto_, step_, total_steps_);
     if (lead_ && auto_.active && !auto_window_.active()) {
       log_info("auto: no check of the prediction: {}", auto_window_.skipped);
       note_auto_revision({{"outcome", "not checked"}, {"reason", auto_window_.skipped}});
@@ -537,7 +537,7 @@ class Worker {
     const double per = double(comm_.size()) * double(auto_window_.steps);
     o.step_s = sums[0] / per;
     o.exposed_comm_s = sums[1] / per;
-    const AutoTestHooks hooks = auto_test_hooks(cfg_);
+    const AutoTestHooks hooks = auto_test_hooks(plan::read_auto_options(cfg_));
     o.step_s += hooks.window_comm_s;
     o.exposed_comm_s += hooks.window_comm_s;
     auto_window_ = {};  // once
