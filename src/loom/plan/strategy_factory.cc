@@ -226,10 +226,10 @@ void read_allreduce_codec_options(const Config& cfg, const comm::Communicator& c
 
   // Momentum correction: on by default for 1-bit and top-k under SGD with momentum.
   const std::optional<bool> mc = bool_or_auto(cfg, "sync.momentum_correction");
-  const std::string optim_name = cfg.get_string("optim.name", "sgd");
-  const bool nesterov = optim_name == "sgd" && cfg.get_bool("optim.nesterov", false);
-  const double momentum =
-      optim_name == "sgd" ? cfg.get_double("optim.momentum", 0.9, 0.0, 0.999999) : 0.0;
+  const optim::OptimizerOptions optimizer = read_optimizer_options(cfg);
+  const bool sgd = optimizer.name == "sgd";
+  const bool nesterov = sgd && optimizer.nesterov;
+  const float momentum = sgd ? optimizer.momentum : 0.0f;
   bool use_mc = false;
   if (mc == true) {
     auto bad = [&](const std::string& why) {
@@ -238,20 +238,20 @@ void read_allreduce_codec_options(const Config& cfg, const comm::Communicator& c
     if (!kind.momentum_correction)
       throw bad("needs codec = " +
                 quoted_names([](const compress::CodecKind& k) { return k.momentum_correction; }));
-    if (optim_name != "sgd" || nesterov) throw bad("needs optim.name = \"sgd\" without Nesterov");
-    if (momentum == 0.0) throw bad("needs optim.momentum > 0");
+    if (!sgd || nesterov) throw bad("needs optim.name = \"sgd\" without Nesterov");
+    if (momentum == 0.0f) throw bad("needs optim.momentum > 0");
     if (comm.device_memory())
       throw bad(
           "keeps its velocities in host memory: not available with gradients in device "
           "memory (backend = \"cuda\")");
     use_mc = true;
   } else if (!mc.has_value()) {
-    use_mc = kind.momentum_correction && optim_name == "sgd" && !nesterov && momentum > 0.0 &&
-             !comm.device_memory();
+    use_mc =
+        kind.momentum_correction && sgd && !nesterov && momentum > 0.0f && !comm.device_memory();
   }
   if (use_mc) {
-    opts.momentum_correction = float(momentum);
-    opts.sgd_weight_decay = float(cfg.get_double("optim.weight_decay", 0.0, 0.0, 1.0));
+    opts.momentum_correction = momentum;
+    opts.sgd_weight_decay = optimizer.weight_decay;
   }
   opts.momentum_masking = cfg.get_bool("sync.momentum_masking", false);
   if (opts.momentum_masking && !kind.momentum_masking)
