@@ -28,9 +28,8 @@ uint64_t executable_hash() {
   return hash;
 }
 
-void check_same_run(comm::Communicator& c, const Config& cfg) {
+void check_same_run(comm::Communicator& c, const std::string& text) {
   if (c.size() == 1) return;
-  const std::string text = cfg.canonical_text();
   // Per rank: [config hash, binary hash].
   std::vector<uint64_t> all(size_t(2 * c.size()), 0);
   all[size_t(2 * c.rank())] = fnv1a64(text.data(), text.size());

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "loom/comm/communicator.h"
-#include "loom/core/config.h"
 
 namespace loom::train {
 
@@ -14,7 +13,8 @@ namespace loom::train {
 uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h = 0xcbf29ce484222325ull);
 // Hash of this process's executable file (/proc/self/exe); 0 if it cannot be read.
 uint64_t executable_hash();
-// Throws ConfigError naming the first rank whose config or binary differs from rank 0's.
-void check_same_run(comm::Communicator& c, const Config& cfg);
+// Throws ConfigError naming the first rank whose config (its Config::canonical_text) or binary
+// differs from rank 0's.
+void check_same_run(comm::Communicator& c, const std::string& config_text);
 
 }  // namespace loom::train

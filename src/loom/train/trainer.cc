@@ -344,7 +344,7 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
     // instead of training; the others train over a communicator of their own.
     std::unique_ptr<comm::Communicator> trainers;
     if (plan::ps_on_ranks(cfg)) {
-      check_same_run(c, cfg);  // the servers' too: they skip train_worker
+      check_same_run(c, cfg.canonical_text());  // the servers' too: they skip train_worker
       const sync::PsOptions ps = plan::read_ps_options(cfg);
       if (sync::ps_server_rank(ps, c)) return sync::run_ps_server(ps, c);
       trainers = sync::ps_training_comm(ps, c);

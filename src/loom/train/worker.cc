@@ -130,7 +130,7 @@ class Worker {
         tokens_(tokens) {}
 
   void run() {
-    check_same_run(comm_, cfg_);
+    check_same_run(comm_, cfg_.canonical_text());
     set_up();
     start_or_resume();
     reconsider_resumed_epoch();
