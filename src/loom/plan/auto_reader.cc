@@ -1,4 +1,3 @@
-
 #include "loom/plan/auto_reader.h"
 
 #include <fmt/format.h>

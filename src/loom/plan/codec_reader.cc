@@ -1,4 +1,3 @@
-
 #include "loom/plan/codec_reader.h"
 
 #include <fmt/format.h>

@@ -1,4 +1,3 @@
-
 #include "loom/plan/strategy_factory.h"
 
 #include <algorithm>

@@ -1,4 +1,3 @@
-
 #include "loom/plan/sync_reader.h"
 
 #include <fmt/format.h>
