@@ -6,8 +6,8 @@ file:line and exits 1 if there is one; exits 2 if the table itself is malformed.
 
 It also checks that the configuration stops at the run plan: no file of a unit that `plan` may
 use (other than `core`, which owns it) includes loom/core/config.h or loom/core/config_refusal.h.
-Those units take their
-options as typed structs, which `plan` reads from the config.
+Those units take their options as typed structs, which `plan` reads from the config; a file format
+of their own in TOML (nn's graph files) is read with core's toml_values (core/config_value.h).
 
 usage: check_layers.py [SOURCE_ROOT]   (the repository root; default: two folders up)
 """
@@ -143,7 +143,7 @@ def main():
                               f"which '{u}' may not use (docs/architecture.md: '{u}' may use "
                               f"{', '.join(sorted(allowed[u] - {u})) or 'nothing'})")
                         bad += 1
-                    elif target in CONFIG_READERS and u in no_config and name.endswith((".h", ".cuh")):
+                    elif target in CONFIG_READERS and u in no_config:
                         print(f"{shown}:{n}: unit '{u}' includes loom/{target}; the units "
                               f"below 'plan' take typed options, which 'plan' reads from the "
                               f"config")

@@ -30,7 +30,6 @@ struct CodecKey {
 class CodecParams {
  public:
   void set(const std::string& key, ConfigScalar value, std::string where);
-  bool has(const std::string& key) const { return values_.count(key) != 0; }
   // Error (a bug, not a user's mistake) for a key not set or of another type.
   int64_t integer(const std::string& key) const;
   double real(const std::string& key) const;

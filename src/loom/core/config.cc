@@ -151,14 +151,20 @@ std::string config_scalar_text(const ConfigScalar& v) {
   }
 }
 
-Config Config::from_string(const std::string& text, const std::string& name) {
-  Config cfg;
+std::map<std::string, ConfigValue> toml_values(const std::string& text, const std::string& name) {
+  std::map<std::string, ConfigValue> values;
   try {
     toml::table table = toml::parse(text, name);
-    flatten(table, nullptr, name, cfg.values_);
+    flatten(table, nullptr, name, values);
   } catch (const toml::parse_error& e) {
     throw ConfigError(fmt::format("{}:{}: {}", name, e.source().begin.line, e.description()));
   }
+  return values;
+}
+
+Config Config::from_string(const std::string& text, const std::string& name) {
+  Config cfg;
+  cfg.values_ = toml_values(text, name);
   return cfg;
 }
 

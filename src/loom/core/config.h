@@ -54,7 +54,4 @@ class Config {
   std::map<std::string, ConfigValue> values_;
 };
 
-// Levenshtein distance, for "did you mean" hints.
-size_t edit_distance(const std::string& a, const std::string& b);
-
 }  // namespace loom

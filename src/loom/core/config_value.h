@@ -4,7 +4,9 @@
 // (core/config.h), the bag the values come from.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <variant>
 #include <vector>
@@ -29,6 +31,12 @@ struct ConfigKeySpec {
   std::string doc;
 };
 
+// TOML text flattened into dotted keys ("optim.lr", "layer.0.type" for an array of tables), each
+// value with its "name:line": what Config::from_string holds, for a unit that reads a TOML file
+// of its own format (a graph file) without a run's config. ConfigError naming the line for bad
+// syntax.
+std::map<std::string, ConfigValue> toml_values(const std::string& text, const std::string& name);
+
 // A value as TOML text that parses back to the same value and type: strings quoted and escaped,
 // doubles in their shortest round-trip form with a ".0" when integral.
 std::string config_scalar_text(const ConfigScalar& v);
@@ -38,5 +46,7 @@ std::string config_value_text(const ConfigValue& v);
 std::string toml_quoted(const std::string& s);
 // A dotted key as TOML: parts that are not bare ([A-Za-z0-9_-]+) quoted.
 std::string toml_key(const std::string& dotted);
+// Levenshtein distance, for "did you mean" hints on keys and names.
+size_t edit_distance(const std::string& a, const std::string& b);
 
 }  // namespace loom

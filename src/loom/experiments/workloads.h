@@ -11,10 +11,10 @@
 namespace loom::experiments {
 
 // The workload `name` names: a reference workload, or a loom config (.toml). A config of the
-// built-in "mlp" or "cnn" takes the performance model's validated description of them
-// (plan::read_workload); any other model graph (another `model`, [[layer]] tables, a
-// graph file) is described from its layers, on Fashion-MNIST's [1, 28, 28] images and 10
-// classes.
+// built-in MLP, or of the CNN at its default shape, takes the performance model's validated
+// description of them (plan::read_workload); any other model graph (another `model` or CNN
+// shape, [[layer]] tables, a graph file) is described from its layers, on Fashion-MNIST's
+// [1, 28, 28] images and 10 classes.
 perf::Workload resolve_workload(const std::string& name);
 
 }  // namespace loom::experiments

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "loom/core/config.h"
+#include "loom/core/config_value.h"
 #include "loom/core/error.h"
 #include "loom/perf/toml_rows.h"
 

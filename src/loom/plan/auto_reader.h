@@ -19,7 +19,8 @@ struct AutoOptions {
   int64_t check_after = 10;  // auto.check_after: steps before the check window
   int64_t check_steps = 20;  // auto.check_steps: the window's steps (0 = no check)
   // Test hooks (auto.test_*): the start-up link read as this many times faster than it
-  // measured, and these seconds of exposed communication added to every step of the window.
+  // measured, and these seconds of exposed communication added to every step of the check
+  // window, so that a test can force a known first choice and a measured step far from it.
   double test_probe_link_factor = 1;
   double test_window_comm_s = 0;
 };

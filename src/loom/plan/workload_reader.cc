@@ -9,6 +9,14 @@
 
 namespace loom::plan {
 
+bool counts_own_workload(const nn::ModelSpec& spec) {
+  if (!spec.inline_graph.layers.empty()) return false;
+  const nn::CnnOptions shape;
+  return spec.model == "mlp" ||
+         (spec.model == "cnn" && spec.cnn.channels == shape.channels &&
+          spec.cnn.hidden == shape.hidden && spec.cnn.dropout == shape.dropout);
+}
+
 perf::Workload read_workload(const Config& cfg, const std::string& name) {
   const nn::ModelSpec spec = read_model_spec(cfg);
   const int64_t batch = read_batch(cfg);

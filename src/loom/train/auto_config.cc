@@ -275,12 +275,12 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
 
   // A calibration file of this machine, or a measurement now.
   res.measured = measure_for_auto(ao, comm, probe, r, threads, lead);
-  const AutoTestHooks hooks = auto_test_hooks(ao);
-  if (hooks.probe_link_factor != 1) {
-    res.measured.link.bytes_per_s *= hooks.probe_link_factor;
-    res.measured.link.alpha_s /= hooks.probe_link_factor;
+  // The test hook auto.test_probe_link_factor: a known first choice for the tests.
+  if (ao.test_probe_link_factor != 1) {
+    res.measured.link.bytes_per_s *= ao.test_probe_link_factor;
+    res.measured.link.alpha_s /= ao.test_probe_link_factor;
     res.measured.source +=
-        fmt::format(" (test hook: link read {}x faster)", hooks.probe_link_factor);
+        fmt::format(" (test hook: link read {}x faster)", ao.test_probe_link_factor);
   }
   res.decision = perf::decide_auto(r, res.measured, perf::builtin_accuracy_table());
   res.request = r;
@@ -356,10 +356,6 @@ AutoCheckWindow auto_check_window(const plan::AutoOptions& o, const AutoResoluti
   }
   w.steps = steps;
   return w;
-}
-
-AutoTestHooks auto_test_hooks(const plan::AutoOptions& o) {
-  return {o.test_probe_link_factor, o.test_window_comm_s};
 }
 
 void gather_optimizer_state(comm::Communicator& comm, Backend& backend, optim::Optimizer& optimizer,

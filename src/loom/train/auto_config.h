@@ -87,15 +87,6 @@ struct AutoCheckWindow {
 AutoCheckWindow auto_check_window(const plan::AutoOptions& o, const AutoResolution& res,
                                   int64_t start_step, int64_t total_steps);
 
-// Test hooks (auto.test_*): the start-up link read as `probe_link_factor` times faster than it
-// measured, and `window_comm_s` seconds of exposed communication added to every step of the
-// check window, so that a test can force a known first choice and a measured step far from it.
-struct AutoTestHooks {
-  double probe_link_factor = 1;
-  double window_comm_s = 0;
-};
-AutoTestHooks auto_test_hooks(const plan::AutoOptions& o);
-
 // The sharded optimizer (ZeRO-1) before a switch: each rank's buffers are current only on the
 // elements it owns (`owned`, Strategy::optimizer_owned; empty: all of them, nothing to do).
 // Collective: every element has one owner, so the sum over the ranks of each one's owned

@@ -4,7 +4,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "loom/core/config.h"
 #include "loom/core/error.h"
 
 namespace loom::nn {
@@ -93,12 +92,12 @@ GraphSpec graph_from_values(const std::map<std::string, ConfigValue>& values,
 }
 
 GraphSpec graph_from_string(const std::string& text, const std::string& name) {
-  const Config cfg = Config::from_string(text, name);
-  for (const auto& [key, value] : cfg.values())
+  const std::map<std::string, ConfigValue> values = toml_values(text, name);
+  for (const auto& [key, value] : values)
     if (key.compare(0, 6, "layer.") != 0 && key != "layer")
       throw ConfigError(
           fmt::format("{}: key '{}': a graph file holds only [[layer]] tables", value.where, key));
-  GraphSpec graph = graph_from_values(cfg.values(), "layer");
+  GraphSpec graph = graph_from_values(values, "layer");
   graph.source = name;
   if (graph.layers.empty())
     throw ConfigError(fmt::format("{}: no [[layer]] tables: the graph is empty", name));
