@@ -238,7 +238,7 @@ py::dict train(const std::string& path,
   {
     py::gil_scoped_release nogil;
     std::lock_guard<std::mutex> lock(one_run);
-    r = train::run_training(cfg, options);
+    r = train::run_training(plan::read_run_plan(cfg), options);
   }
   py::dict out;
   out["metrics"] = r.metrics_lines;

@@ -13,11 +13,11 @@
 #include "loom/measure/machine_probe.h"
 #include "loom/perf/calibration.h"
 #include "loom/perf/workload.h"
+#include "loom/plan/run_plan.h"
 #include "loom/plan/workload_reader.h"
 
 namespace loom::perf {
 using experiments::predict_case;
-using experiments::ValidationCase;
 namespace {
 
 const std::vector<int64_t> kMlp = {784, 1024, 1024, 10};
@@ -91,7 +91,7 @@ TEST(HostCalibration, MlpWorkloadCountsTheStepAsLoomRunsIt) {
 
 TEST(HostCalibration, CostModelOneWorkerByHand) {
   const Calibration c = parse_calibration(hand_lines(), "hand");
-  const StepEstimate e = predict_case(Config{}, c, {1, "fp32", "thread"});
+  const StepEstimate e = predict_case(plan::read_run_plan(Config{}), c, {1, "fp32", "thread"});
   const double gemm = 128 * 9564160.0 / 100e9;  // step FLOPs / GEMM rate
   const double ew = 128 * 102600.0 / 10e9;      // elementwise bytes / rate
   const double upd = 1863690 * 20.0 / 6e9;      // 5 passes of 4 bytes / a += b rate
@@ -105,7 +105,7 @@ TEST(HostCalibration, CostModelOneWorkerByHand) {
 
 TEST(HostCalibration, CostModelTwoWorkersByHand) {
   const Calibration c = parse_calibration(hand_lines(), "hand");
-  const StepEstimate e = predict_case(Config{}, c, {2, "fp32", "thread"});
+  const StepEstimate e = predict_case(plan::read_run_plan(Config{}), c, {2, "fp32", "thread"});
   const double gemm = 128 * 9564160.0 / 90e9;
   const double ew = 128 * 102600.0 / (16e9 / 2);       // each worker gets half of 2 threads'
   const double upd = 1863690 * 20.0 / (10e9 / 2) / 2;  // sharded: half the parameters each
@@ -125,8 +125,8 @@ TEST(HostCalibration, CostModelTwoWorkersByHand) {
 
 TEST(HostCalibration, OneBitPaysCodecTimeAndSendsLess) {
   const Calibration c = parse_calibration(hand_lines(), "hand");
-  const StepEstimate f = predict_case(Config{}, c, {2, "fp32", "thread"});
-  const StepEstimate o = predict_case(Config{}, c, {2, "onebit", "thread"});
+  const StepEstimate f = predict_case(plan::read_run_plan(Config{}), c, {2, "fp32", "thread"});
+  const StepEstimate o = predict_case(plan::read_run_plan(Config{}), c, {2, "onebit", "thread"});
   // Stripe exchange on 2 ranks: encode 1.5 and decode 2 gradients' worth per rank.
   const double grad = 4 * 1863690.0;
   EXPECT_NEAR(o.codec_s, grad * (1.5 / 2e9 + 2 / 4e9), 1e-9);
@@ -154,9 +154,9 @@ TEST(HostCalibration, BusyExchangeSlowsTheOverlappedComputeFromTheFirstBucketOn)
   // Overlapped: the communication thread runs beside backward.
   Config overlap;
   overlap.set("sync.overlap", true);
-  const StepEstimate q =
-      predict_case(overlap, parse_calibration(hand_lines(), "q"), {2, "fp32", "thread"});
-  const StepEstimate e = predict_case(overlap, c, {2, "fp32", "thread"});
+  const StepEstimate q = predict_case(plan::read_run_plan(overlap),
+                                      parse_calibration(hand_lines(), "q"), {2, "fp32", "thread"});
+  const StepEstimate e = predict_case(plan::read_run_plan(overlap), c, {2, "fp32", "thread"});
   // The first bucket (out + fc2, 4 MiB) is ready when fc2's gradient is: 1 - fc1's share of
   // the FLOPs into backward. From then on the compute runs 30% slower.
   const double ready1 = q.bwd_s * (1 - 784.0 * 1024 / (784 * 1024 + 1024 * 1024 + 1024 * 10));
@@ -167,15 +167,17 @@ TEST(HostCalibration, BusyExchangeSlowsTheOverlappedComputeFromTheFirstBucketOn)
   // backward, so nothing runs beside the compute and nothing is stolen.
   Config serial;
   serial.set("sync.overlap", false);
-  EXPECT_DOUBLE_EQ(
-      predict_case(serial, c, {2, "fp32", "thread"}).bwd_s,
-      predict_case(serial, parse_calibration(hand_lines(), "q"), {2, "fp32", "thread"}).bwd_s);
-  EXPECT_DOUBLE_EQ(predict_case(Config{}, c, {2, "fp32", "thread"}).bwd_s,
-                   predict_case(serial, c, {2, "fp32", "thread"}).bwd_s);
+  EXPECT_DOUBLE_EQ(predict_case(plan::read_run_plan(serial), c, {2, "fp32", "thread"}).bwd_s,
+                   predict_case(plan::read_run_plan(serial), parse_calibration(hand_lines(), "q"),
+                                {2, "fp32", "thread"})
+                       .bwd_s);
+  EXPECT_DOUBLE_EQ(predict_case(plan::read_run_plan(Config{}), c, {2, "fp32", "thread"}).bwd_s,
+                   predict_case(plan::read_run_plan(serial), c, {2, "fp32", "thread"}).bwd_s);
   // One worker: nothing to exchange, nothing stolen.
-  EXPECT_DOUBLE_EQ(
-      predict_case(Config{}, c, {1, "fp32", "thread"}).step_s,
-      predict_case(Config{}, parse_calibration(hand_lines(), "q"), {1, "fp32", "thread"}).step_s);
+  EXPECT_DOUBLE_EQ(predict_case(plan::read_run_plan(Config{}), c, {1, "fp32", "thread"}).step_s,
+                   predict_case(plan::read_run_plan(Config{}), parse_calibration(hand_lines(), "q"),
+                                {1, "fp32", "thread"})
+                       .step_s);
 }
 
 TEST(HostCalibration, ShapedLinkCapsTheBandwidthAtTcpPayloadRate) {
@@ -186,7 +188,7 @@ TEST(HostCalibration, ShapedLinkCapsTheBandwidthAtTcpPayloadRate) {
   const Calibration c = parse_calibration(lines, "hand");
   experiments::ValidationCase k{2, "fp32", "mpi"};
   k.link_gbps = 1;
-  const StepEstimate e = predict_case(Config{}, c, k);
+  const StepEstimate e = predict_case(plan::read_run_plan(Config{}), c, k);
   const double bw = 1e9 / 8 * 1448 / 1514;  // 119.5 MB/s of TCP payload
   EXPECT_NEAR(e.comm_s, 2 * 2 * 50e-6 + (4194304 + 3260456) / bw, 1e-9);
   EXPECT_EQ(k.label(), "2 workers fp32 mpi 1Gbit/s");
@@ -198,8 +200,8 @@ TEST(HostCalibration, TwoWorkersNeedTheTransportsLink) {
        {host_line(2), gemm_line(1, 1, kMlp, 128, 100, "x"), membw_line("add", 1, 64 << 20, 6)})
     lines += j.dump() + "\n";
   const Calibration c = parse_calibration(lines, "cal.jsonl");
-  EXPECT_NO_THROW(predict_case(Config{}, c, {1, "fp32", "thread"}));
-  EXPECT_THROW(predict_case(Config{}, c, {2, "fp32", "mpi"}), InputError);
+  EXPECT_NO_THROW(predict_case(plan::read_run_plan(Config{}), c, {1, "fp32", "thread"}));
+  EXPECT_THROW(predict_case(plan::read_run_plan(Config{}), c, {2, "fp32", "mpi"}), InputError);
 }
 
 }  // namespace

@@ -27,14 +27,14 @@ fs::path fresh_dir(const std::string& name) {
 }
 
 SweepSpec spec_of(const std::string& text, const fs::path& dir) {
-  SweepSpec s = parse_sweep(Config::from_string(text, "sweep.toml"), (dir / "sweep.toml").string());
+  SweepSpec s = parse_sweep(text, (dir / "sweep.toml").string());
   s.dir = (dir / "out").string();
   return s;
 }
 
 std::string error_of(const std::string& text) {
   try {
-    parse_sweep(Config::from_string(text, "sweep.toml"), "sweep.toml");
+    parse_sweep(text, "sweep.toml");
   } catch (const ConfigError& e) {
     return e.what();
   }

@@ -8,6 +8,9 @@ It also checks that the configuration stops at the run plan: no file of a unit t
 use (other than `core`, which owns it) includes loom/core/config.h or loom/core/config_refusal.h.
 Those units take their options as typed structs, which `plan` reads from the config; a file format
 of their own in TOML (nn's graph files) is read with core's toml_values (core/config_value.h).
+Above the plan, no file of `train` includes them (it runs a plan::RunPlan), and no header of any
+unit but `core`, `plan` and `cli` does: `experiments` builds configs for its sweeps and reports
+inside its own source files.
 
 usage: check_layers.py [SOURCE_ROOT]   (the repository root; default: two folders up)
 """
@@ -110,6 +113,9 @@ def main():
     allowed = {u: closure(u, deps) for u in units}
     # The units below the plan, which never see a Config.
     no_config = closure("plan", deps) - {"plan", "core"} if "plan" in units else set()
+    if "train" in units:
+        no_config.add("train")
+    config_edges = {"core", "plan", "cli"}
     bad = 0
     files = 0
     for dirpath, _, names in os.walk(src):
@@ -145,8 +151,13 @@ def main():
                         bad += 1
                     elif target in CONFIG_READERS and u in no_config:
                         print(f"{shown}:{n}: unit '{u}' includes loom/{target}; the units "
-                              f"below 'plan' take typed options, which 'plan' reads from the "
-                              f"config")
+                              f"below 'plan' and 'train' take typed options, which 'plan' "
+                              f"reads from the config")
+                        bad += 1
+                    elif (target in CONFIG_READERS and u not in config_edges
+                          and re.search(r"\.(h|cuh)$", name)):
+                        print(f"{shown}:{n}: a header of unit '{u}' includes loom/{target}; "
+                              f"only 'core', 'plan' and 'cli' declare functions of a Config")
                         bad += 1
     print(f"check_layers: {files} files, {len(units)} units, {bad} forbidden edge(s)")
     return 1 if bad else 0

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Copies docs/ and src/ to a scratch tree, plants forbidden edges (a codec that knows the
-# transport, the model that runs the trainer, a codec's options that read the config, a file no
-# unit owns, a cycle in the table) and
+# transport, the model that runs the trainer, a codec's options, the training loop and a header
+# of the experiments that read the config, a file no unit owns, a cycle in the table) and
 # checks that the include test fails naming each file and line, while the untouched copy passes.
 set -euo pipefail
 PY=$1 CHECK=$2 ROOT=$3
@@ -16,6 +16,10 @@ printf '#include "loom/train/trainer.h"\n' >> "$T/src/loom/perf/advisor.cc"
 line_perf=$(wc -l < "$T/src/loom/perf/advisor.cc")
 printf '#include "loom/core/config.h"\n' >> "$T/src/loom/compress/codec_options.h"
 line_config=$(wc -l < "$T/src/loom/compress/codec_options.h")
+printf '#include "loom/core/config.h"\n' >> "$T/src/loom/train/worker.cc"
+line_train=$(wc -l < "$T/src/loom/train/worker.cc")
+printf '#include "loom/core/config.h"\n' >> "$T/src/loom/experiments/validate.h"
+line_experiments=$(wc -l < "$T/src/loom/experiments/validate.h")
 mkdir -p "$T/src/loom/nowhere" && printf '// owned by no unit\n' > "$T/src/loom/nowhere/stray.h"
 
 if "$PY" "$CHECK" "$T" > "$T/planted.out"; then
@@ -24,8 +28,10 @@ fi
 for want in "src/loom/compress/codec.h:$line_codec: unit 'compress' includes loom/comm/communicator.h of unit 'comm'" \
             "src/loom/perf/advisor.cc:$line_perf: unit 'perf' includes loom/train/trainer.h of unit 'train'" \
             "src/loom/compress/codec_options.h:$line_config: unit 'compress' includes loom/core/config.h" \
+            "src/loom/train/worker.cc:$line_train: unit 'train' includes loom/core/config.h" \
+            "src/loom/experiments/validate.h:$line_experiments: a header of unit 'experiments' includes loom/core/config.h" \
             "src/loom/nowhere/stray.h: no unit of the layer table owns this file" \
-            "4 forbidden edge(s)"; do
+            "6 forbidden edge(s)"; do
   grep -qF "$want" "$T/planted.out" || { cat "$T/planted.out"; echo "FAIL: missing: $want"; exit 1; }
 done
 echo "planted edges found: $(grep -c 'src/loom' "$T/planted.out")"

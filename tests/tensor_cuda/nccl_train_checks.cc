@@ -28,8 +28,8 @@ TEST(NcclTraining, OneGpuWorkerMatchesTheCpuRun) {
   Config gpu = cpu;
   gpu.set("transport", std::string("nccl"));
   gpu.set("backend", std::string("cuda"));
-  const train::TrainResult a = train::run_training(cpu);
-  const train::TrainResult b = train::run_training(gpu);
+  const train::TrainResult a = train::run_training(plan::read_run_plan(cpu));
+  const train::TrainResult b = train::run_training(plan::read_run_plan(gpu));
   ASSERT_EQ(b.steps, 30);
   EXPECT_LT(loom::testing::max_abs_diff(a.final_params, b.final_params), 1e-3);
   ASSERT_EQ(b.epochs.size(), 1u);
@@ -51,7 +51,7 @@ TEST(NcclTraining, LowPrecisionTrainsAsFp32Does) {
   fp32.set("eval", true);
   fp32.set("transport", std::string("nccl"));
   fp32.set("backend", std::string("cuda"));
-  const train::TrainResult reference = train::run_training(fp32);
+  const train::TrainResult reference = train::run_training(plan::read_run_plan(fp32));
   for (const char* p : {"bf16", "fp16"}) {
     SCOPED_TRACE(p);
     if (!Gpu::get()
@@ -62,7 +62,7 @@ TEST(NcclTraining, LowPrecisionTrainsAsFp32Does) {
       continue;
     Config low = fp32;
     low.set("precision", std::string(p));
-    const train::TrainResult r = train::run_training(low);
+    const train::TrainResult r = train::run_training(plan::read_run_plan(low));
     ASSERT_EQ(r.steps, 60);
     ASSERT_EQ(r.epochs.size(), 1u);
     EXPECT_LT(r.epochs[0].train_loss, 2.0);

@@ -29,30 +29,31 @@ Config small(const std::string& top, const std::string& tables = "") {
       "model = \"mlp\"\nbatch = 16\n" + top + "[mlp]\nhidden = [32]\n" + tables, "auto.toml");
 }
 
-// resolve_auto on every rank of a 2-worker thread world; rank 0's result and config.
-std::pair<AutoResolution, Config> resolve(const Config& cfg) {
+// resolve_auto on every rank of a 2-worker thread world; rank 0's result and the plan revised
+// with its choice.
+std::pair<AutoResolution, plan::RunPlan> resolve(const Config& cfg) {
+  const plan::RunPlan run = plan::read_run_plan(cfg);
   auto world = comm::create_world("thread", 2, comm::CommOptions{});
   AutoResolution out;
-  Config out_cfg;
+  plan::RunPlan revised;
   std::mutex mu;
   world->run([&](comm::Communicator& c) {
-    Config mine = cfg;
-    AutoResolution r = resolve_auto(mine, c, cpu_backend(), {1, 28, 28}, 10, 16, 1, 100);
+    AutoResolution r = resolve_auto(run, c, cpu_backend(), {1, 28, 28}, 10, 100);
     if (c.rank() == 0) {
       std::lock_guard<std::mutex> lock(mu);
       out = r;
-      out_cfg = mine;
+      revised = r.choice ? plan::with_sync_choice(run, *r.choice, r.choice_where) : run;
     }
   });
-  return {out, out_cfg};
+  return {out, revised};
 }
 
 TEST(AutoConfig, NothingAutoLeavesTheConfigAlone) {
   const Config cfg = small("codec = \"int8\"\n");
-  EXPECT_FALSE(wants_auto(cfg));
+  EXPECT_FALSE(plan::read_run_plan(cfg).wants_auto());
   const auto [r, after] = resolve(cfg);
   EXPECT_FALSE(r.active);
-  EXPECT_EQ(after.get_string("codec", ""), "int8");
+  EXPECT_EQ(after.codec, "int8");
 }
 
 // Whatever the timings, a network without measured accuracy deltas gets a lossless choice,
@@ -60,8 +61,8 @@ TEST(AutoConfig, NothingAutoLeavesTheConfigAlone) {
 TEST(AutoConfig, AUsersOwnNetworkGetsFp32ThroughTheAllreduce) {
   const auto [r, after] = resolve(small("codec = \"auto\"\nsync = \"auto\"\n"));
   ASSERT_TRUE(r.active);
-  EXPECT_EQ(after.get_string("codec", ""), "fp32");
-  EXPECT_EQ(after.get_string("sync", ""), "allreduce");
+  EXPECT_EQ(after.codec, "fp32");
+  EXPECT_EQ(after.sync_kind, "allreduce");
   EXPECT_TRUE(r.decision.chosen.lossless());
   EXPECT_GT(r.measured.compute_s, 0);
   EXPECT_GT(r.measured.link.bytes_per_s, 0);
@@ -77,9 +78,9 @@ TEST(AutoConfig, AUsersOwnNetworkGetsFp32ThroughTheAllreduce) {
 TEST(AutoConfig, BucketSizeAloneIsChosenAmongTheCandidates) {
   const auto [r, after] = resolve(small("sync.bucket_kib = \"auto\"\n"));
   ASSERT_TRUE(r.active);
-  const int64_t kib = after.get_int("sync.bucket_kib", -1);
+  const int64_t kib = after.bucket_kib;
   EXPECT_TRUE(kib == 1024 || kib == 4096 || kib == 16384) << kib;
-  EXPECT_EQ(after.get_string("codec", "fp32"), "fp32");  // not auto: unchanged
+  EXPECT_EQ(after.codec, "fp32");  // not auto: unchanged
   for (const auto& k : r.decision.candidates) EXPECT_EQ(k.codec, "fp32");
 }
 
@@ -113,19 +114,22 @@ TEST(AutoConfig, ACalibrationFileOfAnotherMachineIsRefusedOrMeasuredInstead) {
 TEST(AutoConfig, ClippingKeepsSyncAutoToTheAllreduce) {
   const auto [r, after] = resolve(small("sync = \"auto\"\n", "[optim]\nclip_norm = 1.0\n"));
   ASSERT_TRUE(r.active);
-  EXPECT_EQ(after.get_string("sync", ""), "allreduce");
+  EXPECT_EQ(after.sync_kind, "allreduce");
   for (const auto& k : r.decision.candidates) EXPECT_EQ(k.sync, "allreduce") << k.label();
 }
 
 TEST(AutoConfig, OneWorkerHasNothingToChoose) {
   auto world = comm::create_world("thread", 1, comm::CommOptions{});
   world->run([&](comm::Communicator& c) {
-    Config cfg = small("codec = \"auto\"\nsync = \"auto\"\n");
-    const AutoResolution r = resolve_auto(cfg, c, cpu_backend(), {1, 28, 28}, 10, 16, 1, 100);
+    const plan::RunPlan run = plan::read_run_plan(small("codec = \"auto\"\nsync = \"auto\"\n"));
+    const AutoResolution r = resolve_auto(run, c, cpu_backend(), {1, 28, 28}, 10, 100);
     EXPECT_TRUE(r.active);
     EXPECT_EQ(r.measured.cost_s, 0);  // nothing measured
-    EXPECT_EQ(cfg.get_string("codec", ""), "fp32");
-    EXPECT_EQ(cfg.get_string("sync", ""), "allreduce");
+    ASSERT_TRUE(r.choice.has_value());
+    const plan::RunPlan after = plan::with_sync_choice(run, *r.choice, r.choice_where);
+    EXPECT_EQ(after.codec, "fp32");
+    EXPECT_EQ(after.sync_kind, "allreduce");
+    EXPECT_THAT(after.text, HasSubstr("codec = \"fp32\""));
   });
 }
 

@@ -51,7 +51,7 @@ std::string read_text(const fs::path& p) {
 
 TEST(AutoRevisionRun, AMeasuredStepFarFromThePredictionSwitchesOnceAndTrainsOn) {
   TempDir dir;
-  const TrainResult r = run_training(forced(60, dir.path()));
+  const TrainResult r = run_training(plan::read_run_plan(forced(60, dir.path())));
   EXPECT_EQ(r.steps, 60);  // it trained on after the switch
   ASSERT_EQ(r.epochs.size(), 1u);
   EXPECT_TRUE(std::isfinite(r.epochs[0].train_loss));
@@ -82,7 +82,7 @@ TEST(AutoRevisionRun, AMeasuredStepFarFromThePredictionSwitchesOnceAndTrainsOn) 
 
 TEST(AutoRevisionRun, ARunTooShortForTheWindowSaysItWasNotChecked) {
   TempDir dir;
-  run_training(forced(25, dir.path()));
+  run_training(plan::read_run_plan(forced(25, dir.path())));
   const nlohmann::json a = read_json(fs::path(dir.path()) / "summary.json")["auto"];
   EXPECT_EQ(a["revision"]["outcome"], "not checked");
   EXPECT_NE(a["revision"]["reason"].get<std::string>().find("the run ends at step 25"),
@@ -94,7 +94,7 @@ TEST(AutoRevisionRun, CheckStepsZeroTurnsTheCheckOff) {
   TempDir dir;
   Config cfg = forced(40, dir.path());
   cfg.set("auto.check_steps", int64_t(0));
-  run_training(cfg);
+  run_training(plan::read_run_plan(cfg));
   const nlohmann::json a = read_json(fs::path(dir.path()) / "summary.json")["auto"];
   EXPECT_EQ(a["revision"]["outcome"], "not checked");
   EXPECT_EQ(read_text(fs::path(dir.path()) / "config.toml").find("auto.revised"),
@@ -109,7 +109,7 @@ TEST(AutoRevisionRun, AResumeKeepsTheSwitchedChoiceAndReachesTheSameBits) {
   Config cfg = forced(50, dir.path());
   cfg.set("train.checkpoint_every", int64_t(10));
   cfg.set("train.checkpoint_keep", int64_t(10));
-  const TrainResult full = run_training(cfg);
+  const TrainResult full = run_training(plan::read_run_plan(cfg));
   const nlohmann::json v = read_json(fs::path(dir.path()) / "summary.json")["auto"]["revision"];
   ASSERT_EQ(v["outcome"], "switched") << v.dump(1);
   const std::string after = v["after"]["codec"];
@@ -117,7 +117,7 @@ TEST(AutoRevisionRun, AResumeKeepsTheSwitchedChoiceAndReachesTheSameBits) {
 
   Config again = cfg;
   again.set("train.resume", (ck / checkpoint_name(40)).string());
-  const TrainResult resumed = run_training(again);
+  const TrainResult resumed = run_training(plan::read_run_plan(again));
   EXPECT_EQ(resumed.final_params, full.final_params);
   const nlohmann::json kept = nlohmann::json::parse(resumed.auto_choice);
   EXPECT_EQ(kept["chosen"]["codec"], after);
@@ -129,13 +129,13 @@ TEST(AutoRevisionRun, AResumeKeepsTheSwitchedChoiceAndReachesTheSameBits) {
   // it runs the new choice from there, as the run did.
   Config at = cfg;
   at.set("train.resume", (ck / checkpoint_name(30)).string());
-  const TrainResult from_switch = run_training(at);
+  const TrainResult from_switch = run_training(plan::read_run_plan(at));
   EXPECT_EQ(nlohmann::json::parse(from_switch.auto_choice)["chosen"]["codec"], after);
   EXPECT_EQ(from_switch.final_params, full.final_params);
 
   Config before = cfg;
   before.set("train.resume", (ck / checkpoint_name(20)).string());
-  const TrainResult early = run_training(before);
+  const TrainResult early = run_training(plan::read_run_plan(before));
   EXPECT_EQ(nlohmann::json::parse(early.auto_choice)["chosen"]["codec"], "fp32");
 }
 
@@ -146,14 +146,14 @@ TEST(AutoRevisionRun, AResumeOnAnotherWorldSizeDecidesAgain) {
   TempDir dir;
   Config cfg = forced(25, dir.path());
   cfg.set("train.checkpoint_every", int64_t(10));
-  run_training(cfg);
+  run_training(plan::read_run_plan(cfg));
   const fs::path ck = fs::path(dir.path()) / "checkpoints" / checkpoint_name(20);
   ASSERT_TRUE(fs::exists(ck));
   Config one = cfg;
   one.set("workers", int64_t(1));
   one.set("batch", int64_t(32));  // the same global batch
   one.set("train.resume", ck.string());
-  const TrainResult r = run_training(one);
+  const TrainResult r = run_training(plan::read_run_plan(one));
   EXPECT_EQ(r.steps, 25);
   const nlohmann::json a = nlohmann::json::parse(r.auto_choice);
   EXPECT_FALSE(a.contains("kept_from_checkpoint")) << a.dump();

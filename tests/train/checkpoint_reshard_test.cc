@@ -89,7 +89,7 @@ std::string resume_copy(const Config& cfg, const std::string& ref, const std::st
   resumed.set("workers", int64_t(to_workers));
   resumed.set("output.dir", copy);
   resumed.set("train.resume", step_dir(copy, kResumeAt));
-  const TrainResult r = run_training(resumed);
+  const TrainResult r = run_training(plan::read_run_plan(resumed));
   EXPECT_EQ(r.steps, kSteps);
   EXPECT_EQ(r.world, to_workers);
   return copy;
@@ -124,8 +124,8 @@ TEST(CheckpointReshard, TwoWorkersToOneAndOneToTwoTrackTheUninterruptedLoss) {
       cfg2.set("optim.lr", 0.003);
       cfg1.set("optim.lr", 0.003);
     }
-    run_training(cfg2);
-    run_training(cfg1);
+    run_training(plan::read_run_plan(cfg2));
+    run_training(plan::read_run_plan(cfg1));
     ::testing::internal::CaptureStderr();
     const std::string to1 = resume_copy(cfg2, two, dir.path() + "/two-to-one-" + optim, 1);
     const std::string log = ::testing::internal::GetCapturedStderr();
@@ -213,7 +213,7 @@ TEST(CheckpointReshard, WorldSizeRoundTripRestoresEveryPieceOfState) {
     cfg.set("optim.name", std::string(optim));
     cfg.set("max_steps", int64_t(kResumeAt));
     cfg.set("sync.bucket_kib", int64_t(64));  // two buckets, each sharded on its own
-    run_training(cfg);
+    run_training(plan::read_run_plan(cfg));
     const std::string original = step_dir(dir.path() + "/run", kResumeAt);
     reload_and_save(cfg, 1, original, dir.path() + "/one");
     const std::string one = (fs::path(dir.path()) / "one" / checkpoint_name(kResumeAt)).string();
@@ -277,19 +277,20 @@ TEST(CheckpointReshard, AGlobalBatchThatCannotBeKeptIsRefused) {
   TempDir dir;
   Config cfg = run_config(dir.path(), 2);
   cfg.set("max_steps", int64_t(kResumeAt));
-  run_training(cfg);
+  run_training(plan::read_run_plan(cfg));
   const std::string from = step_dir(dir.path(), kResumeAt);
-  std::string e = error_of<ConfigError>([&] { run_training(resume_config(cfg, from, 3)); });
+  std::string e = error_of<ConfigError>(
+      [&] { run_training(plan::read_run_plan(resume_config(cfg, from, 3))); });
   EXPECT_NE(e.find("global batch of 512 (2 workers) does not divide over 3 workers"),
             std::string::npos)
       << e;
   Config other = resume_config(cfg, from, 1);
   other.set("batch", int64_t(100));
-  e = error_of<ConfigError>([&] { run_training(other); });
+  e = error_of<ConfigError>([&] { run_training(plan::read_run_plan(other)); });
   EXPECT_NE(e.find("a resume keeps it (batch 512"), std::string::npos) << e;
   other.set("batch", int64_t(512));  // the batch that keeps it, given explicitly: resumes
   other.set("max_steps", int64_t(kResumeAt + 1));
-  EXPECT_EQ(run_training(other).steps, kResumeAt + 1);
+  EXPECT_EQ(run_training(plan::read_run_plan(other)).steps, kResumeAt + 1);
 }
 
 // A rank file missing from the checkpoint: nothing to put the state together from. The error
@@ -298,11 +299,12 @@ TEST(CheckpointReshard, AMissingRankFileIsAnInputErrorNamingIt) {
   TempDir dir;
   Config cfg = run_config(dir.path(), 2);
   cfg.set("max_steps", int64_t(kResumeAt));
-  run_training(cfg);
+  run_training(plan::read_run_plan(cfg));
   const std::string from = step_dir(dir.path(), kResumeAt);
   fs::remove(fs::path(from) / "rank-00001.ckpt");
   for (const std::string& path : {from, dir.path()}) {
-    const std::string e = error_of<InputError>([&] { run_training(resume_config(cfg, path, 1)); });
+    const std::string e = error_of<InputError>(
+        [&] { run_training(plan::read_run_plan(resume_config(cfg, path, 1))); });
     EXPECT_NE(e.find("rank-00001.ckpt"), std::string::npos) << e;
   }
 }
@@ -313,7 +315,7 @@ TEST(CheckpointReshard, RankFilesWithoutTheirShardLayoutResumeOnTheirWorldSizeOn
   TempDir dir;
   Config cfg = run_config(dir.path(), 2);
   cfg.set("max_steps", int64_t(kResumeAt));
-  run_training(cfg);
+  run_training(plan::read_run_plan(cfg));
   const std::string from = step_dir(dir.path(), kResumeAt);
   for (int r = 0; r < 2; ++r) {
     const std::string path = fmt::format("{}/rank-{:05d}.ckpt", from, r);
@@ -332,12 +334,13 @@ TEST(CheckpointReshard, RankFilesWithoutTheirShardLayoutResumeOnTheirWorldSizeOn
     }
     write_checkpoint_file(path, older.serialize());
   }
-  const std::string e = error_of<InputError>([&] { run_training(resume_config(cfg, from, 1)); });
+  const std::string e =
+      error_of<InputError>([&] { run_training(plan::read_run_plan(resume_config(cfg, from, 1))); });
   EXPECT_NE(e.find("without section 'optim.owned'"), std::string::npos) << e;
   EXPECT_NE(e.find("rank-00000.ckpt"), std::string::npos) << e;
   Config same = resume_config(cfg, from, 2);
   same.set("max_steps", int64_t(kResumeAt + 1));
-  EXPECT_EQ(run_training(same).steps, kResumeAt + 1);
+  EXPECT_EQ(run_training(plan::read_run_plan(same)).steps, kResumeAt + 1);
 }
 
 // int8 (striped: worker-side residuals per stripe, the owner's of its own stripe) and top-k
@@ -351,7 +354,7 @@ TEST(CheckpointReshard, CodecResidualsAreSummedAndHandedOn) {
     Config cfg = run_config(dir.path() + "/run", 2);
     cfg.set("codec", std::string(codec));
     cfg.set("sync.bucket_kib", int64_t(64));
-    run_training(cfg);
+    run_training(plan::read_run_plan(cfg));
     const std::string original = step_dir(dir.path() + "/run", kResumeAt);
     reload_and_save(cfg, 4, original, dir.path() + "/four");
     const std::string four = (fs::path(dir.path()) / "four" / checkpoint_name(kResumeAt)).string();
@@ -411,7 +414,7 @@ TEST(CheckpointReshard, BlockMomentumReshardsAtBlockBoundariesOnly) {
   cfg.set("sync", std::string("bmuf"));
   cfg.set("bmuf.tau", int64_t(4));
   cfg.set("max_steps", int64_t(30));
-  run_training(cfg);
+  run_training(plan::read_run_plan(cfg));
   const std::string boundary = step_dir(dir.path() + "/run", kResumeAt);  // 20 = 5 blocks
   reload_and_save(cfg, 1, boundary, dir.path() + "/one");
   const std::string one = (fs::path(dir.path()) / "one" / checkpoint_name(kResumeAt)).string();
@@ -425,15 +428,17 @@ TEST(CheckpointReshard, BlockMomentumReshardsAtBlockBoundariesOnly) {
     }
   Config resumed = resume_config(cfg, boundary, 1);
   resumed.set("output.dir", dir.path() + "/run");
-  EXPECT_EQ(run_training(resumed).steps, 30);
+  EXPECT_EQ(run_training(plan::read_run_plan(resumed)).steps, 30);
 
   Config mid = run_config(dir.path() + "/mid", 2);
   mid.set("sync", std::string("bmuf"));
   mid.set("bmuf.tau", int64_t(8));  // step 20 is 4 steps into the third block
   mid.set("max_steps", int64_t(kResumeAt));
-  run_training(mid);
-  const std::string e = error_of<ConfigError>(
-      [&] { run_training(resume_config(mid, step_dir(dir.path() + "/mid", kResumeAt), 1)); });
+  run_training(plan::read_run_plan(mid));
+  const std::string e = error_of<ConfigError>([&] {
+    run_training(
+        plan::read_run_plan(resume_config(mid, step_dir(dir.path() + "/mid", kResumeAt), 1)));
+  });
   EXPECT_NE(e.find("4 steps into a block of bmuf.tau = 8"), std::string::npos) << e;
 }
 
@@ -443,9 +448,11 @@ TEST(CheckpointReshard, ModelParallelResumesOnItsWorldSizeOnly) {
   Config mp = run_config(dir.path() + "/mp", 2);
   mp.set("parallel", std::string("model"));
   mp.set("max_steps", int64_t(kResumeAt));
-  run_training(mp);
-  const std::string e = error_of<InputError>(
-      [&] { run_training(resume_config(mp, step_dir(dir.path() + "/mp", kResumeAt), 1)); });
+  run_training(plan::read_run_plan(mp));
+  const std::string e = error_of<InputError>([&] {
+    run_training(
+        plan::read_run_plan(resume_config(mp, step_dir(dir.path() + "/mp", kResumeAt), 1)));
+  });
   EXPECT_NE(e.find("model-parallel layers"), std::string::npos) << e;
 }
 
@@ -480,7 +487,7 @@ TEST(CheckpointReshard, ParameterServerResumesExactlyOnItsWorldSize) {
     const std::string ref = dir.path() + "/ref";
     Config cfg = ps_config(ref, 2, 2, optim);
     cfg.set("max_steps", int64_t(2 * kResumeAt));
-    run_training(cfg);
+    run_training(plan::read_run_plan(cfg));
     const std::string copy = dir.path() + "/copy";
     fs::copy(ref, copy, fs::copy_options::recursive);
     fs::remove_all(step_dir(copy, 2 * kResumeAt));
@@ -488,7 +495,7 @@ TEST(CheckpointReshard, ParameterServerResumesExactlyOnItsWorldSize) {
     resumed.set("output.dir", copy);
     resumed.set("train.resume", step_dir(copy, kResumeAt));
     ::testing::internal::CaptureStderr();
-    EXPECT_EQ(run_training(resumed).steps, 2 * kResumeAt);
+    EXPECT_EQ(run_training(plan::read_run_plan(resumed)).steps, 2 * kResumeAt);
     const std::string log = ::testing::internal::GetCapturedStderr();
     EXPECT_EQ(log.find("not exact"), std::string::npos) << log;
     EXPECT_EQ(log.find("starts fresh"), std::string::npos) << log;
@@ -520,8 +527,8 @@ TEST(CheckpointReshard, ParameterServerTwoToOneAndOneToTwoTrackTheUninterruptedL
     const std::string two = dir.path() + "/two", one = dir.path() + "/one";
     Config cfg2 = ps_config(two, 2, 2, optim);
     Config cfg1 = ps_config(one, 1, 3, optim);
-    run_training(cfg2);
-    run_training(cfg1);
+    run_training(plan::read_run_plan(cfg2));
+    run_training(plan::read_run_plan(cfg1));
     // The resumed runs keep their own server counts: 2 -> 3 and 3 -> 2 shards.
     Config to1 = cfg2, to2 = cfg1;
     to1.set("ps.servers", int64_t(3));
@@ -545,7 +552,7 @@ TEST(CheckpointReshard, ParameterServerWorldSizeRoundTripRestoresTheServerState)
     TempDir dir;
     Config cfg = ps_config(dir.path() + "/run", 2, 2, optim);
     cfg.set("max_steps", int64_t(kResumeAt));
-    run_training(cfg);
+    run_training(plan::read_run_plan(cfg));
     const std::string original = step_dir(dir.path() + "/run", kResumeAt);
     Config three = cfg;
     three.set("ps.servers", int64_t(3));
@@ -563,8 +570,8 @@ TEST(CheckpointReshard, ParameterServerWorldSizeRoundTripRestoresTheServerState)
     EXPECT_FALSE(sa.count("strategy.f.ps.server2.params"));
 
     fs::remove(fs::path(original) / "rank-00001.ckpt");
-    const std::string e =
-        error_of<InputError>([&] { run_training(resume_config(cfg, original, 1)); });
+    const std::string e = error_of<InputError>(
+        [&] { run_training(plan::read_run_plan(resume_config(cfg, original, 1))); });
     EXPECT_NE(e.find("rank-00001.ckpt"), std::string::npos) << e;
   }
 }
@@ -578,7 +585,7 @@ TEST(CheckpointReshard, ParameterServerWithStalenessResumesAndSaysItIsNotExact) 
   Config cfg = ps_config(ref, 2, 2, "sgd");
   cfg.set("ps.staleness", int64_t(2));
   cfg.set("ps.exact_delay", true);
-  run_training(cfg);
+  run_training(plan::read_run_plan(cfg));
   ::testing::internal::CaptureStderr();
   const std::string copy = resume_copy(cfg, ref, dir.path() + "/copy", 2);
   const std::string log = ::testing::internal::GetCapturedStderr();
@@ -599,7 +606,7 @@ TEST(CheckpointReshard, ParameterServerSkippedStepRollsTheServersBack) {
   cfg.set("train.nan_policy", std::string("skip"));
   set_gradient_fault_hook([](int rank, int64_t step) { return rank == 1 && step == 5; });
   TrainResult r;
-  const std::string e = error_of<Error>([&] { r = run_training(cfg); });
+  const std::string e = error_of<Error>([&] { r = run_training(plan::read_run_plan(cfg)); });
   set_gradient_fault_hook(nullptr);
   ASSERT_EQ(e, "");
   EXPECT_EQ(r.steps, kResumeAt);
@@ -627,7 +634,7 @@ TEST(CheckpointReshard, ParameterServerCheckpointWithoutServerStateStartsItFresh
   const std::string ref = dir.path() + "/ref";
   Config cfg = ps_config(ref, 2, 2, "sgd");
   cfg.set("max_steps", int64_t(2 * kResumeAt));
-  run_training(cfg);
+  run_training(plan::read_run_plan(cfg));
   const std::string copy = dir.path() + "/copy";
   fs::copy(ref, copy, fs::copy_options::recursive);
   fs::remove_all(step_dir(copy, 2 * kResumeAt));
@@ -650,7 +657,7 @@ TEST(CheckpointReshard, ParameterServerCheckpointWithoutServerStateStartsItFresh
   resumed.set("train.resume", step_dir(copy, kResumeAt));
   resumed.set("log.level", std::string("info"));
   ::testing::internal::CaptureStderr();
-  EXPECT_EQ(run_training(resumed).steps, 2 * kResumeAt);
+  EXPECT_EQ(run_training(plan::read_run_plan(resumed)).steps, 2 * kResumeAt);
   const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(log.find("starts fresh"), std::string::npos) << log;
   // Fresh momentum: another trajectory than the uninterrupted run's.

@@ -39,13 +39,13 @@ Config run_config(const std::string& out) {
 
 std::vector<float> resume_from(Config cfg, const std::string& from) {
   cfg.set("train.resume", from);
-  return run_training(cfg).final_params;
+  return run_training(plan::read_run_plan(cfg)).final_params;
 }
 
 TEST(CheckpointResume, ResumedRunsReachTheSameBits) {
   TempDir dir;
   const Config cfg = run_config(dir.path());
-  const TrainResult full = run_training(cfg);
+  const TrainResult full = run_training(plan::read_run_plan(cfg));
   ASSERT_EQ(full.steps, 28);
   const fs::path ck = fs::path(dir.path()) / "checkpoints";
   for (int s : {5, 10, 15, 20, 25}) EXPECT_TRUE(fs::exists(ck / checkpoint_name(s))) << s;
@@ -64,7 +64,7 @@ TEST(CheckpointResume, AccumulatedStepsResumeExactly) {
   cfg.set("batch", int64_t(1024));
   cfg.set("train.accumulate", int64_t(2));
   cfg.set("mlp.dropout", 0.3);
-  const TrainResult full = run_training(cfg);
+  const TrainResult full = run_training(plan::read_run_plan(cfg));
   ASSERT_EQ(full.steps, 28);
   const fs::path ck = fs::path(dir.path()) / "checkpoints";
   EXPECT_EQ(resume_from(cfg, (ck / checkpoint_name(10)).string()), full.final_params);
@@ -78,7 +78,7 @@ TEST(CheckpointResume, GraphWithBatchNormResumesExactly) {
   TempDir dir;
   Config cfg = loom::testing::with_tiny_residual_graph(run_config(dir.path()));
   cfg.set("batch", int64_t(4096));  // 7 steps an epoch
-  const TrainResult full = run_training(cfg);
+  const TrainResult full = run_training(plan::read_run_plan(cfg));
   ASSERT_EQ(full.steps, 14);
   ASSERT_EQ(full.final_state.size(), 16u);  // two BatchNorms x (mean, var) x 4 channels
   EXPECT_NE(full.final_state[0], 0.0f);     // the running mean moved
@@ -86,7 +86,7 @@ TEST(CheckpointResume, GraphWithBatchNormResumesExactly) {
   const fs::path ck = fs::path(dir.path()) / "checkpoints";
   Config again = cfg;
   again.set("train.resume", (ck / checkpoint_name(10)).string());
-  const TrainResult resumed = run_training(again);
+  const TrainResult resumed = run_training(plan::read_run_plan(again));
   EXPECT_EQ(resumed.final_params, full.final_params);
   EXPECT_EQ(resumed.final_state, full.final_state);
 }
@@ -99,7 +99,7 @@ TEST(CheckpointResume, CodecResidualsAdamAndDropoutResumeExactly) {
   cfg.set("optim.name", std::string("adam"));
   cfg.set("optim.lr", 0.001);
   cfg.set("mlp.dropout", 0.3);
-  const TrainResult full = run_training(cfg);
+  const TrainResult full = run_training(plan::read_run_plan(cfg));
   const std::string from = (fs::path(dir.path()) / "checkpoints" / checkpoint_name(5)).string();
   EXPECT_EQ(resume_from(cfg, from), full.final_params);
   // Without the residuals (a fresh codec state) the bits differ: the test can fail.
@@ -119,7 +119,7 @@ TEST(CheckpointResume, TwoLevelCodecResidualsResumeExactly) {
   cfg.set("codec", std::string("onebit"));
   cfg.set("comm.algorithm", std::string("two-level"));
   cfg.set("comm.ranks_per_node", int64_t(2));
-  const TrainResult full = run_training(cfg);
+  const TrainResult full = run_training(plan::read_run_plan(cfg));
   const std::string from = (fs::path(dir.path()) / "checkpoints" / checkpoint_name(5)).string();
   EXPECT_EQ(resume_from(cfg, from), full.final_params);
   CheckpointFile f = CheckpointFile::read((fs::path(from) / "rank-00003.ckpt").string());
@@ -131,7 +131,7 @@ TEST(CheckpointResume, TwoLevelCodecResidualsResumeExactly) {
   Config flat = cfg;
   flat.set("comm.algorithm", std::string("ring"));
   flat.set("output.dir", flat_dir.path());
-  run_training(flat);
+  run_training(plan::read_run_plan(flat));
   const std::string flat_from =
       (fs::path(flat_dir.path()) / "checkpoints" / checkpoint_name(5)).string();
   Config two_level_there = cfg;  // a resumed run writes into the run it resumes
@@ -154,7 +154,7 @@ TEST(CheckpointResume, TwoLevelShardedOptimizerResumesExactly) {
   cfg.set("optim.momentum", 0.9);
   cfg.set("comm.algorithm", std::string("two-level"));
   cfg.set("comm.ranks_per_node", int64_t(2));
-  const TrainResult full = run_training(cfg);
+  const TrainResult full = run_training(plan::read_run_plan(cfg));
   const std::string from = (fs::path(dir.path()) / "checkpoints" / checkpoint_name(5)).string();
   EXPECT_EQ(resume_from(cfg, from), full.final_params);
 }
@@ -166,7 +166,7 @@ TEST(CheckpointResume, Bf16ResidualsResumeExactly) {
   Config cfg = run_config(dir.path());
   cfg.set("epochs", int64_t(1));
   cfg.set("codec", std::string("fp16"));
-  const TrainResult full = run_training(cfg);
+  const TrainResult full = run_training(plan::read_run_plan(cfg));
   const std::string from = (fs::path(dir.path()) / "checkpoints" / checkpoint_name(5)).string();
   EXPECT_EQ(resume_from(cfg, from), full.final_params);
   CheckpointFile f = CheckpointFile::read((fs::path(from) / "rank-00000.ckpt").string());
@@ -193,7 +193,7 @@ TEST(CheckpointResume, CodecWarmupAndMomentumCorrectionResumeExactly) {
     cfg.set("mlp.dropout", 0.3);
     cfg.set("codec.warmup_steps", int64_t(7));
     cfg.set("sync.bucket_kib", int64_t(64));  // [784x32 layer] and [the other two], 2.7 KiB
-    const TrainResult full = run_training(cfg);
+    const TrainResult full = run_training(plan::read_run_plan(cfg));
     const fs::path ck = fs::path(dir.path()) / "checkpoints";
     for (int s : {5, 10, 15})
       EXPECT_EQ(resume_from(cfg, (ck / checkpoint_name(s)).string()), full.final_params) << s;
@@ -209,7 +209,7 @@ TEST(CheckpointResume, CodecWarmupAndMomentumCorrectionResumeExactly) {
     Config off = cfg;
     off.set("sync.momentum_correction", false);
     off.set("output.dir", dir.path() + "/off");
-    EXPECT_NE(run_training(off).final_params, full.final_params);
+    EXPECT_NE(run_training(plan::read_run_plan(off)).final_params, full.final_params);
   }
 }
 
@@ -231,7 +231,7 @@ TEST(CheckpointResume, ModelParallelSlicesResumeExactly) {
       cfg.set("parallel.activations", std::string("int8"));
       cfg.set("codec", std::string("int8"));
     }
-    const TrainResult full = run_training(cfg);
+    const TrainResult full = run_training(plan::read_run_plan(cfg));
     const fs::path from = fs::path(dir.path()) / "checkpoints" / checkpoint_name(5);
     EXPECT_EQ(resume_from(cfg, from.string()), full.final_params);
     const CheckpointFile r0 = CheckpointFile::read((from / "rank-00000.ckpt").string());
@@ -248,7 +248,7 @@ TEST(CheckpointResume, ModelParallelSlicesResumeExactly) {
 TEST(CheckpointResume, StopSignalWritesACheckpointAndResumeFinishesTheSameBits) {
   TempDir dir, ref;
   Config cfg = run_config(dir.path());
-  const TrainResult full = run_training(run_config(ref.path()));
+  const TrainResult full = run_training(plan::read_run_plan(run_config(ref.path())));
   // SIGTERM reaches rank 0's thread through the real handler at the end of step 7: after the
   // periodic checkpoint of step 5, before the one of step 10, in the middle of epoch 1.
   struct Hook {
@@ -265,7 +265,7 @@ TEST(CheckpointResume, StopSignalWritesACheckpointAndResumeFinishesTheSameBits) 
   TrainResult stopped;
   {
     Hook hook;
-    stopped = run_training(cfg);
+    stopped = run_training(plan::read_run_plan(cfg));
   }
   ASSERT_TRUE(stopped.interrupted);
   EXPECT_EQ(stopped.steps, 7);
@@ -289,7 +289,7 @@ std::vector<std::string> read_lines(const fs::path& p) {
 TEST(CheckpointResume, MetricsKeepEarlierEpochsAcrossAResume) {
   TempDir dir;
   const Config cfg = run_config(dir.path());
-  run_training(cfg);
+  run_training(plan::read_run_plan(cfg));
   const fs::path metrics = fs::path(dir.path()) / "metrics.jsonl";
   const std::vector<std::string> full = read_lines(metrics);
   ASSERT_EQ(full.size(), 2u);
@@ -323,7 +323,7 @@ TEST(CheckpointResume, MetricsOfANewerFormatVersionStopTheResume) {
   TempDir dir;
   Config cfg = run_config(dir.path());
   cfg.set("epochs", int64_t(1));
-  run_training(cfg);
+  run_training(plan::read_run_plan(cfg));
   const fs::path metrics = fs::path(dir.path()) / "metrics.jsonl";
   std::ofstream(metrics, std::ios::trunc) << "{\"epoch\":1,\"format_version\":8}\n";
   try {
@@ -342,7 +342,7 @@ TEST(CheckpointResume, NanAbortNamesStepAndRankSkipRollsBack) {
   cfg.set("optim.lr", 1000.0);  // diverges within a few steps
   cfg.set("train.checkpoint_every", int64_t(0));
   try {
-    run_training(cfg);
+    run_training(plan::read_run_plan(cfg));
     FAIL();
   } catch (const NumericError& e) {
     const std::string w = e.what();
@@ -360,7 +360,7 @@ TEST(CheckpointResume, NanAbortNamesStepAndRankSkipRollsBack) {
   cfg.set("train.nan_lr_factor", 1e-3);
   cfg.set("train.nan_max_skips", int64_t(20));
   try {
-    run_training(cfg, again);
+    run_training(plan::read_run_plan(cfg), again);
     FAIL();
   } catch (const NumericError& e) {
     EXPECT_NE(std::string(e.what()).find("2 consecutive steps skipped"), std::string::npos)
@@ -371,7 +371,7 @@ TEST(CheckpointResume, NanAbortNamesStepAndRankSkipRollsBack) {
   // With no skips allowed the first bad step aborts, saying so.
   cfg.set("train.nan_max_skips", int64_t(0));
   try {
-    run_training(cfg, again);
+    run_training(plan::read_run_plan(cfg), again);
     FAIL();
   } catch (const NumericError& e) {
     EXPECT_NE(std::string(e.what()).find("consecutive steps skipped"), std::string::npos)
@@ -390,7 +390,7 @@ TEST(CheckpointResume, DiskFullKeepsThePreviousCheckpointAndTrainingGoesOn) {
   TempDir a, b;
   Config probe = run_config(a.path());
   probe.set("max_steps", int64_t(5));
-  run_training(probe);
+  run_training(plan::read_run_plan(probe));
   const uintmax_t one = dir_bytes(fs::path(a.path()) / "checkpoints" / checkpoint_name(5));
   // Room for one checkpoint and a half: the second fails part-way.
   set_checkpoint_write_limit(int64_t(one + one / 2));
@@ -400,7 +400,7 @@ TEST(CheckpointResume, DiskFullKeepsThePreviousCheckpointAndTrainingGoesOn) {
   // stops with an error naming them, after writing its summary.
   std::string error;
   try {
-    run_training(cfg);
+    run_training(plan::read_run_plan(cfg));
   } catch (const InputError& e) {
     error = e.what();
   }

@@ -27,7 +27,7 @@
 #include "loom/core/rng.h"
 #include "loom/data/sources/dataset.h"
 #include "loom/data/sources/sample_source.h"
-#include "loom/train/train_config.h"
+#include "loom/plan/run_keys.h"
 #include "loom/train/trainer.h"
 
 namespace loom::train {
@@ -448,7 +448,7 @@ class Walk {
     TrainOptions o;
     o.train_data = std::make_shared<data::DatasetSource>(data_for(c.data));
     try {
-      run_training(cfg, o);
+      run_training(plan::read_run_plan(cfg), o);
       return std::nullopt;
     } catch (const ConfigError& e) {
       return std::string(e.what());
@@ -476,7 +476,7 @@ class Walk {
     cfg.set("output.dir", run_dir_);
     TrainOptions o;
     o.train_data = std::make_shared<data::DatasetSource>(data_for(Data::kImages));
-    run_training(cfg, o);
+    run_training(plan::read_run_plan(cfg), o);
     return run_dir_;
   }
 
@@ -513,7 +513,7 @@ std::string describe(const Row& row) {
 // and so does a row for a key no longer declared.
 TEST(IgnoredKeys, EveryDeclaredKeyHasRows) {
   std::set<std::string> declared, in_table;
-  for (const ConfigKeySpec& k : train_config_keys()) declared.insert(k.key);
+  for (const ConfigKeySpec& k : plan::train_config_keys()) declared.insert(k.key);
   for (const Row& row : rows()) {
     in_table.insert(row.key);
     EXPECT_TRUE(declared.count(row.key)) << describe(row) << ": not a key loom train declares";

@@ -76,13 +76,13 @@ TEST(InMemoryTraining, EqualsTheSameSamplesReadFromShards) {
   files.set("data.train_shards", dir.file("train.shard"));
   files.set("data.test_shards", dir.file("test.shard"));
   files.set("output.dir", dir.file("run"));
-  const TrainResult a = run_training(files);
+  const TrainResult a = run_training(plan::read_run_plan(files));
 
   TrainOptions o;
   o.train_data = std::make_shared<data::DatasetSource>(train);
   o.test_data = std::make_shared<data::Dataset>(test);
   o.keep_results = true;
-  const TrainResult b = run_training(blob_run(), o);
+  const TrainResult b = run_training(plan::read_run_plan(blob_run()), o);
 
   ASSERT_FALSE(a.final_params.empty());
   EXPECT_EQ(a.final_params, b.final_params);
@@ -129,7 +129,7 @@ TEST(InMemoryTraining, KeysNamingDataFilesAreRefused) {
     TrainOptions o;
     o.train_data = std::make_shared<data::DatasetSource>(train);
     try {
-      run_training(cfg, o);
+      run_training(plan::read_run_plan(cfg), o);
       ADD_FAILURE() << key << " was accepted";
     } catch (const ConfigError& e) {
       EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();

@@ -102,9 +102,10 @@ std::vector<double> expected_scales(double initial, int64_t interval, int steps,
 
 TEST(LossScaling, PowerOfTwoScalesLeaveTheTrainedBitsAsUnscaledTraining) {
   Config plain = scaled_run("", 12, /*scaled=*/false);
-  const std::vector<float> reference = run_training(plain).final_params;
+  const std::vector<float> reference = run_training(plan::read_run_plan(plain)).final_params;
   // 2^10, doubling every 3 steps to 2^14: every gradient is scaled and unscaled exactly.
-  const std::vector<float> scaled = run_training(scaled_run("", 12)).final_params;
+  const std::vector<float> scaled =
+      run_training(plan::read_run_plan(scaled_run("", 12))).final_params;
   ASSERT_EQ(scaled.size(), reference.size());
   EXPECT_EQ(scaled, reference);
   // With train.accumulate each micro-batch's gradients are unscaled before they are summed:
@@ -112,13 +113,14 @@ TEST(LossScaling, PowerOfTwoScalesLeaveTheTrainedBitsAsUnscaledTraining) {
   Config plain_acc = plain, scaled_acc = scaled_run("", 12);
   plain_acc.set("train.accumulate", int64_t(2));
   scaled_acc.set("train.accumulate", int64_t(2));
-  EXPECT_EQ(run_training(scaled_acc).final_params, run_training(plain_acc).final_params);
+  EXPECT_EQ(run_training(plan::read_run_plan(scaled_acc)).final_params,
+            run_training(plan::read_run_plan(plain_acc)).final_params);
   // A scale that is not a power of two may round twice per gradient: equal to float rounding
   // (and far from the 1000x gradients of a missing unscale).
   Config odd = scaled_run("", 12);
   odd.set("loss_scale.initial", 1000.0);
   odd.set("loss_scale.growth_interval", int64_t(100));
-  const std::vector<float> rounded = run_training(odd).final_params;
+  const std::vector<float> rounded = run_training(plan::read_run_plan(odd)).final_params;
   EXPECT_LE(loom::testing::max_abs_diff(rounded, reference), 1e-5);
 }
 
@@ -130,11 +132,11 @@ TEST(LossScaling, PowerOfTwoScalesLeaveBf16TrainingBitsAlone) {
   plain.set("precision", std::string("bf16"));
   Config scaled = scaled_run("", 12);
   scaled.set("precision", std::string("bf16"));
-  const std::vector<float> reference = run_training(plain).final_params;
-  EXPECT_EQ(run_training(scaled).final_params, reference);
+  const std::vector<float> reference = run_training(plan::read_run_plan(plain)).final_params;
+  EXPECT_EQ(run_training(plan::read_run_plan(scaled)).final_params, reference);
   Config fp32 = plain;
   fp32.set("precision", std::string("fp32"));
-  EXPECT_NE(run_training(fp32).final_params, reference);  // bf16 really ran
+  EXPECT_NE(run_training(plan::read_run_plan(fp32)).final_params, reference);  // bf16 really ran
 }
 
 TEST(LossScaling, AnOverflowOnOneWorkerSkipsTheStepOnAllAndHalvesTheScale) {
@@ -142,7 +144,7 @@ TEST(LossScaling, AnOverflowOnOneWorkerSkipsTheStepOnAllAndHalvesTheScale) {
   const std::set<int64_t> bad = {4, 5, 9};
   {
     InjectOverflow inject(1, bad);  // rank 1 only: rank 0 must skip too
-    const TrainResult r = run_training(scaled_run(dir.path(), 12));
+    const TrainResult r = run_training(plan::read_run_plan(scaled_run(dir.path(), 12)));
     EXPECT_EQ(r.steps, 12);  // a skipped step still counts as a step (its batch is used up)
   }
   const std::vector<StepLine> lines = step_lines(dir.path());
@@ -169,11 +171,11 @@ TEST(LossScaling, ASkippedStepLeavesParametersAndOptimizerUnchanged) {
   skipped.set("train.checkpoint_every", int64_t(5));
   {
     InjectOverflow inject(0, {4});
-    run_training(skipped);
+    run_training(plan::read_run_plan(skipped));
   }
   Config shorter = scaled_run(short_dir.path(), 4);
   shorter.set("train.checkpoint_every", int64_t(4));
-  run_training(shorter);
+  run_training(plan::read_run_plan(shorter));
   const fs::path a = fs::path(skipped_dir.path()) / "checkpoints" / checkpoint_name(5);
   const fs::path b = fs::path(short_dir.path()) / "checkpoints" / checkpoint_name(4);
   EXPECT_EQ(CheckpointFile::read((a / "train.ckpt").string()).f32("params"),
@@ -207,14 +209,15 @@ TEST(LossScaling, TheScalerResumesExactly) {
   Config cfg = scaled_run(dir.path(), 12);
   cfg.set("train.checkpoint_every", int64_t(4));
   cfg.set("train.checkpoint_keep", int64_t(10));
-  const TrainResult full = run_training(cfg);
+  const TrainResult full = run_training(plan::read_run_plan(cfg));
   const std::vector<StepLine> full_lines = step_lines(dir.path());
   ASSERT_EQ(full_lines.size(), 12u);
   for (int from : {4, 8}) {
     Config again = cfg;
     again.set("train.resume",
               (fs::path(dir.path()) / "checkpoints" / checkpoint_name(from)).string());
-    EXPECT_EQ(run_training(again).final_params, full.final_params) << "from step " << from;
+    EXPECT_EQ(run_training(plan::read_run_plan(again)).final_params, full.final_params)
+        << "from step " << from;
     const std::vector<StepLine> lines = step_lines(dir.path());
     ASSERT_EQ(lines.size(), 12u) << "from step " << from;
     for (size_t i = 0; i < lines.size(); ++i) {
@@ -228,11 +231,11 @@ TEST(LossScaling, AResumeMustAgreeOnLossScaling) {
   TempDir dir;
   Config plain = scaled_run(dir.path(), 4, /*scaled=*/false);
   plain.set("train.checkpoint_every", int64_t(2));
-  run_training(plain);
+  run_training(plan::read_run_plan(plain));
   Config scaled = scaled_run(dir.path(), 4);
   scaled.set("train.resume", (fs::path(dir.path()) / "checkpoints").string());
   try {
-    run_training(scaled);
+    run_training(plan::read_run_plan(scaled));
     FAIL() << "a checkpoint without loss scaling resumed with it";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("without dynamic loss scaling"), std::string::npos)
@@ -244,7 +247,7 @@ TEST(LossScaling, BadSettingsAreConfigErrorsNamingTheKey) {
   Config cfg = scaled_run("", 2);
   cfg.set("loss_scale.mode", std::string("static"));
   try {
-    run_training(cfg);
+    run_training(plan::read_run_plan(cfg));
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("loss_scale.mode"), std::string::npos) << e.what();
@@ -252,14 +255,14 @@ TEST(LossScaling, BadSettingsAreConfigErrorsNamingTheKey) {
   cfg = scaled_run("", 2);
   cfg.set("loss_scale.max", 512.0);  // below initial 1024
   try {
-    run_training(cfg);
+    run_training(plan::read_run_plan(cfg));
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("loss_scale.initial"), std::string::npos) << e.what();
   }
   cfg = scaled_run("", 2);
   cfg.set("loss_scale.growth_interval", int64_t(0));
-  EXPECT_THROW(run_training(cfg), ConfigError);
+  EXPECT_THROW(run_training(plan::read_run_plan(cfg)), ConfigError);
 }
 
 }  // namespace

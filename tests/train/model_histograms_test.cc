@@ -15,10 +15,10 @@
 #include "loom/core/error.h"
 #include "loom/nn/io/model_file.h"
 #include "loom/nn/layers/linear.h"
+#include "loom/plan/run_keys.h"
 #include "loom/plan/train_settings.h"
 #include "loom/tensor/backend_registry.h"
 #include "loom/train/run_settings.h"
-#include "loom/train/train_config.h"
 #include "train/event_file_reader.h"
 
 namespace loom::train {
@@ -48,12 +48,12 @@ TEST(ModelHistograms, KeysAreKnownWithTheirDefaultsAndOutOfRangeIsRefusedByName)
     }
   }
   std::vector<std::string> known;
-  for (const ConfigKeySpec& k : train_config_keys()) known.push_back(k.key);
+  for (const ConfigKeySpec& k : plan::train_config_keys()) known.push_back(k.key);
   EXPECT_THAT(known, ::testing::IsSupersetOf({"train.histograms", "train.histogram_every"}));
-  EXPECT_THAT(config_help(), ::testing::HasSubstr("train.histogram_every"));
-  EXPECT_THROW(
-      Config::from_string("[train]\nhistogram = true\n", "t.toml").check_known(train_config_keys()),
-      ConfigError);
+  EXPECT_THAT(plan::config_help(), ::testing::HasSubstr("train.histogram_every"));
+  EXPECT_THROW(Config::from_string("[train]\nhistogram = true\n", "t.toml")
+                   .check_known(plan::train_config_keys()),
+               ConfigError);
 }
 
 TEST(ModelHistograms, OneWeightAndOneGradientHistogramPerParameterTensor) {

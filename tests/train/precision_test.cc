@@ -21,7 +21,7 @@ using loom::testing::with_tiny_residual_graph;
 
 TrainResult run_with(Config cfg, const std::string& precision) {
   cfg.set("precision", precision);
-  return run_training(cfg);
+  return run_training(plan::read_run_plan(cfg));
 }
 
 TEST(Precision, Bf16MlpLossFallsLikeFp32) {
@@ -59,7 +59,7 @@ TEST(Precision, Bf16ConvolutionsTrainLikeFp32) {
 
 void expect_config_error(const Config& cfg, const std::string& needle) {
   try {
-    run_training(cfg);
+    run_training(plan::read_run_plan(cfg));
     FAIL() << "no error";
   } catch (const ConfigError& e) {
     const std::string what = e.what();

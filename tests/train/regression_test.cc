@@ -75,7 +75,7 @@ TEST(Regression, MseTrainsOnFloatTargetsAndTheModelFileSaysSo) {
   double variance = 0;
   Config cfg = regression_run(dir, &variance);
   cfg.set("output.dir", dir.file("run"));
-  const TrainResult r = run_training(cfg);
+  const TrainResult r = run_training(plan::read_run_plan(cfg));
   ASSERT_GT(variance, 0.5);
   // Accuracy means nothing for regression: not reported.
   EXPECT_LT(r.test_acc, 0);
@@ -101,23 +101,23 @@ TEST(Regression, TheLossMustFitTheData) {
   cfg.set("output.dir", dir.file("a"));
   cfg.set("loss.type", std::string("cross_entropy"));
   try {
-    run_training(cfg);
+    run_training(plan::read_run_plan(cfg));
     ADD_FAILURE() << "cross-entropy on float targets";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("set loss.type = \"mse\""), std::string::npos) << e.what();
   }
   cfg.set("loss.type", std::string("huber"));
-  EXPECT_THROW(run_training(cfg), ConfigError);
+  EXPECT_THROW(run_training(plan::read_run_plan(cfg)), ConfigError);
   cfg.set("loss.type", std::string("mse"));
   cfg.set("loss.label_smoothing", 0.1);
-  EXPECT_THROW(run_training(cfg), ConfigError);
+  EXPECT_THROW(run_training(plan::read_run_plan(cfg)), ConfigError);
   EXPECT_FALSE(fs::exists(dir.file("a")));
 
   // mse on Fashion-MNIST's class labels.
   Config labels = testing::tiny_run(1, 32, 2);
   labels.set("loss.type", std::string("mse"));
   try {
-    run_training(labels);
+    run_training(plan::read_run_plan(labels));
     ADD_FAILURE() << "mse on class labels";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("needs float targets"), std::string::npos) << e.what();
@@ -139,7 +139,7 @@ TEST(Regression, TestSetWithOtherTargetsIsRefused) {
   }
   cfg.set("data.test_shards", dir.file("three.shard"));
   try {
-    run_training(cfg);
+    run_training(plan::read_run_plan(cfg));
     ADD_FAILURE() << "3 targets accepted against 2";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("3 float targets per sample"), std::string::npos)

@@ -58,10 +58,10 @@ std::string results_of(const std::string& dir) {
 TEST(RunDir, ASecondRunIntoTheSameDirectoryIsRefusedNamingIt) {
   TempDir t;
   const std::string dir = t.file("run");
-  run_training(run_into(dir));
+  run_training(plan::read_run_plan(run_into(dir)));
   const std::string before = results_of(dir);
   try {
-    run_training(run_into(dir, 20));
+    run_training(plan::read_run_plan(run_into(dir, 20)));
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.code(), ExitCode::kBadInput);
@@ -72,7 +72,7 @@ TEST(RunDir, ASecondRunIntoTheSameDirectoryIsRefusedNamingIt) {
   // --force replaces it.
   TrainOptions force;
   force.force = true;
-  const TrainResult r = run_training(run_into(dir, 20), force);
+  const TrainResult r = run_training(plan::read_run_plan(run_into(dir, 20)), force);
   EXPECT_EQ(r.steps, 20);
   EXPECT_EQ(nlohmann::json::parse(read(fs::path(dir) / "summary.json"))["steps"], 20);
 }
@@ -84,7 +84,7 @@ TEST(RunDir, AConfigThatFailsALateCheckLeavesTheEarlierRunAsItWas) {
   const std::string dir = t.file("run");
   Config good = run_into(dir);
   good.set("train.checkpoint_every", int64_t(5));
-  run_training(good);
+  run_training(plan::read_run_plan(good));
   const std::string before = results_of(dir);
   ASSERT_FALSE(read(fs::path(dir) / "metrics.jsonl").empty());
   TrainOptions force;
@@ -94,20 +94,20 @@ TEST(RunDir, AConfigThatFailsALateCheckLeavesTheEarlierRunAsItWas) {
         "mlp.dropout=1.5", "optim.lr=-1", "train.nan_policy=retry"}) {
     Config cfg = run_into(dir);
     cfg.set_override(bad);
-    EXPECT_THROW(run_training(cfg, force), ConfigError) << bad;
+    EXPECT_THROW(run_training(plan::read_run_plan(cfg), force), ConfigError) << bad;
     EXPECT_EQ(results_of(dir), before) << bad;
     EXPECT_TRUE(fs::exists(fs::path(dir) / "checkpoints")) << bad;
     // A resume with the same bad key leaves the run too.
     cfg.set("train.resume", dir);
-    EXPECT_THROW(run_training(cfg), ConfigError) << bad;
+    EXPECT_THROW(run_training(plan::read_run_plan(cfg)), ConfigError) << bad;
     EXPECT_EQ(results_of(dir), before) << bad;
   }
 }
 
 TEST(RunDir, NumberedDirectoriesNeverReuseARun) {
   TempDir t;
-  const TrainResult a = run_training(run_into(t.file("mlp-{n}")));
-  const TrainResult b = run_training(run_into(t.file("mlp-{n}")));
+  const TrainResult a = run_training(plan::read_run_plan(run_into(t.file("mlp-{n}"))));
+  const TrainResult b = run_training(plan::read_run_plan(run_into(t.file("mlp-{n}"))));
   EXPECT_EQ(a.output_dir, t.file("mlp-1"));
   EXPECT_EQ(b.output_dir, t.file("mlp-2"));
   EXPECT_TRUE(fs::exists(fs::path(t.file("mlp-2")) / "summary.json"));
@@ -132,7 +132,7 @@ TEST(RunDir, ResumingACopyWritesIntoTheCopy) {
   const std::string orig = t.file("orig"), copy = t.file("copy");
   Config first = two_epochs(orig);
   first.set("max_steps", int64_t(20));  // stops in epoch 2, checkpoint at step 20
-  run_training(first);
+  run_training(plan::read_run_plan(first));
   fs::copy(orig, copy, fs::copy_options::recursive);
   const std::string before = results_of(orig);
   // What `loom train --resume COPY` does: the checkpoint's config, which names the original.
@@ -142,9 +142,9 @@ TEST(RunDir, ResumingACopyWritesIntoTheCopy) {
   cfg.set("max_steps", int64_t(0));
   cfg.set("train.resume", copy);
   // Pointed at the copy but told to write into the original: refused.
-  EXPECT_THROW(run_training(cfg), ConfigError);
+  EXPECT_THROW(run_training(plan::read_run_plan(cfg)), ConfigError);
   cfg.set("output.dir", resume_run_dir(copy));
-  const TrainResult r = run_training(cfg);
+  const TrainResult r = run_training(plan::read_run_plan(cfg));
   EXPECT_EQ(results_of(orig), before);
   EXPECT_EQ(r.output_dir, copy);
   // The whole run's figures: 2 epochs, 28 steps, though this process ran part of epoch 2 only.
@@ -166,7 +166,7 @@ TEST(RunDir, ResumingACopyWritesIntoTheCopy) {
 TEST(RunDir, SummaryHasWallTimeVersionAndLossAndNullsWhatWasNotEvaluated) {
   TempDir t;
   const std::string dir = t.file("run");
-  run_training(run_into(dir, 12));
+  run_training(plan::read_run_plan(run_into(dir, 12)));
   const nlohmann::json s = nlohmann::json::parse(read(fs::path(dir) / "summary.json"));
   EXPECT_TRUE(s["test_acc"].is_null());  // eval = false
   EXPECT_GT(s["wall_s"].get<double>(), 0.0);
@@ -191,7 +191,7 @@ TEST(RunDir, ACorruptCheckpointIsReportedOnce) {
   const std::string dir = t.file("run");
   Config cfg = run_into(dir, 10);
   cfg.set("train.checkpoint_every", int64_t(5));
-  run_training(cfg);
+  run_training(plan::read_run_plan(cfg));
   const fs::path newest = fs::path(dir) / "checkpoints" / checkpoint_name(10) / "train.ckpt";
   ASSERT_TRUE(fs::exists(newest));
   {
@@ -257,7 +257,7 @@ std::string train_error(const std::string& train, const std::string& test) {
   cfg.set("data.train_shards", train);
   cfg.set("data.test_shards", test);
   try {
-    run_training(cfg);
+    run_training(plan::read_run_plan(cfg));
   } catch (const InputError& e) {
     EXPECT_EQ(e.code(), ExitCode::kBadInput);
     return e.what();
@@ -310,7 +310,8 @@ TEST(RunDir, AClassCountAboveDataMaxClassesIsRefused) {
   cfg.set("data.test_shards", test);
   cfg.set("data.max_classes", int64_t(70000));
   cfg.set_override("mlp.hidden=[8]");
-  EXPECT_EQ(run_training(cfg).steps, 1);  // 16 records, batch 16: one step per epoch
+  EXPECT_EQ(run_training(plan::read_run_plan(cfg)).steps,
+            1);  // 16 records, batch 16: one step per epoch
 }
 
 }  // namespace

@@ -40,7 +40,7 @@ nlohmann::json read_trace(const fs::path& p) {
 TEST(Timeline, TwentyStepsOfTwoWorkersShowCommOverlappingBackward) {
   const fs::path trace =
       fs::temp_directory_path() / ("loom_timeline_" + std::to_string(::getpid()) + ".json");
-  run_training(traced_run(trace, 20, 20));
+  run_training(plan::read_run_plan(traced_run(trace, 20, 20)));
   const nlohmann::json events = read_trace(trace);
   ASSERT_TRUE(events.is_array());
 
@@ -79,7 +79,7 @@ TEST(Timeline, TwentyStepsOfTwoWorkersShowCommOverlappingBackward) {
 TEST(Timeline, TraceStepsBoundsTheFile) {
   const fs::path trace =
       fs::temp_directory_path() / ("loom_timeline_b_" + std::to_string(::getpid()) + ".json");
-  run_training(traced_run(trace, 12, 3));
+  run_training(plan::read_run_plan(traced_run(trace, 12, 3)));
   int step_spans = 0;
   for (const auto& e : read_trace(trace)) step_spans += e["ph"] == "X" && e["cat"] == "step";
   EXPECT_EQ(step_spans, 2 * 3);

@@ -98,7 +98,7 @@ std::vector<nlohmann::json> lines_of(const fs::path& p, const char* kind) {
 TEST(TokenTraining, LearnsARepeatedPatternAndReportsBitsPerCharacter) {
   TempDir dir;
   const Config cfg = token_run(dir);
-  const TrainResult r = run_training(cfg);
+  const TrainResult r = run_training(plan::read_run_plan(cfg));
   // 4000 tokens, the last 400 held out: 399 validation windows (each needs the next token).
   EXPECT_EQ(r.val_samples, 399);
   ASSERT_EQ(r.epochs.size(), 3u);
@@ -157,19 +157,19 @@ TEST(TokenTraining, ResumesExactlyAndRefusesAnotherVocabulary) {
   cfg.set("epochs", int64_t(2));
   cfg.set("train.checkpoint_every", int64_t(40));
   cfg.set("train.checkpoint_keep", int64_t(10));
-  const TrainResult full = run_training(cfg);
+  const TrainResult full = run_training(plan::read_run_plan(cfg));
   ASSERT_GT(full.steps, 120);  // 112 steps per epoch: 40 and 120 fall inside epochs 1 and 2
   const fs::path ck = fs::path(dir.file("run")) / "checkpoints";
   for (int step : {40, 120}) {
     Config again = cfg;
     again.set("train.resume", (ck / checkpoint_name(step)).string());
-    EXPECT_EQ(run_training(again).final_params, full.final_params) << step;
+    EXPECT_EQ(run_training(plan::read_run_plan(again)).final_params, full.final_params) << step;
   }
   Config other = cfg;
   other.set("data.train_shards", pattern_shard(dir, "other", "wxyz", 4000));
   other.set("train.resume", (ck / checkpoint_name(40)).string());
   try {
-    run_training(other);
+    run_training(plan::read_run_plan(other));
     ADD_FAILURE() << "a checkpoint of another vocabulary was resumed";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("vocabulary"), std::string::npos) << e.what();
@@ -178,7 +178,7 @@ TEST(TokenTraining, ResumesExactlyAndRefusesAnotherVocabulary) {
 
 std::string error_of(const Config& cfg) {
   try {
-    run_training(cfg);
+    run_training(plan::read_run_plan(cfg));
   } catch (const Error& e) {
     return e.what();
   }
@@ -330,7 +330,7 @@ Config tiny_gpt_run(const TempDir& dir) {
 // the context could reach) and below the entropy of a letter given the one before it.
 TEST(TokenTraining, TransformerOverLongWindowsLearnsFromTheContext) {
   TempDir dir;
-  const TrainResult r = run_training(tiny_gpt_run(dir));
+  const TrainResult r = run_training(plan::read_run_plan(tiny_gpt_run(dir)));
   const double unigram = unigram_entropy_nats(kPeriod);
   ASSERT_GT(unigram, std::log(7.0));  // 8 letters, nearly uniform
   const double bigram = bigram_entropy_nats(kPeriod);
@@ -349,13 +349,13 @@ TEST(TokenTraining, TransformerRunResumesExactly) {
   cfg.set("eval", false);
   cfg.set("train.checkpoint_every", int64_t(10));
   cfg.set("train.checkpoint_keep", int64_t(10));
-  const TrainResult full = run_training(cfg);
+  const TrainResult full = run_training(plan::read_run_plan(cfg));
   ASSERT_GT(full.steps, 30);
   const fs::path ck = fs::path(dir.file("run")) / "checkpoints";
   for (int step : {10, 30}) {
     Config again = cfg;
     again.set("train.resume", (ck / checkpoint_name(step)).string());
-    const TrainResult resumed = run_training(again);
+    const TrainResult resumed = run_training(plan::read_run_plan(again));
     EXPECT_EQ(resumed.final_params, full.final_params) << step;
     EXPECT_EQ(resumed.steps, full.steps) << step;
   }

@@ -53,7 +53,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 TEST(TrainedModel, ModelFileHoldsTheFinalParametersAndStateBitForBit) {
   TempDir dir;
-  const TrainResult r = run_training(residual_run(dir.path()));
+  const TrainResult r = run_training(plan::read_run_plan(residual_run(dir.path())));
   ASSERT_EQ(r.model_file, (fs::path(dir.path()) / "model.safetensors").string());
   ASSERT_FALSE(r.final_state.empty());
   // Trained running statistics: not the initial zeros and ones.
@@ -87,7 +87,7 @@ TEST(TrainedModel, ModelFileHoldsTheFinalParametersAndStateBitForBit) {
 TEST(TrainedModel, LoadedFromTheModelFileOrACheckpointItGivesTheTrainedModelsOutputs) {
   TempDir dir;
   const Config cfg = residual_run(dir.path());
-  const TrainResult r = run_training(cfg);
+  const TrainResult r = run_training(plan::read_run_plan(cfg));
   // The trained model: the config's model holding the run's final parameters and state.
   const auto trained = nn::build_model(plan::read_model_spec(cfg), cpu_backend(), {1, 28, 28}, 10);
   std::memcpy(trained->params(), r.final_params.data(), r.final_params.size() * 4);
@@ -96,7 +96,7 @@ TEST(TrainedModel, LoadedFromTheModelFileOrACheckpointItGivesTheTrainedModelsOut
 
   const TrainedModel from_file = load_trained_model(dir.path(), cpu_backend());
   EXPECT_FALSE(from_file.from_checkpoint);
-  EXPECT_TRUE(from_file.has_config);
+  EXPECT_TRUE(from_file.run.has_value());
   EXPECT_EQ(from_file.steps, 10);
   EXPECT_TRUE(from_file.input_normalisation.has_value());
   EXPECT_TRUE(same_bits(outputs(*from_file.model), want));
@@ -119,7 +119,7 @@ TEST(TrainedModel, LoadedFromTheModelFileOrACheckpointItGivesTheTrainedModelsOut
 // one) is refused naming the file and the section, rather than predicting NaN for every input.
 TEST(TrainedModel, ACheckpointWithNonFiniteWeightsIsRefusedNamingTheSection) {
   TempDir dir;
-  run_training(residual_run(dir.path()));
+  run_training(plan::read_run_plan(residual_run(dir.path())));
   const std::string path =
       (fs::path(dir.path()) / "checkpoints" / checkpoint_name(10) / "train.ckpt").string();
   CheckpointFile ckpt = CheckpointFile::read(path);
@@ -155,7 +155,7 @@ TEST(TrainedModel, EvaluatingTheLoadedModelGivesTheTrainingLoopsTestAccuracy) {
   Config cfg = testing::tiny_run(1, 64, 30);
   cfg.set("eval", true);
   cfg.set("output.dir", dir.path());
-  const TrainResult r = run_training(cfg);
+  const TrainResult r = run_training(plan::read_run_plan(cfg));
   ASSERT_GT(r.test_acc, 0.2);
 
   const TrainedModel m = load_trained_model(dir.path(), cpu_backend());
@@ -185,7 +185,7 @@ TEST(TrainedModel, AModelParallelRunWritesNoModelFileOfSlices) {
   Config cfg = testing::tiny_run(2, 32, 3);
   cfg.set("parallel", std::string("model"));
   cfg.set("output.dir", dir.path());
-  const TrainResult r = run_training(cfg);
+  const TrainResult r = run_training(plan::read_run_plan(cfg));
   EXPECT_EQ(r.model_file, "");
   EXPECT_FALSE(fs::exists(fs::path(dir.path()) / "model.safetensors"));
   EXPECT_TRUE(fs::exists(fs::path(dir.path()) / "summary.json"));

@@ -22,7 +22,7 @@ TEST(Trainer, ShortRunLowersTheLoss) {
   Config cfg = tiny_run(1, 64, 200);
   cfg.set("eval", true);
   cfg.set("mlp.dropout", 0.0);
-  TrainResult r = run_training(cfg);
+  TrainResult r = run_training(plan::read_run_plan(cfg));
   ASSERT_EQ(r.epochs.size(), 1u);
   EXPECT_EQ(r.steps, 200);
   // Untrained loss is ln(10) = 2.30; 200 steps of SGD bring the epoch's mean well below.
@@ -31,8 +31,8 @@ TEST(Trainer, ShortRunLowersTheLoss) {
 }
 
 TEST(Trainer, SameSeedSameBits) {
-  TrainResult a = run_training(tiny_run(2, 32, 20));
-  TrainResult b = run_training(tiny_run(2, 32, 20));
+  TrainResult a = run_training(plan::read_run_plan(tiny_run(2, 32, 20)));
+  TrainResult b = run_training(plan::read_run_plan(tiny_run(2, 32, 20)));
   ASSERT_FALSE(a.final_params.empty());
   EXPECT_EQ(a.final_params, b.final_params);
 }
@@ -40,15 +40,16 @@ TEST(Trainer, SameSeedSameBits) {
 TEST(Trainer, NWorkersOfBatchBEqualOneWorkerOfBatchNB) {
   // Same samples, same dropout masks (they follow the global sample index), same mean
   // gradient; only the order of float additions differs.
-  TrainResult one = run_training(tiny_run(1, 64, 20));
-  TrainResult two = run_training(tiny_run(2, 32, 20));
-  TrainResult four = run_training(tiny_run(4, 16, 20));
+  TrainResult one = run_training(plan::read_run_plan(tiny_run(1, 64, 20)));
+  TrainResult two = run_training(plan::read_run_plan(tiny_run(2, 32, 20)));
+  TrainResult four = run_training(plan::read_run_plan(tiny_run(4, 16, 20)));
   EXPECT_LT(max_abs_diff(one.final_params, two.final_params), 1e-4);
   EXPECT_LT(max_abs_diff(one.final_params, four.final_params), 1e-4);
   // A different seed moves the parameters far more than reassociation does.
   Config other = tiny_run(1, 64, 20);
   other.set("seed", int64_t(1));
-  EXPECT_GT(max_abs_diff(one.final_params, run_training(other).final_params), 1e-2);
+  EXPECT_GT(max_abs_diff(one.final_params, run_training(plan::read_run_plan(other)).final_params),
+            1e-2);
 }
 
 // A graph with BatchNorm and a residual Add, then dense layers (kTinyResidualGraph):
@@ -60,7 +61,7 @@ TEST(Trainer, HybridParallelismOnAGraph) {
   auto run = [&](const std::string& parallel) {
     Config cfg = loom::testing::with_tiny_residual_graph(tiny_run(2, 32, 12));
     cfg.set("parallel", parallel);
-    return run_training(cfg);
+    return run_training(plan::read_run_plan(cfg));
   };
   const TrainResult data = run("data");
   const TrainResult hybrid = run("hybrid");
@@ -83,16 +84,18 @@ TEST(Trainer, HybridParallelismOnAGraph) {
 TEST(Trainer, UnshardedAndSequentialPathsAgree) {
   Config base = tiny_run(2, 32, 10);
   base.set("sync.overlap", true);
-  TrainResult sharded = run_training(base);
+  TrainResult sharded = run_training(plan::read_run_plan(base));
   Config plain = base;
   plain.set("sync.shard_optimizer", false);
   Config serial = base;
   serial.set("sync.overlap", false);
   Config in_backward = base;
   in_backward.set("sync.overlap", std::string("inline"));
-  EXPECT_LT(max_abs_diff(sharded.final_params, run_training(plain).final_params), 1e-5);
-  EXPECT_EQ(sharded.final_params, run_training(serial).final_params);
-  const TrainResult inl = run_training(in_backward);
+  EXPECT_LT(
+      max_abs_diff(sharded.final_params, run_training(plan::read_run_plan(plain)).final_params),
+      1e-5);
+  EXPECT_EQ(sharded.final_params, run_training(plan::read_run_plan(serial)).final_params);
+  const TrainResult inl = run_training(plan::read_run_plan(in_backward));
   EXPECT_EQ(sharded.final_params, inl.final_params);
   // Combined inside backward, all of the exchange is exposed, and it is counted once: as
   // communication, not also as compute (the two are disjoint parts of the loop's time).
@@ -108,36 +111,36 @@ TEST(Trainer, BadConfigIsRejectedWithTheKey) {
   Config cfg = tiny_run(1, 64, 1);
   cfg.set("optim.lrr", 0.1);
   try {
-    run_training(cfg);
+    run_training(plan::read_run_plan(cfg));
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("optim.lrr"), std::string::npos) << e.what();
   }
   Config too_many = tiny_run(1, 100000, 1);
-  EXPECT_THROW(run_training(too_many), ConfigError);
+  EXPECT_THROW(run_training(plan::read_run_plan(too_many)), ConfigError);
   Config zero = tiny_run(1, 64, 1);
   zero.set("workers", int64_t(0));
-  EXPECT_THROW(run_training(zero), ConfigError);
+  EXPECT_THROW(run_training(plan::read_run_plan(zero)), ConfigError);
   // The loop knows the run's length (max_steps here): a codec warm-up as long is refused
   // before any step, naming the key; one step shorter runs.
   Config warm = tiny_run(2, 32, 10);
   warm.set("codec", std::string("onebit"));
   warm.set("codec.warmup_steps", int64_t(10));
   try {
-    run_training(warm);
+    run_training(plan::read_run_plan(warm));
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("'codec.warmup_steps'"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("(10 steps)"), std::string::npos) << e.what();
   }
   warm.set("codec.warmup_steps", int64_t(9));
-  EXPECT_EQ(run_training(warm).steps, 10);
+  EXPECT_EQ(run_training(plan::read_run_plan(warm)).steps, 10);
 }
 
 TEST(Trainer, CudaBackendNeedsTheNcclTransportAndNcclTakesPlainAllreduce) {
   auto error_of = [](const Config& cfg) -> std::string {
     try {
-      run_training(cfg);
+      run_training(plan::read_run_plan(cfg));
     } catch (const ConfigError& e) {
       return e.what();
     }
@@ -166,7 +169,7 @@ TEST(Trainer, DivergingLossStopsNamingTheStep) {
   Config cfg = tiny_run(1, 64, 50);
   cfg.set("optim.lr", 500.0);
   try {
-    run_training(cfg);
+    run_training(plan::read_run_plan(cfg));
     FAIL();
   } catch (const NumericError& e) {
     EXPECT_NE(std::string(e.what()).find("at step"), std::string::npos) << e.what();
@@ -200,7 +203,8 @@ TEST(Trainer, AccumulationMatchesTheLargerBatchWithEveryStrategy) {
     Config small = big;
     small.set("batch", int64_t(12));
     small.set("train.accumulate", int64_t(4));
-    const TrainResult a = run_training(big), b = run_training(small);
+    const TrainResult a = run_training(plan::read_run_plan(big)),
+                      b = run_training(plan::read_run_plan(small));
     ASSERT_EQ(b.steps, 9);
     // The int8 codec rounds the sums it sends: a last-bit difference in the gradient can move
     // a quantised value by one level.
@@ -220,7 +224,8 @@ TEST(Trainer, AccumulationExchangesOncePerKMicroBatches) {
   accumulated.set("max_steps", int64_t(6));
   accumulated.set("train.accumulate", int64_t(4));
   accumulated.set("output.dir", dir.path());
-  const TrainResult e = run_training(every), a = run_training(accumulated);
+  const TrainResult e = run_training(plan::read_run_plan(every)),
+                    a = run_training(plan::read_run_plan(accumulated));
   // 24 micro-batches of 2 x 16 samples either way: 24 exchanges, or 6.
   ASSERT_EQ(e.epochs.size(), 1u);
   ASSERT_EQ(a.epochs.size(), 1u);
@@ -244,7 +249,7 @@ TEST(Trainer, AccumulateBelowOneIsRejectedWithTheKey) {
     Config cfg = tiny_run(1, 64, 1);
     cfg.set("train.accumulate", k);
     try {
-      run_training(cfg);
+      run_training(plan::read_run_plan(cfg));
       FAIL() << k;
     } catch (const ConfigError& e) {
       EXPECT_NE(std::string(e.what()).find("train.accumulate"), std::string::npos) << e.what();
@@ -258,9 +263,9 @@ TEST(Trainer, AccumulateBelowOneIsRejectedWithTheKey) {
 TEST(Trainer, ClippingMatchesASingleWorkerReference) {
   const double clip = 0.05;  // below the gradient's norm on most steps: the clip is active
   Config one = tiny_run(1, 64, 12);
-  const std::vector<float> unclipped = run_training(one).final_params;
+  const std::vector<float> unclipped = run_training(plan::read_run_plan(one)).final_params;
   one.set("optim.clip_norm", clip);
-  const TrainResult reference = run_training(one);
+  const TrainResult reference = run_training(plan::read_run_plan(one));
   EXPECT_GT(max_abs_diff(reference.final_params, unclipped), 1e-3);
   struct Case {
     const char* name;
@@ -280,7 +285,9 @@ TEST(Trainer, ClippingMatchesASingleWorkerReference) {
     Config cfg = tiny_run(c.workers, c.batch, 12);
     cfg.set("optim.clip_norm", clip);
     for (const std::string& o : c.overrides) cfg.set_override(o);
-    EXPECT_LT(max_abs_diff(reference.final_params, run_training(cfg).final_params), 1e-4);
+    EXPECT_LT(
+        max_abs_diff(reference.final_params, run_training(plan::read_run_plan(cfg)).final_params),
+        1e-4);
   }
 }
 
@@ -296,9 +303,9 @@ TEST(Trainer, ClippingBoundsTheDecodedStepWithEveryCodec) {
     cfg.set("optim.momentum", 0.0);
     cfg.set("optim.lr", 1.0);
     cfg.set("optim.clip_norm", 0.01);
-    const std::vector<float> a = run_training(cfg).final_params;
+    const std::vector<float> a = run_training(plan::read_run_plan(cfg)).final_params;
     cfg.set("optim.clip_norm", 0.02);
-    const std::vector<float> b = run_training(cfg).final_params;
+    const std::vector<float> b = run_training(plan::read_run_plan(cfg)).final_params;
     ASSERT_EQ(a.size(), b.size());
     double sq = 0;
     for (size_t i = 0; i < a.size(); ++i) sq += double(a[i] - b[i]) * double(a[i] - b[i]);
@@ -309,7 +316,7 @@ TEST(Trainer, ClippingBoundsTheDecodedStepWithEveryCodec) {
 TEST(Trainer, ClipNormMustBePositiveAndNeedsTheAllreduceStrategy) {
   auto error_of = [](const Config& cfg) {
     try {
-      run_training(cfg);
+      run_training(plan::read_run_plan(cfg));
     } catch (const ConfigError& e) {
       return std::string(e.what());
     }

@@ -111,7 +111,7 @@ TEST(Validation, SplitIsTheSameOnEveryWorkerAndNeverTrainedOn) {
 TEST(Validation, EpochsReportTheSplitAndTheTestSetOnceAtTheEnd) {
   TempDir t;
   const std::string dir = t.file("run");
-  const TrainResult r = run_training(split_run(dir, 2));
+  const TrainResult r = run_training(plan::read_run_plan(split_run(dir, 2)));
   ASSERT_EQ(r.epochs.size(), 2u);
   EXPECT_EQ(r.val_samples, 6000);
   for (const EpochMetrics& m : r.epochs) {
@@ -143,7 +143,7 @@ TEST(Validation, EpochsReportTheSplitAndTheTestSetOnceAtTheEnd) {
   // The same split without any evaluation trains the same bits.
   Config quiet = split_run("", 2);
   quiet.set("eval", false);
-  const TrainResult q = run_training(quiet);
+  const TrainResult q = run_training(plan::read_run_plan(quiet));
   EXPECT_EQ(q.final_params, r.final_params);
   EXPECT_LT(q.test_acc, 0);
   EXPECT_LT(q.epochs.back().val_acc, 0);
@@ -163,7 +163,7 @@ TEST(Validation, KeepBestReturnsTheBestEpochAndItsWeights) {
   cfg.set("train.keep_best", true);
   cfg.set("train.checkpoint_every", int64_t(5));
   cfg.set("train.checkpoint_keep", int64_t(10));
-  const TrainResult r = run_training(cfg);
+  const TrainResult r = run_training(plan::read_run_plan(cfg));
   ASSERT_EQ(r.epochs.size(), 3u);
   size_t best = 0;
   for (size_t i = 1; i < r.epochs.size(); ++i)
@@ -204,13 +204,13 @@ TEST(Validation, ResumeAcrossTheSplitIsExact) {
   cfg.set("train.keep_best", true);
   cfg.set("train.checkpoint_every", int64_t(5));
   cfg.set("train.checkpoint_keep", int64_t(10));
-  const TrainResult full = run_training(cfg);
+  const TrainResult full = run_training(plan::read_run_plan(cfg));
   ASSERT_EQ(full.steps, 26);
   const fs::path ck = fs::path(dir) / "checkpoints";
   for (int step : {10, 15}) {
     Config again = cfg;
     again.set("train.resume", (ck / checkpoint_name(step)).string());
-    const TrainResult r = run_training(again);
+    const TrainResult r = run_training(plan::read_run_plan(again));
     EXPECT_EQ(r.final_params, full.final_params) << step;
     EXPECT_EQ(r.epochs.back().val_acc, full.epochs.back().val_acc) << step;
     EXPECT_EQ(r.best_epoch, full.best_epoch) << step;
@@ -223,7 +223,7 @@ TEST(Validation, ResumeAcrossTheSplitIsExact) {
   Config at_ends = cfg;
   at_ends.set("output.dir", t2.file("run"));
   at_ends.set("train.checkpoint_every", int64_t(13));
-  const TrainResult ends = run_training(at_ends);
+  const TrainResult ends = run_training(plan::read_run_plan(at_ends));
   EXPECT_EQ(ends.final_params, full.final_params);
   EXPECT_EQ(ends.best_epoch, full.best_epoch);
   // From the end of epoch 1 (lost if epoch 1 is the best) and from the end of the run (lost
@@ -232,7 +232,7 @@ TEST(Validation, ResumeAcrossTheSplitIsExact) {
     Config from_end = at_ends;
     from_end.set("train.resume",
                  (fs::path(t2.path()) / "run" / "checkpoints" / checkpoint_name(step)).string());
-    const TrainResult r = run_training(from_end);
+    const TrainResult r = run_training(plan::read_run_plan(from_end));
     EXPECT_EQ(r.best_epoch, full.best_epoch) << step;
     EXPECT_EQ(r.best_params, full.best_params) << step;
     EXPECT_EQ(r.best_val_acc, full.best_val_acc) << step;
@@ -243,7 +243,7 @@ TEST(Validation, ResumeAcrossTheSplitIsExact) {
   other.set("data.validation", 0.11);
   other.set("train.resume", (ck / checkpoint_name(15)).string());
   try {
-    run_training(other);
+    run_training(plan::read_run_plan(other));
     ADD_FAILURE() << "a resume with another split was accepted";
   } catch (const InputError& e) {
     EXPECT_THAT(std::string(e.what()), HasSubstr("validation split"));
@@ -267,7 +267,7 @@ void write_validation_shard(const std::string& path, std::vector<int64_t> shape,
 std::string refusal(Config cfg, const std::string& out) {
   cfg.set("output.dir", out);
   try {
-    run_training(cfg);
+    run_training(plan::read_run_plan(cfg));
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ExitCode::kBadInput) << e.what();
     EXPECT_FALSE(fs::exists(out)) << e.what();
@@ -332,7 +332,7 @@ TEST(Validation, BadSplitsAreRefusedBeforeOutputDirIsTouched) {
   // The file that fits trains and validates on it.
   Config fits = validating_on(ok);
   fits.set("output.dir", std::string(""));
-  const TrainResult r = run_training(fits);
+  const TrainResult r = run_training(plan::read_run_plan(fits));
   EXPECT_EQ(r.val_samples, 32);
   EXPECT_GE(r.epochs.back().val_acc, 0.0);
 }

@@ -43,15 +43,14 @@ void advise_run(const AdviseRunArgs& a) {
   int64_t steps = cfg.get_int("epochs", 3, 1, 1 << 20) * (60000 / (batch * workers));
   if (max_steps > 0) steps = std::min(steps, max_steps);
 
+  const plan::RunPlan run = plan::read_run_plan(cfg);
   std::unique_ptr<comm::World> world =
       comm::create_world("thread", workers, plan::read_comm_options(cfg));
   std::string log;
   std::mutex mu;
   world->run([&](comm::Communicator& c) {
-    Config mine = cfg;
     Backend& be = cpu_backend();
-    const train::AutoResolution r =
-        train::resolve_auto(mine, c, be, input, classes, batch, threads, steps);
+    const train::AutoResolution r = train::resolve_auto(run, c, be, input, classes, steps);
     if (c.rank() == 0) {
       std::lock_guard<std::mutex> lock(mu);
       log = r.log;

@@ -166,7 +166,8 @@ Figures measure(const std::string& name, const std::string& path, int64_t steps,
   for (int k = 0; k < 2; ++k) f.gemm[k] = 1e30;
   for (int round = 0; round < rounds; ++round)
     for (int k = 0; k < 2; ++k) {
-      const train::TrainResult r = train::run_training(quiet(path, steps, names[k]));
+      const train::TrainResult r =
+          train::run_training(plan::read_run_plan(quiet(path, steps, names[k])));
       f.sps[k] = std::max(f.sps[k], r.samples_per_s);
       cpu_backend().set_intra_op_threads(1);
       const double alone = products.seconds(precisions[k], 9);
@@ -214,7 +215,7 @@ void run(const Args& a) {
     cfg.set("log.level", std::string("warn"));
     cfg.set("output.dir", std::string(""));
     cfg.set("precision", std::string(names[k]));
-    acc[k] = train::run_training(cfg).test_acc;
+    acc[k] = train::run_training(plan::read_run_plan(cfg)).test_acc;
   }
   fmt::print(
       "MLP test accuracy after its full run (2 workers): fp32 {:.4f}, bf16 {:.4f} ({:+.2f} "

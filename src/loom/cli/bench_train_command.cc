@@ -78,7 +78,7 @@ void run(const Args& a) {
       cfg.set("log.level", std::string("warn"));
       cfg.set("output.dir", std::string(""));
       for (const auto& s : a.sets) cfg.set_override(s);
-      const train::TrainResult r = train::run_training(cfg);
+      const train::TrainResult r = train::run_training(plan::read_run_plan(cfg));
       double exposed = 0, seconds = 0;
       for (const auto& e : r.epochs) exposed += e.exposed_comm_s, seconds += e.seconds;
       loom_rates[k].second = std::max(loom_rates[k].second, r.samples_per_s);

@@ -14,6 +14,7 @@
 #include "loom/core/format_version.h"
 #include "loom/core/io/atomic_file.h"
 #include "loom/core/timer.h"
+#include "loom/plan/saved_run.h"
 #include "loom/tensor/cpu/cpu_backend.h"
 #include "loom/train/evaluation.h"
 #include "loom/train/forward_settings.h"
@@ -49,10 +50,8 @@ void run_eval(const EvalArgs& args) {
   train::TrainedModel m = train::load_trained_model(weights_path(args.run, args.checkpoint), be);
   // The weights from a checkpoint, the data from the run's config when the checkpoint has none
   // to say otherwise: a checkpoint carries its config, so this only fills in a model file's.
-  if (!m.has_config && fs::is_regular_file(fs::path(args.run) / "config.toml", ec)) {
-    m.config = Config::from_file((fs::path(args.run) / "config.toml").string());
-    m.has_config = true;
-  }
+  if (!m.run && fs::is_regular_file(fs::path(args.run) / "config.toml", ec))
+    m.run = plan::read_saved_run_file((fs::path(args.run) / "config.toml").string());
   std::string source;
   const data::Dataset set = train::load_eval_set(m, args.data, &source);
   Stopwatch watch;

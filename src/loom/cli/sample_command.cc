@@ -18,7 +18,6 @@
 #include "loom/core/rng.h"
 #include "loom/data/formats/token_shard.h"
 #include "loom/data/loader/pipeline_config.h"
-#include "loom/plan/data_reader.h"
 #include "loom/tensor/cpu/cpu_backend.h"
 #include "loom/train/trained_model.h"
 
@@ -35,12 +34,12 @@ struct SampleArgs {
 
 // The vocabulary the run trained on: its training shards' (the model file holds ids only).
 data::Vocabulary run_vocabulary(const train::TrainedModel& m, const std::string& run) {
-  if (!m.has_config)
+  if (!m.run)
     throw InputError(fmt::format(
         "{}: no config.toml beside the weights: the vocabulary comes from the run's training "
         "shards; give the run directory",
         run));
-  const data::PipelineConfig p = plan::read_pipeline_config(m.config);
+  const data::PipelineConfig& p = m.run->pipeline;
   if (p.train_shards.empty() || !data::is_token_shard(p.train_shards))
     throw InputError(fmt::format(
         "{}: not a language model: it trained on {}, not a token stream (loom data convert "

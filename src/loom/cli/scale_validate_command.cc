@@ -88,6 +88,7 @@ void add_validate_options(CLI::App& cmd, ValidateArgs& a) {
 
 void run_validate(const CommonArgs& common, const ValidateArgs& a) {
   const Config cfg = model_config(common.workload);
+  const plan::RunPlan run = plan::read_run_plan(cfg);
   const perf::Calibration cal = calibration(common.catalog.calibration);
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   std::vector<experiments::ValidationRow> rows;
@@ -99,18 +100,18 @@ void run_validate(const CommonArgs& common, const ValidateArgs& a) {
       // the calibration's for its shapes.
       perf::Calibration now = cal;
       const measure::ProbeOptions po = mlp_probe_options(cfg);
-      const int threads = int(cfg.get_int("threads", 1, 1, 256));
+      const int threads = int(run.settings.threads);
       const bool paired = !a.no_paired;
       const perf::HostRates before =
           paired ? measure::probe_run_rates(po, c.workers, threads, c.codec) : perf::HostRates{};
       experiments::ValidationRow r;
       r.c = c;
-      r.measured = experiments::measure_case(cfg, c, a.steps, self, mpirun);
+      r.measured = experiments::measure_case(run, c, a.steps, self, mpirun);
       if (paired) {
         const perf::HostRates after = measure::probe_run_rates(po, c.workers, threads, c.codec);
         experiments::merge_paired_rates(now.host, before, after);
       }
-      r.predicted = experiments::predict_case(cfg, now, c);
+      r.predicted = experiments::predict_case(run, now, c);
       rows.push_back(r);
     }
   }

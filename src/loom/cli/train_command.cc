@@ -4,9 +4,9 @@
 #include "loom/cli/commands.h"
 #include "loom/core/config.h"
 #include "loom/core/log.h"
+#include "loom/plan/run_keys.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/output_dir.h"
-#include "loom/train/train_config.h"
 #include "loom/train/trainer.h"
 
 namespace loom::cli::train_command {
@@ -28,7 +28,7 @@ std::string plural(int64_t n, const char* word) {
 
 void run_train(const TrainArgs& args) {
   if (args.help_config) {
-    fmt::print("loom train keys (TOML file and --set key=value):\n{}", train::config_help());
+    fmt::print("loom train keys (TOML file and --set key=value):\n{}", plan::config_help());
     return;
   }
   Config cfg = args.config_path.empty() ? Config() : Config::from_file(args.config_path);
@@ -49,7 +49,7 @@ void run_train(const TrainArgs& args) {
   train::TrainOptions options;
   options.force = args.force;
   options.print_model = args.print_model;
-  const train::TrainResult r = train::run_training(cfg, options);
+  const train::TrainResult r = train::run_training(plan::read_run_plan(cfg), options);
   if (!r.epochs.empty())
     fmt::print("loom: done: {}, {}, test accuracy {}{}{}, {:.0f} samples/s ({}){}\n",
                plural(r.epochs_done, "epoch"), plural(r.steps, "step"),

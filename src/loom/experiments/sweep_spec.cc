@@ -7,7 +7,7 @@
 
 #include "loom/core/error.h"
 #include "loom/core/rng.h"
-#include "loom/train/train_config.h"
+#include "loom/plan/run_keys.h"
 
 namespace loom::experiments {
 
@@ -56,7 +56,7 @@ void check_train_keys(const Config& cfg, const std::string& section) {
     Config one;
     one.set(k, ConfigScalar(int64_t(0)), v.where);
     try {
-      one.check_known(train_config_keys());
+      one.check_known(plan::train_config_keys());
     } catch (const ConfigError& e) {
       throw ConfigError(fmt::format("[{}]: {}", section, e.what()));
     }
@@ -167,11 +167,10 @@ bool default_maximize(const std::string& metric) {
   return !(metric.find("loss") != std::string::npos || is_time);
 }
 
-SweepSpec load_sweep(const std::string& path) {
-  return parse_sweep(Config::from_file(path), path);
-}
+namespace {
 
-SweepSpec parse_sweep(const Config& cfg, const std::string& path) {
+// Reads and checks the sweep file `cfg`, read from `path`.
+SweepSpec read_sweep(const Config& cfg, const std::string& path) {
   cfg.check_known(sweep_own_keys());
   SweepSpec s;
   s.path = path;
@@ -245,6 +244,16 @@ SweepSpec parse_sweep(const Config& cfg, const std::string& path) {
   }
   if (ranks_by_validation(s.metric)) ensure_validation(s);
   return s;
+}
+
+}  // namespace
+
+SweepSpec load_sweep(const std::string& path) {
+  return read_sweep(Config::from_file(path), path);
+}
+
+SweepSpec parse_sweep(const std::string& text, const std::string& path) {
+  return read_sweep(Config::from_string(text, path), path);
 }
 
 bool ranks_by_validation(const std::string& metric) {

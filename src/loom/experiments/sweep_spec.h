@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "loom/core/config.h"
+#include "loom/core/config_value.h"
 
 namespace loom::experiments {
 
@@ -79,7 +79,8 @@ struct Trial {
 // metric makes every trial hold out a validation split (kSweepValidation unless the sweep or
 // its base config sets data.validation; 0 there is refused).
 SweepSpec load_sweep(const std::string& path);
-SweepSpec parse_sweep(const Config& cfg, const std::string& path);
+// The same for a sweep file's text (`path` names it in errors; `base` is relative to it).
+SweepSpec parse_sweep(const std::string& text, const std::string& path);
 
 // The trials in a fixed order: grid mode gives the product (last key varies fastest); random
 // mode draws `trials` points from Rng(seed). Same spec, same trials.

@@ -13,9 +13,7 @@
 
 #include "loom/core/error.h"
 #include "loom/perf/workload.h"
-#include "loom/plan/batch_reader.h"
-#include "loom/plan/sync_reader.h"
-#include "loom/plan/workload_reader.h"
+#include "loom/plan/run_plan.h"
 #include "loom/sync/allreduce/overlap_policy.h"
 #include "loom/train/run_writer.h"
 #include "loom/train/trainer.h"
@@ -44,7 +42,8 @@ double ValidationRow::error() const {
   return prediction_error(predicted.step_s, measured.step_s);
 }
 
-StepEstimate predict_case(const Config& cfg, const Calibration& cal, const ValidationCase& c) {
+StepEstimate predict_case(const plan::RunPlan& run, const Calibration& cal,
+                          const ValidationCase& c) {
   if (!cal.host.valid())
     throw InputError(fmt::format(
         "{}: no host rates (gemm with workers/threads, membw op add, host cores): write the "
@@ -53,7 +52,7 @@ StepEstimate predict_case(const Config& cfg, const Calibration& cal, const Valid
   Catalog cat = Catalog::builtin();
   Derating d;
   cal.apply(cat, d);
-  Workload w = plan::read_workload(cfg, "loom config");
+  Workload w = plan::read_workload(run, "loom config");
   Cluster cl;
   cl.gpu = cat.gpu("this-machine");
   cl.topo.nodes = 1;
@@ -68,7 +67,7 @@ StepEstimate predict_case(const Config& cfg, const Calibration& cal, const Valid
   for (const auto& [k, v] : d.host.busy_codec_gbs) d.codec_enc_dec_gbs[k] = v;
   // With every core taken by a compute thread, the exchange slows the compute by the share
   // measured beside busy compute (host_model.h BusyLink).
-  const int threads = int(cfg.get_int("threads", 1, 1, 256));
+  const int threads = int(run.settings.threads);
   const auto busy = d.host.busy.find(c.transport);
   if (c.workers > 1 && c.workers * threads >= d.host.cores && busy != d.host.busy.end())
     d.host.link_steal = busy->second.steal;
@@ -88,15 +87,18 @@ StepEstimate predict_case(const Config& cfg, const Calibration& cal, const Valid
   if (cal.loader_bytes_per_s > 0) cl.storage = cat.storage("this-machine-loader");
   SyncSpec s;
   s.codec = c.codec;
-  s.bucket_mb = double(cfg.get_int("sync.bucket_kib", 4096, 0, int64_t(1) << 30)) * 1024 / 1e6;
+  if (run.bucket_auto)
+    throw ConfigError(
+        fmt::format("{}: sync.bucket_kib = \"auto\": the prediction needs a size", run.sync_where));
+  s.bucket_mb = double(run.bucket_kib) * 1024 / 1e6;
   if (s.bucket_mb <= 0) s.bucket_mb = 4 * w.params() / 1e6 + 1;  // 0 = one bucket
-  s.overlap = plan::overlap_from_config(cfg, c.workers, d.host.cores, false);
-  s.shard_optimizer = cfg.get_bool("sync.shard_optimizer", true);
+  s.overlap = plan::overlap(run, c.workers, d.host.cores, false);
+  s.shard_optimizer = run.shard_optimizer;
   TrainSpec t;
-  t.batch = plan::read_batch(cfg);
+  t.batch = run.settings.batch;
   t.threads = threads;
-  const bool adam = cfg.get_string("optim.name", "sgd") == "adam";
-  t.optimizer = adam ? "adam" : cfg.get_double("optim.momentum", 0.9) > 0 ? "momentum" : "sgd";
+  const bool adam = run.optimizer.name == "adam";
+  t.optimizer = adam ? "adam" : run.optimizer.momentum > 0 ? "momentum" : "sgd";
   CostModel m(w, cl, s, t, d);
   return m.estimate_at(1, c.workers);
 }
@@ -122,38 +124,37 @@ Measured from_epochs(const std::vector<train::EpochMetrics>& epochs) {
   return m;
 }
 
-Config run_config(const Config& cfg, const ValidationCase& c, int64_t steps) {
-  Config r = cfg;
-  r.set("workers", int64_t(c.workers));
-  r.set("max_steps", steps);
-  r.set("epochs", int64_t(1000));
-  r.set("eval", false);
-  r.set("progress", std::string("none"));
-  r.set("log.level", std::string("warn"));
-  r.set("codec", c.codec);
-  return r;
+// The case's run: its workers and codec, `steps` steps, quiet, no evaluation, on `transport`,
+// writing into `output_dir`.
+plan::RunPlan case_run(const plan::RunPlan& run, const ValidationCase& c, int64_t steps,
+                       const std::string& output_dir) {
+  return plan::with_settings(run,
+                             {{"workers", int64_t(c.workers)},
+                              {"max_steps", steps},
+                              {"epochs", int64_t(1000)},
+                              {"eval", false},
+                              {"progress", std::string("none")},
+                              {"log.level", std::string("warn")},
+                              {"codec", c.codec},
+                              {"transport", c.transport},
+                              {"output.dir", output_dir}},
+                             "loom scale --validate");
 }
 
 }  // namespace
 
-Measured measure_case(const Config& cfg, const ValidationCase& c, int64_t steps,
+Measured measure_case(const plan::RunPlan& run, const ValidationCase& c, int64_t steps,
                       const std::string& loom_path, const std::string& mpirun) {
-  Config r = run_config(cfg, c, steps);
-  if (c.transport == "thread") {
-    r.set("transport", std::string("thread"));
-    r.set("output.dir", std::string(""));
-    return from_epochs(train::run_training(r).epochs);
-  }
+  if (c.transport == "thread")
+    return from_epochs(train::run_training(case_run(run, c, steps, "")).epochs);
   if (c.transport != "mpi")
     throw InputError(fmt::format("validate: transport '{}' (choose thread or mpi)", c.transport));
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / fmt::format("loom_validate_{}", ::getpid());
   fs::create_directories(dir);
-  r.set("transport", std::string("mpi"));
-  r.set("output.dir", dir.string());
   {
     std::ofstream out(dir / "run.toml");
-    out << r.canonical_text();
+    out << case_run(run, c, steps, dir.string()).text;
   }
   const std::string cmd =
       fmt::format("{} -np {} '{}' train '{}' > '{}' 2>&1", mpirun, c.workers, loom_path,

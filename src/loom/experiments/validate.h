@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "loom/core/config.h"
 #include "loom/perf/calibration.h"
 #include "loom/perf/cost_model.h"
+#include "loom/plan/run_plan.h"
 
 namespace loom::experiments {
 
@@ -40,10 +40,10 @@ struct ValidationRow {
 double prediction_error(double predicted, double measured);
 bool within_tolerance(double error, double tolerance);
 
-// The model's estimate of one case: `cfg` is the loom config the run uses (model, batch,
-// threads, optimizer, sync.bucket_kib); the calibration must have the host rates and, for
-// more than one worker, allreduce lines of the case's transport.
-perf::StepEstimate predict_case(const Config& cfg, const perf::Calibration& cal,
+// The model's estimate of one case: `run` is the plan of the runs (model, batch, threads,
+// optimizer, sync.bucket_kib); the calibration must have the host rates and, for more than one
+// worker, allreduce lines of the case's transport.
+perf::StepEstimate predict_case(const plan::RunPlan& run, const perf::Calibration& cal,
                                 const ValidationCase& c);
 
 // How MPI cases are launched: `<mpirun> -np N <loom> train FILE`. A script that runs the
@@ -52,7 +52,7 @@ inline const char* kDefaultMpirun = "mpirun --allow-run-as-root --oversubscribe 
 
 // Runs the case: in-process for the thread transport; `<mpirun> -np N <loom> train` for mpi
 // (`loom_path` = this executable). `steps` training steps, evaluation off.
-Measured measure_case(const Config& cfg, const ValidationCase& c, int64_t steps,
+Measured measure_case(const plan::RunPlan& run, const ValidationCase& c, int64_t steps,
                       const std::string& loom_path, const std::string& mpirun = kDefaultMpirun);
 
 // Replaces `host`'s rates for the shapes `before` and `after` measured with their mean

@@ -37,4 +37,37 @@ AutoOptions read_auto_options(const Config& cfg) {
   return o;
 }
 
+std::vector<ConfigKeySpec> auto_config_keys() {
+  return {
+      {"auto.max_accuracy_delta", ConfigType::kDouble, "0.5",
+       "codec/sync = \"auto\": points of test accuracy below fp32 a lossy option may cost "
+       "(measured on the reference jobs, data/perf/codec_accuracy.toml)"},
+      {"auto.lossy", ConfigType::kBool, "auto",
+       "codec/sync = \"auto\": lossy options allowed where their accuracy cost was measured "
+       "(auto), always (true: also on networks never measured), or never (false)"},
+      {"auto.calibration", ConfigType::kString, "\"\"",
+       "codec/sync = \"auto\": a `loom bench calibrate` file of this machine to decide from "
+       "instead of measuring at start"},
+      {"auto.machine", ConfigType::kString, "(set by loom)",
+       "where the choice was made (CPU | transport | ranks): a resume on the same machine "
+       "keeps its checkpoint's choice"},
+      {"auto.calibration_mismatch", ConfigType::kString, "\"error\"",
+       "a calibration file from another machine (CPU, transport, world size): \"error\", or "
+       "\"measure\" (warn and measure instead)"},
+      {"auto.check_after", ConfigType::kInt, "10",
+       "codec/sync = \"auto\": steps after the start before the check window (past the "
+       "1-bit codec's exact warm-up)"},
+      {"auto.check_steps", ConfigType::kInt, "20",
+       "codec/sync = \"auto\": steps whose measured step is compared with the prediction "
+       "(rounded up to whole blocks with bmuf); off by more than the model's validated error "
+       "(15%), auto re-decides once; 0 = no check"},
+      {"auto.revised", ConfigType::kString, "(set by loom)",
+       "what the check after the warm-up window switched from and to, at which step"},
+      {"auto.test_probe_link_factor", ConfigType::kDouble, "1",
+       "tests only: the start-up link is read this many times faster than measured"},
+      {"auto.test_window_comm_s", ConfigType::kDouble, "0",
+       "tests only: seconds of exposed communication added to each step of the check window"},
+  };
+}
+
 }  // namespace loom::plan

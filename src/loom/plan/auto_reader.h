@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "loom/core/config.h"
 #include "loom/perf/auto_choice.h"
@@ -27,5 +28,8 @@ struct AutoOptions {
 
 // ConfigError naming the key for a value out of range or of the wrong type.
 AutoOptions read_auto_options(const Config& cfg);
+
+// Keys: auto.* (above), and auto.machine and auto.revised, which loom writes to record the choice.
+std::vector<ConfigKeySpec> auto_config_keys();
 
 }  // namespace loom::plan

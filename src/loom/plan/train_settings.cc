@@ -58,7 +58,7 @@ TrainSettings read_train_settings(const Config& cfg) {
   TrainSettings s;
   s.threads = cfg.get_int("threads", 1, 1, 256);
   s.batch = read_batch(cfg);
-  s.accumulate = cfg.get_int("train.accumulate", 1, 1, 1 << 20);
+  s.accumulate = read_accumulate(cfg);
   s.epochs = cfg.get_int("epochs", 3, 1, 100000);
   s.max_steps = cfg.get_int("max_steps", 0, 0, int64_t(1) << 40);
   s.prefetch = cfg.get_int("data.prefetch", 2, 0, 1024);
@@ -117,6 +117,27 @@ GuardOptions read_guard_options(const Config& cfg) {
                fmt::format("checkpoints need an output directory, and output.dir is \"\" ({})",
                            cfg.where("output.dir")));
   return o;
+}
+
+std::vector<ConfigKeySpec> checkpoint_config_keys() {
+  return {
+      {"train.checkpoint_every", ConfigType::kInt, "0",
+       "write a checkpoint every this many steps into <output.dir>/checkpoints (0 = off)"},
+      {"train.checkpoint_minutes", ConfigType::kDouble, "0",
+       "also write one when this many minutes passed since the last (0 = off)"},
+      {"train.checkpoint_keep", ConfigType::kInt, "3", "complete checkpoints kept (newest)"},
+      {"train.resume", ConfigType::kString, "\"\"",
+       "resume from the newest checkpoint under this directory (loom train --resume DIR)"},
+      {"train.nan_policy", ConfigType::kString, "\"abort\"",
+       "NaN/Inf in loss or gradients: \"abort\" (exit 4 naming step, rank, layer) or \"skip\" "
+       "(roll the step back and lower the learning rate)"},
+      {"train.nan_lr_factor", ConfigType::kDouble, "0.5",
+       "skip policy: learning rate scale multiplied by this per skipped step"},
+      {"train.nan_max_skips", ConfigType::kInt, "5",
+       "skip policy: consecutive skipped steps before giving up (exit 4)"},
+      {"train.nan_check_grads", ConfigType::kBool, "true",
+       "check every gradient for NaN/Inf during backward (else the loss only)"},
+  };
 }
 
 }  // namespace loom::plan

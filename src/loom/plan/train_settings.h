@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "loom/core/config.h"
 #include "loom/optim/loss_scaler.h"
@@ -67,5 +68,9 @@ TrainSettings read_train_settings(const Config& cfg);
 
 // train.checkpoint_*, train.resume, train.nan_* and loss_scale.*.
 GuardOptions read_guard_options(const Config& cfg);
+
+// Keys: train.checkpoint_every, train.checkpoint_minutes, train.checkpoint_keep, train.resume,
+// train.nan_policy, train.nan_lr_factor, train.nan_max_skips, train.nan_check_grads.
+std::vector<ConfigKeySpec> checkpoint_config_keys();
 
 }  // namespace loom::plan

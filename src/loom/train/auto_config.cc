@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <span>
-#include <variant>
 
 #include "loom/compress/registry.h"
 #include "loom/core/error.h"
@@ -16,10 +15,6 @@
 #include "loom/optim/optimizer.h"
 #include "loom/perf/calibration.h"
 #include "loom/plan/auto_reader.h"
-#include "loom/plan/codec_reader.h"
-#include "loom/plan/model_reader.h"
-#include "loom/plan/optim_reader.h"
-#include "loom/plan/sync_reader.h"
 #include "loom/sync/allreduce/overlap_policy.h"
 #include "loom/train/checkpoint.h"
 
@@ -43,13 +38,6 @@ const std::vector<int64_t> kAutoBucketKib = {1024, 4096, 16384};
 // The default job's MLP, 784-1024-1024-10: the reference job "mlp" of the accuracy table.
 constexpr int64_t kReferenceMlpParams = 1863690;
 
-bool is_auto(const Config& cfg, const std::string& key) {
-  if (!cfg.has(key)) return false;
-  const ConfigValue& v = cfg.values().at(key);
-  return !v.is_array && std::holds_alternative<std::string>(v.value) &&
-         std::get<std::string>(v.value) == "auto";
-}
-
 // The step's buckets as the cost model walks them: each layer's parameters, in forward order.
 perf::Workload workload_of(const nn::Model& model, const std::string& name) {
   perf::Workload w;
@@ -66,79 +54,32 @@ perf::Workload workload_of(const nn::Model& model, const std::string& name) {
 
 }  // namespace
 
-std::vector<ConfigKeySpec> auto_config_keys() {
-  return {
-      {"auto.max_accuracy_delta", ConfigType::kDouble, "0.5",
-       "codec/sync = \"auto\": points of test accuracy below fp32 a lossy option may cost "
-       "(measured on the reference jobs, data/perf/codec_accuracy.toml)"},
-      {"auto.lossy", ConfigType::kBool, "auto",
-       "codec/sync = \"auto\": lossy options allowed where their accuracy cost was measured "
-       "(auto), always (true: also on networks never measured), or never (false)"},
-      {"auto.calibration", ConfigType::kString, "\"\"",
-       "codec/sync = \"auto\": a `loom bench calibrate` file of this machine to decide from "
-       "instead of measuring at start"},
-      {"auto.machine", ConfigType::kString, "(set by loom)",
-       "where the choice was made (CPU | transport | ranks): a resume on the same machine "
-       "keeps its checkpoint's choice"},
-      {"auto.calibration_mismatch", ConfigType::kString, "\"error\"",
-       "a calibration file from another machine (CPU, transport, world size): \"error\", or "
-       "\"measure\" (warn and measure instead)"},
-      {"auto.check_after", ConfigType::kInt, "10",
-       "codec/sync = \"auto\": steps after the start before the check window (past the "
-       "1-bit codec's exact warm-up)"},
-      {"auto.check_steps", ConfigType::kInt, "20",
-       "codec/sync = \"auto\": steps whose measured step is compared with the prediction "
-       "(rounded up to whole blocks with bmuf); off by more than the model's validated error "
-       "(15%), auto re-decides once; 0 = no check"},
-      {"auto.revised", ConfigType::kString, "(set by loom)",
-       "what the check after the warm-up window switched from and to, at which step"},
-      {"auto.test_probe_link_factor", ConfigType::kDouble, "1",
-       "tests only: the start-up link is read this many times faster than measured"},
-      {"auto.test_window_comm_s", ConfigType::kDouble, "0",
-       "tests only: seconds of exposed communication added to each step of the check window"},
-  };
-}
-
 std::vector<std::string> auto_candidate_codecs() {
   return compress::codec_names_where([](const compress::CodecKind& k) { return k.auto_candidate; });
 }
 
-bool wants_auto(const Config& cfg) {
-  return is_auto(cfg, plan::codec_key(cfg)) || is_auto(cfg, "sync") ||
-         is_auto(cfg, "sync.bucket_kib");
-}
-
 // A resume keeps the choice its checkpoint recorded (the config text saved with it) when it runs
 // where that choice was made: the strategy's saved state belongs to that choice. True when it
-// did (cfg and res then hold it); false when there is nothing to keep and auto decides anew.
-bool keep_resumed_choice(Config& cfg, const std::string& machine, bool lead, AutoResolution& res) {
-  const std::string resume = cfg.get_string("train.resume", "");
+// did (res then holds it); false when there is nothing to keep and auto decides anew.
+bool keep_resumed_choice(const plan::RunPlan& run, const std::string& machine, bool lead,
+                         AutoResolution& res) {
+  const std::string& resume = run.guard.resume;
   if (resume.empty()) return false;
-  const bool codec_auto = res.codec_auto;
   const std::string dir = find_latest_checkpoint(resume);
-  const Config saved = Config::from_string(checkpoint_config_text(dir), dir + " (config)");
-  const std::string was = saved.get_string("auto.machine", "");
-  if (was == machine) {
+  const plan::SyncChoice saved =
+      plan::saved_sync_choice(checkpoint_config_text(dir), dir + " (config)");
+  if (saved.machine == machine) {
     nlohmann::json chosen;
-    if (codec_auto) {
-      cfg.set(plan::codec_key(cfg), plan::codec_name(saved), dir);
-      chosen["codec"] = plan::codec_name(saved);
-    }
-    if (is_auto(cfg, "sync")) {
-      cfg.set("sync", saved.get_string("sync", "allreduce"), dir);
-      chosen["sync"] = saved.get_string("sync", "allreduce");
-    }
-    if (is_auto(cfg, "sync.bucket_kib")) {
-      cfg.set("sync.bucket_kib", saved.get_int("sync.bucket_kib", 4096), dir);
-      chosen["bucket_kib"] = saved.get_int("sync.bucket_kib", 4096);
-    }
-    cfg.set("auto.machine", machine, dir);
+    plan::SyncChoice kept;
+    if (res.codec_auto) chosen["codec"] = *(kept.codec = saved.codec);
+    if (res.sync_auto) chosen["sync"] = *(kept.sync = saved.sync);
+    if (res.bucket_auto) chosen["bucket_kib"] = *(kept.bucket_kib = saved.bucket_kib);
+    kept.machine = machine;
     // A choice the check switched to says so in the resumed run's config and summary too.
-    const std::string revised = saved.get_string("auto.revised", "");
-    if (!revised.empty()) {
-      cfg.set("auto.revised", revised, dir);
-      chosen["revised"] = revised;
-    }
+    kept.revised = saved.revised;
+    if (!saved.revised.empty()) chosen["revised"] = saved.revised;
+    res.choice = kept;
+    res.choice_where = dir;
     res.kept_from = dir;
     res.json = nlohmann::json{{"chosen", chosen}, {"kept_from_checkpoint", dir}}.dump();
     res.log =
@@ -147,7 +88,7 @@ bool keep_resumed_choice(Config& cfg, const std::string& machine, bool lead, Aut
   }
   if (lead)
     log_warn("auto: {} was decided {}; deciding again here ({})", dir,
-             was.empty() ? "without a machine record" : "on " + was, machine);
+             saved.machine.empty() ? "without a machine record" : "on " + saved.machine, machine);
   return false;
 }
 
@@ -190,91 +131,80 @@ perf::AutoMeasurements measure_for_auto(const plan::AutoOptions& ao, comm::Commu
   return measured;
 }
 
-AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& backend,
-                            const nn::Shape& input, int classes, int64_t batch, int threads,
-                            int64_t total_steps) {
+AutoResolution resolve_auto(const plan::RunPlan& run, comm::Communicator& comm, Backend& backend,
+                            const nn::Shape& input, int classes, int64_t total_steps) {
   AutoResolution res;
-  if (!wants_auto(cfg)) return res;
+  if (!run.wants_auto()) return res;
   res.active = true;
   const bool lead = comm.rank() == 0;
-  if (cfg.get_string("parallel", "data") != "data")
+  if (run.parallel_mode != "data")
     throw ConfigError(fmt::format(
         "{}: codec/sync = \"auto\" chooses for data parallelism; set them with parallel = "
         "\"{}\"",
-        cfg.where("parallel"), cfg.get_string("parallel", "data")));
+        run.parallel_where, run.parallel_mode));
 
-  const bool codec_auto = is_auto(cfg, plan::codec_key(cfg));
-  res.codec_key = plan::codec_key(cfg);
-  res.codec_auto = codec_auto;
-  res.sync_auto = is_auto(cfg, "sync");
-  res.bucket_auto = is_auto(cfg, "sync.bucket_kib");
+  res.codec_auto = run.codec_auto;
+  res.sync_auto = run.sync_auto;
+  res.bucket_auto = run.bucket_auto;
   const std::string machine =
       fmt::format("{} | {} | {} ranks", measure::cpu_model(), comm.name(), comm.size());
   // A resume keeps the choice its checkpoint recorded (the config text saved with it) when it
   // runs where that choice was made: the strategy's saved state belongs to that choice.
-  if (keep_resumed_choice(cfg, machine, lead, res)) return res;
+  if (keep_resumed_choice(run, machine, lead, res)) return res;
 
   // One worker exchanges nothing: there is nothing to measure or weigh.
   if (comm.size() == 1) {
-    if (codec_auto) cfg.set(plan::codec_key(cfg), std::string("fp32"), "auto (one worker)");
-    if (is_auto(cfg, "sync")) cfg.set("sync", std::string("allreduce"), "auto (one worker)");
-    if (is_auto(cfg, "sync.bucket_kib"))
-      cfg.set("sync.bucket_kib", int64_t(4096), "auto (one worker)");
-    cfg.set("auto.machine", machine, "auto (one worker)");
-    res.json =
-        nlohmann::json{
-            {"chosen",
-             {{"codec", plan::codec_name(cfg)}, {"sync", cfg.get_string("sync", "allreduce")}}},
-            {"reason", "one worker exchanges nothing"}}
-            .dump();
+    plan::SyncChoice one;
+    if (res.codec_auto) one.codec = "fp32";
+    if (res.sync_auto) one.sync = "allreduce";
+    if (res.bucket_auto) one.bucket_kib = 4096;
+    one.machine = machine;
+    res.choice = one;
+    res.choice_where = "auto (one worker)";
+    res.json = nlohmann::json{{"chosen",
+                               {{"codec", res.codec_auto ? *one.codec : run.codec},
+                                {"sync", res.sync_auto ? *one.sync : run.sync_kind}}},
+                              {"reason", "one worker exchanges nothing"}}
+                   .dump();
     res.log = "auto: one worker exchanges nothing: no codec or strategy to choose\n";
     return res;
   }
 
   perf::AutoRequest r;
-  r.codecs = codec_auto ? auto_candidate_codecs() : std::vector<std::string>{plan::codec_name(cfg)};
-  if (is_auto(cfg, "sync")) {
+  r.codecs = res.codec_auto ? auto_candidate_codecs() : std::vector<std::string>{run.codec};
+  if (res.sync_auto) {
     r.syncs = {"allreduce", "bmuf"};
   } else {
-    const std::string s = cfg.get_choice("sync", "allreduce", {"allreduce", "bmuf", "ps"});
-    if (s == "ps")
+    if (run.sync_kind == "ps")
       throw ConfigError(fmt::format(
           "{}: codec/sync.bucket_kib = \"auto\" choose for sync = \"allreduce\" or \"bmuf\", "
           "not \"ps\"",
-          cfg.where("sync")));
-    r.syncs = {s};
+          run.sync_where));
+    r.syncs = {run.sync_kind};
   }
-  r.bucket_kib = is_auto(cfg, "sync.bucket_kib")
-                     ? kAutoBucketKib
-                     : std::vector<int64_t>{cfg.get_int("sync.bucket_kib", 4096, 0, 1 << 30)};
-  r.bmuf_tau = int(cfg.get_int("bmuf.tau", 8, 1, 1 << 30));
-  const plan::AutoOptions ao = plan::read_auto_options(cfg);
+  r.bucket_kib = res.bucket_auto ? kAutoBucketKib : std::vector<int64_t>{run.bucket_kib};
+  r.bmuf_tau = int(run.bmuf_tau);
+  const plan::AutoOptions& ao = run.auto_options;
   r.lossy = ao.lossy;
   r.max_accuracy_delta = ao.max_accuracy_delta;
   r.ranks = comm.size();
-  r.batch = batch;
+  r.batch = run.settings.batch;
   r.total_steps = total_steps;
-  r.overlap = plan::overlap_from_config(cfg, comm);
+  r.overlap = plan::overlap(run, comm);
 
   // A probe copy of the model: the run's own model stays as initialised.
-  nn::Model probe(backend, input, classes,
-                  nn::build_model_nodes(plan::read_model_spec(cfg), input, classes));
-  nn::apply_loss_options(plan::read_loss_options(cfg), probe);
-  r.workload = workload_of(probe, cfg.get_string("model", "graph"));
+  nn::Model probe(backend, input, classes, nn::build_model_nodes(run.model, input, classes));
+  nn::apply_loss_options(run.loss, probe);
+  r.workload = workload_of(probe, run.model.model);
   // Block momentum cannot clip the combined gradient nor carry BatchNorm's synced statistics
   // (plan/strategy_factory.cc refuses both): sync = "auto" then keeps to the allreduce.
-  if (r.syncs.size() > 1 && (plan::read_clip_norm(cfg) > 0.0f || probe.reduces_across_replicas()))
+  if (r.syncs.size() > 1 && (run.clip_norm > 0.0f || probe.reduces_across_replicas()))
     r.syncs = {"allreduce"};
-  bool graph_given = cfg.get_string("model", "mlp") != "mlp";
-  for (const auto& [key, value] : cfg.values())
-    if (key.rfind("layer", 0) == 0) graph_given = true;  // [[layer]] tables
   r.model_key =
-      !graph_given && probe.num_params() == kReferenceMlpParams && !cfg.has("data.train_shards")
-          ? "mlp"
-          : "";
+      run.default_model_and_data && probe.num_params() == kReferenceMlpParams ? "mlp" : "";
 
   // A calibration file of this machine, or a measurement now.
-  res.measured = measure_for_auto(ao, comm, probe, r, threads, lead);
+  res.measured = measure_for_auto(ao, comm, probe, r, int(run.settings.threads), lead);
   // The test hook auto.test_probe_link_factor: a known first choice for the tests.
   if (ao.test_probe_link_factor != 1) {
     res.measured.link.bytes_per_s *= ao.test_probe_link_factor;
@@ -287,11 +217,13 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
   res.decided = true;
 
   const perf::AutoCandidate& c = res.decision.chosen;
-  const std::string where = "auto (measured)";
-  if (codec_auto) cfg.set(plan::codec_key(cfg), c.codec, where);
-  if (is_auto(cfg, "sync")) cfg.set("sync", c.sync, where);
-  if (is_auto(cfg, "sync.bucket_kib")) cfg.set("sync.bucket_kib", c.bucket_kib, where);
-  cfg.set("auto.machine", machine, where);
+  plan::SyncChoice chosen;
+  if (res.codec_auto) chosen.codec = c.codec;
+  if (res.sync_auto) chosen.sync = c.sync;
+  if (res.bucket_auto) chosen.bucket_kib = c.bucket_kib;
+  chosen.machine = machine;
+  res.choice = chosen;
+  res.choice_where = "auto (measured)";
 
   nlohmann::json j = perf::decision_json(res.decision, res.measured);
   // The measuring's share of a 1,000-step run at the chosen configuration's predicted step.
@@ -299,7 +231,7 @@ AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& back
   j["measured"]["cost_share_of_1000_steps"] = share;
   res.json = j.dump();
   res.log = perf::describe_decision(res.decision, res.measured);
-  if (codec_auto || res.sync_auto) res.log += not_candidates_line();
+  if (res.codec_auto || res.sync_auto) res.log += not_candidates_line();
   if (res.measured.cost_s > 0)
     res.log += fmt::format(
         "auto: measuring cost {:.2f} s, {:.1f}% of a 1,000-step run at the predicted step\n",
@@ -376,17 +308,16 @@ void gather_optimizer_state(comm::Communicator& comm, Backend& backend, optim::O
   }
 }
 
-std::string apply_revision(Config& cfg, const AutoResolution& res, const perf::AutoRevision& v,
-                           int64_t step) {
-  if (!v.switched()) return "";
+plan::SyncChoice revision_choice(const AutoResolution& res, const perf::AutoRevision& v,
+                                 int64_t step) {
+  plan::SyncChoice choice;
+  if (!v.switched()) return choice;
   const perf::AutoCandidate& c = v.after;
-  const std::string where = fmt::format("auto (revised at step {})", step);
-  if (res.codec_auto) cfg.set(res.codec_key, c.codec, where);
-  if (res.sync_auto) cfg.set("sync", c.sync, where);
-  if (res.bucket_auto) cfg.set("sync.bucket_kib", c.bucket_kib, where);
-  const std::string what = fmt::format("{} -> {} at step {}", v.before.label(), c.label(), step);
-  cfg.set("auto.revised", what, where);
-  return what;
+  if (res.codec_auto) choice.codec = c.codec;
+  if (res.sync_auto) choice.sync = c.sync;
+  if (res.bucket_auto) choice.bucket_kib = c.bucket_kib;
+  choice.revised = fmt::format("{} -> {} at step {}", v.before.label(), c.label(), step);
+  return choice;
 }
 
 }  // namespace loom::train

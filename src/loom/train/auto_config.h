@@ -1,7 +1,7 @@
 // codec = "auto", sync = "auto", sync.bucket_kib = "auto" at the start of a run: measure
 // (measure/auto_probe.h) or read a calibration file of this machine (auto.calibration),
-// decide with the cost model within the accuracy budget (perf/auto_choice.h), and write the
-// choice into the run's config before its strategy is built. Keys:
+// decide with the cost model within the accuracy budget (perf/auto_choice.h), and revise the
+// run's plan with the choice (plan::with_sync_choice) before its strategy is built. Keys:
 //   auto.max_accuracy_delta  points of test accuracy below fp32 a lossy option may cost (0.5)
 //   auto.lossy               "auto" (lossy only with a measured delta), true, false
 //   auto.calibration         a `loom bench calibrate` file of this machine to use instead of
@@ -19,24 +19,20 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "loom/comm/communicator.h"
-#include "loom/core/config.h"
 #include "loom/nn/layers/layer.h"
 #include "loom/optim/optimizer.h"
 #include "loom/perf/auto_choice.h"
 #include "loom/plan/auto_reader.h"
+#include "loom/plan/run_plan.h"
 #include "loom/tensor/backend.h"
 
 namespace loom::train {
-
-std::vector<ConfigKeySpec> auto_config_keys();
-
-// Whether codec, sync or sync.bucket_kib is "auto".
-bool wants_auto(const Config& cfg);
 
 // The codecs codec = "auto" measures and weighs: those whose record says so
 // (compress/codec_kind.h), in the registry's order. The cost model predicts each and the
@@ -54,18 +50,19 @@ struct AutoResolution {
   perf::AutoDecision decision;
   perf::AutoMeasurements measured;
   // Which keys were "auto" (a revision writes only those).
-  std::string codec_key;
   bool codec_auto = false, sync_auto = false, bucket_auto = false;
+  // The choice for those keys and its record, and the source it names (nullopt: not active).
+  std::optional<plan::SyncChoice> choice;
+  std::string choice_where;
   std::string log;   // what the log says (describe_decision)
   std::string json;  // summary.json's "auto" object, serialised
 };
 
-// Collective over `comm`: every rank calls it with the same config and gets the same choice,
-// written into `cfg` (codec, sync, bmuf.tau, sync.bucket_kib). `input` / `classes`: the
-// training data's sample shape and outputs, for a probe copy of the model.
-AutoResolution resolve_auto(Config& cfg, comm::Communicator& comm, Backend& backend,
-                            const nn::Shape& input, int classes, int64_t batch, int threads,
-                            int64_t total_steps);
+// Collective over `comm`: every rank calls it with the same plan and gets the same choice, for
+// plan::with_sync_choice to revise the plan with. `input` / `classes`: the training data's
+// sample shape and outputs, for a probe copy of the model.
+AutoResolution resolve_auto(const plan::RunPlan& run, comm::Communicator& comm, Backend& backend,
+                            const nn::Shape& input, int classes, int64_t total_steps);
 
 // summary.json's "auto": the decision (AutoResolution::json) and the check of its prediction
 // against the run's measured samples/s: "check": {"measured_samples_per_s", "error" (predicted
@@ -94,9 +91,9 @@ AutoCheckWindow auto_check_window(const plan::AutoOptions& o, const AutoResoluti
 void gather_optimizer_state(comm::Communicator& comm, Backend& backend, optim::Optimizer& optimizer,
                             const std::vector<std::pair<int64_t, int64_t>>& owned);
 
-// Writes a switched revision's choice into `cfg` (the keys that were "auto"), with
-// auto.revised recording the change, and returns what the log says.
-std::string apply_revision(Config& cfg, const AutoResolution& res, const perf::AutoRevision& v,
-                           int64_t step);
+// A switched revision's choice for the keys that were "auto", with auto.revised saying what
+// changed (and what the log says).
+plan::SyncChoice revision_choice(const AutoResolution& res, const perf::AutoRevision& v,
+                                 int64_t step);
 
 }  // namespace loom::train

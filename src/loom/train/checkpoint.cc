@@ -6,11 +6,10 @@
 #include <regex>
 #include <set>
 
-#include "loom/core/config.h"
 #include "loom/core/error.h"
 #include "loom/core/io/atomic_file.h"
 #include "loom/core/log.h"
-#include "loom/plan/batch_reader.h"
+#include "loom/plan/saved_run.h"
 
 namespace loom::train {
 
@@ -375,9 +374,10 @@ CheckpointShape checkpoint_shape(const std::string& checkpoint_dir) {
     // An older loom recorded no batch: its config text holds batch and train.accumulate as it
     // trained, where it reads back (else unknown, 0: only a resume on another world needs it).
     try {
-      const Config cfg = Config::from_string(train.text("config"), train.source() + ":config");
-      out.accumulate = cfg.get_int("train.accumulate", 1, 1, 1 << 20);
-      out.global_batch = plan::read_batch(cfg) * out.accumulate * out.world;
+      const plan::SavedRun run =
+          plan::read_saved_run(train.text("config"), train.source() + ":config");
+      out.accumulate = run.accumulate;
+      out.global_batch = run.batch * out.accumulate * out.world;
     } catch (const Error&) {
       out.global_batch = 0;
     }

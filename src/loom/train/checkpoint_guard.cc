@@ -54,27 +54,6 @@ void set_gradient_fault_hook(std::function<bool(int rank, int64_t step)> hook) {
   fault_hook() = std::move(hook);
 }
 
-std::vector<ConfigKeySpec> checkpoint_config_keys() {
-  return {
-      {"train.checkpoint_every", ConfigType::kInt, "0",
-       "write a checkpoint every this many steps into <output.dir>/checkpoints (0 = off)"},
-      {"train.checkpoint_minutes", ConfigType::kDouble, "0",
-       "also write one when this many minutes passed since the last (0 = off)"},
-      {"train.checkpoint_keep", ConfigType::kInt, "3", "complete checkpoints kept (newest)"},
-      {"train.resume", ConfigType::kString, "\"\"",
-       "resume from the newest checkpoint under this directory (loom train --resume DIR)"},
-      {"train.nan_policy", ConfigType::kString, "\"abort\"",
-       "NaN/Inf in loss or gradients: \"abort\" (exit 4 naming step, rank, layer) or \"skip\" "
-       "(roll the step back and lower the learning rate)"},
-      {"train.nan_lr_factor", ConfigType::kDouble, "0.5",
-       "skip policy: learning rate scale multiplied by this per skipped step"},
-      {"train.nan_max_skips", ConfigType::kInt, "5",
-       "skip policy: consecutive skipped steps before giving up (exit 4)"},
-      {"train.nan_check_grads", ConfigType::kBool, "true",
-       "check every gradient for NaN/Inf during backward (else the loss only)"},
-  };
-}
-
 StepGuard::StepGuard(const GuardOptions& options, std::string config_text, int64_t accumulate,
                      comm::Communicator& c, WorkerParts parts, int64_t steps_per_epoch,
                      uint64_t seed, uint64_t validation_split, uint64_t vocabulary,

@@ -44,10 +44,6 @@ namespace loom::train {
 using NanPolicy = plan::NanPolicy;
 using GuardOptions = plan::GuardOptions;
 
-// Keys: train.checkpoint_every, train.checkpoint_minutes, train.checkpoint_keep, train.resume,
-// train.nan_policy, train.nan_lr_factor, train.nan_max_skips, train.nan_check_grads.
-std::vector<ConfigKeySpec> checkpoint_config_keys();
-
 class StepGuard {
  public:
   enum class Outcome { kDone, kSkipped, kStop };

@@ -10,7 +10,6 @@
 #include "loom/data/sources/sample_source.h"
 #include "loom/data/sources/shard_source.h"
 #include "loom/data/sources/token_windows.h"
-#include "loom/plan/data_reader.h"
 #include "loom/train/device_batch.h"
 
 namespace loom::train {
@@ -65,28 +64,27 @@ data::Dataset load_eval_set(const TrainedModel& m, const std::string& data_path,
   data::Dataset set;
   std::string from;
   if (data_path.empty()) {
-    if (!m.has_config)
+    if (!m.run)
       throw InputError(fmt::format(
           "{}: no config.toml beside it names a test set; give one with --data", m.weights));
-    const data::PipelineConfig p = plan::read_pipeline_config(m.config);
+    const data::PipelineConfig& p = m.run->pipeline;
     if (!p.test_shards.empty()) {
       set = shard_set(m, p.test_shards);
       from = p.test_shards;
-    } else if (m.config.has("data.context")) {
+    } else if (p.context) {
       throw InputError(fmt::format(
           "{}: the run trained on token windows without data.test_shards: give a token shard "
           "to evaluate on with --data",
           m.weights));
     } else {
-      const std::string dir = m.config.get_string("data.dir", data::kDefaultFashionMnistDir);
+      const std::string& dir = m.run->data_dir;
       set = idx_test_set(m, dir, dir);
       from = dir;
     }
   } else {
     std::error_code ec;
     if (fs::is_directory(data_path, ec)) {
-      const std::string train_dir =
-          m.has_config ? m.config.get_string("data.dir", data::kDefaultFashionMnistDir) : data_path;
+      const std::string train_dir = m.run ? m.run->data_dir : data_path;
       set = idx_test_set(m, data_path, train_dir);
     } else if (fs::exists(data_path, ec)) {
       set = shard_set(m, data_path);

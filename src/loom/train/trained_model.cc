@@ -10,8 +10,6 @@
 #include "loom/nn/graph/graph_builder.h"
 #include "loom/nn/graph/model_zoo.h"
 #include "loom/nn/io/model_file.h"
-#include "loom/plan/data_reader.h"
-#include "loom/plan/model_reader.h"
 #include "loom/train/checkpoint.h"
 #include "loom/train/checkpoint_format.h"
 
@@ -36,16 +34,15 @@ TrainedModel from_model_file(const std::string& file, Backend& backend) {
   m.model->set_loss_kind(m.loss);
   const fs::path config = fs::path(file).parent_path() / "config.toml";
   if (fs::is_regular_file(config)) {
-    m.config = Config::from_file(config.string());
-    m.has_config = true;
+    m.run = plan::read_saved_run_file(config.string());
   }
   return m;
 }
 
 // The data's per-sample shape and classes, for a checkpoint that does not record them: the
 // config's training shards, or its IDX test set.
-void shape_from_data(const Config& cfg, nn::Shape& shape, int& classes) {
-  const data::PipelineConfig p = plan::read_pipeline_config(cfg);
+void shape_from_data(const plan::SavedRun& run, nn::Shape& shape, int& classes) {
+  const data::PipelineConfig& p = run.pipeline;
   if (!p.train_shards.empty()) {
     const data::ShardSource s(p.train_shards);
     shape = s.sample_shape();
@@ -53,8 +50,7 @@ void shape_from_data(const Config& cfg, nn::Shape& shape, int& classes) {
     return;
   }
   const data::Dataset test =
-      data::load_fashion_mnist(cfg.get_string("data.dir", data::kDefaultFashionMnistDir), false,
-                               data::Normalisation{}, nullptr);
+      data::load_fashion_mnist(run.data_dir, false, data::Normalisation{}, nullptr);
   shape = test.sample_shape;
   classes = test.num_classes;
 }
@@ -65,8 +61,7 @@ TrainedModel from_checkpoint(const std::string& dir, Backend& backend) {
   TrainedModel m;
   m.weights = path;
   m.from_checkpoint = true;
-  m.config = Config::from_string(ckpt.text("config"), path + ":config");
-  m.has_config = true;
+  m.run = plan::read_saved_run(ckpt.text("config"), path + ":config");
   m.steps = ckpt.i64("position", 5)[0];
   if (ckpt.has(kCheckpointInputShape) && ckpt.has(kCheckpointNumClasses)) {
     m.input_shape = ckpt.i64(kCheckpointInputShape);
@@ -79,12 +74,12 @@ TrainedModel from_checkpoint(const std::string& dir, Backend& backend) {
       throw InputError(fmt::format("{}: sections '{}' and '{}' name no model input", path,
                                    kCheckpointInputShape, kCheckpointNumClasses));
   } else {
-    shape_from_data(m.config, m.input_shape, m.num_classes);
+    shape_from_data(*m.run, m.input_shape, m.num_classes);
   }
-  m.graph = nn::model_graph(plan::read_model_spec(m.config), m.input_shape, m.num_classes);
+  m.graph = nn::model_graph(m.run->model, m.input_shape, m.num_classes);
   m.model = std::make_unique<nn::Model>(backend, m.input_shape, m.num_classes,
                                         nn::build_nodes(m.graph, m.input_shape));
-  m.loss = plan::read_loss_options(m.config).kind;
+  m.loss = m.run->loss.kind;
   m.model->set_loss_kind(m.loss);
   const std::vector<float> params = ckpt.f32("params");
   if (int64_t(params.size()) != m.model->num_params())

@@ -1,6 +1,7 @@
 // A trained run's model, loaded for use outside training (`loom eval`, `loom export`, and
 // whatever else runs a finished model): the built nn::Model holding the trained parameters and
-// state, the graph it was built from, the run's config and the data shape it takes.
+// state, the graph it was built from, what the run's config says of its model and data, and the
+// data shape it takes.
 //
 //   Backend& be = cpu_backend();
 //   TrainedModel m = load_trained_model("runs/mlp", be);   // or a checkpoint directory
@@ -9,7 +10,7 @@
 // The weights come from one of:
 //   - a run's model.safetensors (nn/io/model_file.h), written at the end of every run; the model
 //     is rebuilt from the graph in its metadata, so the file stands on its own, and the run's
-//     config.toml beside it (if there) becomes `config`;
+//     config.toml beside it (if there) becomes `run`;
 //   - a checkpoint directory (checkpoints/step-N, written by train.checkpoint_every,
 //     train.checkpoint_minutes or a stop signal): train.ckpt's parameters, state and config,
 //     the model rebuilt from that config.
@@ -20,10 +21,10 @@
 #include <optional>
 #include <string>
 
-#include "loom/core/config.h"
 #include "loom/data/sources/dataset.h"
 #include "loom/nn/graph/graph_spec.h"
 #include "loom/nn/graph/model.h"
+#include "loom/plan/saved_run.h"
 #include "loom/train/trained_model_metadata.h"
 
 namespace loom::train {
@@ -31,8 +32,9 @@ namespace loom::train {
 struct TrainedModel {
   std::unique_ptr<nn::Model> model;  // on the backend given, trained parameters and state
   nn::GraphSpec graph;               // what `model` was built from
-  Config config;                     // the run's config (see has_config)
-  bool has_config = false;           // false: a model file with no config.toml beside it
+  // The run's config, as far as the model and its data go; nullopt: a model file with no
+  // config.toml beside it.
+  std::optional<plan::SavedRun> run;
   nn::Shape input_shape;             // per sample
   int num_classes = 0;
   std::string weights;  // the file the parameters came from (model.safetensors, train.ckpt)

@@ -29,13 +29,8 @@
 #include "loom/nn/io/model_file.h"
 #include "loom/optim/lr_schedule.h"
 #include "loom/optim/optimizer.h"
-#include "loom/plan/batch_reader.h"
-#include "loom/plan/comm_reader.h"
-#include "loom/plan/data_reader.h"
-#include "loom/plan/model_reader.h"
-#include "loom/plan/strategy_factory.h"
-#include "loom/plan/sync_reader.h"
-#include "loom/plan/train_settings.h"
+#include "loom/plan/run_plan.h"
+#include "loom/plan/saved_run.h"
 #include "loom/sync/model_parallel/model_parallel_model.h"
 #include "loom/sync/ps/ps_placement.h"
 #include "loom/sync/strategy.h"
@@ -53,7 +48,6 @@
 #include "loom/train/run_settings.h"
 #include "loom/train/run_writer.h"
 #include "loom/train/token_run.h"
-#include "loom/train/train_config.h"
 #include "loom/train/trained_model.h"
 #include "loom/train/worker.h"
 
@@ -62,38 +56,38 @@ namespace {
 
 // output.dir with "{n}" resolved, after checking that the run may write there (output_dir.h).
 // Every rank decides the same: nothing is created before every rank has passed this.
-std::string choose_output_dir(const Config& cfg, const TrainOptions& options) {
-  const std::string given = cfg.get_string("output.dir", "runs/latest");
-  const std::string resume = cfg.get_string("train.resume", "");
+std::string choose_output_dir(const plan::RunPlan& run, const TrainOptions& options) {
+  const std::string& given = run.output_dir;
+  const std::string& resume = run.guard.resume;
   if (given.empty()) return given;
   if (!resume.empty()) {
-    const std::string run = resume_run_dir(resume);
-    if (!same_dir(run, given))
+    const std::string resumed = resume_run_dir(resume);
+    if (!same_dir(resumed, given))
       throw ConfigError(fmt::format(
           "{}: output.dir \"{}\" is not the run being resumed ({}): a resumed run writes into "
           "the run it resumes; to continue elsewhere, copy the run there and resume the copy",
-          cfg.where("output.dir"), given, run));
+          run.output_dir_where, given, resumed));
     return given;
   }
   const std::string dir = numbered_output_dir(given);
-  if (!options.force) refuse_existing_run(dir, cfg.where("output.dir"));
+  if (!options.force) refuse_existing_run(dir, run.output_dir_where);
   return dir;
 }
 
 // Rank 0, at the end: <dir>/model.safetensors with the final parameters and state, written
 // atomically (a reader sees the previous file or the whole new one). Returns its path, or ""
 // when rank 0's parameters are not the whole model (model-parallel layers hold slices).
-std::string write_model_file(const Config& cfg, const TrainResult& r, const nn::Model& layout,
-                             const nn::GraphSpec& graph,
+std::string write_model_file(const plan::RunPlan& run, const TrainResult& r,
+                             const nn::Model& layout, const nn::GraphSpec& graph,
                              const std::optional<data::Normalisation>& input_norm,
                              const std::string& dir) {
-  if ((plan::read_parallel_options(cfg).mode != "data" && r.world > 1) ||
+  if ((run.parallel_mode != "data" && r.world > 1) ||
       int64_t(r.final_params.size()) != layout.num_params() ||
       int64_t(r.final_state.size()) != layout.num_state()) {
     log_warn(
         "{} not written: with parallel = \"{}\" over {} workers rank 0 holds only its slices of "
         "the dense layers, not the whole model",
-        nn::kModelFileName, plan::read_parallel_options(cfg).mode, r.world);
+        nn::kModelFileName, run.parallel_mode, r.world);
     return "";
   }
   const std::string path = (std::filesystem::path(dir) / nn::kModelFileName).string();
@@ -117,19 +111,19 @@ std::string write_model_file(const Config& cfg, const TrainResult& r, const nn::
 // `trainers` and train.accumulate, or the run stops when it does not divide. A `batch` given for
 // the resume that is neither the checkpoint's per-worker batch nor the one that keeps the
 // global batch would change it: refused.
-void keep_global_batch(Config& cfg, int trainers, bool lead) {
-  const std::string resume = cfg.get_string("train.resume", "");
-  if (resume.empty()) return;
+plan::RunPlan keep_global_batch(const plan::RunPlan& run, int trainers, bool lead) {
+  const std::string& resume = run.guard.resume;
+  if (resume.empty()) return run;
   const std::string dir = find_latest_checkpoint(resume);
   const CheckpointShape ck = checkpoint_shape(dir);
-  if (ck.world == trainers) return;  // the config's batch, checked against the steps per epoch
+  if (ck.world == trainers) return run;  // the config's batch, checked against the steps per epoch
   if (ck.global_batch == 0)
     throw InputError(fmt::format(
         "{}/train.ckpt: records no global batch (an older loom) and its config does not read "
         "back; it resumes on {} workers only",
         dir, ck.world));
-  const int64_t accumulate = cfg.get_int("train.accumulate", 1, 1, 1 << 20);
-  const int64_t batch = plan::read_batch(cfg);
+  const int64_t accumulate = run.settings.accumulate;
+  const int64_t batch = run.settings.batch;
   const int64_t per_step = int64_t(trainers) * accumulate;
   if (ck.global_batch % per_step != 0)
     throw ConfigError(fmt::format(
@@ -138,29 +132,29 @@ void keep_global_batch(Config& cfg, int trainers, bool lead) {
         dir, ck.global_batch, ck.world, trainers,
         accumulate > 1 ? fmt::format(" x train.accumulate {}", accumulate) : ""));
   const int64_t wanted = ck.global_batch / per_step;
-  if (batch == wanted) return;
+  if (batch == wanted) return run;
   const int64_t old_batch = ck.global_batch / (ck.world * ck.accumulate);
   if (batch != old_batch)
     throw ConfigError(fmt::format(
         "{}: batch {} over {} workers{} makes a global batch of {}; the checkpoint's is {}: a "
         "resume keeps it (batch {}, or leave batch as the checkpoint has it)",
-        cfg.where("batch"), batch, trainers,
+        run.batch_where, batch, trainers,
         accumulate > 1 ? fmt::format(" x train.accumulate {}", accumulate) : "", batch * per_step,
         ck.global_batch, wanted));
-  cfg.set("batch", wanted,
-          fmt::format("resume: the global batch {} of {} over {} workers", ck.global_batch, dir,
-                      trainers));
   if (lead)
     log_info(
         "resume: {} worker{} instead of the checkpoint's {}: batch {} per worker (was {}), the "
         "global batch of {} kept",
         trainers, trainers == 1 ? "" : "s", ck.world, wanted, old_batch, ck.global_batch);
+  return plan::with_batch(run, wanted,
+                          fmt::format("resume: the global batch {} of {} over {} workers",
+                                      ck.global_batch, dir, trainers));
 }
 
 // TrainOptions::keep_results: rank 0's final weights as the model load_trained_model() makes
 // of model.safetensors (the same graph, parameters, state and metadata); null when rank 0's
 // parameters are not the whole model.
-std::shared_ptr<TrainedModel> kept_model(const Config& cfg, const TrainResult& r,
+std::shared_ptr<TrainedModel> kept_model(const plan::RunPlan& run, const TrainResult& r,
                                          const nn::Model& layout, const nn::GraphSpec& graph,
                                          const std::optional<data::Normalisation>& input_norm) {
   if (int64_t(r.final_params.size()) != layout.num_params() ||
@@ -180,53 +174,11 @@ std::shared_ptr<TrainedModel> kept_model(const Config& cfg, const TrainResult& r
   if (!r.final_state.empty())
     cpu_backend().copy_to_device(m->model->state(), r.final_state.data(),
                                  r.final_state.size() * sizeof(float));
-  m->config = cfg;
-  m->has_config = true;
+  m->run = plan::read_saved_run(run.text, "the run's config");
   m->weights = r.model_file;
   m->steps = r.steps;
   m->input_normalisation = input_norm;
   return m;
-}
-
-// backend = "cuda" computes on device memory, which only a transport of device buffers carries;
-// such a transport's workers compute on their GPUs.
-void check_backend_fits_transport(const Config& cfg, const std::string& transport) {
-  const std::string backend = cfg.get_choice("backend", "cpu", {"cpu", "cuda"});
-  const bool device_transport = comm::transport_kind(transport).device_memory;
-  if (backend == "cuda" && !device_transport) {
-    std::vector<std::string> device;
-    for (const comm::TransportKind& k : comm::transport_kinds())
-      if (k.device_memory) device.push_back("\"" + k.name + "\"");
-    throw ConfigError(fmt::format(
-        "{}: key 'backend': \"cuda\" trains on device memory, which only the {} transport "
-        "carries: set transport = {} (transport is \"{}\")",
-        cfg.where("backend"), fmt::join(device, " or "), fmt::join(device, " or "), transport));
-  }
-  if (device_transport) {
-    if (backend != "cuda")
-      throw ConfigError(
-          fmt::format("{}: key 'transport': \"{}\" carries device memory: set backend = "
-                      "\"cuda\"",
-                      cfg.where("transport"), transport));
-    plan::check_device_sync(cfg);
-  }
-}
-
-// A layer that sums statistics across workers in forward and backward (BatchNorm with sync) does
-// so on the compute thread, so no collective of the sync strategy may run on another thread
-// meanwhile: allreduce combines inline, in the order backward makes gradients, which is the
-// same on every rank.
-void combine_inline_for_replica_sums(Config& cfg) {
-  const std::string sync_kind = cfg.get_string("sync", "allreduce");
-  if (sync_kind != "allreduce")
-    throw ConfigError(
-        fmt::format("{}: key 'sync': BatchNorm with sync = true runs with sync = \"allreduce\" "
-                    "only, not \"{}\"",
-                    cfg.where("sync"), sync_kind));
-  if (cfg.get_string("parallel", "data") != "data")
-    throw ConfigError("BatchNorm with sync = true runs with parallel = \"data\" only");
-  if (!cfg.has("sync.overlap") || cfg.values().at("sync.overlap").value != ConfigScalar(false))
-    cfg.set("sync.overlap", std::string("inline"), "BatchNorm sync = true");
 }
 
 // summary.json: the run's final figures (docs/formats.md).
@@ -266,33 +218,20 @@ nlohmann::json run_summary(const TrainResult& result, const Settings& s, const T
 
 }  // namespace
 
-TrainResult run_training(const Config& given, const TrainOptions& options) {
+TrainResult run_training(const plan::RunPlan& given, const TrainOptions& options) {
   Stopwatch wall;
-  given.check_known(train_config_keys());
-  Config cfg = given;
-  const std::string output_dir = choose_output_dir(cfg, options);
-  if (output_dir != cfg.get_string("output.dir", "runs/latest"))
-    cfg.set("output.dir", output_dir, cfg.where("output.dir"));
-  set_log_level(parse_log_level(cfg.get_string("log.level", "info")));
-  const std::string transport = comm::resolve_transport(cfg.get_string("transport", "auto"));
-  check_backend_fits_transport(cfg, transport);
-  // Under MPI the launcher sets the world size; `workers`, when given, must agree with it.
-  const bool launched = comm::transport_uses_launcher(transport);
-  const int workers = int(cfg.get_int("workers", launched ? 0 : 1, launched ? 0 : 1, 4096));
-  std::unique_ptr<comm::World> world =
-      comm::create_world(transport, workers, plan::read_comm_options(cfg));
-  keep_global_batch(cfg,
-                    plan::ps_on_ranks(cfg)
-                        ? sync::ps_training_ranks(plan::read_ps_options(cfg), world->local(0))
-                        : world->size(),
-                    world->local(0).rank() == 0);
-  const Settings s = plan::read_train_settings(cfg);
+  plan::RunPlan run = plan::with_output_dir(given, choose_output_dir(given, options));
+  set_log_level(run.log_level);
+  std::unique_ptr<comm::World> world = comm::create_world(run.transport, run.workers, run.comm);
   const bool lead = world->local(0).rank() == 0;
-
-  const data::PipelineConfig pipeline = plan::read_pipeline_config(cfg);
+  run = keep_global_batch(
+      run, run.ps_on_ranks ? sync::ps_training_ranks(run.ps, world->local(0)) : world->size(),
+      lead);
+  const Settings s = run.settings;
+  const data::PipelineConfig pipeline = run.pipeline;
   Stopwatch load_watch;
   const bool in_memory = options.train_data != nullptr;
-  if (in_memory) plan::refuse_data_files(cfg);  // before any of them is opened
+  if (in_memory) plan::refuse_data_files(run);  // before any of them is opened
   const TokenRun tokens = open_token_run(pipeline);
   RunSets sets = open_run_sets(s, pipeline, options, tokens);
   std::shared_ptr<const data::SampleSource> train_source = sets.train;
@@ -301,7 +240,7 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
   // In-memory data: the caller's test set, used in place (no test set: no test figures).
   const data::Dataset& test = options.test_data ? *options.test_data : sets.test;
   data::check_data_sets(*train_source, train_name, s.eval && sets.has_test ? &test : nullptr,
-                        sets.test_name, pipeline.max_classes, cfg.where("data.max_classes"));
+                        sets.test_name, pipeline.max_classes, run.max_classes_where);
   const HeldOut held_out = hold_out_validation(s, pipeline, world->size(), train_source, tokens);
   train_source = data::maybe_throttle(train_source, pipeline);
   if (lead)
@@ -317,24 +256,25 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
   // The model graph is built once here, on the data's shapes, so that a bad graph stops the
   // run before any worker starts or output.dir is touched. The graph and this host copy of the
   // model's layout name the tensors of model.safetensors at the end.
-  const nn::GraphSpec graph = nn::model_graph(
-      plan::read_model_spec(cfg), train_source->sample_shape(), output_size(*train_source));
+  const nn::GraphSpec graph =
+      nn::model_graph(run.model, train_source->sample_shape(), output_size(*train_source));
   const std::unique_ptr<nn::Model> layout = std::make_unique<nn::Model>(
       cpu_backend(), train_source->sample_shape(), output_size(*train_source),
       nn::build_nodes(graph, train_source->sample_shape()));
-  nn::apply_loss_options(plan::read_loss_options(cfg), *layout);  // checks loss.* here too
+  nn::apply_loss_options(run.loss, *layout);  // checks loss.* here too
   if (tokens.enabled) check_model_fits_windows(pipeline, *layout, tokens);
-  check_loss_fits_data(plan::read_loss_options(cfg), *train_source, train_name);
+  check_loss_fits_data(run.loss, *train_source, train_name);
   if (options.print_model) {
     if (lead) fmt::print("{}\n", layout->summary());
     return TrainResult{};
   }
-  if (layout->reduces_across_replicas() && world->size() > 1) combine_inline_for_replica_sums(cfg);
+  if (layout->reduces_across_replicas() && world->size() > 1)
+    run = plan::with_inline_combine(run, "BatchNorm with sync = true");
 
-  trace::Session timeline(trace::options_from_config(cfg), world->local(0).rank());
-  RunWriter writer(lead ? output_dir : "", !cfg.get_string("train.resume", "").empty());
+  trace::Session timeline(run.trace, world->local(0).rank());
+  RunWriter writer(lead ? run.output_dir : "", !run.guard.resume.empty());
   TrainResult result;
-  result.output_dir = output_dir;
+  result.output_dir = run.output_dir;
   // The CPU backend is shared by the process: later runs (tests, sweeps, benches) start in fp32.
   struct Fp32Again {
     ~Fp32Again() { cpu_backend().set_matmul_precision(Precision::kFp32); }
@@ -343,15 +283,14 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
     // sync = "ps", ps.placement = "ranks": the last ps.servers ranks run the server loop
     // instead of training; the others train over a communicator of their own.
     std::unique_ptr<comm::Communicator> trainers;
-    if (plan::ps_on_ranks(cfg)) {
-      check_same_run(c, cfg.canonical_text());  // the servers' too: they skip train_worker
-      const sync::PsOptions ps = plan::read_ps_options(cfg);
-      if (sync::ps_server_rank(ps, c)) return sync::run_ps_server(ps, c);
-      trainers = sync::ps_training_comm(ps, c);
+    if (run.ps_on_ranks) {
+      check_same_run(c, run.text);  // the servers' too: they skip train_worker
+      if (sync::ps_server_rank(run.ps, c)) return sync::run_ps_server(run.ps, c);
+      trainers = sync::ps_training_comm(run.ps, c);
     }
-    train_worker(cfg, s, trainers ? *trainers : c, train_source,
-                 held_out.set ? &*held_out.set : nullptr, held_out.fingerprint, test, pipeline,
-                 result, writer, options, tokens);
+    train_worker(run, trainers ? *trainers : c, train_source,
+                 held_out.set ? &*held_out.set : nullptr, held_out.fingerprint, test, result,
+                 writer, options, tokens);
   });
   result.wall_s = wall.seconds();
   // A failed write of the weights (a full disk) still leaves the summary of what was trained,
@@ -359,7 +298,7 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
   std::string model_error;
   if (writer.enabled()) {
     try {
-      result.model_file = write_model_file(cfg, result, *layout, graph, input_norm, writer.dir());
+      result.model_file = write_model_file(run, result, *layout, graph, input_norm, writer.dir());
     } catch (const InputError& e) {
       model_error = e.what();
     }
@@ -370,7 +309,7 @@ TrainResult run_training(const Config& given, const TrainOptions& options) {
     if (options.keep_results) {
       summary[kFormatVersionKey] = kSummaryFormatVersion;
       result.summary_json = summary.dump();
-      result.model = kept_model(cfg, result, *layout, graph, input_norm);
+      result.model = kept_model(run, result, *layout, graph, input_norm);
     }
   }
   timeline.write();

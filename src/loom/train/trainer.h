@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "loom/core/config.h"
 #include "loom/data/sources/dataset.h"
 #include "loom/data/sources/sample_source.h"
+#include "loom/plan/run_plan.h"
 
 namespace loom::train {
 
@@ -88,9 +88,9 @@ struct TrainOptions {
   bool keep_results = false;
 };
 
-// Runs `loom train` for a resolved config (unknown keys already rejected by the caller or
-// here). Throws loom::Error subclasses for bad config, bad data, lost peers and NaN loss.
-// output.dir is touched only once every check passed (output_dir.h says what it may hold).
-TrainResult run_training(const Config& cfg, const TrainOptions& options = {});
+// Runs `loom train` for a run's plan (plan::read_run_plan reads it from a config). Throws
+// loom::Error subclasses for bad config, bad data, lost peers and NaN loss. output.dir is
+// touched only once every check passed (output_dir.h says what it may hold).
+TrainResult run_training(const plan::RunPlan& run, const TrainOptions& options = {});
 
 }  // namespace loom::train

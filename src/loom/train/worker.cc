@@ -29,11 +29,7 @@
 #include "loom/nn/io/model_file.h"
 #include "loom/optim/lr_schedule.h"
 #include "loom/optim/optimizer.h"
-#include "loom/plan/model_reader.h"
-#include "loom/plan/optim_reader.h"
-#include "loom/plan/strategy_factory.h"
-#include "loom/plan/sync_reader.h"
-#include "loom/plan/train_settings.h"
+#include "loom/plan/run_plan.h"
 #include "loom/sync/model_parallel/model_parallel_model.h"
 #include "loom/sync/ps/ps_placement.h"
 #include "loom/sync/strategy.h"
@@ -49,8 +45,8 @@
 #include "loom/train/progress.h"
 #include "loom/train/run_data.h"
 #include "loom/train/run_identity.h"
+#include "loom/train/run_settings.h"
 #include "loom/train/run_writer.h"
-#include "loom/train/train_config.h"
 #include "loom/train/trained_model.h"
 
 namespace loom::train {
@@ -111,26 +107,25 @@ Figures evaluate(comm::Communicator& c, nn::Model& model, const data::Dataset& t
 // One rank's training run: set up, start (or resume), the epochs, and rank 0's result.
 class Worker {
  public:
-  Worker(const Config& cfg, const Settings& s, comm::Communicator& c,
+  Worker(const plan::RunPlan& run, comm::Communicator& c,
          std::shared_ptr<const data::SampleSource> train, const data::Dataset* validation,
-         uint64_t validation_split, const data::Dataset& test, const data::PipelineConfig& pipeline,
-         TrainResult& result, RunWriter& writer, const TrainOptions& options,
-         const TokenRun& tokens)
-      : cfg_(cfg),
-        s_(s),
+         uint64_t validation_split, const data::Dataset& test, TrainResult& result,
+         RunWriter& writer, const TrainOptions& options, const TokenRun& tokens)
+      : run_(run),
+        s_(run.settings),
         comm_(c),
         train_(std::move(train)),
         validation_(validation),
         validation_split_(validation_split),
         test_set_(test),
-        pipeline_(pipeline),
+        pipeline_(run.pipeline),
         result_(result),
         writer_(writer),
         options_(options),
         tokens_(tokens) {}
 
   void run() {
-    check_same_run(comm_, cfg_.canonical_text());
+    check_same_run(comm_, run_.text);
     set_up();
     start_or_resume();
     reconsider_resumed_epoch();
@@ -168,28 +163,27 @@ class Worker {
     backend_->set_intra_op_threads(int(s_.threads));
     const std::string why = backend_->matmul_precision_unsupported(s_.precision);
     if (!why.empty())
-      throw ConfigError(fmt::format("{}: key 'precision': \"{}\": {}", cfg_.where("precision"),
+      throw ConfigError(fmt::format("{}: key 'precision': \"{}\": {}", run_.precision_where,
                                     precision_name(s_.precision), why));
     backend_->set_matmul_precision(s_.precision);
-    model_ = plan::build_model(cfg_, comm_, *backend_, train_->sample_shape(),
+    model_ = plan::build_model(run_, comm_, *backend_, train_->sample_shape(),
                                output_size(*train_));  // parallel.* (model_parallel_model.h)
-    nn::apply_loss_options(plan::read_loss_options(cfg_), *model_);
+    nn::apply_loss_options(run_.loss, *model_);
     model_->init_params(s_.seed);
     reducer_.emplace(comm_, *backend_);
     model_->set_reducer(&*reducer_);
-    optimizer_ =
-        optim::make_optimizer(plan::read_optimizer_options(cfg_), *backend_, model_->num_params());
+    optimizer_ = optim::make_optimizer(run_.optimizer, *backend_, model_->num_params());
     set_up_loader();
     // codec/sync/sync.bucket_kib = "auto": measure, decide, and set them (auto_config.h).
-    auto_ = resolve_auto(cfg_, comm_, *backend_, train_->sample_shape(), output_size(*train_),
-                         s_.batch, int(s_.threads), total_steps_);
+    auto_ = resolve_auto(run_, comm_, *backend_, train_->sample_shape(), output_size(*train_),
+                         total_steps_);
+    if (auto_.choice) run_ = plan::with_sync_choice(run_, *auto_.choice, auto_.choice_where);
     if (auto_.active && comm_.rank() == 0) {
       log_info("{}", auto_.log);
       result_.auto_choice = auto_.json;
     }
-    strategy_ = plan::make_strategy(cfg_, comm_, *model_, *optimizer_, total_steps_);
-    schedule_ = optim::make_lr_schedule(plan::read_lr_schedule_options(cfg_), steps_per_epoch_,
-                                        total_steps_);
+    strategy_ = plan::make_strategy(run_, comm_, *model_, *optimizer_, total_steps_);
+    schedule_ = optim::make_lr_schedule(run_.schedule, steps_per_epoch_, total_steps_);
     if (s_.accumulate > 1) accumulated_ = DeviceBuffer<float>(*backend_, model_->num_params());
     lead_ = comm_.rank() == 0;
     if (lead_) {
@@ -234,23 +228,21 @@ class Worker {
     if (s_.max_steps > 0) total_steps_ = std::min(total_steps_, s_.max_steps);
     epochs_to_run_ = (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;
     // The same decision on every rank: the step lines' figures are summed over the ranks.
-    log_every_ = cfg_.get_string("output.dir", "runs/latest").empty() && !options_.keep_results
-                     ? 0
-                     : s_.log_every;
+    log_every_ = run_.output_dir.empty() && !options_.keep_results ? 0 : s_.log_every;
   }
 
   // Checkpoints, resume, the NaN policy and stop signals (checkpoint_guard.h); then the
   // strategy starts from step 0 or from where the checkpoint left off.
   void start_or_resume() {
     BestWeights* best = s_.keep_best && lead_ ? &best_ : nullptr;
-    guard_.emplace(plan::read_guard_options(cfg_), cfg_.canonical_text(), s_.accumulate, comm_,
+    guard_.emplace(run_.guard, run_.text, s_.accumulate, comm_,
                    WorkerParts{*backend_, *model_, *optimizer_, *strategy_, best}, steps_per_epoch_,
                    s_.seed, validation_split_, tokens_.enabled ? tokens_.vocab.fingerprint() : 0,
                    global_batch_);
     step_ = guard_->resume();  // 0, or where the checkpoint left off
     strategy_->start();
     guard_->restore_strategy();
-    auto_window_ = auto_check_window(plan::read_auto_options(cfg_), auto_, step_, total_steps_);
+    auto_window_ = auto_check_window(run_.auto_options, auto_, step_, total_steps_);
     if (lead_ && auto_.active && !auto_window_.active()) {
       log_info("auto: no check of the prediction: {}", auto_window_.skipped);
       note_auto_revision({{"outcome", "not checked"}, {"reason", auto_window_.skipped}});
@@ -263,7 +255,7 @@ class Worker {
     if (!writer_.enabled()) return;
     if (options_.force && !guard_->resumed()) clear_run_results(writer_.dir());
     writer_.open();
-    writer_.write_config(cfg_.canonical_text());
+    writer_.write_config(run_.text);
     if (guard_->resumed()) writer_.keep_epochs_through(step_ / steps_per_epoch_, step_);
     log_info(
         "output: {} (config.toml, metrics.jsonl{}; summary.json and model.safetensors at the end)",
@@ -538,7 +530,7 @@ class Worker {
     o.step_s = sums[0] / per;
     o.exposed_comm_s = sums[1] / per;
     // The test hook auto.test_window_comm_s: a measured step far from the prediction.
-    const double added = plan::read_auto_options(cfg_).test_window_comm_s;
+    const double added = run_.auto_options.test_window_comm_s;
     o.step_s += added;
     o.exposed_comm_s += added;
     auto_window_ = {};  // once
@@ -571,17 +563,18 @@ class Worker {
   // only the old strategy had: codec residuals (error feedback) and block momentum, as at
   // step 0 of a run on the new choice.
   void switch_strategy(const perf::AutoRevision& v) {
-    const std::string what = apply_revision(cfg_, auto_, v, step_);
+    const plan::SyncChoice revised = revision_choice(auto_, v, step_);
+    run_ = plan::with_sync_choice(run_, revised, fmt::format("auto (revised at step {})", step_));
     strategy_->finish();
     pending_stats_.add(strategy_->take_stats());
     gather_optimizer_state(comm_, *backend_, *optimizer_, strategy_->optimizer_owned());
     strategy_.reset();
-    strategy_ = plan::make_strategy(cfg_, comm_, *model_, *optimizer_, total_steps_);
+    strategy_ = plan::make_strategy(run_, comm_, *model_, *optimizer_, total_steps_);
     strategy_->start();
-    guard_->replace_strategy(*strategy_, cfg_.canonical_text(), step_);
+    guard_->replace_strategy(*strategy_, run_.text, step_);
     if (lead_) {
-      log_info("auto: switched: {}\nsync: {}", what, strategy_->describe());
-      writer_.write_config(cfg_.canonical_text());
+      log_info("auto: switched: {}\nsync: {}", revised.revised, strategy_->describe());
+      writer_.write_config(run_.text);
     }
   }
 
@@ -692,14 +685,14 @@ class Worker {
       j[tokens_.bits_key("val")] = val_loss >= 0 ? nlohmann::json(val_loss / kLn2) : nullptr;
   }
 
-  Config cfg_;  // this rank's copy: codec/sync = "auto" writes its choice into it
-  const Settings& s_;
+  plan::RunPlan run_;  // this rank's copy: codec/sync = "auto" revises it with its choice
+  const Settings s_;
   comm::Communicator& comm_;
   std::shared_ptr<const data::SampleSource> train_;
   const data::Dataset* validation_;  // nullptr: no validation split
   uint64_t validation_split_;        // TrainPosition::validation_split
   const data::Dataset& test_set_;
-  const data::PipelineConfig& pipeline_;
+  const data::PipelineConfig pipeline_;
   TrainResult& result_;
   RunWriter& writer_;
   const TrainOptions& options_;
@@ -737,13 +730,12 @@ class Worker {
 
 }  // namespace
 
-void train_worker(const Config& cfg, const Settings& s, comm::Communicator& c,
+void train_worker(const plan::RunPlan& run, comm::Communicator& c,
                   std::shared_ptr<const data::SampleSource> train, const data::Dataset* validation,
-                  uint64_t validation_split, const data::Dataset& test,
-                  const data::PipelineConfig& pipeline, TrainResult& result, RunWriter& writer,
-                  const TrainOptions& options, const TokenRun& tokens) {
-  Worker(cfg, s, c, std::move(train), validation, validation_split, test, pipeline, result, writer,
-         options, tokens)
+                  uint64_t validation_split, const data::Dataset& test, TrainResult& result,
+                  RunWriter& writer, const TrainOptions& options, const TokenRun& tokens) {
+  Worker(run, c, std::move(train), validation, validation_split, test, result, writer, options,
+         tokens)
       .run();
 }
 

@@ -7,11 +7,9 @@
 #include <memory>
 
 #include "loom/comm/communicator.h"
-#include "loom/core/config.h"
-#include "loom/data/loader/pipeline_config.h"
 #include "loom/data/sources/dataset.h"
 #include "loom/data/sources/sample_source.h"
-#include "loom/train/run_settings.h"
+#include "loom/plan/run_plan.h"
 #include "loom/train/run_writer.h"
 #include "loom/train/token_run.h"
 #include "loom/train/trainer.h"
@@ -20,10 +18,9 @@ namespace loom::train {
 
 // `c`: this worker's communicator (the training ranks' own under ps.placement = "ranks").
 // `validation`: null without a validation split; `validation_split` its fingerprint.
-void train_worker(const Config& cfg, const Settings& s, comm::Communicator& c,
+void train_worker(const plan::RunPlan& run, comm::Communicator& c,
                   std::shared_ptr<const data::SampleSource> train, const data::Dataset* validation,
-                  uint64_t validation_split, const data::Dataset& test,
-                  const data::PipelineConfig& pipeline, TrainResult& result, RunWriter& writer,
-                  const TrainOptions& options, const TokenRun& tokens);
+                  uint64_t validation_split, const data::Dataset& test, TrainResult& result,
+                  RunWriter& writer, const TrainOptions& options, const TokenRun& tokens);
 
 }  // namespace loom::train

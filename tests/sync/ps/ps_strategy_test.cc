@@ -440,7 +440,7 @@ TEST(PsStrategy, BadKeysAreRejectedByName) {
   Config typo = tiny_config(1, 0);
   typo.set("ps.server", int64_t(2));
   try {
-    train::run_training(typo);
+    train::run_training(plan::read_run_plan(typo));
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("ps.server"), std::string::npos) << e.what();

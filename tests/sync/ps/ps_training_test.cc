@@ -26,11 +26,12 @@ TEST(PsTraining, SynchronousPsMatchesAllreduce) {
   for (int workers : {1, 2, 3}) {
     Config ar = tiny_run(workers, 24, 12);
     ar.set("sync.bucket_kib", int64_t(64));
-    const train::TrainResult reference = train::run_training(ar);
+    const train::TrainResult reference = train::run_training(plan::read_run_plan(ar));
     by_workers.push_back(reference.final_params);
     for (int servers : {1, 2}) {
       if (workers == 1 && servers == 2) continue;  // the strategy tests cover it
-      const train::TrainResult ps = train::run_training(ps_run(workers, servers, 24, 12));
+      const train::TrainResult ps =
+          train::run_training(plan::read_run_plan(ps_run(workers, servers, 24, 12)));
       ASSERT_EQ(ps.steps, 12);
       // The same mean gradients and optimizer steps; only the order of fp32 additions differs
       // (servers sum workers in rank order, the ring in its own).
@@ -45,12 +46,12 @@ TEST(PsTraining, SynchronousPsMatchesAllreduce) {
 TEST(PsTraining, StalenessZeroIsSynchronousAndPlacementsAgreeBitwise) {
   Config k0 = ps_run(2, 1, 24, 10);
   k0.set("ps.staleness", int64_t(0));
-  const train::TrainResult sync = train::run_training(k0);
+  const train::TrainResult sync = train::run_training(plan::read_run_plan(k0));
   // Dedicated server ranks on the thread transport: 2 workers + 1 server = a world of 3;
   // staleness left at its default (0).
   Config ranks = ps_run(3, 1, 24, 10);
   ranks.set("ps.placement", std::string("ranks"));
-  const train::TrainResult r = train::run_training(ranks);
+  const train::TrainResult r = train::run_training(plan::read_run_plan(ranks));
   EXPECT_EQ(r.world, 2);
   EXPECT_EQ(r.final_params, sync.final_params);
   // With ps.exact_delay, staleness is timing-independent too.
@@ -60,8 +61,8 @@ TEST(PsTraining, StalenessZeroIsSynchronousAndPlacementsAgreeBitwise) {
   Config stale_ranks = stale;
   stale_ranks.set("workers", int64_t(3));
   stale_ranks.set("ps.placement", std::string("ranks"));
-  const train::TrainResult a = train::run_training(stale);
-  EXPECT_EQ(a.final_params, train::run_training(stale_ranks).final_params);
+  const train::TrainResult a = train::run_training(plan::read_run_plan(stale));
+  EXPECT_EQ(a.final_params, train::run_training(plan::read_run_plan(stale_ranks)).final_params);
   EXPECT_GT(max_abs_diff(a.final_params, sync.final_params), 1e-5);
 }
 
@@ -73,7 +74,7 @@ TEST(PsTraining, StalenessTwoStillTrains) {
   // Stale gradients act as extra momentum (Mitliagkas et al., 2016): with momentum 0.9 on
   // gradients two steps old this small fast model oscillates; 0.5 trains.
   cfg.set("optim.momentum", 0.5);
-  const train::TrainResult r = train::run_training(cfg);
+  const train::TrainResult r = train::run_training(plan::read_run_plan(cfg));
   ASSERT_EQ(r.epochs.size(), 1u);
   // Untrained loss is ln(10) = 2.30.
   EXPECT_LT(r.epochs[0].train_loss, 1.3);

@@ -1,4 +1,4 @@
-#include "loom/train/train_config.h"
+#include "loom/plan/run_keys.h"
 
 #include <fmt/format.h>
 
@@ -9,12 +9,12 @@
 #include "loom/optim/loss_scaler.h"
 #include "loom/optim/lr_schedule.h"
 #include "loom/optim/optimizer.h"
+#include "loom/plan/auto_reader.h"
 #include "loom/plan/strategy_factory.h"
+#include "loom/plan/train_settings.h"
 #include "loom/sync/strategy.h"
-#include "loom/train/auto_config.h"
-#include "loom/train/checkpoint_guard.h"
 
-namespace loom::train {
+namespace loom::plan {
 
 namespace {
 
@@ -85,7 +85,7 @@ std::vector<ConfigKeySpec> train_config_keys() {
   std::vector<ConfigKeySpec> keys = own_keys();
   for (auto part :
        {nn::model_config_keys(), optim::optimizer_config_keys(), optim::lr_schedule_config_keys(),
-        optim::loss_scaler_config_keys(), plan::sync_config_keys(), trace::trace_config_keys(),
+        optim::loss_scaler_config_keys(), sync_config_keys(), trace::trace_config_keys(),
         checkpoint_config_keys(), data::data_config_keys(), auto_config_keys()})
     keys.insert(keys.end(), part.begin(), part.end());
   return keys;
@@ -98,4 +98,4 @@ std::string config_help() {
   return out;
 }
 
-}  // namespace loom::train
+}  // namespace loom::plan

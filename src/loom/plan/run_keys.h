@@ -5,12 +5,12 @@
 #include <string>
 #include <vector>
 
-#include "loom/core/config.h"
+#include "loom/core/config_value.h"
 
-namespace loom::train {
+namespace loom::plan {
 
 std::vector<ConfigKeySpec> train_config_keys();
 // "key  default  doc" lines for `loom train --help-config`.
 std::string config_help();
 
-}  // namespace loom::train
+}  // namespace loom::plan
