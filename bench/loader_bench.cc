@@ -37,7 +37,8 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    loom::measure::run_loader_bench(o, stdout);
+    loom::measure::BenchOutput out;
+    loom::measure::run_loader_bench(o, out);
   } catch (const loom::Error& e) {
     std::fprintf(stderr, "loader_bench: %s\n", e.what());
     return int(e.code());

@@ -12,6 +12,7 @@
 #include "loom/core/error.h"
 #include "loom/core/format_version.h"
 #include "loom/measure/allreduce_bench.h"
+#include "loom/measure/bench_harness.h"
 #include "loom/perf/calibration.h"
 
 namespace loom::cli::bench_allreduce_command {
@@ -43,34 +44,26 @@ void run_bench(const Args& a) {
     mpi = comm::create_world("mpi", 0, co);  // ConfigError naming LOOM_MPI=ON if not built
   }
   const bool speaker = !mpi || mpi->local(0).rank() == 0;
-  if (!a.json_only && speaker) {
-    fmt::print(
-        "# allreduce (float sum); busbw = algbw x 2(n-1)/n; vs_mpi = busbw / "
-        "MPI_Allreduce busbw at that size{}\n",
-        mpi ? "" : " (run under mpirun to measure the MPI transport and its peer)");
-    fmt::print("# {:>9} {:>17} {:>5} {:>11} {:>11} {:>10} {:>10} {:>7} {:>6} {}\n", "transport",
-               "algo", "ranks", "bytes", "lat_us", "algbw_GB/s", "busbw_GB/s", "vs_mpi", "iters",
-               "check");
-  }
+  measure::BenchOutput out(!a.json_only && speaker);
+  out.note(fmt::format(
+      "allreduce (float sum); busbw = algbw x 2(n-1)/n; vs_mpi = busbw / MPI_Allreduce busbw at "
+      "that size{}",
+      mpi ? "" : " (run under mpirun to measure the MPI transport and its peer)"));
+  out.note(fmt::format("{:>9} {:>17} {:>5} {:>11} {:>11} {:>10} {:>10} {:>7} {:>6} {}", "transport",
+                       "algo", "ranks", "bytes", "lat_us", "algbw_GB/s", "busbw_GB/s", "vs_mpi",
+                       "iters", "check"));
   if (o.thread && speaker) {
     // mpirun binds each rank to one core by default; the thread transport's threads would
     // then share it and measure the scheduler, not the transport.
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) < o.threads) {
-      fmt::print(
-          "# warning: this process may run on {} CPU(s) but the thread transport has {} "
-          "threads (under mpirun pass --bind-to none)\n",
-          CPU_COUNT(&set), o.threads);
+      out.note(fmt::format(
+          "warning: this process may run on {} CPU(s) but the thread transport has {} threads "
+          "(under mpirun pass --bind-to none)",
+          CPU_COUNT(&set), o.threads));
     }
   }
-  std::fflush(stdout);
   measure::run_allreduce_bench(mpi.get(), o, [&](const measure::AllreduceBenchRow& r) {
-    if (!a.json_only) {
-      fmt::print("  {:>9} {:>17} {:>5} {:>11} {:>11.1f} {:>10.3f} {:>10.3f} {:>7} {:>6} {}\n",
-                 r.transport, r.algo, r.ranks, r.bytes, r.lat_us, r.algbw_gbs, r.busbw_gbs,
-                 r.vs_peer > 0 ? fmt::format("{:.2f}", r.vs_peer) : "-", r.iters,
-                 r.ok ? "ok" : "WRONG");
-    }
     nlohmann::json j = {{"bench", "allreduce"},
                         {"transport", r.transport},
                         {"algo", r.algo},
@@ -83,8 +76,11 @@ void run_bench(const Args& a) {
                         {"check", r.ok ? "ok" : "wrong"},
                         {kFormatVersionKey, perf::kCalibrationFormatVersion}};
     if (r.vs_peer > 0) j["busbw_vs_mpi_allreduce"] = r.vs_peer;
-    fmt::print("{}\n", j.dump());
-    std::fflush(stdout);
+    out.row(fmt::format("  {:>9} {:>17} {:>5} {:>11} {:>11.1f} {:>10.3f} {:>10.3f} {:>7} {:>6} {}",
+                        r.transport, r.algo, r.ranks, r.bytes, r.lat_us, r.algbw_gbs, r.busbw_gbs,
+                        r.vs_peer > 0 ? fmt::format("{:.2f}", r.vs_peer) : "-", r.iters,
+                        r.ok ? "ok" : "WRONG"),
+            j);
   });
 }
 

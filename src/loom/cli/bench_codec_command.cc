@@ -8,6 +8,7 @@
 
 #include "loom/cli/commands.h"
 #include "loom/core/format_version.h"
+#include "loom/measure/bench_harness.h"
 #include "loom/measure/codec_bench.h"
 #include "loom/perf/calibration.h"
 #include "loom/plan/codec_reader.h"
@@ -27,48 +28,42 @@ void run_bench(Args& a) {
   a.bench.options = [params](const std::string& name) {
     return plan::read_codec_options(name, params);
   };
-  if (!a.json_only) {
-    fmt::print(
-        "# codecs, 1 thread, {} floats ({:.2f} MB); GB/s of fp32 input; vs_memcpy = memcpy time / "
-        "(encode + decode time), memcpy timed in the same rounds, fastest of each; wire = encoded "
-        "/ fp32 bytes; "
-        "allreduce_wire = bytes per rank per step of the compressed allreduce over {} ranks / "
-        "fp32 ring allreduce's\n",
-        a.bench.n, 4e-6 * double(a.bench.n), a.bench.world);
-    fmt::print("# {:>8} {:>10} {:>8} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>14} {:>9} {:>8}\n",
-               "codec", "bytes", "wire", "1/wire", "memcpy", "encode", "decode", "enc+dec",
-               "vs_memcpy", "allreduce_wire", "nmse", "residual");
-  }
-  std::fflush(stdout);
+  measure::BenchOutput out(!a.json_only);
+  out.note(fmt::format(
+      "codecs, 1 thread, {} floats ({:.2f} MB); GB/s of fp32 input; vs_memcpy = memcpy time / "
+      "(encode + decode time), memcpy timed in the same rounds, fastest of each; wire = encoded / "
+      "fp32 bytes; allreduce_wire = bytes per rank per step of the compressed allreduce over {} "
+      "ranks / fp32 ring allreduce's",
+      a.bench.n, 4e-6 * double(a.bench.n), a.bench.world));
+  out.note(fmt::format("{:>8} {:>10} {:>8} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>14} {:>9} {:>8}",
+                       "codec", "bytes", "wire", "1/wire", "memcpy", "encode", "decode", "enc+dec",
+                       "vs_memcpy", "allreduce_wire", "nmse", "residual"));
   measure::run_codec_bench(a.bench, [&](const measure::CodecBenchRow& r) {
-    double ar = double(r.allreduce_wire_bytes) / double(r.fp32_allreduce_wire_bytes);
-    if (!a.json_only) {
-      fmt::print(
-          "  {:>8} {:>10} {:>8.4f} {:>9.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>9.2f} "
-          "{:>14.4f} {:>9.2g} {:>8}\n",
-          r.codec, r.encoded_bytes, r.wire_ratio, 1.0 / r.wire_ratio, r.memcpy_gbs, r.encode_gbs,
-          r.decode_gbs, r.roundtrip_gbs, r.vs_memcpy, ar, r.decode_error_nmse, r.residual);
-    }
-    nlohmann::json j = {{"bench", "codec"},
-                        {"codec", r.codec},
-                        {"residual", r.residual},
-                        {"n", r.n},
-                        {"threads", 1},
-                        {"encoded_bytes", r.encoded_bytes},
-                        {"wire_ratio", r.wire_ratio},
-                        {"allreduce_ranks", a.bench.world},
-                        {"allreduce_wire_bytes", r.allreduce_wire_bytes},
-                        {"fp32_allreduce_wire_bytes", r.fp32_allreduce_wire_bytes},
-                        {"memcpy_GBps", r.memcpy_gbs},
-                        {"encode_GBps", r.encode_gbs},
-                        {"decode_GBps", r.decode_gbs},
-                        {"roundtrip_GBps", r.roundtrip_gbs},
-                        {"vs_memcpy", r.vs_memcpy},
-                        {"nmse_one_step", r.decode_error_nmse},
-                        {"reps", r.reps},
-                        {kFormatVersionKey, perf::kCalibrationFormatVersion}};
-    fmt::print("{}\n", j.dump());
-    std::fflush(stdout);
+    const double ar = double(r.allreduce_wire_bytes) / double(r.fp32_allreduce_wire_bytes);
+    const nlohmann::json j = {{"bench", "codec"},
+                              {"codec", r.codec},
+                              {"residual", r.residual},
+                              {"n", r.n},
+                              {"threads", 1},
+                              {"encoded_bytes", r.encoded_bytes},
+                              {"wire_ratio", r.wire_ratio},
+                              {"allreduce_ranks", a.bench.world},
+                              {"allreduce_wire_bytes", r.allreduce_wire_bytes},
+                              {"fp32_allreduce_wire_bytes", r.fp32_allreduce_wire_bytes},
+                              {"memcpy_GBps", r.memcpy_gbs},
+                              {"encode_GBps", r.encode_gbs},
+                              {"decode_GBps", r.decode_gbs},
+                              {"roundtrip_GBps", r.roundtrip_gbs},
+                              {"vs_memcpy", r.vs_memcpy},
+                              {"nmse_one_step", r.decode_error_nmse},
+                              {"reps", r.reps},
+                              {kFormatVersionKey, perf::kCalibrationFormatVersion}};
+    out.row(fmt::format("  {:>8} {:>10} {:>8.4f} {:>9.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>8.2f} "
+                        "{:>9.2f} {:>14.4f} {:>9.2g} {:>8}",
+                        r.codec, r.encoded_bytes, r.wire_ratio, 1.0 / r.wire_ratio, r.memcpy_gbs,
+                        r.encode_gbs, r.decode_gbs, r.roundtrip_gbs, r.vs_memcpy, ar,
+                        r.decode_error_nmse, r.residual),
+            j);
   });
 }
 

@@ -8,8 +8,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -18,6 +16,7 @@
 #include "loom/config.h"
 #include "loom/core/config.h"
 #include "loom/core/error.h"
+#include "loom/measure/bench_harness.h"
 #include "loom/measure/machine_identity.h"
 #include "loom/nn/graph/graph_builder.h"
 #include "loom/nn/graph/model.h"
@@ -41,10 +40,6 @@ struct Args {
   bool accuracy = false;
   std::string json_path;
 };
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // The step's matrix products of a model: buffers for each, and one pass over them all.
 class StepProducts {
@@ -86,9 +81,8 @@ class StepProducts {
     for (auto* v : {&a_, &b_, &c_, &d_, &e_, &f_}) v->assign(size_t(most), 0.01f);
   }
 
-  // Seconds of one pass: every product of forward and backward once.
-  double pass(Precision p) {
-    const double t0 = now_s();
+  // One pass: every product of forward and backward once.
+  void pass(Precision p) {
     for (const auto& l : linears_) {
       cpu::onednn_matmul(false, true, l.batch, l.out, l.in, 1.0f, a_.data(), l.in, b_.data(), l.in,
                          0.0f, c_.data(), l.out, p);
@@ -104,16 +98,13 @@ class StepProducts {
       cpu::onednn_conv_backward(g, a_.data(), b_.data(), c_.data(), dx ? e_.data() : nullptr,
                                 d_.data(), bias ? f_.data() : nullptr, p);
     }
-    return now_s() - t0;
   }
 
-  // The median of `repeats` passes after a warm-up pass.
+  // The median seconds of `repeats` passes after a warm-up pass.
   double seconds(Precision p, int repeats) {
-    pass(p);
-    std::vector<double> t;
-    for (int i = 0; i < repeats; ++i) t.push_back(pass(p));
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    measure::RepeatOptions o;
+    o.reps = repeats;
+    return measure::time_repeats([&] { pass(p); }, o).seconds;
   }
 
   size_t linears() const { return linears_.size(); }
@@ -152,7 +143,7 @@ Config quiet(const std::string& path, int64_t steps, const std::string& precisio
 }
 
 Figures measure(const std::string& name, const std::string& path, int64_t steps, int rounds,
-                std::ofstream& json) {
+                measure::BenchOutput& out) {
   Figures f;
   const Config base = Config::from_file(path);
   const int64_t batch = plan::read_batch(base);
@@ -164,24 +155,24 @@ Figures measure(const std::string& name, const std::string& path, int64_t steps,
   // best of its rounds: the machine's speed drifts, and the two figures of a ratio should see
   // the same spells.
   for (int k = 0; k < 2; ++k) f.gemm[k] = 1e30;
-  for (int round = 0; round < rounds; ++round)
-    for (int k = 0; k < 2; ++k) {
-      const train::TrainResult r =
-          train::run_training(plan::read_run_plan(quiet(path, steps, names[k])));
-      f.sps[k] = std::max(f.sps[k], r.samples_per_s);
-      cpu_backend().set_intra_op_threads(1);
-      const double alone = products.seconds(precisions[k], 9);
-      f.gemm[k] = std::min(f.gemm[k], alone);
-      fmt::print("  {} round {} {}: {:.1f} samples/s, products alone {:.2f} ms\n", name, round + 1,
-                 names[k], r.samples_per_s, 1e3 * alone);
-    }
+  const measure::BestOfRounds best = measure::best_of_rounds(2, rounds, [&](int k, int round) {
+    const train::TrainResult r =
+        train::run_training(plan::read_run_plan(quiet(path, steps, names[k])));
+    cpu_backend().set_intra_op_threads(1);
+    const double alone = products.seconds(precisions[k], 9);
+    f.gemm[k] = std::min(f.gemm[k], alone);
+    out.line(fmt::format("  {} round {} {}: {:.1f} samples/s, products alone {:.2f} ms", name,
+                         round + 1, names[k], r.samples_per_s, 1e3 * alone));
+    return r.samples_per_s;
+  });
+  for (int k = 0; k < 2; ++k) f.sps[k] = best.best[size_t(k)];
   const double train_ratio = f.sps[1] / f.sps[0], gemm_ratio = f.gemm[0] / f.gemm[1];
-  fmt::print(
+  out.line(fmt::format(
       "{}: training {:.1f} -> {:.1f} samples/s (bf16/fp32 {:.2f}); the step's {} GEMM "
       "layers and {} convolutions alone {:.2f} -> {:.2f} ms (bf16/fp32 speed {:.2f}); ratio of "
-      "ratios {:.2f}\n",
+      "ratios {:.2f}",
       name, f.sps[0], f.sps[1], train_ratio, products.linears(), products.convs(), 1e3 * f.gemm[0],
-      1e3 * f.gemm[1], gemm_ratio, train_ratio / gemm_ratio);
+      1e3 * f.gemm[1], gemm_ratio, train_ratio / gemm_ratio));
   const nlohmann::json j = {{"bench", "precision"},
                             {"model", name},
                             {"fp32_samples_per_s", f.sps[0]},
@@ -191,20 +182,18 @@ Figures measure(const std::string& name, const std::string& path, int64_t steps,
                             {"bf16_products_s", f.gemm[1]},
                             {"products_ratio", gemm_ratio},
                             {"ratio_of_ratios", train_ratio / gemm_ratio}};
-  fmt::print("{}\n", j.dump());
-  if (json) json << j.dump() << '\n';
+  out.json(j);
   return f;
 }
 
 void run(const Args& a) {
   const std::string why = cpu_backend().matmul_precision_unsupported(Precision::kBf16);
   if (!why.empty()) throw ConfigError(fmt::format("loom bench precision: bf16: {}", why));
-  std::ofstream json;
-  if (!a.json_path.empty()) json.open(a.json_path);
-  fmt::print("loom bench precision on {}: 1 thread, fp32 against bf16 matrix products\n",
-             measure::cpu_model());
-  measure("MLP", a.configs + "/mlp.toml", a.mlp_steps, a.rounds, json);
-  measure("ResNet-20", a.configs + "/resnet20.toml", a.resnet_steps, a.rounds, json);
+  measure::BenchOutput out(true, a.json_path);
+  out.line(fmt::format("loom bench precision on {}: 1 thread, fp32 against bf16 matrix products",
+                       measure::cpu_model()));
+  measure("MLP", a.configs + "/mlp.toml", a.mlp_steps, a.rounds, out);
+  measure("ResNet-20", a.configs + "/resnet20.toml", a.resnet_steps, a.rounds, out);
   if (!a.accuracy) return;
   double acc[2] = {0, 0};
   const char* names[2] = {"fp32", "bf16"};
@@ -217,16 +206,15 @@ void run(const Args& a) {
     cfg.set("precision", std::string(names[k]));
     acc[k] = train::run_training(plan::read_run_plan(cfg)).test_acc;
   }
-  fmt::print(
+  out.line(fmt::format(
       "MLP test accuracy after its full run (2 workers): fp32 {:.4f}, bf16 {:.4f} ({:+.2f} "
-      "points)\n",
-      acc[0], acc[1], 100 * (acc[1] - acc[0]));
+      "points)",
+      acc[0], acc[1], 100 * (acc[1] - acc[0])));
   const nlohmann::json j = {{"bench", "precision"},
                             {"model", "MLP"},
                             {"fp32_test_acc", acc[0]},
                             {"bf16_test_acc", acc[1]}};
-  fmt::print("{}\n", j.dump());
-  if (json) json << j.dump() << '\n';
+  out.json(j);
 }
 
 CommandRegistrar reg("bench precision", [](CLI::App& bench) {

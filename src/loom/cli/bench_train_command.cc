@@ -4,13 +4,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "loom/cli/commands.h"
 #include "loom/config.h"
 #include "loom/core/config.h"
 #include "loom/experiments/torch_peer.h"
+#include "loom/measure/bench_harness.h"
 #include "loom/tensor/backend_registry.h"
 #include "loom/tensor/cpu/gemm_probe.h"
 #include "loom/train/trainer.h"
@@ -28,14 +28,8 @@ struct Args {
   std::vector<std::string> sets;
 };
 
-void emit(std::ofstream& json, const nlohmann::json& j) {
-  fmt::print("{}\n", j.dump());
-  if (json) json << j.dump() << '\n';
-}
-
 void run(const Args& a) {
-  std::ofstream json;
-  if (!a.json_path.empty()) json.open(a.json_path);
+  measure::BenchOutput out(true, a.json_path);
   fmt::print(
       "loom bench train: MLP 784-1024-1024-10, batch {} per worker, {} thread(s) per "
       "worker, {} steps\n",
@@ -51,39 +45,34 @@ void run(const Args& a) {
     if (lib == cpu::GemmLibrary::kOpenBlas && !LOOM_HAVE_OPENBLAS) continue;
     const cpu::GemmProbe probe = cpu::probe_gemm(shapes, lib);
     ceilings.emplace_back(cpu::gemm_library_name(lib), double(a.batch) / probe.seconds);
-    emit(json, {{"bench", "train"},
-                {"what", "gemm_ceiling"},
-                {"library", ceilings.back().first},
-                {"gflops", probe.gflops()},
-                {"samples_per_s", ceilings.back().second}});
+    out.json({{"bench", "train"},
+              {"what", "gemm_ceiling"},
+              {"library", ceilings.back().first},
+              {"gflops", probe.gflops()},
+              {"samples_per_s", ceilings.back().second}});
   }
 
   // The worker counts run in interleaved rounds (1, 2, 1, 2, ...) and the fastest run of each
   // count is reported: this VM's speed drifts by several percent over tens of seconds, so one
   // run per count can put a slow spell on either side of the scaling ratio.
-  std::vector<std::pair<int, double>> loom_rates;  // (workers, best samples/s)
-  std::vector<std::vector<double>> round_rates(a.workers.size());
-  for (int w : a.workers) loom_rates.push_back({w, 0.0});
-  for (int round = 0; round < a.repeats; ++round) {
-    for (size_t k = 0; k < a.workers.size(); ++k) {
-      const int w = a.workers[k];
-      Config cfg;
-      cfg.set("workers", int64_t(w));
-      cfg.set("threads", a.threads);
-      cfg.set("batch", a.batch);
-      cfg.set("max_steps", a.steps);
-      cfg.set("epochs", int64_t(1000));
-      cfg.set("eval", false);
-      cfg.set("progress", std::string("none"));
-      cfg.set("log.level", std::string("warn"));
-      cfg.set("output.dir", std::string(""));
-      for (const auto& s : a.sets) cfg.set_override(s);
-      const train::TrainResult r = train::run_training(plan::read_run_plan(cfg));
-      double exposed = 0, seconds = 0;
-      for (const auto& e : r.epochs) exposed += e.exposed_comm_s, seconds += e.seconds;
-      loom_rates[k].second = std::max(loom_rates[k].second, r.samples_per_s);
-      round_rates[k].push_back(r.samples_per_s);
-      emit(json, {{"bench", "train"},
+  const measure::BestOfRounds rounds =
+      measure::best_of_rounds(int(a.workers.size()), a.repeats, [&](int k, int round) {
+        const int w = a.workers[size_t(k)];
+        Config cfg;
+        cfg.set("workers", int64_t(w));
+        cfg.set("threads", a.threads);
+        cfg.set("batch", a.batch);
+        cfg.set("max_steps", a.steps);
+        cfg.set("epochs", int64_t(1000));
+        cfg.set("eval", false);
+        cfg.set("progress", std::string("none"));
+        cfg.set("log.level", std::string("warn"));
+        cfg.set("output.dir", std::string(""));
+        for (const auto& s : a.sets) cfg.set_override(s);
+        const train::TrainResult r = train::run_training(plan::read_run_plan(cfg));
+        double exposed = 0, seconds = 0;
+        for (const auto& e : r.epochs) exposed += e.exposed_comm_s, seconds += e.seconds;
+        out.json({{"bench", "train"},
                   {"what", "loom"},
                   {"round", round},
                   {"workers", w},
@@ -91,9 +80,12 @@ void run(const Args& a) {
                   {"batch", a.batch},
                   {"samples_per_s", r.samples_per_s},
                   {"exposed_comm_share", seconds > 0 ? exposed / seconds : 0}});
-    }
-  }
-
+        return r.samples_per_s;
+      });
+  std::vector<std::pair<int, double>> loom_rates;  // (workers, best samples/s)
+  for (size_t k = 0; k < a.workers.size(); ++k)
+    loom_rates.push_back({a.workers[k], rounds.best[k]});
+  const std::vector<std::vector<double>>& round_rates = rounds.by_round;
   std::vector<experiments::PeerResult> peers;
   if (a.peer != "none") {
     // Every PyTorch there is (Debian's 1.13, the newest from PyPI where scripts/setup-bench
@@ -108,14 +100,14 @@ void run(const Args& a) {
         experiments::PeerResult p = experiments::run_torch_peer(script, {python, tuned, compile},
                                                                 int(a.threads), a.peer_epochs);
         if (p.ran) version = p.torch_version;
-        emit(json, {{"bench", "train"},
-                    {"what", "peer"},
-                    {"label", p.label},
-                    {"torch", p.torch_version},
-                    {"ran", p.ran},
-                    {"samples_per_s", p.samples_per_s},
-                    {"test_acc", p.test_acc},
-                    {"message", p.ran ? "" : p.message}});
+        out.json({{"bench", "train"},
+                  {"what", "peer"},
+                  {"label", p.label},
+                  {"torch", p.torch_version},
+                  {"ran", p.ran},
+                  {"samples_per_s", p.samples_per_s},
+                  {"test_acc", p.test_acc},
+                  {"message", p.ran ? "" : p.message}});
         peers.push_back(p);
       }
     }

@@ -162,7 +162,10 @@ CommandRegistrar bench_reg("bench loader", [](CLI::App& parent) {
   c->add_option("--consume-share", o->consume_share,
                 "the stand-in model consumes this share of the disk's rate");
   c->add_flag("--quick", o->quick, "smaller sets and fewer steps (for tests)");
-  c->callback([o] { measure::run_loader_bench(*o, stdout); });
+  c->callback([o] {
+    measure::BenchOutput out;
+    measure::run_loader_bench(*o, out);
+  });
 });
 
 }  // namespace

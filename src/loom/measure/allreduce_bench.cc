@@ -9,7 +9,7 @@
 #include "loom/comm/thread/thread_world.h"
 #include "loom/comm/transport_registry.h"
 #include "loom/core/error.h"
-#include "loom/core/timer.h"
+#include "loom/measure/bench_harness.h"
 
 namespace loom::measure {
 
@@ -25,34 +25,18 @@ int64_t max_over_ranks(Communicator& c, int64_t v) {
   return v;
 }
 
-// Times `op` as the OSU harness does: calibrate with one call, pick iters for the budget,
-// warm up, then the median over 5 repetitions of the per-call time (max over ranks).
+// Times `op` with the harness's call timing (bench_harness.h: calibrated calls per repetition,
+// the median of 5), each repetition's time the slowest rank's, so every rank reports the same.
 AllreduceBenchRow time_op(Communicator& c, std::vector<float>& buf, size_t count, const Op& op,
                           const AllreduceBenchOptions& o) {
   std::span<float> data(buf.data(), count);
   std::fill(data.begin(), data.end(), 0.0f);  // zeros stay zeros: no overflow, no denormals
-  // Calibrate over at least 5 ms of calls, not one call: one slow call (a context switch on a
-  // busy machine) would otherwise pick a single iteration.
-  c.barrier();
-  Stopwatch sw;
-  int64_t calls = 0;
-  for (int64_t k = 1;; k *= 2) {
-    for (int64_t i = 0; i < k; ++i) op(c, data);
-    calls += k;
-    if (max_over_ranks(c, int64_t(sw.seconds() * 1e9)) > 5'000'000) break;
-  }
-  const double one = double(max_over_ranks(c, int64_t(sw.seconds() * 1e9))) * 1e-9 / double(calls);
-  const int iters =
-      o.iters > 0 ? o.iters : int(std::clamp(o.budget_s / 6 / std::max(one, 1e-7), 1.0, 1e4));
-  for (int i = 0; i < std::max(1, iters / 10); ++i) op(c, data);
-  std::vector<double> per;
-  for (int rep = 0; rep < 5; ++rep) {
-    c.barrier();
-    sw.reset();
-    for (int i = 0; i < iters; ++i) op(c, data);
-    per.push_back(double(max_over_ranks(c, int64_t(sw.seconds() * 1e9 / iters))) * 1e-9);
-  }
-  std::sort(per.begin(), per.end());
+  CallOptions co;
+  co.budget_s = o.budget_s;
+  co.calls = o.iters;
+  co.before_rep = [&c] { c.barrier(); };
+  co.agree = [&c](double s) { return double(max_over_ranks(c, int64_t(s * 1e9))) * 1e-9; };
+  const RepeatTiming timing = time_calls([&] { op(c, data); }, co);
   // Check: inputs that differ on every rank and element, against the closed-form sum.
   const int n = c.size(), r = c.rank();
   for (size_t i = 0; i < count; ++i) data[i] = float(r * 4096 + int(i % 4096) + 1);
@@ -64,31 +48,23 @@ AllreduceBenchRow time_op(Communicator& c, std::vector<float>& buf, size_t count
   }
   bad = max_over_ranks(c, bad);
   AllreduceBenchRow row;
-  const double t = per[per.size() / 2];
+  const double t = timing.seconds;
   row.ranks = n;
   row.bytes = count * sizeof(float);
   row.lat_us = t * 1e6;
   row.algbw_gbs = double(row.bytes) / t / 1e9;
   row.busbw_gbs = row.algbw_gbs * 2.0 * (n - 1) / n;
-  row.iters = iters;
+  row.iters = timing.calls;
   row.ok = bad == 0;
   return row;
-}
-
-std::vector<size_t> sizes(const AllreduceBenchOptions& o) {
-  if (o.min_bytes < sizeof(float) || o.max_bytes < o.min_bytes || o.factor < 2) {
-    throw ConfigError("bench allreduce: need 4 <= --min-bytes <= --max-bytes and --factor >= 2");
-  }
-  std::vector<size_t> s;
-  for (size_t b = o.min_bytes; b <= o.max_bytes; b *= o.factor) s.push_back(b / 4 * 4);
-  return s;
 }
 
 }  // namespace
 
 void run_allreduce_bench(World* mpi_world, const AllreduceBenchOptions& o,
                          const std::function<void(const AllreduceBenchRow&)>& on_row) {
-  const std::vector<size_t> byte_sizes = sizes(o);
+  const std::vector<size_t> byte_sizes =
+      geometric_sizes(o.min_bytes, o.max_bytes, o.factor, "bench allreduce");
   const size_t max_count = byte_sizes.back() / sizeof(float);
   std::map<size_t, double> peer_busbw;  // MPI_Allreduce's busbw by size, for the ratios
   int proc_rank = 0;

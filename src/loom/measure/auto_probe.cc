@@ -8,7 +8,7 @@
 #include "loom/compress/registry.h"
 #include "loom/core/error.h"
 #include "loom/core/timer.h"
-#include "loom/measure/median.h"
+#include "loom/measure/bench_harness.h"
 
 namespace loom::measure {
 namespace {
@@ -29,14 +29,9 @@ double time_compute(nn::Model& model, int64_t batch, int reps) {
     model.loss(labels.data(), targets.data(), 1.0f / float(batch));
     model.backward();
   };
-  step();  // warm-up: buffers, caches
-  std::vector<double> t;
-  for (int i = 0; i < std::max(1, reps); ++i) {
-    Stopwatch w;
-    step();
-    t.push_back(w.seconds());
-  }
-  return median(t);
+  RepeatOptions r;  // one warm-up: buffers, caches
+  r.reps = reps;
+  return time_repeats(step, r).seconds;
 }
 
 // Encode and decode GB/s (fp32 in) of `name` on n values, the median of up to `reps` after

@@ -7,43 +7,12 @@
 
 #include "loom/compress/registry.h"
 #include "loom/core/rng.h"
-#include "loom/core/timer.h"
+#include "loom/measure/bench_harness.h"
 #include "loom/sync/allreduce/compressed_allreduce.h"
 
 namespace loom::measure {
 
 using namespace loom::compress;
-namespace {
-
-// Fastest of repeated calls, in rounds that time memcpy, encode and decode one after the
-// other, so all three see the same machine load; the minimum is the figure least disturbed by
-// other processes on a shared machine.
-struct RoundTimes {
-  double copy = 1e30, encode = 1e30, decode = 1e30;
-  int rounds = 0;
-};
-
-template <typename Copy, typename Enc, typename Dec>
-RoundTimes time_rounds(double min_seconds, Copy&& copy, Enc&& enc, Dec&& dec) {
-  copy(), enc(), dec();  // warm up: page faults, caches
-  RoundTimes t;
-  Stopwatch total;
-  while (t.rounds < 5 || total.seconds() < 3 * min_seconds) {
-    Stopwatch a;
-    copy();
-    t.copy = std::min(t.copy, a.seconds());
-    Stopwatch b;
-    enc();
-    t.encode = std::min(t.encode, b.seconds());
-    Stopwatch c;
-    dec();
-    t.decode = std::min(t.decode, c.seconds());
-    if (++t.rounds >= 100000) break;
-  }
-  return t;
-}
-
-}  // namespace
 
 void run_codec_bench(const CodecBenchOptions& o,
                      const std::function<void(const CodecBenchRow&)>& row) {
@@ -90,11 +59,15 @@ void run_codec_bench(const CodecBenchOptions& o,
     r.decode_error_nmse = g2 > 0 ? e2 / g2 : 0;
     // The residual stays bounded under error feedback, so repeated encodes see the same kind
     // of data as training does.
-    RoundTimes t = time_rounds(
-        o.min_seconds, [&] { std::memcpy(out.data(), grad.data(), n * sizeof(float)); },
-        [&] { codec->encode(grad, st, buf); },
-        [&] { codec->decode(buf, out, DecodeMode::kWrite); });
-    const double t_copy = t.copy, t_enc = t.encode, t_dec = t.decode;
+    // memcpy, encode and decode one after the other in each round (bench_harness.h), so all
+    // three see the same machine load; the fastest of each is the figure least disturbed by
+    // other processes on a shared machine.
+    const RoundTiming t =
+        time_rounds({[&] { std::memcpy(out.data(), grad.data(), n * sizeof(float)); },
+                     [&] { codec->encode(grad, st, buf); },
+                     [&] { codec->decode(buf, out, DecodeMode::kWrite); }},
+                    o.min_seconds);
+    const double t_copy = t.fastest[0], t_enc = t.fastest[1], t_dec = t.fastest[2];
     r.reps = t.rounds;
     r.memcpy_gbs = gb / t_copy;
     r.encode_gbs = gb / t_enc;

@@ -2,10 +2,10 @@
 // figures (docs/data.md) in one run, printed as a table and as JSON lines.
 #pragma once
 
-#include <cstdio>
 #include <string>
 
 #include "loom/data/sources/dataset.h"
+#include "loom/measure/bench_harness.h"
 
 namespace loom::measure {
 
@@ -19,6 +19,6 @@ struct LoaderBenchOptions {
   bool quick = false;             // smaller sets, fewer steps
 };
 
-void run_loader_bench(const LoaderBenchOptions& opts, std::FILE* out);
+void run_loader_bench(const LoaderBenchOptions& opts, BenchOutput& out);
 
 }  // namespace loom::measure

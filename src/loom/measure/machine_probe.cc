@@ -15,8 +15,8 @@
 #include "loom/data/loader/loader.h"
 #include "loom/data/sources/dataset.h"
 #include "loom/measure/allreduce_bench.h"
+#include "loom/measure/bench_harness.h"
 #include "loom/measure/codec_bench.h"
-#include "loom/measure/median.h"
 #include "loom/perf/calibration.h"
 #include "loom/perf/workload.h"
 #include "loom/tensor/backend_registry.h"
@@ -46,9 +46,7 @@ double stream_rate(const std::string& op, size_t bytes, int threads, int reps) {
     std::fill(a.begin() + lo, a.begin() + hi, 1.0f);
     std::fill(b.begin() + lo, b.begin() + hi, 0.5f);
   });
-  std::vector<double> times;
-  for (int r = -1; r < reps; ++r) {
-    Stopwatch w;
+  const auto pass = [&] {
     on_threads(threads, [&](int t) {
       const size_t lo = n * size_t(t) / size_t(threads), hi = n * size_t(t + 1) / size_t(threads);
       float* __restrict pa = a.data();
@@ -59,10 +57,12 @@ double stream_rate(const std::string& op, size_t bytes, int threads, int reps) {
         std::memcpy(pa + lo, pb + lo, (hi - lo) * sizeof(float));
       }
     });
-    if (r >= 0) times.push_back(w.seconds());
-  }
+  };
+  RepeatOptions ro;  // one warm-up
+  ro.reps = reps;
+  const double seconds = time_repeats(pass, ro).seconds;
   const double traffic = double(n * sizeof(float)) * (op == "add" ? 3 : 2);
-  return traffic / median(times);
+  return traffic / seconds;
 }
 
 // One MLP step's layer ops between GEMMs on the CPU backend, per worker: the buffers and
@@ -116,19 +116,19 @@ struct LayerOps {
 double elementwise_rate(const ProbeOptions& o, int threads, int reps) {
   std::vector<double> widths(o.widths.begin(), o.widths.end());
   const double bytes = double(o.batch) * mlp_elementwise_bytes(widths, o.dropout);
-  std::vector<std::vector<double>> per(static_cast<size_t>(threads));
+  std::vector<double> per(static_cast<size_t>(threads));
   on_threads(threads, [&](int t) {
     Backend& be = cpu_backend();
     be.set_intra_op_threads(1);
     LayerOps ops(o.widths, o.batch, o.dropout);
-    for (int r = -2; r < reps; ++r) {
-      Stopwatch w;
-      ops.run(be, uint64_t(r + 3));
-      if (r >= 0) per[size_t(t)].push_back(w.seconds());
-    }
+    uint64_t seed = 0;  // a new dropout mask each call
+    RepeatOptions ro;
+    ro.warmup = 2;
+    ro.reps = reps;
+    per[size_t(t)] = time_repeats([&] { ops.run(be, ++seed); }, ro).seconds;
   });
   double rate = 0;
-  for (auto& v : per) rate += bytes / median(v);
+  for (double s : per) rate += bytes / s;
   return rate;
 }
 
@@ -238,14 +238,9 @@ double steal_beside_compute(const ProbeOptions& o, int workers, F&& fn) {
 // Median seconds of `reps` allreduces of `bytes` on `c` (after one warm-up).
 double time_allreduce(comm::Communicator& c, size_t bytes, int reps) {
   std::vector<float> v(bytes / sizeof(float), 1.0f);
-  c.allreduce(std::span<float>(v));
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    Stopwatch w;
-    c.allreduce(std::span<float>(v));
-    t.push_back(w.seconds());
-  }
-  return median(t);
+  RepeatOptions ro;  // one warm-up
+  ro.reps = reps;
+  return time_repeats([&] { c.allreduce(std::span<float>(v)); }, ro).seconds;
 }
 
 // The thread transport's allreduce among `workers` ranks (the workers' communication
