@@ -30,6 +30,120 @@ const typename Map::mapped_type& lookup(const Map& m, const std::string& what,
   return it->second;
 }
 
+// One row of each kind, checked against the rows it names (a GPU's links, a cloud's GPU).
+LinkSpec read_link(const RowReader& r) {
+  r.check_known({"name", "kind", "gbs", "latency_us", "efficiency", "flow_gbs", "source"});
+  LinkSpec l;
+  l.name = r.str("name");
+  l.kind = r.str("kind");
+  l.gbs = r.num("gbs");
+  l.latency_us = r.num("latency_us", true, true);
+  l.efficiency = r.num("efficiency", false, false, 1.0);
+  if (l.efficiency > 1) r.fail("efficiency", fmt::format("must be <= 1, got {}", l.efficiency));
+  l.flow_gbs = r.num("flow_gbs", false, true, 0);
+  l.source = r.str("source");
+  return l;
+}
+
+GpuSpec read_gpu(const RowReader& r, const std::map<std::string, LinkSpec>& links) {
+  r.check_known({"name", "fp32_tflops", "tensor_tflops", "memory_gb", "mem_bw_gbs", "host_link",
+                 "peer_link", "tdp_w", "price_usd", "price_kind", "chip", "form_factor", "slots",
+                 "cooling", "baseboard", "vendor", "cuda_cc", "source"});
+  GpuSpec g;
+  g.name = r.str("name");
+  g.fp32_tflops = r.num("fp32_tflops");
+  g.tensor_tflops = r.num("tensor_tflops", true, true);
+  g.memory_gb = r.num("memory_gb");
+  g.mem_bw_gbs = r.num("mem_bw_gbs");
+  g.host_link = r.str("host_link");
+  g.peer_link = r.str("peer_link");
+  g.tdp_w = r.num("tdp_w");
+  g.price_usd = r.num("price_usd", false, false, 0);
+  g.price_kind = r.str("price_kind", false, g.price_usd > 0 ? "msrp" : "");
+  g.source = r.str("source");
+  g.chip = r.str("chip", false);
+  g.vendor = r.str("vendor", false, "nvidia");
+  g.cuda_cc = r.num("cuda_cc", false, true);
+  if (!links.count(g.host_link))
+    r.fail("host_link", unknown_name_message("link", g.host_link, keys_of(links)));
+  if (g.peer_link != "none" && !links.count(g.peer_link))
+    r.fail("peer_link", unknown_name_message("link", g.peer_link, keys_of(links)));
+  // Whether and where a GPU fits a machine: a card needs its width, a module its baseboard.
+  g.form_factor = r.str("form_factor");
+  if (g.form_factor == "pcie") {
+    g.slots = r.num("slots");
+    const std::string cooling = r.str("cooling", false, "active");
+    if (cooling != "active" && cooling != "passive")
+      r.fail("cooling", fmt::format("must be active or passive, got '{}'", cooling));
+    g.passive = cooling == "passive";
+  } else if (g.is_module()) {
+    g.baseboard = r.str("baseboard");
+  } else if (g.form_factor != "machine") {
+    r.fail("form_factor",
+           fmt::format("must be pcie, sxm, oam or machine, got '{}'", g.form_factor));
+  }
+  return g;
+}
+
+HostClassSpec read_host(const RowReader& r, const std::map<std::string, LinkSpec>& links) {
+  r.check_known({"name",          "kind",        "description", "price_usd", "price_date",
+                 "price_source",  "form_factor", "baseboard",   "gpus_min",  "gpus_max",
+                 "slots",         "psu_w",       "host_w",      "idle_w",    "supply",
+                 "pcie_link",     "cpu_lanes",   "topology",    "nics",      "nics_per_node",
+                 "passive_cards", "source"});
+  HostClassSpec h;
+  h.name = r.str("name");
+  h.kind = r.str("kind");
+  if (h.kind != "desktop" && h.kind != "workstation" && h.kind != "server" && h.kind != "baseboard")
+    r.fail("kind",
+           fmt::format("must be desktop, workstation, server or baseboard, got '{}'", h.kind));
+  h.description = r.str("description");
+  h.price_usd = r.num("price_usd");
+  h.price_date = r.str("price_date");
+  h.price_source = r.str("price_source");
+  h.form_factor = r.str("form_factor");
+  if (h.form_factor == "pcie") {
+    h.slots = r.num("slots");
+    h.pcie_link = r.str("pcie_link");
+    if (!links.count(h.pcie_link))
+      r.fail("pcie_link", unknown_name_message("link", h.pcie_link, keys_of(links)));
+    h.cpu_lanes = r.count("cpu_lanes", 0);
+  } else if (h.form_factor == "sxm" || h.form_factor == "oam") {
+    h.baseboard = r.str("baseboard");
+  } else {
+    r.fail("form_factor", fmt::format("must be pcie, sxm or oam, got '{}'", h.form_factor));
+  }
+  h.gpus_max = r.count("gpus_max", 0);
+  if (h.gpus_max < 1) r.fail("gpus_max", "is missing");
+  h.gpus_min = r.count("gpus_min", 1);
+  if (h.gpus_min > h.gpus_max)
+    r.fail("gpus_min", fmt::format("must be <= gpus_max ({}), got {}", h.gpus_max, h.gpus_min));
+  h.psu_w = r.num("psu_w");
+  h.host_w = r.num("host_w");
+  h.idle_w = r.num("idle_w", false, true, 0);
+  h.supply = r.str("supply");
+  h.topology = r.str("topology");
+  h.nics = r.strs("nics");
+  for (const auto& l : h.nics)
+    if (!links.count(l)) r.fail("nics", unknown_name_message("link", l, keys_of(links)));
+  h.nics_per_node = r.count("nics_per_node", 1);
+  h.passive_cards = r.flag("passive_cards", false);
+  h.source = r.str("source");
+  return h;
+}
+
+CloudSpec read_cloud(const RowReader& r, const std::map<std::string, GpuSpec>& gpus) {
+  r.check_known({"name", "gpu", "gpus_max", "usd_per_gpu_hour", "date", "source"});
+  CloudSpec c;
+  c.name = r.str("name");
+  c.gpu = r.str("gpu");
+  if (!gpus.count(c.gpu)) r.fail("gpu", unknown_name_message("GPU", c.gpu, keys_of(gpus)));
+  c.gpus_max = r.count("gpus_max", 1);
+  c.usd_per_gpu_hour = r.num("usd_per_gpu_hour");
+  c.date = r.str("date");
+  c.source = r.str("source");
+  return c;
+}
 }  // namespace
 
 std::string unknown_name_message(const std::string& what, const std::string& name,
@@ -80,114 +194,19 @@ void Catalog::load_text(const std::string& text, const std::string& name) {
   }
   // Links first: GPU rows name them.
   for_rows(root, name, "link", [&](const RowReader& r) {
-    r.check_known({"name", "kind", "gbs", "latency_us", "efficiency", "flow_gbs", "source"});
-    LinkSpec l;
-    l.name = r.str("name");
-    l.kind = r.str("kind");
-    l.gbs = r.num("gbs");
-    l.latency_us = r.num("latency_us", true, true);
-    l.efficiency = r.num("efficiency", false, false, 1.0);
-    if (l.efficiency > 1) r.fail("efficiency", fmt::format("must be <= 1, got {}", l.efficiency));
-    l.flow_gbs = r.num("flow_gbs", false, true, 0);
-    l.source = r.str("source");
+    const LinkSpec l = read_link(r);
     links_[l.name] = l;
   });
   for_rows(root, name, "gpu", [&](const RowReader& r) {
-    r.check_known({"name", "fp32_tflops", "tensor_tflops", "memory_gb", "mem_bw_gbs", "host_link",
-                   "peer_link", "tdp_w", "price_usd", "price_kind", "chip", "form_factor", "slots",
-                   "cooling", "baseboard", "vendor", "cuda_cc", "source"});
-    GpuSpec g;
-    g.name = r.str("name");
-    g.fp32_tflops = r.num("fp32_tflops");
-    g.tensor_tflops = r.num("tensor_tflops", true, true);
-    g.memory_gb = r.num("memory_gb");
-    g.mem_bw_gbs = r.num("mem_bw_gbs");
-    g.host_link = r.str("host_link");
-    g.peer_link = r.str("peer_link");
-    g.tdp_w = r.num("tdp_w");
-    g.price_usd = r.num("price_usd", false, false, 0);
-    g.price_kind = r.str("price_kind", false, g.price_usd > 0 ? "msrp" : "");
-    g.source = r.str("source");
-    g.chip = r.str("chip", false);
-    g.vendor = r.str("vendor", false, "nvidia");
-    g.cuda_cc = r.num("cuda_cc", false, true);
-    if (!links_.count(g.host_link))
-      r.fail("host_link", unknown_name_message("link", g.host_link, keys_of(links_)));
-    if (g.peer_link != "none" && !links_.count(g.peer_link))
-      r.fail("peer_link", unknown_name_message("link", g.peer_link, keys_of(links_)));
-    // Whether and where a GPU fits a machine: a card needs its width, a module its baseboard.
-    g.form_factor = r.str("form_factor");
-    if (g.form_factor == "pcie") {
-      g.slots = r.num("slots");
-      const std::string cooling = r.str("cooling", false, "active");
-      if (cooling != "active" && cooling != "passive")
-        r.fail("cooling", fmt::format("must be active or passive, got '{}'", cooling));
-      g.passive = cooling == "passive";
-    } else if (g.is_module()) {
-      g.baseboard = r.str("baseboard");
-    } else if (g.form_factor != "machine") {
-      r.fail("form_factor",
-             fmt::format("must be pcie, sxm, oam or machine, got '{}'", g.form_factor));
-    }
+    const GpuSpec g = read_gpu(r, links_);
     gpus_[g.name] = g;
   });
   for_rows(root, name, "host", [&](const RowReader& r) {
-    r.check_known({"name",          "kind",        "description", "price_usd", "price_date",
-                   "price_source",  "form_factor", "baseboard",   "gpus_min",  "gpus_max",
-                   "slots",         "psu_w",       "host_w",      "idle_w",    "supply",
-                   "pcie_link",     "cpu_lanes",   "topology",    "nics",      "nics_per_node",
-                   "passive_cards", "source"});
-    HostClassSpec h;
-    h.name = r.str("name");
-    h.kind = r.str("kind");
-    if (h.kind != "desktop" && h.kind != "workstation" && h.kind != "server" &&
-        h.kind != "baseboard")
-      r.fail("kind",
-             fmt::format("must be desktop, workstation, server or baseboard, got '{}'", h.kind));
-    h.description = r.str("description");
-    h.price_usd = r.num("price_usd");
-    h.price_date = r.str("price_date");
-    h.price_source = r.str("price_source");
-    h.form_factor = r.str("form_factor");
-    if (h.form_factor == "pcie") {
-      h.slots = r.num("slots");
-      h.pcie_link = r.str("pcie_link");
-      if (!links_.count(h.pcie_link))
-        r.fail("pcie_link", unknown_name_message("link", h.pcie_link, keys_of(links_)));
-      h.cpu_lanes = r.count("cpu_lanes", 0);
-    } else if (h.form_factor == "sxm" || h.form_factor == "oam") {
-      h.baseboard = r.str("baseboard");
-    } else {
-      r.fail("form_factor", fmt::format("must be pcie, sxm or oam, got '{}'", h.form_factor));
-    }
-    h.gpus_max = r.count("gpus_max", 0);
-    if (h.gpus_max < 1) r.fail("gpus_max", "is missing");
-    h.gpus_min = r.count("gpus_min", 1);
-    if (h.gpus_min > h.gpus_max)
-      r.fail("gpus_min", fmt::format("must be <= gpus_max ({}), got {}", h.gpus_max, h.gpus_min));
-    h.psu_w = r.num("psu_w");
-    h.host_w = r.num("host_w");
-    h.idle_w = r.num("idle_w", false, true, 0);
-    h.supply = r.str("supply");
-    h.topology = r.str("topology");
-    h.nics = r.strs("nics");
-    for (const auto& l : h.nics)
-      if (!links_.count(l)) r.fail("nics", unknown_name_message("link", l, keys_of(links_)));
-    h.nics_per_node = r.count("nics_per_node", 1);
-    h.passive_cards = r.flag("passive_cards", false);
-    h.source = r.str("source");
+    const HostClassSpec h = read_host(r, links_);
     hosts_[h.name] = h;
   });
   for_rows(root, name, "cloud", [&](const RowReader& r) {
-    r.check_known({"name", "gpu", "gpus_max", "usd_per_gpu_hour", "date", "source"});
-    CloudSpec c;
-    c.name = r.str("name");
-    c.gpu = r.str("gpu");
-    if (!gpus_.count(c.gpu)) r.fail("gpu", unknown_name_message("GPU", c.gpu, keys_of(gpus_)));
-    c.gpus_max = r.count("gpus_max", 1);
-    c.usd_per_gpu_hour = r.num("usd_per_gpu_hour");
-    c.date = r.str("date");
-    c.source = r.str("source");
+    const CloudSpec c = read_cloud(r, gpus_);
     clouds_[c.name] = c;
   });
   for_rows(root, name, "storage", [&](const RowReader& r) {
