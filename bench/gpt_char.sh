@@ -5,7 +5,8 @@
 #
 #   bench/gpt_char.sh loss    [--seeds "0 1 2"] [--steps 1700]  # validation bits/byte per seed
 #   bench/gpt_char.sh codecs  [--seed 0] [--steps 1700]          # 2 workers: fp32, int8, onebit,
-#                             [--configs "fp32 int8 ..."]        #   powersgd, sync = bmuf
+#                             [--configs "fp32 int8 ..."]        #   powersgd, sync = bmuf,
+#                                                                #   onebit_adam (1-bit Adam)
 #   bench/gpt_char.sh speed   [--steps 30]                      # tokens/s at 1 thread
 #   bench/gpt_char.sh scaling [--steps 60]                      # 2 workers vs free communication
 #   bench/gpt_char.sh words   --runs "DIR ..."                  # sampled words of trained runs
@@ -36,7 +37,7 @@ PEER=$here/peers/torch_gpt_char.py
 FIG=$here/peers/gpt_char_figures.py
 MODE=${1:-loss}
 shift || true
-SEEDS="0 1 2" SEED=0 STEPS= LR=0.001 DATA= KEEP= CONFIGS="fp32 int8 onebit powersgd bmuf"
+SEEDS="0 1 2" SEED=0 STEPS= LR=0.001 DATA= KEEP= CONFIGS="fp32 int8 onebit powersgd bmuf onebit_adam"
 TEMPERATURES="0.8 0.7" SAMPLES=8 RUNS=
 while [ $# -gt 0 ]; do
   case $1 in
@@ -50,7 +51,7 @@ while [ $# -gt 0 ]; do
     --temperatures) TEMPERATURES=$2; shift 2 ;;
     --samples) SAMPLES=$2; shift 2 ;;
     --runs) RUNS=$2; shift 2 ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "gpt_char.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -165,6 +166,7 @@ PY
     for c in $CONFIGS; do
       case $c in
         bmuf) extra=(--set sync=bmuf) ;;
+        onebit_adam) extra=(--set optim.name=onebit_adam) ;;  # 1-bit Adam's own exchange
         *) extra=(--set codec="$c") ;;
       esac
       read -r b t < <(loom_run "$work/$c" --set workers=2 --set batch=16 --set max_steps="$STEPS" \

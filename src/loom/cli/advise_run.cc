@@ -12,6 +12,7 @@
 #include "loom/plan/batch_reader.h"
 #include "loom/plan/codec_reader.h"
 #include "loom/plan/comm_reader.h"
+#include "loom/plan/train_settings.h"
 #include "loom/tensor/backend_registry.h"
 #include "loom/train/auto_config.h"
 
@@ -34,7 +35,7 @@ void advise_run(const AdviseRunArgs& a) {
     cfg.set("auto.calibration_mismatch", a.mismatch, "--calibration-mismatch");
   }
   const int workers = int(cfg.get_int("workers", 2, 1, 4096));
-  const int threads = int(cfg.get_int("threads", 1, 1, 256));
+  const int threads = int(plan::read_threads(cfg));
   const int64_t batch = plan::read_batch(cfg);
   // Fashion-MNIST's shapes (loom's default data): the graph is built on them.
   const nn::Shape input = {1, 28, 28};

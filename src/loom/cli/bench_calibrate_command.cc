@@ -17,6 +17,7 @@
 #include "loom/measure/machine_identity.h"
 #include "loom/measure/machine_probe.h"
 #include "loom/perf/calibration.h"
+#include "loom/plan/model_reader.h"
 
 namespace loom::cli::bench_calibrate_command {
 namespace {
@@ -64,11 +65,11 @@ void run(const Args& a) {
   measure::ProbeOptions o;
   if (!a.model.empty()) {
     const Config cfg = Config::from_file(a.model);
-    if (cfg.get_string("model", "mlp") != "mlp")
+    if (plan::read_model_spec(cfg).model != "mlp")
       throw ConfigError(
           fmt::format("{}: bench calibrate measures the MLP's step shapes; "
                       "model '{}' is not supported yet",
-                      a.model, cfg.get_string("model", "mlp")));
+                      a.model, plan::read_model_spec(cfg).model));
     o = mlp_probe_options(cfg);
   }
   o.quick = a.quick;

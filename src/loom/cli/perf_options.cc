@@ -1,6 +1,7 @@
 #include "loom/cli/perf_options.h"
 
 #include "loom/plan/batch_reader.h"
+#include "loom/plan/sync_reader.h"
 
 namespace loom::cli {
 
@@ -50,7 +51,7 @@ measure::ProbeOptions mlp_probe_options(const Config& cfg) {
   o.widths.push_back(10);
   o.batch = plan::read_batch(cfg);
   o.dropout = cfg.get_double("mlp.dropout", 0.5, 0.0, 0.99);
-  o.bucket_bytes = cfg.get_int("sync.bucket_kib", 4096, 0, int64_t(1) << 30) * 1024;
+  o.bucket_bytes = plan::read_bucket_kib(cfg) * 1024;
   return o;
 }
 

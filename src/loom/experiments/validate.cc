@@ -97,7 +97,7 @@ StepEstimate predict_case(const plan::RunPlan& run, const Calibration& cal,
   TrainSpec t;
   t.batch = run.settings.batch;
   t.threads = threads;
-  const bool adam = run.optimizer.name == "adam";
+  const bool adam = run.optimizer.name == "adam" || run.optimizer.name == "onebit_adam";
   t.optimizer = adam ? "adam" : run.optimizer.momentum > 0 ? "momentum" : "sgd";
   CostModel m(w, cl, s, t, d);
   return m.estimate_at(1, c.workers);

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "loom/core/error.h"
+#include "loom/optim/onebit_adam.h"
 
 namespace loom::optim {
 
@@ -66,12 +67,15 @@ std::vector<StateBuffer> Adam::state() {
 
 std::vector<ConfigKeySpec> optimizer_config_keys() {
   return {
-      {"optim.name", ConfigType::kString, "\"sgd\"", "\"sgd\" or \"adam\""},
+      {"optim.name", ConfigType::kString, "\"sgd\"",
+       "\"sgd\", \"adam\" or \"onebit_adam\" (1-bit Adam: AdamW for codec.warmup_steps, then the "
+       "variance frozen and the momentum exchanged through the codec, onebit unless set; "
+       "sync = \"allreduce\")"},
       {"optim.lr", ConfigType::kDouble, "0.05", "base learning rate"},
       {"optim.momentum", ConfigType::kDouble, "0.9", "SGD momentum"},
       {"optim.nesterov", ConfigType::kBool, "false", "Nesterov momentum (SGD)"},
       {"optim.weight_decay", ConfigType::kDouble, "0", "L2 weight decay"},
-      {"optim.beta1", ConfigType::kDouble, "0.9", "Adam beta1"},
+      {"optim.beta1", ConfigType::kDouble, "0.9", "Adam (and 1-bit Adam) beta1"},
       {"optim.beta2", ConfigType::kDouble, "0.999", "Adam beta2"},
       {"optim.eps", ConfigType::kDouble, "1e-8", "Adam epsilon"},
       {"optim.decoupled", ConfigType::kBool, "false", "decoupled weight decay (AdamW)"},
@@ -99,7 +103,11 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, Backend& ba
   if (o.name == "adam")
     return std::make_unique<Adam>(backend, num_params, o.beta1, o.beta2, o.eps, o.weight_decay,
                                   o.decoupled);
-  throw ConfigError(fmt::format("optim.name: unknown optimizer \"{}\" (sgd or adam)", o.name));
+  if (o.name == "onebit_adam")
+    return std::make_unique<OnebitAdam>(backend, num_params, o.beta1, o.beta2, o.eps,
+                                        o.weight_decay);
+  throw ConfigError(
+      fmt::format("optim.name: unknown optimizer \"{}\" (sgd, adam or onebit_adam)", o.name));
 }
 
 }  // namespace loom::optim

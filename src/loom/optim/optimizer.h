@@ -74,8 +74,9 @@ class Adam final : public Optimizer {
   DeviceBuffer<float> m_, v_;
 };
 
-// Keys: optim.name ("sgd" | "adam"), optim.lr, optim.momentum, optim.nesterov,
-// optim.weight_decay, optim.beta1, optim.beta2, optim.eps, optim.decoupled, optim.clip_norm.
+// Keys: optim.name ("sgd" | "adam" | "onebit_adam", optim/onebit_adam.h), optim.lr, optim.momentum,
+// optim.nesterov, optim.weight_decay, optim.beta1, optim.beta2, optim.eps, optim.decoupled,
+// optim.clip_norm.
 std::vector<ConfigKeySpec> optimizer_config_keys();
 
 // Gradient clipping by global norm: the strategy that owns the update scales the combined
@@ -88,11 +89,11 @@ float clip_factor(double squared_norm, float clip_norm);
 // An optimizer's settings (the optim.* keys above but optim.lr, which the schedule takes, and
 // optim.clip_norm, which the strategy applies), read by the run plan (plan/optim_reader.h).
 struct OptimizerOptions {
-  std::string name = "sgd";  // "sgd" | "adam"
+  std::string name = "sgd";  // "sgd" | "adam" | "onebit_adam"
   float weight_decay = 0.0f;
   float momentum = 0.9f;  // SGD
   bool nesterov = false;
-  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // Adam
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // Adam and 1-bit Adam
   bool decoupled = false;
 };
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, Backend& backend,

@@ -10,7 +10,7 @@
 namespace loom::plan {
 
 optim::OptimizerOptions read_optimizer_options(const Config& cfg) {
-  const std::string name = cfg.get_choice("optim.name", "sgd", {"sgd", "adam"});
+  const std::string name = cfg.get_choice("optim.name", "sgd", {"sgd", "adam", "onebit_adam"});
   const float wd = float(cfg.get_double("optim.weight_decay", 0.0, 0.0, 1.0));
   // Each optimizer's own keys mean nothing to the other one.
   const std::string chosen =
@@ -37,6 +37,15 @@ optim::OptimizerOptions read_optimizer_options(const Config& cfg) {
     o.beta2 = float(cfg.get_double("optim.beta2", 0.999, 0.0, 0.99999999));
     o.eps = float(cfg.get_double("optim.eps", 1e-8, 1e-30, 1.0));
     o.decoupled = cfg.get_bool("optim.decoupled", false);
+  }
+  if (name == "onebit_adam") {
+    // 1-bit Adam decays weights as AdamW does (optim/onebit_adam.h).
+    if (cfg.has("optim.decoupled") && !o.decoupled)
+      throw ConfigError(fmt::format(
+          "{}: key 'optim.decoupled': false; 1-bit Adam decays weights decoupled, as AdamW "
+          "({})",
+          cfg.where("optim.decoupled"), chosen));
+    o.decoupled = true;
   }
   return o;
 }

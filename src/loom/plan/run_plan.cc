@@ -22,13 +22,6 @@
 namespace loom::plan {
 namespace {
 
-bool is_auto(const Config& cfg, const std::string& key) {
-  if (!cfg.has(key)) return false;
-  const ConfigValue& v = cfg.values().at(key);
-  return !v.is_array && std::holds_alternative<std::string>(v.value) &&
-         std::get<std::string>(v.value) == "auto";
-}
-
 // backend = "cuda" computes on device memory, which only a transport of device buffers carries;
 // such a transport's workers compute on their GPUs.
 void check_backend_fits_transport(const Config& cfg, const std::string& transport) {
@@ -57,11 +50,12 @@ void check_backend_fits_transport(const Config& cfg, const std::string& transpor
 void read_sync(const Config& cfg, RunPlan& p) {
   p.codec_auto = is_auto(cfg, codec_key(cfg));
   if (!p.codec_auto) p.codec = codec_name(cfg);
+  p.codec_where = cfg.where(codec_key(cfg));
   p.sync_auto = is_auto(cfg, "sync");
-  if (!p.sync_auto) p.sync_kind = cfg.get_choice("sync", "allreduce", {"allreduce", "bmuf", "ps"});
+  if (!p.sync_auto) p.sync_kind = read_sync_kind(cfg);
   p.sync_where = cfg.where("sync");
   p.bucket_auto = is_auto(cfg, "sync.bucket_kib");
-  if (!p.bucket_auto) p.bucket_kib = cfg.get_int("sync.bucket_kib", 4096, 0, int64_t(1) << 30);
+  if (!p.bucket_auto) p.bucket_kib = read_bucket_kib(cfg);
   // Another strategy's keys are refused by name when its strategy is built (strategy_factory.h),
   // so they are read only where they apply.
   if (p.sync_auto || p.sync_kind == "bmuf")
@@ -75,11 +69,26 @@ void read_sync(const Config& cfg, RunPlan& p) {
   p.auto_options = read_auto_options(cfg);
 }
 
+// 1-bit Adam exchanges its momentum through the allreduce strategy (its servers and blocks have
+// no such exchange), with the codec the config names: auto does not weigh it.
+void check_onebit_adam_sync(const RunPlan& p) {
+  if (p.codec_auto || p.sync_auto)
+    throw ConfigError(fmt::format(
+        "{}: codec/sync = \"auto\" do not weigh optim.name = \"onebit_adam\", which exchanges "
+        "its momentum with the codec set (onebit by default) through sync = \"allreduce\"",
+        p.sync_auto ? p.sync_where : p.codec_where));
+  if (p.sync_kind != "allreduce")
+    throw ConfigError(fmt::format(
+        "{}: key 'sync': optim.name = \"onebit_adam\" exchanges its momentum through sync = "
+        "\"allreduce\", not \"{}\"",
+        p.sync_where, p.sync_kind));
+}
+
 RunPlan read(std::shared_ptr<const Config> source) {
   const Config& cfg = *source;
   RunPlan p;
   p.text = cfg.canonical_text();
-  p.output_dir = cfg.get_string("output.dir", "runs/latest");
+  p.output_dir = read_output_dir(cfg);
   p.output_dir_where = cfg.where("output.dir");
   p.log_level = parse_log_level(cfg.get_string("log.level", "info"));
   p.transport = comm::resolve_transport(cfg.get_string("transport", "auto"));
@@ -102,6 +111,7 @@ RunPlan read(std::shared_ptr<const Config> source) {
   p.schedule = read_lr_schedule_options(cfg);
   p.clip_norm = read_clip_norm(cfg);
   read_sync(cfg, p);
+  if (p.optimizer.name == "onebit_adam") check_onebit_adam_sync(p);
 
   bool graph_given = p.model.model != "mlp";
   for (const auto& [key, value] : cfg.values())
@@ -161,8 +171,8 @@ SyncChoice saved_sync_choice(const std::string& config_text, const std::string& 
   const Config saved = Config::from_string(config_text, where);
   SyncChoice c;
   c.codec = codec_name(saved);
-  c.sync = saved.get_string("sync", "allreduce");
-  c.bucket_kib = saved.get_int("sync.bucket_kib", 4096);
+  c.sync = read_sync_kind(saved);
+  c.bucket_kib = read_bucket_kib(saved);
   c.machine = saved.get_string("auto.machine", "");
   c.revised = saved.get_string("auto.revised", "");
   return c;

@@ -79,7 +79,7 @@ struct RunPlan {
   bool codec_auto = false, sync_auto = false, bucket_auto = false;
   std::string codec;      // a registered codec's name
   std::string sync_kind;  // "allreduce", "bmuf" or "ps"
-  std::string sync_where;
+  std::string codec_where, sync_where;
   int64_t bucket_kib = 4096;
   sync::OverlapSetting overlap;  // sync.overlap
   bool shard_optimizer = true;   // sync.shard_optimizer

@@ -48,8 +48,10 @@ bool chosen_by_auto(const Config& cfg, const std::string& key) {
 
 // The codec the config names; nullptr for "fp32", which takes the plain collectives (they
 // are exact, and the allreduce strategy can then shard the optimizer).
-std::shared_ptr<const compress::Codec> codec_from_config(const Config& cfg) {
-  std::unique_ptr<compress::Codec> codec = compress::make_codec(read_codec_options(cfg));
+std::shared_ptr<const compress::Codec> codec_from_config(const Config& cfg,
+                                                         const std::string& default_name = "fp32") {
+  std::unique_ptr<compress::Codec> codec =
+      compress::make_codec(read_codec_options(cfg, default_name));
   if (!chosen_by_auto(cfg, codec_key(cfg))) refuse_other_codec_keys(cfg, codec->name());
   if (codec->name() == "fp32") return nullptr;
   return std::shared_ptr<const compress::Codec>(std::move(codec));
@@ -194,9 +196,19 @@ void read_allreduce_codec_options(const Config& cfg, const comm::Communicator& c
 
   // Warm-up: exact sums for the first steps, as the codec's record says (1-bit: 1% of the run,
   // at most 10 steps; none when the run's length is not known).
-  const int64_t auto_warmup = std::min<int64_t>(
-      kind.warmup_max_steps, std::max<int64_t>(total_steps, 0) * kind.warmup_percent / 100);
+  const optim::OptimizerOptions optimizer = read_optimizer_options(cfg);
+  const bool onebit_adam = optimizer.name == "onebit_adam";
+  // 1-bit Adam's warm-up is its Adam stage, whose variance it then freezes: 15% of the run by
+  // default (optim/onebit_adam.h), and at least one step.
+  const int64_t auto_warmup =
+      onebit_adam ? std::max<int64_t>(1, std::max<int64_t>(total_steps, 0) * 15 / 100)
+                  : std::min<int64_t>(kind.warmup_max_steps, std::max<int64_t>(total_steps, 0) *
+                                                                 kind.warmup_percent / 100);
   opts.codec_warmup_steps = cfg.get_int("codec.warmup_steps", auto_warmup, 0, int64_t(1) << 40);
+  if (onebit_adam && opts.codec_warmup_steps < 1)
+    throw bad_key(cfg, "codec.warmup_steps",
+                  "optim.name = \"onebit_adam\" freezes the variance of its Adam warm-up, which "
+                  "needs at least one step");
   if (total_steps > 0 && opts.codec_warmup_steps >= total_steps)
     throw bad_key(cfg, "codec.warmup_steps",
                   fmt::format("a warm-up of {} steps is not shorter than the run ({} steps): "
@@ -225,7 +237,6 @@ void read_allreduce_codec_options(const Config& cfg, const comm::Communicator& c
 
   // Momentum correction: on by default for 1-bit and top-k under SGD with momentum.
   const std::optional<bool> mc = bool_or_auto(cfg, "sync.momentum_correction");
-  const optim::OptimizerOptions optimizer = read_optimizer_options(cfg);
   const bool sgd = optimizer.name == "sgd";
   const bool nesterov = sgd && optimizer.nesterov;
   const float momentum = sgd ? optimizer.momentum : 0.0f;
@@ -261,6 +272,35 @@ void read_allreduce_codec_options(const Config& cfg, const comm::Communicator& c
   if (opts.momentum_masking && !use_mc)
     throw bad_key(cfg, "sync.momentum_masking",
                   "needs momentum correction (sync.momentum_correction)");
+}
+
+// 1-bit Adam exchanges its momentum through the allreduce strategy's codec over data
+// parallelism; what has no combined momentum to exchange, or sends it exactly, is refused.
+void check_onebit_adam(const Config& cfg, const std::string& kind, bool model_parallel,
+                       float clip_norm) {
+  const std::string chosen =
+      fmt::format("optim.name is \"onebit_adam\" ({})", cfg.where("optim.name"));
+  if (model_parallel)
+    throw ConfigError(fmt::format(
+        "{}: 1-bit Adam exchanges the momentum of data parallelism; parallel = \"model\"/"
+        "\"hybrid\" updates its slices during backward",
+        cfg.where("optim.name")));
+  if (kind != "allreduce")
+    throw bad_key(cfg, "sync",
+                  fmt::format("1-bit Adam exchanges its momentum through the allreduce "
+                              "strategy; sync is \"{}\" ({})",
+                              kind, chosen));
+  if (clip_norm > 0.0f)
+    throw bad_key(cfg, "optim.clip_norm",
+                  "1-bit Adam exchanges momenta, not gradients, after its warm-up: there is no "
+                  "combined gradient to clip; " +
+                      chosen);
+  const std::string key = codec_key(cfg);
+  if (cfg.has(key) && codec_name(cfg) == "fp32")
+    throw bad_key(cfg, key,
+                  "1-bit Adam sends its momentum through a lossy codec (onebit by default); with "
+                  "fp32 it would be Adam with a frozen variance: use optim.name = \"adam\"; " +
+                      chosen);
 }
 
 }  // namespace
@@ -299,7 +339,8 @@ std::vector<ConfigKeySpec> sync_config_keys() {
   // The allreduce strategy's codec options (read here, not by the codec registry).
   for (auto& k : std::vector<ConfigKeySpec>{
            {"codec.warmup_steps", ConfigType::kInt, warmup_defaults(),
-            "sum exactly (fp32) for this many steps before the codec starts"},
+            "sum exactly (fp32) for this many steps before the codec starts; with optim.name = "
+            "\"onebit_adam\" its Adam stage before the variance freezes (15% of the run)"},
            {"codec.aggregation", ConfigType::kString, "\"auto\"",
             listed(striped_lossy_codecs(), "and") +
                 ": \"stripes\" (owners re-encode their stripe's sum) or \"gather\" (every "
@@ -318,7 +359,7 @@ std::vector<ConfigKeySpec> sync_config_keys() {
 }
 
 void check_device_sync(const Config& cfg) {
-  const std::string kind = cfg.get_choice("sync", "allreduce", {"allreduce", "bmuf", "ps"});
+  const std::string kind = read_sync_kind(cfg);
   if (kind != "allreduce")
     throw ConfigError(fmt::format(
         "{}: key 'sync': the nccl transport (device buffers) runs sync = \"allreduce\" only, "
@@ -346,7 +387,7 @@ std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& c
                                         nn::Model& model, optim::Optimizer& optimizer,
                                         int64_t total_steps) {
   if (comm.device_memory()) check_device_sync(cfg);
-  const std::string kind = cfg.get_choice("sync", "allreduce", {"allreduce", "bmuf", "ps"});
+  const std::string kind = read_sync_kind(cfg);
   // Clipping needs the combined gradient of a step before its update, which only the
   // allreduce strategy holds: block momentum takes local steps on each worker's own gradient,
   // the parameter server combines on its servers (asynchronously with staleness), and model
@@ -367,6 +408,8 @@ std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& c
   }
   const bool model_parallel = model_parallel_block_index(model) >= 0;
   if (!chosen_by_auto(cfg, "sync")) refuse_other_strategy_keys(cfg, kind, model_parallel);
+  const bool onebit_adam = read_optimizer_options(cfg).name == "onebit_adam";
+  if (onebit_adam) check_onebit_adam(cfg, kind, model_parallel, clip_norm);
   if (kind != "allreduce")
     refuse_allreduce_codec_keys(
         cfg, fmt::format("applies to sync = \"allreduce\", not to sync = \"{}\"", kind));
@@ -382,7 +425,7 @@ std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& c
     return std::make_unique<ModelParallelStrategy>(comm, model, optimizer, codec_from_config(cfg));
   }
   if (kind == "ps") return sync::make_ps_strategy(read_ps_options(cfg), comm, model);
-  const int64_t bucket_bytes = cfg.get_int("sync.bucket_kib", 4096, 0, int64_t(1) << 30) << 10;
+  const int64_t bucket_bytes = read_bucket_kib(cfg) << 10;
   if (kind == "bmuf") {
     BmufOptions opts;
     opts.tau = cfg.get_int("bmuf.tau", 8, 1, int64_t(1) << 30);
@@ -408,7 +451,7 @@ std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& c
                  : inline_combine_from_config(cfg, false) ? CombineWhere::kInline
                                                           : CombineWhere::kAfterBackward;
   opts.shard_optimizer = cfg.get_bool("sync.shard_optimizer", true);
-  opts.codec = codec_from_config(cfg);
+  opts.codec = codec_from_config(cfg, onebit_adam ? "onebit" : "fp32");
   read_allreduce_codec_options(cfg, comm, total_steps, opts);
   opts.clip_norm = clip_norm;
   if (clip_norm > 0.0f && opts.momentum_correction > 0.0f) {

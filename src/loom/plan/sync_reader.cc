@@ -15,8 +15,24 @@
 #include "loom/plan/comm_reader.h"
 #include "loom/plan/model_reader.h"
 #include "loom/plan/optim_reader.h"
+#include "loom/plan/train_settings.h"
 
 namespace loom::plan {
+
+bool is_auto(const Config& cfg, const std::string& key) {
+  if (!cfg.has(key)) return false;
+  const ConfigValue& v = cfg.values().at(key);
+  return !v.is_array && std::holds_alternative<std::string>(v.value) &&
+         std::get<std::string>(v.value) == "auto";
+}
+
+std::string read_sync_kind(const Config& cfg) {
+  return cfg.get_choice("sync", "allreduce", {"allreduce", "bmuf", "ps"});
+}
+
+int64_t read_bucket_kib(const Config& cfg) {
+  return cfg.get_int("sync.bucket_kib", 4096, 0, int64_t(1) << 30);
+}
 
 sync::PsOptions read_ps_options(const Config& cfg) {
   // Workers push gradients and pull parameters in fp32: a lossy codec would be ignored without
@@ -39,7 +55,7 @@ sync::PsOptions read_ps_options(const Config& cfg) {
                     ? sync::PsPlacement::kRanks
                     : sync::PsPlacement::kThreads;
   o.exact_delay = cfg.get_bool("ps.exact_delay", false);
-  o.bucket_bytes = cfg.get_int("sync.bucket_kib", 4096, 0, int64_t(1) << 30) << 10;
+  o.bucket_bytes = read_bucket_kib(cfg) << 10;
   o.overlap = push_during_backward_from_config(cfg);
   o.lookahead = cfg.get_bool("ps.lookahead", true);
   o.divide_lr = cfg.get_choice("ps.stale_lr", "none", {"divide", "none"}) == "divide";
@@ -60,7 +76,7 @@ sync::PsOptions read_ps_options(const Config& cfg) {
 }
 
 bool ps_on_ranks(const Config& cfg) {
-  if (cfg.get_string("sync", "allreduce") != "ps") return false;
+  if (is_auto(cfg, "sync") || read_sync_kind(cfg) != "ps") return false;
   return read_ps_options(cfg).placement == sync::PsPlacement::kRanks;
 }
 
@@ -117,14 +133,12 @@ sync::OverlapSetting read_overlap_setting(const Config& cfg) {
 
 bool overlap_from_config(const Config& cfg, int workers_on_host, int host_cores,
                          bool device_transport) {
-  return sync::resolve_overlap(read_overlap_setting(cfg), workers_on_host,
-                               int(cfg.get_int("threads", 1, 1, 256)), host_cores,
-                               device_transport);
+  return sync::resolve_overlap(read_overlap_setting(cfg), workers_on_host, int(read_threads(cfg)),
+                               host_cores, device_transport);
 }
 
 bool overlap_from_config(const Config& cfg, const comm::Communicator& comm) {
-  return sync::resolve_overlap(read_overlap_setting(cfg), int(cfg.get_int("threads", 1, 1, 256)),
-                               comm);
+  return sync::resolve_overlap(read_overlap_setting(cfg), int(read_threads(cfg)), comm);
 }
 
 bool inline_combine_from_config(const Config& cfg, bool overlap) {

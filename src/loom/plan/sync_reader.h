@@ -14,6 +14,14 @@
 
 namespace loom::plan {
 
+// A key set to "auto" (codec, sync and sync.bucket_kib are chosen at a run's start).
+bool is_auto(const Config& cfg, const std::string& key);
+// sync: "allreduce", "bmuf" or "ps"; ConfigError naming the key otherwise (also for "auto",
+// which must be chosen first).
+std::string read_sync_kind(const Config& cfg);
+// sync.bucket_kib: the gradient bucket in KiB, [0, 2^30] (0: one bucket).
+int64_t read_bucket_kib(const Config& cfg);
+
 // sync = "ps": ps.*, the bucket size and overlap, and the servers' optimizer and communicator
 // settings. ConfigError naming the key for a value out of range, a lossy codec (the parameter
 // server moves fp32), or a staleness option without staleness.

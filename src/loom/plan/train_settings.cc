@@ -47,16 +47,24 @@ HistogramOptions read_histogram_options(const Config& cfg) {
                           fmt::format("spaces the histograms of train.histograms, which is "
                                       "false ({})",
                                       cfg.where("train.histograms")));
-  if (o.enabled && cfg.get_string("output.dir", "runs/latest").empty())
+  if (o.enabled && read_output_dir(cfg).empty())
     refuse_key(cfg, "train.histograms",
                fmt::format("histograms go to output.dir/tb/, and output.dir is \"\" ({})",
                            cfg.where("output.dir")));
   return o;
 }
 
+int64_t read_threads(const Config& cfg) {
+  return cfg.get_int("threads", 1, 1, 256);
+}
+
+std::string read_output_dir(const Config& cfg) {
+  return cfg.get_string("output.dir", "runs/latest");
+}
+
 TrainSettings read_train_settings(const Config& cfg) {
   TrainSettings s;
-  s.threads = cfg.get_int("threads", 1, 1, 256);
+  s.threads = read_threads(cfg);
   s.batch = read_batch(cfg);
   s.accumulate = read_accumulate(cfg);
   s.epochs = cfg.get_int("epochs", 3, 1, 100000);
@@ -105,7 +113,7 @@ GuardOptions read_guard_options(const Config& cfg) {
     refuse_unless_default(cfg, "train.nan_lr_factor", 0.5, why);
     refuse_unless_default(cfg, "train.nan_max_skips", int64_t(5), why);
   }
-  const std::string out = cfg.get_string("output.dir", "runs/latest");
+  const std::string out = read_output_dir(cfg);
   if (out.empty())
     refuse_unless_default(cfg, "train.checkpoint_keep", int64_t(3),
                           fmt::format("checkpoints go to output.dir/checkpoints/, and output.dir "

@@ -65,6 +65,10 @@ HistogramOptions read_histogram_options(const Config& cfg);
 
 // ConfigError naming the key for a value out of range, or a precision this backend cannot run.
 TrainSettings read_train_settings(const Config& cfg);
+// threads: each worker's intra-op threads, [1, 256].
+int64_t read_threads(const Config& cfg);
+// output.dir as given ("runs/latest" by default; "" writes nothing).
+std::string read_output_dir(const Config& cfg);
 
 // train.checkpoint_*, train.resume, train.nan_* and loss_scale.*.
 GuardOptions read_guard_options(const Config& cfg);

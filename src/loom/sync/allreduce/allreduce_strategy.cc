@@ -61,6 +61,13 @@ AllreduceStrategy::AllreduceStrategy(comm::Communicator& comm, nn::Model& model,
         "gradients in device memory (backend = \"cuda\")");
   if (options_.combine == CombineWhere::kThread && comm_.size() > 1)
     queue_ = std::make_unique<BackgroundQueue>();
+  onebit_adam_ = dynamic_cast<optim::OnebitAdam*>(&optimizer);
+  if (onebit_adam_) {
+    // Its Adam stage is the codec's exact warm-up; a world of one applies the same rule to its
+    // own gradient.
+    LOOM_CHECK(options_.codec != nullptr, "1-bit Adam needs a codec for its momentum");
+    onebit_adam_->set_freeze_step(options_.codec_warmup_steps);
+  }
   // A world of one sends nothing: the optimizer's own momentum applies the gradient.
   if (options_.momentum_correction != 0.0f && comm_.size() > 1) {
     if (on_device)
@@ -348,6 +355,10 @@ void AllreduceStrategy::combine_compressed(int b) {
     const float m = options_.momentum_correction;
     for (size_t i = 0; i < n; ++i) grads[i] = u[i] = m * u[i] + grads[i];
   }
+  // 1-bit Adam after its warm-up: send this worker's share of the new momentum.
+  const bool momentum_exchange = onebit_adam_ && !exact_now(b);
+  if (momentum_exchange)
+    onebit_adam_->momentum_to_send(grads, bucket.offset, bucket.count, comm_.size());
   if (exact_now(b)) {
     phase.next("allreduce", "comm");
     comm_.allreduce(std::span<float>(grads, n));
@@ -375,6 +386,9 @@ void AllreduceStrategy::combine_compressed(int b) {
   if (u) {
     phase.next("optimizer", "optim");
     plain_sgd_->update(params, grads, bucket.offset, bucket.count, lr_);
+  } else if (momentum_exchange) {
+    phase.next("optimizer", "optim");
+    onebit_adam_->apply_momentum(params, grads, bucket.offset, bucket.count, lr_);
   } else if (!(options_.clip_norm > 0.0f)) {  // clipping updates once the norm is known
     phase.next("optimizer", "optim");
     optimizer_.update(params, grads, bucket.offset, bucket.count, lr_);

@@ -54,6 +54,7 @@
 #include <optional>
 
 #include "loom/compress/codec.h"
+#include "loom/optim/onebit_adam.h"
 #include "loom/sync/allreduce/buckets.h"
 #include "loom/sync/allreduce/compressed_allreduce.h"
 #include "loom/sync/allreduce/device_compressed_allreduce.h"
@@ -160,6 +161,9 @@ class AllreduceStrategy final : public Strategy {
   // Momentum correction: each bucket's local velocity, and the momentum-free update.
   std::vector<std::vector<float>> local_velocity_;
   std::unique_ptr<optim::Optimizer> plain_sgd_;
+  // optim.name = "onebit_adam": after the exact warm-up each bucket exchanges the momentum
+  // (optim/onebit_adam.h); null for any other optimizer.
+  optim::OnebitAdam* onebit_adam_ = nullptr;
   std::vector<sync::CompressedAllreduceState> codec_states_;  // one per bucket (host)
   // One per bucket (host codec); active (n > 0) where the bucket's codec runs two-level, whose
   // codec_states_ entry is then empty.
