@@ -174,7 +174,8 @@ class Worker {
     model_->set_reducer(&*reducer_);
     optimizer_ = optim::make_optimizer(run_.optimizer, *backend_, model_->num_params());
     set_up_loader();
-    // codec/sync/sync.bucket_kib = "auto": measure, decide, and set them (auto_config.h).
+    // codec/sync/sync.bucket_kib = "auto": measure, decide, and revise the plan with the choice
+    // (auto_config.h).
     auto_ = resolve_auto(run_, comm_, *backend_, train_->sample_shape(), output_size(*train_),
                          total_steps_);
     if (auto_.choice) run_ = plan::with_sync_choice(run_, *auto_.choice, auto_.choice_where);
