@@ -109,6 +109,13 @@ class CommHook:
         self.flush()
         _finish(self._rounds(flat, index, matrices))
 
+    def exact_sum(self, flat: np.ndarray, index: int = 0) -> None:
+        """In place: flat (as for allreduce) becomes its fp32 sum over the group's ranks,
+        added in rank order, the same bits on every rank (a warm-up step's exchange)."""
+        check_flat(flat)
+        self.flush()
+        _finish(self._sum(flat, index, P_SCATTER_TAG))
+
     def flush(self) -> None:
         """Returns once every bucket handed to the hook so far has been summed."""
         jobs = self._jobs
@@ -359,3 +366,7 @@ def reference_allreduce(codec: "_codecs.Codec", world: int, n: int,
     ``index``: the hook's bucket index (PowerSGD's first Q is drawn from the bucket's name)."""
     return _loom.ThreadAllreduce(codec._impl, world, n, [tuple(m) for m in matrices],
                                  bucket_name(index))
+
+
+# The optimizers that exchange through a CommHook of their own (torch_optimizers.py).
+from .torch_optimizers import OnebitAdam, OnebitSGD  # noqa: E402,F401

@@ -26,3 +26,15 @@ def test_train_numpy(tmp_path):
 def test_advise():
     out = run("advise.py", "resnet50", "--budget", "80000")
     assert "ranked by time" in out and "ranked by total" in out and "samples/s" in out
+
+
+def test_torch_onebit_optimizers():
+    import pytest
+    pytest.importorskip("torch")
+    out = run("torch_onebit_optimizers.py", "--steps", "40")
+    for name in ("OnebitAdam", "OnebitSGD"):
+        losses = [float(line.rsplit("loss ", 1)[1]) for line in out.splitlines()
+                  if line.startswith(name) and "loss " in line]
+        assert len(losses) == 4, out
+        assert losses[-1] < losses[0], out  # it learns
+        assert f"{name}: rank 0 sent" in out
