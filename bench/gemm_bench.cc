@@ -1,4 +1,5 @@
-// GEMM libraries on the MLP's training shapes, one thread: oneDNN's matmul primitive (loom's
+// GEMM libraries on the MLP's training shapes, one thread (and, BM_NnAlignment, the one shape
+// whose speed depends on where B lies): oneDNN's matmul primitive (loom's
 // choice) and its dnnl_sgemm, OpenBLAS as the loader picks its kernels (set OPENBLAS_CORETYPE
 // to force others), and Eigen compiled for AVX2/FMA. docs/gemm.md records the figures and the
 // choice.
@@ -7,6 +8,7 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <eigen3/Eigen/Core>
 #include <vector>
 
@@ -69,8 +71,30 @@ void BM_Eigen(benchmark::State& state) {
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The backward pass's dX = dY W (NN, 128 x 1024 x 1024) with W `offset` bytes past a 4 KiB
+// boundary: oneDNN's sgemm as it is (library 1), and loom's oneDNN matmul path (library 0),
+// which hands a 32-byte aligned B over as a copy off that alignment on AVX2 (onednn_matmul.cc).
+void BM_NnAlignment(benchmark::State& state) {
+  loom::cpu::set_gemm_threads(1);
+  loom::cpu::set_gemm_library(state.range(1) == 0 ? loom::cpu::GemmLibrary::kOneDnn
+                                                  : loom::cpu::GemmLibrary::kOneDnnSgemm);
+  const int64_t m = 128, n = 1024, k = 1024;
+  const size_t offset = size_t(state.range(0));
+  std::vector<float> a(size_t(m * k), 0.5f), c(size_t(m * n));
+  std::vector<float> storage(size_t(k * n) + 2048);
+  const uintptr_t start = reinterpret_cast<uintptr_t>(storage.data());
+  float* b = reinterpret_cast<float*>((start + 4095) / 4096 * 4096 + offset);
+  std::fill(b, b + k * n, 0.25f);
+  for (auto _ : state)
+    loom::cpu::sgemm(false, false, m, n, k, 1.0f, a.data(), k, b, n, 0.0f, c.data(), n);
+  state.counters["GFLOPs"] = benchmark::Counter(2.0 * double(m * n * k) / 1e9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(fmt::format("{} B+{}", state.range(1) == 0 ? "matmul" : "sgemm", offset));
+}
+
 }  // namespace
 
+BENCHMARK(BM_NnAlignment)->ArgsProduct({{0, 16, 32, 64}, {0, 1}});
 BENCHMARK(BM_OneDnn)->DenseRange(0, 7);
 BENCHMARK(BM_OneDnnSgemm)->DenseRange(0, 7);
 BENCHMARK(BM_OpenBlas)->DenseRange(0, 7);

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <thread>
 #include <vector>
@@ -153,6 +155,41 @@ TEST_F(GemmTest, MlpShapesWithPaddedLeadingDims) {
     check_case(false, true, 128, 1024, 784, 1.0f, 0.0f, 16, 101);  // y = x W^T
     check_case(true, false, 10, 1024, 128, 1.0f, 0.0f, 1, 102);    // dW = dy^T x
     check_case(false, false, 128, 1024, 10, 1.0f, 1.0f, 5, 103);   // dx = dy W
+  }
+}
+
+// An untransposed B at a 4 KiB boundary with a 4 KiB row stride (a weight in the backward
+// pass's dX = dY W): the oneDNN path computes on a copy of it off that alignment
+// (onednn_matmul.cc); the product is the reference's either way, B is left as it was, and the
+// rows' tails past n (ldb > n) are neither read into the result nor written.
+TEST_F(GemmTest, AnAlignedBWithA4KiBRowStrideGivesTheReferenceProduct) {
+  const int64_t m = 64, n = 1000, k = 300, ldb = 1024;
+  Rng rng(7, 0, RngPurpose::kTest);
+  std::vector<float> a = random_matrix(rng, m, k, k);
+  std::vector<float> storage(size_t(k * ldb) + 2048);
+  const uintptr_t start = reinterpret_cast<uintptr_t>(storage.data());
+  for (size_t offset : {size_t(0), size_t(16)}) {
+    float* b = reinterpret_cast<float*>((start + 4095) / 4096 * 4096 + offset);
+    const std::vector<float> values = random_matrix(rng, k, ldb, ldb);
+    std::copy(values.begin(), values.end(), b);
+    for (int64_t r = 0; r < k; ++r)
+      for (int64_t j = n; j < ldb; ++j) b[r * ldb + j] = kNaN;  // must not reach C
+    const std::vector<float> b_before(b, b + k * ldb);
+    std::vector<float> want(size_t(m * n)), got(size_t(m * n)), mag(size_t(m * n));
+    sgemm_ref(false, false, m, n, k, 1.0f, a.data(), k, b, ldb, 0.0f, want.data(), n);
+    std::vector<float> abs_a = absolute(a), abs_b(b, b + k * ldb);
+    for (float& x : abs_b) x = std::fabs(x);
+    sgemm_ref(false, false, m, n, k, 1.0f, abs_a.data(), k, abs_b.data(), ldb, 0.0f, mag.data(), n);
+    set_gemm_library(GemmLibrary::kOneDnn);
+    sgemm(false, false, m, n, k, 1.0f, a.data(), k, b, ldb, 0.0f, got.data(), n);
+    // Float rounding of k products: a few units in the last place of the magnitudes' sum.
+    const double unit = std::numeric_limits<float>::epsilon();
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_LE(std::fabs(double(got[i]) - double(want[i])), 2.0 * k * unit * double(mag[i]))
+          << "B at +" << offset << ", element " << i;
+    for (size_t i = 0; i < b_before.size(); ++i)
+      ASSERT_TRUE(b[i] == b_before[i] || (std::isnan(b[i]) && std::isnan(b_before[i])))
+          << "B changed at " << i;
   }
 }
 

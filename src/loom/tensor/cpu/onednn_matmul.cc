@@ -2,11 +2,16 @@
 
 #include <omp.h>
 
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <map>
+#include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <tuple>
 
+#include "loom/core/cpu_features.h"
 #include "loom/core/error.h"
 
 namespace loom::cpu {
@@ -41,9 +46,16 @@ dnnl::engine& cpu_engine() {
   return engine;
 }
 
+struct FreeDeleter {
+  void operator()(float* p) const { std::free(p); }
+};
+
 struct ThreadCache {
   dnnl::stream stream{cpu_engine()};
   std::map<Key, Entry> entries;
+  // Where offset_b copies B (see there), and its size in floats.
+  std::unique_ptr<float, FreeDeleter> b_copy;
+  size_t b_copy_floats = 0;
 };
 
 ThreadCache& thread_cache() {
@@ -102,6 +114,33 @@ dnnl::memory& operand(dnnl::stream& s, dnnl::memory& user, std::optional<Rounded
   return half->half;
 }
 
+// oneDNN's f32 GEMM with its AVX2 kernels reads an untransposed B in place, without packing
+// it, when B is 32-byte aligned. With a row stride that is a multiple of 4 KiB (a [1024, N]
+// weight in its stored layout: the backward pass's dX = dY W), the rows of a column panel fall
+// into the same cache sets and the product runs at about half speed: 128 x 1024 x 1024 took
+// 6.1 ms with B 32-byte aligned and 3.4 ms with B 16 bytes off it, on an AVX2-only Zen 3
+// (bench/gemm_bench.cc, BM_NnAlignment). Such a B is handed over as a copy 16 bytes off the
+// alignment, which oneDNN packs; the copy (4 MiB there, ~0.3 ms) is the price. AVX-512
+// kernels are not known to do this, so they get B as it is. Returns the B to use.
+const float* offset_b(ThreadCache& cache, bool trans_b, int64_t n, int64_t k, const float* b,
+                      int64_t ldb) {
+  constexpr int64_t kMinFloats = int64_t(1) << 16;  // small products: the copy would dominate
+  if (trans_b || cpu_has_avx512() || (ldb * int64_t(sizeof(float))) % 4096 != 0 ||
+      reinterpret_cast<uintptr_t>(b) % 32 != 0 || k * n < kMinFloats)
+    return b;
+  const size_t floats = size_t((k - 1) * ldb + n);
+  if (cache.b_copy_floats < floats) {
+    // 16 bytes past a 64-byte boundary: never 32-byte aligned.
+    const size_t bytes = ((floats + 16) * sizeof(float) + 63) / 64 * 64;
+    cache.b_copy.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    LOOM_CHECK(cache.b_copy != nullptr, "out of memory for a GEMM operand of {} floats", floats);
+    cache.b_copy_floats = floats;
+  }
+  float* copy = cache.b_copy.get() + 4;
+  std::memcpy(copy, b, floats * sizeof(float));
+  return copy;
+}
+
 }  // namespace
 
 void onednn_matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -125,6 +164,7 @@ void onednn_matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
     }
   }
   Entry& e = it->second;
+  if (precision == Precision::kFp32) b = offset_b(cache, trans_b, n, k, b, ldb);
   // oneDNN takes non-const handles; the primitive only reads its sources.
   e.a.set_data_handle(const_cast<float*>(a));
   e.b.set_data_handle(const_cast<float*>(b));
