@@ -5,13 +5,13 @@
 #include <map>
 #include <set>
 
+#include "loom/core/config.h"
 #include "loom/core/error.h"
 #include "loom/core/rng.h"
 #include "loom/plan/run_keys.h"
 
 namespace loom::experiments {
 
-using namespace loom::train;
 namespace fs = std::filesystem;
 
 namespace {
