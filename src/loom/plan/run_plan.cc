@@ -145,14 +145,13 @@ RunPlan with_batch(const RunPlan& plan, int64_t batch, const std::string& why) {
 }
 
 RunPlan with_inline_combine(const RunPlan& plan, const std::string& why) {
-  const Config& cfg = *plan.source;
   if (plan.sync_auto || plan.sync_kind != "allreduce")
     throw ConfigError(
         fmt::format("{}: key 'sync': {} runs with sync = \"allreduce\" only, not \"{}\"",
                     plan.sync_where, why, plan.sync_auto ? "auto" : plan.sync_kind));
   if (plan.parallel_mode != "data")
     throw ConfigError(fmt::format("{} runs with parallel = \"data\" only", why));
-  if (cfg.has("sync.overlap") && cfg.values().at("sync.overlap").value == ConfigScalar(false))
+  if (plan.overlap == sync::OverlapSetting::kOff)
     return plan;  // combined after backward, on the compute thread as well
   return revised(plan, [&](Config& c) { c.set("sync.overlap", std::string("inline"), why); });
 }
@@ -176,6 +175,17 @@ SyncChoice saved_sync_choice(const std::string& config_text, const std::string& 
   c.machine = saved.get_string("auto.machine", "");
   c.revised = saved.get_string("auto.revised", "");
   return c;
+}
+
+SavedRun saved_run(const RunPlan& plan) {
+  SavedRun r;
+  r.model = plan.model;
+  r.loss = plan.loss;
+  r.data_dir = plan.settings.data_dir;
+  r.pipeline = plan.pipeline;
+  r.batch = plan.settings.batch;
+  r.accumulate = plan.settings.accumulate;
+  return r;
 }
 
 void refuse_data_files(const RunPlan& plan) {

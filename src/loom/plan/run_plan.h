@@ -26,6 +26,7 @@
 #include "loom/optim/optimizer.h"
 #include "loom/perf/workload.h"
 #include "loom/plan/auto_reader.h"
+#include "loom/plan/saved_run.h"
 #include "loom/plan/train_settings.h"
 #include "loom/sync/allreduce/overlap_policy.h"
 #include "loom/sync/ps/ps_options.h"
@@ -111,6 +112,9 @@ RunPlan with_sync_choice(const RunPlan& plan, const SyncChoice& choice, const st
 // The choice a checkpoint's config recorded (its text, as the checkpoint holds it; `where` names
 // it in errors).
 SyncChoice saved_sync_choice(const std::string& config_text, const std::string& where);
+
+// What a finished run's config says of its model and data (saved_run.h), as this plan holds it.
+SavedRun saved_run(const RunPlan& plan);
 
 // With data given in memory, the keys that name data files would be silently ignored:
 // ConfigError naming the key.

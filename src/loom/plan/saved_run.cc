@@ -1,10 +1,10 @@
 #include "loom/plan/saved_run.h"
 
 #include "loom/core/config.h"
-#include "loom/data/sources/dataset.h"
 #include "loom/plan/batch_reader.h"
 #include "loom/plan/data_reader.h"
 #include "loom/plan/model_reader.h"
+#include "loom/plan/train_settings.h"
 
 namespace loom::plan {
 namespace {
@@ -13,7 +13,7 @@ SavedRun read_saved(const Config& cfg) {
   SavedRun r;
   r.model = read_model_spec(cfg);
   r.loss = read_loss_options(cfg);
-  r.data_dir = cfg.get_string("data.dir", data::kDefaultFashionMnistDir);
+  r.data_dir = read_data_dir(cfg);
   r.pipeline = read_pipeline_config(cfg);
   r.batch = read_batch(cfg);
   r.accumulate = read_accumulate(cfg);

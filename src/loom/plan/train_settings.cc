@@ -62,6 +62,10 @@ std::string read_output_dir(const Config& cfg) {
   return cfg.get_string("output.dir", "runs/latest");
 }
 
+std::string read_data_dir(const Config& cfg) {
+  return cfg.get_string("data.dir", data::kDefaultFashionMnistDir);
+}
+
 TrainSettings read_train_settings(const Config& cfg) {
   TrainSettings s;
   s.threads = read_threads(cfg);
@@ -76,7 +80,7 @@ TrainSettings read_train_settings(const Config& cfg) {
   s.shuffle = cfg.get_bool("data.shuffle", true);
   s.keep_best = cfg.get_bool("train.keep_best", false);
   s.keep_best_where = cfg.where("train.keep_best");
-  s.data_dir = cfg.get_string("data.dir", data::kDefaultFashionMnistDir);
+  s.data_dir = read_data_dir(cfg);
   s.progress = parse_progress_mode(cfg.get_string("progress", "auto"));
   s.histograms = read_histogram_options(cfg);
   s.precision = read_precision(cfg);

@@ -69,6 +69,8 @@ TrainSettings read_train_settings(const Config& cfg);
 int64_t read_threads(const Config& cfg);
 // output.dir as given ("runs/latest" by default; "" writes nothing).
 std::string read_output_dir(const Config& cfg);
+// data.dir: the IDX directory (Fashion-MNIST's by default).
+std::string read_data_dir(const Config& cfg);
 
 // train.checkpoint_*, train.resume, train.nan_* and loss_scale.*.
 GuardOptions read_guard_options(const Config& cfg);

@@ -35,7 +35,7 @@ struct TrainedModel {
   // The run's config, as far as the model and its data go; nullopt: a model file with no
   // config.toml beside it.
   std::optional<plan::SavedRun> run;
-  nn::Shape input_shape;             // per sample
+  nn::Shape input_shape;  // per sample
   int num_classes = 0;
   std::string weights;  // the file the parameters came from (model.safetensors, train.ckpt)
   bool from_checkpoint = false;

@@ -30,7 +30,6 @@
 #include "loom/optim/lr_schedule.h"
 #include "loom/optim/optimizer.h"
 #include "loom/plan/run_plan.h"
-#include "loom/plan/saved_run.h"
 #include "loom/sync/model_parallel/model_parallel_model.h"
 #include "loom/sync/ps/ps_placement.h"
 #include "loom/sync/strategy.h"
@@ -174,7 +173,7 @@ std::shared_ptr<TrainedModel> kept_model(const plan::RunPlan& run, const TrainRe
   if (!r.final_state.empty())
     cpu_backend().copy_to_device(m->model->state(), r.final_state.data(),
                                  r.final_state.size() * sizeof(float));
-  m->run = plan::read_saved_run(run.text, "the run's config");
+  m->run = plan::saved_run(run);
   m->weights = r.model_file;
   m->steps = r.steps;
   m->input_normalisation = input_norm;
