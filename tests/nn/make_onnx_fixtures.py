@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Writes the ONNX fixtures of tests/nn/io/onnx_import_test.cc into tests/data/onnx/.
 
-Run with Debian's Python and PyTorch 1.13 (/usr/bin/python3 tests/nn/make_onnx_fixtures.py);
+Run with Debian's Python and PyTorch 1.13 (/usr/bin/python3 tests/nn/make_onnx_fixtures.py
+[NAME ...], only the fixtures named if any are);
 CI has no PyTorch and reads the committed files. Every model but mlp_eval is exported with
 training=TrainingMode.TRAINING and do_constant_folding=False, so BatchNormalization and Dropout
 stay in the graph (an eval-mode export folds BatchNorm into Conv and drops Dropout), at opset 14.
@@ -160,6 +161,38 @@ class Mobile(nn.Module):
         return self.fc(torch.flatten(x, 1))
 
 
+class Shuffle(nn.Module):
+    """The layout ops of ShuffleNet and the gates of squeeze-and-excitation: chunk (Slice) and
+    split (Split), the channel shuffle (Reshape, Transpose, Reshape, their shapes computed by
+    Shape, Gather, Div, Unsqueeze and Concat), ReduceMean over the plane (with and without
+    keepdim), GlobalAveragePool, sigmoid and hardsigmoid gates times the activation, and a
+    product of two activations of one shape."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 8, 3, padding=1)
+        self.branch = nn.Conv2d(4, 4, 3, padding=1, groups=4)
+        self.bn = nn.BatchNorm2d(4)
+        self.se1 = nn.Conv2d(8, 2, 1)
+        self.se2 = nn.Conv2d(2, 8, 1)
+        self.gate1 = nn.Conv2d(8, 4, 1)
+        self.gate2 = nn.Conv2d(4, 8, 1)
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x):
+        x = F.relu(self.conv1(x))
+        a, b = x.chunk(2, dim=1)
+        x = torch.cat((a, F.relu(self.bn(self.branch(b)))), dim=1)
+        n, c, h, w = x.size()
+        x = x.view(n, 2, c // 2, h, w).transpose(1, 2).contiguous().view(n, -1, h, w)
+        p, q = torch.split(x, [3, 5], dim=1)
+        x = torch.cat((q, p), dim=1)
+        x = x * torch.sigmoid(self.se2(F.relu(self.se1(x.mean((2, 3), keepdim=True)))))
+        x = x * F.hardsigmoid(self.gate2(F.relu(self.gate1(F.adaptive_avg_pool2d(x, 1)))))
+        x = x * torch.tanh(x)
+        return self.fc(x.mean((2, 3)))
+
+
 class Softplus(nn.Module):
     """An op loom has no layer for."""
 
@@ -219,6 +252,11 @@ def export(name, model, shape, train_ref, training=True):
 
 def main():
     os.makedirs(OUT, exist_ok=True)
+    only = set(sys.argv[1:])  # names to write; all of them when none is given
+    if only:
+        global export
+        write = export
+        export = lambda name, *a, **k: write(name, *a, **k) if name in only else None  # noqa: E731
     torch.manual_seed(1)
     export("mlp", Mlp(), (1, 8, 8), train_ref=False)
     torch.manual_seed(1)
@@ -235,6 +273,8 @@ def main():
     export("softplus", Softplus(), (1, 8, 8), train_ref=False)
     torch.manual_seed(7)
     export("mobile", Mobile(), (1, 8, 8), train_ref=False)
+    torch.manual_seed(8)
+    export("shuffle", Shuffle(), (1, 8, 8), train_ref=True)
 
 
 if __name__ == "__main__":

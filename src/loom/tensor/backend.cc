@@ -243,6 +243,16 @@ void Backend::gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int
     gemm(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
          c + i * stride_c, ldc);
 }
+void Backend::permute(const float*, float*, int64_t, const Permutation&) {
+  unavailable(*this, "permute");
+}
+void Backend::scale_rows(const float*, const float*, float*, int64_t, int64_t) {
+  unavailable(*this, "scale_rows");
+}
+void Backend::row_dots(const float*, const float*, float*, int64_t, int64_t) {
+  unavailable(*this, "row_dots");
+}
+
 void Backend::causal_softmax_forward(const float*, float*, int64_t, int64_t) {
   unavailable(*this, "causal_softmax_forward");
 }

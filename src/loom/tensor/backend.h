@@ -56,6 +56,15 @@ struct PoolGeometry {
   int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
 };
 
+// The axes of a row-major block of `rank` dimensions put in another order: axis i of the
+// result is axis perm[i] of the source (ONNX's and NumPy's transpose).
+struct Permutation {
+  static constexpr int kMaxRank = 6;
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};  // of the source
+  int perm[kMaxRank] = {};
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -305,6 +314,14 @@ class Backend {
   // dx = y (dy - sum_j y dy) per row, over the causal entries; 0 past the diagonal. dx may be dy.
   virtual void causal_softmax_backward(const float* y, const float* dy, float* dx, int64_t blocks,
                                        int64_t t);
+
+  // ---- layers that move or scale values (reshape, transpose, slice, mul) ----
+  // y = x with the axes of each of `blocks` consecutive blocks permuted by p. x and y differ.
+  virtual void permute(const float* x, float* y, int64_t blocks, const Permutation& p);
+  // y[r, c] = x[r, c] s[r] over a rows x cols matrix; y may be x.
+  virtual void scale_rows(const float* x, const float* s, float* y, int64_t rows, int64_t cols);
+  // out[r] = sum over c of a[r, c] b[r, c].
+  virtual void row_dots(const float* a, const float* b, float* out, int64_t rows, int64_t cols);
 
   // softmax_xent where rows whose label equals ignore_index count for nothing: no loss, no
   // correct prediction, a zero gradient row. *counted (if not null) is the number of other

@@ -293,18 +293,25 @@ TEST(OnnxExport, BatchNormWritesRunningStatisticsAndEvalNodes) {
   }
   // GELU as Div, Erf, Add, Mul, Mul (opset 13 has no Gelu); SiLU as Sigmoid and Mul; Hardswish
   // as HardSigmoid and Mul (HardSwish is an op from opset 14 on), beside a Hardsigmoid of its
-  // own; ReLU6 as Clip; the add of three inputs as a Sum.
+  // own; ReLU6 as Clip; the add of three inputs as a Sum; the squeeze-and-excitation gate as
+  // GlobalAveragePool (keeping its dims, no Flatten), Conv, Sigmoid and Mul; the channel shuffle
+  // as Reshape, Transpose, Reshape, cut by a Slice.
   EXPECT_EQ(ops["Erf"], 1);
   EXPECT_EQ(ops["Div"], 1);
-  EXPECT_EQ(ops["Mul"], 4);
+  EXPECT_EQ(ops["Mul"], 5);
+  EXPECT_EQ(ops["GlobalAveragePool"], 2);
+  EXPECT_EQ(ops["Flatten"], 2);  // the flatten layer's, and the other pool's
+  EXPECT_EQ(ops["Reshape"], 2);
+  EXPECT_EQ(ops["Transpose"], 1);
+  EXPECT_EQ(ops["Slice"], 1);
   EXPECT_EQ(ops["HardSigmoid"], 2);
   EXPECT_EQ(ops["Clip"], 1);
   EXPECT_EQ(ops["Add"], 1);
   EXPECT_EQ(ops["Sum"], 1);
-  EXPECT_EQ(ops["Sigmoid"], 2);
+  EXPECT_EQ(ops["Sigmoid"], 3);
   EXPECT_EQ(ops["Concat"], 2);
   EXPECT_EQ(ops["BatchNormalization"], 2);
-  EXPECT_EQ(ops["Conv"], 3);
+  EXPECT_EQ(ops["Conv"], 4);
 }
 
 TEST(OnnxExport, FixedBatchOption) {

@@ -168,6 +168,20 @@ TEST(OnnxImport, MobileActivationsMatchPytorch) {
     EXPECT_NE(std::find(types.begin(), types.end(), t), types.end()) << t;
 }
 
+// ShuffleNet's layout ops and squeeze-and-excitation's gates, in evaluation and training.
+TEST(OnnxImport, ShuffleSplitAndGatesMatchPytorch) {
+  SKIP_WITHOUT_ONNX_IMPORT();
+  check_against_pytorch("shuffle");
+  GraphSpec g = graph_from_onnx(fixture("shuffle.onnx"), {1, 8, 8});
+  std::map<std::string, int> count;
+  for (const auto& l : g.layers) ++count[l.type];
+  EXPECT_EQ(count["transpose"], 1);
+  EXPECT_EQ(count["reshape"], 2);  // [2, 4, 8, 8] and back to [8, 8, 8]
+  EXPECT_EQ(count["slice"], 4);    // chunk's two halves, split's [3, 5]
+  EXPECT_EQ(count["mul"], 3);      // two gates, one product of one shape
+  EXPECT_EQ(count["globalavgpool2d"], 3);
+}
+
 TEST(OnnxImport, MlpGraphLayersNamesAndWeights) {
   SKIP_WITHOUT_ONNX_IMPORT();
   GraphSpec g = graph_from_onnx(fixture("mlp.onnx"), {1, 8, 8});
@@ -242,8 +256,10 @@ TEST(OnnxImport, ResidualAddsAndFusedActivations) {
   EXPECT_EQ(layer(r, "block2_Add").inputs,
             (std::vector<std::string>{"block2_bn2_BatchNormalization",
                                       "block2_short_short_1_BatchNormalization"}));
+  // The Flatten of the pool's [C, 1, 1] is the pool's own [C]: no layer of its own.
   EXPECT_EQ(layer(r, "pool_GlobalAveragePool").type, "globalavgpool2d");
-  EXPECT_EQ(layer(r, "Flatten").inputs, std::vector<std::string>{"pool_GlobalAveragePool"});
+  EXPECT_EQ(layer(r, "pool_GlobalAveragePool").params.count("keep_dims"), 0u);
+  EXPECT_EQ(layer(r, "fc_Gemm").inputs, std::vector<std::string>{"pool_GlobalAveragePool"});
 
   // x * sigmoid(x) is one silu layer (the Sigmoid alone is not kept), the erf chain one gelu.
   GraphSpec o = graph_from_onnx(fixture("ops.onnx"), {2, 8, 8});

@@ -166,6 +166,20 @@ int64_t LayerArgs::require_int(const std::string& key, int64_t lo, int64_t hi) {
   return get_int(key, 0, lo, hi);
 }
 
+std::vector<int64_t> LayerArgs::require_ints(const std::string& key, int64_t lo, int64_t hi) {
+  const ConfigValue* v = find(key);
+  if (!v) fail(key, "is required");
+  std::vector<int64_t> out;
+  if (!v->is_array || v->array.empty()) fail(key, "must be a non-empty list of integers");
+  for (const auto& x : v->array) {
+    if (x.index() != 1) fail(key, "must be a non-empty list of integers");
+    out.push_back(std::get<int64_t>(x));
+    if (out.back() < lo || out.back() > hi)
+      fail(key, fmt::format("value {} is out of range [{}, {}]", out.back(), lo, hi));
+  }
+  return out;
+}
+
 std::array<int64_t, 2> LayerArgs::get_pair(const std::string& key, std::array<int64_t, 2> def,
                                            int64_t lo, int64_t hi) {
   const ConfigValue* v = find(key);

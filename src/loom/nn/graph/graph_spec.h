@@ -62,6 +62,8 @@ class LayerArgs {
   bool get_bool(const std::string& key, bool def);
   // A required integer parameter.
   int64_t require_int(const std::string& key, int64_t lo, int64_t hi);
+  // A required non-empty list of integers, each in [lo, hi].
+  std::vector<int64_t> require_ints(const std::string& key, int64_t lo, int64_t hi);
   // `takes`: the parameters the type has, for the message ("out, bias").
   void check_all_used(const std::string& takes) const;
 

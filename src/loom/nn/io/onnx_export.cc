@@ -21,6 +21,7 @@
 #include "loom/nn/layers/merge.h"
 #include "loom/nn/layers/pointwise.h"
 #include "loom/nn/layers/pool2d.h"
+#include "loom/nn/layers/shape_ops.h"
 
 #if LOOM_HAVE_ONNX
 #include <onnx/checker.h>
@@ -113,6 +114,15 @@ class Exporter {
     t->set_raw_data(data, size_t(n) * sizeof(float));
     return t->name();
   }
+  // A 1-D int64 initializer (a shape, a permutation, slice bounds); returns its name.
+  std::string int_list(const std::string& name, const std::vector<int64_t>& v) {
+    onnx::TensorProto* t = graph_->add_initializer();
+    t->set_name(fresh(name));
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(int64_t(v.size()));
+    for (int64_t x : v) t->add_int64_data(x);
+    return t->name();
+  }
   // A scalar float constant shared by every layer that needs it (GELU's sqrt(2), 1, 0.5).
   std::string scalar(const std::string& name, float v) {
     auto it = scalars_.find(name);
@@ -195,6 +205,10 @@ void Exporter::layer(int i, const Names& in, const std::string& out) {
   }
   if (const auto* p = dynamic_cast<const MaxPool2d*>(&l)) return pool(i, *p, true, in, out);
   if (const auto* p = dynamic_cast<const AvgPool2d*>(&l)) return pool(i, *p, false, in, out);
+  if (const auto* gp = dynamic_cast<const GlobalAvgPool2d*>(&l); gp && gp->keep_dims()) {
+    node("GlobalAveragePool", name, in, out);
+    return;
+  }
   if (dynamic_cast<const GlobalAvgPool2d*>(&l)) {
     // ONNX keeps the 1x1 plane, loom's layer gives [C].
     // The pool node carries the layer's name: loom's importer reads it back as the layer, and
@@ -207,6 +221,31 @@ void Exporter::layer(int i, const Names& in, const std::string& out) {
   if (dynamic_cast<const Add*>(&l)) {
     // Add takes two inputs, Sum any number (one node, so the importer reads one layer back).
     node(in.size() == 2 ? "Add" : "Sum", name, in, out);
+    return;
+  }
+  if (dynamic_cast<const Mul*>(&l)) {
+    // ONNX broadcasts a [batch, C, 1, 1] gate over [batch, C, H, W] as loom's mul does.
+    node("Mul", name, in, out);
+    return;
+  }
+  if (const auto* r = dynamic_cast<const Reshape*>(&l)) {
+    // 0 keeps the batch axis as it is.
+    std::vector<int64_t> shape = {0};
+    shape.insert(shape.end(), r->shape().begin(), r->shape().end());
+    node("Reshape", name, {in[0], int_list(name + ".shape", shape)}, out);
+    return;
+  }
+  if (const auto* t = dynamic_cast<const Transpose*>(&l)) {
+    std::vector<int64_t> perm = {0};
+    for (int64_t a : t->perm()) perm.push_back(a + 1);
+    attr(node("Transpose", name, in, out), "perm", perm);
+    return;
+  }
+  if (const auto* sl = dynamic_cast<const Slice*>(&l)) {
+    node("Slice", name,
+         {in[0], int_list(name + ".starts", {sl->start()}), int_list(name + ".ends", {sl->end()}),
+          int_list(name + ".axes", {sl->axis() + 1})},
+         out);
     return;
   }
   if (const auto* cat = dynamic_cast<const Concat*>(&l)) {
@@ -281,8 +320,9 @@ void Exporter::layer(int i, const Names& in, const std::string& out) {
   }
   fail(i,
        "ONNX export has no form for this layer type; it exports linear, conv2d, batchnorm1d/2d, "
-       "maxpool2d, avgpool2d, globalavgpool2d, add, concat, relu, relu6, hardsigmoid, hardswish, "
-       "leakyrelu, gelu, silu, tanh, sigmoid, dropout and flatten");
+       "maxpool2d, avgpool2d, globalavgpool2d, add, mul, concat, reshape, transpose, slice, "
+       "relu, relu6, hardsigmoid, hardswish, leakyrelu, gelu, silu, tanh, sigmoid, dropout and "
+       "flatten");
 }
 
 void Exporter::pool(int i, const Pool2dBase& p, bool max, const Names& in, const std::string& out) {

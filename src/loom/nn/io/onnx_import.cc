@@ -27,9 +27,11 @@ const std::vector<std::string>& onnx_ops() {
                                                "Gather",      "Gemm",        "GlobalAveragePool",
                                                "HardSigmoid", "HardSwish",   "Identity",
                                                "LeakyRelu",   "MatMul",      "MaxPool",
-                                               "Mul",         "Pad",         "Relu",
-                                               "Reshape",     "Shape",       "Sigmoid",
-                                               "Sum",         "Tanh",        "Unsqueeze"};
+                                               "Mul",         "Pad",         "ReduceMean",
+                                               "Relu",        "Reshape",     "Shape",
+                                               "Sigmoid",     "Slice",       "Split",
+                                               "Sub",         "Sum",         "Tanh",
+                                               "Transpose",   "Unsqueeze"};
   return ops;
 }
 
@@ -166,7 +168,7 @@ void Importer::define(const std::string& name, Value v) {
 
 LayerSpec& Importer::emit(const onnx::NodeProto& n, const std::string& type,
                           const std::vector<const Value*>& inputs, Shape out_shape,
-                          const std::string& as) {
+                          const std::string& as, int output) {
   std::string base = sanitize(n.name());
   if (base.empty()) base = sanitize(n.output(0));
   const size_t at = base.rfind(n.op_type());
@@ -193,7 +195,7 @@ LayerSpec& Importer::emit(const onnx::NodeProto& n, const std::string& type,
   Value out;
   out.layer = name;
   out.shape = std::move(out_shape);
-  define(n.output(0), out);
+  define(n.output(output), out);
   return graph_.layers.back();
 }
 
@@ -431,8 +433,14 @@ void Importer::read_node(const onnx::NodeProto& n) {
   if (op == "AveragePool") return pool(n, false);
   if (op == "Gemm") return gemm(n);
   if (op == "MatMul") return matmul(n);
+  if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div") && both_constant(n))
+    return fold_arithmetic(n);
   if (op == "Add") return add(n);
   if (op == "Mul") return mul(n);
+  if (op == "Transpose") return transpose(n);
+  if (op == "Slice") return slice(n);
+  if (op == "Split") return split(n);
+  if (op == "ReduceMean") return reduce_mean(n);
   if (op == "BatchNormalization") return batchnorm(n);
   if (op == "Dropout") return dropout(n);
   if (op == "Flatten") return flatten(n);
@@ -454,7 +462,9 @@ void Importer::read_node(const onnx::NodeProto& n) {
     const Value& x = activation(n, 0);
     if (x.shape.size() != 3)
       fail_node(n, fmt::format("input is {}, not [batch, C, H, W]", batch_shape_text(x.shape)));
-    emit(n, "globalavgpool2d", {&x}, {x.shape[0], 1, 1});
+    // [C, 1, 1], as ONNX computes it; a Flatten after it makes the pool's own [C] again
+    // (squeeze_kept_pool).
+    emit(n, "globalavgpool2d", {&x}, {x.shape[0], 1, 1}).params["keep_dims"] = cv(true);
     return;
   }
   if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "LeakyRelu") {
@@ -504,6 +514,8 @@ void Importer::read_node(const onnx::NodeProto& n) {
     emit(n, "hardswish", {&x}, x.shape);
     return;
   }
+  if (op == "Sub")
+    fail_node(n, "loom reads Sub only between constants (the arithmetic of a shape)");
   if (op == "Div") {
     // x / sqrt(2), the first step of GELU.
     const Value& x = activation(n, 0);

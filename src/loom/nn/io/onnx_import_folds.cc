@@ -1,5 +1,6 @@
 // The ONNX nodes that compute shapes and constants, folded at import into constant values: Shape of
-// an activation, Gather, Unsqueeze and Cast on constants, and Constant nodes.
+// an activation, Gather, Unsqueeze, Cast, Slice and the arithmetic (Add, Sub, Mul, Div) on
+// constants, and Constant nodes.
 #include "loom/config.h"
 
 #if LOOM_HAVE_ONNX
@@ -101,6 +102,72 @@ void Importer::fold_cast(const onnx::NodeProto& n) {
     v.ints.clear();
     v.is_int = false;
   }
+  alias(n, v);
+}
+
+void Importer::fold_arithmetic(const onnx::NodeProto& n) {
+  only_attrs(n, {});
+  const std::string& op = n.op_type();
+  const Value& a = constant(n, 0);
+  const Value& b = constant(n, 1);
+  if (a.is_int != b.is_int)
+    fail_node(n, "one input is integer and the other float; ONNX requires one element type");
+  const size_t na = a.is_int ? a.ints.size() : a.floats.size();
+  const size_t nb = b.is_int ? b.ints.size() : b.floats.size();
+  if (na != nb && na != 1 && nb != 1)
+    fail_node(n, fmt::format("constants of {} and {} elements: loom folds elementwise "
+                             "arithmetic of equal sizes or with a single value",
+                             na, nb));
+  Value v;
+  v.kind = Value::kConstant;
+  v.is_int = a.is_int;
+  v.dims = na >= nb ? a.dims : b.dims;
+  const size_t count = std::max(na, nb);
+  for (size_t i = 0; i < count; ++i) {
+    const size_t ia = na == 1 ? 0 : i, ib = nb == 1 ? 0 : i;
+    if (v.is_int) {
+      const int64_t x = a.ints[ia], y = b.ints[ib];
+      if (x == kBatch || y == kBatch)
+        fail_node(n, "it computes with the batch size, which loom's graph leaves open");
+      int64_t r = 0;
+      bool overflow = false;
+      if (op == "Add") overflow = __builtin_add_overflow(x, y, &r);
+      if (op == "Sub") overflow = __builtin_sub_overflow(x, y, &r);
+      if (op == "Mul") overflow = __builtin_mul_overflow(x, y, &r);
+      if (op == "Div") {
+        if (y == 0) fail_node(n, "integer division by zero");
+        r = x / y;  // ONNX's integer Div truncates, as C++ does
+      }
+      if (overflow) fail_node(n, "the integer result overflows");
+      v.ints.push_back(std::max(r, kBatch + 1));
+    } else {
+      const float x = a.floats[ia], y = b.floats[ib];
+      v.floats.push_back(op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : x / y);
+    }
+  }
+  alias(n, v);
+}
+
+void Importer::fold_slice(const onnx::NodeProto& n) {
+  const Value& data = constant(n, 0);
+  auto one = [&](int k, int64_t def) {
+    if (!has_input(n, k)) return def;
+    const Value& v = constant(n, k);
+    if (!v.is_int || v.ints.size() != 1)
+      fail_node(n, "loom folds Slice of constants only along one axis of a 1-D list");
+    return v.ints[0];
+  };
+  if (data.dims.size() != 1 || one(3, 0) != 0 || one(4, 1) != 1)
+    fail_node(n, "loom folds Slice of constants only on a 1-D list, step 1");
+  const int64_t len = data.dims[0];
+  auto clamp = [&](int64_t x) { return std::clamp<int64_t>(x < 0 ? x + len : x, 0, len); };
+  const int64_t start = clamp(one(1, 0)), end = std::max(start, clamp(one(2, len)));
+  Value v = data;
+  v.dims = {end - start};
+  if (v.is_int)
+    v.ints.assign(data.ints.begin() + start, data.ints.begin() + end);
+  else
+    v.floats.assign(data.floats.begin() + start, data.floats.begin() + end);
   alias(n, v);
 }
 

@@ -1,6 +1,6 @@
 // The ONNX ops that become loom layers: convolution and pooling windows, Gemm and MatMul, the
 // elementwise Add and Mul (with the fused SiLU, Hardswish and GELU patterns), BatchNorm, Dropout,
-// Flatten, Reshape, Concat, Sum and Pad.
+// Concat, Sum and Pad.
 #include "loom/config.h"
 
 #if LOOM_HAVE_ONNX
@@ -239,8 +239,9 @@ void Importer::mul(const onnx::NodeProto& n) {
   const Value& a = input(n, 0);
   const Value& b = input(n, 1);
   const char* what =
-      "loom has no elementwise Mul layer; it reads Mul only in x * sigmoid(x) (SiLU), in "
-      "x * hardsigmoid(x) (Hardswish) and in GELU's erf form x * 0.5 * (1 + erf(x / sqrt(2)))";
+      "loom reads Mul of two activations (a mul layer), x * sigmoid(x) (SiLU), "
+      "x * hardsigmoid(x) (Hardswish) and GELU's erf form x * 0.5 * (1 + erf(x / sqrt(2))); "
+      "a product with a constant that is none of these has no layer";
   for (int k = 0; k < 2; ++k) {
     const Value& p = k == 0 ? a : b;
     const Value& q = k == 0 ? b : a;
@@ -282,7 +283,21 @@ void Importer::mul(const onnx::NodeProto& n) {
       return;
     }
   }
-  fail_node(n, what);
+  if (a.kind != Value::kActivation || b.kind != Value::kActivation) fail_node(n, what);
+  // Two activations: one shape, or one of them a gate of 1s on the other's trailing axes (the
+  // mul layer's broadcast, squeeze-and-excitation's [C, 1, 1] with [C, H, W]).
+  const Value& big = elements(a.shape) >= elements(b.shape) ? a : b;
+  const Value& gate = &big == &a ? b : a;
+  bool ok = gate.shape.size() == big.shape.size();
+  size_t k = 0;
+  while (ok && k < gate.shape.size() && gate.shape[k] == big.shape[k]) ++k;
+  for (size_t i = k; ok && i < gate.shape.size(); ++i) ok = gate.shape[i] == 1;
+  if (!ok)
+    fail_node(n, fmt::format("inputs {} and {}: loom multiplies activations of one shape, or "
+                             "with one of 1s on the other's trailing axes ([C, 1, 1] with "
+                             "[C, H, W])",
+                             batch_shape_text(a.shape), batch_shape_text(b.shape)));
+  emit(n, "mul", {&a, &b}, big.shape);
 }
 
 void Importer::batchnorm(const onnx::NodeProto& n) {
@@ -331,64 +346,6 @@ void Importer::dropout(const onnx::NodeProto& n) {
   if (p == 0) return alias(n, x);
   LayerSpec& l = emit(n, "dropout", {&x}, x.shape);
   l.params["p"] = cv_float(p);
-}
-
-void Importer::flatten(const onnx::NodeProto& n) {
-  only_attrs(n, {"axis"});
-  const Value& x = activation(n, 0);
-  int64_t axis = attr_int(n, "axis", 1);
-  if (axis < 0) axis += int64_t(x.shape.size()) + 1;
-  if (axis != 1)
-    fail_node(n, fmt::format("axis {} is not read; loom flattens each sample (axis = 1)",
-                             attr_int(n, "axis", 1)));
-  if (x.shape.size() == 1) return alias(n, x);
-  emit(n, "flatten", {&x}, {elements(x.shape)});
-}
-
-void Importer::reshape(const onnx::NodeProto& n) {
-  only_attrs(n, {"allowzero"});
-  const Value& x = activation(n, 0);
-  const Value& s = constant(n, 1);
-  if (!s.is_int || s.dims.size() != 1)
-    fail_node(n, fmt::format("shape '{}' is not a list of integers", n.input(1)));
-  std::vector<int64_t> t = s.ints;
-  if (!t.empty() && static_batch_ > 0 && t[0] == static_batch_) t[0] = kBatch;
-  const bool allowzero = attr_int(n, "allowzero", 0) != 0;
-  const std::string target = dims_text(t);
-  for (size_t i = 0; i < t.size(); ++i)
-    if (t[i] == 0 && !allowzero) {
-      if (i > x.shape.size()) fail_node(n, fmt::format("shape {} copies a missing axis", target));
-      t[i] = i == 0 ? kBatch : x.shape[i - 1];
-    }
-  const int64_t numel = elements(x.shape);
-  Shape per_sample;
-  bool ok = !t.empty() && (t[0] == kBatch || t[0] == -1);
-  int unknown = -1;
-  int64_t known = 1;
-  for (size_t i = 1; ok && i < t.size(); ++i) {
-    if (t[i] == -1 && t[0] != -1 && unknown < 0) {
-      unknown = int(i);
-    } else if (t[i] < 1 || __builtin_mul_overflow(known, t[i], &known) || known > numel) {
-      ok = false;
-    }
-    per_sample.push_back(t[i]);
-  }
-  if (ok && unknown >= 0) {
-    ok = known > 0 && numel % known == 0;
-    if (ok) per_sample[size_t(unknown - 1)] = numel / known;
-  } else if (ok) {
-    ok = known == numel;
-  }
-  if (!ok)
-    fail_node(n, fmt::format("reshape of {} to {}: loom reads Reshape only when it keeps the "
-                             "batch axis first and the sample's size (as flatten does)",
-                             batch_shape_text(x.shape), target));
-  if (per_sample == x.shape) return alias(n, x);
-  if (per_sample.size() != 1)
-    fail_node(n, fmt::format("reshape of {} to {}: loom reshapes only to [batch, -1] "
-                             "(flatten)",
-                             batch_shape_text(x.shape), batch_shape_text(per_sample)));
-  emit(n, "flatten", {&x}, per_sample);
 }
 
 void Importer::concat(const onnx::NodeProto& n) {

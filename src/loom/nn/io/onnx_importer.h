@@ -1,7 +1,8 @@
 // The ONNX importer's reading state, shared by its source files: onnx_import.cc (the graph walk,
-// values, attributes and the model's input), onnx_import_layers.cc (the ops that become layers)
-// and onnx_import_folds.cc (the shape arithmetic folded at import). Internal to nn/io: include
-// it from those files only, and only where LOOM_HAVE_ONNX is 1.
+// values, attributes and the model's input), onnx_import_layers.cc (the ops that become layers),
+// onnx_import_layout.cc (the ops that move values between layouts: Reshape, Transpose, Slice,
+// Split, ReduceMean) and onnx_import_folds.cc (the shape arithmetic folded at import). Internal to
+// nn/io: include it from those files only, and only where LOOM_HAVE_ONNX is 1.
 #pragma once
 
 #include <onnx/onnx_pb.h>
@@ -155,7 +156,7 @@ class Importer {
   // name has its op type ("/act/Mul" -> "act_SiLU").
   LayerSpec& emit(const onnx::NodeProto& n, const std::string& type,
                   const std::vector<const Value*>& inputs, Shape out_shape,
-                  const std::string& as = "");
+                  const std::string& as = "", int output = 0);
   // A float attribute as the decimal a person wrote (0.1, not 0.10000000149011612).
   ConfigValue cv_float(double x) const { return cv(std::stod(fmt::format("{:.7g}", x))); }
   ConfigValue cv(ConfigScalar x) const {
@@ -187,12 +188,30 @@ class Importer {
   void concat(const onnx::NodeProto& n);
   void sum(const onnx::NodeProto& n);
   void pad(const onnx::NodeProto& n);
+  void transpose(const onnx::NodeProto& n);
+  void slice(const onnx::NodeProto& n);
+  void split(const onnx::NodeProto& n);
+  void reduce_mean(const onnx::NodeProto& n);
+  // A [C, 1, 1] value of a globalavgpool2d with keep_dims read only by node n (a Flatten, a
+  // Reshape to [batch, C]): the pool drops keep_dims and n becomes nothing. False otherwise.
+  bool squeeze_kept_pool(const onnx::NodeProto& n, const Value& x);
+  // Elements [start, end) of per-sample axis `axis` of input 0 as output `output` of n.
+  void emit_slice(const onnx::NodeProto& n, const Value& x, int64_t axis, int64_t start,
+                  int64_t end, int output);
   // Input 0 of a Conv or pooling node, with the padding of a Pad before it (0 if none).
   const Value& padded_activation(const onnx::NodeProto& n, int64_t& pad_h, int64_t& pad_w) const;
   void fold_shape(const onnx::NodeProto& n);
   void fold_gather(const onnx::NodeProto& n);
   void fold_unsqueeze(const onnx::NodeProto& n);
   void fold_cast(const onnx::NodeProto& n);
+  // Add, Sub, Mul or Div of two constants, elementwise (a scalar or a one-element list
+  // broadcast against the other): the arithmetic of torch.onnx's shape computations.
+  void fold_arithmetic(const onnx::NodeProto& n);
+  bool both_constant(const onnx::NodeProto& n) const {
+    return n.input_size() == 2 && input(n, 0).kind == Value::kConstant &&
+           input(n, 1).kind == Value::kConstant;
+  }
+  void fold_slice(const onnx::NodeProto& n);
   void constant_node(const onnx::NodeProto& n);
   // The 2-D window attributes of Conv and pooling: {h, w} pairs, pads symmetric.
   struct Window {

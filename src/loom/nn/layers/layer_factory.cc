@@ -11,6 +11,7 @@
 #include "loom/nn/layers/merge.h"
 #include "loom/nn/layers/pointwise.h"
 #include "loom/nn/layers/pool2d.h"
+#include "loom/nn/layers/shape_ops.h"
 
 namespace loom::nn {
 
@@ -135,8 +136,11 @@ const std::vector<LayerType>& layer_types() {
        "kernel, stride = kernel, padding = 0, ceil_mode = false, "
        "count_include_pad = true",
        "mean over windows of [C, H, W]", make_avgpool2d},
-      {"globalavgpool2d", "", "[C, H, W] -> [C], the mean of each channel",
-       [](LayerArgs&, const std::vector<Shape>&) { return std::make_unique<GlobalAvgPool2d>(); }},
+      {"globalavgpool2d", "keep_dims = false",
+       "[C, H, W] -> [C] (keep_dims: [C, 1, 1]), the mean of each channel",
+       [](LayerArgs& a, const std::vector<Shape>&) {
+         return std::make_unique<GlobalAvgPool2d>(a.get_bool("keep_dims", false));
+       }},
       {"batchnorm2d", "eps = 1e-5, momentum = 0.1, sync = false",
        "batch normalisation of [C, H, W] per channel (sync: over all workers' batches)",
        [](LayerArgs& a, const std::vector<Shape>& in) { return make_batchnorm(a, in, true); }},
@@ -168,6 +172,27 @@ const std::vector<LayerType>& layer_types() {
        [](LayerArgs&, const std::vector<Shape>&) { return std::make_unique<Flatten>(); }},
       {"add", "", "elementwise sum of two or more inputs of one shape (residual)",
        [](LayerArgs&, const std::vector<Shape>&) { return std::make_unique<Add>(); }},
+      {"mul", "",
+       "elementwise product of two inputs of one shape, or one broadcast over the other's "
+       "trailing axes ([C, 1, 1] with [C, H, W])",
+       [](LayerArgs&, const std::vector<Shape>&) { return std::make_unique<Mul>(); }},
+      {"reshape", "shape", "the same values as another per-sample shape ([C, H, W] -> shape)",
+       [](LayerArgs& a, const std::vector<Shape>&) {
+         return std::make_unique<Reshape>(a.require_ints("shape", 1, kMaxWidth));
+       }},
+      {"transpose", "perm",
+       "the per-sample axes in the order perm (axis i of the output is "
+       "input axis perm[i]; the batch stays first)",
+       [](LayerArgs& a, const std::vector<Shape>& in) {
+         return std::make_unique<Transpose>(a.require_ints("perm", 0, int64_t(in[0].size()) - 1));
+       }},
+      {"slice", "axis, start, end", "elements [start, end) of a per-sample axis",
+       [](LayerArgs& a, const std::vector<Shape>& in) {
+         const int64_t axis = a.require_int("axis", 0, int64_t(in[0].size()) - 1);
+         const int64_t len = in[0][size_t(axis)];
+         const int64_t start = a.require_int("start", 0, len - 1);
+         return std::make_unique<Slice>(axis, start, a.require_int("end", start + 1, len));
+       }},
       {"concat", "axis = 0", "join inputs along a per-sample axis (0: channels)",
        [](LayerArgs& a, const std::vector<Shape>& in) {
          return std::make_unique<Concat>(a.get_int("axis", 0, 0, int64_t(in[0].size()) - 1));

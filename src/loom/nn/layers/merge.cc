@@ -42,6 +42,53 @@ void Add::backward_inputs(const Context& ctx, const std::vector<const float*>&, 
     if (dx) ctx.backend->copy(dx, dy, size_t(batch * features_) * sizeof(float));
 }
 
+Shape Mul::build(const Shape& input) {
+  throw ConfigError(fmt::format("Mul of one input {}: it needs two", shape_text(input)));
+}
+
+Shape Mul::build_inputs(const std::vector<Shape>& inputs) {
+  if (inputs.size() != 2)
+    throw ConfigError(fmt::format("Mul takes two inputs, got {}", inputs.size()));
+  gate_ = numel(inputs[1]) <= numel(inputs[0]) ? 1 : 0;
+  const Shape& big = inputs[size_t(1 - gate_)];
+  const Shape& gate = inputs[size_t(gate_)];
+  // The gate matches a leading run of the other's axes and is 1 on the rest.
+  bool ok = gate.size() == big.size();
+  size_t k = 0;
+  while (ok && k < gate.size() && gate[k] == big[k]) ++k;
+  for (size_t i = k; ok && i < gate.size(); ++i) ok = gate[i] == 1;
+  if (!ok)
+    throw ConfigError(
+        fmt::format("Mul: inputs {} and {} neither have one shape nor does the "
+                    "smaller broadcast over the other's trailing axes ([C, 1, 1] "
+                    "with [C, H, W])",
+                    shape_text(inputs[0]), shape_text(inputs[1])));
+  rows_ = numel(gate);
+  cols_ = numel(big) / rows_;
+  return big;
+}
+
+void Mul::forward(const Context&, const float*, float*, int64_t) {
+  throw ConfigError("Mul called with one input");
+}
+
+void Mul::backward(const Context&, const float*, const float*, const float*, float*, int64_t) {
+  throw ConfigError("Mul called with one input");
+}
+
+void Mul::forward_inputs(const Context& ctx, const std::vector<const float*>& xs, float* y,
+                         int64_t batch) {
+  ctx.backend->scale_rows(xs[size_t(1 - gate_)], xs[size_t(gate_)], y, batch * rows_, cols_);
+}
+
+void Mul::backward_inputs(const Context& ctx, const std::vector<const float*>& xs, const float*,
+                          const float* dy, const std::vector<float*>& dxs, int64_t batch) {
+  const float* big = xs[size_t(1 - gate_)];
+  const float* gate = xs[size_t(gate_)];
+  if (float* d = dxs[size_t(1 - gate_)]) ctx.backend->scale_rows(dy, gate, d, batch * rows_, cols_);
+  if (float* d = dxs[size_t(gate_)]) ctx.backend->row_dots(dy, big, d, batch * rows_, cols_);
+}
+
 std::string Concat::describe() const {
   return fmt::format("Concat(axis={})", axis_);
 }

@@ -1,5 +1,7 @@
 // Layers that join branches of a graph: Add (elementwise sum of inputs of one shape, the
-// residual connection) and Concat (along one per-sample axis, channels for images).
+// residual connection), Mul (elementwise product, one input broadcast over trailing axes:
+// squeeze-and-excitation's channel gates) and Concat (along one per-sample axis, channels for
+// images).
 #pragma once
 
 #include "loom/nn/layers/layer.h"
@@ -25,6 +27,30 @@ class Add final : public Layer {
  private:
   int64_t features_ = 0;
   int64_t arity_ = 0;
+};
+
+// The product of two inputs. They have one shape, or one of them (the gate) has 1s where the
+// other's trailing axes are: [C, 1, 1] times [C, H, W] scales each channel plane.
+class Mul final : public Layer {
+ public:
+  std::string kind() const override { return "Mul"; }
+  int min_inputs() const override { return 2; }
+  int max_inputs() const override { return 2; }
+  Shape build(const Shape& input) override;
+  Shape build_inputs(const std::vector<Shape>& inputs) override;
+  int64_t flops_per_sample() const override { return rows_ * cols_; }
+  void forward(const Context& ctx, const float* x, float* y, int64_t batch) override;
+  void backward(const Context& ctx, const float* x, const float* y, const float* dy, float* dx,
+                int64_t batch) override;
+  void forward_inputs(const Context& ctx, const std::vector<const float*>& xs, float* y,
+                      int64_t batch) override;
+  void backward_inputs(const Context& ctx, const std::vector<const float*>& xs, const float* y,
+                       const float* dy, const std::vector<float*>& dxs, int64_t batch) override;
+
+ private:
+  int gate_ = 1;      // which input is broadcast (the other is as large as the output)
+  int64_t rows_ = 0;  // per sample: the gate's size
+  int64_t cols_ = 0;  // what each gate value multiplies
 };
 
 // axis counts per-sample dimensions: 0 is channels for [C, H, W] and features for [F].

@@ -117,7 +117,11 @@ Shape GlobalAvgPool2d::build(const Shape& input) {
   c_ = input[0];
   h_ = input[1];
   w_ = input[2];
-  return {c_};
+  return keep_dims_ ? Shape{c_, 1, 1} : Shape{c_};
+}
+
+std::string GlobalAvgPool2d::describe() const {
+  return keep_dims_ ? "GlobalAvgPool2d(keep_dims=true)" : "GlobalAvgPool2d";
 }
 
 // One window over the whole image: [batch * C, H, W] -> [batch * C, 1, 1], which is [batch, C].

@@ -55,9 +55,13 @@ class AvgPool2d final : public Pool2dBase {
 };
 
 // [C, H, W] -> [C]: the mean of each channel (average pooling over the whole image).
+// keep_dims: [C, 1, 1] instead of [C] (ONNX's GlobalAveragePool, squeeze-and-excitation).
 class GlobalAvgPool2d final : public Layer {
  public:
+  explicit GlobalAvgPool2d(bool keep_dims = false) : keep_dims_(keep_dims) {}
   std::string kind() const override { return "GlobalAvgPool2d"; }
+  std::string describe() const override;
+  bool keep_dims() const { return keep_dims_; }
   Shape build(const Shape& input) override;
   void forward(const Context& ctx, const float* x, float* y, int64_t batch) override;
   void backward(const Context& ctx, const float* x, const float* y, const float* dy, float* dx,
@@ -65,6 +69,7 @@ class GlobalAvgPool2d final : public Layer {
 
  private:
   PoolGeometry geometry(int64_t batch) const;
+  bool keep_dims_;
   int64_t c_ = 0, h_ = 0, w_ = 0;
 };
 

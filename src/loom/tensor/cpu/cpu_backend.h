@@ -123,6 +123,10 @@ class CpuBackend final : public Backend {
   void causal_softmax_forward(const float* x, float* y, int64_t blocks, int64_t t) override;
   void causal_softmax_backward(const float* y, const float* dy, float* dx, int64_t blocks,
                                int64_t t) override;
+  // Layers that move or scale values (cpu_shape_ops.cc).
+  void permute(const float* x, float* y, int64_t blocks, const Permutation& p) override;
+  void scale_rows(const float* x, const float* s, float* y, int64_t rows, int64_t cols) override;
+  void row_dots(const float* a, const float* b, float* out, int64_t rows, int64_t cols) override;
   double softmax_xent_ignore(const float* logits, const int32_t* labels, int64_t rows, int64_t cols,
                              float grad_scale, float* dlogits, int64_t* correct,
                              float label_smoothing, int32_t ignore_index,

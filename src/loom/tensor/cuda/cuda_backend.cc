@@ -943,6 +943,30 @@ void CudaBackend::causal_softmax_backward(const float* y, const float* dy, float
   cuda::causal_softmax_backward(stream(), y, dy, dx, blocks, t);
 }
 
+void CudaBackend::permute(const float* x, float* y, int64_t blocks, const Permutation& p) {
+  static_assert(int(cuda::PermutedAxes::kMaxRank) == int(Permutation::kMaxRank));
+  cuda::PermutedAxes axes;
+  axes.rank = p.rank;
+  for (int i = 0; i < p.rank; ++i) {
+    int64_t stride = 1;
+    for (int j = p.perm[i] + 1; j < p.rank; ++j) stride *= p.dims[j];
+    axes.size[i] = p.dims[p.perm[i]];
+    axes.stride[i] = stride;
+  }
+  bind();
+  cuda::permute(stream(), x, y, blocks, axes);
+}
+
+void CudaBackend::scale_rows(const float* x, const float* s, float* y, int64_t rows, int64_t cols) {
+  bind();
+  cuda::scale_rows(stream(), x, s, y, rows, cols);
+}
+
+void CudaBackend::row_dots(const float* a, const float* b, float* out, int64_t rows, int64_t cols) {
+  bind();
+  cuda::row_dots(stream(), a, b, out, rows, cols);
+}
+
 double CudaBackend::softmax_xent_ignore(const float* logits, const int32_t* labels, int64_t rows,
                                         int64_t cols, float grad_scale, float* dlogits,
                                         int64_t* correct, float label_smoothing,

@@ -159,6 +159,20 @@ void causal_softmax_forward(cudaStream_t s, const float* x, float* y, int64_t bl
 void causal_softmax_backward(cudaStream_t s, const float* y, const float* dy, float* dx,
                              int64_t blocks, int64_t t);
 
+// shape_ops.cu (scale_rows: y may be x). permute: Backend::permute's Permutation as, per axis
+// of the result, its size and the source stride it walks (cuda_backend.cc fills it in).
+struct PermutedAxes {
+  static constexpr int kMaxRank = 6;
+  int rank = 0;
+  int64_t size[kMaxRank] = {};
+  int64_t stride[kMaxRank] = {};
+};
+void permute(cudaStream_t s, const float* x, float* y, int64_t blocks, const PermutedAxes& axes);
+void scale_rows(cudaStream_t s, const float* x, const float* k, float* y, int64_t rows,
+                int64_t cols);
+void row_dots(cudaStream_t s, const float* a, const float* b, float* out, int64_t rows,
+              int64_t cols);
+
 // xent_ignore.cu: after softmax_xent_rows, rows labelled ignore_index get zero loss, correct and
 // gradient; row_counted[r] is 1 for the other rows, 0 for those.
 void clear_ignored_rows(cudaStream_t s, const int32_t* labels, int64_t rows, int64_t cols,

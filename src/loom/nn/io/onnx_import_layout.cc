@@ -1,0 +1,247 @@
+// The ONNX ops that move values between layouts without arithmetic, each a loom layer or
+// nothing: Flatten and Reshape (flatten, or reshape to another per-sample shape), Transpose,
+// Slice and Split on activations (slice layers), and ReduceMean over an image's plane (the
+// global average pool). The batch axis always stays first and whole.
+#include "loom/config.h"
+
+#if LOOM_HAVE_ONNX
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "loom/nn/io/onnx_importer.h"
+
+namespace loom::nn::onnx_import {
+
+bool Importer::squeeze_kept_pool(const onnx::NodeProto& n, const Value& x) {
+  auto it = layer_index_.find(x.layer);
+  if (it == layer_index_.end() || uses_[n.input(0)] != 1) return false;
+  LayerSpec& pool = graph_.layers[it->second];
+  if (pool.type != "globalavgpool2d" || !pool.params.count("keep_dims")) return false;
+  pool.params.erase("keep_dims");
+  Value v = x;
+  v.shape = {x.shape[0]};
+  alias(n, v);
+  return true;
+}
+
+void Importer::flatten(const onnx::NodeProto& n) {
+  only_attrs(n, {"axis"});
+  const Value& x = activation(n, 0);
+  int64_t axis = attr_int(n, "axis", 1);
+  if (axis < 0) axis += int64_t(x.shape.size()) + 1;
+  if (axis != 1)
+    fail_node(n, fmt::format("axis {} is not read; loom flattens each sample (axis = 1)",
+                             attr_int(n, "axis", 1)));
+  if (x.shape.size() == 1) return alias(n, x);
+  if (squeeze_kept_pool(n, x)) return;
+  emit(n, "flatten", {&x}, {elements(x.shape)});
+}
+
+void Importer::reshape(const onnx::NodeProto& n) {
+  only_attrs(n, {"allowzero"});
+  const Value& x = activation(n, 0);
+  const Value& s = constant(n, 1);
+  if (!s.is_int || s.dims.size() != 1)
+    fail_node(n, fmt::format("shape '{}' is not a list of integers", n.input(1)));
+  std::vector<int64_t> t = s.ints;
+  if (!t.empty() && static_batch_ > 0 && t[0] == static_batch_) t[0] = kBatch;
+  const bool allowzero = attr_int(n, "allowzero", 0) != 0;
+  const std::string target = dims_text(t);
+  for (size_t i = 0; i < t.size(); ++i)
+    if (t[i] == 0 && !allowzero) {
+      if (i > x.shape.size()) fail_node(n, fmt::format("shape {} copies a missing axis", target));
+      t[i] = i == 0 ? kBatch : x.shape[i - 1];
+    }
+  const int64_t numel = elements(x.shape);
+  Shape per_sample;
+  bool ok = !t.empty() && (t[0] == kBatch || t[0] == -1);
+  int unknown = -1;
+  int64_t known = 1;
+  for (size_t i = 1; ok && i < t.size(); ++i) {
+    if (t[i] == -1 && t[0] != -1 && unknown < 0) {
+      unknown = int(i);
+    } else if (t[i] < 1 || __builtin_mul_overflow(known, t[i], &known) || known > numel) {
+      ok = false;
+    }
+    per_sample.push_back(t[i]);
+  }
+  if (ok && unknown >= 0) {
+    ok = known > 0 && numel % known == 0;
+    if (ok) per_sample[size_t(unknown - 1)] = numel / known;
+  } else if (ok) {
+    ok = known == numel;
+  }
+  if (!ok || per_sample.empty())
+    fail_node(n, fmt::format("reshape of {} to {}: loom reads Reshape only when it keeps the "
+                             "batch axis first and each sample's size",
+                             batch_shape_text(x.shape), target));
+  if (per_sample == x.shape) return alias(n, x);
+  if (per_sample.size() == 1) {
+    if (squeeze_kept_pool(n, x)) return;
+    emit(n, "flatten", {&x}, per_sample);
+    return;
+  }
+  if (int(per_sample.size()) > Permutation::kMaxRank)
+    fail_node(n, fmt::format("reshape to {}: loom's samples have at most {} axes", target,
+                             Permutation::kMaxRank));
+  LayerSpec& l = emit(n, "reshape", {&x}, per_sample);
+  ConfigValue shape;
+  shape.is_array = true;
+  for (int64_t d : per_sample) shape.array.push_back(d);
+  shape.where = where_;
+  l.params["shape"] = shape;
+}
+
+void Importer::transpose(const onnx::NodeProto& n) {
+  only_attrs(n, {"perm"});
+  const Value& x = activation(n, 0);
+  const int64_t rank = int64_t(x.shape.size()) + 1;
+  std::vector<int64_t> perm = attr_ints(n, "perm", {});
+  if (perm.empty())  // the default reverses the axes, which moves the batch
+    for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
+  std::vector<bool> seen(size_t(rank), false);
+  bool ok = int64_t(perm.size()) == rank;
+  for (size_t i = 0; ok && i < perm.size(); ++i) {
+    ok = perm[i] >= 0 && perm[i] < rank && !seen[size_t(perm[i])];
+    if (ok) seen[size_t(perm[i])] = true;
+  }
+  if (!ok)
+    fail_node(n, fmt::format("perm {} is not an order of the axes of {}", dims_text(perm),
+                             batch_shape_text(x.shape)));
+  if (perm[0] != 0)
+    fail_node(n, fmt::format("perm {} moves the batch axis; loom transposes the axes of each "
+                             "sample only",
+                             dims_text(perm)));
+  ConfigValue p;
+  p.is_array = true;
+  p.where = where_;
+  Shape out;
+  bool identity = true;
+  for (size_t i = 1; i < perm.size(); ++i) {
+    p.array.push_back(perm[i] - 1);
+    out.push_back(x.shape[size_t(perm[i] - 1)]);
+    identity = identity && perm[i] == int64_t(i);
+  }
+  if (identity) return alias(n, x);
+  if (int(out.size()) > Permutation::kMaxRank)
+    fail_node(n, fmt::format("input {}: loom transposes samples of at most {} axes",
+                             batch_shape_text(x.shape), Permutation::kMaxRank));
+  emit(n, "transpose", {&x}, out).params["perm"] = p;
+}
+
+void Importer::emit_slice(const onnx::NodeProto& n, const Value& x, int64_t axis, int64_t start,
+                          int64_t end, int output) {
+  if (start == 0 && end == x.shape[size_t(axis)]) return define(n.output(output), x);
+  Shape out = x.shape;
+  out[size_t(axis)] = end - start;
+  LayerSpec& l = emit(n, "slice", {&x}, out, "", output);
+  l.params["axis"] = cv(axis);
+  l.params["start"] = cv(start);
+  l.params["end"] = cv(end);
+}
+
+void Importer::slice(const onnx::NodeProto& n) {
+  only_attrs(n, {});
+  if (input(n, 0).kind == Value::kConstant) return fold_slice(n);
+  const Value& x = activation(n, 0);
+  auto ints = [&](int k, const char* what) {
+    const Value& v = constant(n, k);
+    if (!v.is_int || v.dims.size() != 1)
+      fail_node(n, fmt::format("{} '{}' is not a list of integers", what, n.input(k)));
+    return v.ints;
+  };
+  const std::vector<int64_t> starts = ints(1, "starts"), ends = ints(2, "ends");
+  const int64_t rank = int64_t(x.shape.size()) + 1;
+  std::vector<int64_t> axes;
+  if (has_input(n, 3)) {
+    axes = ints(3, "axes");
+  } else {
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(int64_t(i));
+  }
+  std::vector<int64_t> steps(starts.size(), 1);
+  if (has_input(n, 4)) steps = ints(4, "steps");
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    fail_node_input(n, "starts, ends, axes and steps differ in length");
+  // Each listed axis, its range clamped as ONNX does; all but one must be whole.
+  int64_t cut_axis = -1, cut_start = 0, cut_end = 0;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
+    if (a < 0 || a >= rank) fail_node(n, fmt::format("axis {} is not an axis", axes[i]));
+    if (steps[i] != 1) fail_node(n, fmt::format("step {}: loom slices with step 1 only", steps[i]));
+    if (a == 0) {
+      if (starts[i] == 0 && (ends[i] == kBatch || ends[i] >= (int64_t(1) << 31))) continue;
+      fail_node(n, "it slices the batch axis; loom slices the axes of each sample only");
+    }
+    const int64_t len = x.shape[size_t(a - 1)];
+    auto clamp = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + len : v, 0, len); };
+    const int64_t s = clamp(starts[i]), e = clamp(ends[i]);
+    if (s >= e)
+      fail_node(n, fmt::format("the range [{}, {}) of axis {} is empty", starts[i], ends[i], a));
+    if (s == 0 && e == len) continue;
+    if (cut_axis >= 0) fail_node(n, "it cuts more than one axis; loom slices one axis per Slice");
+    cut_axis = a - 1, cut_start = s, cut_end = e;
+  }
+  if (cut_axis < 0) return alias(n, x);
+  emit_slice(n, x, cut_axis, cut_start, cut_end, 0);
+}
+
+void Importer::split(const onnx::NodeProto& n) {
+  only_attrs(n, {"axis", "split"});
+  const Value& x = activation(n, 0);
+  const int64_t rank = int64_t(x.shape.size()) + 1;
+  int64_t axis = attr_int(n, "axis", 0);
+  if (axis < 0) axis += rank;
+  if (axis < 1 || axis >= rank)
+    fail_node(n, fmt::format("axis {} is not an axis of a sample of {}", attr_int(n, "axis", 0),
+                             batch_shape_text(x.shape)));
+  const int64_t len = x.shape[size_t(axis - 1)];
+  std::vector<int64_t> sizes = attr_ints(n, "split", {});
+  if (has_input(n, 1)) {
+    const Value& v = constant(n, 1);
+    if (!v.is_int) fail_node(n, "split sizes are not integers");
+    sizes = v.ints;
+  }
+  const int64_t parts = n.output_size();
+  if (sizes.empty()) {
+    if (parts < 1 || len % parts != 0)
+      fail_node(n, fmt::format("{} outputs do not split an axis of {} evenly", parts, len));
+    sizes.assign(size_t(parts), len / parts);
+  }
+  int64_t total = 0;
+  for (int64_t s : sizes) total += s > 0 ? s : -(int64_t(1) << 40);
+  if (int64_t(sizes.size()) != parts || total != len)
+    fail_node(n, fmt::format("sizes {} do not split an axis of {} into {} parts", dims_text(sizes),
+                             len, parts));
+  int64_t at = 0;
+  for (int k = 0; k < parts; ++k) {
+    if (!n.output(k).empty()) emit_slice(n, x, axis - 1, at, at + sizes[size_t(k)], k);
+    at += sizes[size_t(k)];
+  }
+}
+
+void Importer::reduce_mean(const onnx::NodeProto& n) {
+  only_attrs(n, {"axes", "keepdims"});
+  const Value& x = activation(n, 0);
+  std::vector<int64_t> axes = attr_ints(n, "axes", {});
+  const int64_t rank = int64_t(x.shape.size()) + 1;
+  for (int64_t& a : axes)
+    if (a < 0) a += rank;
+  std::sort(axes.begin(), axes.end());
+  if (rank != 4 || axes != std::vector<int64_t>{2, 3})
+    fail_node(n, fmt::format("axes {} of {}: loom reads ReduceMean only over the plane of an "
+                             "image (axes 2 and 3 of [batch, C, H, W])",
+                             dims_text(attr_ints(n, "axes", {})), batch_shape_text(x.shape)));
+  if (attr_int(n, "keepdims", 1) != 0) {
+    emit(n, "globalavgpool2d", {&x}, {x.shape[0], 1, 1}).params["keep_dims"] = cv(true);
+  } else {
+    emit(n, "globalavgpool2d", {&x}, {x.shape[0]});
+  }
+}
+
+}  // namespace loom::nn::onnx_import
+
+#endif  // LOOM_HAVE_ONNX

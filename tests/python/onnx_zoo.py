@@ -1,0 +1,199 @@
+"""The ONNX zoo check: torchvision's classification models, exported from PyTorch, imported,
+compared and trained by loom.
+
+For each model: build it with 10 classes, run two training-mode forwards so that its BatchNorm
+statistics are off their initial values, export it twice at opset 14 (in training mode, the
+file loom trains from, and in evaluation mode with constant folding off, the file onnxruntime
+runs), then
+  - import: loom reads the training-mode file (tests/tools/onnx_forward.cc, the same importer
+    as `model = "net.onnx"`);
+  - forward: loom's evaluation forward on 2 random inputs against onnxruntime's on the
+    evaluation-mode file, as max |difference| / max |onnxruntime's output|;
+  - train: `loom data convert` of 12 random samples of the model's input shape to a shard, then
+    `loom train` of the file for one epoch of 3 SGD steps on it; its loss must be finite.
+One line per model; with --check, the exit status is 1 unless every model listed imports,
+agrees within --tolerance and trains.
+
+Models whose stochastic depth draws Bernoulli noise (which torch.onnx 1.13 cannot export in
+training mode) are built with stochastic_depth_prob = 0 and say so.
+
+usage: onnx_zoo.py --loom build/loom --forward build/tests/loom_onnx_forward
+                   [--models a,b,... | --all] [--check] [--tolerance 1e-4] [--work DIR]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
+
+QUICK = ["resnet18", "mobilenet_v2", "mobilenet_v3_small", "shufflenet_v2_x0_5", "mnasnet0_5",
+         "squeezenet1_1", "regnet_y_400mf", "efficientnet_b0", "googlenet", "densenet121"]
+# Input sizes other than 64 x 64: fixed-size classifiers and heads that need larger maps.
+SIZE = {"alexnet": 224, "inception_v3": 299, "maxvit_t": 224}
+SIZE.update({f"vgg{d}{bn}": 224 for d in (11, 13, 16, 19) for bn in ("", "_bn")})
+SIZE.update({f"vit_{v}": 224 for v in ("b_16", "b_32", "l_16", "l_32", "h_14")})
+CLASSES = 10
+
+
+def build(models, name, no_stochastic_depth):
+    kw = {"num_classes": CLASSES}
+    if name in ("googlenet", "inception_v3"):
+        kw.update(aux_logits=False, init_weights=True)
+    if no_stochastic_depth:
+        kw["stochastic_depth_prob"] = 0.0
+    return getattr(models, name)(**kw)
+
+
+def export(torch, model, x, path, training):
+    mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
+    model.train(training)
+    torch.onnx.export(model, x, path, opset_version=14, training=mode, do_constant_folding=False,
+                      input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+
+
+def first_line(text):
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:240] if lines else ""
+
+
+def one(args, torch, models, ort, name, work):
+    row = {"model": name, "params": None, "import": "", "forward": None, "train": "", "note": ""}
+    size = SIZE.get(name, 64)
+    torch.manual_seed(0)
+    try:
+        model = build(models, name, False)
+    except Exception as e:  # noqa: BLE001 - the line reports any failure
+        row["import"] = f"not built: {e}"[:200]
+        return row
+    row["params"] = sum(p.numel() for p in model.parameters())
+    x = torch.randn(2, 3, size, size)
+    train_path, eval_path = os.path.join(work, "train.onnx"), os.path.join(work, "eval.onnx")
+    model.train()
+    with torch.no_grad():
+        for _ in range(2):
+            model(torch.randn(4, 3, size, size))
+    try:
+        export(torch, model, x, train_path, True)
+    except Exception as e:  # noqa: BLE001
+        if "Bernoulli" not in str(e) and "bernoulli" not in str(e):
+            row["import"] = f"no training-mode export: {str(e).splitlines()[0]}"[:200]
+            return row
+        state = model.state_dict()
+        model = build(models, name, True)
+        model.load_state_dict(state)
+        row["note"] = "stochastic depth 0 (Bernoulli does not export)"
+        try:
+            export(torch, model, x, train_path, True)
+        except Exception as e2:  # noqa: BLE001
+            row["import"] = f"no training-mode export: {str(e2).splitlines()[0]}"[:200]
+            return row
+    export(torch, model, x, eval_path, False)
+    if os.path.getsize(train_path) >= 2 ** 31:
+        row["import"] = "the file's weights are external (over 2 GB)"
+        return row
+
+    x_np = x.numpy().astype(np.float32)
+    np.save(os.path.join(work, "x.npy"), x_np)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    want = ort.InferenceSession(eval_path, so, providers=["CPUExecutionProvider"]).run(
+        None, {"x": x_np})[0]
+    out = os.path.join(work, "loom.npy")
+    r = subprocess.run([args.forward, train_path, os.path.join(work, "x.npy"), out,
+                        "--classes", str(CLASSES)], capture_output=True, text=True)
+    if r.returncode != 0:
+        row["import"] = "refused: " + first_line(r.stderr).split(".onnx: ")[-1]
+        return row
+    row["import"] = "yes"
+    got = np.load(out)
+    row["forward"] = float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-30))
+
+    rng = np.random.default_rng(0)
+    np.save(os.path.join(work, "tx.npy"), rng.standard_normal((12, 3, size, size), np.float32))
+    np.save(os.path.join(work, "ty.npy"), (np.arange(12) % CLASSES).astype(np.int64))
+    shard = os.path.join(work, "train.shard")
+    r = subprocess.run([args.loom, "data", "convert", os.path.join(work, "tx.npy"), shard,
+                        "--labels", os.path.join(work, "ty.npy"), "--classes", str(CLASSES)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        row["train"] = "convert failed: " + first_line(r.stderr)
+        return row
+    cfg = os.path.join(work, "run.toml")
+    with open(cfg, "w") as f:
+        f.write(f'model = "{train_path}"\nbatch = 4\nmax_steps = 3\nepochs = 1\nseed = 0\n'
+                f'threads = 1\neval = false\n[data]\ntrain_shards = "{shard}"\n'
+                f'[optim]\nname = "sgd"\nlr = 0.01\nmomentum = 0.9\n'
+                f'[output]\ndir = "{os.path.join(work, "run")}"\n')
+    r = subprocess.run([args.loom, "train", cfg], capture_output=True, text=True)
+    if r.returncode != 0:
+        row["train"] = "failed: " + first_line(r.stderr)
+        return row
+    epochs = []
+    with open(os.path.join(work, "run", "metrics.jsonl")) as f:
+        for line in f:
+            rec = json.loads(line)
+            if rec.get("kind") == "epoch":
+                epochs.append(rec)
+    if len(epochs) != 1 or epochs[0].get("step") != 3 or not np.isfinite(epochs[0]["train_loss"]):
+        row["train"] = f"not 3 steps of finite loss: {epochs}"[:200]
+        return row
+    row["train"] = f"3 steps, loss {epochs[0]['train_loss']:.3f}"
+    return row
+
+
+def passed(row, tolerance):
+    return (row["import"] == "yes" and row["forward"] is not None and
+            row["forward"] <= tolerance and row["train"].startswith("3 steps"))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--loom", required=True)
+    p.add_argument("--forward", required=True)
+    p.add_argument("--models", default=",".join(QUICK))
+    p.add_argument("--all", action="store_true", help="every classification model torchvision has")
+    p.add_argument("--check", action="store_true")
+    p.add_argument("--tolerance", type=float, default=1e-4)
+    p.add_argument("--work", default=None)
+    args = p.parse_args()
+    warnings.filterwarnings("ignore")
+    import onnxruntime as ort
+    import torch
+    import torchvision
+    import torchvision.models as models
+    torch.set_num_threads(1)
+    names = args.models.split(",")
+    if args.all:
+        names = sorted(models.list_models(module=models))
+    print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, "
+          f"onnxruntime {ort.__version__}; opset 14; forward tolerance {args.tolerance:g}")
+    print(f"{'model':<22} {'params':>11}  {'import':<8} {'forward':>9}  {'train':<20} note")
+    failures = 0
+    for name in names:
+        with tempfile.TemporaryDirectory(dir=args.work) as work:
+            t0 = time.time()
+            row = one(args, torch, models, ort, name, work)
+        ok = passed(row, args.tolerance)
+        failures += not ok
+        fwd = "" if row["forward"] is None else f"{row['forward']:.1e}"
+        params = "" if row["params"] is None else f"{row['params']:,}"
+        imp = row["import"] if row["import"] == "yes" else "no"
+        note = row["note"] if row["import"] == "yes" else row["import"]
+        if row["import"] == "yes" and not row["train"].startswith("3 steps"):
+            note = (note + "; " if note else "") + row["train"]
+        print(f"{name:<22} {params:>11}  {imp:<8} {fwd:>9}  "
+              f"{row['train'] if row['train'].startswith('3') else '':<20} "
+              f"{note} ({time.time() - t0:.0f} s)", flush=True)
+    print(f"{len(names) - failures} of {len(names)} import, agree within "
+          f"{args.tolerance:g} and train")
+    return 1 if args.check and failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
