@@ -193,6 +193,55 @@ class Shuffle(nn.Module):
         return self.fc(x.mean((2, 3)))
 
 
+class GptBlock(nn.Module):
+    def __init__(self, d, heads, t):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.fc = nn.Linear(d, 4 * d)
+        self.out = nn.Linear(4 * d, d)
+        self.register_buffer("mask", torch.tril(torch.ones(t, t)).view(1, 1, t, t))
+
+    def forward(self, x):
+        b, t, c = x.size()
+        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
+        q = q.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        k = k.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        v = v.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / (c // self.heads) ** 0.5)
+        att = att.masked_fill(self.mask[:, :, :t, :t] == 0, float("-inf"))
+        y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).contiguous().view(b, t, c)
+        x = x + self.proj(y)
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+
+class Gpt(nn.Module):
+    """A small GPT written as people write one (nanoGPT's attention, op by op): nn.Linear on
+    [batch, positions, features] (Transpose + MatMul + Add), a learned position table, nn.LayerNorm
+    (decomposed at opset 14, LayerNormalization at 17), the causal mask by masked_fill (Where),
+    softmax, GELU, and the last position's logits (Gather)."""
+
+    def __init__(self, features=4, d=16, heads=2, t=8):
+        super().__init__()
+        self.inp = nn.Linear(features, d)
+        self.pos = nn.Parameter(torch.randn(1, t, d) * 0.5)
+        self.blocks = nn.Sequential(GptBlock(d, heads, t), GptBlock(d, heads, t))
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, 10)
+        with torch.no_grad():
+            for m in self.modules():
+                if isinstance(m, nn.LayerNorm):
+                    m.weight.uniform_(0.5, 1.5)
+                    m.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        x = self.ln(self.blocks(self.inp(x) + self.pos))
+        return self.head(x[:, -1])
+
+
 class Softplus(nn.Module):
     """An op loom has no layer for."""
 
@@ -209,7 +258,7 @@ def fmt(values):
     return " ".join(repr(v) for v in values)
 
 
-def export(name, model, shape, train_ref, training=True):
+def export(name, model, shape, train_ref, training=True, opset=14):
     x = torch.randn(BATCH, *shape)
     # Running statistics away from their initial 0 and 1, and BatchNorm affine parameters
     # away from 1 and 0, so the import of each is checked.
@@ -225,7 +274,7 @@ def export(name, model, shape, train_ref, training=True):
     path = os.path.join(OUT, name + ".onnx")
     if training:
         torch.onnx.export(model, x, path, training=torch.onnx.TrainingMode.TRAINING,
-                          do_constant_folding=False, opset_version=14, input_names=["x"],
+                          do_constant_folding=False, opset_version=opset, input_names=["x"],
                           output_names=["logits"],
                           dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}})
     else:
@@ -275,6 +324,10 @@ def main():
     export("mobile", Mobile(), (1, 8, 8), train_ref=False)
     torch.manual_seed(8)
     export("shuffle", Shuffle(), (1, 8, 8), train_ref=True)
+    torch.manual_seed(9)
+    export("gpt", Gpt(), (8, 4), train_ref=True)
+    torch.manual_seed(9)
+    export("gpt17", Gpt(), (8, 4), train_ref=True, opset=17)
 
 
 if __name__ == "__main__":

@@ -84,14 +84,14 @@ def one(args, torch, models, ort, name, work):
         if "Bernoulli" not in str(e) and "bernoulli" not in str(e):
             row["import"] = f"no training-mode export: {str(e).splitlines()[0]}"[:200]
             return row
-        state = model.state_dict()
-        model = build(models, name, True)
-        model.load_state_dict(state)
-        row["note"] = "stochastic depth 0 (Bernoulli does not export)"
         try:
+            state = model.state_dict()
+            model = build(models, name, True)
+            model.load_state_dict(state)
+            row["note"] = "stochastic depth 0 (Bernoulli does not export)"
             export(torch, model, x, train_path, True)
         except Exception as e2:  # noqa: BLE001
-            row["import"] = f"no training-mode export: {str(e2).splitlines()[0]}"[:200]
+            row["import"] = f"no training-mode export: {str(e2).splitlines()[0] or e2!r}"[:200]
             return row
     export(torch, model, x, eval_path, False)
     if os.path.getsize(train_path) >= 2 ** 31:

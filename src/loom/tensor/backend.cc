@@ -243,6 +243,12 @@ void Backend::gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int
     gemm(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
          c + i * stride_c, ldc);
 }
+void Backend::softmax_forward(const float*, float*, int64_t, int64_t) {
+  unavailable(*this, "softmax_forward");
+}
+void Backend::softmax_backward(const float*, const float*, float*, int64_t, int64_t) {
+  unavailable(*this, "softmax_backward");
+}
 void Backend::permute(const float*, float*, int64_t, const Permutation&) {
   unavailable(*this, "permute");
 }

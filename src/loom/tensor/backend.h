@@ -315,6 +315,13 @@ class Backend {
   virtual void causal_softmax_backward(const float* y, const float* dy, float* dx, int64_t blocks,
                                        int64_t t);
 
+  // Softmax of each row of a rows x cols matrix (exponentials and sum in double), and its
+  // gradient dx = y (dy - sum_j y dy); the causal ops above with every entry visible. x and y,
+  // dy and dx, may be the same buffer.
+  virtual void softmax_forward(const float* x, float* y, int64_t rows, int64_t cols);
+  virtual void softmax_backward(const float* y, const float* dy, float* dx, int64_t rows,
+                                int64_t cols);
+
   // ---- layers that move or scale values (reshape, transpose, slice, mul) ----
   // y = x with the axes of each of `blocks` consecutive blocks permuted by p. x and y differ.
   virtual void permute(const float* x, float* y, int64_t blocks, const Permutation& p);

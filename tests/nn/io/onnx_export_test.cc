@@ -18,8 +18,10 @@
 #include "loom/nn/graph/model_zoo.h"
 #include "loom/nn/io/onnx_import.h"
 #include "loom/nn/layers/activation.h"
+#include "loom/nn/layers/attention_parts.h"
 #include "loom/nn/layers/batchnorm.h"
 #include "loom/nn/layers/conv2d.h"
+#include "loom/nn/layers/layernorm.h"
 #include "loom/nn/layers/linear.h"
 #include "loom/plan/model_reader.h"
 #include "loom/tensor/backend_registry.h"
@@ -181,6 +183,28 @@ TEST(OnnxExport, EveryLayerTypeRoundTripsThroughTheImporter) {
   EXPECT_EQ(conv->options().groups, 2);
   EXPECT_EQ(conv->options().kernel_w, 5);
   EXPECT_FALSE(conv->options().bias);
+}
+
+// A transformer block written out of layers (tests/data/onnx/attention_block.toml): linear over
+// [positions, features], position_embedding, layernorm, slices, reshapes and transposes into
+// heads, matmul, scale and the causal softmax come back as themselves, with their parameters.
+TEST(OnnxExport, AttentionBlockRoundTripsThroughTheImporter) {
+  SKIP_WITHOUT_ONNX_EXPORT();
+  std::ifstream f(std::string(LOOM_SOURCE_DIR) + "/tests/data/onnx/attention_block.toml");
+  const std::string toml((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto m = model_from_toml(toml, {1, 28, 28});
+  auto back = round_trip(*m);
+  EXPECT_EQ(exported_kinds(*back), exported_kinds(*m));
+  const Model& b = *back;
+  auto att = dynamic_cast<const Softmax*>(b.layers()[size_t(b.find_layer("att"))].get());
+  ASSERT_NE(att, nullptr);
+  EXPECT_TRUE(att->causal());
+  auto ln = dynamic_cast<const LayerNorm*>(b.layers()[size_t(b.find_layer("ln2"))].get());
+  ASSERT_NE(ln, nullptr);
+  EXPECT_FLOAT_EQ(ln->eps(), 1e-6f);
+  auto sc = dynamic_cast<const Scale*>(b.layers()[size_t(b.find_layer("scaled"))].get());
+  ASSERT_NE(sc, nullptr);
+  EXPECT_FLOAT_EQ(sc->factor(), 0.35355339f);
 }
 
 // batchnorm1d over [C, L] samples: the importer reads BatchNormalization of rank 3 too.

@@ -182,6 +182,29 @@ TEST(OnnxImport, ShuffleSplitAndGatesMatchPytorch) {
   EXPECT_EQ(count["globalavgpool2d"], 3);
 }
 
+// nanoGPT's attention written op by op, with nn.LayerNorm decomposed (opset 14) and as
+// LayerNormalization (opset 17): the same layers either way.
+TEST(OnnxImport, HandWrittenGptMatchesPytorch) {
+  SKIP_WITHOUT_ONNX_IMPORT();
+  for (const char* name : {"gpt", "gpt17"}) {
+    check_against_pytorch(name);
+    GraphSpec g = graph_from_onnx(fixture(std::string(name) + ".onnx"), {8, 4});
+    std::map<std::string, int> count;
+    for (const auto& l : g.layers) ++count[l.type];
+    EXPECT_EQ(count["layernorm"], 5) << name;
+    EXPECT_EQ(count["position_embedding"], 1) << name;
+    EXPECT_EQ(count["matmul"], 4) << name;  // q k^T and att v, in two blocks
+    EXPECT_EQ(count["scale"], 2) << name;
+    EXPECT_EQ(count["softmax"], 2) << name;
+    EXPECT_EQ(count["transpose"], 8) << name;
+    EXPECT_EQ(count["linear"], 10) << name;  // every nn.Linear, its bias folded in
+    for (const auto& l : g.layers)
+      if (l.type == "softmax") {
+        EXPECT_TRUE(std::get<bool>(l.params.at("causal").value)) << name;
+      }
+  }
+}
+
 TEST(OnnxImport, MlpGraphLayersNamesAndWeights) {
   SKIP_WITHOUT_ONNX_IMPORT();
   GraphSpec g = graph_from_onnx(fixture("mlp.onnx"), {1, 8, 8});

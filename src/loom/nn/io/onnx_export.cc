@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <set>
 #include <vector>
@@ -15,8 +16,11 @@
 #include "loom/core/error.h"
 #include "loom/core/io/atomic_file.h"
 #include "loom/nn/layers/activation.h"
+#include "loom/nn/layers/attention_parts.h"
 #include "loom/nn/layers/batchnorm.h"
 #include "loom/nn/layers/conv2d.h"
+#include "loom/nn/layers/embedding.h"
+#include "loom/nn/layers/layernorm.h"
 #include "loom/nn/layers/linear.h"
 #include "loom/nn/layers/merge.h"
 #include "loom/nn/layers/pointwise.h"
@@ -123,6 +127,16 @@ class Exporter {
     for (int64_t x : v) t->add_int64_data(x);
     return t->name();
   }
+  // A bool initializer of `dims` (a mask).
+  std::string bool_tensor(const std::string& name, const std::vector<int64_t>& dims,
+                          const std::vector<uint8_t>& v) {
+    onnx::TensorProto* t = graph_->add_initializer();
+    t->set_name(fresh(name));
+    t->set_data_type(onnx::TensorProto::BOOL);
+    for (int64_t d : dims) t->add_dims(d);
+    t->set_raw_data(v.data(), v.size());
+    return t->name();
+  }
   // A scalar float constant shared by every layer that needs it (GELU's sqrt(2), 1, 0.5).
   std::string scalar(const std::string& name, float v) {
     auto it = scalars_.find(name);
@@ -165,6 +179,26 @@ class Exporter {
 void Exporter::layer(int i, const Names& in, const std::string& out) {
   const Layer& l = *model_.layers()[size_t(i)];
   const std::string& name = model_.layer_name(i);
+  if (const auto* lin = dynamic_cast<const Linear*>(&l); lin && model_.output_shape(i).size() > 1) {
+    // Over the last axis of [positions, features]: MatMul by W^T [in, out], then the bias, as
+    // torch.onnx writes nn.Linear on three axes (Gemm takes matrices only).
+    const int64_t n_in = lin->in_features(), n_out = lin->out_features();
+    std::vector<float> wt(size_t(n_in * n_out));
+    for (int64_t o = 0; o < n_out; ++o)
+      for (int64_t k = 0; k < n_in; ++k) wt[size_t(k * n_out + o)] = layer_params_[o * n_in + k];
+    const Names mm = {in[0], initializer(name + ".weight_t", {n_in, n_out}, wt.data())};
+    if (!lin->has_bias()) {
+      node("MatMul", name, mm, out);
+      return;
+    }
+    // The MatMul carries the layer's name: the importer makes the layer there and folds the
+    // Add into it as its bias.
+    const std::string product = fresh(name + "/matmul");
+    node("MatMul", name, mm, product);
+    node("Add", name + "/Add",
+         {product, initializer(name + ".bias", {n_out}, layer_params_ + n_in * n_out)}, out);
+    return;
+  }
   if (const auto* lin = dynamic_cast<const Linear*>(&l)) {
     // Gemm with transB: loom's W is [out, in], as PyTorch's (and torch.onnx's) is.
     const int64_t n_in = lin->in_features(), n_out = lin->out_features();
@@ -221,6 +255,69 @@ void Exporter::layer(int i, const Names& in, const std::string& out) {
   if (dynamic_cast<const Add*>(&l)) {
     // Add takes two inputs, Sum any number (one node, so the importer reads one layer back).
     node(in.size() == 2 ? "Add" : "Sum", name, in, out);
+    return;
+  }
+  if (dynamic_cast<const MatMul*>(&l)) {
+    node("MatMul", name, in, out);
+    return;
+  }
+  if (const auto* sm = dynamic_cast<const Softmax*>(&l)) {
+    if (!sm->causal()) {
+      attr(node("Softmax", name, in, out), "axis", int64_t(-1));
+      return;
+    }
+    // The causal mask as torch.onnx writes a masked_fill: Where(above the diagonal, -inf, x).
+    const int64_t t = model_.output_shape(i).back();
+    std::vector<uint8_t> above(size_t(t * t));
+    for (int64_t r = 0; r < t; ++r)
+      for (int64_t c = 0; c < t; ++c) above[size_t(r * t + c)] = c > r;
+    const std::string masked = fresh(name + "/masked");
+    // -inf as a Constant node: an initializer holding Inf reads as a broken weight.
+    const std::string minus_inf = fresh(name + "/minus_inf");
+    onnx::NodeProto* c = node("Constant", name + "/Constant", {}, minus_inf);
+    auto* a = c->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+    a->mutable_t()->add_float_data(-std::numeric_limits<float>::infinity());
+    node("Where", name + "/Where",
+         {bool_tensor(name + ".causal_mask", {t, t}, above), minus_inf, in[0]}, masked);
+    attr(node("Softmax", name, {masked}, out), "axis", int64_t(-1));
+    return;
+  }
+  if (const auto* sc = dynamic_cast<const Scale*>(&l)) {
+    const float f = sc->factor();
+    node("Mul", name, {in[0], initializer(name + ".factor", {}, &f)}, out);
+    return;
+  }
+  if (const auto* ln = dynamic_cast<const LayerNorm*>(&l)) {
+    // (x - mean) / sqrt(var + eps) * gamma + beta over the last axis, in the ops of opset 13
+    // (LayerNormalization is an op from opset 17) and in torch.onnx's order, which loom's
+    // importer reads back as one layernorm layer.
+    const int64_t d = model_.output_shape(i).back();
+    const std::vector<int64_t> last = {-1};
+    const std::string mean = fresh(name + "/mean"), centered = fresh(name + "/centered"),
+                      square = fresh(name + "/square"), var = fresh(name + "/var"),
+                      var_eps = fresh(name + "/var_eps"), std_dev = fresh(name + "/std"),
+                      normed = fresh(name + "/normed"), scaled = fresh(name + "/scaled");
+    attr(node("ReduceMean", name + "/ReduceMean", in, mean), "axes", last);
+    node("Sub", name + "/Sub", {in[0], mean}, centered);
+    node("Pow", name + "/Pow", {centered, scalar("const.two", 2.0f)}, square);
+    attr(node("ReduceMean", name + "/ReduceMean_1", {square}, var), "axes", last);
+    const float eps = ln->eps();
+    node("Add", name + "/Add", {var, initializer(name + ".eps", {}, &eps)}, var_eps);
+    node("Sqrt", name + "/Sqrt", {var_eps}, std_dev);
+    node("Div", name, {centered, std_dev}, normed);
+    node("Mul", name + "/Mul", {normed, initializer(name + ".weight", {d}, layer_params_)}, scaled);
+    node("Add", name + "/Add_1", {scaled, initializer(name + ".bias", {d}, layer_params_ + d)},
+         out);
+    return;
+  }
+  if (dynamic_cast<const PositionEmbedding*>(&l)) {
+    // The rows the input's positions use: the file is for inputs of this length.
+    const Shape& shape = model_.output_shape(i);
+    node("Add", name, {in[0], initializer(name + ".weight", {shape[0], shape[1]}, layer_params_)},
+         out);
     return;
   }
   if (dynamic_cast<const Mul*>(&l)) {
@@ -321,8 +418,8 @@ void Exporter::layer(int i, const Names& in, const std::string& out) {
   fail(i,
        "ONNX export has no form for this layer type; it exports linear, conv2d, batchnorm1d/2d, "
        "maxpool2d, avgpool2d, globalavgpool2d, add, mul, concat, reshape, transpose, slice, "
-       "relu, relu6, hardsigmoid, hardswish, leakyrelu, gelu, silu, tanh, sigmoid, dropout and "
-       "flatten");
+       "matmul, softmax, scale, layernorm, position_embedding, relu, relu6, hardsigmoid, "
+       "hardswish, leakyrelu, gelu, silu, tanh, sigmoid, dropout and flatten");
 }
 
 void Exporter::pool(int i, const Pool2dBase& p, bool max, const Names& in, const std::string& out) {

@@ -20,18 +20,48 @@
 namespace loom::nn {
 
 const std::vector<std::string>& onnx_ops() {
-  static const std::vector<std::string> ops = {"Add",         "AveragePool", "BatchNormalization",
-                                               "Cast",        "Clip",        "Concat",
-                                               "Constant",    "Conv",        "Div",
-                                               "Dropout",     "Erf",         "Flatten",
-                                               "Gather",      "Gemm",        "GlobalAveragePool",
-                                               "HardSigmoid", "HardSwish",   "Identity",
-                                               "LeakyRelu",   "MatMul",      "MaxPool",
-                                               "Mul",         "Pad",         "ReduceMean",
-                                               "Relu",        "Reshape",     "Shape",
-                                               "Sigmoid",     "Slice",       "Split",
-                                               "Sub",         "Sum",         "Tanh",
-                                               "Transpose",   "Unsqueeze"};
+  static const std::vector<std::string> ops = {"Add",
+                                               "AveragePool",
+                                               "BatchNormalization",
+                                               "Cast",
+                                               "Clip",
+                                               "Concat",
+                                               "Constant",
+                                               "Conv",
+                                               "Div",
+                                               "Dropout",
+                                               "Equal",
+                                               "Erf",
+                                               "Flatten",
+                                               "Gather",
+                                               "Gemm",
+                                               "GlobalAveragePool",
+                                               "HardSigmoid",
+                                               "HardSwish",
+                                               "Identity",
+                                               "LayerNormalization",
+                                               "LeakyRelu",
+                                               "MatMul",
+                                               "MaxPool",
+                                               "Mul",
+                                               "Pad",
+                                               "Pow",
+                                               "Reciprocal",
+                                               "ReduceMean",
+                                               "Relu",
+                                               "Reshape",
+                                               "Shape",
+                                               "Sigmoid",
+                                               "Slice",
+                                               "Softmax",
+                                               "Split",
+                                               "Sqrt",
+                                               "Sub",
+                                               "Sum",
+                                               "Tanh",
+                                               "Transpose",
+                                               "Unsqueeze",
+                                               "Where"};
   return ops;
 }
 
@@ -80,6 +110,15 @@ const Value& Importer::activation(const onnx::NodeProto& n, int k) const {
   if (v.kind == Value::kPattern && v.stage == Value::kPadded)
     fail_node(n, fmt::format("input '{}' is zero-padded by node '{}'; loom reads Pad only "
                              "before a Conv or AveragePool",
+                             n.input(k), v.node));
+  if (v.kind == Value::kPattern && v.stage >= Value::kLnMean && v.stage <= Value::kLnStd)
+    fail_node(n, fmt::format("input '{}' is part of the layer normalisation started at node "
+                             "'{}', which loom reads only as a whole ((x - mean) / sqrt(var + "
+                             "eps) over the last axis)",
+                             n.input(k), v.node));
+  if (v.kind == Value::kPattern && v.stage == Value::kCausalMasked)
+    fail_node(n, fmt::format("input '{}' is attention scores under the causal mask of node "
+                             "'{}', which loom reads only as the input of a Softmax",
                              n.input(k), v.node));
   if (v.kind == Value::kPattern)
     fail_node(n, fmt::format("input '{}' is part of the computation started at node '{}', "
@@ -386,7 +425,10 @@ GraphSpec Importer::run(const onnx::ModelProto& model) {
   if (g.output_size() != 1)
     fail_config(fmt::format("the graph has {} outputs; a loom model has one", g.output_size()));
   for (const auto& n : g.node())
-    for (const auto& in : n.input()) ++uses_[in];
+    for (const auto& in : n.input()) {
+      ++uses_[in];
+      readers_[in].push_back(n.op_type());
+    }
   ++uses_[g.output(0).name()];
 
   for (const auto& n : g.node()) {
@@ -435,6 +477,13 @@ void Importer::read_node(const onnx::NodeProto& n) {
   if (op == "MatMul") return matmul(n);
   if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div") && both_constant(n))
     return fold_arithmetic(n);
+  if ((op == "Pow" || op == "Sqrt" || op == "Reciprocal" || op == "Equal") &&
+      input(n, 0).kind == Value::kConstant)
+    return fold_math(n);
+  if (layernorm_step(n)) return;
+  if (op == "Softmax") return softmax(n);
+  if (op == "Where") return where(n);
+  if (op == "LayerNormalization") return layer_normalization(n);
   if (op == "Add") return add(n);
   if (op == "Mul") return mul(n);
   if (op == "Transpose") return transpose(n);
@@ -449,7 +498,7 @@ void Importer::read_node(const onnx::NodeProto& n) {
   if (op == "Sum") return sum(n);
   if (op == "Pad") return pad(n);
   if (op == "Shape") return fold_shape(n);
-  if (op == "Gather") return fold_gather(n);
+  if (op == "Gather") return input(n, 0).kind == Value::kConstant ? fold_gather(n) : gather(n);
   if (op == "Unsqueeze") return fold_unsqueeze(n);
   if (op == "Cast") return fold_cast(n);
   if (op == "Constant") return constant_node(n);
@@ -515,13 +564,23 @@ void Importer::read_node(const onnx::NodeProto& n) {
     return;
   }
   if (op == "Sub")
-    fail_node(n, "loom reads Sub only between constants (the arithmetic of a shape)");
+    fail_node(n,
+              "loom reads Sub only between constants (the arithmetic of a shape) and as "
+              "layer normalisation's x - mean");
+  if (op == "Pow" || op == "Sqrt" || op == "Reciprocal" || op == "Equal")
+    fail_node(n, fmt::format("loom reads {} only on constants and as a step of layer "
+                             "normalisation",
+                             op));
   if (op == "Div") {
-    // x / sqrt(2), the first step of GELU.
+    // x / sqrt(2), the first step of GELU; else a division by a constant.
     const Value& x = activation(n, 0);
     const Value& c = input(n, 1);
-    if (!is_scalar(c, std::sqrt(2.0), 1e-4))
-      fail_node(n, "loom reads Div only as the x / sqrt(2) of GELU's erf form");
+    if (!is_scalar(c, std::sqrt(2.0), 1e-4) || !read_only_by(n.output(0), "Erf")) {
+      if (scale_by_constant(n, x, c, true)) return;
+      fail_node(n,
+                "loom reads Div only by a constant (a scale layer), as layer normalisation's "
+                "last step, and as the x / sqrt(2) of GELU's erf form");
+    }
     Value p;
     p.kind = Value::kPattern;
     p.stage = 1;

@@ -1,6 +1,6 @@
 // The ONNX nodes that compute shapes and constants, folded at import into constant values: Shape of
-// an activation, Gather, Unsqueeze, Cast, Slice and the arithmetic (Add, Sub, Mul, Div) on
-// constants, and Constant nodes.
+// an activation, Gather, Unsqueeze, Cast, Slice, the arithmetic (Add, Sub, Mul, Div) and math
+// (Pow, Sqrt, Reciprocal, Equal) on constants, and Constant nodes.
 #include "loom/config.h"
 
 #if LOOM_HAVE_ONNX
@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -86,15 +87,24 @@ void Importer::fold_cast(const onnx::NodeProto& n) {
   only_attrs(n, {"to", "saturate"});
   Value v = constant(n, 0);
   const int64_t to = attr_int(n, "to", 0);
-  const bool to_int = to == onnx::TensorProto::INT64 || to == onnx::TensorProto::INT32;
+  const bool to_bool = to == onnx::TensorProto::BOOL;
+  const bool to_int = to == onnx::TensorProto::INT64 || to == onnx::TensorProto::INT32 || to_bool;
   const bool to_float = to == onnx::TensorProto::FLOAT || to == onnx::TensorProto::DOUBLE;
   if (!to_int && !to_float) fail_node(n, fmt::format("cast to element type {} is not read", to));
   if (to_int && !v.is_int) {
     for (float f : v.floats)
-      v.ints.push_back(std::isfinite(f) && std::fabs(f) < 1e15 ? int64_t(f) : 0);
+      v.ints.push_back(to_bool                                   ? f != 0.0f
+                       : std::isfinite(f) && std::fabs(f) < 1e15 ? int64_t(f)
+                                                                 : 0);
     v.floats.clear();
     v.is_int = true;
-  } else if (to_float && v.is_int) {
+  }
+  if (to_bool)
+    for (int64_t& i : v.ints) {
+      if (i == kBatch) fail_node(n, "the batch size cannot become a bool in loom's graph");
+      i = i != 0;
+    }
+  if (to_float && v.is_int) {
     for (int64_t i : v.ints) {
       if (i == kBatch) fail_node(n, "the batch size cannot become a float in loom's graph");
       v.floats.push_back(float(i));
@@ -150,24 +160,134 @@ void Importer::fold_arithmetic(const onnx::NodeProto& n) {
 
 void Importer::fold_slice(const onnx::NodeProto& n) {
   const Value& data = constant(n, 0);
-  auto one = [&](int k, int64_t def) {
-    if (!has_input(n, k)) return def;
+  auto list = [&](int k) {
     const Value& v = constant(n, k);
-    if (!v.is_int || v.ints.size() != 1)
-      fail_node(n, "loom folds Slice of constants only along one axis of a 1-D list");
-    return v.ints[0];
+    if (!v.is_int || v.dims.size() != 1)
+      fail_node(n, fmt::format("input '{}' is not a list of integers", n.input(k)));
+    return v.ints;
   };
-  if (data.dims.size() != 1 || one(3, 0) != 0 || one(4, 1) != 1)
-    fail_node(n, "loom folds Slice of constants only on a 1-D list, step 1");
-  const int64_t len = data.dims[0];
-  auto clamp = [&](int64_t x) { return std::clamp<int64_t>(x < 0 ? x + len : x, 0, len); };
-  const int64_t start = clamp(one(1, 0)), end = std::max(start, clamp(one(2, len)));
+  const std::vector<int64_t> starts = list(1), ends = list(2);
+  const int64_t rank = int64_t(data.dims.size());
+  std::vector<int64_t> axes;
+  if (has_input(n, 3)) {
+    axes = list(3);
+  } else {
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(int64_t(i));
+  }
+  const std::vector<int64_t> steps =
+      has_input(n, 4) ? list(4) : std::vector<int64_t>(starts.size(), 1);
+  if (rank < 1 || ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size())
+    fail_node(n, "starts, ends, axes and steps differ in length, or the constant has no axis");
+  // The kept range [lo, hi) of every axis.
+  std::vector<int64_t> lo(size_t(rank), 0), hi = data.dims;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
+    if (a < 0 || a >= rank || steps[i] != 1)
+      fail_node(n, "loom folds Slice of constants along their own axes, step 1");
+    const int64_t len = data.dims[size_t(a)];
+    auto clamp = [&](int64_t x) { return std::clamp<int64_t>(x < 0 ? x + len : x, 0, len); };
+    lo[size_t(a)] = clamp(starts[i]);
+    hi[size_t(a)] = std::max(lo[size_t(a)], clamp(ends[i]));
+  }
   Value v = data;
-  v.dims = {end - start};
-  if (v.is_int)
-    v.ints.assign(data.ints.begin() + start, data.ints.begin() + end);
-  else
-    v.floats.assign(data.floats.begin() + start, data.floats.begin() + end);
+  v.ints.clear();
+  v.floats.clear();
+  for (int64_t a = 0; a < rank; ++a) v.dims[size_t(a)] = hi[size_t(a)] - lo[size_t(a)];
+  int64_t count = 1;
+  for (int64_t d : v.dims) count *= d;
+  // Each kept element, its source index from its coordinates.
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t rest = i, from = 0, stride = 1;
+    for (int64_t a = rank - 1; a >= 0; --a) {
+      const int64_t d = v.dims[size_t(a)];
+      from += (lo[size_t(a)] + rest % d) * stride;
+      rest /= d;
+      stride *= data.dims[size_t(a)];
+    }
+    if (v.is_int)
+      v.ints.push_back(data.ints[size_t(from)]);
+    else
+      v.floats.push_back(data.floats[size_t(from)]);
+  }
+  alias(n, v);
+}
+
+void Importer::fold_transpose(const onnx::NodeProto& n) {
+  const Value& data = constant(n, 0);
+  const int64_t rank = int64_t(data.dims.size());
+  std::vector<int64_t> perm = attr_ints(n, "perm", {});
+  if (perm.empty())
+    for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
+  std::vector<bool> seen(size_t(rank), false);
+  bool ok = int64_t(perm.size()) == rank;
+  for (size_t i = 0; ok && i < perm.size(); ++i) {
+    ok = perm[i] >= 0 && perm[i] < rank && !seen[size_t(perm[i])];
+    if (ok) seen[size_t(perm[i])] = true;
+  }
+  if (!ok)
+    fail_node(n, fmt::format("perm {} is not an order of the constant's axes", dims_text(perm)));
+  Value v = data;
+  v.ints.clear();
+  v.floats.clear();
+  std::vector<int64_t> stride(size_t(rank), 1);  // of the source's axes
+  for (int64_t a = rank - 2; a >= 0; --a)
+    stride[size_t(a)] = stride[size_t(a + 1)] * data.dims[size_t(a + 1)];
+  for (int64_t a = 0; a < rank; ++a) v.dims[size_t(a)] = data.dims[size_t(perm[size_t(a)])];
+  const int64_t count = elements(v.dims);
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t rest = i, from = 0;
+    for (int64_t a = rank - 1; a >= 0; --a) {
+      from += (rest % v.dims[size_t(a)]) * stride[size_t(perm[size_t(a)])];
+      rest /= v.dims[size_t(a)];
+    }
+    if (v.is_int)
+      v.ints.push_back(data.ints[size_t(from)]);
+    else
+      v.floats.push_back(data.floats[size_t(from)]);
+  }
+  alias(n, v);
+}
+
+void Importer::fold_math(const onnx::NodeProto& n) {
+  only_attrs(n, {});
+  const std::string& op = n.op_type();
+  const Value& a = constant(n, 0);
+  Value v = a;
+  v.ints.clear();
+  v.floats.clear();
+  auto at = [](const Value& c, size_t i) {
+    const size_t k = (c.is_int ? c.ints.size() : c.floats.size()) == 1 ? 0 : i;
+    if (c.is_int && c.ints[k] == kBatch) return std::numeric_limits<double>::quiet_NaN();
+    return c.is_int ? double(c.ints[k]) : double(c.floats[k]);
+  };
+  const size_t na = a.is_int ? a.ints.size() : a.floats.size();
+  if (op == "Sqrt" || op == "Reciprocal") {
+    if (a.is_int) fail_node(n, "it is applied to integers");
+    for (size_t i = 0; i < na; ++i)
+      v.floats.push_back(float(op == "Sqrt" ? std::sqrt(at(a, i)) : 1.0 / at(a, i)));
+    return alias(n, v);
+  }
+  const Value& b = constant(n, 1);
+  const size_t nb = b.is_int ? b.ints.size() : b.floats.size();
+  if (na != nb && na != 1 && nb != 1)
+    fail_node(n, fmt::format("constants of {} and {} elements: loom folds elementwise math of "
+                             "equal sizes or with a single value",
+                             na, nb));
+  if (nb > na) v.dims = b.dims;
+  for (size_t i = 0; i < std::max(na, nb); ++i) {
+    const double x = at(a, i), y = at(b, i);
+    if (std::isnan(x) || std::isnan(y))
+      fail_node(n, "it computes with the batch size, which loom's graph leaves open");
+    if (op == "Equal") {
+      v.ints.push_back(x == y ? 1 : 0);
+    } else if (a.is_int) {
+      v.ints.push_back(int64_t(std::llround(std::pow(x, y))));
+    } else {
+      v.floats.push_back(float(std::pow(x, y)));
+    }
+  }
+  v.is_int = op == "Equal" || a.is_int;
   alias(n, v);
 }
 

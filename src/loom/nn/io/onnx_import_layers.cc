@@ -176,19 +176,22 @@ void Importer::gemm(const onnx::NodeProto& n) {
 void Importer::matmul(const onnx::NodeProto& n) {
   only_attrs(n, {});
   const Value& x = activation(n, 0);
+  if (input(n, 1).kind != Value::kConstant) return matmul_of_activations(n, x, activation(n, 1));
   const Value& b = constant(n, 1);
-  if (x.shape.size() != 1)
-    fail_node(n, fmt::format("input is {}; loom reads MatMul only as a linear layer on "
-                             "[batch, features]",
+  if (x.shape.size() != 1 && x.shape.size() != 2)
+    fail_node(n, fmt::format("input is {}; loom reads MatMul by weights only as a linear layer "
+                             "on [batch, features] or [batch, positions, features]",
                              batch_shape_text(x.shape)));
-  if (b.dims.size() != 2 || b.is_int || b.dims[0] != x.shape[0])
+  if (b.dims.size() != 2 || b.is_int || b.dims[0] != x.shape.back())
     fail_node(n, fmt::format("weights '{}' are {}, not [{}, out]", n.input(1), dims_text(b.dims),
-                             x.shape[0]));
+                             x.shape.back()));
   const int64_t in = b.dims[0], out = b.dims[1];
   std::vector<float> params(b.floats.size());
   for (int64_t i = 0; i < in; ++i)
     for (int64_t o = 0; o < out; ++o) params[size_t(o * in + i)] = b.floats[size_t(i * out + o)];
-  LayerSpec& l = emit(n, "linear", {&x}, {out});
+  Shape out_shape = x.shape;
+  out_shape.back() = out;
+  LayerSpec& l = emit(n, "linear", {&x}, out_shape);
   l.params["out"] = cv(out);
   l.params["bias"] = cv(false);
   l.init_params = std::move(params);
@@ -215,7 +218,7 @@ void Importer::add(const onnx::NodeProto& n) {
     auto mm = matmul_layers_.find(n.input(k));
     if (v.kind != Value::kActivation || c.kind != Value::kConstant || mm == matmul_layers_.end())
       continue;
-    const int64_t out = v.shape[0];
+    const int64_t out = v.shape.back();
     if (uses_[n.input(k)] != 1 || c.is_int || !c.unusable.empty() ||
         (c.dims != std::vector<int64_t>{out} && c.dims != std::vector<int64_t>{1, out}))
       continue;
@@ -225,6 +228,7 @@ void Importer::add(const onnx::NodeProto& n) {
     matmul_layers_.erase(mm);
     return alias(n, v);
   }
+  if (layernorm_affine(n, a, b) || position_embedding(n, a, b)) return;
   const Value& x = activation(n, 0);
   const Value& y = activation(n, 1);
   if (x.shape != y.shape)
@@ -239,9 +243,10 @@ void Importer::mul(const onnx::NodeProto& n) {
   const Value& a = input(n, 0);
   const Value& b = input(n, 1);
   const char* what =
-      "loom reads Mul of two activations (a mul layer), x * sigmoid(x) (SiLU), "
-      "x * hardsigmoid(x) (Hardswish) and GELU's erf form x * 0.5 * (1 + erf(x / sqrt(2))); "
-      "a product with a constant that is none of these has no layer";
+      "loom reads Mul of two activations (a mul layer), by a scalar constant (a scale layer), "
+      "x * sigmoid(x) (SiLU), x * hardsigmoid(x) (Hardswish), a layer normalisation's gain and "
+      "GELU's erf form x * 0.5 * (1 + erf(x / sqrt(2))); a product with another constant has "
+      "no layer";
   for (int k = 0; k < 2; ++k) {
     const Value& p = k == 0 ? a : b;
     const Value& q = k == 0 ? b : a;
@@ -258,7 +263,8 @@ void Importer::mul(const onnx::NodeProto& n) {
       return;
     }
     // x / sqrt(2) as x * (1 / sqrt(2))
-    if (p.kind == Value::kActivation && is_scalar(q, std::sqrt(0.5), 1e-4)) {
+    if (p.kind == Value::kActivation && is_scalar(q, std::sqrt(0.5), 1e-4) &&
+        read_only_by(n.output(0), "Erf")) {
       Value r;
       r.kind = Value::kPattern;
       r.stage = 1;
@@ -283,6 +289,8 @@ void Importer::mul(const onnx::NodeProto& n) {
       return;
     }
   }
+  if (layernorm_affine(n, a, b)) return;
+  if (scale_by_constant(n, a, b, false) || scale_by_constant(n, b, a, false)) return;
   if (a.kind != Value::kActivation || b.kind != Value::kActivation) fail_node(n, what);
   // Two activations: one shape, or one of them a gate of 1s on the other's trailing axes (the
   // mul layer's broadcast, squeeze-and-excitation's [C, 1, 1] with [C, H, W]).

@@ -21,6 +21,10 @@ bool Importer::squeeze_kept_pool(const onnx::NodeProto& n, const Value& x) {
   if (it == layer_index_.end() || uses_[n.input(0)] != 1) return false;
   LayerSpec& pool = graph_.layers[it->second];
   if (pool.type != "globalavgpool2d" || !pool.params.count("keep_dims")) return false;
+  // Every reader of the pool must be n: an Identity's alias of it read elsewhere counts too.
+  for (const auto& [name, v] : values_)
+    if (v.kind == Value::kActivation && v.layer == x.layer && name != n.input(0) && uses_[name] > 0)
+      return false;
   pool.params.erase("keep_dims");
   Value v = x;
   v.shape = {x.shape[0]};
@@ -98,6 +102,7 @@ void Importer::reshape(const onnx::NodeProto& n) {
 
 void Importer::transpose(const onnx::NodeProto& n) {
   only_attrs(n, {"perm"});
+  if (input(n, 0).kind == Value::kConstant) return fold_transpose(n);
   const Value& x = activation(n, 0);
   const int64_t rank = int64_t(x.shape.size()) + 1;
   std::vector<int64_t> perm = attr_ints(n, "perm", {});
@@ -220,6 +225,48 @@ void Importer::split(const onnx::NodeProto& n) {
   for (int k = 0; k < parts; ++k) {
     if (!n.output(k).empty()) emit_slice(n, x, axis - 1, at, at + sizes[size_t(k)], k);
     at += sizes[size_t(k)];
+  }
+}
+
+// Gather of one index on a per-sample axis (x[:, 0], a class token or the last position): a
+// slice, and a reshape that drops the axis where the index is a scalar.
+void Importer::gather(const onnx::NodeProto& n) {
+  only_attrs(n, {"axis"});
+  const Value& x = activation(n, 0);
+  const Value& idx = constant(n, 1);
+  const int64_t rank = int64_t(x.shape.size()) + 1;
+  int64_t axis = attr_int(n, "axis", 0);
+  if (axis < 0) axis += rank;
+  if (!idx.is_int || idx.ints.size() != 1 || idx.dims.size() > 1 || axis < 1 || axis >= rank)
+    fail_node(n, fmt::format("loom reads Gather of an activation only as one index on a "
+                             "per-sample axis of {}",
+                             batch_shape_text(x.shape)));
+  const int64_t len = x.shape[size_t(axis - 1)];
+  int64_t i = idx.ints[0] < 0 ? idx.ints[0] + len : idx.ints[0];
+  if (i < 0 || i >= len)
+    fail_node(n, fmt::format("index {} is outside an axis of {}", idx.ints[0], len));
+  if (!idx.dims.empty() || x.shape.size() == 1) return emit_slice(n, x, axis - 1, i, i + 1, 0);
+  Shape kept = x.shape;
+  kept[size_t(axis - 1)] = 1;
+  Shape dropped = x.shape;
+  dropped.erase(dropped.begin() + (axis - 1));
+  Value sliced = x;
+  if (len != 1) {
+    LayerSpec& s = emit(n, "slice", {&x}, kept, "Slice");
+    s.params["axis"] = cv(axis - 1);
+    s.params["start"] = cv(i);
+    s.params["end"] = cv(i + 1);
+    // emit defined the node's output as the slice; the reshape below redefines it.
+    sliced = values_.at(n.output(0));
+    values_.erase(n.output(0));
+  }
+  LayerSpec& r = emit(n, dropped.size() == 1 ? "flatten" : "reshape", {&sliced}, dropped);
+  if (dropped.size() > 1) {
+    ConfigValue shape;
+    shape.is_array = true;
+    for (int64_t d : dropped) shape.array.push_back(d);
+    shape.where = where_;
+    r.params["shape"] = shape;
   }
 }
 

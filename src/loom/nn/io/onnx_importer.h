@@ -1,7 +1,8 @@
 // The ONNX importer's reading state, shared by its source files: onnx_import.cc (the graph walk,
 // values, attributes and the model's input), onnx_import_layers.cc (the ops that become layers),
 // onnx_import_layout.cc (the ops that move values between layouts: Reshape, Transpose, Slice,
-// Split, ReduceMean) and onnx_import_folds.cc (the shape arithmetic folded at import). Internal to
+// Split, Gather, ReduceMean), onnx_import_attention.cc (attention and layer normalisation
+// written op by op) and onnx_import_folds.cc (the shape arithmetic folded at import). Internal to
 // nn/io: include it from those files only, and only where LOOM_HAVE_ONNX is 1.
 #pragma once
 
@@ -87,8 +88,18 @@ struct Value {
   // Or kPadded: x zero-padded by pad_h, pad_w at both ends, which loom reads only as the padding
   // of the Conv or AveragePool that follows (PyTorch writes avg_pool2d as Pad + AveragePool).
   static constexpr int kPadded = 10;
+  // Or a step of layer normalisation written op by op (torch.onnx before opset 17), read only
+  // as a whole: kLnMean = ReduceMean(x) over the last axis, kLnCentered = x - that,
+  // kLnSquare = that squared, kLnVariance = its ReduceMean, kLnVarianceEps = that + eps,
+  // kLnStd = its Sqrt; Div(centered, std) is the layernorm layer.
+  static constexpr int kLnMean = 20, kLnCentered = 21, kLnSquare = 22, kLnVariance = 23,
+                       kLnVarianceEps = 24, kLnStd = 25;
+  // Or attention scores with the causal mask applied (Where(mask, -inf, x)), read only by a
+  // Softmax, which becomes a causal softmax layer.
+  static constexpr int kCausalMasked = 30;
   int stage = 0;
   int64_t pad_h = 0, pad_w = 0;
+  double eps = 0;    // kLnVarianceEps, kLnStd
   std::string node;  // the node that started the pattern, for errors
 };
 
@@ -159,6 +170,15 @@ class Importer {
                   const std::string& as = "", int output = 0);
   // A float attribute as the decimal a person wrote (0.1, not 0.10000000149011612).
   ConfigValue cv_float(double x) const { return cv(std::stod(fmt::format("{:.7g}", x))); }
+  // A float weight as the shortest decimal that reads back as the same float (a scale factor:
+  // the imported layer computes the file's bits).
+  ConfigValue cv_float_exact(float x) const {
+    for (int digits = 6; digits < 9; ++digits) {
+      const double d = std::stod(fmt::format("{:.{}g}", x, digits));
+      if (float(d) == x) return cv(d);
+    }
+    return cv(std::stod(fmt::format("{:.9g}", x)));
+  }
   ConfigValue cv(ConfigScalar x) const {
     ConfigValue c;
     c.value = std::move(x);
@@ -192,6 +212,28 @@ class Importer {
   void slice(const onnx::NodeProto& n);
   void split(const onnx::NodeProto& n);
   void reduce_mean(const onnx::NodeProto& n);
+  void gather(const onnx::NodeProto& n);
+  // onnx_import_attention.cc: attention and layer normalisation written op by op.
+  void matmul_of_activations(const onnx::NodeProto& n, const Value& a, const Value& b);
+  void softmax(const onnx::NodeProto& n);
+  void where(const onnx::NodeProto& n);
+  void layer_normalization(const onnx::NodeProto& n);
+  // The decomposed layer normalisation's steps (Value::kLnMean...): true if n is one.
+  bool layernorm_step(const onnx::NodeProto& n);
+  // Mul by [D] or Add of [D] right after a layernorm: its gain or bias. True if folded.
+  bool layernorm_affine(const onnx::NodeProto& n, const Value& a, const Value& b);
+  // Add of an initializer [T, D] (or [1, T, D]) to [T, D]: a position embedding. True if so.
+  bool position_embedding(const onnx::NodeProto& n, const Value& a, const Value& b);
+  // Mul or Div of an activation by a scalar constant: a scale layer. True if so.
+  bool scale_by_constant(const onnx::NodeProto& n, const Value& a, const Value& b, bool divide);
+  // Every reader of value `name` is an op of type `op`.
+  bool read_only_by(const std::string& name, const char* op) const {
+    auto it = readers_.find(name);
+    if (it == readers_.end()) return false;
+    for (const std::string& r : it->second)
+      if (r != op) return false;
+    return true;
+  }
   // A [C, 1, 1] value of a globalavgpool2d with keep_dims read only by node n (a Flatten, a
   // Reshape to [batch, C]): the pool drops keep_dims and n becomes nothing. False otherwise.
   bool squeeze_kept_pool(const onnx::NodeProto& n, const Value& x);
@@ -212,6 +254,11 @@ class Importer {
            input(n, 1).kind == Value::kConstant;
   }
   void fold_slice(const onnx::NodeProto& n);
+  // Transpose of a constant: the weights of nn.Linear on [batch, positions, features], which
+  // torch.onnx writes as MatMul(x, Transpose(W)).
+  void fold_transpose(const onnx::NodeProto& n);
+  // Pow, Sqrt, Reciprocal and Equal of constants (the attention scale, a mask's test).
+  void fold_math(const onnx::NodeProto& n);
   void constant_node(const onnx::NodeProto& n);
   // The 2-D window attributes of Conv and pooling: {h, w} pairs, pads symmetric.
   struct Window {
@@ -227,6 +274,10 @@ class Importer {
   int64_t static_batch_ = 0;
   std::map<std::string, Value> values_;
   std::map<std::string, int> uses_;  // readers of each value name (the graph output counts)
+  std::map<std::string, std::vector<std::string>> readers_;  // their op types
+  // A layernorm's output (or its output times the gain) -> the layer, while its gain and bias
+  // may still come: the Mul by [D] and the Add of [D] of torch.onnx's decomposed form.
+  std::map<std::string, size_t> layernorm_layers_;
   GraphSpec graph_;
   std::map<std::string, size_t> layer_index_;  // layer name -> index in graph_.layers
   std::set<std::string> names_;

@@ -3,6 +3,7 @@
 #include "loom/core/error.h"
 #include "loom/nn/layers/activation.h"
 #include "loom/nn/layers/attention.h"
+#include "loom/nn/layers/attention_parts.h"
 #include "loom/nn/layers/batchnorm.h"
 #include "loom/nn/layers/conv2d.h"
 #include "loom/nn/layers/embedding.h"
@@ -206,6 +207,19 @@ const std::vector<LayerType>& layer_types() {
       {"layernorm", "eps = 1e-5", "layer normalisation over the last axis, learned gain and bias",
        [](LayerArgs& a, const std::vector<Shape>&) {
          return std::make_unique<LayerNorm>(float(a.get_double("eps", 1e-5, 1e-12, 1.0)));
+       }},
+      {"matmul", "",
+       "the product of two inputs [..., M, K] and [..., K, N], batched over their leading axes",
+       [](LayerArgs&, const std::vector<Shape>&) { return std::make_unique<MatMul>(); }},
+      {"softmax", "causal = false",
+       "softmax over the last axis (causal: of square [t, t] blocks, row i over entries 0..i)",
+       [](LayerArgs& a, const std::vector<Shape>&) {
+         return std::make_unique<Softmax>(a.get_bool("causal", false));
+       }},
+      {"scale", "factor", "x times a constant factor",
+       [](LayerArgs& a, const std::vector<Shape>&) {
+         if (!a.has("factor")) a.fail("factor", "is required");
+         return std::make_unique<Scale>(float(a.get_double("factor", 1.0, -1e30, 1e30)));
        }},
       {"attention", "dim, heads, dropout = 0, bias = true",
        "causal multi-head self-attention over [time, dim] (position i sees 0..i)", make_attention},

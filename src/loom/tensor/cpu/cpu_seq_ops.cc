@@ -98,9 +98,13 @@ void CpuBackend::layernorm_backward(const float* x, const float* dy, int64_t row
   }
 }
 
-void CpuBackend::causal_softmax_forward(const float* x, float* y, int64_t blocks, int64_t t) {
-  for (int64_t r = 0; r < blocks * t; ++r) {
-    const int64_t i = r % t;  // row within its block: entries 0..i are visible
+namespace {
+
+// Row r of x (rows of t entries) softmaxed over its entries 0..last(r), the rest zero.
+template <typename Last>
+void softmax_rows(const float* x, float* y, int64_t rows, int64_t t, Last last) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = last(r);
     const float* xr = x + r * t;
     float* yr = y + r * t;
     float mx = xr[0];
@@ -115,10 +119,11 @@ void CpuBackend::causal_softmax_forward(const float* x, float* y, int64_t blocks
   }
 }
 
-void CpuBackend::causal_softmax_backward(const float* y, const float* dy, float* dx, int64_t blocks,
-                                         int64_t t) {
-  for (int64_t r = 0; r < blocks * t; ++r) {
-    const int64_t i = r % t;
+template <typename Last>
+void softmax_rows_backward(const float* y, const float* dy, float* dx, int64_t rows, int64_t t,
+                           Last last) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = last(r);
     const float* yr = y + r * t;
     const float* gr = dy + r * t;
     float* dr = dx + r * t;
@@ -127,6 +132,27 @@ void CpuBackend::causal_softmax_backward(const float* y, const float* dy, float*
     for (int64_t j = 0; j <= i; ++j) dr[j] = float(double(yr[j]) * (double(gr[j]) - dot));
     for (int64_t j = i + 1; j < t; ++j) dr[j] = 0.0f;
   }
+}
+
+}  // namespace
+
+void CpuBackend::causal_softmax_forward(const float* x, float* y, int64_t blocks, int64_t t) {
+  // Row i of a block sees entries 0..i.
+  softmax_rows(x, y, blocks * t, t, [t](int64_t r) { return r % t; });
+}
+
+void CpuBackend::causal_softmax_backward(const float* y, const float* dy, float* dx, int64_t blocks,
+                                         int64_t t) {
+  softmax_rows_backward(y, dy, dx, blocks * t, t, [t](int64_t r) { return r % t; });
+}
+
+void CpuBackend::softmax_forward(const float* x, float* y, int64_t rows, int64_t cols) {
+  softmax_rows(x, y, rows, cols, [cols](int64_t) { return cols - 1; });
+}
+
+void CpuBackend::softmax_backward(const float* y, const float* dy, float* dx, int64_t rows,
+                                  int64_t cols) {
+  softmax_rows_backward(y, dy, dx, rows, cols, [cols](int64_t) { return cols - 1; });
 }
 
 double CpuBackend::softmax_xent_ignore(const float* logits, const int32_t* labels, int64_t rows,

@@ -1,6 +1,7 @@
 // The causal softmax of attention scores, one warp per row of each [t, t] block: row i is the
 // softmax of its entries 0..i (exponentials and sum in double, as the CPU backend computes
-// them), the rest are zero. Backward: dx = y (dy - sum_j y dy) over the same entries.
+// them), the rest are zero. Backward: dx = y (dy - sum_j y dy) over the same entries. The plain
+// softmax of rows of t entries is the same kernel with every entry visible.
 #include "loom/tensor/cuda/kernels.h"
 #include "loom/tensor/cuda/launch.cuh"
 
@@ -10,11 +11,12 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 
-__global__ void causal_softmax_rows(const float* x, float* y, int64_t rows, int64_t t) {
+__global__ void causal_softmax_rows(const float* x, float* y, int64_t rows, int64_t t,
+                                    bool causal) {
   const int lane = threadIdx.x & 31;
   const int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   if (r >= rows) return;
-  const int64_t i = r % t;
+  const int64_t i = causal ? r % t : t - 1;
   const float* xr = x + r * t;
   float* yr = y + r * t;
   float mx = xr[0];
@@ -31,11 +33,11 @@ __global__ void causal_softmax_rows(const float* x, float* y, int64_t rows, int6
 }
 
 __global__ void causal_softmax_backward_rows(const float* y, const float* dy, float* dx,
-                                             int64_t rows, int64_t t) {
+                                             int64_t rows, int64_t t, bool causal) {
   const int lane = threadIdx.x & 31;
   const int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   if (r >= rows) return;
-  const int64_t i = r % t;
+  const int64_t i = causal ? r % t : t - 1;
   const float* yr = y + r * t;
   const float* gr = dy + r * t;
   float* dr = dx + r * t;
@@ -49,20 +51,20 @@ __global__ void causal_softmax_backward_rows(const float* y, const float* dy, fl
 
 }  // namespace
 
-void causal_softmax_forward(cudaStream_t s, const float* x, float* y, int64_t blocks, int64_t t) {
-  const int64_t rows = blocks * t;
+void softmax_rows(cudaStream_t s, const float* x, float* y, int64_t rows, int64_t t,
+                  bool causal) {
   if (rows <= 0) return;
   const unsigned grid = unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  launch_kernel(causal_softmax_rows, s, dim3(grid), dim3(32 * kWarpsPerBlock), 0, x, y, rows, t);
+  launch_kernel(causal_softmax_rows, s, dim3(grid), dim3(32 * kWarpsPerBlock), 0, x, y, rows, t,
+                causal);
 }
 
-void causal_softmax_backward(cudaStream_t s, const float* y, const float* dy, float* dx,
-                             int64_t blocks, int64_t t) {
-  const int64_t rows = blocks * t;
+void softmax_rows_backward(cudaStream_t s, const float* y, const float* dy, float* dx,
+                           int64_t rows, int64_t t, bool causal) {
   if (rows <= 0) return;
   const unsigned grid = unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
   launch_kernel(causal_softmax_backward_rows, s, dim3(grid), dim3(32 * kWarpsPerBlock), 0, y, dy,
-                dx, rows, t);
+                dx, rows, t, causal);
 }
 
 }  // namespace loom::cuda

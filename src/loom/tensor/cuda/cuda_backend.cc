@@ -934,13 +934,24 @@ void CudaBackend::gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n,
 
 void CudaBackend::causal_softmax_forward(const float* x, float* y, int64_t blocks, int64_t t) {
   bind();
-  cuda::causal_softmax_forward(stream(), x, y, blocks, t);
+  cuda::softmax_rows(stream(), x, y, blocks * t, t, true);
 }
 
 void CudaBackend::causal_softmax_backward(const float* y, const float* dy, float* dx,
                                           int64_t blocks, int64_t t) {
   bind();
-  cuda::causal_softmax_backward(stream(), y, dy, dx, blocks, t);
+  cuda::softmax_rows_backward(stream(), y, dy, dx, blocks * t, t, true);
+}
+
+void CudaBackend::softmax_forward(const float* x, float* y, int64_t rows, int64_t cols) {
+  bind();
+  cuda::softmax_rows(stream(), x, y, rows, cols, false);
+}
+
+void CudaBackend::softmax_backward(const float* y, const float* dy, float* dx, int64_t rows,
+                                   int64_t cols) {
+  bind();
+  cuda::softmax_rows_backward(stream(), y, dy, dx, rows, cols, false);
 }
 
 void CudaBackend::permute(const float* x, float* y, int64_t blocks, const Permutation& p) {

@@ -201,6 +201,9 @@ class CudaBackend final : public Backend {
   void causal_softmax_forward(const float* x, float* y, int64_t blocks, int64_t t) override;
   void causal_softmax_backward(const float* y, const float* dy, float* dx, int64_t blocks,
                                int64_t t) override;
+  void softmax_forward(const float* x, float* y, int64_t rows, int64_t cols) override;
+  void softmax_backward(const float* y, const float* dy, float* dx, int64_t rows,
+                        int64_t cols) override;
   // Layers that move or scale values (shape_ops.cu).
   void permute(const float* x, float* y, int64_t blocks, const Permutation& p) override;
   void scale_rows(const float* x, const float* s, float* y, int64_t rows, int64_t cols) override;

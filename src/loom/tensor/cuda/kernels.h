@@ -154,10 +154,11 @@ void layernorm_backward(cudaStream_t s, const float* x, const float* dy, int64_t
                         const float* gamma, const float* mean, const float* rstd, float* dx,
                         float* dgamma, float* dbeta);
 
-// causal_softmax.cu (x and y, dy and dx, may be the same buffer)
-void causal_softmax_forward(cudaStream_t s, const float* x, float* y, int64_t blocks, int64_t t);
-void causal_softmax_backward(cudaStream_t s, const float* y, const float* dy, float* dx,
-                             int64_t blocks, int64_t t);
+// causal_softmax.cu: rows of t entries, softmaxed over all of them or (causal) row r over its
+// entries 0..r % t, of square [t, t] blocks (x and y, dy and dx, may be the same buffer)
+void softmax_rows(cudaStream_t s, const float* x, float* y, int64_t rows, int64_t t, bool causal);
+void softmax_rows_backward(cudaStream_t s, const float* y, const float* dy, float* dx, int64_t rows,
+                           int64_t t, bool causal);
 
 // shape_ops.cu (scale_rows: y may be x). permute: Backend::permute's Permutation as, per axis
 // of the result, its size and the source stride it walks (cuda_backend.cc fills it in).
