@@ -1,5 +1,5 @@
-"""The ONNX zoo check: torchvision's classification models, exported from PyTorch, imported,
-compared and trained by loom.
+"""The ONNX zoo check: torchvision's classification models and two transformers, exported from
+PyTorch, imported, compared and trained by loom.
 
 For each model: build it with 10 classes, run two training-mode forwards so that its BatchNorm
 statistics are off their initial values, export it twice at opset 14 (in training mode, the
@@ -32,12 +32,38 @@ import warnings
 import numpy as np
 
 QUICK = ["resnet18", "mobilenet_v2", "mobilenet_v3_small", "shufflenet_v2_x0_5", "mnasnet0_5",
-         "squeezenet1_1", "regnet_y_400mf", "efficientnet_b0", "googlenet", "densenet121"]
+         "squeezenet1_1", "regnet_y_400mf", "efficientnet_b0", "googlenet", "densenet121",
+         "gpt_small"]
+# Transformers over [positions, features] inputs, beside torchvision's image classifiers:
+# gpt_small is nanoGPT's attention written op by op (tests/nn/make_onnx_fixtures.py's Gpt);
+# transformer_encoder is nn.TransformerEncoder (batch_first, nn.MultiheadAttention inside).
+TRANSFORMERS = ["gpt_small", "transformer_encoder"]
+SEQUENCE = (16, 8)
 # Input sizes other than 64 x 64: fixed-size classifiers and heads that need larger maps.
 SIZE = {"alexnet": 224, "inception_v3": 299, "maxvit_t": 224}
 SIZE.update({f"vgg{d}{bn}": 224 for d in (11, 13, 16, 19) for bn in ("", "_bn")})
 SIZE.update({f"vit_{v}": 224 for v in ("b_16", "b_32", "l_16", "l_32", "h_14")})
 CLASSES = 10
+
+
+def build_transformer(torch, name):
+    nn = torch.nn
+    if name == "gpt_small":
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "nn"))
+        from make_onnx_fixtures import Gpt
+        return Gpt(features=SEQUENCE[1], d=32, heads=4, t=SEQUENCE[0])
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inp = nn.Linear(SEQUENCE[1], 32)
+            layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.1, batch_first=True)
+            self.enc = nn.TransformerEncoder(layer, 2)
+            self.head = nn.Linear(32, CLASSES)
+
+        def forward(self, x):
+            return self.head(self.enc(self.inp(x))[:, -1])
+    return Encoder()
 
 
 def build(models, name, no_stochastic_depth):
@@ -65,19 +91,21 @@ def first_line(text):
 def one(args, torch, models, ort, name, work):
     row = {"model": name, "params": None, "import": "", "forward": None, "train": "", "note": ""}
     size = SIZE.get(name, 64)
+    shape = SEQUENCE if name in TRANSFORMERS else (3, size, size)
     torch.manual_seed(0)
     try:
-        model = build(models, name, False)
+        model = (build_transformer(torch, name) if name in TRANSFORMERS else
+                 build(models, name, False))
     except Exception as e:  # noqa: BLE001 - the line reports any failure
         row["import"] = f"not built: {e}"[:200]
         return row
     row["params"] = sum(p.numel() for p in model.parameters())
-    x = torch.randn(2, 3, size, size)
+    x = torch.randn(2, *shape)
     train_path, eval_path = os.path.join(work, "train.onnx"), os.path.join(work, "eval.onnx")
     model.train()
     with torch.no_grad():
         for _ in range(2):
-            model(torch.randn(4, 3, size, size))
+            model(torch.randn(4, *shape))
     try:
         export(torch, model, x, train_path, True)
     except Exception as e:  # noqa: BLE001
@@ -115,7 +143,7 @@ def one(args, torch, models, ort, name, work):
     row["forward"] = float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-30))
 
     rng = np.random.default_rng(0)
-    np.save(os.path.join(work, "tx.npy"), rng.standard_normal((12, 3, size, size), np.float32))
+    np.save(os.path.join(work, "tx.npy"), rng.standard_normal((12, *shape), np.float32))
     np.save(os.path.join(work, "ty.npy"), (np.arange(12) % CLASSES).astype(np.int64))
     shard = os.path.join(work, "train.shard")
     r = subprocess.run([args.loom, "data", "convert", os.path.join(work, "tx.npy"), shard,
@@ -170,7 +198,7 @@ def main():
     torch.set_num_threads(1)
     names = args.models.split(",")
     if args.all:
-        names = sorted(models.list_models(module=models))
+        names = sorted(models.list_models(module=models)) + TRANSFORMERS
     print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, "
           f"onnxruntime {ort.__version__}; opset 14; forward tolerance {args.tolerance:g}")
     print(f"{'model':<22} {'params':>11}  {'import':<8} {'forward':>9}  {'train':<20} note")
