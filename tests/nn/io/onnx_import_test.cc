@@ -445,6 +445,41 @@ TEST(OnnxImport, WeightShapeMustFitTheInput) {
   EXPECT_NE(what.find("do not take 64 features"), std::string::npos) << what;
 }
 
+std::string import_error(const onnx::ModelProto& m, const Shape& input) {
+  const std::string bytes = m.SerializeAsString();
+  try {
+    graph_from_onnx_bytes(bytes.data(), bytes.size(), "edited.onnx", input);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kBadInput) << e.what();
+    return e.what();
+  }
+  return "no error";
+}
+
+// A Transpose that moves the batch axis (as nn.MultiheadAttention's does), and a mask that is
+// not the causal one, are refused naming the node: loom's graph keeps the batch first and has
+// only the causal mask.
+TEST(OnnxImport, BatchMovingTransposeAndOtherMasksAreRefusedByNode) {
+  onnx::ModelProto m;
+  ASSERT_TRUE(m.ParseFromString(read_bytes(fixture("gpt.onnx"))));
+  for (auto& n : *m.mutable_graph()->mutable_node())
+    if (n.name() == "/blocks/blocks.0/Transpose")
+      n.mutable_attribute(0)->set_ints(0, 2), n.mutable_attribute(0)->set_ints(1, 0);
+  std::string what = import_error(m, {8, 4});
+  EXPECT_NE(what.find("node '/blocks/blocks.0/Transpose' (Transpose)"), std::string::npos) << what;
+  EXPECT_NE(what.find("moves the batch axis"), std::string::npos) << what;
+
+  ASSERT_TRUE(m.ParseFromString(read_bytes(fixture("gpt.onnx"))));
+  onnx::TensorProto* mask = initializer(m, "blocks.1.mask");
+  ASSERT_NE(mask, nullptr);
+  // Every position sees every other: no causal mask.
+  std::vector<float> ones(64, 1.0f);
+  mask->set_raw_data(ones.data(), ones.size() * sizeof(float));
+  what = import_error(m, {8, 4});
+  EXPECT_NE(what.find("node '/blocks/blocks.1/Where' (Where)"), std::string::npos) << what;
+  EXPECT_NE(what.find("causal mask"), std::string::npos) << what;
+}
+
 // Clip other than ReLU6's bounds, or a HardSigmoid other than PyTorch's, is refused naming the
 // node: loom has no layer that computes them.
 TEST(OnnxImport, ClipAndHardSigmoidOtherThanPytorchsAreRefusedByNode) {

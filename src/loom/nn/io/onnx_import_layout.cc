@@ -245,7 +245,10 @@ void Importer::gather(const onnx::NodeProto& n) {
   int64_t i = idx.ints[0] < 0 ? idx.ints[0] + len : idx.ints[0];
   if (i < 0 || i >= len)
     fail_node(n, fmt::format("index {} is outside an axis of {}", idx.ints[0], len));
-  if (!idx.dims.empty() || x.shape.size() == 1) return emit_slice(n, x, axis - 1, i, i + 1, 0);
+  if (!idx.dims.empty()) return emit_slice(n, x, axis - 1, i, i + 1, 0);
+  if (x.shape.size() == 1)
+    fail_node(n, fmt::format("one index of {} would leave each sample without an axis",
+                             batch_shape_text(x.shape)));
   Shape kept = x.shape;
   kept[size_t(axis - 1)] = 1;
   Shape dropped = x.shape;
