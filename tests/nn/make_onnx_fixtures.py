@@ -242,6 +242,30 @@ class Gpt(nn.Module):
         return self.head(x[:, -1])
 
 
+class ConvNextBlock(nn.Module):
+    """ConvNeXt's block as torchvision writes it: a depthwise 7x7 Conv, a permute to
+    channels-last, nn.LayerNorm and two nn.Linear over the channels of [batch, H, W, C] (MatMul on
+    four axes), GELU, a permute back, the layer scale (Mul by a [C, 1, 1] parameter) and the
+    residual Add."""
+
+    def __init__(self, c=8):
+        super().__init__()
+        self.stem = nn.Conv2d(1, c, 3, padding=1)
+        self.dw = nn.Conv2d(c, c, 7, padding=3, groups=c)
+        self.ln = nn.LayerNorm(c)
+        self.fc1 = nn.Linear(c, 4 * c)
+        self.fc2 = nn.Linear(4 * c, c)
+        self.scale = nn.Parameter(torch.rand(c, 1, 1) + 0.5)
+        self.head = nn.Linear(c, 10)
+
+    def forward(self, x):
+        x = self.stem(x)
+        y = self.dw(x).permute(0, 2, 3, 1)
+        y = self.fc2(F.gelu(self.fc1(self.ln(y)))).permute(0, 3, 1, 2)
+        x = x + self.scale * y
+        return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
 class Softplus(nn.Module):
     """An op loom has no layer for."""
 
@@ -328,6 +352,8 @@ def main():
     export("gpt", Gpt(), (8, 4), train_ref=True)
     torch.manual_seed(9)
     export("gpt17", Gpt(), (8, 4), train_ref=True, opset=17)
+    torch.manual_seed(10)
+    export("convnext", ConvNextBlock(), (1, 8, 8), train_ref=True)
 
 
 if __name__ == "__main__":

@@ -205,6 +205,29 @@ TEST(OnnxImport, HandWrittenGptMatchesPytorch) {
   }
 }
 
+// ConvNeXt's block: Linear over the channels of [batch, H, W, C] is a linear layer between two
+// reshapes, the layer scale a depthwise 1x1 conv holding the gains.
+TEST(OnnxImport, ConvNextBlockMatchesPytorch) {
+  SKIP_WITHOUT_ONNX_IMPORT();
+  check_against_pytorch("convnext");
+  GraphSpec g = graph_from_onnx(fixture("convnext.onnx"), {1, 8, 8});
+  std::map<std::string, int> count;
+  for (const auto& l : g.layers) ++count[l.type];
+  EXPECT_EQ(count["linear"], 3);
+  EXPECT_EQ(count["reshape"], 4);  // around each linear on four axes
+  EXPECT_EQ(count["transpose"], 2);
+  EXPECT_EQ(count["layernorm"], 1);
+  EXPECT_EQ(count["conv2d"], 3);  // stem, depthwise 7x7, the layer scale
+  int scales = 0;
+  for (const auto& l : g.layers)
+    if (l.type == "conv2d" && l.params.count("groups") &&
+        std::get<int64_t>(l.params.at("kernel").value) == 1) {
+      ++scales;
+      EXPECT_EQ(l.init_params.size(), 8u);
+    }
+  EXPECT_EQ(scales, 1);
+}
+
 TEST(OnnxImport, MlpGraphLayersNamesAndWeights) {
   SKIP_WITHOUT_ONNX_IMPORT();
   GraphSpec g = graph_from_onnx(fixture("mlp.onnx"), {1, 8, 8});

@@ -178,10 +178,7 @@ void Importer::matmul(const onnx::NodeProto& n) {
   const Value& x = activation(n, 0);
   if (input(n, 1).kind != Value::kConstant) return matmul_of_activations(n, x, activation(n, 1));
   const Value& b = constant(n, 1);
-  if (x.shape.size() != 1 && x.shape.size() != 2)
-    fail_node(n, fmt::format("input is {}; loom reads MatMul by weights only as a linear layer "
-                             "on [batch, features] or [batch, positions, features]",
-                             batch_shape_text(x.shape)));
+  if (x.shape.empty()) fail_node(n, "the input has no axis for a linear layer");
   if (b.dims.size() != 2 || b.is_int || b.dims[0] != x.shape.back())
     fail_node(n, fmt::format("weights '{}' are {}, not [{}, out]", n.input(1), dims_text(b.dims),
                              x.shape.back()));
@@ -191,11 +188,31 @@ void Importer::matmul(const onnx::NodeProto& n) {
     for (int64_t o = 0; o < out; ++o) params[size_t(o * in + i)] = b.floats[size_t(i * out + o)];
   Shape out_shape = x.shape;
   out_shape.back() = out;
-  LayerSpec& l = emit(n, "linear", {&x}, out_shape);
+  // loom's linear takes [features] or [positions, features]: more leading axes (ConvNeXt's
+  // channels-last [H, W, C]) are positions, reshaped around it.
+  auto reshape = [&](const Value& from, const Shape& to) {
+    emit(n, "reshape", {&from}, to, "Reshape").params["shape"] = cv_ints(to);
+    Value v = values_.at(n.output(0));
+    values_.erase(n.output(0));
+    return v;
+  };
+  Value rows = x;
+  if (x.shape.size() > 2) rows = reshape(x, {elements(x.shape) / in, in});
+  Shape linear_shape = rows.shape;
+  linear_shape.back() = out;
+  LayerSpec& l = emit(n, "linear", {&rows}, linear_shape);
   l.params["out"] = cv(out);
   l.params["bias"] = cv(false);
   l.init_params = std::move(params);
-  matmul_layers_[n.output(0)] = graph_.layers.size() - 1;
+  const size_t linear = graph_.layers.size() - 1;
+  if (x.shape.size() > 2) {
+    const Value flat = values_.at(n.output(0));
+    values_.erase(n.output(0));
+    const Value back = reshape(flat, out_shape);
+    define(n.output(0), back);
+  }
+  // An Add of [out] right after it is its bias (a reshape in between moves no feature).
+  matmul_layers_[n.output(0)] = linear;
 }
 
 void Importer::add(const onnx::NodeProto& n) {
@@ -291,6 +308,23 @@ void Importer::mul(const onnx::NodeProto& n) {
   }
   if (layernorm_affine(n, a, b)) return;
   if (scale_by_constant(n, a, b, false) || scale_by_constant(n, b, a, false)) return;
+  // x [C, H, W] times a [C, 1, 1] initializer (ConvNeXt's layer scale): a learned gain per
+  // channel, which is a 1x1 convolution of one weight per channel.
+  for (int k = 0; k < 2; ++k) {
+    const Value& x = k == 0 ? a : b;
+    const Value& c = k == 0 ? b : a;
+    if (x.kind != Value::kActivation || c.kind != Value::kConstant || c.is_int ||
+        !c.unusable.empty() || x.shape.size() != 3 ||
+        c.dims != std::vector<int64_t>{x.shape[0], 1, 1})
+      continue;
+    LayerSpec& l = emit(n, "conv2d", {&x}, x.shape);
+    l.params["out"] = cv(x.shape[0]);
+    l.params["kernel"] = cv(int64_t(1));
+    l.params["groups"] = cv(x.shape[0]);
+    l.params["bias"] = cv(false);
+    l.init_params = c.floats;
+    return;
+  }
   if (a.kind != Value::kActivation || b.kind != Value::kActivation) fail_node(n, what);
   // Two activations: one shape, or one of them a gate of 1s on the other's trailing axes (the
   // mul layer's broadcast, squeeze-and-excitation's [C, 1, 1] with [C, H, W]).

@@ -92,12 +92,7 @@ void Importer::reshape(const onnx::NodeProto& n) {
   if (int(per_sample.size()) > Permutation::kMaxRank)
     fail_node(n, fmt::format("reshape to {}: loom's samples have at most {} axes", target,
                              Permutation::kMaxRank));
-  LayerSpec& l = emit(n, "reshape", {&x}, per_sample);
-  ConfigValue shape;
-  shape.is_array = true;
-  for (int64_t d : per_sample) shape.array.push_back(d);
-  shape.where = where_;
-  l.params["shape"] = shape;
+  emit(n, "reshape", {&x}, per_sample).params["shape"] = cv_ints(per_sample);
 }
 
 void Importer::transpose(const onnx::NodeProto& n) {
@@ -121,13 +116,11 @@ void Importer::transpose(const onnx::NodeProto& n) {
     fail_node(n, fmt::format("perm {} moves the batch axis; loom transposes the axes of each "
                              "sample only",
                              dims_text(perm)));
-  ConfigValue p;
-  p.is_array = true;
-  p.where = where_;
+  std::vector<int64_t> p;
   Shape out;
   bool identity = true;
   for (size_t i = 1; i < perm.size(); ++i) {
-    p.array.push_back(perm[i] - 1);
+    p.push_back(perm[i] - 1);
     out.push_back(x.shape[size_t(perm[i] - 1)]);
     identity = identity && perm[i] == int64_t(i);
   }
@@ -135,7 +128,7 @@ void Importer::transpose(const onnx::NodeProto& n) {
   if (int(out.size()) > Permutation::kMaxRank)
     fail_node(n, fmt::format("input {}: loom transposes samples of at most {} axes",
                              batch_shape_text(x.shape), Permutation::kMaxRank));
-  emit(n, "transpose", {&x}, out).params["perm"] = p;
+  emit(n, "transpose", {&x}, out).params["perm"] = cv_ints(p);
 }
 
 void Importer::emit_slice(const onnx::NodeProto& n, const Value& x, int64_t axis, int64_t start,
@@ -264,13 +257,7 @@ void Importer::gather(const onnx::NodeProto& n) {
     values_.erase(n.output(0));
   }
   LayerSpec& r = emit(n, dropped.size() == 1 ? "flatten" : "reshape", {&sliced}, dropped);
-  if (dropped.size() > 1) {
-    ConfigValue shape;
-    shape.is_array = true;
-    for (int64_t d : dropped) shape.array.push_back(d);
-    shape.where = where_;
-    r.params["shape"] = shape;
-  }
+  if (dropped.size() > 1) r.params["shape"] = cv_ints(dropped);
 }
 
 void Importer::reduce_mean(const onnx::NodeProto& n) {

@@ -185,6 +185,13 @@ class Importer {
     c.where = where_;
     return c;
   }
+  ConfigValue cv_ints(const std::vector<int64_t>& v) const {
+    ConfigValue c;
+    c.is_array = true;
+    c.array.assign(v.begin(), v.end());
+    c.where = where_;
+    return c;
+  }
   ConfigValue cv_pair(int64_t h, int64_t w) const {
     if (h == w) return cv(h);
     ConfigValue c;
