@@ -148,6 +148,27 @@ inline void check_layer_gradients(Layer& layer, const Shape& in_shape, int64_t b
   ::testing::Test::RecordProperty("worst_relative_error_dparams", std::to_string(worst_p));
 }
 
+// A layer of two inputs (Mul, MatMul) through the multi-input calls: both input gradients by
+// central differences.
+inline void check_two_input_gradients(Layer& layer, const Shape& a_shape, const Shape& b_shape,
+                                      int64_t batch, const Context& ctx, const Tolerance& tol) {
+  const Shape out = layer.build_inputs({a_shape, b_shape});
+  auto a = random_vector(numel(a_shape) * batch, 11);
+  auto b = random_vector(numel(b_shape) * batch, 12);
+  const auto r = random_vector(numel(out) * batch, 13);
+  std::vector<float> y(r.size());
+  auto loss = [&] {
+    layer.forward_inputs(ctx, {a.data(), b.data()}, y.data(), batch);
+    return project(y, r);
+  };
+  loss();
+  std::vector<float> da(a.size(), -9.0f), db(b.size(), -9.0f);
+  layer.backward_inputs(ctx, {a.data(), b.data()}, y.data(), r.data(), {da.data(), db.data()},
+                        batch);
+  expect_gradient_matches("d input 0", a, da, loss, tol);
+  expect_gradient_matches("d input 1", b, db, loss, tol);
+}
+
 inline Context make_context(bool training = false, uint64_t dropout_key = 0,
                             int64_t sample_offset = 0, int layer_index = 0) {
   Context ctx;

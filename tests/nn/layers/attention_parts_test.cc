@@ -31,23 +31,8 @@ TEST(MatMul, MultipliesEachMatrixOfTheBatch) {
 
 TEST(MatMul, GradientsOfBothInputs) {
   MatMul mm;
-  const Shape a_shape = {3, 4, 5}, b_shape = {3, 5, 2};
-  const Shape out = mm.build_inputs({a_shape, b_shape});
-  const int64_t batch = 2;
-  const Context ctx = make_context();
-  auto a = testing::random_vector(numel(a_shape) * batch, 1);
-  auto b = testing::random_vector(numel(b_shape) * batch, 2);
-  const auto r = testing::random_vector(numel(out) * batch, 3);
-  std::vector<float> y(r.size());
-  auto loss = [&] {
-    mm.forward_inputs(ctx, {a.data(), b.data()}, y.data(), batch);
-    return testing::project(y, r);
-  };
-  loss();
-  std::vector<float> da(a.size(), -9.0f), db(b.size(), -9.0f);
-  mm.backward_inputs(ctx, {a.data(), b.data()}, y.data(), r.data(), {da.data(), db.data()}, batch);
-  testing::expect_gradient_matches("da", a, da, loss, testing::kBilinear);
-  testing::expect_gradient_matches("db", b, db, loss, testing::kBilinear);
+  testing::check_two_input_gradients(mm, {3, 4, 5}, {3, 5, 2}, 2, make_context(),
+                                     testing::kBilinear);
 }
 
 TEST(MatMul, RefusesShapesThatDoNotMultiply) {

@@ -109,24 +109,9 @@ TEST(Reshape, KeepsTheValuesInOrder) {
   expect_config_error([] { Reshape({5}).build({2, 3}); }, "cannot become");
 }
 
-// Mul through the multi-input calls, by central differences in both inputs.
 void check_mul(const Shape& a_shape, const Shape& b_shape, int64_t batch) {
   Mul mul;
-  const Shape out = mul.build_inputs({a_shape, b_shape});
-  const Context ctx = make_context();
-  auto a = testing::random_vector(numel(a_shape) * batch, 11);
-  auto b = testing::random_vector(numel(b_shape) * batch, 12);
-  const auto r = testing::random_vector(numel(out) * batch, 13);
-  std::vector<float> y(r.size());
-  auto loss = [&] {
-    mul.forward_inputs(ctx, {a.data(), b.data()}, y.data(), batch);
-    return testing::project(y, r);
-  };
-  loss();
-  std::vector<float> da(a.size(), -9.0f), db(b.size(), -9.0f);
-  mul.backward_inputs(ctx, {a.data(), b.data()}, y.data(), r.data(), {da.data(), db.data()}, batch);
-  testing::expect_gradient_matches("da", a, da, loss, Tolerance{});
-  testing::expect_gradient_matches("db", b, db, loss, Tolerance{});
+  testing::check_two_input_gradients(mul, a_shape, b_shape, batch, make_context(), Tolerance{});
 }
 
 TEST(Mul, SameShapeIsElementwise) {

@@ -216,17 +216,10 @@ void Importer::fold_slice(const onnx::NodeProto& n) {
 void Importer::fold_transpose(const onnx::NodeProto& n) {
   const Value& data = constant(n, 0);
   const int64_t rank = int64_t(data.dims.size());
-  std::vector<int64_t> perm = attr_ints(n, "perm", {});
+  const std::vector<int64_t> perm = transpose_perm(n, rank);
   if (perm.empty())
-    for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
-  std::vector<bool> seen(size_t(rank), false);
-  bool ok = int64_t(perm.size()) == rank;
-  for (size_t i = 0; ok && i < perm.size(); ++i) {
-    ok = perm[i] >= 0 && perm[i] < rank && !seen[size_t(perm[i])];
-    if (ok) seen[size_t(perm[i])] = true;
-  }
-  if (!ok)
-    fail_node(n, fmt::format("perm {} is not an order of the constant's axes", dims_text(perm)));
+    fail_node(n, fmt::format("perm {} is not an order of the constant's axes",
+                             dims_text(attr_ints(n, "perm", {}))));
   Value v = data;
   v.ints.clear();
   v.floats.clear();

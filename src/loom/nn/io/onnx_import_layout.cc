@@ -100,18 +100,10 @@ void Importer::transpose(const onnx::NodeProto& n) {
   if (input(n, 0).kind == Value::kConstant) return fold_transpose(n);
   const Value& x = activation(n, 0);
   const int64_t rank = int64_t(x.shape.size()) + 1;
-  std::vector<int64_t> perm = attr_ints(n, "perm", {});
-  if (perm.empty())  // the default reverses the axes, which moves the batch
-    for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
-  std::vector<bool> seen(size_t(rank), false);
-  bool ok = int64_t(perm.size()) == rank;
-  for (size_t i = 0; ok && i < perm.size(); ++i) {
-    ok = perm[i] >= 0 && perm[i] < rank && !seen[size_t(perm[i])];
-    if (ok) seen[size_t(perm[i])] = true;
-  }
-  if (!ok)
-    fail_node(n, fmt::format("perm {} is not an order of the axes of {}", dims_text(perm),
-                             batch_shape_text(x.shape)));
+  const std::vector<int64_t> perm = transpose_perm(n, rank);
+  if (perm.empty())
+    fail_node(n, fmt::format("perm {} is not an order of the axes of {}",
+                             dims_text(attr_ints(n, "perm", {})), batch_shape_text(x.shape)));
   if (perm[0] != 0)
     fail_node(n, fmt::format("perm {} moves the batch axis; loom transposes the axes of each "
                              "sample only",

@@ -233,6 +233,20 @@ class Importer {
   bool position_embedding(const onnx::NodeProto& n, const Value& a, const Value& b);
   // Mul or Div of an activation by a scalar constant: a scale layer. True if so.
   bool scale_by_constant(const onnx::NodeProto& n, const Value& a, const Value& b, bool divide);
+  // Transpose's `perm` for `rank` axes (its default reverses them); empty if it is not an order
+  // of the axes.
+  std::vector<int64_t> transpose_perm(const onnx::NodeProto& n, int64_t rank) const {
+    std::vector<int64_t> perm = attr_ints(n, "perm", {});
+    if (perm.empty())
+      for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
+    std::vector<bool> seen(size_t(rank), false);
+    if (int64_t(perm.size()) != rank) return {};
+    for (int64_t a : perm) {
+      if (a < 0 || a >= rank || seen[size_t(a)]) return {};
+      seen[size_t(a)] = true;
+    }
+    return perm;
+  }
   // Every reader of value `name` is an op of type `op`.
   bool read_only_by(const std::string& name, const char* op) const {
     auto it = readers_.find(name);
