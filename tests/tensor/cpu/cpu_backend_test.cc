@@ -415,3 +415,52 @@ TEST(CpuBackend, HasNonFiniteAtEveryPosition) {
 
 }  // namespace
 }  // namespace loom
+
+namespace loom {
+namespace {
+
+// The fused BatchNorm passes of a training step give the bits of the separate ones (moments,
+// normalise; reduce, data) that a replicated BatchNorm uses, on planes below and above the
+// 16 lanes where the fused passes change their loop order.
+TEST(CpuBackend, FusedBatchNormMatchesItsSeparatePassesBitForBit) {
+  Backend& be = cpu_backend();
+  for (int64_t plane : {1, 4, 15, 16, 49}) {
+    const int64_t batch = 5, channels = 7, n = batch * channels * plane;
+    const size_t cs = size_t{7}, ns = static_cast<size_t>(n);
+    const auto x = testing::random_vector(n, 31, -2.0f, 3.0f);
+    const auto dy = testing::random_vector(n, 32);
+    const auto gamma = testing::random_vector(channels, 33, 0.5f, 1.5f);
+    const auto beta = testing::random_vector(channels, 34);
+    const float inv_count = 1.0f / float(batch * plane), eps = 1e-5f;
+    std::vector<float> mean(cs), var(cs), sumsq(cs);
+    std::vector<float> y(ns);
+    be.batchnorm_forward_training(x.data(), batch, channels, plane, inv_count, eps, gamma.data(),
+                                  beta.data(), mean.data(), var.data(), sumsq.data(), y.data());
+    std::vector<float> sums(cs), mean2(cs), sq2(cs), var2(cs), y2(ns);
+    be.channel_moments(x.data(), batch, channels, plane, nullptr, sums.data(), nullptr);
+    for (int64_t c = 0; c < channels; ++c) mean2[size_t(c)] = sums[size_t(c)] * inv_count;
+    be.channel_moments(x.data(), batch, channels, plane, mean2.data(), nullptr, sq2.data());
+    for (int64_t c = 0; c < channels; ++c) var2[size_t(c)] = sq2[size_t(c)] * inv_count;
+    be.batchnorm_forward(x.data(), batch, channels, plane, mean2.data(), var2.data(), eps,
+                         gamma.data(), beta.data(), y2.data());
+    EXPECT_EQ(mean, mean2) << "plane " << plane;
+    EXPECT_EQ(sumsq, sq2) << "plane " << plane;
+    EXPECT_EQ(y, y2) << "plane " << plane;
+
+    const double count = double(batch * plane);
+    std::vector<float> s_dy(cs), s_xhat(cs), dx(ns);
+    be.batchnorm_backward(x.data(), dy.data(), batch, channels, plane, mean.data(), var.data(), eps,
+                          gamma.data(), count, s_dy.data(), s_xhat.data(), dx.data());
+    std::vector<float> s_dy2(cs), s_xhat2(cs), dx2(ns);
+    be.batchnorm_backward_reduce(x.data(), dy.data(), batch, channels, plane, mean.data(),
+                                 var.data(), eps, s_dy2.data(), s_xhat2.data());
+    be.batchnorm_backward_data(x.data(), dy.data(), batch, channels, plane, mean.data(), var.data(),
+                               eps, gamma.data(), s_dy2.data(), s_xhat2.data(), count, dx2.data());
+    EXPECT_EQ(s_dy, s_dy2) << "plane " << plane;
+    EXPECT_EQ(s_xhat, s_xhat2) << "plane " << plane;
+    EXPECT_EQ(dx, dx2) << "plane " << plane;
+  }
+}
+
+}  // namespace
+}  // namespace loom

@@ -361,6 +361,93 @@ void data_channel(const float* x, const float* dy, int64_t batch, int64_t channe
   }
 }
 
+// Planes smaller than plane_moments' 16 lanes (MobileNets' late stages: 2 x 2, 4 x 4) go
+// sample by sample over each [channels, plane] block, so memory is read in order and no lane
+// reduction is paid per few values. Each plane's sums are the ones plane_moments and
+// plane_grad_sums form for such a plane (the lanes add +0.0), added in the same order over the
+// samples, so the results are the same bits.
+constexpr int64_t kSmallPlane = 16;
+
+void small_planes_forward_training(const float* x, int64_t batch, int64_t channels, int64_t plane,
+                                   float inv_count, float eps, const float* gamma,
+                                   const float* beta, float* mean, float* var, float* sumsq,
+                                   float* y) {
+  std::vector<double> s(size_t(channels), 0.0);
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t c = 0; c < channels; ++c) {
+      const float* row = x + (n * channels + c) * plane;
+      double sa = 0;
+      for (int64_t i = 0; i < plane; ++i) sa += double(row[i]);
+      s[size_t(c)] += sa + 0.0;
+    }
+  for (int64_t c = 0; c < channels; ++c) mean[c] = float(s[size_t(c)]) * inv_count;
+  std::fill(s.begin(), s.end(), 0.0);
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t c = 0; c < channels; ++c) {
+      const float* row = x + (n * channels + c) * plane;
+      const double k = double(mean[c]);
+      double sb = 0;
+      for (int64_t i = 0; i < plane; ++i) {
+        const double d = double(row[i]) - k;
+        sb += d * d;
+      }
+      s[size_t(c)] += sb + 0.0;
+    }
+  std::vector<float> a(static_cast<size_t>(channels)), b(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) {
+    sumsq[c] = float(s[size_t(c)]);
+    var[c] = sumsq[c] * inv_count;
+    a[size_t(c)] = gamma[c] / std::sqrt(var[c] + eps);
+    b[size_t(c)] = beta[c] - mean[c] * a[size_t(c)];
+  }
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t c = 0; c < channels; ++c) {
+      const float* __restrict in = x + (n * channels + c) * plane;
+      float* __restrict out = y + (n * channels + c) * plane;
+      const float ac = a[size_t(c)], bc = b[size_t(c)];
+      for (int64_t i = 0; i < plane; ++i) out[i] = in[i] * ac + bc;
+    }
+}
+
+void small_planes_backward(const float* x, const float* dy, int64_t batch, int64_t channels,
+                           int64_t plane, const float* mean, const float* var, float eps,
+                           const float* gamma, double count, float* sum_dy, float* sum_dy_xhat,
+                           float* dx) {
+  std::vector<double> s_dy(size_t(channels), 0.0), s_xmu(size_t(channels), 0.0);
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t c = 0; c < channels; ++c) {
+      const float* in = x + (n * channels + c) * plane;
+      const float* d = dy + (n * channels + c) * plane;
+      const double m = double(mean[c]);
+      double sa = 0, sb = 0;
+      for (int64_t i = 0; i < plane; ++i) {
+        sa += double(d[i]);
+        sb += double(d[i]) * (double(in[i]) - m);
+      }
+      s_dy[size_t(c)] += sa + 0.0;
+      s_xmu[size_t(c)] += sb + 0.0;
+    }
+  const size_t cs = static_cast<size_t>(channels);
+  std::vector<float> a(cs), b(cs), k(cs);
+  for (int64_t c = 0; c < channels; ++c) {
+    sum_dy[c] = float(s_dy[size_t(c)]);
+    sum_dy_xhat[c] = float(s_xmu[size_t(c)] / std::sqrt(double(var[c]) + double(eps)));
+    // As data_channel: dx = a (dy - b - (x - mean) k).
+    const double istd = 1.0 / std::sqrt(double(var[c]) + double(eps));
+    a[size_t(c)] = float(double(gamma[c]) * istd);
+    b[size_t(c)] = float(double(sum_dy[c]) / count);
+    k[size_t(c)] = float(double(sum_dy_xhat[c]) * istd / count);
+  }
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t c = 0; c < channels; ++c) {
+      const float* __restrict in = x + (n * channels + c) * plane;
+      const float* __restrict d = dy + (n * channels + c) * plane;
+      float* __restrict out = dx + (n * channels + c) * plane;
+      const float ac = a[size_t(c)], bc = b[size_t(c)], kc = k[size_t(c)], mc = mean[c];
+      for (int64_t i = 0; i < plane; ++i) out[i] = ac * (d[i] - bc - (in[i] - mc) * kc);
+    }
+}
+
 }  // namespace
 
 void CpuBackend::channel_moments(const float* x, int64_t batch, int64_t channels, int64_t plane,
@@ -387,6 +474,9 @@ void CpuBackend::batchnorm_forward_training(const float* x, int64_t batch, int64
                                             int64_t plane, float inv_count, float eps,
                                             const float* gamma, const float* beta, float* mean,
                                             float* var, float* sumsq, float* y) {
+  if (plane < kSmallPlane)
+    return small_planes_forward_training(x, batch, channels, plane, inv_count, eps, gamma, beta,
+                                         mean, var, sumsq, y);
   // Channel by channel (a channel of a ResNet batch is a few hundred KB), so the second and
   // third passes read it from cache; the same sums in the same order as channel_moments.
   for (int64_t c = 0; c < channels; ++c) {
@@ -426,6 +516,9 @@ void CpuBackend::batchnorm_backward(const float* x, const float* dy, int64_t bat
                                     int64_t channels, int64_t plane, const float* mean,
                                     const float* var, float eps, const float* gamma, double count,
                                     float* sum_dy, float* sum_dy_xhat, float* dx) {
+  if (plane < kSmallPlane)
+    return small_planes_backward(x, dy, batch, channels, plane, mean, var, eps, gamma, count,
+                                 sum_dy, sum_dy_xhat, dx);
   // Channel by channel, so the data pass reads x and dy from cache.
   for (int64_t c = 0; c < channels; ++c) {
     reduce_channel(x, dy, batch, channels, plane, c, mean[c], var[c], eps, sum_dy[c],
