@@ -63,6 +63,13 @@ struct Permutation {
   int rank = 0;
   int64_t dims[kMaxRank] = {};  // of the source
   int perm[kMaxRank] = {};
+  // Result axis i: its size, and the distance in floats between its steps in the source.
+  int64_t result_dim(int i) const { return dims[perm[i]]; }
+  int64_t source_stride(int i) const {
+    int64_t stride = 1;
+    for (int j = perm[i] + 1; j < rank; ++j) stride *= dims[j];
+    return stride;
+  }
 };
 
 class Backend {

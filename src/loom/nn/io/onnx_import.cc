@@ -231,10 +231,7 @@ LayerSpec& Importer::emit(const onnx::NodeProto& n, const std::string& type,
   for (const Value* v : inputs) l.inputs.push_back(v->layer);
   layer_index_[name] = graph_.layers.size();
   graph_.layers.push_back(std::move(l));
-  Value out;
-  out.layer = name;
-  out.shape = std::move(out_shape);
-  define(n.output(output), out);
+  if (output != kInner) define(n.output(output), inner_value(std::move(out_shape)));
   return graph_.layers.back();
 }
 

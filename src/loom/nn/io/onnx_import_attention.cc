@@ -15,19 +15,17 @@
 #include <vector>
 
 #include "loom/nn/io/onnx_importer.h"
+#include "loom/nn/layers/attention_parts.h"
 
 namespace loom::nn::onnx_import {
 
 void Importer::matmul_of_activations(const onnx::NodeProto& n, const Value& a, const Value& b) {
-  const size_t r = a.shape.size();
-  if (r < 2 || b.shape.size() != r || a.shape[r - 1] != b.shape[r - 2] ||
-      !std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin()))
+  Shape out = MatMul::output_shape(a.shape, b.shape);
+  if (out.empty())
     fail_node(n, fmt::format("inputs {} and {}: loom multiplies activations [batch, ..., M, K] "
                              "and [batch, ..., K, N] with the same leading axes",
                              batch_shape_text(a.shape), batch_shape_text(b.shape)));
-  Shape out = a.shape;
-  out.back() = b.shape.back();
-  emit(n, "matmul", {&a, &b}, out);
+  emit(n, "matmul", {&a, &b}, std::move(out));
 }
 
 bool Importer::scale_by_constant(const onnx::NodeProto& n, const Value& a, const Value& b,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "loom/nn/io/onnx_importer.h"
+#include "loom/nn/layers/merge.h"
 
 namespace loom::nn::onnx_import {
 
@@ -190,27 +191,20 @@ void Importer::matmul(const onnx::NodeProto& n) {
   out_shape.back() = out;
   // loom's linear takes [features] or [positions, features]: more leading axes (ConvNeXt's
   // channels-last [H, W, C]) are positions, reshaped around it.
-  auto reshape = [&](const Value& from, const Shape& to) {
-    emit(n, "reshape", {&from}, to, "Reshape").params["shape"] = cv_ints(to);
-    Value v = values_.at(n.output(0));
-    values_.erase(n.output(0));
-    return v;
+  const bool wrapped = x.shape.size() > 2;
+  auto reshape = [&](const Value& from, const Shape& to, int output) {
+    emit(n, "reshape", {&from}, to, "Reshape", output).params["shape"] = cv_ints(to);
+    return inner_value(to);
   };
-  Value rows = x;
-  if (x.shape.size() > 2) rows = reshape(x, {elements(x.shape) / in, in});
+  const Value rows = wrapped ? reshape(x, {elements(x.shape) / in, in}, kInner) : x;
   Shape linear_shape = rows.shape;
   linear_shape.back() = out;
-  LayerSpec& l = emit(n, "linear", {&rows}, linear_shape);
+  LayerSpec& l = emit(n, "linear", {&rows}, linear_shape, "", wrapped ? kInner : 0);
   l.params["out"] = cv(out);
   l.params["bias"] = cv(false);
   l.init_params = std::move(params);
   const size_t linear = graph_.layers.size() - 1;
-  if (x.shape.size() > 2) {
-    const Value flat = values_.at(n.output(0));
-    values_.erase(n.output(0));
-    const Value back = reshape(flat, out_shape);
-    define(n.output(0), back);
-  }
+  if (wrapped) reshape(inner_value(linear_shape), out_shape, 0);
   // An Add of [out] right after it is its bias (a reshape in between moves no feature).
   matmul_layers_[n.output(0)] = linear;
 }
@@ -328,18 +322,13 @@ void Importer::mul(const onnx::NodeProto& n) {
   if (a.kind != Value::kActivation || b.kind != Value::kActivation) fail_node(n, what);
   // Two activations: one shape, or one of them a gate of 1s on the other's trailing axes (the
   // mul layer's broadcast, squeeze-and-excitation's [C, 1, 1] with [C, H, W]).
-  const Value& big = elements(a.shape) >= elements(b.shape) ? a : b;
-  const Value& gate = &big == &a ? b : a;
-  bool ok = gate.shape.size() == big.shape.size();
-  size_t k = 0;
-  while (ok && k < gate.shape.size() && gate.shape[k] == big.shape[k]) ++k;
-  for (size_t i = k; ok && i < gate.shape.size(); ++i) ok = gate.shape[i] == 1;
-  if (!ok)
+  Shape out = Mul::output_shape(a.shape, b.shape);
+  if (out.empty())
     fail_node(n, fmt::format("inputs {} and {}: loom multiplies activations of one shape, or "
                              "with one of 1s on the other's trailing axes ([C, 1, 1] with "
                              "[C, H, W])",
                              batch_shape_text(a.shape), batch_shape_text(b.shape)));
-  emit(n, "mul", {&a, &b}, big.shape);
+  emit(n, "mul", {&a, &b}, std::move(out));
 }
 
 void Importer::batchnorm(const onnx::NodeProto& n) {

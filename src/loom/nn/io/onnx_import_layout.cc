@@ -240,13 +240,11 @@ void Importer::gather(const onnx::NodeProto& n) {
   dropped.erase(dropped.begin() + (axis - 1));
   Value sliced = x;
   if (len != 1) {
-    LayerSpec& s = emit(n, "slice", {&x}, kept, "Slice");
+    LayerSpec& s = emit(n, "slice", {&x}, kept, "Slice", kInner);
     s.params["axis"] = cv(axis - 1);
     s.params["start"] = cv(i);
     s.params["end"] = cv(i + 1);
-    // emit defined the node's output as the slice; the reshape below redefines it.
-    sliced = values_.at(n.output(0));
-    values_.erase(n.output(0));
+    sliced = inner_value(kept);
   }
   LayerSpec& r = emit(n, dropped.size() == 1 ? "flatten" : "reshape", {&sliced}, dropped);
   if (dropped.size() > 1) r.params["shape"] = cv_ints(dropped);

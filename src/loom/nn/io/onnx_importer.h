@@ -165,9 +165,18 @@ class Importer {
   void alias(const onnx::NodeProto& n, const Value& v) { define(n.output(0), v); }
   // `as`: the name of a layer fused from several nodes ("SiLU"), put where the last node's
   // name has its op type ("/act/Mul" -> "act_SiLU").
+  // `output`: which output of n the layer computes; kInner: none, the layer is a step inside
+  // the node (the reshapes around a linear), its value given by inner_value().
+  static constexpr int kInner = -1;
   LayerSpec& emit(const onnx::NodeProto& n, const std::string& type,
                   const std::vector<const Value*>& inputs, Shape out_shape,
                   const std::string& as = "", int output = 0);
+  Value inner_value(Shape shape) const {
+    Value v;
+    v.layer = graph_.layers.back().name;
+    v.shape = std::move(shape);
+    return v;
+  }
   // A float attribute as the decimal a person wrote (0.1, not 0.10000000149011612).
   ConfigValue cv_float(double x) const { return cv(std::stod(fmt::format("{:.7g}", x))); }
   // A float weight as the shortest decimal that reads back as the same float (a scale factor:

@@ -18,8 +18,8 @@ Shape MatMul::build_inputs(const std::vector<Shape>& inputs) {
   const Shape& a = inputs[0];
   const Shape& b = inputs[1];
   const size_t r = a.size();
-  if (r < 2 || b.size() != r || a[r - 1] != b[r - 2] ||
-      !std::equal(a.begin(), a.end() - 2, b.begin()))
+  Shape out = output_shape(a, b);
+  if (out.empty())
     throw ConfigError(
         fmt::format("MatMul: {} times {} is not [..., M, K] times [..., K, N] with "
                     "the same leading axes",
@@ -29,8 +29,6 @@ Shape MatMul::build_inputs(const std::vector<Shape>& inputs) {
   n_ = b[r - 1];
   count_ = 1;
   for (size_t i = 0; i + 2 < r; ++i) count_ *= a[i];
-  Shape out = a;
-  out[r - 1] = n_;
   return out;
 }
 

@@ -5,6 +5,8 @@
 // own `attention` layer fuses all of this; these let an imported graph run as it was written.
 #pragma once
 
+#include <algorithm>
+
 #include "loom/nn/layers/layer.h"
 
 namespace loom::nn {
@@ -12,6 +14,17 @@ namespace loom::nn {
 // [..., M, K] x [..., K, N] -> [..., M, N]; the leading axes of both inputs are equal.
 class MatMul final : public Layer {
  public:
+  // [..., M, N] for inputs [..., M, K] and [..., K, N], or empty if they do not multiply so.
+  // Inline: the ONNX importer's fuzz harness uses it without linking the layers.
+  static Shape output_shape(const Shape& a, const Shape& b) {
+    const size_t r = a.size();
+    if (r < 2 || b.size() != r || a[r - 1] != b[r - 2] ||
+        !std::equal(a.begin(), a.end() - 2, b.begin()))
+      return {};
+    Shape out = a;
+    out[r - 1] = b[r - 1];
+    return out;
+  }
   std::string kind() const override { return "MatMul"; }
   int min_inputs() const override { return 2; }
   int max_inputs() const override { return 2; }

@@ -52,12 +52,7 @@ Shape Mul::build_inputs(const std::vector<Shape>& inputs) {
   gate_ = numel(inputs[1]) <= numel(inputs[0]) ? 1 : 0;
   const Shape& big = inputs[size_t(1 - gate_)];
   const Shape& gate = inputs[size_t(gate_)];
-  // The gate matches a leading run of the other's axes and is 1 on the rest.
-  bool ok = gate.size() == big.size();
-  size_t k = 0;
-  while (ok && k < gate.size() && gate[k] == big[k]) ++k;
-  for (size_t i = k; ok && i < gate.size(); ++i) ok = gate[i] == 1;
-  if (!ok)
+  if (output_shape(inputs[0], inputs[1]).empty())
     throw ConfigError(
         fmt::format("Mul: inputs {} and {} neither have one shape nor does the "
                     "smaller broadcast over the other's trailing axes ([C, 1, 1] "

@@ -33,6 +33,22 @@ class Add final : public Layer {
 // other's trailing axes are: [C, 1, 1] times [C, H, W] scales each channel plane.
 class Mul final : public Layer {
  public:
+  // The output's shape for inputs of shapes a and b (the larger of them), or empty if they
+  // neither match nor broadcast so. Inline: the ONNX importer's fuzz harness uses it without
+  // linking the layers.
+  static Shape output_shape(const Shape& a, const Shape& b) {
+    if (a.size() != b.size()) return {};
+    int64_t na = 1, nb = 1;
+    for (size_t i = 0; i < a.size(); ++i) na *= a[i], nb *= b[i];
+    const Shape& big = nb <= na ? a : b;
+    const Shape& gate = nb <= na ? b : a;
+    // The gate matches a leading run of the other's axes and is 1 on the rest.
+    size_t k = 0;
+    while (k < gate.size() && gate[k] == big[k]) ++k;
+    for (size_t i = k; i < gate.size(); ++i)
+      if (gate[i] != 1) return {};
+    return big;
+  }
   std::string kind() const override { return "Mul"; }
   int min_inputs() const override { return 2; }
   int max_inputs() const override { return 2; }

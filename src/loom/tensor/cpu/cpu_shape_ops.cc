@@ -14,14 +14,11 @@ void CpuBackend::permute(const float* x, float* y, int64_t blocks, const Permuta
   while (rank > 0 && p.perm[rank - 1] == rank - 1) run *= p.dims[--rank];
   int64_t block = run;
   for (int i = 0; i < rank; ++i) block *= p.dims[i];
-  // Source strides (in floats) of the result's axes, in the result's order.
   int64_t src_stride[Permutation::kMaxRank] = {};
   int64_t out_dims[Permutation::kMaxRank] = {};
   for (int i = 0; i < rank; ++i) {
-    int64_t stride = run;
-    for (int j = p.perm[i] + 1; j < rank; ++j) stride *= p.dims[j];
-    src_stride[i] = stride;
-    out_dims[i] = p.dims[p.perm[i]];
+    src_stride[i] = p.source_stride(i);
+    out_dims[i] = p.result_dim(i);
   }
   for (int64_t b = 0; b < blocks; ++b) {
     const float* xb = x + b * block;

@@ -51,16 +51,15 @@ __global__ void causal_softmax_backward_rows(const float* y, const float* dy, fl
 
 }  // namespace
 
-void softmax_rows(cudaStream_t s, const float* x, float* y, int64_t rows, int64_t t,
-                  bool causal) {
+void softmax_rows(cudaStream_t s, const float* x, float* y, int64_t rows, int64_t t, bool causal) {
   if (rows <= 0) return;
   const unsigned grid = unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
   launch_kernel(causal_softmax_rows, s, dim3(grid), dim3(32 * kWarpsPerBlock), 0, x, y, rows, t,
                 causal);
 }
 
-void softmax_rows_backward(cudaStream_t s, const float* y, const float* dy, float* dx,
-                           int64_t rows, int64_t t, bool causal) {
+void softmax_rows_backward(cudaStream_t s, const float* y, const float* dy, float* dx, int64_t rows,
+                           int64_t t, bool causal) {
   if (rows <= 0) return;
   const unsigned grid = unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
   launch_kernel(causal_softmax_backward_rows, s, dim3(grid), dim3(32 * kWarpsPerBlock), 0, y, dy,

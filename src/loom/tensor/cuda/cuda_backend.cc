@@ -959,10 +959,8 @@ void CudaBackend::permute(const float* x, float* y, int64_t blocks, const Permut
   cuda::PermutedAxes axes;
   axes.rank = p.rank;
   for (int i = 0; i < p.rank; ++i) {
-    int64_t stride = 1;
-    for (int j = p.perm[i] + 1; j < p.rank; ++j) stride *= p.dims[j];
-    axes.size[i] = p.dims[p.perm[i]];
-    axes.stride[i] = stride;
+    axes.size[i] = p.result_dim(i);
+    axes.stride[i] = p.source_stride(i);
   }
   bind();
   cuda::permute(stream(), x, y, blocks, axes);
