@@ -240,7 +240,8 @@ TEST(Report, AutoRunsShowTheirChoice) {
                       "<td>5200</td><td>5000</td><td>1.2%</td>"),
             std::string::npos)
       << html;
-  EXPECT_NE(html.find("<td>1.2%</td><td>-</td></tr>"), std::string::npos) << html;  // no check
+  // No check, and so no fidelity either.
+  EXPECT_NE(html.find("<td>1.2%</td><td>-</td><td>-</td></tr>"), std::string::npos) << html;
   // A run whose check switched: the window's step against the prediction, and to what.
   write(d / "switched/config.toml", "codec = \"onebit\"\n");
   write(d / "switched/metrics.jsonl", epoch_line(1, 0.6, 0.80, 1) + "\n");
@@ -249,9 +250,16 @@ TEST(Report, AutoRunsShowTheirChoice) {
         R"("sync":"allreduce","bucket_kib":4096,"predicted_samples_per_s":9000},)"
         R"("revision":{"outcome":"switched","window":{"first_step":10,"steps":20},)"
         R"("measured":{"step_s":0.03},"predicted":{"step_s":0.02},)"
-        R"("after":{"codec":"onebit","sync":"bmuf","tau":8,"bucket_kib":4096}}}})");
+        R"("after":{"codec":"onebit","sync":"bmuf","tau":8,"bucket_kib":4096},)"
+        R"("candidates":[{"codec":"onebit","sync":"allreduce","bucket_kib":4096,)"
+        R"("fidelity":{"drift":0.05},"fidelity_verdict":{"risk":"within"}},)"
+        R"({"codec":"topk","sync":"allreduce","bucket_kib":4096,)"
+        R"("fidelity":{"drift":0.9},"fidelity_verdict":{"risk":"over"}}]}}})");
   const std::string sw = render_report(load_runs({(d / "switched").string()}), {});
   EXPECT_NE(sw.find("<td>step +50%: switched at step 30 to onebit, bmuf tau 8, 4096 KiB</td>"),
+            std::string::npos)
+      << sw;
+  EXPECT_NE(sw.find("<td>onebit: within (drift 0.050); topk: over (drift 0.900)</td>"),
             std::string::npos)
       << sw;
   const fs::path runs = synthetic_runs();

@@ -1,5 +1,6 @@
 #include "loom/perf/auto_choice.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -45,7 +46,7 @@ const double kOneGbit = 1e9 / 8 * 1448.0 / 1514.0;
 AutoRequest request() {
   AutoRequest r;
   r.workload = mlp();
-  r.model_key = "mlp";
+  r.network = {"mlp", "sgd_momentum", 2, AccuracyMetric::kPoints};
   r.ranks = 2;
   r.batch = 128;
   r.overlap = false;  // 2 workers on 2 cores
@@ -126,22 +127,118 @@ TEST(AutoChoice, LossyForbiddenOnASlowLinkKeepsFp32AndSaysTheLinkDominates) {
 
 TEST(AutoChoice, UnknownNetworkStaysLosslessUnlessTheUserOptsIn) {
   AutoRequest r = request();
-  r.model_key = "";  // the user's own graph: no measured deltas
+  r.network.family = "";  // the user's own graph: no row, and no fidelity measured
   const AutoDecision d = decide_auto(r, zen4(kOneGbit, 100e-6), builtin_accuracy_table());
   EXPECT_TRUE(d.chosen.lossless()) << d.reason;
-  EXPECT_THAT(d.reason, HasSubstr("no measured accuracy deltas"));
+  EXPECT_THAT(d.reason, HasSubstr("no evidence of their accuracy cost"));
   EXPECT_THAT(d.reason, HasSubstr("auto.lossy = true"));
   r.lossy = LossyPolicy::kAlways;
   const AutoDecision opted = decide_auto(r, zen4(kOneGbit, 100e-6), builtin_accuracy_table());
   EXPECT_EQ(opted.chosen.codec, "onebit") << opted.reason;
   EXPECT_FALSE(opted.chosen.delta_points.has_value());
-  EXPECT_THAT(opted.reason, HasSubstr("never measured"));
+  EXPECT_THAT(opted.reason, HasSubstr("unknown"));
+}
+
+// A row matches only on everything that determines a delta: the same MLP trained with Adam, or
+// on 4 workers, has none, whatever its size.
+TEST(AutoChoice, ARowMatchesFamilyOptimizerAndWorkersNeverTheSize) {
+  const AccuracyTable t = builtin_accuracy_table();
+  NetworkKey k{"mlp", "sgd_momentum", 2, AccuracyMetric::kPoints};
+  EXPECT_NE(t.find(k, "onebit", "allreduce", 0), nullptr);
+  k.optimizer = "adam";
+  EXPECT_EQ(t.find(k, "onebit", "allreduce", 0), nullptr);
+  k = {"mlp", "sgd_momentum", 4, AccuracyMetric::kPoints};
+  EXPECT_EQ(t.find(k, "onebit", "allreduce", 0), nullptr);
+  k = {"cnn", "sgd_momentum", 2, AccuracyMetric::kPoints};
+  EXPECT_EQ(t.find(k, "onebit", "allreduce", 0), nullptr);
+  k = {"", "sgd_momentum", 2, AccuracyMetric::kPoints};
+  EXPECT_EQ(t.find(k, "onebit", "allreduce", 0), nullptr);
+}
+
+// Before the fidelity is measured, a network without a row waits for it; the reason says so.
+TEST(AutoChoice, AtTheStartANetworkWithoutARowWaitsForItsFidelity) {
+  AutoRequest r = request();
+  r.network = {"", "adamw", 2, AccuracyMetric::kBits};
+  AutoMeasurements m = zen4(kOneGbit, 100e-6);
+  m.fidelity_pending = "measured on the gradients of the run's first 30 steps";
+  const AutoDecision d = decide_auto(r, m, builtin_accuracy_table());
+  EXPECT_TRUE(d.chosen.lossless()) << d.reason;
+  EXPECT_THAT(d.reason, HasSubstr("wait for their fidelity"));
+  const AutoCandidate* onebit = find(d, "onebit", "allreduce");
+  ASSERT_NE(onebit, nullptr);
+  EXPECT_THAT(onebit->excluded, HasSubstr("first 30 steps"));
+  const AutoCandidate* block = find(d, "fp32", "bmuf");
+  ASSERT_NE(block, nullptr);
+  EXPECT_THAT(block->excluded, HasSubstr("block momentum"));
+}
+
+CodecFidelity fidelity(const std::string& codec, double drift, double cosine, double growth = 1.0) {
+  CodecFidelity f;
+  f.codec = codec;
+  f.steps = 30;
+  f.drift = drift;
+  f.update_cosine = cosine;
+  f.residual = 1;
+  f.residual_growth = growth;
+  return f;
+}
+
+// The measured fidelity decides where no row does: a 1-bit codec whose updates stay as close
+// to the exact ones as on the calibration's SGD networks is chosen on a slow link, one that
+// drifts as far as on the AdamW transformer is not, and the next best with a small drift is.
+TEST(AutoChoice, WithoutARowTheMeasuredFidelityDecides) {
+  const AccuracyTable table = builtin_accuracy_table();
+  AutoRequest r = request();
+  r.network = {"", "sgd_momentum", 2, AccuracyMetric::kPoints};
+  r.syncs = {"allreduce"};
+  AutoMeasurements m = zen4(kOneGbit, 100e-6);
+  m.fidelity = {fidelity("fp16", 1e-5, 1.0), fidelity("bf16", 1e-4, 1.0),
+                fidelity("int8", 1e-3, 1.0), fidelity("onebit", 0.05, 0.95)};
+  const AutoDecision d = decide_auto(r, m, table);
+  EXPECT_EQ(d.chosen.codec, "onebit") << d.reason;
+  ASSERT_TRUE(d.chosen.verdict.has_value());
+  EXPECT_EQ(d.chosen.verdict->risk, FidelityRisk::kWithin);
+  EXPECT_THAT(d.reason, HasSubstr("fidelity on this run's gradients is within the budget"));
+  EXPECT_THAT(describe_decision(d, m), HasSubstr("fidelity within"));
+  const nlohmann::json j = decision_json(d, m);
+  EXPECT_EQ(j["chosen"]["fidelity_verdict"]["risk"], "within");
+  EXPECT_GT(j["candidates"].size(), 3u);
+
+  m.fidelity.back() = fidelity("onebit", 0.6, 0.8);
+  const AutoDecision far = decide_auto(r, m, table);
+  const AutoCandidate* onebit = find(far, "onebit", "allreduce");
+  ASSERT_NE(onebit, nullptr);
+  EXPECT_THAT(onebit->excluded, HasSubstr("over the budget"));
+  EXPECT_NE(far.chosen.codec, "onebit");
+  EXPECT_FALSE(far.chosen.lossless()) << far.reason;  // int8 or a 16-bit codec: within
+
+  m.fidelity.back() = fidelity("onebit", 0.3, 0.9);  // between the calibration's cases
+  const AutoDecision between = decide_auto(r, m, table);
+  EXPECT_THAT(find(between, "onebit", "allreduce")->excluded, HasSubstr("between"));
+  r.lossy = LossyPolicy::kAlways;  // the user accepts an unknown cost, not a known excess
+  EXPECT_EQ(decide_auto(r, m, table).chosen.codec, "onebit");
+  m.fidelity.back() = fidelity("onebit", 0.6, 0.8);
+  EXPECT_NE(decide_auto(r, m, table).chosen.codec, "onebit");
+}
+
+// A matching row decides over the fidelity, except when the run's residual keeps growing.
+TEST(AutoChoice, ARowDecidesUnlessTheResidualGrows) {
+  AutoRequest r = request();
+  r.syncs = {"allreduce"};
+  AutoMeasurements m = zen4(kOneGbit, 100e-6);
+  m.fidelity = {fidelity("onebit", 0.6, 0.8)};  // far, but the MLP's row speaks for it
+  EXPECT_EQ(decide_auto(r, m, builtin_accuracy_table()).chosen.codec, "onebit");
+  m.fidelity = {fidelity("onebit", 0.1, 0.9, 3.0)};
+  const AutoDecision d = decide_auto(r, m, builtin_accuracy_table());
+  EXPECT_NE(d.chosen.codec, "onebit");
+  EXPECT_THAT(find(d, "onebit", "allreduce")->excluded, HasSubstr("residual grows"));
 }
 
 TEST(AutoChoice, AccuracyCapExcludesWhatCostsMore) {
   const AccuracyTable table = builtin_accuracy_table();
-  const AccuracyDelta* onebit = table.find("mlp", "onebit", "allreduce", 0);
-  const AccuracyDelta* bmuf_onebit = table.find("mlp", "onebit", "bmuf", 8);
+  const NetworkKey mlp_key = request().network;
+  const AccuracyDelta* onebit = table.find(mlp_key, "onebit", "allreduce", 0);
+  const AccuracyDelta* bmuf_onebit = table.find(mlp_key, "onebit", "bmuf", 8);
   ASSERT_NE(onebit, nullptr);
   ASSERT_NE(bmuf_onebit, nullptr);
   // A cap between the two losses: 1-bit through the allreduce is out, with block momentum in.
@@ -192,7 +289,7 @@ TEST(AutoChoice, TopkIsACandidateOnlyWhereItsAccuracyWasMeasured) {
   EXPECT_GT(through->estimate.samples_per_s, d.fp32_samples_per_s);  // 2% of fp32's bytes
   const AutoCandidate* block = find(d, "topk", "bmuf");
   ASSERT_NE(block, nullptr);
-  EXPECT_THAT(block->excluded, HasSubstr("no measured accuracy delta"));
+  EXPECT_THAT(block->excluded, HasSubstr("no evidence of its accuracy cost"));
   // Its selection costs more than the 1-bit codec's passes: 1-bit stays ahead on this link.
   EXPECT_EQ(d.chosen.codec, "onebit") << d.reason;
 }
@@ -334,6 +431,65 @@ TEST(AutoRevision, ASwitchMustGainMoreThanTheModelsMargin) {
   EXPECT_THAT(v.reason, HasSubstr("under the 5% a switch must gain"));
 }
 
+// The window as the running choice's prediction has it: the timing agrees.
+AutoObservation as_predicted(const AutoRequest& r, const AutoMeasurements& m,
+                             const AutoCandidate& running) {
+  const StepEstimate e = predict_candidate(r, m, running);
+  AutoObservation o;
+  o.first_step = 10;
+  o.steps = 20;
+  o.step_s = e.step_s;
+  o.exposed_comm_s = e.comm_exposed_s;
+  return o;
+}
+
+// A network of the user's own starts lossless; when its first steps show 1-bit's updates as
+// close to the exact ones as on the calibration's SGD networks, the check switches to it even
+// though the timing agreed.
+TEST(AutoRevision, AFidelityWithinTheBudgetSwitchesAUsersNetworkToALossyCodec) {
+  AutoRequest r = request();
+  r.network.family = "";
+  AutoMeasurements m = zen4(kOneGbit, 100e-6);
+  m.fidelity_pending = "measured on the gradients of the run's first 30 steps";
+  const AutoDecision d = decide_auto(r, m, builtin_accuracy_table());
+  ASSERT_TRUE(d.chosen.lossless()) << d.reason;
+  const AutoObservation o = as_predicted(r, m, d.chosen);
+  m.fidelity_pending.clear();
+  m.fidelity = {fidelity("int8", 1e-3, 1.0), fidelity("onebit", 0.05, 0.95)};
+  const AutoRevision v = revise_auto(r, m, builtin_accuracy_table(), d.chosen, o);
+  EXPECT_EQ(v.outcome, RevisionOutcome::kSwitched) << v.reason;
+  EXPECT_EQ(v.after.codec, "onebit");
+  EXPECT_THAT(v.reason, HasSubstr("within the model's validated error"));
+  EXPECT_THAT(v.reason, HasSubstr("fidelity"));
+  const nlohmann::json j = revision_json(v);
+  EXPECT_EQ(j["outcome"], "switched");
+  EXPECT_EQ(j["after"]["fidelity_verdict"]["risk"], "within");
+  // Without fidelity figures the same window changes nothing.
+  m.fidelity.clear();
+  EXPECT_EQ(revise_auto(r, m, builtin_accuracy_table(), d.chosen, o).outcome,
+            RevisionOutcome::kAgrees);
+}
+
+// A row put 1-bit first at the start; the run's residual grows, and the check falls back to
+// the best option still allowed, however much faster 1-bit would be.
+TEST(AutoRevision, AGrowingResidualFallsBackFromTheRowsChoice) {
+  AutoRequest r = request();
+  r.syncs = {"allreduce"};
+  AutoMeasurements m = zen4(kOneGbit, 100e-6);
+  const AutoDecision d = decide_auto(r, m, builtin_accuracy_table());
+  ASSERT_EQ(d.chosen.codec, "onebit") << d.reason;
+  const AutoObservation o = as_predicted(r, m, d.chosen);
+  m.fidelity = {fidelity("onebit", 0.1, 0.9, 3.0)};
+  const AutoRevision v = revise_auto(r, m, builtin_accuracy_table(), d.chosen, o);
+  EXPECT_EQ(v.outcome, RevisionOutcome::kSwitched) << v.reason;
+  EXPECT_NE(v.after.codec, "onebit");
+  EXPECT_THAT(v.reason, HasSubstr("falling back"));
+  // A steady residual keeps it.
+  m.fidelity = {fidelity("onebit", 0.1, 0.9, 1.0)};
+  EXPECT_EQ(revise_auto(r, m, builtin_accuracy_table(), d.chosen, o).outcome,
+            RevisionOutcome::kAgrees);
+}
+
 TEST(AutoRevision, AnEmptyWindowIsAnInputError) {
   AutoObservation o;
   o.steps = 0;
@@ -344,31 +500,49 @@ TEST(AccuracyTable, BuiltinRowsNameTheirSourceAndBadRowsAreRefused) {
   const AccuracyTable t = builtin_accuracy_table();
   ASSERT_FALSE(t.rows.empty());
   for (const auto& row : t.rows) EXPECT_THAT(row.source, HasSubstr("bench/")) << row.codec;
-  EXPECT_EQ(t.find("", "onebit", "allreduce", 0), nullptr);
-  EXPECT_EQ(t.find("mlp", "onebit", "bmuf", 4), nullptr);  // only tau 8 was measured
+  EXPECT_EQ(t.find(NetworkKey{}, "onebit", "allreduce", 0), nullptr);
+  EXPECT_EQ(t.find(request().network, "onebit", "bmuf", 4), nullptr);  // only tau 8 measured
+  // A version-2 table of one row: its head, then `rest`.
+  const auto table_of = [](const char* rest) {
+    return fmt::format("format_version = 2\n[[delta]]\nfamily = \"m\"\noptimizer = \"sgd\"\n{}",
+                       rest);
+  };
   try {
-    parse_accuracy_table(
-        "[[delta]]\nmodel = \"m\"\ncodec = \"zip\"\nsync = \"allreduce\"\n"
-        "points = 1\nsource = \"x\"\n",
-        "acc.toml");
+    parse_accuracy_table(table_of("workers = 2\ncodec = \"zip\"\nsync = \"allreduce\"\n"
+                                  "points = 1\nsource = \"x\"\n"),
+                         "acc.toml");
     FAIL();
   } catch (const InputError& e) {
     EXPECT_THAT(e.what(), HasSubstr("acc.toml"));
     EXPECT_THAT(e.what(), HasSubstr("field 'codec'"));
   }
   try {
-    parse_accuracy_table(
-        "[[delta]]\nmodel = \"m\"\ncodec = \"int8\"\nsync = \"allreduce\"\n"
-        "source = \"x\"\n",
-        "acc.toml");
+    parse_accuracy_table(table_of("workers = 2\ncodec = \"int8\"\nsync = \"allreduce\"\n"
+                                  "source = \"x\"\n"),
+                         "acc.toml");
     FAIL();
   } catch (const InputError& e) {
     EXPECT_THAT(e.what(), HasSubstr("field 'points' is missing"));
   }
-  EXPECT_THROW(parse_accuracy_table("format_version = 2\n", "acc.toml"), InputError);
+  try {  // a row that does not say on how many workers it was measured
+    parse_accuracy_table(table_of("codec = \"int8\"\nsync = \"allreduce\"\npoints = 1\n"
+                                  "source = \"x\"\n"),
+                         "acc.toml");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("field 'workers'"));
+  }
+  // A version-1 table keyed rows by a reference job's name: refused, saying what changed.
+  try {
+    parse_accuracy_table("format_version = 1\n", "acc.toml");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("family, optimizer and workers"));
+  }
+  EXPECT_THROW(parse_accuracy_table("format_version = 3\n", "acc.toml"), InputError);
   const AccuracyTable neg = parse_accuracy_table(
-      "[[delta]]\nmodel = \"m\"\ncodec = \"int8\"\nsync = \"allreduce\"\npoints = -1.5\n"
-      "source = \"x\"\n",
+      table_of("workers = 2\ncodec = \"int8\"\nsync = \"allreduce\"\npoints = -1.5\n"
+               "source = \"x\"\n"),
       "acc.toml");
   EXPECT_DOUBLE_EQ(neg.rows.at(0).points, -1.5);
 }

@@ -361,6 +361,9 @@ const std::vector<Row>& rows() {
       {"auto.max_accuracy_delta", "1.0", "auto", H},
       {"auto.max_accuracy_delta", "1.0", "allreduce", G,
        "config.toml of an auto run holds its choice and these keys, and runs again as it is"},
+      // The budget of token runs; on others it still weighs the calibration's token cases.
+      {"auto.max_bits_delta", "0.1", "auto", H},
+      {"auto.max_bits_delta", "0.1", "allreduce", G, "as auto.max_accuracy_delta"},
       {"auto.lossy", "false", "auto", H},
       {"auto.lossy", "false", "allreduce", G, "as auto.max_accuracy_delta"},
       {"auto.calibration", "\"/nowhere.jsonl\"", "allreduce", G, "as auto.max_accuracy_delta"},

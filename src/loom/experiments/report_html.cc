@@ -266,22 +266,38 @@ std::string auto_table(const std::vector<RunData>& runs) {
       else
         check = outcome;
     }
+    // The lossy codecs' fidelity on the run's gradients and its verdict, from the check's
+    // candidates (the start has none yet).
+    std::vector<std::string> fidelity;
+    if (a.contains("revision") && a["revision"].is_object() &&
+        a["revision"].contains("candidates") && a["revision"]["candidates"].is_array())
+      for (const nlohmann::json& c : a["revision"]["candidates"])
+        if (c.is_object() && c.contains("fidelity") && c.contains("fidelity_verdict") &&
+            c.value("sync", std::string()) == "allreduce" && c.value("bucket_kib", 0) == 4096)
+          fidelity.push_back(fmt::format("{}: {} (drift {:.3f})",
+                                         c.value("codec", std::string("?")),
+                                         c["fidelity_verdict"].value("risk", std::string("?")),
+                                         num_or(c["fidelity"], "drift", 0)));
     rows += fmt::format(
         "<tr><td class=\"run\"><i style=\"background:{}\"></i>{}</td><td>{}</td><td>{}</td>"
-        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
         color_of(i), escape(r.display()), escape(label(chosen)), escape(label(runner)),
         fmt_or_dash(predicted, "{:.0f}", predicted > 0),
         fmt_or_dash(measured, "{:.0f}", measured > 0),
-        fmt_or_dash(100 * share, "{:.1f}%", share >= 0), escape(check));
+        fmt_or_dash(100 * share, "{:.1f}%", share >= 0), escape(check),
+        fidelity.empty() ? std::string("-") : escape(fmt::format("{}", fmt::join(fidelity, "; "))));
   }
   if (rows.empty()) return "";
   return "<div class=\"card\"><table><thead><tr><th>auto run</th><th>chosen</th>"
          "<th>runner-up</th><th>predicted samples/s</th><th>measured samples/s</th>"
-         "<th>start-up cost (of 1,000 steps)</th><th>check after warm-up</th></tr></thead>"
+         "<th>start-up cost (of 1,000 steps)</th><th>check after warm-up</th>"
+         "<th>fidelity of the lossy codecs</th></tr></thead>"
          "<tbody>\n" +
          rows +
          "</tbody></table><p class=\"note\">codec/sync = \"auto\": what the run measured "
-         "at start and chose (docs/perf.md)</p></div>\n";
+         "at start and chose; the fidelity verdict (within, over or unknown the accuracy "
+         "budget) and drift each lossy codec showed on the run's gradients before the check "
+         "(docs/perf.md)</p></div>\n";
 }
 
 }  // namespace

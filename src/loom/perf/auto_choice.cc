@@ -68,33 +68,107 @@ std::string points_text(double p) {
   return fmt::format("{:+.2f} points", p);
 }
 
+// The start of every exclusion for want of evidence (no row, no fidelity yet, a cost unknown).
+constexpr const char* kNoEvidence = "no evidence of its accuracy cost";
+
+// Why lossy candidate k may not be chosen ("" = it may), filling in what is known of its
+// accuracy: the matching row of the table, and its fidelity on the run's gradients with the
+// calibration's verdict (auto_choice.h, "Accuracy").
+std::string accuracy_exclusion(const AutoRequest& r, const AutoMeasurements& m,
+                               const AccuracyTable& accuracy, AutoCandidate& k) {
+  const AccuracyDelta* a = accuracy.find(r.network, k.codec, k.sync, k.tau);
+  if (a) {
+    k.delta_points = a->points;
+    k.delta_source = a->source;
+  }
+  const CodecFidelity* f = k.sync == "allreduce" ? m.fidelity_of(k.codec) : nullptr;
+  if (f) {
+    k.fidelity = *f;
+    k.verdict = assess_fidelity(*f, accuracy.fidelity, r.max_accuracy_delta, r.max_bits_delta);
+  }
+  const double budget =
+      r.network.metric == AccuracyMetric::kPoints ? r.max_accuracy_delta : r.max_bits_delta;
+  const char* unit = metric_unit(r.network.metric);
+  if (r.lossy == LossyPolicy::kNever) return "lossy options are forbidden (auto.lossy = false)";
+  if (a && -a->points > r.max_accuracy_delta)
+    return fmt::format("its measured accuracy cost {} is over the budget of {:.2f}",
+                       points_text(a->points), r.max_accuracy_delta);
+  // A matching row decides, unless the run's own residuals show the codec falling behind.
+  if (k.verdict && k.verdict->residual_growing)
+    return fmt::format("its error-feedback residual grows on this run's gradients: {}",
+                       k.verdict->why);
+  if (a) return "";
+  if (k.verdict && k.verdict->risk == FidelityRisk::kOver)
+    return fmt::format(
+        "its fidelity on this run's gradients puts it over the budget of {:.2f} "
+        "{}: {}",
+        budget, unit, k.verdict->why);
+  if (k.verdict && k.verdict->risk == FidelityRisk::kWithin) return "";
+  if (r.lossy == LossyPolicy::kAlways) return "";
+  if (k.verdict)
+    return fmt::format(
+        "{}: its fidelity on this run's gradients lies between the calibration "
+        "cases (auto.lossy = true accepts the unknown cost): {}",
+        kNoEvidence, k.verdict->why);
+  if (k.sync == "bmuf")
+    return fmt::format(
+        "{}: no accuracy row matches this network ({}, {}, {} workers) for "
+        "block momentum, whose local steps a replay of gradients does not show "
+        "(auto.lossy = true accepts the unknown cost)",
+        kNoEvidence, r.network.family.empty() ? "a graph of its own" : r.network.family,
+        r.network.optimizer, r.network.workers);
+  if (!m.fidelity_pending.empty())
+    return fmt::format("{} yet: its fidelity is {}", kNoEvidence, m.fidelity_pending);
+  return fmt::format(
+      "{}: no accuracy row matches this network and its fidelity was not "
+      "measured (auto.lossy = true accepts the unknown cost)",
+      kNoEvidence);
+}
+
 }  // namespace
 
-const AccuracyDelta* AccuracyTable::find(const std::string& model, const std::string& codec,
+const AccuracyDelta* AccuracyTable::find(const NetworkKey& network, const std::string& codec,
                                          const std::string& sync, int tau) const {
-  if (model.empty()) return nullptr;
+  if (network.family.empty() || network.metric != AccuracyMetric::kPoints) return nullptr;
   for (const auto& d : rows)
-    if (d.model == model && d.codec == codec && d.sync == sync && (sync != "bmuf" || d.tau == tau))
+    if (d.family == network.family && d.optimizer == network.optimizer &&
+        d.workers == network.workers && d.codec == codec && d.sync == sync &&
+        (sync != "bmuf" || d.tau == tau))
       return &d;
+  return nullptr;
+}
+
+const CodecFidelity* AutoMeasurements::fidelity_of(const std::string& codec) const {
+  for (const auto& f : fidelity)
+    if (f.codec == codec) return &f;
   return nullptr;
 }
 
 AccuracyTable parse_accuracy_table(const std::string& text, const std::string& name) {
   const toml::table root = parse_toml_table(text, name);
   const auto* v = root.get("format_version");
-  const int64_t version = v && v->is_integer() ? **v->as_integer() : 0;
-  if (v && !v->is_integer())
+  if (!v || !v->is_integer())
     throw InputError(fmt::format("{}: 'format_version' must be a whole number", name));
+  const int64_t version = **v->as_integer();
   if (version > kAccuracyTableFormatVersion)
     throw InputError(
         fmt::format("{}: accuracy table format version {} is newer than this loom reads ({})", name,
                     version, kAccuracyTableFormatVersion));
+  if (version < kAccuracyTableFormatVersion)
+    throw InputError(fmt::format(
+        "{}: accuracy table format version {} keys its rows by a reference job's name; version "
+        "{} keys them by family, optimizer and workers",
+        name, version, kAccuracyTableFormatVersion));
   AccuracyTable t;
   t.file = name;
   for_rows(root, name, "delta", [&](const RowReader& row) {
-    row.check_known({"model", "codec", "sync", "tau", "points", "seeds", "epochs", "source"});
+    row.check_known({"family", "optimizer", "workers", "codec", "sync", "tau", "points", "seeds",
+                     "epochs", "source"});
     AccuracyDelta d;
-    d.model = row.str("model");
+    d.family = row.str("family");
+    d.optimizer = row.str("optimizer");
+    d.workers = row.count("workers", 0);
+    if (d.workers < 2) row.fail("workers", "is required and must be at least 2");
     d.codec = row.str("codec");
     if (!known_codec(d.codec)) row.fail("codec", fmt::format("'{}' is not a codec", d.codec));
     d.sync = row.str("sync");
@@ -102,36 +176,21 @@ AccuracyTable parse_accuracy_table(const std::string& text, const std::string& n
       row.fail("sync", fmt::format("must be \"allreduce\" or \"bmuf\", got '{}'", d.sync));
     d.tau = row.count("tau", 0);
     if (d.sync == "bmuf" && d.tau < 1) row.fail("tau", "is required for sync = \"bmuf\"");
+    d.points = row.signed_num("points");
+    if (std::abs(d.points) > 100)
+      row.fail("points", fmt::format("must be in [-100, 100], got {}", d.points));
     d.seeds = row.count("seeds", 1);
     d.epochs = row.count("epochs", 0);
     d.source = row.str("source");
     t.rows.push_back(d);
   });
-  // The signed deltas, row by row (RowReader reads positive numbers only).
-  const toml::array* arr = root.get("delta") ? root.get("delta")->as_array() : nullptr;
-  for (size_t i = 0; arr && i < arr->size(); ++i) {
-    const toml::table& row = *(*arr)[i].as_table();
-    const toml::node* n = row.get("points");
-    double x = 0;
-    if (n && n->is_integer())
-      x = double(**n->as_integer());
-    else if (n && n->is_floating_point())
-      x = **n->as_floating_point();
-    else
-      throw InputError(fmt::format("{}: delta #{} (line {}): field 'points' {}", name, i + 1,
-                                   row.source().begin.line, n ? "must be a number" : "is missing"));
-    if (!std::isfinite(x) || std::abs(x) > 100)
-      throw InputError(
-          fmt::format("{}: delta #{} (line {}): field 'points' must be in "
-                      "[-100, 100], got {}",
-                      name, i + 1, row.source().begin.line, x));
-    t.rows[i].points = x;
-  }
   return t;
 }
 
 AccuracyTable builtin_accuracy_table() {
-  return parse_accuracy_table(kBuiltinCodecAccuracyToml, kBuiltinAccuracyName);
+  AccuracyTable t = parse_accuracy_table(kBuiltinCodecAccuracyToml, kBuiltinAccuracyName);
+  t.fidelity = builtin_fidelity_calibration();
+  return t;
 }
 
 std::string AutoCandidate::label() const {
@@ -161,7 +220,7 @@ AutoDecision decide_auto(const AutoRequest& r, const AutoMeasurements& m,
           ? 4096
           : r.bucket_kib.front();
   AutoDecision d;
-  bool unmeasured_lossy = false;  // a lossy option left out only for want of a measured delta
+  bool unmeasured_lossy = false;  // a lossy option left out only for want of evidence
   for (const auto& sync : r.syncs)
     for (const auto& codec : r.codecs)
       for (int64_t kib : r.bucket_kib) {
@@ -179,24 +238,8 @@ AutoDecision decide_auto(const AutoRequest& r, const AutoMeasurements& m,
           k.estimate = predict(r, m, k);
         }
         if (k.excluded.empty() && !k.lossless()) {
-          const AccuracyDelta* a = accuracy.find(r.model_key, codec, sync, k.tau);
-          if (a) {
-            k.delta_points = a->points;
-            k.delta_source = a->source;
-          }
-          if (r.lossy == LossyPolicy::kNever) {
-            k.excluded = "lossy options are forbidden (auto.lossy = false)";
-          } else if (a && -a->points > r.max_accuracy_delta) {
-            k.excluded = fmt::format("its measured accuracy cost {} is over the budget of {:.2f}",
-                                     points_text(a->points), r.max_accuracy_delta);
-          } else if (!a && r.lossy == LossyPolicy::kMeasured) {
-            k.excluded =
-                r.model_key.empty()
-                    ? "no measured accuracy delta for this network (auto.lossy = true "
-                      "accepts the unknown cost)"
-                    : fmt::format("no measured accuracy delta for it on '{}'", r.model_key);
-            unmeasured_lossy = true;
-          }
+          k.excluded = accuracy_exclusion(r, m, accuracy, k);
+          if (k.excluded.rfind(kNoEvidence, 0) == 0) unmeasured_lossy = true;
         }
         d.candidates.push_back(k);
       }
@@ -245,10 +288,18 @@ AutoDecision decide_auto(const AutoRequest& r, const AutoMeasurements& m,
   if (d.chosen.delta_points)
     reason += fmt::format("; measured accuracy {} against fp32 (budget {:.2f})",
                           points_text(*d.chosen.delta_points), r.max_accuracy_delta);
+  else if (d.chosen.verdict && d.chosen.verdict->risk == FidelityRisk::kWithin)
+    reason += fmt::format("; its fidelity on this run's gradients is within the budget ({})",
+                          d.chosen.verdict->why);
   else if (!d.chosen.lossless())
-    reason += "; its accuracy cost on this network was never measured (auto.lossy = true)";
+    reason += "; its accuracy cost on this network is unknown (auto.lossy = true)";
   reason += ".";
   const double exposed = e.comm_exposed_s / e.step_s;
+  const char* waiting =
+      m.fidelity_pending.empty()
+          ? " The faster lossy options have no evidence of their accuracy cost on this network; "
+            "auto.lossy = true lets it choose one."
+          : " The faster lossy options wait for their fidelity on this run's gradients.";
   if (e.dominant() == "exposed communication" || exposed > 0.5) {
     reason += fmt::format(
         " The link will dominate: {:.0f}% of the predicted step is exposed "
@@ -258,15 +309,10 @@ AutoDecision decide_auto(const AutoRequest& r, const AutoMeasurements& m,
       if (r.lossy == LossyPolicy::kNever)
         reason += " Lossy codecs are forbidden (auto.lossy = false); they would send fewer bytes.";
       else if (unmeasured_lossy)
-        reason += r.model_key.empty()
-                      ? " This network has no measured accuracy deltas, so auto keeps to "
-                        "lossless options; auto.lossy = true lets it choose a lossy codec."
-                      : " The faster lossy options have no measured accuracy delta.";
+        reason += waiting;
     }
-  } else if (r.model_key.empty() && d.chosen.lossless() && unmeasured_lossy) {
-    reason +=
-        " This network has no measured accuracy deltas: auto chose among lossless options "
-        "(auto.lossy = true lets it choose a lossy codec).";
+  } else if (d.chosen.lossless() && unmeasured_lossy) {
+    reason += waiting;
   }
   if (gain_too_small && d.runner_up)
     reason += fmt::format(
@@ -315,6 +361,49 @@ double solve_factor(F f, double target) {
   return std::sqrt(lo * hi);
 }
 
+// The outcome of a re-decision v.revised for the running choice: kept when it is still first,
+// or when the new first is not min_gain faster; switched to the new first otherwise, or at
+// once when the accuracy rules now exclude the running choice (a fall back).
+void conclude_revision(AutoRevision& v, const AutoRequest& r, const AutoCandidate& running,
+                       const std::string& text) {
+  const AutoDecision& d = *v.revised;
+  const AutoCandidate* now = nullptr;
+  for (const auto& k : d.candidates)
+    if (same_configuration(k, running)) now = &k;
+  const double now_sps = now ? now->estimate.samples_per_s : 0;
+  if (same_configuration(d.chosen, running)) {
+    v.outcome = RevisionOutcome::kKept;
+    v.after = d.chosen;
+    v.reason = text + fmt::format(", {} is still first, at {:.0f} samples/s", running.label(),
+                                  d.chosen.estimate.samples_per_s);
+  } else if (now && !now->excluded.empty()) {
+    v.outcome = RevisionOutcome::kSwitched;
+    v.after = d.chosen;
+    v.reason = text + fmt::format(
+                          ", {} may no longer run ({}): falling back to {} at {:.0f} "
+                          "samples/s",
+                          running.label(), now->excluded, d.chosen.label(),
+                          d.chosen.estimate.samples_per_s);
+  } else if (now && d.chosen.estimate.samples_per_s < (1 + r.min_gain) * now_sps) {
+    v.outcome = RevisionOutcome::kKept;
+    v.after = *now;
+    v.reason = text + fmt::format(
+                          ", {} is first at {:.0f} samples/s but only {:.1f}% faster than {} "
+                          "({:.0f}), under the {:.0f}% a switch must gain: the choice stands",
+                          d.chosen.label(), d.chosen.estimate.samples_per_s,
+                          100 * (d.chosen.estimate.samples_per_s / now_sps - 1), running.label(),
+                          now_sps, 100 * r.min_gain);
+  } else {
+    v.outcome = RevisionOutcome::kSwitched;
+    v.after = d.chosen;
+    v.reason =
+        text + fmt::format(
+                   ", {} is first at {:.0f} samples/s against {:.0f} for {}: switching "
+                   "to it",
+                   d.chosen.label(), d.chosen.estimate.samples_per_s, now_sps, running.label());
+  }
+}
+
 }  // namespace
 
 AutoRevision revise_auto(const AutoRequest& r, const AutoMeasurements& m,
@@ -336,13 +425,27 @@ AutoRevision revise_auto(const AutoRequest& r, const AutoMeasurements& m,
   v.error = e.step_s / o.step_s - 1;
   v.corrected = m;
   const std::string window = fmt::format("steps {}-{}", o.first_step, o.first_step + o.steps - 1);
+  AutoRequest steady = r;
+  steady.total_steps = 0;
   if (std::abs(v.error) <= kModelValidatedError) {
     v.outcome = RevisionOutcome::kAgrees;
     v.reason = fmt::format(
         "the measured step {} ({}) is {:+.1f}% against the predicted {}, within the model's "
-        "validated error of {:.0f}%: the choice stands",
+        "validated error of {:.0f}%",
         format_seconds(o.step_s), window, 100 * (o.step_s / e.step_s - 1), format_seconds(e.step_s),
         100 * kModelValidatedError);
+    if (m.fidelity.empty()) {
+      v.reason += ": the choice stands";
+      return v;
+    }
+    // The timing stands; the accuracy may not: rank again with the fidelity.
+    v.revised = decide_auto(steady, m, accuracy);
+    conclude_revision(v, r, running,
+                      v.reason +
+                          "; with each codec's fidelity on this run's "
+                          "gradients");
+    if (v.outcome == RevisionOutcome::kKept && same_configuration(v.after, running))
+      v.outcome = RevisionOutcome::kAgrees;
     return v;
   }
 
@@ -353,8 +456,6 @@ AutoRevision revise_auto(const AutoRequest& r, const AutoMeasurements& m,
   // exposed communication is the measured one, the compute until the rest of its step is the
   // rest of the measured step. Overlap hides communication behind compute, so each depends on
   // the other: with both contradicted, a few alternating passes settle them.
-  AutoRequest steady = r;
-  steady.total_steps = 0;
   const double rest = std::max(0.0, o.step_s - o.exposed_comm_s);
   const double tolerance = kModelValidatedError / 2 * o.step_s;
   bool fix_link = std::abs(o.exposed_comm_s - e.comm_exposed_s) > tolerance;
@@ -382,42 +483,15 @@ AutoRevision revise_auto(const AutoRequest& r, const AutoMeasurements& m,
                                    m.source, window, c, l);
   // From here the run is past any warm-up: the candidates are ranked at their steady step.
   v.revised = decide_auto(steady, v.corrected, accuracy);
-  const AutoDecision& d = *v.revised;
-  const AutoCandidate* now = nullptr;
-  for (const auto& k : d.candidates)
-    if (same_configuration(k, running)) now = &k;
-  const double now_sps = now ? now->estimate.samples_per_s : 0;
-  const std::string corrected_text = fmt::format(
-      "the measured step {} ({}) is {:+.1f}% against the predicted {} (exposed communication {} "
-      "measured, {} predicted), outside the model's validated error of {:.0f}%; with the "
-      "compute x{:.3g} and the link's time x{:.3g}",
-      format_seconds(o.step_s), window, 100 * (o.step_s / e.step_s - 1), format_seconds(e.step_s),
-      format_seconds(o.exposed_comm_s), format_seconds(e.comm_exposed_s),
-      100 * kModelValidatedError, c, l);
-  if (same_configuration(d.chosen, running)) {
-    v.outcome = RevisionOutcome::kKept;
-    v.after = d.chosen;
-    v.reason = corrected_text + fmt::format(", {} is still first, at {:.0f} samples/s",
-                                            running.label(), d.chosen.estimate.samples_per_s);
-  } else if (now && d.chosen.estimate.samples_per_s < (1 + r.min_gain) * now_sps) {
-    v.outcome = RevisionOutcome::kKept;
-    v.after = *now;
-    v.reason =
-        corrected_text + fmt::format(
-                             ", {} is first at {:.0f} samples/s but only {:.1f}% faster than {} "
-                             "({:.0f}), under the {:.0f}% a switch must gain: the choice stands",
-                             d.chosen.label(), d.chosen.estimate.samples_per_s,
-                             100 * (d.chosen.estimate.samples_per_s / now_sps - 1), running.label(),
-                             now_sps, 100 * r.min_gain);
-  } else {
-    v.outcome = RevisionOutcome::kSwitched;
-    v.after = d.chosen;
-    v.reason = corrected_text +
-               fmt::format(
-                   ", {} is first at {:.0f} samples/s against {:.0f} for {}: switching "
-                   "to it",
-                   d.chosen.label(), d.chosen.estimate.samples_per_s, now_sps, running.label());
-  }
+  conclude_revision(
+      v, r, running,
+      fmt::format(
+          "the measured step {} ({}) is {:+.1f}% against the predicted {} (exposed communication "
+          "{} measured, {} predicted), outside the model's validated error of {:.0f}%; with the "
+          "compute x{:.3g} and the link's time x{:.3g}",
+          format_seconds(o.step_s), window, 100 * (o.step_s / e.step_s - 1),
+          format_seconds(e.step_s), format_seconds(o.exposed_comm_s),
+          format_seconds(e.comm_exposed_s), 100 * kModelValidatedError, c, l));
   return v;
 }
 
@@ -443,6 +517,9 @@ nlohmann::json candidate_json(const AutoCandidate& k) {
     j["accuracy_delta_points"] = *k.delta_points;
     j["accuracy_source"] = k.delta_source;
   }
+  if (k.fidelity) j["fidelity"] = fidelity_json(*k.fidelity);
+  if (k.verdict) j["fidelity_verdict"] = verdict_json(*k.verdict);
+  if (!k.excluded.empty()) j["excluded"] = k.excluded;
   return j;
 }
 }  // namespace
@@ -467,6 +544,8 @@ nlohmann::json revision_json(const AutoRevision& v) {
                       {"link_bytes_per_s", v.corrected.link.bytes_per_s},
                       {"link_alpha_s", v.corrected.link.alpha_s}};
     j["runner_up"] = v.revised->runner_up ? candidate_json(*v.revised->runner_up) : nullptr;
+    j["candidates"] = nlohmann::json::array();
+    for (const auto& k : v.revised->candidates) j["candidates"].push_back(candidate_json(k));
   }
   return j;
 }
@@ -507,6 +586,20 @@ AutoMeasurements measurements_from_calibration(const Calibration& cal, const std
   return m;
 }
 
+namespace {
+// The accuracy column of the candidates' lines.
+std::string accuracy_text(const AutoCandidate& k) {
+  if (k.lossless()) return "exact";
+  const std::string fidelity =
+      k.verdict
+          ? fmt::format("fidelity {} (drift {:.3f})", risk_name(k.verdict->risk), k.fidelity->drift)
+          : "";
+  if (k.delta_points)
+    return points_text(*k.delta_points) + (fidelity.empty() ? "" : "; " + fidelity);
+  return fidelity.empty() ? "unmeasured" : fidelity;
+}
+}  // namespace
+
 std::string describe_decision(const AutoDecision& d, const AutoMeasurements& m, size_t top) {
   std::string o = fmt::format(
       "auto: measured {} (link {:.3g} GB/s, alpha {:.1f} us; step compute {}){}\n", m.source,
@@ -523,10 +616,7 @@ std::string describe_decision(const AutoDecision& d, const AutoMeasurements& m, 
     if (shown++ >= top) break;
     o += fmt::format("  {:<40} {:>9.0f} {:>9} {:>9}  {}{}\n", k.label(), k.estimate.samples_per_s,
                      format_seconds(k.estimate.step_s), format_seconds(k.estimate.comm_exposed_s),
-                     k.lossless()     ? std::string("exact")
-                     : k.delta_points ? points_text(*k.delta_points)
-                                      : std::string("unmeasured"),
-                     k.excluded.empty() ? "" : " (excluded: " + k.excluded + ")");
+                     accuracy_text(k), k.excluded.empty() ? "" : " (excluded: " + k.excluded + ")");
   }
   if (d.candidates.size() > top) o += fmt::format("  ... {} more\n", d.candidates.size() - top);
   return o;
@@ -544,6 +634,9 @@ nlohmann::json decision_json(const AutoDecision& d, const AutoMeasurements& m) {
                         {"compute_s", m.compute_s},
                         {"cost_s", m.cost_s}}}};
   j["runner_up"] = d.runner_up ? cand(*d.runner_up) : nlohmann::json(nullptr);
+  j["candidates"] = nlohmann::json::array();
+  for (const auto& k : d.candidates) j["candidates"].push_back(cand(k));
+  if (!m.fidelity_pending.empty()) j["fidelity_pending"] = m.fidelity_pending;
   return j;
 }
 

@@ -13,9 +13,14 @@
 //
 // Accuracy: fp32 through the allreduce is exact (lossless). Every other option is lossy and
 // allowed only when
-//   auto.lossy = "auto" (the default): the network has a measured delta for it (a reference
-//                job of the table) and its loss (-points) is within auto.max_accuracy_delta;
-//   auto.lossy = true:  also without a measured delta (the user accepts the unknown cost);
+//   auto.lossy = "auto" (the default): a row of the accuracy table matches the run (family,
+//                optimizer, workers, codec, strategy) and its loss is within
+//                auto.max_accuracy_delta, or no row does and the codec's fidelity on the run's
+//                own gradients maps to a cost within the budget (codec_fidelity.h). A row or
+//                a fidelity over the budget excludes it; so does a fidelity whose cost is
+//                unknown, and so does no evidence at all (at the start, before the fidelity
+//                is measured; block momentum, whose local steps no replay of gradients shows);
+//   auto.lossy = true:  also where the cost is unknown or unmeasured (not over the budget);
 //   auto.lossy = false: never.
 // The fastest allowed candidate wins, except that a lossy one must beat the best lossless one
 // by min_gain; the runner-up is the fastest other configuration (codec, strategy) allowed.
@@ -30,16 +35,29 @@
 #include <vector>
 
 #include "loom/perf/calibration.h"
+#include "loom/perf/codec_fidelity.h"
 #include "loom/perf/cost_model.h"
 #include "loom/perf/validation_set.h"
 #include "loom/perf/workload.h"
 
 namespace loom::perf {
 
-// One measured accuracy cost: `model`'s reference job trained with `codec` through `sync`
-// (tau for bmuf; 0 otherwise), test accuracy minus fp32's in points, and how it was measured.
+// What a measured accuracy cost depends on, and what a run is matched on: the network's family
+// (the built-in model or zoo graph it is; "" for a graph of the user's own, which no row
+// describes), its optimizer ("sgd", "sgd_momentum", "adam", "adamw"), the workers, and
+// whether its accuracy is counted in points (classification) or bits (a token run).
+struct NetworkKey {
+  std::string family, optimizer;
+  int workers = 2;
+  AccuracyMetric metric = AccuracyMetric::kPoints;
+};
+
+// One measured accuracy cost: a network of `family` trained by `optimizer` on `workers` with
+// `codec` through `sync` (tau for bmuf; 0 otherwise), test accuracy minus fp32's in points,
+// and how it was measured. A row applies only to a run that matches all of them.
 struct AccuracyDelta {
-  std::string model, codec, sync;
+  std::string family, optimizer, codec, sync;
+  int workers = 2;
   int tau = 0;
   double points = 0;
   int seeds = 1, epochs = 0;
@@ -49,14 +67,17 @@ struct AccuracyDelta {
 struct AccuracyTable {
   std::string file;
   std::vector<AccuracyDelta> rows;
-  const AccuracyDelta* find(const std::string& model, const std::string& codec,
+  // The mapping from a codec's fidelity on the run's gradients to its accuracy cost, for the
+  // runs no row describes (codec_fidelity.h).
+  FidelityCalibration fidelity;
+  const AccuracyDelta* find(const NetworkKey& network, const std::string& codec,
                             const std::string& sync, int tau) const;
 };
 
-inline constexpr int64_t kAccuracyTableFormatVersion = 1;
-// The table compiled in (data/perf/codec_accuracy.toml).
+inline constexpr int64_t kAccuracyTableFormatVersion = 2;
+// The tables compiled in: data/perf/codec_accuracy.toml and data/perf/codec_fidelity.toml.
 AccuracyTable builtin_accuracy_table();
-// InputError naming the file, row and field for a malformed or newer table.
+// InputError naming the file, row and field for a malformed, older or newer table.
 AccuracyTable parse_accuracy_table(const std::string& text, const std::string& name);
 
 // What the choice depends on, measured on this machine for this run.
@@ -66,13 +87,19 @@ struct AutoMeasurements {
   std::map<std::string, std::pair<double, double>> codec_gbs;  // encode, decode (fp32 GB/s)
   std::string source;  // "measured at start" or the calibration file
   double cost_s = 0;   // seconds the measuring took (0: read from a file)
+  // Each lossy codec's fidelity on the run's own gradients (codec_fidelity.h), averaged over
+  // the workers: empty at the start, measured over the first steps for the check.
+  std::vector<CodecFidelity> fidelity;
+  // Where the fidelity will come from while it is not there yet ("" = it will not: no check).
+  std::string fidelity_pending;
+  const CodecFidelity* fidelity_of(const std::string& codec) const;
 };
 
 enum class LossyPolicy { kMeasured, kAlways, kNever };
 
 struct AutoRequest {
   Workload workload;      // layers (parameters, FLOPs) in forward order
-  std::string model_key;  // reference job of the accuracy table; "" = the user's own graph
+  NetworkKey network;     // what the accuracy table's rows are matched on
   int ranks = 2;
   int64_t batch = 128;              // per worker
   bool overlap = false;             // buckets combined during backward (sync/overlap_policy.h)
@@ -83,6 +110,7 @@ struct AutoRequest {
   int bmuf_tau = 8;
   LossyPolicy lossy = LossyPolicy::kMeasured;
   double max_accuracy_delta = 0.5;  // points of test accuracy below fp32
+  double max_bits_delta = 0.05;     // bits per byte or token above fp32's loss (a token run)
   // A lossy option must be predicted this much faster than the best lossless one to be
   // chosen: a smaller gain is inside the model's error on this machine (docs/perf.md:
   // within 15%, most runs within 5%) and not worth an accuracy cost.
@@ -96,6 +124,10 @@ struct AutoCandidate {
   StepEstimate estimate;
   std::optional<double> delta_points;  // measured accuracy delta (none: lossless or unmeasured)
   std::string delta_source;
+  // Its fidelity on the run's gradients and what the calibration makes of it (lossy codecs
+  // through the allreduce, once measured).
+  std::optional<CodecFidelity> fidelity;
+  std::optional<FidelityVerdict> verdict;
   std::string excluded;  // why it may not be chosen ("" = allowed)
   bool lossless() const { return codec == "fp32" && sync == "allreduce"; }
   std::string label() const;  // "onebit, bmuf tau 8, buckets 4096 KiB"
@@ -156,15 +188,19 @@ struct AutoRevision {
 };
 
 // The check and the one re-decision: a pure function of the start-up request and
-// measurements, the running choice and the window's figures. When the measured step is within
-// kModelValidatedError of the running choice's prediction, nothing changes. Otherwise the
+// measurements (with the fidelity measured since the start, when there is some), the running
+// choice and the window's figures. When the measured step is within kModelValidatedError of the
+// running choice's prediction, the timing stands; with fidelity figures the candidates are
+// then ranked again on the start-up figures with the accuracy the fidelity gives. Otherwise the
 // measurement is folded in where it contradicts the prediction (a term off by more than half
 // the bound, as a share of the step): the link's time is scaled until the running choice's
 // predicted exposed communication equals the measured one, and/or the compute until the rest
 // of its predicted step equals the rest of the measured step (a few alternating passes when
 // both, as the overlap couples them); every candidate is predicted again on the corrected
-// figures with the same accuracy rules (decide_auto), and the running choice is replaced only
-// when the new first one is predicted at least min_gain faster than it on those figures.
+// figures with the same accuracy rules (decide_auto). The running choice is replaced when the
+// new first one is predicted at least min_gain faster than it on those figures, or at once
+// when the accuracy rules now exclude it (its fidelity is over the budget or unknown): the
+// run falls back to the best allowed option.
 AutoRevision revise_auto(const AutoRequest& r, const AutoMeasurements& m,
                          const AccuracyTable& accuracy, const AutoCandidate& running,
                          const AutoObservation& o);

@@ -75,6 +75,21 @@ class RowReader {
     return v;
   }
 
+  // Any finite number, negative ones included; required.
+  double signed_num(const std::string& field) const {
+    const toml::node* n = row_.get(field);
+    if (!n) fail(field, "is missing");
+    double v = 0;
+    if (n->is_integer())
+      v = static_cast<double>(**n->as_integer());
+    else if (n->is_floating_point())
+      v = **n->as_floating_point();
+    else
+      fail(field, "must be a number");
+    if (!std::isfinite(v)) fail(field, "must be finite");
+    return v;
+  }
+
   // An array of strings; absent gives an empty list.
   std::vector<std::string> strs(const std::string& field) const {
     std::vector<std::string> out;

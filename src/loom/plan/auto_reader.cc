@@ -4,7 +4,9 @@
 
 #include <variant>
 
+#include "loom/compress/registry.h"
 #include "loom/core/error.h"
+#include "loom/plan/codec_reader.h"
 
 namespace loom::plan {
 namespace {
@@ -27,6 +29,15 @@ AutoOptions read_auto_options(const Config& cfg) {
   AutoOptions o;
   o.lossy = read_lossy_policy(cfg);
   o.max_accuracy_delta = cfg.get_double("auto.max_accuracy_delta", 0.5, 0.0, 100.0);
+  o.max_bits_delta = cfg.get_double("auto.max_bits_delta", 0.05, 0.0, 100.0);
+  // Each with its own residual format: codec.residual = "bf16" belongs to the codecs that can
+  // keep one, and the replay measures the codecs as their defaults keep it.
+  for (const std::string& name : compress::codec_names())
+    if (compress::codec_kind(name).auto_candidate) {
+      compress::CodecOptions c = read_codec_options(name, cfg);
+      c.residual.reset();
+      o.codec_options.push_back(c);
+    }
   o.calibration = cfg.get_string("auto.calibration", "");
   o.calibration_mismatch = perf::mismatch_policy_from_name(
       cfg.get_choice("auto.calibration_mismatch", "error", {"error", "measure"}));
@@ -41,10 +52,15 @@ std::vector<ConfigKeySpec> auto_config_keys() {
   return {
       {"auto.max_accuracy_delta", ConfigType::kDouble, "0.5",
        "codec/sync = \"auto\": points of test accuracy below fp32 a lossy option may cost "
-       "(measured on the reference jobs, data/perf/codec_accuracy.toml)"},
+       "(a measured row of data/perf/codec_accuracy.toml, or the codec's fidelity on the run's "
+       "gradients, data/perf/codec_fidelity.toml)"},
+      {"auto.max_bits_delta", ConfigType::kDouble, "0.05",
+       "codec/sync = \"auto\" on a token run: bits per byte (or token) of validation loss above "
+       "fp32 a lossy option may cost"},
       {"auto.lossy", ConfigType::kBool, "auto",
-       "codec/sync = \"auto\": lossy options allowed where their accuracy cost was measured "
-       "(auto), always (true: also on networks never measured), or never (false)"},
+       "codec/sync = \"auto\": lossy options allowed where a measured row or their fidelity on "
+       "the run's gradients puts their cost within the budget (auto), also where it is unknown "
+       "(true), or never (false)"},
       {"auto.calibration", ConfigType::kString, "\"\"",
        "codec/sync = \"auto\": a `loom bench calibrate` file of this machine to decide from "
        "instead of measuring at start"},

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "loom/compress/codec_options.h"
 #include "loom/core/config.h"
 #include "loom/perf/auto_choice.h"
 #include "loom/perf/calibration.h"
@@ -15,6 +16,10 @@ namespace loom::plan {
 struct AutoOptions {
   perf::LossyPolicy lossy = perf::LossyPolicy::kMeasured;  // auto.lossy: "auto", true, false
   double max_accuracy_delta = 0.5;  // auto.max_accuracy_delta, points of test accuracy
+  double max_bits_delta = 0.05;     // auto.max_bits_delta, bits per byte or token (token runs)
+  // The codecs auto may weigh with the run's settings for each (codec.* keys), for the replay
+  // of the run's gradients that measures their fidelity (measure/fidelity_probe.h).
+  std::vector<compress::CodecOptions> codec_options;
   std::string calibration;          // auto.calibration: a file of this machine; "" = measure
   perf::MismatchPolicy calibration_mismatch = perf::MismatchPolicy::kError;
   int64_t check_after = 10;  // auto.check_after: steps before the check window

@@ -35,8 +35,27 @@ std::string not_candidates_line() {
 }
 
 const std::vector<int64_t> kAutoBucketKib = {1024, 4096, 16384};
-// The default job's MLP, 784-1024-1024-10: the reference job "mlp" of the accuracy table.
-constexpr int64_t kReferenceMlpParams = 1863690;
+
+// What the accuracy table matches a run on (perf::NetworkKey). The family is the built-in model
+// or zoo graph the run names, whatever its widths; a graph of the user's own (inline layers, a
+// graph or ONNX file) has none, and only its fidelity can speak for a lossy codec.
+perf::NetworkKey network_key(const plan::RunPlan& run, int workers, bool token_run) {
+  perf::NetworkKey k;
+  const std::string& m = run.model.model;
+  const bool own_graph =
+      !run.model.inline_graph.layers.empty() || m.find_first_of("./\\") != std::string::npos;
+  k.family = own_graph ? "" : m;
+  const optim::OptimizerOptions& o = run.optimizer;
+  if (o.name == "sgd")
+    k.optimizer = o.momentum > 0 ? "sgd_momentum" : "sgd";
+  else if (o.name == "adam")
+    k.optimizer = o.decoupled ? "adamw" : "adam";
+  else
+    k.optimizer = o.name;
+  k.workers = workers;
+  k.metric = token_run ? perf::AccuracyMetric::kBits : perf::AccuracyMetric::kPoints;
+  return k;
+}
 
 // The step's buckets as the cost model walks them: each layer's parameters, in forward order.
 perf::Workload workload_of(const nn::Model& model, const std::string& name) {
@@ -132,7 +151,8 @@ perf::AutoMeasurements measure_for_auto(const plan::AutoOptions& ao, comm::Commu
 }
 
 AutoResolution resolve_auto(const plan::RunPlan& run, comm::Communicator& comm, Backend& backend,
-                            const nn::Shape& input, int classes, int64_t total_steps) {
+                            const nn::Shape& input, int classes, int64_t total_steps,
+                            bool token_run) {
   AutoResolution res;
   if (!run.wants_auto()) return res;
   res.active = true;
@@ -200,8 +220,8 @@ AutoResolution resolve_auto(const plan::RunPlan& run, comm::Communicator& comm, 
   // (plan/strategy_factory.cc refuses both): sync = "auto" then keeps to the allreduce.
   if (r.syncs.size() > 1 && (run.clip_norm > 0.0f || probe.reduces_across_replicas()))
     r.syncs = {"allreduce"};
-  r.model_key =
-      run.default_model_and_data && probe.num_params() == kReferenceMlpParams ? "mlp" : "";
+  r.network = network_key(run, comm.size(), token_run);
+  r.max_bits_delta = ao.max_bits_delta;
 
   // A calibration file of this machine, or a measurement now.
   res.measured = measure_for_auto(ao, comm, probe, r, int(run.settings.threads), lead);
@@ -212,6 +232,16 @@ AutoResolution resolve_auto(const plan::RunPlan& run, comm::Communicator& comm, 
     res.measured.source +=
         fmt::format(" (test hook: link read {}x faster)", ao.test_probe_link_factor);
   }
+  // The lossy codecs through the allreduce wait for their fidelity on the run's first steps,
+  // which the check replays (make_fidelity_probe).
+  const bool any_lossy_codec = std::any_of(r.codecs.begin(), r.codecs.end(),
+                                           [](const std::string& c) { return c != "fp32"; });
+  if (any_lossy_codec && r.lossy != perf::LossyPolicy::kNever && ao.check_steps > 0 &&
+      std::count(r.syncs.begin(), r.syncs.end(), "allreduce") > 0)
+    res.measured.fidelity_pending = fmt::format(
+        "measured on the gradients of the run's first {} steps, and auto decides again then "
+        "(auto.check_after + auto.check_steps)",
+        ao.check_after + ao.check_steps);
   res.decision = perf::decide_auto(r, res.measured, perf::builtin_accuracy_table());
   res.request = r;
   res.decided = true;
@@ -318,6 +348,51 @@ plan::SyncChoice revision_choice(const AutoResolution& res, const perf::AutoRevi
   if (res.bucket_auto) choice.bucket_kib = c.bucket_kib;
   choice.revised = fmt::format("{} -> {} at step {}", v.before.label(), c.label(), step);
   return choice;
+}
+
+std::unique_ptr<measure::FidelityProbe> make_fidelity_probe(const AutoResolution& res,
+                                                            const plan::RunPlan& run,
+                                                            const AutoCheckWindow& window,
+                                                            nn::Model& model, Backend& backend) {
+  if (!res.decided || res.measured.fidelity_pending.empty() || !window.active()) return nullptr;
+  std::vector<compress::CodecOptions> codecs;
+  for (const compress::CodecOptions& o : run.auto_options.codec_options)
+    if (o.name != "fp32" &&
+        std::count(res.request.codecs.begin(), res.request.codecs.end(), o.name) > 0)
+      codecs.push_back(o);
+  if (codecs.empty()) return nullptr;
+  std::vector<measure::FidelitySegment> segments;
+  for (const nn::ParamRange& r : model.param_ranges()) {
+    measure::FidelitySegment s{r.offset, r.count, {}};
+    for (const auto& [rows, cols] : model.layers()[size_t(r.layer)]->param_matrices())
+      s.matrices.push_back({size_t(rows), size_t(cols)});
+    segments.push_back(std::move(s));
+  }
+  std::vector<float> params(size_t(model.num_params()));
+  if (!params.empty())
+    backend.copy_to_host(params.data(), model.params(), params.size() * sizeof(float));
+  return std::make_unique<measure::FidelityProbe>(codecs, run.optimizer, params,
+                                                  std::move(segments));
+}
+
+std::vector<perf::CodecFidelity> gather_fidelity(comm::Communicator& comm,
+                                                 const measure::FidelityProbe& probe) {
+  std::vector<perf::CodecFidelity> f = probe.figures();
+  std::vector<double> sums;
+  for (const auto& c : f)
+    sums.insert(sums.end(), {c.update_cosine, c.drift, c.residual, c.residual_growth});
+  if (comm.size() > 1 && !sums.empty()) {
+    comm.allreduce(sums.data(), sums.size() * sizeof(double), comm::sum_f64());
+    comm.broadcast(sums.data(), sums.size() * sizeof(double), 0);
+  }
+  const double n = double(comm.size());
+  for (size_t i = 0; i < f.size(); ++i) {
+    f[i].update_cosine = sums[4 * i] / n;
+    f[i].drift = sums[4 * i + 1] / n;
+    f[i].residual = sums[4 * i + 2] / n;
+    f[i].residual_growth = sums[4 * i + 3] / n;
+  }
+  return f;
 }
 
 }  // namespace loom::train

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "loom/comm/communicator.h"
+#include "loom/measure/fidelity_probe.h"
 #include "loom/nn/layers/layer.h"
 #include "loom/optim/optimizer.h"
 #include "loom/perf/auto_choice.h"
@@ -60,9 +62,11 @@ struct AutoResolution {
 
 // Collective over `comm`: every rank calls it with the same plan and gets the same choice, for
 // plan::with_sync_choice to revise the plan with. `input` / `classes`: the training data's
-// sample shape and outputs, for a probe copy of the model.
+// sample shape and outputs, for a probe copy of the model; `token_run`: its accuracy is a
+// validation loss in bits (auto.max_bits_delta), not test accuracy in points.
 AutoResolution resolve_auto(const plan::RunPlan& run, comm::Communicator& comm, Backend& backend,
-                            const nn::Shape& input, int classes, int64_t total_steps);
+                            const nn::Shape& input, int classes, int64_t total_steps,
+                            bool token_run = false);
 
 // summary.json's "auto": the decision (AutoResolution::json) and the check of its prediction
 // against the run's measured samples/s: "check": {"measured_samples_per_s", "error" (predicted
@@ -95,5 +99,19 @@ void gather_optimizer_state(comm::Communicator& comm, Backend& backend, optim::O
 // changed (and what the log says).
 plan::SyncChoice revision_choice(const AutoResolution& res, const perf::AutoRevision& v,
                                  int64_t step);
+
+// The replay that measures each lossy candidate codec's fidelity on this rank's gradients from
+// the run's start to the end of the check window (measure/fidelity_probe.h), from the model's
+// parameters now. nullptr when the decision waits for no fidelity (fidelity_pending empty: no
+// lossy codec through the allreduce, auto.lossy = false, no check) or the window is inactive.
+std::unique_ptr<measure::FidelityProbe> make_fidelity_probe(const AutoResolution& res,
+                                                            const plan::RunPlan& run,
+                                                            const AutoCheckWindow& window,
+                                                            nn::Model& model, Backend& backend);
+
+// Collective: each codec's figures averaged over the ranks (each replays its own gradients),
+// rank 0's on every rank bit for bit so that every rank decides alike.
+std::vector<perf::CodecFidelity> gather_fidelity(comm::Communicator& comm,
+                                                 const measure::FidelityProbe& probe);
 
 }  // namespace loom::train

@@ -177,7 +177,7 @@ class Worker {
     // codec/sync/sync.bucket_kib = "auto": measure, decide, and revise the plan with the choice
     // (auto_config.h).
     auto_ = resolve_auto(run_, comm_, *backend_, train_->sample_shape(), output_size(*train_),
-                         total_steps_);
+                         total_steps_, tokens_.enabled);
     if (auto_.choice) run_ = plan::with_sync_choice(run_, *auto_.choice, auto_.choice_where);
     if (auto_.active && comm_.rank() == 0) {
       log_info("{}", auto_.log);
@@ -248,6 +248,13 @@ class Worker {
       log_info("auto: no check of the prediction: {}", auto_window_.skipped);
       note_auto_revision({{"outcome", "not checked"}, {"reason", auto_window_.skipped}});
     }
+    fidelity_ = make_fidelity_probe(auto_, run_, auto_window_, *model_, *backend_);
+    if (fidelity_) {
+      fidelity_grad_.assign(size_t(model_->num_params()), 0.0f);
+      if (lead_)
+        log_info("auto: measuring the lossy codecs' fidelity on the gradients of steps {}-{}",
+                 step_, auto_window_.end() - 1);
+    }
   }
 
   // Rank 0, once every check passed: the output directory, config.toml and metrics.jsonl. A
@@ -280,7 +287,9 @@ class Worker {
       trace_step(batch, step_span);
       Stopwatch step_watch;
       const std::optional<nn::LossResult> r = train_step(batch, on_device, m.compute_s);
-      const double step_seconds = batch.wait_seconds + step_watch.seconds();
+      // The fidelity replay is auto's own cost, not the step's: the check compares the step.
+      const double step_seconds = batch.wait_seconds + step_watch.seconds() - fidelity_step_s_;
+      fidelity_step_s_ = 0;
       ++step_;
       ++m.steps;
       if (auto_window_.active()) check_auto(step_seconds);
@@ -444,6 +453,7 @@ class Worker {
       if (k == 1) {
         model_->backward([&](const nn::ParamRange& range) {
           guard_->check_grads(range);
+          keep_for_fidelity(range);
           strategy_->on_gradients_ready(range);
         });
       } else {
@@ -457,6 +467,7 @@ class Worker {
             backend_->axpy(range.count, 1.0f, g, acc);
           } else {
             backend_->axpy(range.count, 1.0f, acc, g);
+            keep_for_fidelity(range);
             strategy_->on_gradients_ready(range);
           }
         });
@@ -464,9 +475,33 @@ class Worker {
     }
     compute_s += compute.seconds();
     strategy_->end_step();
+    replay_for_fidelity(lr);
     average_model_state();
     if (guard_->end_step(step_ + 1) == StepGuard::Outcome::kSkipped) return std::nullopt;
     return total;
+  }
+
+  // codec = "auto" before its check: this rank's gradient of `range`, copied before the strategy
+  // exchanges it in place, for the fidelity replay.
+  void keep_for_fidelity(const nn::ParamRange& range) {
+    if (!fidelity_) return;
+    Stopwatch w;
+    backend_->copy_to_host(fidelity_grad_.data() + range.offset, model_->grads() + range.offset,
+                           size_t(range.count) * sizeof(float));
+    fidelity_step_s_ += w.seconds();
+  }
+
+  // The step's gradient through each codec's replay. The strategy's gradients are this rank's
+  // share of the sum over the ranks; times the ranks, they are at the scale of one mean
+  // gradient, which the optimizers' constants (Adam's eps) expect.
+  void replay_for_fidelity(float lr) {
+    if (!fidelity_) return;
+    Stopwatch w;
+    const float ranks = float(comm_.size());
+    for (float& g : fidelity_grad_) g *= ranks;
+    fidelity_->record(fidelity_grad_, lr);
+    fidelity_step_s_ += w.seconds();
+    fidelity_total_s_ += w.seconds();
   }
 
   // Each replica normalises with its own share of the batch, so BatchNorm's running
@@ -535,8 +570,18 @@ class Worker {
     o.step_s += added;
     o.exposed_comm_s += added;
     auto_window_ = {};  // once
+    perf::AutoMeasurements measured = auto_.measured;
+    if (fidelity_) {
+      measured.fidelity = gather_fidelity(comm_, *fidelity_);
+      measured.fidelity_pending.clear();
+      if (lead_)
+        log_info("auto: the fidelity replay of {} steps took {:.2f} s", fidelity_->steps(),
+                 fidelity_total_s_);
+      fidelity_.reset();
+      fidelity_grad_ = {};
+    }
     const perf::AutoRevision v = perf::revise_auto(
-        auto_.request, auto_.measured, perf::builtin_accuracy_table(), auto_.decision.chosen, o);
+        auto_.request, measured, perf::builtin_accuracy_table(), auto_.decision.chosen, o);
     if (lead_) log_info("{}", perf::describe_revision(v));
     if (v.switched()) switch_strategy(v);
     if (lead_) {
@@ -720,6 +765,11 @@ class Worker {
   AutoResolution auto_;
   AutoCheckWindow auto_window_;
   double auto_seconds_ = 0, auto_exposed_s_ = 0;
+  // The lossy codecs' fidelity replay until the check (make_fidelity_probe), and the step's
+  // gradient on the host for it.
+  std::unique_ptr<measure::FidelityProbe> fidelity_;
+  std::vector<float> fidelity_grad_;
+  double fidelity_step_s_ = 0, fidelity_total_s_ = 0;  // its time in this step, in all
   sync::SyncStats pending_stats_;  // taken from the strategy before close_epoch
 
   int64_t step_ = 0;          // global steps done
