@@ -4,12 +4,16 @@
 #
 #   bench/netns/auto.sh [--loom PATH] [--steps N] [--rates "1gbit 10gbit off"]
 #                       [--configs "..."] [--repeats R] [--budget POINTS]
+#                       [--sets "KEY=VALUE ..."] [--network NAME]
 #
 # The test bed of compare.sh (lib.sh: two network namespaces joined by a veth shaped with
 # tbf, `mpirun -np 2` with one `loom train` rank in each, Open MPI over TCP). For each rate,
 # R rounds; in each round every config runs once, the configs taking turns (interleaved), so
 # that load changes touch them alike. Each run trains the Fashion-MNIST MLP (784-1024-1024-10,
-# batch 128 per rank, 1 thread) for N steps. `auto` is codec = "auto", sync = "auto",
+# batch 128 per rank, 1 thread) for N steps, or what --sets makes of it (another model, data,
+# optimizer or batch: keys for every run; --network names it in the output). A network that
+# no accuracy row describes starts auto on a lossless option and decides by each codec's
+# fidelity at the check (step 30 by default): N well above that shows its steady choice. `auto` is codec = "auto", sync = "auto",
 # sync.bucket_kib = "auto" with auto.max_accuracy_delta = POINTS (default 0.5): it measures
 # at start and chooses (perf/auto_choice.h). Prints per rate and config the median samples/s
 # of the training loop; for auto its choice in each repeat, its median against the best fixed
@@ -29,6 +33,8 @@ RATES=${RATES:-"1gbit 10gbit off"}
 CONFIGS=${CONFIGS:-"fp32 fp16 int8 onebit bmuf8 bmuf8-onebit auto"}
 BUDGET=${BUDGET:-0.5}
 TIMEOUT=${TIMEOUT:-300}
+SETS=${SETS:-}
+NETWORK=${NETWORK:-"MLP 784-1024-1024-10, batch 128/rank"}
 while [ $# -gt 0 ]; do
   case $1 in
     --loom) LOOM=$2; shift 2 ;;
@@ -37,7 +43,9 @@ while [ $# -gt 0 ]; do
     --rates) RATES=$2; shift 2 ;;
     --configs) CONFIGS=$2; shift 2 ;;
     --budget) BUDGET=$2; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    --sets) SETS=$2; shift 2 ;;
+    --network) NETWORK=$2; shift 2 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "auto.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -66,7 +74,7 @@ read -ra MPIRUN <<<"$(netns_mpirun_cmd "$work/hosts")"
 
 run_one() {  # rate config repeat -> "samples_per_s choice cost_share"
   local rate=$1 cfg=$2 out="$work/$1-$2-$3" sets=() a
-  for a in $(config_args "$cfg"); do sets+=(--set "$a"); done
+  for a in $SETS $(config_args "$cfg"); do sets+=(--set "$a"); done
   mkdir -p "$out"
   if ! timeout "$TIMEOUT" "${MPIRUN[@]}" -np 2 "$LOOM" train --set max_steps="$STEPS" \
       --set epochs=1 --set eval=false --set progress=none --set threads=1 \
@@ -110,10 +118,10 @@ for rate in $RATES; do
   done
 done
 
-/usr/bin/python3 - "$results" "$STEPS" "$REPEATS" <<'PY'
+/usr/bin/python3 - "$results" "$STEPS" "$REPEATS" "$NETWORK" <<'PY'
 import json, math, statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
-steps, repeats = int(sys.argv[2]), int(sys.argv[3])
+steps, repeats, network = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 by = {}
 for rate, cfg, s, choice, share in rows:
     by.setdefault((rate, cfg), []).append((float(s), choice, float(share)))
@@ -122,7 +130,7 @@ cfgs = list(dict.fromkeys(x[1] for x in rows))
 def med(v):
     v = [x for x in v if not math.isnan(x)]
     return statistics.median(v) if v else float("nan")
-print(f"2 ranks (one per network namespace), MLP 784-1024-1024-10, batch 128/rank, {steps} steps, "
+print(f"2 ranks (one per network namespace), {network}, {steps} steps, "
       f"median of {repeats} interleaved repeats")
 print(f"{'link':<7} {'config':<13} {'samples/s':>10} {'x fp32':>7}  auto's choices / vs best fixed / start-up cost")
 out = []
@@ -133,7 +141,7 @@ for rate in rates:
     for c in cfgs:
         f32 = meds[c] / meds["fp32"] if "fp32" in meds else float("nan")
         extra = ""
-        j = {"bench": "netns_auto", "link": rate, "config": c, "steps": steps,
+        j = {"bench": "netns_auto", "network": network, "link": rate, "config": c, "steps": steps,
              "repeats": repeats, "samples_per_s_median": meds[c], "x_fp32": f32}
         if c == "auto" and best:
             choices = [x[1] for x in by[(rate, c)]]

@@ -15,6 +15,7 @@
 #include "loom/plan/train_settings.h"
 #include "loom/tensor/backend_registry.h"
 #include "loom/train/auto_config.h"
+#include "loom/train/run_data.h"
 
 namespace loom::cli {
 
@@ -37,28 +38,32 @@ void advise_run(const AdviseRunArgs& a) {
   const int workers = int(cfg.get_int("workers", 2, 1, 4096));
   const int threads = int(plan::read_threads(cfg));
   const int64_t batch = plan::read_batch(cfg);
-  // Fashion-MNIST's shapes (loom's default data): the graph is built on them.
-  const nn::Shape input = {1, 28, 28};
-  const int classes = 10;
-  const int64_t max_steps = cfg.get_int("max_steps", 0, 0, int64_t(1) << 40);
-  int64_t steps = cfg.get_int("epochs", 3, 1, 1 << 20) * (60000 / (batch * workers));
-  if (max_steps > 0) steps = std::min(steps, max_steps);
-
   const plan::RunPlan run = plan::read_run_plan(cfg);
+  // The config's own data: its sample shape builds the graph, its size counts the steps.
+  const train::DataShape data = train::read_data_shape(run.settings, run.pipeline);
+  const nn::Shape& input = data.sample;
+  const int classes = data.outputs;
+  const int64_t per_epoch = data.count / std::max<int64_t>(1, batch * workers);
+  int64_t steps = std::max<int64_t>(1, run.settings.epochs * per_epoch);
+  if (run.settings.max_steps > 0) steps = std::min(steps, run.settings.max_steps);
+
   std::unique_ptr<comm::World> world =
       comm::create_world("thread", workers, plan::read_comm_options(cfg));
   std::string log;
   std::mutex mu;
   world->run([&](comm::Communicator& c) {
     Backend& be = cpu_backend();
-    const train::AutoResolution r = train::resolve_auto(run, c, be, input, classes, steps);
+    const train::AutoResolution r =
+        train::resolve_auto(run, c, be, input, classes, steps, data.tokens);
     if (c.rank() == 0) {
       std::lock_guard<std::mutex> lock(mu);
       log = r.log;
     }
   });
-  fmt::print("# loom advise --run {}: {} workers x batch {}, {} threads each, thread transport\n",
-             a.config, workers, batch, threads);
+  fmt::print(
+      "# loom advise --run {}: {} workers x batch {}, {} threads each, thread transport; data: "
+      "{} samples of [{}], {} outputs\n",
+      a.config, workers, batch, threads, data.count, fmt::join(input, ", "), classes);
   fmt::print("{}", log);
 }
 

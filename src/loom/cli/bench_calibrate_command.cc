@@ -111,8 +111,8 @@ CommandRegistrar reg("bench calibrate", [](CLI::App& parent) {
       "performance model");
   cmd->add_option("-o,--output", a->out, "write the JSON lines here (for --calibration FILE)");
   cmd->add_option("--model", a->model,
-                  "loom config whose MLP shapes to measure (default: "
-                  "784-1024-1024-10, batch 128)")
+                  "loom config whose MLP shapes to measure, between its own data's inputs and "
+                  "outputs (default: 784-1024-1024-10, batch 128)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--data-dir", a->data_dir, "Fashion-MNIST for the loader rate");
   cmd->add_flag("--quick", a->quick, "fewer repetitions (a first look; noisier)");

@@ -1,7 +1,9 @@
 #include "loom/cli/perf_options.h"
 
 #include "loom/plan/batch_reader.h"
+#include "loom/plan/run_plan.h"
 #include "loom/plan/sync_reader.h"
+#include "loom/train/run_data.h"
 
 namespace loom::cli {
 
@@ -46,9 +48,14 @@ void add_gpus_per_node_option(CLI::App& cmd, int& gpus_per_node) {
 
 measure::ProbeOptions mlp_probe_options(const Config& cfg) {
   measure::ProbeOptions o;
-  o.widths = {784};
+  // Between the config's own data's inputs and outputs.
+  const plan::RunPlan run = plan::read_run_plan(cfg);
+  const train::DataShape data = train::read_data_shape(run.settings, run.pipeline);
+  int64_t inputs = 1;
+  for (int64_t v : data.sample) inputs *= v;
+  o.widths = {inputs};
   for (int64_t h : cfg.get_int_list("mlp.hidden", {1024, 1024})) o.widths.push_back(h);
-  o.widths.push_back(10);
+  o.widths.push_back(data.outputs);
   o.batch = plan::read_batch(cfg);
   o.dropout = cfg.get_double("mlp.dropout", 0.5, 0.0, 0.99);
   o.bucket_bytes = plan::read_bucket_kib(cfg) * 1024;

@@ -47,8 +47,8 @@ void add_training_options(CLI::App& cmd, TrainingOptions& o);
 void add_gpus_per_node_option(CLI::App& cmd, int& gpus_per_node);
 
 // The machine probe's step shapes for the MLP a loom config describes (mlp.hidden between the
-// 784 inputs and 10 classes, batch, mlp.dropout, sync.bucket_kib); the other fields as
-// ProbeOptions'.
+// inputs and outputs of the config's own data, which it opens; batch, mlp.dropout,
+// sync.bucket_kib); the other fields as ProbeOptions'.
 measure::ProbeOptions mlp_probe_options(const Config& cfg);
 
 }  // namespace loom::cli

@@ -92,6 +92,7 @@ void run_validate(const CommonArgs& common, const ValidateArgs& a) {
   const perf::Calibration cal = calibration(common.catalog.calibration);
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   std::vector<experiments::ValidationRow> rows;
+  const measure::ProbeOptions po = mlp_probe_options(cfg);  // opens the config's data once
   for (const auto& [c, mpirun] : plan_runs(a)) {
     for (int rep = 0; rep < a.repeats; ++rep) {
       fmt::print("# running {} ({} steps) ...\n", c.label(), a.steps);
@@ -99,7 +100,6 @@ void run_validate(const CommonArgs& common, const ValidateArgs& a) {
       // Paired calibration: the host rates measured right before and after the run replace
       // the calibration's for its shapes.
       perf::Calibration now = cal;
-      const measure::ProbeOptions po = mlp_probe_options(cfg);
       const int threads = int(run.settings.threads);
       const bool paired = !a.no_paired;
       const perf::HostRates before =

@@ -190,4 +190,16 @@ RunSets open_run_sets(const Settings& s, const data::PipelineConfig& pipeline,
   return r;
 }
 
+DataShape read_data_shape(const Settings& s, const data::PipelineConfig& pipeline) {
+  const TokenRun tokens = open_token_run(pipeline);
+  const RunSets sets = open_run_sets(s, pipeline, TrainOptions{}, tokens);
+  DataShape d;
+  d.sample = sets.train->sample_shape();
+  d.outputs = output_size(*sets.train);
+  d.count = sets.train->count();
+  d.record_bytes = sets.train->stored_record_bytes();
+  d.tokens = tokens.enabled;
+  return d;
+}
+
 }  // namespace loom::train

@@ -53,6 +53,20 @@ HeldOut hold_out_validation(const Settings& s, const data::PipelineConfig& pipel
 // The model's outputs per sample: one per class, or one per float target (regression).
 int output_size(const data::SampleSource& s);
 
+// What a run's training data sizes without training (`loom advise --run`, `loom scale -w`,
+// `loom bench calibrate`): one sample's shape, the model's outputs, the training samples, the
+// bytes a sample takes in its store, and whether it is a token run. Opens the sources as
+// the run would (token shards, shards or the IDX files), so a missing or bad file is the
+// run's own InputError.
+struct DataShape {
+  nn::Shape sample;
+  int outputs = 0;
+  int64_t count = 0;
+  int64_t record_bytes = 0;
+  bool tokens = false;
+};
+DataShape read_data_shape(const Settings& s, const data::PipelineConfig& pipeline);
+
 // loss.type against what the data holds: cross-entropy needs class labels, mse float targets.
 void check_loss_fits_data(const nn::LossOptions& loss, const data::SampleSource& s,
                           const std::string& data_name);
