@@ -42,9 +42,10 @@ compress::CodecOptions codec(const std::string& name, bool error_feedback = true
 }
 
 std::vector<perf::CodecFidelity> replay(const std::vector<compress::CodecOptions>& codecs,
-                                        const optim::OptimizerOptions& opt, int steps = 40) {
+                                        const optim::OptimizerOptions& opt, int steps = 40,
+                                        int64_t max_elements = 0) {
   std::vector<float> params(kN, 0.5f);
-  FidelityProbe probe(codecs, opt, params, segments());
+  FidelityProbe probe(codecs, opt, params, segments(), max_elements);
   for (const auto& g : recorded_gradients(steps)) probe.record(g, 0.01f);
   EXPECT_EQ(probe.steps(), steps);
   return probe.figures();
@@ -96,6 +97,28 @@ TEST(FidelityProbe, OneBitThroughAdamDriftsFarWhereThroughMomentumSgdItDoesNot) 
   EXPECT_GT(adam, 2 * sgd) << "SGD " << sgd << ", Adam " << adam;
   // int8 keeps close under either.
   EXPECT_LT(replay({codec("int8")}, adamw())[0].drift, 0.1 * adam);
+}
+
+// A large model is replayed on every k-th element of each layer: the figures stay within a
+// factor of two of the whole replay's (the calibration's boundary spans a factor of three; a
+// block codec on these tiny layers sees a quarter of a block, where a real layer fills
+// many), and the exact codec still follows the exact run exactly.
+TEST(FidelityProbe, ASampleOfEachLayerGivesTheWholeReplaysFigures) {
+  std::vector<float> params(kN, 0.5f);
+  FidelityProbe probe({codec("fp32")}, sgd_momentum(), params, segments(), kN / 4);
+  EXPECT_EQ(probe.stride(), 4);
+  EXPECT_EQ(probe.sampled(), kRows * kCols / 4 + kBias / 4);
+  for (const auto& g : recorded_gradients(10)) probe.record(g, 0.01f);
+  EXPECT_EQ(probe.figures()[0].drift, 0.0);
+  for (const auto& opt : {sgd_momentum(), adamw()}) {
+    const auto whole = replay({codec("int8"), codec("onebit")}, opt);
+    const auto sample = replay({codec("int8"), codec("onebit")}, opt, 40, kN / 4);
+    for (size_t i = 0; i < whole.size(); ++i) {
+      EXPECT_GT(sample[i].drift, 0.5 * whole[i].drift) << whole[i].codec;
+      EXPECT_LT(sample[i].drift, 2.0 * whole[i].drift) << whole[i].codec;
+      EXPECT_NEAR(sample[i].update_cosine, whole[i].update_cosine, 0.05) << whole[i].codec;
+    }
+  }
 }
 
 TEST(FidelityProbe, ANonFiniteGradientIsSkipped) {

@@ -47,16 +47,26 @@ struct FidelityProbe::Track {
 
 FidelityProbe::FidelityProbe(const std::vector<compress::CodecOptions>& codecs,
                              const optim::OptimizerOptions& optimizer,
-                             std::span<const float> params, std::vector<FidelitySegment> segments)
-    : n_(int64_t(params.size())),
-      segments_(std::move(segments)),
-      start_(params.begin(), params.end()) {
+                             std::span<const float> params,
+                             const std::vector<FidelitySegment>& segments, int64_t max_elements)
+    : full_(int64_t(params.size())) {
   int64_t covered = 0;
-  for (const FidelitySegment& s : segments_) {
+  for (const FidelitySegment& s : segments) {
     LOOM_CHECK(s.offset == covered && s.count >= 0, "fidelity segments must tile the parameters");
     covered += s.count;
   }
-  LOOM_CHECK_EQ(covered, n_);
+  LOOM_CHECK_EQ(covered, full_);
+  if (max_elements > 0 && full_ > max_elements) stride_ = (full_ + max_elements - 1) / max_elements;
+  for (const FidelitySegment& s : segments) {
+    FidelitySegment sampled{int64_t(index_.size()), 0,
+                            stride_ == 1 ? s.matrices : std::vector<compress::MatrixDims>{}};
+    for (int64_t i = 0; i < s.count; i += stride_) index_.push_back(s.offset + i);
+    sampled.count = int64_t(index_.size()) - sampled.offset;
+    segments_.push_back(std::move(sampled));
+  }
+  n_ = int64_t(index_.size());
+  for (int64_t i : index_) start_.push_back(params[size_t(i)]);
+  grad_.resize(size_t(n_));
   Backend& host = cpu_backend();
   exact_opt_ = optim::make_optimizer(optimizer, host, n_);
   exact_ = start_;
@@ -85,8 +95,10 @@ FidelityProbe::FidelityProbe(const std::vector<compress::CodecOptions>& codecs,
 
 FidelityProbe::~FidelityProbe() = default;
 
-void FidelityProbe::record(std::span<const float> grad, float lr) {
-  LOOM_CHECK_EQ(int64_t(grad.size()), n_);
+void FidelityProbe::record(std::span<const float> full_grad, float lr, float scale) {
+  LOOM_CHECK_EQ(int64_t(full_grad.size()), full_);
+  for (int64_t k = 0; k < n_; ++k) grad_[size_t(k)] = scale * full_grad[size_t(index_[size_t(k)])];
+  const std::span<const float> grad(grad_);
   if (!all_finite(grad)) return;
   const double grad_norm = std::sqrt(dot(grad.data(), grad.data(), n_));
   before_ = exact_;

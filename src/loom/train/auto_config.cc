@@ -371,8 +371,7 @@ std::unique_ptr<measure::FidelityProbe> make_fidelity_probe(const AutoResolution
   std::vector<float> params(size_t(model.num_params()));
   if (!params.empty())
     backend.copy_to_host(params.data(), model.params(), params.size() * sizeof(float));
-  return std::make_unique<measure::FidelityProbe>(codecs, run.optimizer, params,
-                                                  std::move(segments));
+  return std::make_unique<measure::FidelityProbe>(codecs, run.optimizer, params, segments);
 }
 
 std::vector<perf::CodecFidelity> gather_fidelity(comm::Communicator& comm,

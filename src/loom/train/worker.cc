@@ -252,8 +252,10 @@ class Worker {
     if (fidelity_) {
       fidelity_grad_.assign(size_t(model_->num_params()), 0.0f);
       if (lead_)
-        log_info("auto: measuring the lossy codecs' fidelity on the gradients of steps {}-{}",
-                 step_, auto_window_.end() - 1);
+        log_info(
+            "auto: measuring the lossy codecs' fidelity on the gradients of steps {}-{} ({} of "
+            "the {} parameters)",
+            step_, auto_window_.end() - 1, fidelity_->sampled(), model_->num_params());
     }
   }
 
@@ -497,9 +499,7 @@ class Worker {
   void replay_for_fidelity(float lr) {
     if (!fidelity_) return;
     Stopwatch w;
-    const float ranks = float(comm_.size());
-    for (float& g : fidelity_grad_) g *= ranks;
-    fidelity_->record(fidelity_grad_, lr);
+    fidelity_->record(fidelity_grad_, lr, float(comm_.size()));
     fidelity_step_s_ += w.seconds();
     fidelity_total_s_ += w.seconds();
   }
