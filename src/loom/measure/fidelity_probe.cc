@@ -42,7 +42,7 @@ struct FidelityProbe::Track {
   std::vector<float> params, decoded;
   std::vector<uint32_t> packed;  // one segment's encoding, 4-byte aligned
   double cosine_sum = 0;
-  std::vector<double> residual_ratio;  // |residual| / |gradient|, step by step
+  std::vector<double> residual_norm;  // |residual| after each step
 };
 
 FidelityProbe::FidelityProbe(const std::vector<compress::CodecOptions>& codecs,
@@ -100,7 +100,7 @@ void FidelityProbe::record(std::span<const float> full_grad, float lr, float sca
   for (int64_t k = 0; k < n_; ++k) grad_[size_t(k)] = scale * full_grad[size_t(index_[size_t(k)])];
   const std::span<const float> grad(grad_);
   if (!all_finite(grad)) return;
-  const double grad_norm = std::sqrt(dot(grad.data(), grad.data(), n_));
+  grad_norm_.push_back(std::sqrt(dot(grad.data(), grad.data(), n_)));
   before_ = exact_;
   exact_opt_->step(exact_.data(), grad.data(), n_, lr);
   for (int64_t i = 0; i < n_; ++i) update_[size_t(i)] = exact_[size_t(i)] - before_[size_t(i)];
@@ -134,7 +134,7 @@ void FidelityProbe::record(std::span<const float> full_grad, float lr, float sca
     const double denominator = std::sqrt(own_sq) * exact_norm;
     // Two zero updates agree; one zero update beside another does not.
     t->cosine_sum += denominator > 0 ? along / denominator : (own_sq == exact_norm ? 1.0 : 0.0);
-    t->residual_ratio.push_back(grad_norm > 0 ? std::sqrt(residual_sq) / grad_norm : 0);
+    t->residual_norm.push_back(std::sqrt(residual_sq));
   }
   ++steps_;
 }
@@ -158,11 +158,14 @@ std::vector<perf::CodecFidelity> FidelityProbe::figures() const {
         apart_sq += d * d;
       }
       f.drift = moved_sq > 0 ? std::sqrt(apart_sq / moved_sq) : (apart_sq > 0 ? INFINITY : 0.0);
-      const auto& r = t->residual_ratio;
-      f.residual = r.back();
-      const size_t q = r.size() / 4;
-      const double second = mean_of(r, q, 2 * q), last = mean_of(r, r.size() - q, r.size());
-      f.residual_growth = q > 0 && second > 0 ? last / second : 1.0;
+      // Means over quarters of the window: one step's norms move with its mini-batch.
+      const auto& r = t->residual_norm;
+      const size_t q = std::max<size_t>(1, r.size() / 4);
+      const double last = mean_of(r, r.size() - q, r.size());
+      const double last_grad = mean_of(grad_norm_, r.size() - q, r.size());
+      f.residual = last_grad > 0 ? last / last_grad : 0;
+      const double second = mean_of(r, q, 2 * q);
+      f.residual_growth = r.size() >= 4 && second > 0 ? last / second : 1.0;
     }
     out.push_back(f);
   }

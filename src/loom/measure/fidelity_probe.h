@@ -74,6 +74,7 @@ class FidelityProbe {
   std::vector<float> exact_;   // the exact copy's parameters
   std::vector<float> before_;  // scratch: parameters before this step's update
   std::vector<float> update_;  // scratch: the exact update of this step
+  std::vector<double> grad_norm_;  // |gradient| of each step
   std::vector<std::unique_ptr<Track>> tracks_;
 };
 

@@ -29,9 +29,10 @@ struct CodecFidelity {
   // Error feedback keeps it small for a codec whose errors cancel over the steps; an optimizer
   // that is not linear in the gradient (Adam's variance) lets them add up.
   double drift = 0;
-  // |error-feedback residual| / |gradient| at the last step, and its mean over the window's last
-  // quarter over its mean over the second quarter: a residual that keeps growing is a codec that
-  // does not keep up with the gradients.
+  // The error-feedback residual's norm over the gradient's, both averaged over the window's
+  // last quarter; and the residual's mean norm over the last quarter over its mean over the
+  // second quarter: a residual that keeps growing is a codec that does not keep up with the
+  // gradients (a healthy one shrinks with them).
   double residual = 0;
   double residual_growth = 1;
 };
