@@ -51,9 +51,7 @@ measure::ProbeOptions mlp_probe_options(const Config& cfg) {
   // Between the config's own data's inputs and outputs.
   const plan::RunPlan run = plan::read_run_plan(cfg);
   const train::DataShape data = train::read_data_shape(run.settings, run.pipeline);
-  int64_t inputs = 1;
-  for (int64_t v : data.sample) inputs *= v;
-  o.widths = {inputs};
+  o.widths = {data.sample_numel()};
   for (int64_t h : cfg.get_int_list("mlp.hidden", {1024, 1024})) o.widths.push_back(h);
   o.widths.push_back(data.outputs);
   o.batch = plan::read_batch(cfg);

@@ -25,9 +25,8 @@ perf::Workload resolve_workload(const std::string& name) {
   for (const nn::LayerDescription& d : nn::describe_layers(spec, data.sample, data.outputs))
     layers.push_back(
         {d.name, d.kind, double(d.in), double(d.out), double(d.params), double(d.flops)});
-  int64_t numel = 1;
-  for (int64_t v : data.sample) numel *= v;
-  const double input_bytes = idx_images ? double(numel + 1) : double(data.record_bytes);
+  const double input_bytes =
+      idx_images ? double(data.sample_numel() + 1) : double(data.record_bytes);
   return perf::workload_from_graph(name, layers, input_bytes, run.settings.batch);
 }
 

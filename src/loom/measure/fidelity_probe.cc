@@ -12,12 +12,6 @@
 namespace loom::measure {
 namespace {
 
-double dot(const float* a, const float* b, int64_t n) {
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += double(a[i]) * double(b[i]);
-  return s;
-}
-
 bool all_finite(std::span<const float> x) {
   for (float v : x)
     if (!std::isfinite(v)) return false;
@@ -100,11 +94,11 @@ void FidelityProbe::record(std::span<const float> full_grad, float lr, float sca
   for (int64_t k = 0; k < n_; ++k) grad_[size_t(k)] = scale * full_grad[size_t(index_[size_t(k)])];
   const std::span<const float> grad(grad_);
   if (!all_finite(grad)) return;
-  grad_norm_.push_back(std::sqrt(dot(grad.data(), grad.data(), n_)));
+  grad_norm_.push_back(std::sqrt(optim::squared_norm(grad.data(), n_)));
   before_ = exact_;
   exact_opt_->step(exact_.data(), grad.data(), n_, lr);
   for (int64_t i = 0; i < n_; ++i) update_[size_t(i)] = exact_[size_t(i)] - before_[size_t(i)];
-  const double exact_norm = std::sqrt(dot(update_.data(), update_.data(), n_));
+  const double exact_norm = std::sqrt(optim::squared_norm(update_.data(), n_));
   for (auto& t : tracks_) {
     double residual_sq = 0;
     for (size_t i = 0; i < segments_.size(); ++i) {

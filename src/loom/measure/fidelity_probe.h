@@ -71,9 +71,9 @@ class FidelityProbe {
   std::vector<float> grad_;                            // the step's sampled gradient
   std::vector<float> start_;
   std::unique_ptr<optim::Optimizer> exact_opt_;
-  std::vector<float> exact_;   // the exact copy's parameters
-  std::vector<float> before_;  // scratch: parameters before this step's update
-  std::vector<float> update_;  // scratch: the exact update of this step
+  std::vector<float> exact_;       // the exact copy's parameters
+  std::vector<float> before_;      // scratch: parameters before this step's update
+  std::vector<float> update_;      // scratch: the exact update of this step
   std::vector<double> grad_norm_;  // |gradient| of each step
   std::vector<std::unique_ptr<Track>> tracks_;
 };

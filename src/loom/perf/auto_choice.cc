@@ -68,14 +68,20 @@ std::string points_text(double p) {
   return fmt::format("{:+.2f} points", p);
 }
 
-// The start of every exclusion for want of evidence (no row, no fidelity yet, a cost unknown).
 constexpr const char* kNoEvidence = "no evidence of its accuracy cost";
 
-// Why lossy candidate k may not be chosen ("" = it may), filling in what is known of its
-// accuracy: the matching row of the table, and its fidelity on the run's gradients with the
-// calibration's verdict (auto_choice.h, "Accuracy").
-std::string accuracy_exclusion(const AutoRequest& r, const AutoMeasurements& m,
-                               const AccuracyTable& accuracy, AutoCandidate& k) {
+// Why a lossy candidate may not be chosen ("" = it may), and whether only for want of evidence
+// (no row, no fidelity yet, a cost unknown), which auto.lossy = true would accept.
+struct Exclusion {
+  std::string why;
+  bool wants_evidence = false;
+};
+
+// The exclusion of lossy candidate k, filling in what is known of its accuracy: the matching
+// row of the table, and its fidelity on the run's gradients with the calibration's verdict
+// (auto_choice.h, "Accuracy").
+Exclusion accuracy_exclusion(const AutoRequest& r, const AutoMeasurements& m,
+                             const AccuracyTable& accuracy, AutoCandidate& k) {
   const AccuracyDelta* a = accuracy.find(r.network, k.codec, k.sync, k.tau);
   if (a) {
     k.delta_points = a->points;
@@ -89,40 +95,41 @@ std::string accuracy_exclusion(const AutoRequest& r, const AutoMeasurements& m,
   const double budget =
       r.network.metric == AccuracyMetric::kPoints ? r.max_accuracy_delta : r.max_bits_delta;
   const char* unit = metric_unit(r.network.metric);
-  if (r.lossy == LossyPolicy::kNever) return "lossy options are forbidden (auto.lossy = false)";
+  if (r.lossy == LossyPolicy::kNever) return {"lossy options are forbidden (auto.lossy = false)"};
   if (a && -a->points > r.max_accuracy_delta)
-    return fmt::format("its measured accuracy cost {} is over the budget of {:.2f}",
-                       points_text(a->points), r.max_accuracy_delta);
+    return {fmt::format("its measured accuracy cost {} is over the budget of {:.2f}",
+                        points_text(a->points), r.max_accuracy_delta)};
   // A matching row decides, unless the run's own residuals show the codec falling behind.
   if (k.verdict && k.verdict->residual_growing)
-    return fmt::format("its error-feedback residual grows on this run's gradients: {}",
-                       k.verdict->why);
-  if (a) return "";
+    return {fmt::format("its error-feedback residual grows on this run's gradients: {}",
+                        k.verdict->why)};
+  if (a) return {};
   if (k.verdict && k.verdict->risk == FidelityRisk::kOver)
-    return fmt::format(
-        "its fidelity on this run's gradients puts it over the budget of {:.2f} "
-        "{}: {}",
-        budget, unit, k.verdict->why);
-  if (k.verdict && k.verdict->risk == FidelityRisk::kWithin) return "";
-  if (r.lossy == LossyPolicy::kAlways) return "";
+    return {
+        fmt::format("its fidelity on this run's gradients puts it over the budget of {:.2f} "
+                    "{}: {}",
+                    budget, unit, k.verdict->why)};
+  if (k.verdict && k.verdict->risk == FidelityRisk::kWithin) return {};
+  if (r.lossy == LossyPolicy::kAlways) return {};
   if (k.verdict)
-    return fmt::format(
-        "{}: its fidelity on this run's gradients lies between the calibration "
-        "cases (auto.lossy = true accepts the unknown cost): {}",
-        kNoEvidence, k.verdict->why);
+    return {fmt::format("{}: its fidelity on this run's gradients lies between the calibration "
+                        "cases (auto.lossy = true accepts the unknown cost): {}",
+                        kNoEvidence, k.verdict->why),
+            true};
   if (k.sync == "bmuf")
-    return fmt::format(
-        "{}: no accuracy row matches this network ({}, {}, {} workers) for "
-        "block momentum, whose local steps a replay of gradients does not show "
-        "(auto.lossy = true accepts the unknown cost)",
-        kNoEvidence, r.network.family.empty() ? "a graph of its own" : r.network.family,
-        r.network.optimizer, r.network.workers);
+    return {
+        fmt::format("{}: no accuracy row matches this network ({}, {}, {} workers) for "
+                    "block momentum, whose local steps a replay of gradients does not show "
+                    "(auto.lossy = true accepts the unknown cost)",
+                    kNoEvidence, r.network.family.empty() ? "a graph of its own" : r.network.family,
+                    r.network.optimizer, r.network.workers),
+        true};
   if (!m.fidelity_pending.empty())
-    return fmt::format("{} yet: its fidelity is {}", kNoEvidence, m.fidelity_pending);
-  return fmt::format(
-      "{}: no accuracy row matches this network and its fidelity was not "
-      "measured (auto.lossy = true accepts the unknown cost)",
-      kNoEvidence);
+    return {fmt::format("{} yet: its fidelity is {}", kNoEvidence, m.fidelity_pending), true};
+  return {fmt::format("{}: no accuracy row matches this network and its fidelity was not "
+                      "measured (auto.lossy = true accepts the unknown cost)",
+                      kNoEvidence),
+          true};
 }
 
 }  // namespace
@@ -238,8 +245,9 @@ AutoDecision decide_auto(const AutoRequest& r, const AutoMeasurements& m,
           k.estimate = predict(r, m, k);
         }
         if (k.excluded.empty() && !k.lossless()) {
-          k.excluded = accuracy_exclusion(r, m, accuracy, k);
-          if (k.excluded.rfind(kNoEvidence, 0) == 0) unmeasured_lossy = true;
+          const Exclusion e = accuracy_exclusion(r, m, accuracy, k);
+          k.excluded = e.why;
+          unmeasured_lossy = unmeasured_lossy || e.wants_evidence;
         }
         d.candidates.push_back(k);
       }

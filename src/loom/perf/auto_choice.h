@@ -98,8 +98,8 @@ struct AutoMeasurements {
 enum class LossyPolicy { kMeasured, kAlways, kNever };
 
 struct AutoRequest {
-  Workload workload;      // layers (parameters, FLOPs) in forward order
-  NetworkKey network;     // what the accuracy table's rows are matched on
+  Workload workload;   // layers (parameters, FLOPs) in forward order
+  NetworkKey network;  // what the accuracy table's rows are matched on
   int ranks = 2;
   int64_t batch = 128;              // per worker
   bool overlap = false;             // buckets combined during backward (sync/overlap_policy.h)

@@ -61,15 +61,7 @@ class RowReader {
       if (required) fail(field, "is missing");
       return def;
     }
-    double v = 0;
-    if (n->is_integer()) {
-      v = static_cast<double>(**n->as_integer());
-    } else if (n->is_floating_point()) {
-      v = **n->as_floating_point();
-    } else {
-      fail(field, "must be a number");
-    }
-    if (!std::isfinite(v)) fail(field, "must be finite");
+    const double v = finite_number(field, *n);
     if (allow_zero ? v < 0 : v <= 0)
       fail(field, fmt::format("must be {} 0, got {}", allow_zero ? ">=" : ">", v));
     return v;
@@ -79,15 +71,7 @@ class RowReader {
   double signed_num(const std::string& field) const {
     const toml::node* n = row_.get(field);
     if (!n) fail(field, "is missing");
-    double v = 0;
-    if (n->is_integer())
-      v = static_cast<double>(**n->as_integer());
-    else if (n->is_floating_point())
-      v = **n->as_floating_point();
-    else
-      fail(field, "must be a number");
-    if (!std::isfinite(v)) fail(field, "must be finite");
-    return v;
+    return finite_number(field, *n);
   }
 
   // An array of strings; absent gives an empty list.
@@ -126,6 +110,18 @@ class RowReader {
   }
 
  private:
+  double finite_number(const std::string& field, const toml::node& n) const {
+    double v = 0;
+    if (n.is_integer())
+      v = static_cast<double>(**n.as_integer());
+    else if (n.is_floating_point())
+      v = **n.as_floating_point();
+    else
+      fail(field, "must be a number");
+    if (!std::isfinite(v)) fail(field, "must be finite");
+    return v;
+  }
+
   const toml::table& row_;
   std::string file_, kind_, entry_;
   uint32_t line_ = 0;

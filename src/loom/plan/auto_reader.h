@@ -20,7 +20,7 @@ struct AutoOptions {
   // The codecs auto may weigh with the run's settings for each (codec.* keys), for the replay
   // of the run's gradients that measures their fidelity (measure/fidelity_probe.h).
   std::vector<compress::CodecOptions> codec_options;
-  std::string calibration;          // auto.calibration: a file of this machine; "" = measure
+  std::string calibration;  // auto.calibration: a file of this machine; "" = measure
   perf::MismatchPolicy calibration_mismatch = perf::MismatchPolicy::kError;
   int64_t check_after = 10;  // auto.check_after: steps before the check window
   int64_t check_steps = 20;  // auto.check_steps: the window's steps (0 = no check)

@@ -15,6 +15,7 @@
 #include "loom/optim/optimizer.h"
 #include "loom/perf/calibration.h"
 #include "loom/plan/auto_reader.h"
+#include "loom/sync/allreduce/buckets.h"
 #include "loom/sync/allreduce/overlap_policy.h"
 #include "loom/train/checkpoint.h"
 
@@ -362,12 +363,8 @@ std::unique_ptr<measure::FidelityProbe> make_fidelity_probe(const AutoResolution
       codecs.push_back(o);
   if (codecs.empty()) return nullptr;
   std::vector<measure::FidelitySegment> segments;
-  for (const nn::ParamRange& r : model.param_ranges()) {
-    measure::FidelitySegment s{r.offset, r.count, {}};
-    for (const auto& [rows, cols] : model.layers()[size_t(r.layer)]->param_matrices())
-      s.matrices.push_back({size_t(rows), size_t(cols)});
-    segments.push_back(std::move(s));
-  }
+  for (const nn::ParamRange& r : model.param_ranges())
+    segments.push_back({r.offset, r.count, sync::bucket_matrices(model, {r.offset, r.count, 1})});
   std::vector<float> params(size_t(model.num_params()));
   if (!params.empty())
     backend.copy_to_host(params.data(), model.params(), params.size() * sizeof(float));

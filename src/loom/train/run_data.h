@@ -64,6 +64,11 @@ struct DataShape {
   int64_t count = 0;
   int64_t record_bytes = 0;
   bool tokens = false;
+  int64_t sample_numel() const {
+    int64_t n = 1;
+    for (int64_t v : sample) n *= v;
+    return n;
+  }
 };
 DataShape read_data_shape(const Settings& s, const data::PipelineConfig& pipeline);
 

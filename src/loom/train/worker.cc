@@ -769,7 +769,8 @@ class Worker {
   // gradient on the host for it.
   std::unique_ptr<measure::FidelityProbe> fidelity_;
   std::vector<float> fidelity_grad_;
-  double fidelity_step_s_ = 0, fidelity_total_s_ = 0;  // its time in this step, in all
+  // The replay's time in this step (taken out of the step's), and in all.
+  double fidelity_step_s_ = 0, fidelity_total_s_ = 0;
   sync::SyncStats pending_stats_;  // taken from the strategy before close_epoch
 
   int64_t step_ = 0;          // global steps done
