@@ -7,7 +7,7 @@
 #   bench/gpt_char.sh codecs  [--seed 0] [--steps 1700]          # 2 workers: fp32, int8, onebit,
 #                             [--configs "fp32 int8 ..."]        #   powersgd, sync = bmuf,
 #                                                                #   onebit_adam (1-bit Adam)
-#   bench/gpt_char.sh speed   [--steps 30]                      # tokens/s at 1 thread
+#   bench/gpt_char.sh speed   [--steps 30] [--rounds 3]         # tokens/s at 1 thread
 #   bench/gpt_char.sh scaling [--steps 60]                      # 2 workers vs free communication
 #   bench/gpt_char.sh words   --runs "DIR ..."                  # sampled words of trained runs
 #   common: [--data DIR] (shards from scripts/fortunes-shards; made in a temporary folder if
@@ -21,8 +21,10 @@
 #   words, so a single sample's share moves by several points from one sampling seed to the next.
 # codecs: the same recipe with 2 workers per configuration: validation bits/byte, its
 #   difference from fp32 and the bytes a worker sent per step (metrics.jsonl's epoch lines).
-# speed: loom (1 worker, 1 thread, batch 32) then PyTorch (1 thread), --steps each, no
-#   evaluation; prints both rates and their ratio.
+# speed: loom (1 worker, 1 thread, batch 32) and every PyTorch peer (1 thread; 1.x with
+#   nn.MultiheadAttention, 2.x with scaled_dot_product_attention and fused AdamW, eager and
+#   torch.compile), --steps each, no evaluation, taking turns --rounds times; prints each one's
+#   best rate and loom's ratio to each and to the fastest.
 # scaling: tokens/s of two 1-worker runs at once (batch 16 each: nothing exchanged, the most 2
 #   workers could reach) and of one 2-worker run (2 x 16).
 # Speed figures depend on what else runs: every mode prints /proc/loadavg when it starts and ends.
@@ -37,13 +39,15 @@ PEER=$here/peers/torch_gpt_char.py
 FIG=$here/peers/gpt_char_figures.py
 MODE=${1:-loss}
 shift || true
-SEEDS="0 1 2" SEED=0 STEPS= LR=0.001 DATA= KEEP= CONFIGS="fp32 int8 onebit powersgd bmuf onebit_adam"
+case $MODE in -h|--help) sed -n '2,31p' "$0"; exit 0 ;; esac
+SEEDS="0 1 2" SEED=0 STEPS= ROUNDS=3 LR=0.001 DATA= KEEP= CONFIGS="fp32 int8 onebit powersgd bmuf onebit_adam"
 TEMPERATURES="0.8 0.7" SAMPLES=8 RUNS=
 while [ $# -gt 0 ]; do
   case $1 in
     --seeds) SEEDS=$2; shift 2 ;;
     --seed) SEED=$2; shift 2 ;;
     --steps) STEPS=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
     --lr) LR=$2; shift 2 ;;
     --configs) CONFIGS=$2; shift 2 ;;
     --data) DATA=$2; shift 2 ;;
@@ -51,7 +55,7 @@ while [ $# -gt 0 ]; do
     --temperatures) TEMPERATURES=$2; shift 2 ;;
     --samples) SAMPLES=$2; shift 2 ;;
     --runs) RUNS=$2; shift 2 ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "gpt_char.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -186,26 +190,48 @@ print(json.dumps({"bench": "gpt_char", "mode": "codecs", "config": c, "steps": i
 PY
     done ;;
   speed)
-    read -r _ l < <(loom_run "$work/speed" --set workers=1 --set threads=1 --set batch=32 \
-                      --set max_steps="$STEPS" --set eval=false --set seed="$SEED")
     # Every PyTorch there is: Debian's (or $LOOM_PYTHON's) and the newest from PyPI in
-    # .venv-torch (scripts/setup-bench); the ratio is against the fastest.
+    # .venv-torch (scripts/setup-bench), each written as its users would: nn.MultiheadAttention
+    # on 1.x; on 2.x scaled_dot_product_attention with fused AdamW, eager and compiled. Loom and
+    # the peers take turns ROUNDS times; each keeps its best round, and the ratio is against the
+    # fastest peer.
     pys=("$PY"); [ -z "${LOOM_PYTHON:-}" ] && [ -x "$root/.venv-torch/bin/python" ] && pys+=("$root/.venv-torch/bin/python")
-    peers=()
+    peer_variants=()
     for p in "${pys[@]}"; do
-      read -r _ t < <(RUN_PY=$p peer_run --threads 1 --steps "$STEPS" --seed "$SEED" --no-eval)
-      peers+=("$("$p" -c 'import torch; print(torch.__version__)')=$t")
+      v=$("$p" -c 'import torch; print(torch.__version__)')
+      case $v in
+        1.*) peer_variants+=("$p|$v|--style mha") ;;
+        *) peer_variants+=("$p|$v sdpa|--style sdpa" "$p|$v sdpa compiled|--style sdpa --compile") ;;
+      esac
     done
-    python3 - "$l" "$STEPS" "${peers[@]}" <<'PY'
+    results=()
+    for r in $(seq 1 "$ROUNDS"); do
+      read -r _ l < <(loom_run "$work/speed" --set workers=1 --set threads=1 --set batch=32 \
+                        --set max_steps="$STEPS" --set eval=false --set seed="$SEED")
+      results+=("loom=$l")
+      for pv in "${peer_variants[@]}"; do
+        IFS='|' read -r p name flags <<< "$pv"
+        # shellcheck disable=SC2086
+        read -r _ t < <(RUN_PY=$p peer_run --threads 1 --steps "$STEPS" --seed "$SEED" --no-eval $flags)
+        results+=("PyTorch $name=$t")
+      done
+    done
+    python3 - "$STEPS" "$ROUNDS" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs)" \
+      "$(grep -o -m1 -w -E 'avx512_bf16|avx512f|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')" "${results[@]}" <<'PY'
 import json, sys
-l, steps = float(sys.argv[1]), sys.argv[2]
-peers = {v: float(t) for v, t in (a.rsplit("=", 1) for a in sys.argv[3:])}
-for v, t in peers.items():
-    print(f"1 thread, {steps} steps: loom {l:.0f} tokens/s, PyTorch {v} {t:.0f}: {l / t:.2f}x")
-v, t = max(peers.items(), key=lambda p: p[1])
+steps, rounds, cpu, isa = sys.argv[1:5]
+best = {}
+for a in sys.argv[5:]:
+    name, rate = a.rsplit("=", 1)
+    best[name] = max(best.get(name, 0.0), float(rate))
+l = best.pop("loom")
+print(f"{cpu} ({isa.strip()}), 1 thread, {steps} steps, best of {rounds}: loom {l:.0f} tokens/s")
+for v, t in best.items():
+    print(f"  {v}: {t:.0f} tokens/s, loom / it {l / t:.2f}x")
+v, t = max(best.items(), key=lambda p: p[1])
 print(f"loom / the fastest PyTorch ({v}): {l / t:.2f}x")
-print(json.dumps({"bench": "gpt_char", "mode": "speed", "loom": l, "torch": t, "torch_version": v,
-                  "peers": peers, "ratio": l / t}))
+print(json.dumps({"bench": "gpt_char", "mode": "speed", "cpu": cpu, "isa": isa.split(),
+                  "loom": l, "torch": t, "torch_version": v, "peers": best, "ratio": l / t}))
 PY
     ;;
   scaling)

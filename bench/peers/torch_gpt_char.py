@@ -8,9 +8,18 @@ same token shards, so the bench compares validation bits/byte and tokens/s in on
 
 The network: token embedding [256, 128] plus a learned position table [128, 128] (both
 nn.Embedding, N(0, 1)); 4 pre-norm blocks x + attn(ln1(x)), then x + proj(gelu(fc(ln2(x))))
-with nn.MultiheadAttention(128, 4 heads) under a causal mask and a 512-wide MLP (erf GELU);
-a final LayerNorm and a Linear head to 256 logits per position. Every module keeps PyTorch's
-default initialisation, which is what loom's layers draw (docs/models.md lists them).
+with 4-head causal self-attention and a 512-wide MLP (erf GELU); a final LayerNorm and a Linear
+head to 256 logits per position. Every module keeps PyTorch's default initialisation, which is
+what loom's layers draw (docs/models.md lists them).
+
+How the attention and the update are written (--style):
+  mha   nn.MultiheadAttention under a boolean causal mask and torch.optim.AdamW's default loop;
+        what PyTorch 1.13 offers.
+  sdpa  what a PyTorch user writes today: one Linear to q, k, v, F.scaled_dot_product_attention
+        with is_causal=True, an output Linear (the same parameters and initialisation as
+        nn.MultiheadAttention's), and AdamW with fused=True where the CPU build has it
+        (foreach otherwise). The default where F.scaled_dot_product_attention exists.
+--compile wraps the model in torch.compile (PyTorch 2 and later).
 
 Data, as loom's token windows (docs/data.md, "Token windows"): the shards' token ids; an epoch
 is the non-overlapping windows o + i * context, i < floor(tokens / context) - 1, at a random
@@ -25,7 +34,7 @@ over the batch's tokens, learning rate lr * (1 + cos(pi * step / steps)) / 2 mul
 steps_per_epoch) as loom's lr.warmup_epochs gives it.
 
 Tokens/s counts forward, backward and the update only. Prints
-  RESULT gpt_char steps=N val_bits_per_byte=B tokens_per_s=R torch=VERSION
+  RESULT gpt_char steps=N val_bits_per_byte=B tokens_per_s=R torch=VERSION style=S adamw=U
 Exit 3 when PyTorch is missing (scripts/setup-bench installs it), 2 on a shard it can't read.
 """
 import argparse
@@ -50,6 +59,9 @@ parser.add_argument("--eps", type=float, default=1e-8)
 parser.add_argument("--weight-decay", type=float, default=0.01)
 parser.add_argument("--seed", type=int, default=0)
 parser.add_argument("--no-eval", action="store_true", help="skip validation (speed runs)")
+parser.add_argument("--style", choices=["mha", "sdpa"], default=None,
+                    help="how attention and AdamW are written (default: sdpa where it exists)")
+parser.add_argument("--compile", action="store_true", help="torch.compile the model")
 args = parser.parse_args()
 os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
 os.environ["OMP_NUM_THREADS"] = str(args.threads)
@@ -88,27 +100,59 @@ def read_token_shard(path):
     return torch.from_numpy(ids), vocab
 
 
+class CausalSelfAttention(nn.Module):
+    """nn.MultiheadAttention's parameters and initialisation (xavier-uniform in_proj, zero
+    biases, out_proj a Linear with zero bias), computed by F.scaled_dot_product_attention."""
+
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        reference = nn.MultiheadAttention(dim, heads, batch_first=True)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.out = nn.Linear(dim, dim)
+        with torch.no_grad():
+            self.qkv.weight.copy_(reference.in_proj_weight)
+            self.qkv.bias.copy_(reference.in_proj_bias)
+            self.out.weight.copy_(reference.out_proj.weight)
+            self.out.bias.copy_(reference.out_proj.bias)
+
+    def forward(self, x, mask):
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out(y.transpose(1, 2).reshape(b, t, d))
+
+
+class MultiheadAttention(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+
+    def forward(self, x, mask):
+        return self.attn(x, x, x, attn_mask=mask, need_weights=False)[0]
+
+
 class Block(nn.Module):
-    def __init__(self, dim, heads, hidden):
+    def __init__(self, dim, heads, hidden, style):
         super().__init__()
         self.ln1 = nn.LayerNorm(dim)
-        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+        self.attn = (CausalSelfAttention if style == "sdpa" else MultiheadAttention)(dim, heads)
         self.ln2 = nn.LayerNorm(dim)
         self.fc = nn.Linear(dim, hidden)
         self.proj = nn.Linear(hidden, dim)
 
     def forward(self, x, mask):
         h = self.ln1(x)
-        x = x + self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
+        x = x + self.attn(h, mask)
         return x + self.proj(F.gelu(self.fc(self.ln2(x))))
 
 
 class GptChar(nn.Module):
-    def __init__(self, vocab=256, context=128, dim=128, heads=4, hidden=512, blocks=4):
+    def __init__(self, style, vocab=256, context=128, dim=128, heads=4, hidden=512, blocks=4):
         super().__init__()
         self.tok = nn.Embedding(vocab, dim)
         self.pos = nn.Embedding(context, dim)
-        self.blocks = nn.ModuleList(Block(dim, heads, hidden) for _ in range(blocks))
+        self.blocks = nn.ModuleList(Block(dim, heads, hidden, style) for _ in range(blocks))
         self.ln_f = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, vocab)
         # True above the diagonal: position i attends to 0..i.
@@ -153,9 +197,28 @@ def main():
     if vvocab != vocab:
         refuse(f"{args.valid}: vocabulary {vvocab}, the training shard's is {vocab}")
     c = args.context
-    model = GptChar(vocab=vocab, context=c)
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(args.beta1, args.beta2),
-                              eps=args.eps, weight_decay=args.weight_decay)
+    have_sdpa = hasattr(F, "scaled_dot_product_attention")
+    style = args.style or ("sdpa" if have_sdpa else "mha")
+    if style == "sdpa" and not have_sdpa:
+        refuse(f"--style sdpa: PyTorch {torch.__version__} has no scaled_dot_product_attention")
+    if args.compile and not hasattr(torch, "compile"):
+        refuse(f"--compile: PyTorch {torch.__version__} has no torch.compile")
+    model = GptChar(style, vocab=vocab, context=c)
+    adamw = dict(lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps,
+                 weight_decay=args.weight_decay)
+    opt, update = None, "loop"
+    if style == "sdpa":
+        for update in ("fused", "foreach"):
+            try:
+                opt = torch.optim.AdamW(model.parameters(), **adamw, **{update: True})
+                break
+            except (RuntimeError, TypeError, ValueError):
+                opt = None
+    if opt is None:
+        opt, update = torch.optim.AdamW(model.parameters(), **adamw), "loop"
+    forward = torch.compile(model) if args.compile else model
+    # A compiled model compiles in its first steps: a one-off cost the rate leaves out.
+    untimed = min(3, args.steps - 1) if args.compile else 0
     per_epoch_windows = len(train) // c - 1
     steps_per_epoch = per_epoch_windows // args.batch
     warmup = int(math.floor(args.warmup_epochs * steps_per_epoch + 0.5))
@@ -175,19 +238,21 @@ def main():
             x, y = windows(train, order[b * args.batch:(b + 1) * args.batch], c)
             began = time.perf_counter()
             opt.zero_grad(set_to_none=True)
-            logits = model(x)
+            logits = forward(x)
             loss = F.cross_entropy(logits.reshape(-1, vocab), y.reshape(-1))
             loss.backward()
             opt.step()
-            seconds += time.perf_counter() - began
+            if step >= untimed:
+                seconds += time.perf_counter() - began
             step += 1
             if step % 100 == 0:
                 print(f"step {step}: loss {loss.item():.4f} ({loss.item() / math.log(2):.4f} bits) "
-                      f"lr {lr:.2e}  {step * args.batch * c / seconds:.0f} tokens/s", flush=True)
+                      f"lr {lr:.2e}  {(step - untimed) * args.batch * c / max(seconds, 1e-9):.0f} tokens/s", flush=True)
         epoch += 1
     bits = float("nan") if args.no_eval else validation_nats(model, valid, c) / math.log(2)
     print(f"RESULT gpt_char steps={step} val_bits_per_byte={bits:.4f} "
-          f"tokens_per_s={step * args.batch * c / seconds:.1f} torch={torch.__version__}", flush=True)
+          f"tokens_per_s={(step - untimed) * args.batch * c / seconds:.1f} torch={torch.__version__} "
+          f"style={style}{'+compile' if args.compile else ''} adamw={update}", flush=True)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,10 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <vector>
 
 #include "loom/core/error.h"
+#include "loom/tensor/cpu/cpu_backend.h"
 #include "nn/grad_check.h"
 #include "nn/reference_data.h"
 
@@ -69,6 +71,25 @@ TEST(Activations, GradientsOfSmoothOnes) {
 }
 
 // Piecewise linear: exact away from the kink at 0, which the inputs keep clear of by >= 0.05.
+// GELU's backward reads Phi(x) back from the forward's y / x: at x = 0 and where x Phi(x)
+// underflows that quotient is replaced, and everywhere the gradient is the derivative.
+TEST(Activations, GeluGradientHoldsAtZeroAndInTheTails) {
+  const std::vector<float> x = {0.0f,  -0.0f,  1e-30f, -1e-30f, 1e-3f,   -0.7f, 2.5f,
+                                -6.0f, -12.0f, -13.5f, -20.0f,  -100.0f, 40.0f, 1e4f};
+  const int64_t n = int64_t(x.size());
+  std::vector<float> y(x.size()), dy(x.size(), 1.0f), dx(x.size());
+  Backend& be = cpu_backend();
+  be.activation_forward(Activation::kGelu, 0.0f, x.data(), y.data(), n);
+  be.activation_backward(Activation::kGelu, 0.0f, x.data(), y.data(), dy.data(), dx.data(), n);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double xd = x[i];
+    const double want = 0.5 * std::erfc(-xd / std::sqrt(2.0)) +
+                        xd * std::exp(-0.5 * xd * xd) / std::sqrt(2.0 * M_PI);
+    ASSERT_TRUE(std::isfinite(dx[i])) << "x = " << x[i];
+    EXPECT_NEAR(dx[i], want, 2e-6 * std::fabs(want) + 1e-30) << "x = " << x[i];
+  }
+}
+
 TEST(Activations, GradientsOfLeakyReLU) {
   auto x = testing::random_vector(2 * 3 * 4, 52, -2.0f, 2.0f);
   for (float& v : x)

@@ -1,7 +1,7 @@
 // The CPU backend's ops for sequence models: token and position embeddings, layer
 // normalisation, the causal softmax of attention scores and the token loss with an ignored
-// label. Per-row sums accumulate in double; the loops run in index order, so every result is
-// one fixed function of the inputs.
+// label. Per-row sums accumulate in double over fixed interleaved lanes (cpu::lane_sum), so
+// every result is one fixed function of the inputs.
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -49,15 +49,12 @@ void CpuBackend::layernorm_forward(const float* x, int64_t rows, int64_t cols, f
   for (int64_t r = 0; r < rows; ++r) {
     const float* __restrict xr = x + r * cols;
     float* __restrict yr = y + r * cols;
-    double sum = 0;
-    for (int64_t c = 0; c < cols; ++c) sum += double(xr[c]);
-    const double mu = sum / double(cols);
+    const double mu = cpu::lane_sum(cols, [xr](int64_t c) { return double(xr[c]); }) / double(cols);
     // Second pass over the centred values: no cancellation when |mean| >> std.
-    double sq = 0;
-    for (int64_t c = 0; c < cols; ++c) {
+    const double sq = cpu::lane_sum(cols, [xr, mu](int64_t c) {
       const double d = double(xr[c]) - mu;
-      sq += d * d;
-    }
+      return d * d;
+    });
     const float m = float(mu);
     const float rs = float(1.0 / std::sqrt(sq / double(cols) + double(eps)));
     mean[r] = m;
@@ -70,52 +67,56 @@ void CpuBackend::layernorm_backward(const float* x, const float* dy, int64_t row
                                     const float* gamma, const float* mean, const float* rstd,
                                     float* dx, float* dgamma, float* dbeta) {
   std::vector<double> dg(static_cast<size_t>(cols), 0.0), db(static_cast<size_t>(cols), 0.0);
+  std::vector<float> xhat(static_cast<size_t>(cols)), g(static_cast<size_t>(cols));
+  float* __restrict xh = xhat.data();
+  float* __restrict gg = g.data();
+  double* __restrict dgs = dg.data();
+  double* __restrict dbs = db.data();
   for (int64_t r = 0; r < rows; ++r) {
     const float* __restrict xr = x + r * cols;
     const float* __restrict gr = dy + r * cols;
     const float m = mean[r], rs = rstd[r];
-    double sum_g = 0, sum_gx = 0;
     for (int64_t c = 0; c < cols; ++c) {
-      const float xhat = (xr[c] - m) * rs;
-      const double g = double(gr[c]) * double(gamma[c]);
-      sum_g += g;
-      sum_gx += g * double(xhat);
-      dg[size_t(c)] += double(gr[c]) * double(xhat);
-      db[size_t(c)] += double(gr[c]);
+      xh[c] = (xr[c] - m) * rs;
+      gg[c] = gr[c] * gamma[c];
+      dgs[c] += double(gr[c]) * double(xh[c]);
+      dbs[c] += double(gr[c]);
     }
     if (!dx) continue;
-    const double mean_g = sum_g / double(cols), mean_gx = sum_gx / double(cols);
+    // The sums of g = dy gamma and of g xhat, each product formed in double.
+    const double sum_g =
+        cpu::lane_sum(cols, [gr, gamma](int64_t c) { return double(gr[c]) * double(gamma[c]); });
+    const double sum_gx = cpu::lane_sum(cols, [gr, gamma, xh](int64_t c) {
+      return double(gr[c]) * double(gamma[c]) * double(xh[c]);
+    });
+    const float mean_g = float(sum_g / double(cols)), mean_gx = float(sum_gx / double(cols));
     float* __restrict dr = dx + r * cols;
-    for (int64_t c = 0; c < cols; ++c) {
-      const double xhat = double((xr[c] - m) * rs);
-      const double g = double(gr[c]) * double(gamma[c]);
-      dr[c] = float(double(rs) * (g - mean_g - xhat * mean_gx));
-    }
+    for (int64_t c = 0; c < cols; ++c) dr[c] = rs * ((gg[c] - mean_g) - xh[c] * mean_gx);
   }
   for (int64_t c = 0; c < cols; ++c) {
-    dgamma[c] = float(dg[size_t(c)]);
-    dbeta[c] = float(db[size_t(c)]);
+    dgamma[c] = float(dgs[c]);
+    dbeta[c] = float(dbs[c]);
   }
 }
 
 namespace {
 
 // Row r of x (rows of t entries) softmaxed over its entries 0..last(r), the rest zero.
+// x and y may be the same buffer (attention softmaxes its scores in place), as may dy and dx
+// below: every loop reads an element before it writes the same one.
 template <typename Last>
 void softmax_rows(const float* x, float* y, int64_t rows, int64_t t, Last last) {
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t i = last(r);
+    const int64_t n = last(r) + 1;
     const float* xr = x + r * t;
     float* yr = y + r * t;
     float mx = xr[0];
-    for (int64_t j = 1; j <= i; ++j) mx = xr[j] > mx ? xr[j] : mx;
+    for (int64_t j = 1; j < n; ++j) mx = xr[j] > mx ? xr[j] : mx;
     // The exponentials in float (vectorised, one pass), their sum in double.
-    for (int64_t j = 0; j <= i; ++j) yr[j] = cpu::exp_approx(xr[j] - mx);
-    double sum = 0;
-    for (int64_t j = 0; j <= i; ++j) sum += double(yr[j]);
-    const double inv = 1.0 / sum;
-    for (int64_t j = 0; j <= i; ++j) yr[j] = float(double(yr[j]) * inv);
-    for (int64_t j = i + 1; j < t; ++j) yr[j] = 0.0f;
+    for (int64_t j = 0; j < n; ++j) yr[j] = cpu::exp_approx(xr[j] - mx);
+    const float inv = float(1.0 / cpu::lane_sum(n, [yr](int64_t j) { return double(yr[j]); }));
+    for (int64_t j = 0; j < n; ++j) yr[j] *= inv;
+    for (int64_t j = n; j < t; ++j) yr[j] = 0.0f;
   }
 }
 
@@ -123,14 +124,14 @@ template <typename Last>
 void softmax_rows_backward(const float* y, const float* dy, float* dx, int64_t rows, int64_t t,
                            Last last) {
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t i = last(r);
+    const int64_t n = last(r) + 1;
     const float* yr = y + r * t;
     const float* gr = dy + r * t;
     float* dr = dx + r * t;
-    double dot = 0;
-    for (int64_t j = 0; j <= i; ++j) dot += double(yr[j]) * double(gr[j]);
-    for (int64_t j = 0; j <= i; ++j) dr[j] = float(double(yr[j]) * (double(gr[j]) - dot));
-    for (int64_t j = i + 1; j < t; ++j) dr[j] = 0.0f;
+    const float dot =
+        float(cpu::lane_sum(n, [yr, gr](int64_t j) { return double(yr[j]) * double(gr[j]); }));
+    for (int64_t j = 0; j < n; ++j) dr[j] = yr[j] * (gr[j] - dot);
+    for (int64_t j = n; j < t; ++j) dr[j] = 0.0f;
   }
 }
 

@@ -57,4 +57,33 @@ inline float normal_cdf(float x) {
   return x >= 0.0f ? upper : tail;
 }
 
+// Sums over a row in double as kSumLanes interleaved partial sums (element c goes to lane
+// c mod kSumLanes), the lanes added in one fixed order at the end, then the elements past the
+// last whole group. A single running double sum is a chain of dependent adds (4 cycles each on
+// current x86) that the compiler may not reorder, so LayerNorm's and the softmax's row sums ran
+// at a quarter of an element per cycle; the lanes are what two AVX2 registers of doubles hold.
+// The order is fixed, so the result is still one function of the inputs on every machine.
+constexpr int64_t kSumLanes = 8;
+
+struct LaneSums {
+  double lane[kSumLanes] = {};
+  double tail = 0;
+  double total() const {
+    return (((lane[0] + lane[4]) + (lane[1] + lane[5])) +
+            ((lane[2] + lane[6]) + (lane[3] + lane[7]))) +
+           tail;
+  }
+};
+
+// sum over c in [0, n) of term(c), where term returns a double.
+template <typename Term>
+inline double lane_sum(int64_t n, Term term) {
+  LaneSums s;
+  int64_t c = 0;
+  for (; c + kSumLanes <= n; c += kSumLanes)
+    for (int64_t j = 0; j < kSumLanes; ++j) s.lane[j] += term(c + j);
+  for (; c < n; ++c) s.tail += term(c);
+  return s.total();
+}
+
 }  // namespace loom::cpu
