@@ -6,8 +6,9 @@
 #   bench/resnet20.sh accuracy [--epochs 5] [--seed 0]      # test accuracy after the last epoch
 #   bench/resnet20.sh scaling  [--steps 60]                 # 2 workers against free communication
 #
-# speed: each round runs loom, then PyTorch, for --steps steps at 1 thread (evaluation off) and
-#   prints both rates and their ratio; the machine's load moves both, so compare the ratio.
+# speed: each round runs loom, then every PyTorch peer (each PyTorch found, in NCHW and
+#   channels-last, PyTorch 2 also compiled), for --steps steps at 1 thread (evaluation off);
+#   prints each one's best round and loom's ratio to each and to the fastest.
 # accuracy: loom then PyTorch, --epochs each (minutes per epoch on a few cores).
 # scaling: the samples/s of one 1-worker run alone, of two 1-worker runs at once (nothing
 #   exchanged: the most 2 workers could reach, as bench/scaling_ceiling.sh), and of one
@@ -47,16 +48,47 @@ torch_result() {  # "samples/s test_acc" from the peer's RESULT line
 }
 case $MODE in
   speed)
+    # Every PyTorch there is: Debian's (or $LOOM_PYTHON's) and the newest from PyPI in
+    # .venv-torch (scripts/setup-bench), each in NCHW and channels-last, the newest also
+    # compiled. Each keeps its best round; the ratio is against the fastest.
+    pys=("$PY"); [ -z "${LOOM_PYTHON:-}" ] && [ -x "$root/.venv-torch/bin/python" ] && pys+=("$root/.venv-torch/bin/python")
+    peer_variants=()
+    for p in "${pys[@]}"; do
+      v=$("$p" -c 'import torch; print(torch.__version__)')
+      peer_variants+=("$p|$v|" "$p|$v channels-last|--channels-last")
+      case $v in 1.*) ;; *) peer_variants+=("$p|$v compiled|--compile") ;; esac
+    done
+    results=()
     for r in $(seq 1 "$ROUNDS"); do
       read -r l _ < <(loom_rate "$tmp/l" --set max_steps="$STEPS" --set threads=1 --set eval=false --set seed="$SEED")
-      read -r t _ < <(torch_result --threads 1 --max-steps "$STEPS" --seed "$SEED")
-      python3 - "$r" "$l" "$t" <<'PY'
+      results+=("loom=$l")
+      echo "round $r: loom $l samples/s"
+      for pv in "${peer_variants[@]}"; do
+        IFS='|' read -r p name flags <<< "$pv"
+        # shellcheck disable=SC2086
+        read -r t _ < <(PY=$p torch_result --threads 1 --max-steps "$STEPS" --seed "$SEED" $flags)
+        results+=("PyTorch $name=$t")
+        echo "round $r: PyTorch $name $t samples/s"
+      done
+    done
+    python3 - "$STEPS" "$ROUNDS" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs)" \
+      "$(grep -o -m1 -w -E 'avx512_bf16|avx512f|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')" "${results[@]}" <<'PY'
 import json, sys
-r, l, t = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
-print(f"round {r}: loom {l:.1f} samples/s, PyTorch {t:.1f}: {l / t:.2f}x")
-print(json.dumps({"bench": "resnet20", "mode": "speed", "round": r, "loom": l, "torch": t, "ratio": l / t}))
+steps, rounds, cpu, isa = sys.argv[1:5]
+best = {}
+for a in sys.argv[5:]:
+    name, rate = a.rsplit("=", 1)
+    best[name] = max(best.get(name, 0.0), float(rate))
+l = best.pop("loom")
+print(f"{cpu} ({isa.strip()}), 1 thread, {steps} steps, best of {rounds}: loom {l:.1f} samples/s")
+for v, t in best.items():
+    print(f"  {v}: {t:.1f} samples/s, loom / it {l / t:.2f}x")
+v, t = max(best.items(), key=lambda p: p[1])
+print(f"loom / the fastest PyTorch ({v}): {l / t:.2f}x")
+print(json.dumps({"bench": "resnet20", "mode": "speed", "cpu": cpu, "isa": isa.split(),
+                  "loom": l, "torch": t, "torch_version": v, "peers": best, "ratio": l / t}))
 PY
-    done ;;
+    ;;
   accuracy)
     read -r l la < <(loom_rate "$tmp/l" --set epochs="$EPOCHS" --set seed="$SEED" --set threads=2)
     read -r t ta < <(torch_result --threads 2 --epochs "$EPOCHS" --seed "$SEED")
