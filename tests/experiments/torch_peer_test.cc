@@ -68,6 +68,8 @@ TEST(TorchPeer, TheNewestPyTorchIsComparedWhereSetupBenchInstalledIt) {
   EXPECT_EQ(both[1], (root / ".venv-torch/bin/python").string());
   ::setenv("LOOM_PYTHON", "/bin/false", 1);  // one named python is the only one
   EXPECT_EQ(find_pythons(script), std::vector<std::string>{"/bin/false"});
+  ::setenv("LOOM_PYTHON", "", 1);  // set to nothing: as if unset, not a python named ""
+  EXPECT_EQ(find_pythons(script), both);
   ::unsetenv("LOOM_PYTHON");
   fs::remove_all(root);
 }

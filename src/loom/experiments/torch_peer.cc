@@ -46,15 +46,23 @@ std::string checkout_venv_python(const std::string& script, const std::string& n
 
 }  // namespace
 
+namespace {
+// LOOM_PYTHON when set to something; empty counts as unset, as the bench scripts treat it.
+const char* python_from_env() {
+  const char* env = std::getenv("LOOM_PYTHON");
+  return env && *env ? env : nullptr;
+}
+}  // namespace
+
 std::string find_python(const std::string& script) {
-  if (const char* env = std::getenv("LOOM_PYTHON")) return env;
+  if (const char* env = python_from_env()) return env;
   const std::string venv = checkout_venv_python(script, ".venv");
   return venv.empty() ? "/usr/bin/python3" : venv;
 }
 
 std::vector<std::string> find_pythons(const std::string& script) {
   std::vector<std::string> pythons = {find_python(script)};
-  if (std::getenv("LOOM_PYTHON")) return pythons;
+  if (python_from_env()) return pythons;
   const std::string current = checkout_venv_python(script, ".venv-torch");
   if (!current.empty()) pythons.push_back(current);
   return pythons;
