@@ -61,8 +61,17 @@ hook_of() {  # config -> "hook warmup_steps" (CODEC-wN: the loom hook with warmu
 }
 for c in $CONFIGS; do hook_of "$c" >/dev/null; done
 [ "$(id -u)" = 0 ] || { echo "ddp_hook.sh: needs root (network namespaces, tc)" >&2; exit 2; }
-"$PY" -c "import torch, loom.torch" 2>/dev/null ||
-  { echo "ddp_hook.sh: $PY cannot import torch and loom.torch (scripts/setup-python-package)" >&2; exit 2; }
+# Only loom's hooks need the loom package: DDP's own fp32 and fp16 run on any PyTorch (the
+# newest from PyPI included, scripts/setup-bench).
+needs_loom=false
+for c in $CONFIGS; do case $(hook_of "$c") in none*|torch-fp16*) ;; *) needs_loom=true ;; esac; done
+if $needs_loom; then
+  "$PY" -c "import torch, loom.torch" 2>/dev/null ||
+    { echo "ddp_hook.sh: $PY cannot import torch and loom.torch (scripts/setup-python-package)" >&2; exit 2; }
+else
+  "$PY" -c "import torch" 2>/dev/null ||
+    { echo "ddp_hook.sh: $PY cannot import torch (scripts/setup-bench)" >&2; exit 2; }
+fi
 
 # shellcheck source=bench/netns/lib.sh
 . "$here/lib.sh"
