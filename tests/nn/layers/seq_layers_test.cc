@@ -171,6 +171,76 @@ TEST(SeqGradients, Attention) {
   }
 }
 
+// Past 128 positions the layer computes its causal products in row blocks (two at 130, three
+// at 200, of unequal sizes): the gradients hold across the blocks' edges.
+TEST(SeqGradients, AttentionAcrossRowBlocks) {
+  for (int64_t time : {130, 200}) {
+    SCOPED_TRACE(fmt::format("{} positions", time));
+    CausalSelfAttention layer(4, 2);
+    check_layer_gradients(layer, {time, 4}, 1, random_vector(time * 4, 23), make_context(),
+                          kSeqSmooth);
+  }
+}
+
+// The forward against attention written out in double, head by head and row by row, at
+// lengths of one, two and three row blocks.
+TEST(SeqAttention, ForwardMatchesTheDefinitionAcrossRowBlocks) {
+  const int64_t D = 8, H = 2, dh = D / H, batch = 2;
+  for (int64_t T : {9, 130, 200}) {
+    SCOPED_TRACE(fmt::format("{} positions", T));
+    CausalSelfAttention layer(D, H);
+    layer.build({T, D});
+    std::vector<float> params = random_vector(layer.num_params(), 65), grads(params.size());
+    layer.bind(params.data(), grads.data());
+    const auto x = random_vector(batch * T * D, 66, -2.0f, 2.0f);
+    std::vector<float> y(x.size());
+    layer.forward(make_context(), x.data(), y.data(), batch);
+    const float* w_in = params.data();
+    const float* b_in = w_in + 3 * D * D;
+    const float* w_out = b_in + 3 * D;
+    const float* b_out = w_out + D * D;
+    double worst = 0;
+    for (int64_t b = 0; b < batch; ++b) {
+      std::vector<double> qkv(size_t(T * 3 * D)), heads(size_t(T * D));
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t o = 0; o < 3 * D; ++o) {
+          double acc = b_in[o];
+          for (int64_t i = 0; i < D; ++i)
+            acc += double(w_in[o * D + i]) * x[size_t((b * T + t) * D + i)];
+          qkv[size_t(t * 3 * D + o)] = acc;
+        }
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t t = 0; t < T; ++t) {
+          std::vector<double> s(size_t(t + 1));
+          double mx = -1e300, sum = 0;
+          for (int64_t j = 0; j <= t; ++j) {
+            double dot = 0;
+            for (int64_t e = 0; e < dh; ++e)
+              dot += qkv[size_t(t * 3 * D + h * dh + e)] * qkv[size_t(j * 3 * D + D + h * dh + e)];
+            s[size_t(j)] = dot / std::sqrt(double(dh));
+            mx = std::max(mx, s[size_t(j)]);
+          }
+          for (double& v : s) sum += (v = std::exp(v - mx));
+          for (int64_t e = 0; e < dh; ++e) {
+            double acc = 0;
+            for (int64_t j = 0; j <= t; ++j)
+              acc += s[size_t(j)] / sum * qkv[size_t(j * 3 * D + 2 * D + h * dh + e)];
+            heads[size_t(t * D + h * dh + e)] = acc;
+          }
+        }
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t o = 0; o < D; ++o) {
+          double acc = b_out[o];
+          for (int64_t j = 0; j < D; ++j)
+            acc += double(w_out[o * D + j]) * heads[size_t(t * D + j)];
+          worst = std::max(worst, std::fabs(acc - y[size_t((b * T + t) * D + o)]) /
+                                      std::max(1.0, std::fabs(acc)));
+        }
+    }
+    EXPECT_LT(worst, 1e-5);
+  }
+}
+
 TEST(SeqGradients, AttentionOneHeadPerDimension) {
   CausalSelfAttention layer(4, 4);
   check_layer_gradients(layer, {3, 4}, 2, random_vector(2 * 3 * 4, 22), make_context(), kSeqSmooth);
@@ -235,61 +305,65 @@ TEST(SeqLinear, EachPositionIsOneRow) {
 // was, to the bit; and an upstream gradient on positions before k gives exactly zero input
 // gradient at k and after, and parameter gradients that do not depend on those inputs.
 TEST(SeqAttention, MaskIsCausal) {
-  const int64_t T = 7, D = 8, batch = 2;
-  CausalSelfAttention layer(D, 2);
-  layer.build({T, D});
-  std::vector<float> params(size_t(layer.num_params())), grads(params.size());
-  layer.bind(params.data(), grads.data());
-  Rng rng(3, 0, RngPurpose::kInit);
-  layer.init_params(rng, cpu_backend());
-  const auto x = random_vector(batch * T * D, 61, -2.0f, 2.0f);
-  for (int64_t k = 1; k < T; ++k) {
-    SCOPED_TRACE(fmt::format("positions {}.. changed", k));
-    auto x2 = x;
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t t = k; t < T; ++t)
-        for (int64_t d = 0; d < D; ++d) x2[size_t((b * T + t) * D + d)] += 3.0f + float(d);
-    std::vector<float> y1(x.size()), y2(x.size());
-    layer.forward(make_context(), x.data(), y1.data(), batch);
-    layer.forward(make_context(), x2.data(), y2.data(), batch);
-    bool later_changed = false;
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t d = 0; d < D; ++d) {
-          const size_t i = size_t((b * T + t) * D + d);
-          if (t < k) {
-            ASSERT_EQ(y1[i], y2[i]) << "sample " << b << " position " << t;
-          } else {
-            later_changed = later_changed || y1[i] != y2[i];
+  // 7 positions: one row block; 130: two (the layer's products skip the masked block).
+  for (const int64_t T : {int64_t(7), int64_t(130)}) {
+    SCOPED_TRACE(fmt::format("{} positions", T));
+    const int64_t D = 8, batch = 2;
+    CausalSelfAttention layer(D, 2);
+    layer.build({T, D});
+    std::vector<float> params(size_t(layer.num_params())), grads(params.size());
+    layer.bind(params.data(), grads.data());
+    Rng rng(3, 0, RngPurpose::kInit);
+    layer.init_params(rng, cpu_backend());
+    const auto x = random_vector(batch * T * D, 61, -2.0f, 2.0f);
+    for (int64_t k = 1; k < T; ++k) {
+      SCOPED_TRACE(fmt::format("positions {}.. changed", k));
+      auto x2 = x;
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t t = k; t < T; ++t)
+          for (int64_t d = 0; d < D; ++d) x2[size_t((b * T + t) * D + d)] += 3.0f + float(d);
+      std::vector<float> y1(x.size()), y2(x.size());
+      layer.forward(make_context(), x.data(), y1.data(), batch);
+      layer.forward(make_context(), x2.data(), y2.data(), batch);
+      bool later_changed = false;
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t d = 0; d < D; ++d) {
+            const size_t i = size_t((b * T + t) * D + d);
+            if (t < k) {
+              ASSERT_EQ(y1[i], y2[i]) << "sample " << b << " position " << t;
+            } else {
+              later_changed = later_changed || y1[i] != y2[i];
+            }
           }
-        }
-    EXPECT_TRUE(later_changed) << "the changed positions' own outputs must change";
+      EXPECT_TRUE(later_changed) << "the changed positions' own outputs must change";
 
-    // Gradient from the outputs before k only.
-    auto dy = random_vector(int64_t(x.size()), 62);
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t t = k; t < T; ++t)
-        for (int64_t d = 0; d < D; ++d) dy[size_t((b * T + t) * D + d)] = 0.0f;
-    auto grads_for = [&](const std::vector<float>& in, std::vector<float>& dx) {
-      std::vector<float> y(in.size());
-      layer.forward(make_context(), in.data(), y.data(), batch);
-      layer.backward(make_context(), in.data(), y.data(), dy.data(), dx.data(), batch);
-      return grads;
-    };
-    std::vector<float> dx1(x.size()), dx2(x.size());
-    const auto g1 = grads_for(x, dx1);
-    const auto g2 = grads_for(x2, dx2);
-    EXPECT_EQ(g1, g2) << "parameter gradients of earlier outputs depend on later inputs";
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t d = 0; d < D; ++d) {
-          const size_t i = size_t((b * T + t) * D + d);
-          if (t >= k) {
-            ASSERT_EQ(dx1[i], 0.0f) << "earlier outputs reach position " << t;
-          } else {
-            ASSERT_EQ(dx1[i], dx2[i]) << "position " << t;
+      // Gradient from the outputs before k only.
+      auto dy = random_vector(int64_t(x.size()), 62);
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t t = k; t < T; ++t)
+          for (int64_t d = 0; d < D; ++d) dy[size_t((b * T + t) * D + d)] = 0.0f;
+      auto grads_for = [&](const std::vector<float>& in, std::vector<float>& dx) {
+        std::vector<float> y(in.size());
+        layer.forward(make_context(), in.data(), y.data(), batch);
+        layer.backward(make_context(), in.data(), y.data(), dy.data(), dx.data(), batch);
+        return grads;
+      };
+      std::vector<float> dx1(x.size()), dx2(x.size());
+      const auto g1 = grads_for(x, dx1);
+      const auto g2 = grads_for(x2, dx2);
+      EXPECT_EQ(g1, g2) << "parameter gradients of earlier outputs depend on later inputs";
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t d = 0; d < D; ++d) {
+            const size_t i = size_t((b * T + t) * D + d);
+            if (t >= k) {
+              ASSERT_EQ(dx1[i], 0.0f) << "earlier outputs reach position " << t;
+            } else {
+              ASSERT_EQ(dx1[i], dx2[i]) << "position " << t;
+            }
           }
-        }
+    }
   }
 }
 
