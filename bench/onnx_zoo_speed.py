@@ -13,7 +13,8 @@ round runs, one after another at --threads threads,
     that import, start-up and the first two steps (oneDNN's primitive creation) count for loom
     as little as for the peers;
   - the peers of bench/peers/torch_vision_train.py: PyTorch 1.13 eager (.venv), the newest
-    PyTorch eager and with torch.compile (.venv-torch; scripts/setup-bench), where present:
+    PyTorch eager, eager in channels-last and with torch.compile (.venv-torch;
+    scripts/setup-bench), where present:
     the median over steps after the second.
 Each line gives a round's rates and loom over the fastest peer; the last line per network the
 best of each over the rounds, and their ratio. The machine's load moves everyone, so compare
@@ -54,6 +55,7 @@ def peers(args):
         out.append(("torch-1.13", venv, []))
     if os.path.exists(venv_torch):
         out.append(("torch-new", venv_torch, []))
+        out.append(("torch-new-channels-last", venv_torch, ["--channels-last"]))
         if not args.no_compile:
             out.append(("torch-new-compiled", venv_torch, ["--compile"]))
     return out

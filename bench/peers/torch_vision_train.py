@@ -3,14 +3,15 @@
 peer for the same network imported into loom from ONNX.
 
   python bench/peers/torch_vision_train.py --model resnet18 --size 64 --batch 32 --steps 12
-                                           [--threads 1] [--compile]
+                                           [--threads 1] [--compile] [--channels-last]
 
 The network is torchvision's with 10 classes; the data are random 3 x size x size images with
 labels 0..9, in memory; each step is forward, cross-entropy, backward and an SGD update (lr
 0.01, momentum 0.9): what `loom train` does on the ONNX file. With --compile, the model runs
-through torch.compile (its first steps compile). Samples/s is the median over the steps after
+through torch.compile (its first steps compile); with --channels-last, the model and the images
+are in NHWC, the layout PyTorch's CPU tuning guide recommends for convolutions. Samples/s is the median over the steps after
 the first two. Prints
-  RESULT model=NAME median_samples_per_s=N torch=VERSION compiled=0|1
+  RESULT model=NAME median_samples_per_s=N torch=VERSION compiled=0|1 channels_last=0|1
 Exit 3 when PyTorch or torchvision is missing (scripts/setup-bench installs both).
 """
 import argparse
@@ -27,6 +28,7 @@ parser.add_argument("--batch", type=int, default=32)
 parser.add_argument("--steps", type=int, default=12)
 parser.add_argument("--threads", type=int, default=1)
 parser.add_argument("--compile", action="store_true")
+parser.add_argument("--channels-last", action="store_true")
 args = parser.parse_args()
 os.environ["OMP_NUM_THREADS"] = str(args.threads)
 warnings.filterwarnings("ignore")
@@ -43,10 +45,12 @@ kw = {"num_classes": 10}
 if args.model in ("googlenet", "inception_v3"):
     kw.update(aux_logits=False, init_weights=True)
 model = getattr(torchvision.models, args.model)(**kw).train()
+layout = torch.channels_last if args.channels_last else torch.contiguous_format
+model = model.to(memory_format=layout)
 step_model = torch.compile(model) if args.compile else model
 opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 loss_fn = torch.nn.CrossEntropyLoss()
-x = torch.randn(args.batch, 3, args.size, args.size)
+x = torch.randn(args.batch, 3, args.size, args.size).contiguous(memory_format=layout)
 y = torch.arange(args.batch) % 10
 times = []
 for step in range(args.steps):
@@ -58,4 +62,4 @@ for step in range(args.steps):
     times.append(time.perf_counter() - t0)
 rates = [args.batch / t for t in times[2:]] or [args.batch / times[-1]]
 print(f"RESULT model={args.model} median_samples_per_s={statistics.median(rates):.2f} "
-      f"torch={torch.__version__} compiled={int(args.compile)}")
+      f"torch={torch.__version__} compiled={int(args.compile)} channels_last={int(args.channels_last)}")
