@@ -216,23 +216,7 @@ PY
         results+=("PyTorch $name=$t")
       done
     done
-    python3 - "$STEPS" "$ROUNDS" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs)" \
-      "$(grep -o -m1 -w -E 'avx512_bf16|avx512f|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')" "${results[@]}" <<'PY'
-import json, sys
-steps, rounds, cpu, isa = sys.argv[1:5]
-best = {}
-for a in sys.argv[5:]:
-    name, rate = a.rsplit("=", 1)
-    best[name] = max(best.get(name, 0.0), float(rate))
-l = best.pop("loom")
-print(f"{cpu} ({isa.strip()}), 1 thread, {steps} steps, best of {rounds}: loom {l:.0f} tokens/s")
-for v, t in best.items():
-    print(f"  {v}: {t:.0f} tokens/s, loom / it {l / t:.2f}x")
-v, t = max(best.items(), key=lambda p: p[1])
-print(f"loom / the fastest PyTorch ({v}): {l / t:.2f}x")
-print(json.dumps({"bench": "gpt_char", "mode": "speed", "cpu": cpu, "isa": isa.split(),
-                  "loom": l, "torch": t, "torch_version": v, "peers": best, "ratio": l / t}))
-PY
+    python3 "$here/best_of_rounds.py" gpt_char tokens/s "$STEPS" "$ROUNDS" "${results[@]}"
     ;;
   scaling)
     common=(--set max_steps="$STEPS" --set threads=1 --set eval=false --set batch=16)

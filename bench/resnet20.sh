@@ -71,23 +71,7 @@ case $MODE in
         echo "round $r: PyTorch $name $t samples/s"
       done
     done
-    python3 - "$STEPS" "$ROUNDS" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs)" \
-      "$(grep -o -m1 -w -E 'avx512_bf16|avx512f|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')" "${results[@]}" <<'PY'
-import json, sys
-steps, rounds, cpu, isa = sys.argv[1:5]
-best = {}
-for a in sys.argv[5:]:
-    name, rate = a.rsplit("=", 1)
-    best[name] = max(best.get(name, 0.0), float(rate))
-l = best.pop("loom")
-print(f"{cpu} ({isa.strip()}), 1 thread, {steps} steps, best of {rounds}: loom {l:.1f} samples/s")
-for v, t in best.items():
-    print(f"  {v}: {t:.1f} samples/s, loom / it {l / t:.2f}x")
-v, t = max(best.items(), key=lambda p: p[1])
-print(f"loom / the fastest PyTorch ({v}): {l / t:.2f}x")
-print(json.dumps({"bench": "resnet20", "mode": "speed", "cpu": cpu, "isa": isa.split(),
-                  "loom": l, "torch": t, "torch_version": v, "peers": best, "ratio": l / t}))
-PY
+    python3 "$here/best_of_rounds.py" resnet20 samples/s "$STEPS" "$ROUNDS" "${results[@]}"
     ;;
   accuracy)
     read -r l la < <(loom_rate "$tmp/l" --set epochs="$EPOCHS" --set seed="$SEED" --set threads=2)

@@ -274,6 +274,14 @@ void CpuBackend::avgpool2d_backward(const PoolGeometry& g, bool count_include_pa
 
 namespace {
 
+// sum += lanes 0..15 of (lo, hi), one at a time in lane order.
+void add_lanes(__m256 lo, __m256 hi, double& sum) {
+  alignas(32) float lanes[16];
+  _mm256_store_ps(lanes, lo);
+  _mm256_store_ps(lanes + 8, hi);
+  for (int j = 0; j < 16; ++j) sum += lanes[j];
+}
+
 // Sums of (row[i] - k) and (row[i] - k)^2 over one image plane in 16 float lanes (element i
 // in lane i mod 16; a plane holds at most a few thousand values, so float lanes lose nothing
 // that matters); the elements past the last 16, the lanes in order, and then the planes are
@@ -298,15 +306,8 @@ void plane_moments(const float* __restrict row, int64_t n, float k, double& s1, 
     sa += d;
     sb += d * d;
   }
-  alignas(32) float a[16], b[16];
-  _mm256_store_ps(a, a0);
-  _mm256_store_ps(a + 8, a1);
-  _mm256_store_ps(b, b0);
-  _mm256_store_ps(b + 8, b1);
-  for (int j = 0; j < 16; ++j) {
-    sa += a[j];
-    sb += b[j];
-  }
+  add_lanes(a0, a1, sa);
+  add_lanes(b0, b1, sb);
   s1 += sa;
   s2 += sb;
 }
@@ -329,15 +330,8 @@ void plane_grad_sums(const float* __restrict x, const float* __restrict dy, int6
     sa += double(dy[i]);
     sb += double(dy[i]) * (double(x[i]) - double(m));
   }
-  alignas(32) float a[16], b[16];
-  _mm256_store_ps(a, a0);
-  _mm256_store_ps(a + 8, a1);
-  _mm256_store_ps(b, b0);
-  _mm256_store_ps(b + 8, b1);
-  for (int j = 0; j < 16; ++j) {
-    sa += a[j];
-    sb += b[j];
-  }
+  add_lanes(a0, a1, sa);
+  add_lanes(b0, b1, sb);
   s_dy += sa;
   s_dy_xmu += sb;
 }
