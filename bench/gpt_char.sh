@@ -9,6 +9,7 @@
 #                                                                #   onebit_adam (1-bit Adam)
 #   bench/gpt_char.sh speed   [--steps 30] [--rounds 3]         # tokens/s at 1 thread
 #   bench/gpt_char.sh scaling [--steps 60]                      # 2 workers vs free communication
+#   bench/gpt_char.sh ddp     [--steps 60] [--rounds 3]         # 2 workers vs PyTorch DDP
 #   bench/gpt_char.sh words   --runs "DIR ..."                  # sampled words of trained runs
 #   common: [--data DIR] (shards from scripts/fortunes-shards; made in a temporary folder if
 #           absent) [--lr 0.001] [--keep DIR] [--temperatures "0.8 0.7"] [--samples 8]
@@ -27,6 +28,10 @@
 #   best rate and loom's ratio to each and to the fastest.
 # scaling: tokens/s of two 1-worker runs at once (batch 16 each: nothing exchanged, the most 2
 #   workers could reach) and of one 2-worker run (2 x 16).
+# ddp: loom with 2 workers (2 x 16, 1 thread each) against the peer under DistributedDataParallel
+#   (gloo over the loopback, 2 processes x 1 thread, 16 windows each) with every PyTorch found
+#   (1.x with nn.MultiheadAttention, 2.x with scaled_dot_product_attention), taking turns
+#   --rounds times; each keeps its best, and the ratio is against the fastest.
 # Speed figures depend on what else runs: every mode prints /proc/loadavg when it starts and ends.
 # One JSON object per result line ({"bench":"gpt_char",...}).
 set -euo pipefail
@@ -39,7 +44,7 @@ PEER=$here/peers/torch_gpt_char.py
 FIG=$here/peers/gpt_char_figures.py
 MODE=${1:-loss}
 shift || true
-case $MODE in -h|--help) sed -n '2,31p' "$0"; exit 0 ;; esac
+case $MODE in -h|--help) sed -n '2,36p' "$0"; exit 0 ;; esac
 SEEDS="0 1 2" SEED=0 STEPS= ROUNDS=3 LR=0.001 DATA= KEEP= CONFIGS="fp32 int8 onebit powersgd bmuf onebit_adam"
 TEMPERATURES="0.8 0.7" SAMPLES=8 RUNS=
 while [ $# -gt 0 ]; do
@@ -55,7 +60,7 @@ while [ $# -gt 0 ]; do
     --temperatures) TEMPERATURES=$2; shift 2 ;;
     --samples) SAMPLES=$2; shift 2 ;;
     --runs) RUNS=$2; shift 2 ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
     *) echo "gpt_char.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -63,9 +68,9 @@ done
 case $MODE in
   loss|codecs) STEPS=${STEPS:-1700} ;;
   speed) STEPS=${STEPS:-30} ;;
-  scaling) STEPS=${STEPS:-60} ;;
+  scaling|ddp) STEPS=${STEPS:-60} ;;
   words) [ -n "$RUNS" ] || { echo "gpt_char.sh: words needs --runs \"DIR ...\"" >&2; exit 2; } ;;
-  *) echo "gpt_char.sh: mode is loss, codecs, speed, scaling or words, not '$MODE'" >&2; exit 2 ;;
+  *) echo "gpt_char.sh: mode is loss, codecs, speed, scaling, ddp or words, not '$MODE'" >&2; exit 2 ;;
 esac
 work=${KEEP:-$(mktemp -d /tmp/loom_gpt_char.XXXXXX)}
 mkdir -p "$work"
@@ -216,7 +221,7 @@ PY
         results+=("PyTorch $name=$t")
       done
     done
-    python3 "$here/best_of_rounds.py" gpt_char tokens/s "$STEPS" "$ROUNDS" "${results[@]}"
+    python3 "$here/best_of_rounds.py" gpt_char speed "1 thread" tokens/s "$STEPS" "$ROUNDS" "${results[@]}"
     ;;
   scaling)
     common=(--set max_steps="$STEPS" --set threads=1 --set eval=false --set batch=16)
@@ -233,5 +238,25 @@ print(f"two 1-worker runs at once {a:.0f} + {b:.0f} = {a + b:.0f} tokens/s; one 
 print(json.dumps({"bench": "gpt_char", "mode": "scaling", "together": a + b, "two_workers": two,
                   "of_ceiling": two / (a + b)}))
 PY
+    ;;
+  ddp)
+    pys=("$PY"); [ -z "${LOOM_PYTHON:-}" ] && [ -x "$root/.venv-torch/bin/python" ] && pys+=("$root/.venv-torch/bin/python")
+    results=()
+    for r in $(seq 1 "$ROUNDS"); do
+      read -r _ l < <(loom_run "$work/ddp" --set workers=2 --set threads=1 --set batch=16 \
+                        --set max_steps="$STEPS" --set eval=false --set seed="$SEED")
+      results+=("loom=$l")
+      for p in "${pys[@]}"; do
+        v=$("$p" -c 'import torch; print(torch.__version__)')
+        port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+        ddp=(--threads 1 --steps "$STEPS" --seed "$SEED" --no-eval --world 2 --master "127.0.0.1:$port")
+        "$p" "$PEER" "${peer_recipe[@]}" "${ddp[@]}" --rank 1 > "$work/rank1.log" 2>&1 &
+        RUN_PY=$p peer_run "${ddp[@]}" --rank 0 > "$work/rank0.txt" || { wait; exit 1; }
+        wait $! || { cat "$work/rank1.log" >&2; exit 1; }
+        read -r _ t < "$work/rank0.txt"
+        results+=("PyTorch $v DDP=$t")
+      done
+    done
+    python3 "$here/best_of_rounds.py" gpt_char ddp "2 workers x 1 thread" tokens/s "$STEPS" "$ROUNDS" "${results[@]}"
     ;;
 esac

@@ -5,6 +5,7 @@
 #   bench/resnet20.sh speed    [--rounds 3] [--steps 60]   # samples/s at 1 thread, alternating
 #   bench/resnet20.sh accuracy [--epochs 5] [--seed 0]      # test accuracy after the last epoch
 #   bench/resnet20.sh scaling  [--steps 60]                 # 2 workers against free communication
+#   bench/resnet20.sh ddp      [--rounds 3] [--steps 60]   # 2 workers against PyTorch DDP
 #
 # speed: each round runs loom, then every PyTorch peer (each PyTorch found, in NCHW and
 #   channels-last, PyTorch 2 also compiled), for --steps steps at 1 thread (evaluation off);
@@ -13,6 +14,9 @@
 # scaling: the samples/s of one 1-worker run alone, of two 1-worker runs at once (nothing
 #   exchanged: the most 2 workers could reach, as bench/scaling_ceiling.sh), and of one
 #   2-worker run; prints the 2-worker run over the two-at-once sum.
+# ddp: loom with 2 workers (batch 64 each, 1 thread) against the peer under
+#   DistributedDataParallel (gloo over the loopback, 2 processes x 1 thread, batch 64 each) with
+#   every PyTorch found, in NCHW and channels-last; --rounds turns, each keeps its best.
 # One JSON object per result line ({"bench":"resnet20",...}).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -71,7 +75,7 @@ case $MODE in
         echo "round $r: PyTorch $name $t samples/s"
       done
     done
-    python3 "$here/best_of_rounds.py" resnet20 samples/s "$STEPS" "$ROUNDS" "${results[@]}"
+    python3 "$here/best_of_rounds.py" resnet20 speed "1 thread" samples/s "$STEPS" "$ROUNDS" "${results[@]}"
     ;;
   accuracy)
     read -r l la < <(loom_rate "$tmp/l" --set epochs="$EPOCHS" --set seed="$SEED" --set threads=2)
@@ -94,5 +98,27 @@ print(f"alone {alone:.1f} samples/s; two 1-worker runs at once {b:.1f} + {c:.1f}
 print(json.dumps({"bench": "resnet20", "mode": "scaling", "alone": alone, "together": b + c, "two_workers": two, "of_ceiling": two / (b + c)}))
 PY
     ;;
-  *) echo "resnet20.sh: mode is speed, accuracy or scaling, not '$MODE'" >&2; exit 2 ;;
+  ddp)
+    pys=("$PY"); [ -z "${LOOM_PYTHON:-}" ] && [ -x "$root/.venv-torch/bin/python" ] && pys+=("$root/.venv-torch/bin/python")
+    results=()
+    for r in $(seq 1 "$ROUNDS"); do
+      read -r l _ < <(loom_rate "$tmp/l" --set max_steps="$STEPS" --set threads=1 --set eval=false --set seed="$SEED" --set workers=2)
+      results+=("loom=$l")
+      echo "round $r: loom $l samples/s"
+      for p in "${pys[@]}"; do
+        v=$("$p" -c 'import torch; print(torch.__version__)')
+        for layout in "" --channels-last; do
+          port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+          ddp=(--threads 1 --max-steps "$STEPS" --seed "$SEED" --world 2 --master "127.0.0.1:$port" $layout)
+          "$p" "$PEER" "${ddp[@]}" --rank 1 > "$tmp/rank1.log" 2>&1 &
+          read -r t _ < <(PY=$p torch_result "${ddp[@]}" --rank 0)
+          wait $! || { cat "$tmp/rank1.log" >&2; exit 1; }
+          results+=("PyTorch $v DDP${layout:+ channels-last}=$t")
+          echo "round $r: PyTorch $v DDP${layout:+ channels-last} $t samples/s"
+        done
+      done
+    done
+    python3 "$here/best_of_rounds.py" resnet20 ddp "2 workers x 1 thread" samples/s "$STEPS" "$ROUNDS" "${results[@]}"
+    ;;
+  *) echo "resnet20.sh: mode is speed, accuracy, scaling or ddp, not '$MODE'" >&2; exit 2 ;;
 esac

@@ -21,6 +21,12 @@ How the attention and the update are written (--style):
         (foreach otherwise). The default where F.scaled_dot_product_attention exists.
 --compile wraps the model in torch.compile (PyTorch 2 and later).
 
+With --world N (one command per rank, --rank R, --master HOST:PORT) the model is trained by
+DistributedDataParallel over gloo: every rank draws the same window order and takes its 1/N of
+each global batch of --batch windows (N must divide it), so the global batch and recipe are
+the single process's. Tokens/s counts the global batch, timed on each rank (DDP keeps them in
+step); rank 0 prints the RESULT line, the validation with it.
+
 Data, as loom's token windows (docs/data.md, "Token windows"): the shards' token ids; an epoch
 is the non-overlapping windows o + i * context, i < floor(tokens / context) - 1, at a random
 offset o, in a shuffled order, cut into floor(windows / batch) batches (the last partial batch
@@ -62,6 +68,9 @@ parser.add_argument("--no-eval", action="store_true", help="skip validation (spe
 parser.add_argument("--style", choices=["mha", "sdpa"], default=None,
                     help="how attention and AdamW are written (default: sdpa where it exists)")
 parser.add_argument("--compile", action="store_true", help="torch.compile the model")
+parser.add_argument("--world", type=int, default=1, help="DDP processes (gloo), one per command")
+parser.add_argument("--rank", type=int, default=0, help="this process's rank (with --world)")
+parser.add_argument("--master", default="127.0.0.1:29541", help="rank 0's HOST:PORT (with --world)")
 args = parser.parse_args()
 os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
 os.environ["OMP_NUM_THREADS"] = str(args.threads)
@@ -155,8 +164,9 @@ class GptChar(nn.Module):
         self.blocks = nn.ModuleList(Block(dim, heads, hidden, style) for _ in range(blocks))
         self.ln_f = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, vocab)
-        # True above the diagonal: position i attends to 0..i.
-        self.register_buffer("mask", torch.triu(torch.ones(context, context, dtype=torch.bool), 1))
+        # True above the diagonal: position i attends to 0..i. A plain attribute, not a buffer:
+        # DDP over gloo would broadcast it, and PyTorch 1.13's gloo has no bool broadcast.
+        self.mask = torch.triu(torch.ones(context, context, dtype=torch.bool), 1)
 
     def forward(self, ids):
         t = ids.shape[1]
@@ -216,6 +226,16 @@ def main():
                 opt = None
     if opt is None:
         opt, update = torch.optim.AdamW(model.parameters(), **adamw), "loop"
+    ddp = args.world > 1
+    if ddp:
+        if args.batch % args.world != 0 or not 0 <= args.rank < args.world:
+            refuse(f"--world {args.world}: it must divide --batch {args.batch}, and --rank "
+                   f"{args.rank} must be below it")
+        import torch.distributed as dist
+        dist.init_process_group("gloo", init_method=f"tcp://{args.master}", rank=args.rank,
+                                world_size=args.world)
+        model = nn.parallel.DistributedDataParallel(model)
+    share = args.batch // args.world
     forward = torch.compile(model) if args.compile else model
     # A compiled model compiles in its first steps: a one-off cost the rate leaves out.
     untimed = min(3, args.steps - 1) if args.compile else 0
@@ -235,7 +255,8 @@ def main():
                 lr *= (step + 1) / warmup
             for group in opt.param_groups:
                 group["lr"] = lr
-            x, y = windows(train, order[b * args.batch:(b + 1) * args.batch], c)
+            first = b * args.batch + args.rank * share
+            x, y = windows(train, order[first:first + share], c)
             began = time.perf_counter()
             opt.zero_grad(set_to_none=True)
             logits = forward(x)
@@ -249,6 +270,11 @@ def main():
                 print(f"step {step}: loss {loss.item():.4f} ({loss.item() / math.log(2):.4f} bits) "
                       f"lr {lr:.2e}  {(step - untimed) * args.batch * c / max(seconds, 1e-9):.0f} tokens/s", flush=True)
         epoch += 1
+    if ddp:
+        dist.barrier()
+        if args.rank != 0:
+            return
+        model = model.module
     bits = float("nan") if args.no_eval else validation_nats(model, valid, c) / math.log(2)
     print(f"RESULT gpt_char steps={step} val_bits_per_byte={bits:.4f} "
           f"tokens_per_s={(step - untimed) * args.batch * c / seconds:.1f} torch={torch.__version__} "

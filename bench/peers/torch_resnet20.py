@@ -14,6 +14,12 @@ annealed per step to 0 by cosine, batch 64, cross-entropy with label smoothing 0
 crops after zero padding by 4 and horizontal flips, Fashion-MNIST standardised by the training
 set's mean and standard deviation (as torch_mlp.py loads it).
 
+With --world N (one command per rank, --rank R, --master HOST:PORT) the model is trained by
+DistributedDataParallel over gloo, each rank on its 1/N of every epoch's permutation at --batch
+per rank (loom's `batch` is per worker too), BatchNorm on each rank's own batch as loom's
+default; samples/s counts all ranks' samples, timed on each (DDP keeps them in step), and rank
+0 prints the RESULT line.
+
 --channels-last keeps activations and weights in NHWC, the layout PyTorch's CPU tuning guide
 recommends for convolutions; --compile wraps the model in torch.compile (PyTorch 2 and later),
 whose first steps compile and are left out of the rate.
@@ -44,6 +50,9 @@ parser.add_argument("--label-smoothing", type=float, default=0.1)
 parser.add_argument("--seed", type=int, default=0)
 parser.add_argument("--channels-last", action="store_true", help="NHWC activations and weights")
 parser.add_argument("--compile", action="store_true", help="torch.compile the model")
+parser.add_argument("--world", type=int, default=1, help="DDP processes (gloo), one per command")
+parser.add_argument("--rank", type=int, default=0, help="this process's rank (with --world)")
+parser.add_argument("--master", default="127.0.0.1:29551", help="rank 0's HOST:PORT (with --world)")
 parser.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
 parser.add_argument("--export-onnx", metavar="PATH",
                     help="write the initialised network as ONNX (training mode: BatchNorm kept) "
@@ -126,12 +135,18 @@ def main():
         sys.stderr.write(f"torch_resnet20.py: --compile: PyTorch {torch.__version__} has no "
                          "torch.compile\n")
         sys.exit(2)
+    ddp = args.world > 1
+    if ddp:
+        import torch.distributed as dist
+        dist.init_process_group("gloo", init_method=f"tcp://{args.master}", rank=args.rank,
+                                world_size=args.world)
+        model = nn.parallel.DistributedDataParallel(model)
     forward = torch.compile(model) if args.compile else model
     untimed = 3 if args.compile else 0  # compiling steps, left out of the rate
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9,
                           weight_decay=args.weight_decay)
     loss_fn = nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
-    steps_per_epoch = math.ceil(len(x_train) / args.batch)
+    steps_per_epoch = math.ceil(len(x_train) // args.world / args.batch)
     total = args.epochs * steps_per_epoch
     if args.max_steps:
         total = min(total, args.max_steps)
@@ -139,6 +154,9 @@ def main():
     step, rates, acc = 0, [], float("nan")
     for epoch in range(args.epochs):
         order = torch.randperm(len(x_train), generator=gen)
+        if ddp:  # this rank's share of the same permutation on every rank
+            share = len(order) // args.world
+            order = order[args.rank * share:(args.rank + 1) * share]
         seconds, seen = 0.0, 0
         for first in range(0, len(order), args.batch):
             if step >= total:
@@ -156,13 +174,15 @@ def main():
                 seconds += time.perf_counter() - began
                 seen += len(picked)
             step += 1
-        rates.append(seen / seconds)
+        rates.append(args.world * seen / seconds)
         if not args.max_steps:
             acc = accuracy(model, x_test, y_test)
         print(f"epoch {epoch + 1}: {rates[-1]:8.1f} samples/s  train_loop {seconds:7.2f} s  "
               f"last_loss {loss.item():.3f}  test_acc {acc:.4f}", flush=True)
         if step >= total:
             break
+    if ddp and args.rank != 0:
+        return
     print(f"RESULT resnet20 {args.threads}thr batch={args.batch} steps={step} "
           f"median_samples_per_s={statistics.median(rates):.1f} final_test_acc={acc:.4f} "
           f"torch={torch.__version__}{' channels_last' if args.channels_last else ''}"
