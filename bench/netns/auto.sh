@@ -5,6 +5,7 @@
 #   bench/netns/auto.sh [--loom PATH] [--steps N] [--rates "1gbit 10gbit off"]
 #                       [--configs "..."] [--repeats R] [--budget POINTS]
 #                       [--sets "KEY=VALUE ..."] [--network NAME]
+#   bench/netns/auto.sh --accuracy [--seeds "0 1 2"] [--epochs 3] [--configs "fp32 auto"] ...
 #
 # The test bed of compare.sh (lib.sh: two network namespaces joined by a veth shaped with
 # tbf, `mpirun -np 2` with one `loom train` rank in each, Open MPI over TCP). For each rate,
@@ -22,6 +23,11 @@
 # share of a 1,000-step run; each choice carries the check after the warm-up window
 # ("(ok,step+5%)": within the model's error, "(kept,step+40%)", or "->NEW": switched to NEW).
 # One JSON object per line follows ({"bench":"netns_auto",...}).
+# --accuracy: instead of N steps, each run trains the whole recipe (--epochs, evaluation on)
+# once per seed of --seeds, every config from the same seed (the same initial weights, data
+# order and dropout), and the table gives each config's mean test accuracy (bits/byte for a
+# token run) and its difference from fp32 paired by seed, with its standard error: is auto's
+# choice on this link within its budget of fp32? ({"bench":"netns_auto_accuracy",...}).
 # Needs root, iproute2, Open MPI and loom built with MPI; the namespaces go on exit.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -35,6 +41,7 @@ BUDGET=${BUDGET:-0.5}
 TIMEOUT=${TIMEOUT:-300}
 SETS=${SETS:-}
 NETWORK=${NETWORK:-"MLP 784-1024-1024-10, batch 128/rank"}
+ACCURACY=false SEEDS="0 1 2" EPOCHS=3
 while [ $# -gt 0 ]; do
   case $1 in
     --loom) LOOM=$2; shift 2 ;;
@@ -45,7 +52,10 @@ while [ $# -gt 0 ]; do
     --budget) BUDGET=$2; shift 2 ;;
     --sets) SETS=$2; shift 2 ;;
     --network) NETWORK=$2; shift 2 ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    --accuracy) ACCURACY=true; shift ;;
+    --seeds) SEEDS=$2; shift 2 ;;
+    --epochs) EPOCHS=$2; shift 2 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "auto.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -72,16 +82,21 @@ work=$NB_WORK
 netns_up
 read -ra MPIRUN <<<"$(netns_mpirun_cmd "$work/hosts")"
 
-run_one() {  # rate config repeat -> "samples_per_s choice cost_share"
-  local rate=$1 cfg=$2 out="$work/$1-$2-$3" sets=() a
+run_one() {  # rate config repeat -> "samples_per_s choice cost_share accuracy"
+  local rate=$1 cfg=$2 out="$work/$1-$2-$3" sets=() a length
   for a in $SETS $(config_args "$cfg"); do sets+=(--set "$a"); done
+  if $ACCURACY; then  # the whole recipe from seed $3, evaluated
+    length=(--set epochs="$EPOCHS" --set seed="$3")
+  else
+    length=(--set max_steps="$STEPS" --set epochs=1 --set eval=false)
+  fi
   mkdir -p "$out"
-  if ! timeout "$TIMEOUT" "${MPIRUN[@]}" -np 2 "$LOOM" train --set max_steps="$STEPS" \
-      --set epochs=1 --set eval=false --set progress=none --set threads=1 \
+  if ! timeout "$TIMEOUT" "${MPIRUN[@]}" -np 2 "$LOOM" train "${length[@]}" \
+      --set progress=none --set threads=1 \
       --set output.dir="$out" "${sets[@]}" >"$out/log" 2>&1; then
     echo "auto.sh: $cfg at $rate failed; last lines of its log:" >&2
     tail -5 "$out/log" >&2
-    echo "nan - nan"
+    echo "nan - nan nan"
     return
   fi
   /usr/bin/python3 - "$out" <<'PY'
@@ -99,31 +114,72 @@ if a:
         name += "->" + label(v["after"])
     elif o in ("agrees", "kept"):
         name += "(" + ("ok" if o == "agrees" else "kept") + f",step{100 * (v['measured']['step_s'] / v['predicted']['step_s'] - 1):+.0f}%)"
-    print(s["samples_per_s"], name, a["measured"].get("cost_share_of_1000_steps", float("nan")))
+    rest = (name, a["measured"].get("cost_share_of_1000_steps", float("nan")))
 else:
-    print(s["samples_per_s"], "-", "nan")
+    rest = ("-", "nan")
+# The run's accuracy: test accuracy, or validation bits/byte for a token run.
+acc = s.get("test_acc")
+if acc is None:
+    acc = s.get("val_bits_per_byte")
+print(s["samples_per_s"], *rest, "nan" if acc is None else acc)
 PY
 }
 
 results="$work/results"
 : >"$results"
+rounds=$(seq "$REPEATS")
+$ACCURACY && rounds=$SEEDS
 for rate in $RATES; do
   netns_shape "$rate"
-  for rep in $(seq "$REPEATS"); do
+  for rep in $rounds; do
     for cfg in $CONFIGS; do
-      read -r sps choice share < <(run_one "$rate" "$cfg" "$rep")
-      echo "$rate $cfg $sps $choice $share" >>"$results"
-      printf '  %-6s %-13s %8s samples/s %s\n' "$rate" "$cfg" "$sps" "$choice" >&2
+      read -r sps choice share acc < <(run_one "$rate" "$cfg" "$rep")
+      echo "$rate $cfg $sps $choice $share $acc $rep" >>"$results"
+      printf '  %-6s %-13s %8s samples/s %s %s\n' "$rate" "$cfg" "$sps" "$choice" \
+        "$($ACCURACY && echo "accuracy $acc (seed $rep)")" >&2
     done
   done
 done
+
+if $ACCURACY; then
+  /usr/bin/python3 - "$results" "$EPOCHS" "$NETWORK" <<'PY'
+import json, math, statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+epochs, network = sys.argv[2], sys.argv[3]
+acc = {}
+for rate, cfg, _, choice, _, a, seed in rows:
+    acc.setdefault((rate, cfg), {})[seed] = (float(a), choice)
+print(f"2 ranks (one per network namespace), {network}, {epochs} epochs, paired by seed")
+print(f"{'link':<7} {'config':<13} {'accuracy':>9} {'- fp32':>8} {'s.e.':>7}  seeds / auto's choices")
+for rate in dict.fromkeys(r[0] for r in rows):
+    base = acc.get((rate, "fp32"), {})
+    for cfg in dict.fromkeys(r[1] for r in rows):
+        runs = acc[(rate, cfg)]
+        vals = [a for a, _ in runs.values() if not math.isnan(a)]
+        diffs = [runs[s][0] - base[s][0] for s in runs if s in base
+                 and not math.isnan(runs[s][0]) and not math.isnan(base[s][0])]
+        mean = statistics.mean(vals) if vals else float("nan")
+        d = statistics.mean(diffs) if diffs else float("nan")
+        se = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else float("nan")
+        choices = [c for _, c in runs.values() if c != "-"]
+        print(f"{rate:<7} {cfg:<13} {mean:>9.4f} {d:>+8.4f} {se:>7.4f}  {' '.join(runs)}"
+              + (f" / {', '.join(choices)}" if choices else ""))
+        print(json.dumps({"bench": "netns_auto_accuracy", "network": network, "link": rate,
+                          "config": cfg, "epochs": epochs, "seeds": list(runs),
+                          "accuracy_mean": None if math.isnan(mean) else mean,
+                          "minus_fp32_mean": None if math.isnan(d) else d,
+                          "minus_fp32_se": None if math.isnan(se) else se,
+                          "choices": choices}))
+PY
+  exit 0
+fi
 
 /usr/bin/python3 - "$results" "$STEPS" "$REPEATS" "$NETWORK" <<'PY'
 import json, math, statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 steps, repeats, network = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 by = {}
-for rate, cfg, s, choice, share in rows:
+for rate, cfg, s, choice, share, _, _ in rows:
     by.setdefault((rate, cfg), []).append((float(s), choice, float(share)))
 rates = list(dict.fromkeys(x[0] for x in rows))
 cfgs = list(dict.fromkeys(x[1] for x in rows))
