@@ -251,8 +251,9 @@ PY
         port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
         ddp=(--threads 1 --steps "$STEPS" --seed "$SEED" --no-eval --world 2 --master "127.0.0.1:$port")
         "$p" "$PEER" "${peer_recipe[@]}" "${ddp[@]}" --rank 1 > "$work/rank1.log" 2>&1 &
+        rank1=$!
         RUN_PY=$p peer_run "${ddp[@]}" --rank 0 > "$work/rank0.txt" || { wait; exit 1; }
-        wait $! || { cat "$work/rank1.log" >&2; exit 1; }
+        wait "$rank1" || { cat "$work/rank1.log" >&2; exit 1; }
         read -r _ t < "$work/rank0.txt"
         results+=("PyTorch $v DDP=$t")
       done

@@ -111,8 +111,9 @@ PY
           port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
           ddp=(--threads 1 --max-steps "$STEPS" --seed "$SEED" --world 2 --master "127.0.0.1:$port" $layout)
           "$p" "$PEER" "${ddp[@]}" --rank 1 > "$tmp/rank1.log" 2>&1 &
+          rank1=$!
           read -r t _ < <(PY=$p torch_result "${ddp[@]}" --rank 0)
-          wait $! || { cat "$tmp/rank1.log" >&2; exit 1; }
+          wait "$rank1" || { cat "$tmp/rank1.log" >&2; exit 1; }
           results+=("PyTorch $v DDP${layout:+ channels-last}=$t")
           echo "round $r: PyTorch $v DDP${layout:+ channels-last} $t samples/s"
         done
