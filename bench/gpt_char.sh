@@ -138,6 +138,8 @@ peer_run() {  # peer args; prints "val_bits tokens_per_s" (the python: $RUN_PY, 
   sed -n 's/^RESULT .*val_bits_per_byte=\([0-9.na]*\) tokens_per_s=\([0-9.]*\).*/\1 \2/p' "$work/torch.log"
 }
 
+# shellcheck source=bench/peer_lib.sh
+. "$here/peer_lib.sh"
 case $MODE in
   loss)
     : > "$work/loss.txt"
@@ -195,12 +197,10 @@ print(json.dumps({"bench": "gpt_char", "mode": "codecs", "config": c, "steps": i
 PY
     done ;;
   speed)
-    # Every PyTorch there is: Debian's (or $LOOM_PYTHON's) and the newest from PyPI in
-    # .venv-torch (scripts/setup-bench), each written as its users would: nn.MultiheadAttention
-    # on 1.x; on 2.x scaled_dot_product_attention with fused AdamW, eager and compiled. Loom and
-    # the peers take turns ROUNDS times; each keeps its best round, and the ratio is against the
-    # fastest peer.
-    pys=("$PY"); [ -z "${LOOM_PYTHON:-}" ] && [ -x "$root/.venv-torch/bin/python" ] && pys+=("$root/.venv-torch/bin/python")
+    # Each PyTorch written as its users would: nn.MultiheadAttention on 1.x; on 2.x
+    # scaled_dot_product_attention with fused AdamW, eager and compiled. Loom and the peers take
+    # turns ROUNDS times; each keeps its best round, and the ratio is against the fastest peer.
+    read -ra pys <<< "$(peer_pythons)"
     peer_variants=()
     for p in "${pys[@]}"; do
       v=$("$p" -c 'import torch; print(torch.__version__)')
@@ -240,7 +240,7 @@ print(json.dumps({"bench": "gpt_char", "mode": "scaling", "together": a + b, "tw
 PY
     ;;
   ddp)
-    pys=("$PY"); [ -z "${LOOM_PYTHON:-}" ] && [ -x "$root/.venv-torch/bin/python" ] && pys+=("$root/.venv-torch/bin/python")
+    read -ra pys <<< "$(peer_pythons)"
     results=()
     for r in $(seq 1 "$ROUNDS"); do
       read -r _ l < <(loom_run "$work/ddp" --set workers=2 --set threads=1 --set batch=16 \
@@ -248,7 +248,7 @@ PY
       results+=("loom=$l")
       for p in "${pys[@]}"; do
         v=$("$p" -c 'import torch; print(torch.__version__)')
-        port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+        port=$(free_port)
         ddp=(--threads 1 --steps "$STEPS" --seed "$SEED" --no-eval --world 2 --master "127.0.0.1:$port")
         "$p" "$PEER" "${peer_recipe[@]}" "${ddp[@]}" --rank 1 > "$work/rank1.log" 2>&1 &
         rank1=$!

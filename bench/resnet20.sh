@@ -50,12 +50,13 @@ torch_result() {  # "samples/s test_acc" from the peer's RESULT line
   "$PY" "$PEER" "$@" > "$tmp/torch.log" 2>&1 || { cat "$tmp/torch.log" >&2; exit 1; }
   sed -n 's/.*median_samples_per_s=\([0-9.]*\) final_test_acc=\([0-9.na]*\).*/\1 \2/p' "$tmp/torch.log"
 }
+# shellcheck source=bench/peer_lib.sh
+. "$here/peer_lib.sh"
 case $MODE in
   speed)
-    # Every PyTorch there is: Debian's (or $LOOM_PYTHON's) and the newest from PyPI in
-    # .venv-torch (scripts/setup-bench), each in NCHW and channels-last, the newest also
-    # compiled. Each keeps its best round; the ratio is against the fastest.
-    pys=("$PY"); [ -z "${LOOM_PYTHON:-}" ] && [ -x "$root/.venv-torch/bin/python" ] && pys+=("$root/.venv-torch/bin/python")
+    # Each PyTorch in NCHW and channels-last, the newest also compiled. Each keeps its best
+    # round; the ratio is against the fastest.
+    read -ra pys <<< "$(peer_pythons)"
     peer_variants=()
     for p in "${pys[@]}"; do
       v=$("$p" -c 'import torch; print(torch.__version__)')
@@ -99,7 +100,7 @@ print(json.dumps({"bench": "resnet20", "mode": "scaling", "alone": alone, "toget
 PY
     ;;
   ddp)
-    pys=("$PY"); [ -z "${LOOM_PYTHON:-}" ] && [ -x "$root/.venv-torch/bin/python" ] && pys+=("$root/.venv-torch/bin/python")
+    read -ra pys <<< "$(peer_pythons)"
     results=()
     for r in $(seq 1 "$ROUNDS"); do
       read -r l _ < <(loom_rate "$tmp/l" --set max_steps="$STEPS" --set threads=1 --set eval=false --set seed="$SEED" --set workers=2)
@@ -108,7 +109,7 @@ PY
       for p in "${pys[@]}"; do
         v=$("$p" -c 'import torch; print(torch.__version__)')
         for layout in "" --channels-last; do
-          port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+          port=$(free_port)
           ddp=(--threads 1 --max-steps "$STEPS" --seed "$SEED" --world 2 --master "127.0.0.1:$port" $layout)
           "$p" "$PEER" "${ddp[@]}" --rank 1 > "$tmp/rank1.log" 2>&1 &
           rank1=$!

@@ -142,7 +142,6 @@ def main():
                                 world_size=args.world)
         model = nn.parallel.DistributedDataParallel(model)
     forward = torch.compile(model) if args.compile else model
-    untimed = 3 if args.compile else 0  # compiling steps, left out of the rate
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9,
                           weight_decay=args.weight_decay)
     loss_fn = nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
@@ -150,6 +149,7 @@ def main():
     total = args.epochs * steps_per_epoch
     if args.max_steps:
         total = min(total, args.max_steps)
+    untimed = min(3, total - 1) if args.compile else 0  # compiling steps, left out of the rate
     gen = torch.Generator().manual_seed(args.seed)
     step, rates, acc = 0, [], float("nan")
     for epoch in range(args.epochs):

@@ -44,14 +44,12 @@ std::string checkout_venv_python(const std::string& script, const std::string& n
   return fs::exists(python, ec) ? python.string() : "";
 }
 
-}  // namespace
-
-namespace {
 // LOOM_PYTHON when set to something; empty counts as unset, as the bench scripts treat it.
 const char* python_from_env() {
   const char* env = std::getenv("LOOM_PYTHON");
   return env && *env ? env : nullptr;
 }
+
 }  // namespace
 
 std::string find_python(const std::string& script) {

@@ -41,5 +41,18 @@ TEST(VectorMath, NormalCdfKeepsItsLowerTail) {
   EXPECT_NEAR(normal_cdf(0.0f), 0.5f, 1e-7);
 }
 
+// Every element counts once, whole groups of lanes and the tail alike: values whose double sums
+// are exact (multiples of 1/4 far below 2^52) give the exact total at every length, so a lane
+// or tail element dropped or counted twice shows.
+TEST(VectorMath, LaneSumCountsEveryElementOnce) {
+  for (int64_t n = 0; n <= 3 * kSumLanes + 3; ++n) {
+    double want = 0;
+    for (int64_t i = 0; i < n; ++i) want += 0.25 * double(i + 1) * double(i % 3 == 0 ? -1 : 1);
+    const double got =
+        lane_sum(n, [](int64_t i) { return 0.25 * double(i + 1) * double(i % 3 == 0 ? -1 : 1); });
+    EXPECT_EQ(got, want) << "n = " << n;
+  }
+}
+
 }  // namespace
 }  // namespace loom::cpu

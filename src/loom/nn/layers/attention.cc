@@ -15,13 +15,11 @@ namespace {
 // step; blocks of 32 skip more work but were no faster (137 ms): the products get too small.
 constexpr int64_t kRowBlock = 64;
 
-int64_t row_blocks(int64_t time) {
-  return std::max<int64_t>(1, time / kRowBlock);
-}
-
-// Row r0 of block `blk` of `blocks` near-equal blocks over `time` rows.
-int64_t block_begin(int64_t time, int64_t blocks, int64_t blk) {
-  return time * blk / blocks;
+// f(r0, r1) for each of the near-equal row blocks r0..r1 over `time` rows, in order.
+template <typename F>
+void for_row_blocks(int64_t time, F f) {
+  const int64_t blocks = std::max<int64_t>(1, time / kRowBlock);
+  for (int64_t blk = 0; blk < blocks; ++blk) f(time * blk / blocks, time * (blk + 1) / blocks);
 }
 }  // namespace
 
@@ -115,29 +113,26 @@ void CausalSelfAttention::forward(const Context& ctx, const float* x, float* y, 
   be.gemm(false, true, rows, 3 * D, D, 1.0f, x, D, w_in_, D, 0.0f, qkv, 3 * D);
   if (bias_) be.add_bias(qkv, b_in_, rows, 3 * D);
   const float scale = 1.0f / std::sqrt(float(dh));
-  const int64_t blocks = row_blocks(T);
   for (int64_t b = 0; b < batch; ++b) {
     // Head h of sample b: Q_h at column h dh of Q, K_h and V_h likewise; rows 3 D apart. Rows
     // r0..r1 see keys 0..r1 only: the scores right of that are never read (the causal softmax
     // reads entries 0..i of row i and writes the rest as zero).
     const float* q = qkv + b * T * 3 * D;
     float* p = probs_.data() + b * H * T * T;
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      const int64_t r0 = block_begin(T, blocks, blk), r1 = block_begin(T, blocks, blk + 1);
+    for_row_blocks(T, [&](int64_t r0, int64_t r1) {
       be.gemm_batched(false, true, r1 - r0, r1, dh, scale, q + r0 * 3 * D, 3 * D, dh, q + D, 3 * D,
                       dh, 0.0f, p + r0 * T, T, T * T, H);
-    }
+    });
   }
   be.causal_softmax_forward(probs_.data(), probs_.data(), batch * H, T);
   for (int64_t b = 0; b < batch; ++b) {
     const float* v = qkv + b * T * 3 * D + 2 * D;
     const float* p = probs_.data() + b * H * T * T;
     float* out = heads_out_.data() + b * T * D;
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      const int64_t r0 = block_begin(T, blocks, blk), r1 = block_begin(T, blocks, blk + 1);
+    for_row_blocks(T, [&](int64_t r0, int64_t r1) {
       be.gemm_batched(false, false, r1 - r0, dh, r1, 1.0f, p + r0 * T, T, T * T, v, 3 * D, dh, 0.0f,
                       out + r0 * D, D, dh, H);
-    }
+    });
   }
   be.gemm(false, true, rows, D, D, 1.0f, heads_out_.data(), D, w_out_, D, 0.0f, y, D);
   if (bias_) be.add_bias(y, b_out_, rows, D);
@@ -161,7 +156,6 @@ void CausalSelfAttention::backward(const Context& ctx, const float* x, const flo
   if (bias_) be.sum_rows(dy, db_out_, rows, D);
   be.gemm(false, false, rows, D, D, 1.0f, dy, D, w_out_, D, 0.0f, dheads, D);
   const float scale = 1.0f / std::sqrt(float(dh));
-  const int64_t blocks = row_blocks(T);
   for (int64_t b = 0; b < batch; ++b) {
     const float* q = qkv + b * T * 3 * D;
     const float* k = q + D;
@@ -171,23 +165,21 @@ void CausalSelfAttention::backward(const Context& ctx, const float* x, const flo
     float* dq = dqkv + b * T * 3 * D;
     // dP_h = dO_h V_h^T for rows r0..r1 against keys 0..r1 (the rest is masked);
     // dV_h = P_h^T dO_h, key block c0..c1 from rows c0..T (P is zero above the diagonal).
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      const int64_t r0 = block_begin(T, blocks, blk), r1 = block_begin(T, blocks, blk + 1);
+    for_row_blocks(T, [&](int64_t r0, int64_t r1) {
       be.gemm_batched(false, true, r1 - r0, r1, dh, 1.0f, dout + r0 * D, D, dh, v, 3 * D, dh, 0.0f,
                       ds + r0 * T, T, T * T, H);
       be.gemm_batched(true, false, r1 - r0, dh, T - r0, 1.0f, p + r0 * T + r0, T, T * T,
                       dout + r0 * D, D, dh, 0.0f, dq + 2 * D + r0 * 3 * D, 3 * D, dh, H);
-    }
+    });
     // dS_h through the softmax (in place; zero above the diagonal), then dQ_h = scale dS_h K_h
     // and dK_h = scale dS_h^T Q_h, blocked the same two ways.
     be.causal_softmax_backward(p, ds, ds, H, T);
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      const int64_t r0 = block_begin(T, blocks, blk), r1 = block_begin(T, blocks, blk + 1);
+    for_row_blocks(T, [&](int64_t r0, int64_t r1) {
       be.gemm_batched(false, false, r1 - r0, dh, r1, scale, ds + r0 * T, T, T * T, k, 3 * D, dh,
                       0.0f, dq + r0 * 3 * D, 3 * D, dh, H);
       be.gemm_batched(true, false, r1 - r0, dh, T - r0, scale, ds + r0 * T + r0, T, T * T,
                       q + r0 * 3 * D, 3 * D, dh, 0.0f, dq + D + r0 * 3 * D, 3 * D, dh, H);
-    }
+    });
   }
   // Input projection: dW_in = dqkv^T x, db_in = sum dqkv, dx = dqkv W_in.
   be.gemm(true, false, 3 * D, D, rows, 1.0f, dqkv, 3 * D, x, D, 0.0f, dw_in_, D);
