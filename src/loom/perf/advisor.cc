@@ -203,10 +203,7 @@ class AdvisorRun {
     if (measured(g)) return req_.measured.at(g.name);
     const ComputeRate rate =
         compute_rate(cat_, g, req_.workload, precision, double(req_.train.batch));
-    if (rate.method == "roofline")
-      d.compute = rate.efficiency;
-    else
-      d.sample_s = rate.sample_s;
+    d.use(rate);
     return d;
   }
 

@@ -58,6 +58,7 @@ StepEstimate predict(const AutoRequest& r, const AutoMeasurements& m, const Auto
   t.batch = r.batch;
   Derating d;
   d.sample_s = m.compute_s / double(r.batch);
+  d.whole_step = true;  // the measured step's compute holds its update
   d.jitter_cv = 0;  // the measured step already holds this machine's spread
   d.codec_enc_dec_gbs = m.codec_gbs;
   const CostModel model(r.workload, measured_cluster(r, m), s, t, d);

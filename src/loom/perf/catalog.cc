@@ -48,11 +48,16 @@ LinkSpec read_link(const RowReader& r) {
 GpuSpec read_gpu(const RowReader& r, const std::map<std::string, LinkSpec>& links) {
   r.check_known({"name", "fp32_tflops", "tensor_tflops", "memory_gb", "mem_bw_gbs", "host_link",
                  "peer_link", "tdp_w", "price_usd", "price_kind", "chip", "form_factor", "slots",
-                 "cooling", "baseboard", "vendor", "cuda_cc", "source"});
+                 "cooling", "baseboard", "vendor", "cuda_cc", "tf32_tflops", "fp8_tflops",
+                 "fp32_dual_issue", "peaks_source", "source"});
   GpuSpec g;
   g.name = r.str("name");
   g.fp32_tflops = r.num("fp32_tflops");
   g.tensor_tflops = r.num("tensor_tflops", true, true);
+  g.tf32_tflops = r.num("tf32_tflops", false, true, 0);
+  g.fp8_tflops = r.num("fp8_tflops", false, true, 0);
+  g.fp32_dual_issue = r.flag("fp32_dual_issue", false);
+  g.peaks_source = r.str("peaks_source", false);
   g.memory_gb = r.num("memory_gb");
   g.mem_bw_gbs = r.num("mem_bw_gbs");
   g.host_link = r.str("host_link");
@@ -225,16 +230,19 @@ void Catalog::load_text(const std::string& text, const std::string& name) {
     frameworks_[f.name] = f;
   });
   for_rows(root, name, "rate", [&](const RowReader& r) {
-    r.check_known({"gpu", "workload", "precision", "batch", "samples_per_s", "source"});
+    r.check_known(
+        {"gpu", "workload", "precision", "batch", "samples_per_s", "source", "publication"});
     RateSpec rs;
     rs.gpu = r.str("gpu");
     rs.workload = r.str("workload");
     rs.precision = r.str("precision");
-    if (rs.precision != "fp32" && rs.precision != "mixed")
-      r.fail("precision", fmt::format("must be fp32 or mixed, got '{}'", rs.precision));
+    if (rs.precision != "fp32" && rs.precision != "tf32" && rs.precision != "mixed" &&
+        rs.precision != "fp8")
+      r.fail("precision", fmt::format("must be fp32, tf32, mixed or fp8, got '{}'", rs.precision));
     rs.batch = r.num("batch");
     rs.samples_per_s = r.num("samples_per_s");
     rs.source = r.str("source");
+    rs.publication = r.str("publication", false, rs.source.substr(0, rs.source.find(':')));
     if (!gpus_.count(rs.gpu)) r.fail("gpu", unknown_name_message("GPU", rs.gpu, keys_of(gpus_)));
     // A row for the same GPU, workload, precision and batch replaces the earlier one.
     auto same = [&](const RateSpec& o) {

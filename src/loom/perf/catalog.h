@@ -32,6 +32,12 @@ struct GpuSpec {
   std::string name;
   double fp32_tflops = 0;
   double tensor_tflops = 0;  // FP16/BF16 tensor core, FP32 accumulate; 0 = none
+  double tf32_tflops = 0;    // TF32 tensor core; 0 = none
+  double fp8_tflops = 0;     // FP8 tensor core, FP32 accumulate; 0 = none
+  // The FP32 figure counts a second datapath per SM partition that FP32 shares with INT32
+  // (GA10x, AD10x, GB20x): convolutions issue from one of them (compute_model.h).
+  bool fp32_dual_issue = false;
+  std::string peaks_source;  // where the per-precision peaks come from
   double memory_gb = 0;
   double mem_bw_gbs = 0;
   std::string host_link;  // a LinkSpec name
@@ -109,12 +115,16 @@ struct CloudSpec {
 };
 
 // A published single-device training rate: whole steps (forward, backward, update) of
-// `workload` at `batch` samples in `precision` (fp32, or mixed: fp16 tensor math).
+// `workload` at `batch` samples in `precision` (fp32; tf32; mixed: 16-bit tensor math; fp8:
+// MathPlan::rate_class).
 struct RateSpec {
   std::string gpu, workload, precision;
   double batch = 0;
   double samples_per_s = 0;
   std::string source;
+  // The publication the figure comes from (default: `source` up to its first ':'); a
+  // validation case of the same publication never takes its compute from this row.
+  std::string publication;
 };
 
 // What a training framework adds to each data-parallel step beyond compute and the link:

@@ -11,17 +11,22 @@
 
 namespace loom::perf {
 
-double executed_train_flops(const Workload& w, const std::string& precision) {
-  const bool winograd = precision != "mixed";
+double executed_train_flops(const Workload& w, const std::string& conv_math) {
+  const bool winograd = conv_math == "fp32";
   double fwd = 0;
-  for (const auto& l : w.layers)
-    fwd += l.fwd_flops * (winograd ? 1 - l.winograd_share * (1 - kWinogradExecutedShare) : 1.0);
+  for (const auto& l : w.layers) {
+    const bool wino = winograd && l.kind == ProductKind::kConv;
+    fwd += l.fwd_flops * (wino ? 1 - l.winograd_share * (1 - kWinogradExecutedShare) : 1.0);
+  }
   return 3 * fwd;
 }
 
-double peak_flops(const GpuSpec& g, const std::string& precision) {
-  const double tflops =
-      precision == "mixed" && g.tensor_tflops > 0 ? g.tensor_tflops : g.fp32_tflops;
+double peak_flops(const GpuSpec& g, const std::string& math) {
+  double tflops = g.fp32_tflops;
+  if (math == "tf32" && g.tf32_tflops > 0) tflops = g.tf32_tflops;
+  if ((math == "fp16" || math == "bf16" || math == "mixed") && g.tensor_tflops > 0)
+    tflops = g.tensor_tflops;
+  if (math == "fp8" && g.fp8_tflops > 0) tflops = g.fp8_tflops;
   return tflops * 1e12;
 }
 
@@ -34,35 +39,50 @@ std::optional<Workload> known_workload(const std::string& name) {
   return reference_workload(name);
 }
 
+// A rate row's achieved executed FLOP/s over the peak of its math (0 for an unknown workload).
 double row_fraction(const Catalog& cat, const RateSpec& r) {
   const std::optional<Workload> w = known_workload(r.workload);
   if (!w) return 0;
-  return r.samples_per_s * executed_train_flops(*w, r.precision) /
-         peak_flops(cat.gpu(r.gpu), r.precision);
+  const GpuSpec& g = cat.gpu(r.gpu);
+  const std::string math = r.precision == "mixed" ? (g.cuda_cc >= 8.0 ? "bf16" : "fp16")
+                                                  : r.precision;
+  return r.samples_per_s * executed_train_flops(*w, math) / peak_flops(g, math);
+}
+
+const RateSpec* closest_rate(const Catalog& cat, const std::string& gpu, const Workload& w,
+                             const std::string& rate_class, double batch,
+                             const std::string& excluded) {
+  const RateSpec* best = nullptr;
+  for (const auto& r : cat.rates()) {
+    if (r.gpu != gpu || r.workload != w.name || r.precision != rate_class) continue;
+    if (!excluded.empty() && r.publication == excluded) continue;
+    if (!best || std::abs(std::log(r.batch / batch)) < std::abs(std::log(best->batch / batch)))
+      best = &r;
+  }
+  return best;
+}
+
+// The share of a sample's FLOPs in convolutions.
+double conv_share(const Workload& w) {
+  double conv = 0;
+  for (const auto& l : w.layers)
+    if (l.kind == ProductKind::kConv) conv += l.fwd_flops;
+  return w.fwd_flops() > 0 ? conv / w.fwd_flops() : 0;
 }
 
 }  // namespace
 
-double roofline_efficiency(const Catalog& cat, const std::string& precision) {
-  std::vector<double> f;
-  for (const auto& r : cat.rates())
-    if (r.precision == precision)
-      if (double x = row_fraction(cat, r); x > 0) f.push_back(x);
-  if (f.empty()) return 0.5;
-  std::sort(f.begin(), f.end());
-  const size_t n = f.size();
-  return n % 2 ? f[n / 2] : 0.5 * (f[n / 2 - 1] + f[n / 2]);
-}
-
 ComputeRate compute_rate(const Catalog& cat, const GpuSpec& gpu, const Workload& w,
-                         const std::string& precision, double batch) {
+                         const std::string& precision, double batch, const ComputeFit& fit,
+                         const std::string& excluded_publication) {
   if (batch <= 0) throw InputError(fmt::format("batch must be > 0, got {}", batch));
+  const MathPlan plan = math_plan(gpu, precision);
   ComputeRate out;
-  // Mixed precision on a GPU without tensor cores runs at its fp32 rate, as fp32 does.
-  const std::string roof = precision == "mixed" && gpu.tensor_tflops <= 0 ? "fp32" : precision;
-  out.efficiency = roofline_efficiency(cat, roof);
-  if (const RateSpec* r = cat.rate(gpu.name, w.name, precision, batch)) {
+  out.math = plan.describe();
+  const std::string cls = plan.rate_class();
+  if (const RateSpec* r = closest_rate(cat, gpu.name, w, cls, batch, excluded_publication)) {
     out.sample_s = 1 / r->samples_per_s;
+    out.whole_step = true;
     out.method = "published";
     out.detail = fmt::format("{} {} {} at batch {:g}, {:g} samples/s ({})", r->gpu, r->workload,
                              r->precision, r->batch, r->samples_per_s, r->source);
@@ -73,14 +93,16 @@ ComputeRate compute_rate(const Catalog& cat, const GpuSpec& gpu, const Workload&
     const RateSpec* best = nullptr;
     for (const auto& [name, other] : cat.gpus()) {
       if (other.chip != gpu.chip || name == gpu.name) continue;
-      const RateSpec* r = cat.rate(name, w.name, precision, batch);
+      const RateSpec* r = closest_rate(cat, name, w, cls, batch, excluded_publication);
       if (r &&
           (!best || std::abs(std::log(r->batch / batch)) < std::abs(std::log(best->batch / batch))))
         best = r;
     }
     if (best) {
-      const double scale = peak_flops(gpu, precision) / peak_flops(cat.gpu(best->gpu), precision);
+      const std::string& math = conv_share(w) > 0.5 ? plan.conv : plan.gemm;
+      const double scale = peak_flops(gpu, math) / peak_flops(cat.gpu(best->gpu), math);
       out.sample_s = 1 / (best->samples_per_s * scale);
+      out.whole_step = true;
       out.method = "chip";
       out.detail = fmt::format(
           "{} {} {} at batch {:g}, {:g} samples/s x {:.3f} (peak {} / {}, both {}) ({})", best->gpu,
@@ -90,13 +112,19 @@ ComputeRate compute_rate(const Catalog& cat, const GpuSpec& gpu, const Workload&
       return out;
     }
   }
+  const RooflineParts p = roofline_parts(gpu, w, plan);
   out.method = "roofline";
+  out.sample_s = p.sample_s(fit);
+  out.step_s = p.kernels * fit.kernel_s;
+  out.memory_bound = p.memory_bound(fit);
+  out.fraction_of_peak = p.tensor_s > p.cuda_s ? fit.tensor : fit.cuda;
   out.detail = fmt::format(
-      "{:.1f} GFLOP executed per sample at {:.0f}% of {:.1f} TFLOPS (the median of the published "
-      "{} rates)",
-      executed_train_flops(w, roof) / 1e9, 100 * out.efficiency, peak_flops(gpu, roof) / 1e12,
-      roof);
-  out.fraction_of_peak = out.efficiency;
+      "{}; per sample {:.2f} ms on FP32 cores at {:.0f}% of peak + {:.2f} ms on tensor cores at "
+      "{:.0f}% + {:.2f} ms between the products at {:.0f}% of {:g} GB/s; {:g} kernels a step at "
+      "{:.1f} us",
+      out.math, 1e3 * p.cuda_s / fit.cuda, 100 * fit.cuda, 1e3 * p.tensor_s / fit.tensor,
+      100 * fit.tensor, 1e3 * p.memory_s / fit.memory, 100 * fit.memory, gpu.mem_bw_gbs,
+      p.kernels, 1e6 * fit.kernel_s);
   return out;
 }
 

@@ -6,20 +6,24 @@
 //   chip       a published rate of another card with the same chip, scaled by the ratio of
 //              peak FLOP/s at the precision (the P100 PCIe runs the SXM2's kernels at lower
 //              clocks);
-//   roofline   max(executed FLOPs / (peak x efficiency), bytes / (memory bandwidth x 0.8)),
-//              where the efficiency is the median over the published rates of their
-//              achieved executed FLOP/s / peak at that precision (a fitted parameter whose
-//              training subset is the [[rate]] table, not the validation set).
-// Executed FLOPs: cuDNN runs stride-1 3x3 convolutions as Winograd F(2x2, 3x3), 16 multiplies
-// per 2x2 output tile against 36 (Lavin & Gray, CVPR 2016: 2.25x fewer), in forward and in
-// both backward passes (cuDNN 5.1's WINOGRAD_NONFUSED algorithms). So a rate may exceed what
-// the nominal FLOPs at peak allow (VGG-16 on a P100: 135% of peak) without exceeding peak in
-// the FLOPs actually executed. Tensor-core (mixed) convolutions run as implicit GEMM: factor 1.
+//   roofline   per layer, its executed FLOPs over the attainable peak of the math it runs in,
+//              plus the traffic of the layers between the products over the attainable memory
+//              bandwidth, plus a fixed time per kernel of the step (gpu_roofline.h).
+// Rates from one publication can be set aside (`excluded_publication`): a validation case is
+// never predicted from the table that publishes its figure (docs/perf.md, the protocol).
+//
+// Executed FLOPs: cuDNN runs stride-1 3x3 convolutions in fp32 as Winograd F(2x2, 3x3), 16
+// multiplies per 2x2 output tile against 36 (Lavin & Gray, CVPR 2016: 2.25x fewer), in forward
+// and in both backward passes (cuDNN 5.1's WINOGRAD_NONFUSED algorithms). So a rate may exceed
+// what the nominal FLOPs at peak allow (VGG-16 on a P100: 135% of peak) without exceeding peak
+// in the FLOPs actually executed. Tensor-core convolutions (TF32, FP16, BF16) run as implicit
+// GEMM: factor 1.
 #pragma once
 
 #include <string>
 
 #include "loom/perf/catalog.h"
+#include "loom/perf/gpu_roofline.h"
 #include "loom/perf/workload.h"
 
 namespace loom::perf {
@@ -27,27 +31,34 @@ namespace loom::perf {
 // Multiplies executed per nominal multiply in a Winograd F(2x2, 3x3) convolution.
 inline constexpr double kWinogradExecutedShare = 16.0 / 36.0;
 
-// FLOPs a training step of one sample executes (forward + 2x forward for backward).
-double executed_train_flops(const Workload& w, const std::string& precision);
-// Peak FLOP/s of `g` at `precision` (mixed: the FP16 tensor rate when it has one).
-double peak_flops(const GpuSpec& g, const std::string& precision);
+// FLOPs a training step of one sample executes (forward + 2x forward for backward), with
+// convolutions in `conv_math` (Winograd only in fp32).
+double executed_train_flops(const Workload& w, const std::string& conv_math);
+// Datasheet peak FLOP/s of `g` for a product in `math` (fp32, tf32, fp16, bf16, fp8); a math
+// the GPU lacks runs on its FP32 cores.
+double peak_flops(const GpuSpec& g, const std::string& math);
 
 struct ComputeRate {
-  double sample_s = 0;    // seconds per sample, whole step; 0 with the roofline
-  double efficiency = 0;  // the roofline's fraction of peak (also set for published rates)
-  std::string method;     // published, chip, roofline
-  std::string detail;     // the row and its source, or the roofline's inputs
-  // The rate row's achieved executed FLOP/s over peak (published and chip); the roofline's
-  // efficiency otherwise. Never above 1 for a sound row.
+  // Seconds per sample of the batch-proportional part, and seconds per step that do not
+  // scale with the batch (the roofline's kernels); a published rate has no fixed part.
+  double sample_s = 0;
+  double step_s = 0;
+  bool whole_step = false;  // a published rate includes the optimizer update
+  bool memory_bound = false;
+  std::string method;  // published, chip, roofline
+  std::string detail;  // the row and its source, or the roofline's inputs
+  std::string math;    // what the products run in (MathPlan::describe)
+  // Achieved executed FLOP/s over the peak of the math (published and chip rows); the fitted
+  // efficiency of the roofline.
   double fraction_of_peak = 0;
 };
 
-// The roofline efficiency at `precision`: the median over `cat`'s rates of executed FLOP/s /
-// peak (rates of workloads loom does not know are skipped). 0.5 when there is none.
-double roofline_efficiency(const Catalog& cat, const std::string& precision);
-
+// `precision` as `loom scale` takes it (math_plan in gpu_roofline.h); `fit` is the roofline's
+// fitted efficiencies (the built-in kComputeFit unless a validation run refits them).
 ComputeRate compute_rate(const Catalog& cat, const GpuSpec& gpu, const Workload& w,
-                         const std::string& precision, double batch);
+                         const std::string& precision, double batch,
+                         const ComputeFit& fit = kComputeFit,
+                         const std::string& excluded_publication = "");
 
 // "published: p100-sxm2 resnet50 fp32 at batch 64, 219 samples/s (tf-bench: ...)" etc.
 std::string describe(const ComputeRate& r);

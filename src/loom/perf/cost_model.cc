@@ -52,12 +52,15 @@ CostModel::CostModel(Workload w, Cluster c, SyncSpec s, TrainSpec t, Derating d)
   if (!(sync_.codec_warmup_share >= 0 && sync_.codec_warmup_share < 1))
     throw InputError(
         fmt::format("codec warm-up share must be in [0, 1), got {}", sync_.codec_warmup_share));
-  if (train_.precision != "fp32" && train_.precision != "mixed")
-    throw InputError(fmt::format("precision must be fp32 or mixed, got '{}'", train_.precision));
+  if (!is_precision(train_.precision))
+    throw InputError(fmt::format("precision must be {}, got '{}'", kPrecisionNames,
+                                 train_.precision));
   if (train_.optimizer != "sgd" && train_.optimizer != "momentum" && train_.optimizer != "adam")
     throw InputError(
         fmt::format("optimizer must be sgd, momentum or adam, got '{}'", train_.optimizer));
   if (sync_.tau < 1) throw InputError(fmt::format("tau must be >= 1, got {}", sync_.tau));
+  if (train_.accumulate < 1)
+    throw InputError(fmt::format("accumulate must be >= 1, got {}", train_.accumulate));
   if (sync_.bucket_mb <= 0)
     throw InputError(fmt::format("bucket size must be > 0 MB, got {}", sync_.bucket_mb));
   if (cluster_.topo.nodes < 1 || cluster_.topo.gpus_per_node < 1)
@@ -88,6 +91,7 @@ struct CostModel::StepContext {
   int ranks = 1;
   int host_ranks = 1;  // ranks sharing one machine's cores (Topology::ranks_per_host)
   bool mixed = false;  // fp16/bf16 tensor cores with fp32 master weights
+  MathPlan plan{};     // the math of the step's products
   double batch = 0;    // samples per GPU
   double params = 0;
   double flops_rate = 0;  // achievable FLOP/s (roofline)
@@ -112,11 +116,11 @@ CostModel::StepContext CostModel::context(const Topology& topo) const {
   StepContext x{topo};
   x.ranks = topo.ranks();
   x.host_ranks = topo.ranks_per_host();
-  x.mixed = train_.precision == "mixed";
+  x.mixed = is_low_precision(train_.precision);
   x.batch = static_cast<double>(train_.batch);
   x.params = workload_.params();
-  const double peak = (x.mixed && g.tensor_tflops > 0 ? g.tensor_tflops : g.fp32_tflops) * 1e12;
-  x.flops_rate = peak * derating_.compute;
+  x.plan = math_plan(g, train_.precision);
+  x.flops_rate = peak_flops(g, x.plan.gemm) * derating_.compute;
   x.mem_rate = g.mem_bw_gbs * 1e9 * derating_.memory;
   x.act_bytes = workload_.activation_bytes * (x.mixed ? 0.5 : 1.0);
   x.weight_bytes = x.params * (x.mixed ? 2.0 : 4.0);
@@ -155,23 +159,19 @@ double CostModel::compute_time(const StepContext& x, bool& memory_bound) const {
   }
   if (derating_.sample_s > 0) {
     memory_bound = false;
-    return x.batch * derating_.sample_s;
+    return x.batch * derating_.sample_s + derating_.step_s;
   }
   // Roofline of the whole step on the FLOPs the kernels execute. Traffic: activations written
   // in forward and read twice in backward; weights read in forward and backward, gradients
   // written.
-  const double t_flops =
-      x.batch *
-      executed_train_flops(workload_,
-                           x.mixed && cluster_.gpu.tensor_tflops > 0 ? "mixed" : "fp32") /
-      x.flops_rate;
+  const double t_flops = x.batch * executed_train_flops(workload_, x.plan.conv) / x.flops_rate;
   const double t_mem = (3 * x.batch * x.act_bytes + 3 * x.weight_bytes) / x.mem_rate;
   memory_bound = t_mem > t_flops;
   return std::max(t_flops, t_mem);
 }
 
 double CostModel::update_time(const StepContext& x) const {
-  if (!x.on_host && derating_.sample_s > 0) return 0;  // a published rate is a whole step
+  if (!x.on_host && derating_.whole_step) return 0;  // a published rate is a whole step
   if (!x.on_host) return x.params * x.update_bytes / x.mem_rate;
   const HostRates& host = derating_.host;
   double update_s =
@@ -344,7 +344,7 @@ StepEstimate CostModel::over_run(const Topology& topo) const {
   e.codec_s = mix(e.codec_s, w.codec_s);
   e.comm_exposed_s = mix(e.comm_exposed_s, w.comm_exposed_s);
   e.step_s = mix(e.step_s, w.step_s);
-  e.samples_per_s = e.ranks * double(train_.batch) / e.step_s;
+  e.samples_per_s = e.ranks * double(train_.batch * train_.accumulate) / e.step_s;
   return e;
 }
 
@@ -380,6 +380,13 @@ StepEstimate CostModel::raw(const Topology& topo) const {
     compute += stolen;
   }
 
+  // Gradient accumulation: the micro-batches before the last keep their gradients local; the
+  // exchange overlaps only the last one's backward.
+  const double k = static_cast<double>(train_.accumulate);
+  compute *= k;
+  e.fwd_s *= k;
+  e.bwd_s = compute - e.fwd_s;
+
   if (x.ranks > 1) {
     // The jitter was fitted on GPU clusters; this machine's rates are measured with all its
     // workers running at once, and its own runs (experiments/validate.h) check it.
@@ -388,11 +395,11 @@ StepEstimate CostModel::raw(const Topology& topo) const {
   }
 
   const double busy = compute + e.comm_exposed_s + e.update_s + e.straggler_s + e.overhead_s;
-  e.input_s = input_time(x);
+  e.input_s = k * input_time(x);
   e.input_exposed_s = exposed_input_time(x, e.input_s, busy, idle);
 
   e.step_s = busy + e.input_exposed_s;
-  e.samples_per_s = e.ranks * x.batch / e.step_s;
+  e.samples_per_s = e.ranks * k * x.batch / e.step_s;
   e.limiter = limiter(e, compute);
   return e;
 }

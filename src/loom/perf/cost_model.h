@@ -1,6 +1,8 @@
 // The step-time model: one data-parallel training step on `ranks` GPUs.
-//   compute    = batch x seconds per sample of a published rate (compute_model.h), or the
-//                roofline max(executed FLOPs / (peak x derating), bytes / (bandwidth x 0.8))
+//   compute    = batch x seconds per sample of a published rate, or the GPU roofline's
+//                per-sample time and fixed time per step (compute_model.h, gpu_roofline.h);
+//                with a --derate figure, max(executed FLOPs / (peak x derating), bytes /
+//                (bandwidth x 0.8))
 //   comm       = buckets of gradients, ready in reverse layer order during backward, sent one
 //                after another on the link (alpha-beta per hop, per algorithm and codec;
 //                collective_model.h); what is not hidden behind backward is exposed (or all
@@ -23,6 +25,7 @@
 #include "loom/perf/catalog.h"
 #include "loom/perf/codec_model.h"
 #include "loom/perf/collective_model.h"
+#include "loom/perf/compute_model.h"
 #include "loom/perf/host_model.h"
 #include "loom/perf/workload.h"
 
@@ -49,9 +52,18 @@ struct Derating {
   // This machine's CPU, measured part by part (host_model.h); when valid, compute, update and
   // the CPU share of communication come from it instead of the roofline.
   HostRates host;
-  // Seconds per sample of a whole step (forward, backward, update) from a published rate
-  // (compute_model.h); 0: the roofline.
+  // Seconds per sample and fixed seconds per step of compute from compute_model.h (a published
+  // rate or the GPU roofline); 0: the whole-step roofline at `compute`. `whole_step`: the
+  // rate includes the optimizer update (a published rate).
   double sample_s = 0;
+  double step_s = 0;
+  bool whole_step = false;
+  void use(const ComputeRate& r) {
+    sample_s = r.sample_s;
+    step_s = r.step_s;
+    whole_step = r.whole_step;
+    compute = r.fraction_of_peak > 0 ? r.fraction_of_peak : compute;
+  }
   double jitter_cv = kStepJitterCv;
 };
 
@@ -87,8 +99,10 @@ struct SyncSpec {
 };
 
 struct TrainSpec {
-  int64_t batch = 64;                  // per GPU
-  std::string precision = "fp32";      // fp32 or mixed (fp16/bf16 tensor cores, fp32 master)
+  int64_t batch = 64;                  // per GPU and micro-batch
+  // Micro-batches per optimizer step (gradient accumulation): one exchange per step.
+  int64_t accumulate = 1;
+  std::string precision = "fp32";      // gpu_roofline.h math_plan: fp32, tf32, default, bf16, ...
   std::string optimizer = "momentum";  // sgd, momentum, adam
   bool prefetch = true;
   int threads = 1;  // intra-op threads per worker (host model only)

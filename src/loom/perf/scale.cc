@@ -92,10 +92,7 @@ ScalePrediction predict_scale(Catalog cat, const Workload& w, const ScaleRequest
   } else if (!measured_here) {
     const ComputeRate rate =
         compute_rate(cat, cat.gpu(r.gpu), w, r.train.precision, double(r.train.batch));
-    if (rate.method == "roofline")
-      der.compute = rate.efficiency;
-    else
-      der.sample_s = rate.sample_s;
+    der.use(rate);
     out.compute_note = describe(rate);
   }
   Cluster& c = out.cluster;

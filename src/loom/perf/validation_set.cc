@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <sstream>
 
 #include "loom/core/error.h"
@@ -42,14 +43,17 @@ std::vector<ValidationCase> parse_validation(const std::string& text, const std:
   }
   std::vector<ValidationCase> out;
   for_rows(root, name, "case", [&](const RowReader& r) {
-    r.check_known({"name",          "source",        "figure",    "published", "baseline_gpus",
-                   "workload",      "gpu",           "precision", "batch",     "nodes",
-                   "gpus_per_node", "nics_per_node", "intra",     "inter",     "algorithm",
-                   "servers",       "colocated",     "aggregate", "codec",     "base_codec",
-                   "bucket_mb",     "overlap",       "framework", "note"});
+    r.check_known({"name",          "source",        "figure",     "published",     "baseline_gpus",
+                   "workload",      "gpu",           "precision",  "batch",         "nodes",
+                   "gpus_per_node", "nics_per_node", "intra",      "inter",         "algorithm",
+                   "servers",       "colocated",     "aggregate",  "codec",         "base_codec",
+                   "bucket_mb",     "overlap",       "framework",  "note",          "publication",
+                   "accumulate",    "layers",        "heads",      "d_model",       "seq",
+                   "vocab",         "params",        "fused",      "untied_output", "recompute"});
     ValidationCase c;
     c.name = r.str("name");
     c.source = r.str("source");
+    c.publication = r.str("publication");
     c.figure = r.str("figure");
     if (std::find(kFigures.begin(), kFigures.end(), c.figure) == kFigures.end())
       r.fail("figure", fmt::format("must be one of {}", fmt::join(kFigures, ", ")));
@@ -58,27 +62,50 @@ std::vector<ValidationCase> parse_validation(const std::string& text, const std:
     c.workload = r.str("workload");
     c.gpu = r.str("gpu");
     c.precision = r.str("precision");
+    if (!is_precision(c.precision))
+      r.fail("precision", fmt::format("must be {}, got '{}'", kPrecisionNames, c.precision));
+    c.decoder = c.workload == "decoder";
+    if (c.decoder) {
+      DecoderShape& d = c.decoder_shape;
+      d.name = c.name;
+      d.layers = r.count("layers", 0);
+      d.heads = r.count("heads", 0);
+      d.d_model = r.num("d_model");
+      d.seq = r.num("seq");
+      d.vocab = r.num("vocab");
+      d.params = r.num("params");
+      d.fused = r.flag("fused", false);
+      d.untied_output = r.flag("untied_output", false);
+      d.recompute = r.flag("recompute", false);
+    }
+    c.accumulate = r.count("accumulate", 1);
     c.batch = r.count("batch", 64);
     c.nodes = r.count("nodes", 1);
     c.gpus_per_node = r.count("gpus_per_node", 1);
     c.nics_per_node = r.count("nics_per_node", 1);
-    c.intra = r.str("intra");
-    c.inter = r.str("inter");
-    c.algorithm = r.str("algorithm");
+    // One GPU, or one machine: the links default to the GPU's own (resolved at prediction).
+    const bool one_machine = c.nodes == 1;
+    c.intra = r.str("intra", !one_machine);
+    c.inter = r.str("inter", !one_machine);
+    c.algorithm = r.str("algorithm", false, "ring");
     c.servers = r.count("servers", 1);
     c.colocated = r.flag("colocated", false);
     c.aggregate = r.flag("aggregate", false);
-    c.codec = r.str("codec");
+    c.codec = r.str("codec", false, "fp32");
     c.base_codec = r.str("base_codec", false);
     if (c.figure == "ratio" && c.base_codec.empty())
       r.fail("base_codec", "is needed for a ratio figure");
-    c.bucket_mb = r.num("bucket_mb");
+    c.bucket_mb = r.num("bucket_mb", false, false, 25);
     c.overlap = r.flag("overlap", true);
-    c.framework = r.str("framework");
+    c.framework = r.str("framework", false, "none");
     c.note = r.str("note", false);
     out.push_back(c);
   });
   return out;
+}
+
+Workload ValidationCase::workload_spec() const {
+  return decoder ? decoder_workload(decoder_shape) : reference_workload(workload);
 }
 
 std::vector<ValidationCase> validation_cases() {
@@ -98,16 +125,18 @@ struct Predictor {
   const Catalog& cat;
   const ValidationCase& c;
   double jitter_cv;
-  Workload w = reference_workload(c.workload);
-  ComputeRate rate = compute_rate(cat, cat.gpu(c.gpu), w, c.precision, double(c.batch));
+  ComputeFit fit = kComputeFit;
+  Workload w = c.workload_spec();
+  ComputeRate rate =
+      compute_rate(cat, cat.gpu(c.gpu), w, c.precision, double(c.batch), fit, c.publication);
 
   CostModel model(const std::string& codec) const {
     Cluster cl;
     cl.gpu = cat.gpu(c.gpu);
     cl.topo.nodes = c.nodes;
     cl.topo.gpus_per_node = c.gpus_per_node;
-    cl.topo.intra = cat.link(c.intra);
-    cl.topo.inter = cat.link(c.inter);
+    cl.topo.intra = c.intra.empty() ? cat.intra_link_of(cl.gpu) : cat.link(c.intra);
+    cl.topo.inter = c.inter.empty() ? cl.topo.intra : cat.link(c.inter);
     cl.topo.nics_per_node = c.nics_per_node;
     cl.topo.servers = c.servers;
     cl.topo.servers_colocated = c.colocated;
@@ -124,13 +153,12 @@ struct Predictor {
     TrainSpec t;
     t.batch = c.batch;
     t.precision = c.precision;
-    t.optimizer = c.workload.rfind("bert", 0) == 0 ? "adam" : "momentum";
+    t.accumulate = c.accumulate;
+    t.optimizer = c.decoder || c.workload.rfind("bert", 0) == 0 ? "adam" : "momentum";
     Derating d;
     d.jitter_cv = jitter_cv;
-    if (rate.method == "roofline")
-      d.compute = rate.efficiency;
-    else
-      d.sample_s = rate.sample_s;
+    d.memory = fit.memory;
+    d.use(rate);
     return CostModel(w, cl, s, t, d);
   }
 
@@ -155,17 +183,19 @@ struct CaseCurve {
     if (c.figure == "samples_per_s") return sps;
     const double ref = base.samples_per_s(cv);
     if (c.figure == "ratio") return sps / ref;
-    const double per_gpu = sps / c.gpus(), ref_per_gpu = ref / (base.samples / double(c.batch));
+    const double per_gpu = sps / c.gpus(),
+                 ref_per_gpu = ref / (base.samples / double(c.batch * c.accumulate));
     return c.figure == "speedup" ? sps / ref : 100 * per_gpu / ref_per_gpu;
   }
 };
 
-CaseCurve curve(const Catalog& cat, const ValidationCase& c) {
+CaseCurve curve(const Catalog& cat, const ValidationCase& c, const ComputeFit& fit) {
+  const Predictor p0{cat, c, 0, fit}, p1{cat, c, 1, fit};
   auto point = [&](const std::string& codec, int nodes, int k) {
     CaseCurve::Point p;
-    const StepEstimate e0 = Predictor{cat, c, 0}.at(codec, nodes, k);
-    const StepEstimate e1 = Predictor{cat, c, 1}.at(codec, nodes, k);
-    p.samples = double(e0.ranks) * double(c.batch);
+    const StepEstimate e0 = p0.at(codec, nodes, k);
+    const StepEstimate e1 = p1.at(codec, nodes, k);
+    p.samples = double(e0.ranks) * double(c.batch * c.accumulate);
     p.step0 = e0.step_s;
     p.slope = e1.step_s - e0.step_s;
     return p;
@@ -198,21 +228,85 @@ double fit(const std::vector<CaseCurve>& curves) {
 
 }  // namespace
 
-CaseResult predict_case(const Catalog& cat, const ValidationCase& c, double jitter_cv) {
-  Predictor p{cat, c, jitter_cv};
+CaseResult predict_case(const Catalog& cat, const ValidationCase& c, double jitter_cv,
+                        const ComputeFit& fit) {
+  Predictor p{cat, c, jitter_cv, fit};
   CaseResult r;
   r.c = c;
   r.compute = describe(p.rate);
   r.fraction_of_peak = p.rate.fraction_of_peak;
   r.est = p.at(c.codec, c.nodes, c.gpus_per_node);
-  r.predicted = curve(cat, c).predicted(jitter_cv);
+  r.predicted = curve(cat, c, fit).predicted(jitter_cv);
   return r;
 }
 
 double fit_jitter(const Catalog& cat, const std::vector<ValidationCase>& cases) {
   std::vector<CaseCurve> curves;
-  for (const auto& c : cases) curves.push_back(curve(cat, c));
+  for (const auto& c : cases) curves.push_back(curve(cat, c, kComputeFit));
   return fit(curves);
+}
+
+namespace {
+
+// A [[rate]] row as a one-GPU throughput case of its own publication.
+ValidationCase rate_case(const RateSpec& r) {
+  ValidationCase c;
+  c.name = fmt::format("rate {} {} {} b{:g}", r.gpu, r.workload, r.precision, r.batch);
+  c.source = r.source;
+  c.publication = r.publication;
+  c.figure = "samples_per_s";
+  c.published = r.samples_per_s;
+  c.workload = r.workload;
+  c.gpu = r.gpu;
+  c.precision = r.precision == "mixed" ? "mixed" : r.precision;
+  c.batch = static_cast<int64_t>(r.batch);
+  return c;
+}
+
+}  // namespace
+
+std::vector<FitPoint> compute_fit_points(const Catalog& cat,
+                                         const std::vector<ValidationCase>& cases,
+                                         const std::string& left_out) {
+  std::vector<ValidationCase> all;
+  for (const auto& c : cases)
+    if (c.figure == "samples_per_s") all.push_back(c);
+  const auto names = reference_workload_names();
+  for (const auto& r : cat.rates())
+    if (std::find(names.begin(), names.end(), r.workload) != names.end())
+      all.push_back(rate_case(r));
+  std::vector<FitPoint> points;
+  for (const auto& c : all) {
+    if (!left_out.empty() && c.publication == left_out) continue;
+    const Predictor p{cat, c, kStepJitterCv, kComputeFit};
+    if (p.rate.method != "roofline") continue;  // a published rate does not depend on the fit
+    const GpuSpec& g = cat.gpu(c.gpu);
+    FitPoint f;
+    f.name = c.name;
+    f.publication = c.publication;
+    f.parts = roofline_parts(g, p.w, math_plan(g, c.precision));
+    f.micro_steps = double(c.accumulate);
+    f.samples = double(c.batch) * f.micro_steps;
+    const StepEstimate e = p.at(c.codec, c.nodes, c.gpus_per_node);
+    f.rest_s = e.step_s - (f.samples * f.parts.sample_s(kComputeFit) +
+                           f.micro_steps * f.parts.kernels * kComputeFit.kernel_s);
+    f.per_gpu_published = c.published / c.gpus();
+    points.push_back(f);
+  }
+  return points;
+}
+
+std::string gpu_generation(const GpuSpec& g) {
+  if (g.vendor != "nvidia" || g.cuda_cc <= 0) return "other";
+  const double cc = g.cuda_cc;
+  if (cc < 5) return "kepler";
+  if (cc < 7) return "pascal";
+  if (cc < 7.5) return "volta";
+  if (cc < 8) return "turing";
+  if (cc < 8.9) return "ampere";
+  if (cc < 9) return "ada";
+  if (cc < 10) return "hopper";
+  return "blackwell";
 }
 
 ErrorSummary summarize(const std::vector<double>& errors) {
@@ -235,49 +329,106 @@ ValidationRun run_validation(bool leave_one_out) {
   for (const auto& c : cases) {
     run.results.push_back(predict_case(cat, c));
     errors.push_back(run.results.back().error());
-    curves.push_back(curve(cat, c));
+    curves.push_back(curve(cat, c, kComputeFit));
   }
   run.in_sample = summarize(errors);
-  if (leave_one_out) {
-    run.fitted_jitter = fit(curves);
-    for (size_t i = 0; i < curves.size(); ++i) {
-      std::vector<CaseCurve> rest = curves;
-      rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(i));
-      const double cv = fit(rest);
-      run.loo_jitter.push_back(cv);
-      run.loo_errors.push_back(curves[i].predicted(cv) / cases[i].published - 1);
+  if (!leave_one_out) return run;
+  const std::vector<FitPoint> points = compute_fit_points(cat, cases);
+  for (const auto& p : points) run.compute_fit_on.push_back(p.name);
+  run.fitted_compute = fit_compute(points);
+  run.fitted_jitter = fit(curves);
+  // Leave one source out: every case and [[rate]] row of a publication at once.
+  run.loo_errors.assign(cases.size(), 0);
+  run.loo_jitter.assign(cases.size(), 0);
+  run.loo_fit.assign(cases.size(), kComputeFit);
+  std::vector<std::string> publications;
+  for (const auto& c : cases)
+    if (std::find(publications.begin(), publications.end(), c.publication) == publications.end())
+      publications.push_back(c.publication);
+  for (const auto& pub : publications) {
+    const ComputeFit f = fit_compute(compute_fit_points(cat, cases, pub));
+    std::vector<CaseCurve> rest;
+    for (const auto& c : cases)
+      if (c.publication != pub) rest.push_back(curve(cat, c, f));
+    const double cv = fit(rest);
+    for (size_t i = 0; i < cases.size(); ++i) {
+      if (cases[i].publication != pub) continue;
+      run.loo_fit[i] = f;
+      run.loo_jitter[i] = cv;
+      run.loo_errors[i] = curve(cat, cases[i], f).predicted(cv) / cases[i].published - 1;
     }
-    run.loo = summarize(run.loo_errors);
   }
+  run.loo = summarize(run.loo_errors);
+  std::vector<double> throughput, scaling;
+  for (size_t i = 0; i < cases.size(); ++i)
+    (cases[i].figure == "samples_per_s" ? throughput : scaling).push_back(run.loo_errors[i]);
+  run.loo_throughput = summarize(throughput);
+  run.loo_scaling = summarize(scaling);
   return run;
 }
 
 std::string validation_report(const ValidationRun& run) {
+  const Catalog cat = validation_catalog();
   std::string o = fmt::format(
       "Published results against loom's performance model (pass: within {:.0f}% of the published "
-      "figure; step-time jitter {:.4f})\n\n",
-      100 * kPassMark, kStepJitterCv);
+      "figure; step-time jitter {:.4f}; GPU roofline at {:.0f}% of FP32-core peak, {:.0f}% of "
+      "tensor-core peak, {:.0f}% of memory bandwidth, {:.1f} us a kernel)\n"
+      "LOSO: predicted with the jitter and the roofline refitted without every case and rate of "
+      "the case's publication\n\n",
+      100 * kPassMark, kStepJitterCv, 100 * kComputeFit.cuda, 100 * kComputeFit.tensor,
+      100 * kComputeFit.memory, 1e6 * kComputeFit.kernel_s);
   const bool loo = !run.loo_errors.empty();
-  o += fmt::format("{:<30} {:>6} {:<13} {:>10} {:>10} {:>8} {:>8}  {}\n", "case", "GPUs", "figure",
-                   "published", "predicted", "error", loo ? "LOO" : "", "");
+  o += fmt::format("{:<34} {:>5} {:<13} {:>10} {:>10} {:>8} {:>8}  {}\n", "case", "GPUs", "figure",
+                   "published", "predicted", "error", loo ? "LOSO" : "", "");
   for (size_t i = 0; i < run.results.size(); ++i) {
     const CaseResult& r = run.results[i];
     const bool miss = !r.ok() || (loo && std::abs(run.loo_errors[i]) > kPassMark);
-    o += fmt::format("{:<30} {:>6} {:<13} {:>10.2f} {:>10.2f} {:>+7.1f}% {:>8}  {}\n", r.c.name,
+    o += fmt::format("{:<34} {:>5} {:<13} {:>10.2f} {:>10.2f} {:>+7.1f}% {:>8}  {}\n", r.c.name,
                      r.c.gpus(), r.c.figure, r.c.published, r.predicted, 100 * r.error(),
                      loo ? fmt::format("{:+.1f}%", 100 * run.loo_errors[i]) : "",
                      miss ? "MISS" : "ok");
   }
-  o += fmt::format("\n{} cases; mean |error| {:.1f}%, max {:.1f}%, {} outside {:.0f}%\n",
-                   run.results.size(), 100 * run.in_sample.mean_abs, 100 * run.in_sample.max_abs,
-                   run.in_sample.misses, 100 * kPassMark);
-  if (loo)
+  std::vector<std::string> pubs;
+  for (const auto& r : run.results)
+    if (std::find(pubs.begin(), pubs.end(), r.c.publication) == pubs.end())
+      pubs.push_back(r.c.publication);
+  o += fmt::format("\n{} cases from {} publications; in sample: mean |error| {:.1f}%, max {:.1f}%, "
+                   "{} outside {:.0f}%\n",
+                   run.results.size(), pubs.size(), 100 * run.in_sample.mean_abs,
+                   100 * run.in_sample.max_abs, run.in_sample.misses, 100 * kPassMark);
+  if (loo) {
+    auto line = [&](const char* what, const ErrorSummary& e) {
+      o += fmt::format("leave one source out, {}: mean |error| {:.1f}%, max {:.1f}%, {} outside "
+                       "{:.0f}%\n",
+                       what, 100 * e.mean_abs, 100 * e.max_abs, e.misses, 100 * kPassMark);
+    };
+    line("all cases", run.loo);
+    line("throughput (samples_per_s)", run.loo_throughput);
+    line("scaling (efficiency, speedup, ratio)", run.loo_scaling);
+    // The band a prediction carries: LOSO errors by GPU generation and precision.
+    std::map<std::string, std::vector<double>> bands;
+    for (size_t i = 0; i < run.results.size(); ++i) {
+      const ValidationCase& c = run.results[i].c;
+      if (c.figure != "samples_per_s") continue;
+      const GpuSpec& g = cat.gpu(c.gpu);
+      bands[gpu_generation(g) + " " + math_plan(g, c.precision).rate_class()].push_back(
+          run.loo_errors[i]);
+    }
+    o += "\nThroughput LOSO error by GPU generation and precision (the advisor's bands):\n";
+    for (const auto& [k, v] : bands) {
+      const ErrorSummary e = summarize(v);
+      o += fmt::format("  {:<18} {:>2} cases  mean |error| {:>5.1f}%  max {:>5.1f}%\n", k, v.size(),
+                       100 * e.mean_abs, 100 * e.max_abs);
+    }
     o += fmt::format(
-        "leave-one-out (jitter refitted without the case, {:.4f}..{:.4f}): mean |error| {:.1f}%, "
-        "max {:.1f}%, {} outside {:.0f}%; refitted on all cases: {:.4f}\n",
-        *std::min_element(run.loo_jitter.begin(), run.loo_jitter.end()),
-        *std::max_element(run.loo_jitter.begin(), run.loo_jitter.end()), 100 * run.loo.mean_abs,
-        100 * run.loo.max_abs, run.loo.misses, 100 * kPassMark, run.fitted_jitter);
+        "\nFitted parameters (refitted on all: jitter {:.4f}; roofline {:.2f} FP32 cores, {:.2f} "
+        "tensor cores, {:.1f} us a kernel; memory held at {:.2f}):\n"
+        "- the jitter: every case above;\n- the roofline: {} throughput figures whose compute is "
+        "the roofline's: {}\n",
+        run.fitted_jitter, run.fitted_compute.cuda, run.fitted_compute.tensor,
+        1e6 * run.fitted_compute.kernel_s, run.fitted_compute.memory, run.compute_fit_on.size(),
+        fmt::join(run.compute_fit_on, ", "));
+  }
   o += "\nWhat each step is made of (the case's full size), and where its compute comes from:\n";
   for (const auto& r : run.results) {
     const StepEstimate& e = r.est;

@@ -1,18 +1,25 @@
 // The published results the model is checked against (data/hardware/validation.toml, built
-// in): each case's system, predicted by the cost model with nothing fitted to that case, and
-// the error of the figure the source published. `loom scale --anchors` prints the table;
-// tests/perf/validation_test.cc holds every case within kPassMark.
+// in): each case's system, predicted by the cost model, and the error of the figure the source
+// published. `loom scale --anchors` prints the table; tests/perf/validation_test.cc holds the
+// protocol (docs/perf.md).
 //
-// The one fitted parameter is the step-time jitter (cost_model.h kStepJitterCv); its training
-// subset is the whole set. Leave-one-out refits it without each case and predicts that case
-// with the refitted value, so every case is also scored by a model that never saw it.
+// The protocol:
+// - every case names its `publication`; its compute never comes from a [[rate]] row of that
+//   publication;
+// - the fitted parameters are the GPU roofline's efficiencies (gpu_roofline.h kComputeFit,
+//   fitted on every throughput case whose compute is the roofline's, and on the catalog's
+//   [[rate]] rows) and the step-time jitter (cost_model.h kStepJitterCv, fitted on every case);
+// - leave-one-source-out: for each publication, both are refitted without its cases and rows,
+//   and its cases are predicted with the refit.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "loom/perf/catalog.h"
+#include "loom/perf/compute_fit.h"
 #include "loom/perf/cost_model.h"
+#include "loom/perf/workload.h"
 
 namespace loom::perf {
 
@@ -20,6 +27,7 @@ inline constexpr double kPassMark = 0.15;  // |error| within 15% of the publishe
 
 struct ValidationCase {
   std::string name, source, figure, note;
+  std::string publication;  // what LOSO leaves out together; [[rate]] rows share the key
   double published = 0;
   int baseline_gpus = 1;
   std::string workload, gpu, precision = "fp32";
@@ -32,7 +40,11 @@ struct ValidationCase {
   double bucket_mb = 25;
   bool overlap = true;
   std::string framework = "none";
+  int64_t accumulate = 1;        // micro-batches per optimizer step
+  bool decoder = false;          // workload "decoder": the shape below
+  DecoderShape decoder_shape;
   int gpus() const { return nodes * gpus_per_node; }
+  Workload workload_spec() const;
 };
 
 struct CaseResult {
@@ -54,7 +66,13 @@ std::vector<ValidationCase> parse_validation(const std::string& text, const std:
                                              Catalog* links_into = nullptr);
 
 CaseResult predict_case(const Catalog& cat, const ValidationCase& c,
-                        double jitter_cv = kStepJitterCv);
+                        double jitter_cv = kStepJitterCv, const ComputeFit& fit = kComputeFit);
+
+// The throughput figures whose compute is the roofline's, as points to fit it on: the cases'
+// (figure samples_per_s) and the catalog's [[rate]] rows; those of `left_out` are left out.
+std::vector<FitPoint> compute_fit_points(const Catalog& cat,
+                                         const std::vector<ValidationCase>& cases,
+                                         const std::string& left_out = "");
 
 // The jitter that minimises the mean absolute error over `cases` (grid of 0.0001 on [0, 0.2]).
 double fit_jitter(const Catalog& cat, const std::vector<ValidationCase>& cases);
@@ -66,14 +84,23 @@ struct ErrorSummary {
 ErrorSummary summarize(const std::vector<double>& errors);
 
 struct ValidationRun {
-  std::vector<CaseResult> results;  // with kStepJitterCv
-  std::vector<double> loo_errors;   // each case predicted with the jitter refitted without it
+  std::vector<CaseResult> results;  // with kStepJitterCv and kComputeFit
+  std::vector<double> loo_errors;   // each case predicted with both refitted without its source
   std::vector<double> loo_jitter;   // that refitted jitter
+  std::vector<ComputeFit> loo_fit;  // and that refitted compute
   double fitted_jitter = 0;         // refitted on all cases (should equal kStepJitterCv)
+  ComputeFit fitted_compute;        // refitted on all points (should equal kComputeFit)
+  std::vector<std::string> compute_fit_on;  // the points it is fitted on
   ErrorSummary in_sample, loo;
+  // Throughput (samples_per_s) and scaling (the other figures) cases apart.
+  ErrorSummary loo_throughput, loo_scaling;
   bool ok() const { return in_sample.misses == 0 && loo.misses == 0; }
 };
 ValidationRun run_validation(bool leave_one_out = true);
+
+// A GPU's generation by its compute capability: kepler, pascal, volta, turing, ampere, ada,
+// hopper, blackwell ("other" for a GPU loom does not run).
+std::string gpu_generation(const GpuSpec& g);
 
 // The table `loom scale --anchors` prints: every case with its figure, published, predicted,
 // error and leave-one-out error, then the distributions and each case's inputs and sources.

@@ -39,10 +39,22 @@ constexpr double kBertPretrainSequences = 256e6;
 constexpr const char* kBertPretrainSource =
     "BERT pre-training: 1,000,000 steps of 256 sequences (Devlin et al. 2019)";
 
+// Traffic between the products and kernels per step of the reference CNNs, from torchvision's
+// definitions by scripts/workload-traffic (its rules there): bytes per sample at fp32.
+constexpr double kResNet50Traffic = 694.0e6, kResNet50Kernels = 407;
+constexpr double kResNet101Traffic = 1042.0e6, kResNet101Kernels = 798;
+constexpr double kInception3Traffic = 524.6e6, kInception3Kernels = 685;
+constexpr double kVgg16Traffic = 369.6e6, kVgg16Kernels = 101;
+constexpr double kAlexNetTraffic = 16.2e6, kAlexNetKernels = 57;
+
 // Layer given as (params, multiply-adds, share of them in stride-1 3x3 convolutions);
 // FLOPs = 2 x MACs.
 LayerCost L(const std::string& name, double params, double macs, double winograd = 0) {
   return {name, params, 2 * macs, winograd};
+}
+// The same for a stage of convolutions.
+LayerCost C(const std::string& name, double params, double macs, double winograd = 0) {
+  return {name, params, 2 * macs, winograd, ProductKind::kConv};
 }
 
 Workload transformer(const std::string& name, const std::string& source, int layers, double d_model,
@@ -63,9 +75,50 @@ Workload transformer(const std::string& name, const std::string& source, int lay
   // doubled for fp32.
   w.activation_bytes = 2 * layers * seq * d_model * (34 + 5.0 * heads * seq / d_model);
   w.input_bytes = 4 * seq;  // token ids
+  // Between the products, per token and layer, values read + written forward and backward by
+  // the rules of scripts/workload-traffic: two LayerNorms on d (16 d), GELU on 4d (20 d), two
+  // residual-path dropouts and adds (21 d), the copies that split q, k, v into heads and merge
+  // the context (12 d), bias gradients and the rest (about 3 d); and per head and key position
+  // the scale and mask (5), the softmax (5) and its dropout (4.5): about 72 d + 15 a s.
+  w.elementwise_bytes = 4.0 * layers * seq * (72 * d_model + 15 * heads * seq);
+  // Per layer: six linears (4 each), two batched products (3 each), softmax, dropouts,
+  // LayerNorms, GELU, adds and the head copies (2 each, 13 of them): 56; plus the embedding
+  // and the loss.
+  w.kernels = 56.0 * layers + 10;
   w.default_batch = 8;
   return w;
 }
+
+}  // namespace
+
+Workload decoder_workload(const DecoderShape& s) {
+  if (s.layers < 1 || s.heads < 1 || !(s.d_model > 0) || !(s.seq > 0) || !(s.vocab > 0))
+    throw InputError(fmt::format("decoder '{}': layers, heads, d_model, seq and vocab must be > 0",
+                                 s.name));
+  const double output = s.untied_output ? s.vocab * s.d_model : 0;
+  const double blocks = s.params - (s.vocab + s.seq) * s.d_model - output;
+  if (!(blocks > 0))
+    throw InputError(fmt::format(
+        "decoder '{}': {:g} parameters leave nothing for its blocks after the embedding",
+        s.name, s.params));
+  Workload w = transformer(s.name, "a decoder of the given shape", s.layers, s.d_model, s.heads,
+                           s.seq, s.vocab, s.params - output);
+  if (s.recompute)
+    // Forward, its repeat and backward (2 x forward) are four forwards: 3 x (4/3).
+    for (auto& l : w.layers) l.fwd_flops *= 4.0 / 3;
+  // The logits: a product with the (tied or untied) vocabulary matrix per token, and the
+  // softmax cross-entropy over them, 5 values per logit unfused (read and write forward, read
+  // two and write one backward) and 2 fused (one pass each way).
+  w.layers.push_back({"logits", output, 2 * s.d_model * s.vocab * s.seq});
+  w.elementwise_bytes += 4.0 * s.seq * s.vocab * (s.fused ? 2 : 5);
+  if (s.fused)  // no per-head scores in memory: only the per-token terms stay
+    w.elementwise_bytes -= 4.0 * s.layers * s.seq * 15 * s.heads * s.seq;
+  if (s.recompute) w.elementwise_bytes *= 4.0 / 3;
+  w.kernels += 6;
+  return w;
+}
+
+namespace {
 
 const std::map<std::string, std::function<Workload()>>& registry() {
   static const std::map<std::string, std::function<Workload()>> r = {
@@ -77,11 +130,13 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          // of a stage's first block is on its 3x3).
          Workload w;
          w.name = "resnet50";
+         w.elementwise_bytes = kResNet50Traffic;
+         w.kernels = kResNet50Kernels;
          w.source = "He et al. CVPR 2016; torchvision docs (25.56M params, 4.09 GMAC)";
          w.layers = {
-             L("conv1", 0.0094 * kM, 0.118 * kG),        L("conv2_x", 0.216 * kM, 0.68 * kG, 0.519),
-             L("conv3_x", 1.22 * kM, 1.03 * kG, 0.338),  L("conv4_x", 7.10 * kM, 1.46 * kG, 0.395),
-             L("conv5_x", 14.96 * kM, 0.80 * kG, 0.286), L("fc", 2.05 * kM, 0.002 * kG)};
+             C("conv1", 0.0094 * kM, 0.118 * kG),        C("conv2_x", 0.216 * kM, 0.68 * kG, 0.519),
+             C("conv3_x", 1.22 * kM, 1.03 * kG, 0.338),  C("conv4_x", 7.10 * kM, 1.46 * kG, 0.395),
+             C("conv5_x", 14.96 * kM, 0.80 * kG, 0.286), L("fc", 2.05 * kM, 0.002 * kG)};
          w.activation_bytes = 100e6;  // estimate: stored feature maps (conv, BN, ReLU)
          w.input_bytes = kImageNetJpegBytes;
          w.train_samples = 90 * kImageNetTrainImages;
@@ -92,11 +147,13 @@ const std::map<std::string, std::function<Workload()>>& registry() {
        [] {
          Workload w;
          w.name = "resnet101";
+         w.elementwise_bytes = kResNet101Traffic;
+         w.kernels = kResNet101Kernels;
          w.source = "He et al. CVPR 2016; torchvision docs (44.55M params, 7.80 GMAC)";
          w.layers = {
-             L("conv1", 0.0094 * kM, 0.118 * kG),        L("conv2_x", 0.216 * kM, 0.68 * kG, 0.519),
-             L("conv3_x", 1.22 * kM, 1.03 * kG, 0.338),  L("conv4_x", 26.09 * kM, 5.17 * kG, 0.491),
-             L("conv5_x", 14.96 * kM, 0.80 * kG, 0.286), L("fc", 2.05 * kM, 0.002 * kG)};
+             C("conv1", 0.0094 * kM, 0.118 * kG),        C("conv2_x", 0.216 * kM, 0.68 * kG, 0.519),
+             C("conv3_x", 1.22 * kM, 1.03 * kG, 0.338),  C("conv4_x", 26.09 * kM, 5.17 * kG, 0.491),
+             C("conv5_x", 14.96 * kM, 0.80 * kG, 0.286), L("fc", 2.05 * kM, 0.002 * kG)};
          w.activation_bytes = 160e6;  // estimate
          w.input_bytes = kImageNetJpegBytes;
          return w;
@@ -109,13 +166,15 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          // convolutions; mixed6b-e: 1x7/7x1 only).
          Workload w;
          w.name = "inception3";
+         w.elementwise_bytes = kInception3Traffic;
+         w.kernels = kInception3Kernels;
          w.source = "Szegedy et al. CVPR 2016; torchvision docs (5.71 GMAC)";
-         w.layers = {L("stem", 0.17 * kM, 1.74 * kG, 0.74),
-                     L("mixed5", 0.83 * kM, 1.00 * kG, 0.50),
-                     L("mixed6a", 1.15 * kM, 0.35 * kG, 0.19),
-                     L("mixed6b-e", 6.10 * kM, 1.76 * kG),
-                     L("mixed7a", 1.70 * kM, 0.15 * kG),
-                     L("mixed7b-c", 11.10 * kM, 0.71 * kG, 0.28),
+         w.layers = {C("stem", 0.17 * kM, 1.74 * kG, 0.74),
+                     C("mixed5", 0.83 * kM, 1.00 * kG, 0.50),
+                     C("mixed6a", 1.15 * kM, 0.35 * kG, 0.19),
+                     C("mixed6b-e", 6.10 * kM, 1.76 * kG),
+                     C("mixed7a", 1.70 * kM, 0.15 * kG),
+                     C("mixed7b-c", 11.10 * kM, 0.71 * kG, 0.28),
                      L("fc", 2.05 * kM, 0.002 * kG)};
          w.activation_bytes = 120e6;  // estimate
          w.input_bytes = kImageNetJpegBytes;
@@ -127,11 +186,13 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          // 15.47 GMAC. Per-layer figures computed from the layer shapes at 224x224.
          Workload w;
          w.name = "vgg16";
+         w.elementwise_bytes = kVgg16Traffic;
+         w.kernels = kVgg16Kernels;
          w.source = "Simonyan & Zisserman ICLR 2015; torchvision docs (15.47 GMAC)";
          // Every convolution is 3x3 with stride 1.
-         w.layers = {L("conv1", 0.0387 * kM, 1.94 * kG, 1), L("conv2", 0.221 * kM, 2.77 * kG, 1),
-                     L("conv3", 1.475 * kM, 4.62 * kG, 1),  L("conv4", 5.90 * kM, 4.62 * kG, 1),
-                     L("conv5", 7.08 * kM, 1.39 * kG, 1),   L("fc6", 102.76 * kM, 0.1028 * kG),
+         w.layers = {C("conv1", 0.0387 * kM, 1.94 * kG, 1), C("conv2", 0.221 * kM, 2.77 * kG, 1),
+                     C("conv3", 1.475 * kM, 4.62 * kG, 1),  C("conv4", 5.90 * kM, 4.62 * kG, 1),
+                     C("conv5", 7.08 * kM, 1.39 * kG, 1),   L("fc6", 102.76 * kM, 0.1028 * kG),
                      L("fc7", 16.78 * kM, 0.0168 * kG),     L("fc8", 4.10 * kM, 0.0041 * kG)};
          w.activation_bytes = 110e6;  // estimate: ~27M stored floats
          w.input_bytes = kImageNetJpegBytes;
@@ -142,11 +203,13 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          // Krizhevsky et al. NIPS 2012; torchvision docs: 61.1M params, 0.71 GMAC.
          Workload w;
          w.name = "alexnet";
+         w.elementwise_bytes = kAlexNetTraffic;
+         w.kernels = kAlexNetKernels;
          w.source = "Krizhevsky et al. NIPS 2012; torchvision docs (61.1M, 0.71 GMAC)";
          // conv3-5 are 3x3 with stride 1; conv1 (11x11, stride 4) and conv2 (5x5) are not.
-         w.layers = {L("conv1", 0.023 * kM, 0.070 * kG),    L("conv2", 0.307 * kM, 0.224 * kG),
-                     L("conv3", 0.664 * kM, 0.112 * kG, 1), L("conv4", 0.885 * kM, 0.150 * kG, 1),
-                     L("conv5", 0.590 * kM, 0.100 * kG, 1), L("fc6", 37.75 * kM, 0.0378 * kG),
+         w.layers = {C("conv1", 0.023 * kM, 0.070 * kG),    C("conv2", 0.307 * kM, 0.224 * kG),
+                     C("conv3", 0.664 * kM, 0.112 * kG, 1), C("conv4", 0.885 * kM, 0.150 * kG, 1),
+                     C("conv5", 0.590 * kM, 0.100 * kG, 1), L("fc6", 37.75 * kM, 0.0378 * kG),
                      L("fc7", 16.78 * kM, 0.0168 * kG),     L("fc8", 4.10 * kM, 0.0041 * kG)};
          w.activation_bytes = 15e6;  // estimate
          w.input_bytes = kImageNetJpegBytes;
@@ -166,6 +229,10 @@ const std::map<std::string, std::function<Workload()>>& registry() {
            w.layers.push_back(L(fmt::format("fc{}", i), 2048.0 * 2048 + 2048, 2048.0 * 2048));
          w.layers.push_back(L("out", 2048.0 * 9304 + 9304, 2048.0 * 9304));
          w.activation_bytes = 4.0 * (7 * 2048 * 2 + 9304);
+         // Sigmoids and the softmax read and write their values forward and backward (5 per
+         // value, as scripts/workload-traffic counts a ReLU); 8 linears, 7 sigmoids, the loss.
+         w.elementwise_bytes = 4.0 * 5 * (7 * 2048 + 9304);
+         w.kernels = 8 * 4 + 7 * 2 + 4;
          w.input_bytes = 4 * 429;
          w.default_batch = 1024;
          return w;
@@ -259,6 +326,8 @@ Workload mlp_workload(const std::vector<int64_t>& hidden_widths, double dropout,
   widths.push_back(10);
   w.elementwise_bytes = mlp_elementwise_bytes(widths, dropout);
   w.activation_bytes = 4 * act;
+  // Per hidden layer its linear (4), ReLU (2) and dropout (2); the output linear and the loss.
+  w.kernels = hidden.size() * (4.0 + 2 + (dropout > 0 ? 2 : 0)) + 4 + 4;
   return w;
 }
 
@@ -268,7 +337,7 @@ Workload cnn_workload(int64_t batch, const std::string& name) {
   // 7x7x64; linear 3136 -> 1024 + ReLU + dropout; linear 1024 -> 10.
   auto conv = [](const std::string& n, double cin, double cout, double hw) {
     double k = 25 * cin * cout;
-    return LayerCost{n, k + cout, 2 * k * hw};
+    return LayerCost{n, k + cout, 2 * k * hw, 0, ProductKind::kConv};
   };
   w.layers.push_back(conv("conv1", 1, 32, 28 * 28));
   w.layers.push_back(conv("conv2", 32, 64, 14 * 14));
@@ -277,6 +346,9 @@ Workload cnn_workload(int64_t batch, const std::string& name) {
   const double act =
       784 + 2 * 28 * 28 * 32 + 14 * 14 * 32 + 2 * 14 * 14 * 64 + 7 * 7 * 64 + 2 * 1024 + 256 + 20;
   w.activation_bytes = 4 * act;
+  // Two convolutions (3 each), three ReLUs and two pools (2 each), two linears (4 each), the
+  // dropout and the loss.
+  w.kernels = 2 * 3 + 5 * 2 + 2 * 4 + 2 + 4;
   return w;
 }
 
@@ -288,16 +360,20 @@ Workload workload_from_graph(const std::string& name, const std::vector<GraphLay
   w.input_bytes = input_bytes;
   w.default_batch = default_batch;
   w.first_layer_input_grad = false;  // loom's first layer never computes d(input)
-  double act = 0, elementwise = 0;
+  double act = 0, elementwise = 0, kernels = 4;  // the loss, forward and backward
   for (const GraphLayer& l : layers) {
     act += l.out;
     if (l.kind == "Linear" || l.kind == "Conv2d") {  // GEMM-shaped
-      w.layers.push_back({l.name, l.params, l.fwd_flops, 0});
+      const ProductKind kind = l.kind == "Conv2d" ? ProductKind::kConv : ProductKind::kGemm;
+      w.layers.push_back({l.name, l.params, l.fwd_flops, 0, kind});
+      kernels += 4;  // forward, two backward products, the bias gradient
       continue;
     }
     elementwise += 4 * 3 * (l.in + l.out);  // forward r+w, backward about twice
+    kernels += 2;
     if (l.params > 0) w.layers.push_back({l.name, l.params, 0, 0});  // BatchNorm's gamma, beta
   }
+  w.kernels = kernels;
   w.activation_bytes = 4 * act;
   w.elementwise_bytes = elementwise;
   return w;

@@ -9,6 +9,10 @@
 
 namespace loom::perf {
 
+// Convolutions and the other matrix products run in different math by default (PyTorch:
+// convolutions in TF32, matmuls in fp32; gpu_roofline.h).
+enum class ProductKind { kGemm, kConv };
+
 struct LayerCost {
   std::string name;
   double params = 0;     // trainable parameters
@@ -16,6 +20,7 @@ struct LayerCost {
   // Share of fwd_flops in stride-1 3x3 convolutions, which cuDNN runs as Winograd
   // F(2x2, 3x3) with 2.25x fewer multiplies (compute_model.h).
   double winograd_share = 0;
+  ProductKind kind = ProductKind::kGemm;
 };
 
 struct Workload {
@@ -29,6 +34,9 @@ struct Workload {
   // their backward, bias gradients, loss), forward and backward; 0 when not computed. The
   // host model (host_model.h) times them at a measured rate.
   double elementwise_bytes = 0;
+  // GPU kernels one training step launches, forward and backward (gpu_roofline.h); 0 = not
+  // counted.
+  double kernels = 0;
   bool first_layer_input_grad = true;  // loom's layers skip the input's gradient
   // Samples a published training run of the model takes (the advisor's time to train); 0 =
   // none on record.
@@ -44,6 +52,20 @@ struct Workload {
   double step_flops() const;
   double param_bytes() const { return 4 * params(); }  // fp32
 };
+
+// A GPT-style decoder as a validation case or a user describes it: `params` in total, the
+// embedding (and an untied output matrix) included.
+struct DecoderShape {
+  std::string name;
+  int layers = 0, heads = 0;
+  double d_model = 0, seq = 0, vocab = 0, params = 0;
+  bool untied_output = false;  // the output projection has its own matrix (Llama)
+  // The framework's fused attention (FlashAttention: scores never reach memory) and fused
+  // softmax cross-entropy.
+  bool fused = false;
+  bool recompute = false;  // activation checkpointing: each block's forward runs twice
+};
+Workload decoder_workload(const DecoderShape& s);
 
 // Named reference workloads (resnet50, resnet101, inception3, vgg16, alexnet, bert-large,
 // gpt2, gpt2-xl, cntk-dnn); InputError with close matches for an unknown name.

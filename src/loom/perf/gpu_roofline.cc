@@ -1,0 +1,82 @@
+#include "loom/perf/gpu_roofline.h"
+
+#include <fmt/format.h>
+
+#include "loom/core/error.h"
+#include "loom/perf/compute_model.h"
+
+namespace loom::perf {
+
+namespace {
+
+bool tensor_math(const std::string& math) {
+  return math != "fp32";
+}
+
+// The math a GPU really runs when `math` is asked of it: without the tensor mode, its FP32 cores.
+std::string available(const GpuSpec& g, const std::string& math) {
+  if (math == "tf32") return g.tf32_tflops > 0 ? "tf32" : "fp32";
+  if (math == "fp8") return g.fp8_tflops > 0 ? "fp8" : available(g, "bf16");
+  if (math == "bf16") return g.tensor_tflops > 0 && g.cuda_cc >= 8.0 ? "bf16" : "fp32";
+  if (math == "fp16") return g.tensor_tflops > 0 ? "fp16" : "fp32";
+  return "fp32";
+}
+
+}  // namespace
+
+bool is_precision(const std::string& p) {
+  return p == "fp32" || p == "tf32" || p == "default" || p == "bf16" || p == "fp16" ||
+         p == "mixed" || p == "fp8";
+}
+
+bool is_low_precision(const std::string& p) {
+  return p == "bf16" || p == "fp16" || p == "mixed" || p == "fp8";
+}
+
+MathPlan math_plan(const GpuSpec& g, const std::string& precision) {
+  if (!is_precision(precision))
+    throw InputError(
+        fmt::format("unknown precision '{}'; expected {}", precision, kPrecisionNames));
+  MathPlan m;
+  m.requested = precision;
+  std::string conv = precision, gemm = precision;
+  if (precision == "default") conv = "tf32", gemm = "fp32";
+  if (precision == "mixed") conv = gemm = g.cuda_cc >= 8.0 ? "bf16" : "fp16";
+  if (precision == "fp8") conv = "bf16";
+  m.conv = available(g, conv);
+  m.gemm = available(g, gemm);
+  m.act_bytes = is_low_precision(precision) ? 2 : 4;
+  return m;
+}
+
+std::string MathPlan::rate_class() const {
+  if (gemm == "fp8") return "fp8";
+  if (conv == "fp16" || conv == "bf16" || gemm == "fp16" || gemm == "bf16") return "mixed";
+  if (conv == "tf32" || gemm == "tf32") return "tf32";
+  return "fp32";
+}
+
+std::string MathPlan::describe() const {
+  if (conv == gemm) return fmt::format("products {}", conv);
+  return fmt::format("convolutions {}, matrix products {}", conv, gemm);
+}
+
+RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan& m) {
+  RooflineParts p;
+  for (const auto& l : w.layers) {
+    const bool conv = l.kind == ProductKind::kConv;
+    const std::string& math = conv ? m.conv : m.gemm;
+    double peak = peak_flops(g, math);
+    // One FP32 datapath for convolutions where the other is shared with INT32 (their index
+    // arithmetic keeps it busy).
+    if (conv && math == "fp32" && g.fp32_dual_issue) peak /= 2;
+    double flops = 3 * l.fwd_flops;
+    if (conv && math == "fp32") flops *= 1 - l.winograd_share * (1 - kWinogradExecutedShare);
+    (tensor_math(math) ? p.tensor_s : p.cuda_s) += flops / peak;
+  }
+  p.memory_s = w.elementwise_bytes * (m.act_bytes / 4) / (g.mem_bw_gbs * 1e9);
+  p.kernels = w.kernels;
+  return p;
+}
+
+}  // namespace loom::perf

@@ -1,0 +1,83 @@
+// A training step on a GPU from what a datasheet gives: per layer, the FLOPs it executes over
+// the attainable peak of the math it runs in; the layers between the products (normalisation,
+// activations, residual adds, softmax, dropout) as bytes over the attainable memory bandwidth;
+// and a fixed time per kernel, which is what makes small per-GPU batches reach less.
+//
+//   step = batch x (sum over layers of flops / (peak(math) x eff(math))
+//                   + elementwise bytes x (activation bytes / 4) / (bandwidth x memory))
+//          + kernels x kernel_s
+//
+// Attainable peaks: the datasheet figure of the precision a layer actually runs in (catalog
+// peaks_source), times a fitted efficiency per kind of unit: FP32 CUDA cores, or tensor cores
+// (TF32, FP16/BF16, FP8). Where the FP32 figure counts a datapath shared with INT32
+// (fp32_dual_issue), convolutions are charged one datapath: half the figure.
+#pragma once
+
+#include <string>
+
+#include "loom/perf/catalog.h"
+#include "loom/perf/workload.h"
+
+namespace loom::perf {
+
+// What a step computes in on one GPU: the math of its convolutions and of its other matrix
+// products (fp32, tf32, fp16, bf16, fp8), and the bytes of an activation value.
+struct MathPlan {
+  std::string requested;  // the precision asked for
+  std::string conv, gemm;
+  double act_bytes = 4;
+  // "fp32", "tf32", "mixed" (16-bit tensor math) or "fp8": the class of [[rate]] rows that
+  // describe this plan.
+  std::string rate_class() const;
+  // "convolutions tf32, matrix products fp32".
+  std::string describe() const;
+};
+
+// Precisions as `--precision` takes them:
+//   fp32     every product on FP32 cores (TF32 off)
+//   tf32     every product in TF32 where the GPU has it
+//   default  what PyTorch does without being told (since 1.12): convolutions in TF32 where the
+//            GPU has it (torch.backends.cudnn.allow_tf32 = True), other matrix products in fp32
+//            (torch.backends.cuda.matmul.allow_tf32 = False)
+//   bf16, fp16  mixed precision: products and activations in 16 bits, fp32 master weights
+//   mixed    bf16 from compute capability 8.0, fp16 on 7.x (loom_precision in catalog.h)
+//   fp8      matrix products in FP8 (Transformer Engine), convolutions in bf16
+// A math the GPU has no tensor cores for runs on its FP32 cores. InputError for an unknown name.
+MathPlan math_plan(const GpuSpec& g, const std::string& precision);
+bool is_precision(const std::string& precision);
+// Activations and gradients in 16 bits (or fewer).
+bool is_low_precision(const std::string& precision);
+inline constexpr const char* kPrecisionNames = "fp32, tf32, default, bf16, fp16, mixed or fp8";
+
+// The roofline's fitted parameters (validation_set.h lists the cases each is fitted on).
+struct ComputeFit {
+  double cuda = 0.5;       // attained fraction of the FP32 CUDA-core peak
+  double tensor = 0.5;     // attained fraction of a tensor-core peak
+  double memory = 0.8;     // attained fraction of memory bandwidth
+  double kernel_s = 5e-6;  // launch and tail per kernel of a step
+};
+
+// Fitted on the single-GPU cases of data/hardware/validation.toml and the catalog's [[rate]]
+// rows (tests/perf/validation_test.cc refits it and checks these values).
+inline constexpr ComputeFit kComputeFit{0.5, 0.5, 0.8, 5e-6};
+
+// A step's parts at efficiency 1, so a fit can weigh them without recomputing the layers.
+struct RooflineParts {
+  double cuda_s = 0;    // per sample: FLOPs on FP32 cores over their peak
+  double tensor_s = 0;  // per sample: FLOPs on tensor cores over their peaks
+  double memory_s = 0;  // per sample: elementwise bytes over the datasheet bandwidth
+  double kernels = 0;   // per step
+  double sample_s(const ComputeFit& f) const {
+    return cuda_s / f.cuda + tensor_s / f.tensor + memory_s / f.memory;
+  }
+  double step_s(const ComputeFit& f, double batch) const {
+    return batch * sample_s(f) + kernels * f.kernel_s;
+  }
+  bool memory_bound(const ComputeFit& f) const {
+    return memory_s / f.memory > cuda_s / f.cuda + tensor_s / f.tensor;
+  }
+};
+
+RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan& m);
+
+}  // namespace loom::perf
