@@ -44,8 +44,8 @@ def scale(workload: PathLike = "resnet50", *, gpu: str = "v100-sxm2", nodes: int
           sync: str = "ring", servers: int = 1, tau: int = 8,
           codecs: Union[str, Sequence[str]] = "fp32", bucket_mb: float = 25.0,
           storage: str = "nvme4", overlap: bool = True, prefetch: bool = True,
-          batch: int = 0, precision: str = "fp32", optimizer: str = "momentum",
-          derate: float = 0.0, catalog: Union[None, PathLike, Sequence[PathLike]] = None,
+          batch: int = 0, precision: str = "default", optimizer: str = "momentum",
+          accumulate: int = 1, derate: float = 0.0, catalog: Union[None, PathLike, Sequence[PathLike]] = None,
           calibration: Optional[PathLike] = None) -> List[Dict[str, Any]]:
     """``loom scale -w WORKLOAD ... --json``: one dict per (codec, GPU count) point, in the
     order the command prints them, with the keys of its JSON lines (series, gpus, nodes,
@@ -53,13 +53,15 @@ def scale(workload: PathLike = "resnet50", *, gpu: str = "v100-sxm2", nodes: int
 
     ``workload`` is a reference workload (resnet50, vgg16, bert-large, ...) or a loom model
     config (.toml). ``overlap=False`` is ``--no-overlap``, ``prefetch=False`` ``--no-prefetch``,
-    ``batch=0`` the workload's default batch per GPU, ``intra=None`` the GPU's own peer link."""
+    ``batch=0`` the workload's default batch per GPU, ``intra=None`` the GPU's own peer link.
+    ``precision`` is fp32, tf32, default (what PyTorch does on the GPU: TF32 convolutions from
+    Ampere on), bf16, fp16, mixed or fp8; ``accumulate`` the micro-batches per optimizer step."""
     opts = dict(workload=os.fspath(workload), gpu=gpu, nodes=nodes, gpus_per_node=gpus_per_node,
                 inter=inter, intra=intra or "", nics=nics, oversubscription=oversubscription,
                 framework=framework, sync=sync, servers=servers, tau=tau,
                 codecs=_list(codecs), bucket_mb=bucket_mb, storage=storage, overlap=overlap,
                 prefetch=prefetch, batch=batch, precision=precision, optimizer=optimizer,
-                derate=derate, catalog=_paths(catalog),
+                accumulate=accumulate, derate=derate, catalog=_paths(catalog),
                 calibration=os.fspath(calibration) if calibration else None)
     return json.loads(_loom.scale(opts))
 

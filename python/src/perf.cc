@@ -26,17 +26,20 @@ T opt(const py::dict& opts, const char* key, T def) {
 struct TrainChoice {
   int64_t batch = 0;
   std::string precision, optimizer;
+  int64_t accumulate = 1;
   perf::TrainSpec spec(const perf::Workload& w) const {
     perf::TrainSpec t;
     t.batch = batch > 0 ? batch : w.default_batch;
     t.precision = precision;
     t.optimizer = optimizer;
+    t.accumulate = accumulate;
     return t;
   }
 };
-TrainChoice train_choice(const py::dict& opts) {
-  return {opt<int64_t>(opts, "batch", 0), opt<std::string>(opts, "precision", "fp32"),
-          opt<std::string>(opts, "optimizer", "momentum")};
+// `default_precision`: scale's "default" (PyTorch's own), advise's "fp32" (what loom runs).
+TrainChoice train_choice(const py::dict& opts, const std::string& default_precision) {
+  return {opt<int64_t>(opts, "batch", 0), opt<std::string>(opts, "precision", default_precision),
+          opt<std::string>(opts, "optimizer", "momentum"), opt<int64_t>(opts, "accumulate", 1)};
 }
 
 // `loom scale -w WORKLOAD ... --json`: its JSON lines, in order, as one JSON array.
@@ -61,7 +64,7 @@ std::string scale(const py::dict& opts) {
   r.prefetch = opt<bool>(opts, "prefetch", r.prefetch);
   r.derate = opt<double>(opts, "derate", r.derate);
   r.calibration = opt<std::string>(opts, "calibration", "");
-  const TrainChoice train = train_choice(opts);
+  const TrainChoice train = train_choice(opts, "default");
   const auto catalogs = opt<std::vector<std::string>>(opts, "catalog", {});
   py::gil_scoped_release nogil;
   perf::Catalog cat = perf::Catalog::builtin();
@@ -93,7 +96,10 @@ std::string advise(const py::dict& opts) {
   const auto links = opt<std::vector<std::string>>(opts, "links", {});
   if (!links.empty()) r.inter_links = links;
   const auto gpus = opt<std::vector<std::string>>(opts, "gpus", {});
-  const TrainChoice train = train_choice(opts);
+  const TrainChoice train = train_choice(opts, "fp32");
+  if (train.precision != "fp32" && train.precision != "mixed")
+    throw py::value_error("precision = \"" + train.precision +
+                          "\": advise ranks what loom trains in: give fp32 or mixed");
   const auto catalogs = opt<std::vector<std::string>>(opts, "catalog", {});
   const std::string calibration = opt<std::string>(opts, "calibration", "");
   const double machine_usd = opt<double>(opts, "machine_usd", 0);

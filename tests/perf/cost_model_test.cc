@@ -198,6 +198,7 @@ TEST(CostModel, SlowStorageWithoutPrefetchAddsItsTime) {
 TEST(CostModel, APublishedRateIsAWholeStep) {
   Derating d = quiet();
   d.sample_s = 1e-3;  // 1000 samples/s, update included
+  d.whole_step = true;
   StepEstimate e = CostModel(toy(), cluster(1, 1), {}, train(32), d).estimate();
   EXPECT_NEAR(e.fwd_s + e.bwd_s, 0.032, 1e-12);
   EXPECT_EQ(e.update_s, 0);
@@ -250,6 +251,21 @@ TEST(CostModel, BadSpecsAreErrors) {
   SyncSpec s;
   s.codec = "fp8";
   EXPECT_THROW(CostModel(toy(), cluster(1, 1), s, train(1)), InputError);
+}
+
+TEST(CostModel, AccumulationExchangesOncePerStepOfSeveralMicroBatches) {
+  Derating d = quiet();
+  d.sample_s = 1e-3;
+  TrainSpec one = train(32), four = train(32);
+  four.accumulate = 4;
+  const StepEstimate a = CostModel(toy(), cluster(1, 4), {}, one, d).estimate();
+  const StepEstimate b = CostModel(toy(), cluster(1, 4), {}, four, d).estimate();
+  EXPECT_NEAR(b.fwd_s + b.bwd_s, 4 * (a.fwd_s + a.bwd_s), 1e-12);
+  EXPECT_NEAR(b.comm_s, a.comm_s, 1e-12);  // the same gradient, sent once
+  EXPECT_GT(b.samples_per_s, a.samples_per_s * (1 - 1e-9));
+  EXPECT_NEAR(b.samples_per_s, 4 * 32 * 4 / b.step_s, 1e-6);
+  four.accumulate = 0;
+  EXPECT_THROW(CostModel(toy(), cluster(1, 4), {}, four, d), InputError);
 }
 
 }  // namespace

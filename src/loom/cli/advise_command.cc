@@ -67,7 +67,7 @@ void setup(CLI::App& app) {
   cmd->add_option("--link", a->links,
                   "links between machines to consider (default 10gbe, 100gbe, ib-hdr)");
   cmd->add_option("--gpu", a->gpus, "only these GPUs");
-  add_training_options(*cmd, a->training);
+  add_training_options(*cmd, a->training, /*what_loom_runs=*/true);
   add_catalog_options(*cmd, a->catalog);
   cmd->add_option("--top", a->top, "rows to show");
   cmd->add_flag("--json", a->json, "print the advice as one JSON object instead of tables");

@@ -32,12 +32,33 @@ perf::TrainSpec TrainingOptions::spec(const perf::Workload& w) const {
   t.batch = batch > 0 ? batch : w.default_batch;
   t.precision = precision;
   t.optimizer = optimizer;
+  t.accumulate = accumulate;
   return t;
 }
 
-void add_training_options(CLI::App& cmd, TrainingOptions& o) {
-  cmd.add_option("--batch,-b", o.batch, "samples per GPU per step (default: the workload's)");
-  cmd.add_option("--precision", o.precision, "fp32 or mixed");
+void add_training_options(CLI::App& cmd, TrainingOptions& o, bool what_loom_runs) {
+  cmd.add_option("--batch,-b", o.batch,
+                 "samples per GPU per step (per micro-batch with --accumulate; default: the "
+                 "workload's)");
+  if (what_loom_runs) {
+    cmd.add_option("--precision", o.precision,
+                   "fp32, or mixed: each GPU at the faster of fp32 and the 16-bit precision loom "
+                   "trains in there (bf16 from compute capability 8.0, fp16 on 7.x)")
+        ->check(CLI::IsMember({"fp32", "mixed"}));
+  } else {
+    o.precision = "default";
+    cmd.add_option("--precision", o.precision,
+                   "fp32 (TF32 off), tf32, default (what PyTorch does: TF32 convolutions on "
+                   "Ampere and newer, fp32 matrix products), bf16, fp16, mixed (bf16 from "
+                   "compute capability 8.0, fp16 on 7.x) or fp8 (matrix products)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"fp32", "tf32", "default", "bf16", "fp16", "mixed", "fp8"}));
+    cmd.add_option("--accumulate", o.accumulate,
+                   "micro-batches per optimizer step (gradient accumulation): one exchange per "
+                   "step")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+  }
   cmd.add_option("--optimizer", o.optimizer, "sgd, momentum or adam");
 }
 

@@ -72,7 +72,7 @@ void run_predict(const CommonArgs& common, const PredictArgs& a) {
   std::string loom_note;
   if (!c.gpu.loom_runs())
     loom_note = " (a what-if: loom's GPU backend is CUDA and does not run this GPU)";
-  else if (const std::string runs = perf::loom_precision(c.gpu, t.precision); t.precision != "fp32")
+  else if (const std::string runs = perf::loom_precision(c.gpu, "mixed"); t.precision != "fp32")
     loom_note = runs == "fp32" ? fmt::format(
                                      " (loom trains in fp32 on the {}: no tensor cores "
                                      "it runs)",
@@ -80,9 +80,11 @@ void run_predict(const CommonArgs& common, const PredictArgs& a) {
                                : fmt::format(" (loom: precision = \"{}\")", runs);
   fmt::print(
       "workload {}: {:.1f}M params, {:.2f} GFLOP/sample forward; {} x {} {} (intra {}, inter {}), "
-      "batch {}/GPU, {}{}\ncompute: {}\n\n",
+      "batch {}/GPU{}, precision {} ({}){}\ncompute: {}\n\n",
       w.name, w.params() / 1e6, w.fwd_flops() / 1e9, common.nodes, common.gpus_per_node, c.gpu.name,
-      c.topo.intra.name, c.topo.inter.name, t.batch, t.precision, loom_note, p.compute_note);
+      c.topo.intra.name, c.topo.inter.name, t.batch,
+      t.accumulate > 1 ? fmt::format(" x {} micro-batches a step", t.accumulate) : "", t.precision,
+      perf::math_plan(c.gpu, t.precision).describe(), loom_note, p.compute_note);
   std::vector<svg::Series> plot;
   for (const perf::ScaleSeries& series : p.series) {
     fmt::print("{}\n", common.json ? perf::scale_json(series) : perf::scale_table(series));

@@ -162,11 +162,8 @@ class AdvisorRun {
           "loom trains in on it: precision = \"bf16\" from compute capability 8.0, \"fp16\" "
           "(dynamic loss scaling) on 7.x; older GPUs have no tensor cores (docs/precision.md)");
     check_request(cat_, req_);
-    {
-      const ValidationRun v = run_validation(true);
-      adv_.band = v.loo.max_abs;
-      adv_.typical = v.loo.mean_abs;
-    }
+    adv_.band = builtin_validation().loo_throughput.max_abs;
+    adv_.typical = builtin_validation().loo_throughput.mean_abs;
     adv_.samples = req_.samples > 0 ? req_.samples : req_.workload.train_samples;
     adv_.samples_source = req_.samples > 0 ? "--samples" : req_.workload.train_samples_source;
     gpus_ = gpus_to_consider(cat_, req_, adv_.no_backend);
@@ -234,7 +231,7 @@ class AdvisorRun {
       bool have = false;
       for (const auto& [precision, d] : precisions) {
         TrainSpec train = req_.train;
-        train.precision = precision == "fp32" ? "fp32" : "mixed";
+        train.precision = precision;
         for (const SyncSpec& s : candidate_syncs(req_.codecs, base.nodes, k)) {
           StepEstimate e = CostModel(req_.workload, c, s, train, d).estimate();
           if (precision != "fp32") {
@@ -258,7 +255,14 @@ class AdvisorRun {
           }
         }
       }
-      if (have) out.push_back(best);
+      if (have) {
+        const PredictionBand b =
+            prediction_band(builtin_validation(), g, best.precision, base.nodes * k);
+        best.band = b.band;
+        best.typical = b.typical;
+        best.band_basis = b.basis;
+        out.push_back(best);
+      }
     }
   }
 
@@ -495,21 +499,21 @@ std::string plan_for(const AdviseOption& r, const Workload& w, const Catalog& ca
 
 void table(std::string& o, const std::vector<AdviseOption>& v, const Advice& a,
            const AdviseRequest& req, size_t n) {
-  o += fmt::format("{:>3}  {:<58} {:>9} {:>9} {:>9} {:>22} {:>8} {:>9} {:>8} {:>6}  {:<14} {}\n",
+  o += fmt::format("{:>3}  {:<58} {:>9} {:>9} {:>9} {:>22} {:>8} {:>9} {:>8} {:>6}  {:<19} {}\n",
                    "#", "configuration", "capital $", "energy $", "total $", "samples/s", "/s/$1k",
-                   "samples/$", "train", "kW", "sync", "dominant term");
+                   "samples/$", "train", "kW", "precision, sync", "dominant term");
   for (size_t i = 0; i < std::min(n, v.size()); ++i) {
     const AdviseOption& r = v[i];
     const double sps = r.est.samples_per_s;
     o += fmt::format(
         "{:>3}  {:<58} {:>9.0f} {:>9.0f} {:>9.0f} {:>8.1f} ({:>5.0f}-{:<5.0f}) {:>8} {:>9.0f} "
-        "{:>8} {:>6}  {:<14} {}\n",
-        i + 1, r.label(), r.capital_usd, r.energy_usd, r.total_usd(), sps, sps * (1 - a.band),
-        sps * (1 + a.band),
+        "{:>8} {:>6}  {:<19} {}\n",
+        i + 1, r.label(), r.capital_usd, r.energy_usd, r.total_usd(), sps,
+        sps * std::max(0.0, 1 - r.band), sps * (1 + r.band),
         r.rented ? std::string("-") : fmt::format("{:.1f}", r.samples_per_kusd()),
         r.samples_per_usd(req.hours), a.samples > 0 ? hours_text(r.hours_to_train(a.samples)) : "-",
         r.node_draw_w > 0 ? fmt::format("{:.1f}", r.nodes * r.node_draw_w / 1000) : "-",
-        fmt::format("{} {}", r.sync.algorithm, r.sync.codec), r.est.dominant());
+        fmt::format("{} {} {}", r.precision, r.sync.algorithm, r.sync.codec), r.est.dominant());
   }
 }
 
@@ -535,18 +539,21 @@ std::string advice_report(const Advice& a, const AdviseRequest& req, const Catal
   o += fmt::format("Ranked by {} (--rank-by time|capital|total).\n", rank_names.at(req.rank_by));
   for (const auto& note : a.notes) o += fmt::format("Note: {}\n", note);
   o += fmt::format(
-      "samples/s: the prediction and, in brackets, the band of the model's leave-one-out error "
-      "on published results (+-{:.0f}% at most, {:.0f}% on average; docs/perf.md)\n\n",
+      "samples/s: the prediction and, in brackets, the band of the model's leave-one-source-out "
+      "error on published throughput of the GPU's generation at its precision (over all GPUs: "
+      "+-{:.0f}% at most, {:.0f}% on average; docs/perf.md)\n\n",
       100 * a.band, 100 * a.typical);
   if (a.ranked.empty()) {
     o += "Nothing to buy within the budget fits the model (rentals below).\n";
   } else {
     table(o, a.ranked, a, req, n);
   }
-  const double lo_top = a.ranked.empty() ? 0 : a.ranked.front().est.samples_per_s * (1 - a.band);
+  const double lo_top =
+      a.ranked.empty() ? 0 : a.ranked.front().est.samples_per_s * (1 - a.ranked.front().band);
   int ties = 0;
   for (size_t i = 1; i < std::min(n, a.ranked.size()); ++i)
-    if (req.rank_by == "time" && a.ranked[i].est.samples_per_s * (1 + a.band) >= lo_top) ++ties;
+    if (req.rank_by == "time" && a.ranked[i].est.samples_per_s * (1 + a.ranked[i].band) >= lo_top)
+      ++ties;
   if (ties > 0)
     o += fmt::format(
         "\n{} of the options below #1 overlap its band: the model cannot rank them apart; "
@@ -642,8 +649,10 @@ nlohmann::json option_json(const AdviseOption& o, const Advice& a, const AdviseR
           {"precision", o.precision},
           {"step_s", e.step_s},
           {"samples_per_s", e.samples_per_s},
-          {"samples_per_s_low", e.samples_per_s * (1 - a.band)},
-          {"samples_per_s_high", e.samples_per_s * (1 + a.band)},
+          {"samples_per_s_low", e.samples_per_s * std::max(0.0, 1 - o.band)},
+          {"samples_per_s_high", e.samples_per_s * (1 + o.band)},
+          {"band", o.band},
+          {"band_basis", o.band_basis},
           {"samples_per_kusd",
            o.rented ? nlohmann::json(nullptr) : nlohmann::json(o.samples_per_kusd())},
           {"samples_per_usd", o.samples_per_usd(req.hours)},

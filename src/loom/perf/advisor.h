@@ -82,6 +82,11 @@ struct AdviseOption {
   SyncSpec sync;
   std::string precision = "fp32";  // loom's `precision` on this GPU (loom_precision)
   StepEstimate est;
+  // The model's leave-one-source-out error for this GPU's generation and precision
+  // (validation_set.h prediction_band): the published figure would lie within
+  // samples/s x (1 +- band), and x (1 +- typical) on average.
+  double band = 0, typical = 0;
+  std::string band_basis;
   double total_usd() const { return capital_usd + energy_usd + rent_usd; }
   // Samples/s per $1,000 of capital (0 when rented).
   double samples_per_kusd() const;
@@ -100,9 +105,8 @@ struct Advice {
   std::string cheapest_rental;           // when no rental is within budget
   double samples = 0;                    // the time column's samples
   std::string samples_source;
-  // The model's error on published results it was not fitted to (leave-one-out): a
-  // prediction p means the published figure lay within p x (1 +- band) for every case, and
-  // p x (1 +- typical) on average.
+  // The model's error on published throughput it was not fitted to (leave one source out),
+  // over every GPU: the widest, and the mean. Each option carries its own band.
   double band = 0, typical = 0;
   std::vector<std::string> notes;  // what was changed to keep to what loom runs
 };

@@ -117,14 +117,14 @@ ComputeRate compute_rate(const Catalog& cat, const GpuSpec& gpu, const Workload&
   out.sample_s = p.sample_s(fit);
   out.step_s = p.kernels * fit.kernel_s;
   out.memory_bound = p.memory_bound(fit);
-  out.fraction_of_peak = p.tensor_s > p.cuda_s ? fit.tensor : fit.cuda;
+  // The attained share of peak over the products, weighted by their time.
+  const double at_peak = p.cuda_s + p.tensor_s;
+  out.fraction_of_peak = at_peak > 0 ? at_peak / p.products_s(fit) : 0;
   out.detail = fmt::format(
-      "{}; per sample {:.2f} ms on FP32 cores at {:.0f}% of peak + {:.2f} ms on tensor cores at "
-      "{:.0f}% + {:.2f} ms between the products at {:.0f}% of {:g} GB/s; {:g} kernels a step at "
-      "{:.1f} us",
-      out.math, 1e3 * p.cuda_s / fit.cuda, 100 * fit.cuda, 1e3 * p.tensor_s / fit.tensor,
-      100 * fit.tensor, 1e3 * p.memory_s / fit.memory, 100 * fit.memory, gpu.mem_bw_gbs,
-      p.kernels, 1e6 * fit.kernel_s);
+      "{}; per sample {:.2f} ms in the products at {:.0f}% of their peaks + {:.2f} ms between "
+      "them at {:.0f}% of {:g} GB/s; {:g} kernels a step at {:.1f} us",
+      out.math, 1e3 * p.products_s(fit), 100 * out.fraction_of_peak, 1e3 * p.memory_s / fit.memory,
+      100 * fit.memory, gpu.mem_bw_gbs, p.kernels, 1e6 * fit.kernel_s);
   return out;
 }
 

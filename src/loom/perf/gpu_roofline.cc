@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "loom/core/error.h"
 #include "loom/perf/compute_model.h"
 
@@ -61,6 +63,11 @@ std::string MathPlan::describe() const {
   return fmt::format("convolutions {}, matrix products {}", conv, gemm);
 }
 
+std::string describe(const ComputeFit& f) {
+  return fmt::format("FP32 cores {:.0f}%, tensor cores {:.0f}%, memory {:.0f}%, {:.1f} us a kernel",
+                     100 * f.cuda, 100 * f.tensor, 100 * f.memory, 1e6 * f.kernel_s);
+}
+
 RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan& m) {
   RooflineParts p;
   for (const auto& l : w.layers) {
@@ -74,7 +81,8 @@ RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan
     if (conv && math == "fp32") flops *= 1 - l.winograd_share * (1 - kWinogradExecutedShare);
     (tensor_math(math) ? p.tensor_s : p.cuda_s) += flops / peak;
   }
-  p.memory_s = w.elementwise_bytes * (m.act_bytes / 4) / (g.mem_bw_gbs * 1e9);
+  const double kept = std::min(w.fp32_elementwise_bytes, w.elementwise_bytes);
+  p.memory_s = ((w.elementwise_bytes - kept) * (m.act_bytes / 4) + kept) / (g.mem_bw_gbs * 1e9);
   p.kernels = w.kernels;
   return p;
 }

@@ -10,7 +10,12 @@
 // Attainable peaks: the datasheet figure of the precision a layer actually runs in (catalog
 // peaks_source), times a fitted efficiency per kind of unit: FP32 CUDA cores, or tensor cores
 // (TF32, FP16/BF16, FP8). Where the FP32 figure counts a datapath shared with INT32
-// (fp32_dual_issue), convolutions are charged one datapath: half the figure.
+// (fp32_dual_issue), convolutions are charged one datapath: half the figure. Separate
+// efficiencies for convolutions and matrix products were tried and dropped: the set has too few
+// fp32 matrix-product cases to fit one, and leave-one-source-out errors grew (docs/perf.md).
+//
+// Traffic in mixed precision: activations are 16-bit, except what PyTorch's autocast keeps in
+// fp32 (layer_norm, softmax, the losses: Workload::fp32_elementwise_bytes).
 #pragma once
 
 #include <string>
@@ -57,9 +62,12 @@ struct ComputeFit {
   double kernel_s = 5e-6;  // launch and tail per kernel of a step
 };
 
+// "FP32 cores 45%, tensor cores 57%, memory 80%, 6.0 us a kernel".
+std::string describe(const ComputeFit& f);
+
 // Fitted on the single-GPU cases of data/hardware/validation.toml and the catalog's [[rate]]
 // rows (tests/perf/validation_test.cc refits it and checks these values).
-inline constexpr ComputeFit kComputeFit{0.5, 0.5, 0.8, 5e-6};
+inline constexpr ComputeFit kComputeFit{0.45, 0.59, 0.8, 42.5e-6};
 
 // A step's parts at efficiency 1, so a fit can weigh them without recomputing the layers.
 struct RooflineParts {
@@ -67,15 +75,12 @@ struct RooflineParts {
   double tensor_s = 0;  // per sample: FLOPs on tensor cores over their peaks
   double memory_s = 0;  // per sample: elementwise bytes over the datasheet bandwidth
   double kernels = 0;   // per step
-  double sample_s(const ComputeFit& f) const {
-    return cuda_s / f.cuda + tensor_s / f.tensor + memory_s / f.memory;
-  }
+  double products_s(const ComputeFit& f) const { return cuda_s / f.cuda + tensor_s / f.tensor; }
+  double sample_s(const ComputeFit& f) const { return products_s(f) + memory_s / f.memory; }
   double step_s(const ComputeFit& f, double batch) const {
     return batch * sample_s(f) + kernels * f.kernel_s;
   }
-  bool memory_bound(const ComputeFit& f) const {
-    return memory_s / f.memory > cuda_s / f.cuda + tensor_s / f.tensor;
-  }
+  bool memory_bound(const ComputeFit& f) const { return memory_s / f.memory > products_s(f); }
 };
 
 RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan& m);

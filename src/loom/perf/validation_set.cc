@@ -296,6 +296,74 @@ std::vector<FitPoint> compute_fit_points(const Catalog& cat,
   return points;
 }
 
+const ValidationRun& builtin_validation() {
+  static const ValidationRun run = run_validation(true);
+  return run;
+}
+
+PredictionBand prediction_band(const ValidationRun& run, const GpuSpec& g,
+                               const std::string& precision, int gpus) {
+  const Catalog vcat = validation_catalog();
+  std::map<std::string, std::vector<double>> by_group;
+  std::vector<double> all, scaling;
+  for (size_t i = 0; i < run.results.size() && i < run.loo_errors.size(); ++i) {
+    const ValidationCase& c = run.results[i].c;
+    if (c.figure != "samples_per_s") {
+      scaling.push_back(run.loo_errors[i]);
+      continue;
+    }
+    const GpuSpec& cg = vcat.gpu(c.gpu);
+    const std::string cls = math_plan(cg, c.precision).rate_class();
+    by_group[gpu_generation(cg) + " " + cls].push_back(run.loo_errors[i]);
+    by_group["generation " + gpu_generation(cg)].push_back(run.loo_errors[i]);
+    by_group["precision " + cls].push_back(run.loo_errors[i]);
+    all.push_back(run.loo_errors[i]);
+  }
+  const std::string gen = gpu_generation(g), cls = math_plan(g, precision).rate_class();
+  const std::string key = gen + " " + cls;
+  PredictionBand b;
+  auto take = [&](const std::vector<double>& v, double widen) {
+    double sq = 0;
+    for (double e : v) sq += e * e;
+    b.band = widen * std::sqrt(sq / static_cast<double>(std::max<size_t>(1, v.size())));
+    b.typical = widen * summarize(v).mean_abs;
+  };
+  if (by_group.count(key) && by_group[key].size() >= 2) {
+    b.cases = static_cast<int>(by_group[key].size());
+    take(by_group[key], 1.0);
+    b.basis = fmt::format("{}: {} cases", key, b.cases);
+  } else {
+    b.cases = by_group.count(key) ? static_cast<int>(by_group[key].size()) : 0;
+    const std::vector<double>* wider = nullptr;
+    std::string from;
+    auto rms = [](const std::vector<double>& v) {
+      double sq = 0;
+      for (double e : v) sq += e * e;
+      return std::sqrt(sq / static_cast<double>(v.size()));
+    };
+    for (const std::string& k : {"generation " + gen, "precision " + cls}) {
+      if (!by_group.count(k) || by_group[k].size() < 2) continue;
+      if (!wider || rms(by_group[k]) > rms(*wider)) wider = &by_group[k], from = k;
+    }
+    if (wider) {
+      take(*wider, 1.25);
+      b.basis = fmt::format("{} case(s) of {}: the {} cases' band + 25%", b.cases, key, from);
+    } else {
+      take(all, 1.0);
+      b.basis = fmt::format("no case of {}: the widest of all", key);
+    }
+  }
+  if (gpus > 1 && !scaling.empty()) {
+    double sq = 0;
+    for (double e : scaling) sq += e * e;
+    const double rms = std::sqrt(sq / static_cast<double>(scaling.size()));
+    b.band = std::hypot(b.band, rms);
+    b.typical = std::hypot(b.typical, summarize(scaling).mean_abs);
+    b.basis += fmt::format(", with the scaling cases' {:.0f}%", 100 * rms);
+  }
+  return b;
+}
+
 std::string gpu_generation(const GpuSpec& g) {
   if (g.vendor != "nvidia" || g.cuda_cc <= 0) return "other";
   const double cc = g.cuda_cc;
@@ -371,12 +439,10 @@ std::string validation_report(const ValidationRun& run) {
   const Catalog cat = validation_catalog();
   std::string o = fmt::format(
       "Published results against loom's performance model (pass: within {:.0f}% of the published "
-      "figure; step-time jitter {:.4f}; GPU roofline at {:.0f}% of FP32-core peak, {:.0f}% of "
-      "tensor-core peak, {:.0f}% of memory bandwidth, {:.1f} us a kernel)\n"
+      "figure; step-time jitter {:.4f}; GPU roofline: {})\n"
       "LOSO: predicted with the jitter and the roofline refitted without every case and rate of "
       "the case's publication\n\n",
-      100 * kPassMark, kStepJitterCv, 100 * kComputeFit.cuda, 100 * kComputeFit.tensor,
-      100 * kComputeFit.memory, 1e6 * kComputeFit.kernel_s);
+      100 * kPassMark, kStepJitterCv, describe(kComputeFit));
   const bool loo = !run.loo_errors.empty();
   o += fmt::format("{:<34} {:>5} {:<13} {:>10} {:>10} {:>8} {:>8}  {}\n", "case", "GPUs", "figure",
                    "published", "predicted", "error", loo ? "LOSO" : "", "");
@@ -421,12 +487,10 @@ std::string validation_report(const ValidationRun& run) {
                        100 * e.mean_abs, 100 * e.max_abs);
     }
     o += fmt::format(
-        "\nFitted parameters (refitted on all: jitter {:.4f}; roofline {:.2f} FP32 cores, {:.2f} "
-        "tensor cores, {:.1f} us a kernel; memory held at {:.2f}):\n"
+        "\nFitted parameters (refitted on all: jitter {:.4f}; roofline {}, memory held):\n"
         "- the jitter: every case above;\n- the roofline: {} throughput figures whose compute is "
         "the roofline's: {}\n",
-        run.fitted_jitter, run.fitted_compute.cuda, run.fitted_compute.tensor,
-        1e6 * run.fitted_compute.kernel_s, run.fitted_compute.memory, run.compute_fit_on.size(),
+        run.fitted_jitter, describe(run.fitted_compute), run.compute_fit_on.size(),
         fmt::join(run.compute_fit_on, ", "));
   }
   o += "\nWhat each step is made of (the case's full size), and where its compute comes from:\n";

@@ -98,6 +98,22 @@ struct ValidationRun {
 };
 ValidationRun run_validation(bool leave_one_out = true);
 
+// The band of a prediction for `gpus` GPUs of `g` at `precision`: the leave-one-source-out
+// errors of the throughput cases of its generation and precision class (their root mean
+// square is the band, about two published figures in three lying within it; their mean |error|
+// is the typical error); with fewer than two such cases, the wider band of its generation or of
+// its precision class, widened by a quarter, and with neither, all throughput cases'. Several
+// GPUs add the scaling cases' root mean square in quadrature.
+struct PredictionBand {
+  double band = 0, typical = 0;
+  int cases = 0;      // throughput cases of its generation and precision
+  std::string basis;  // "ampere mixed: 10 cases", "no hopper tf32 case: ampere tf32 + 25%"
+};
+PredictionBand prediction_band(const ValidationRun& run, const GpuSpec& g,
+                               const std::string& precision, int gpus);
+// The built-in set's run, computed once.
+const ValidationRun& builtin_validation();
+
 // A GPU's generation by its compute capability: kepler, pascal, volta, turing, ampere, ada,
 // hopper, blackwell ("other" for a GPU loom does not run).
 std::string gpu_generation(const GpuSpec& g);

@@ -81,6 +81,9 @@ Workload transformer(const std::string& name, const std::string& source, int lay
   // the context (12 d), bias gradients and the rest (about 3 d); and per head and key position
   // the scale and mask (5), the softmax (5) and its dropout (4.5): about 72 d + 15 a s.
   w.elementwise_bytes = 4.0 * layers * seq * (72 * d_model + 15 * heads * seq);
+  // Autocast keeps the LayerNorms (16 d) and the softmax with its scale and mask (10 a s) in
+  // fp32 (PyTorch's "CUDA ops that can autocast to float32").
+  w.fp32_elementwise_bytes = 4.0 * layers * seq * (16 * d_model + 10 * heads * seq);
   // Per layer: six linears (4 each), two batched products (3 each), softmax, dropouts,
   // LayerNorms, GELU, adds and the head copies (2 each, 13 of them): 56; plus the embedding
   // and the loss.
@@ -111,9 +114,17 @@ Workload decoder_workload(const DecoderShape& s) {
   // two and write one backward) and 2 fused (one pass each way).
   w.layers.push_back({"logits", output, 2 * s.d_model * s.vocab * s.seq});
   w.elementwise_bytes += 4.0 * s.seq * s.vocab * (s.fused ? 2 : 5);
-  if (s.fused)  // no per-head scores in memory: only the per-token terms stay
+  w.fp32_elementwise_bytes += 4.0 * s.seq * s.vocab * (s.fused ? 2 : 5);
+  if (s.fused) {
+    // No per-head scores in memory: only the per-token terms stay; the fused LayerNorm runs in
+    // the activations' precision.
     w.elementwise_bytes -= 4.0 * s.layers * s.seq * 15 * s.heads * s.seq;
-  if (s.recompute) w.elementwise_bytes *= 4.0 / 3;
+    w.fp32_elementwise_bytes = 4.0 * s.seq * s.vocab * 2;
+  }
+  if (s.recompute) {
+    w.elementwise_bytes *= 4.0 / 3;
+    w.fp32_elementwise_bytes *= 4.0 / 3;
+  }
   w.kernels += 6;
   return w;
 }

@@ -34,6 +34,8 @@ struct Workload {
   // their backward, bias gradients, loss), forward and backward; 0 when not computed. The
   // host model (host_model.h) times them at a measured rate.
   double elementwise_bytes = 0;
+  // The part of it that mixed precision keeps in fp32 (autocast's layer_norm, softmax, losses).
+  double fp32_elementwise_bytes = 0;
   // GPU kernels one training step launches, forward and backward (gpu_roofline.h); 0 = not
   // counted.
   double kernels = 0;

@@ -1,0 +1,141 @@
+#include "loom/perf/gpu_roofline.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "loom/core/error.h"
+#include "loom/perf/compute_fit.h"
+#include "loom/perf/compute_model.h"
+
+namespace loom::perf {
+namespace {
+
+const Catalog& cat() {
+  static const Catalog c = Catalog::builtin();
+  return c;
+}
+
+TEST(MathPlan, PrecisionsAsFrameworksRunThem) {
+  const GpuSpec& a100 = cat().gpu("a100-80gb-sxm4");
+  const GpuSpec& v100 = cat().gpu("v100-sxm2");
+  const GpuSpec& p100 = cat().gpu("p100-sxm2");
+  // PyTorch's defaults: TF32 convolutions where the GPU has TF32, fp32 matrix products.
+  EXPECT_EQ(math_plan(a100, "default").conv, "tf32");
+  EXPECT_EQ(math_plan(a100, "default").gemm, "fp32");
+  EXPECT_EQ(math_plan(a100, "default").rate_class(), "tf32");
+  EXPECT_EQ(math_plan(v100, "default").conv, "fp32");
+  EXPECT_EQ(math_plan(v100, "default").rate_class(), "fp32");
+  EXPECT_EQ(math_plan(a100, "mixed").gemm, "bf16");
+  EXPECT_EQ(math_plan(v100, "mixed").gemm, "fp16");
+  EXPECT_EQ(math_plan(v100, "bf16").gemm, "fp32");  // no bf16 tensor cores before 8.0
+  EXPECT_EQ(math_plan(p100, "fp16").gemm, "fp32");  // no tensor cores
+  EXPECT_EQ(math_plan(a100, "fp8").gemm, "bf16");   // no fp8 before Ada and Hopper
+  EXPECT_EQ(math_plan(cat().gpu("h100-sxm"), "fp8").gemm, "fp8");
+  EXPECT_EQ(math_plan(a100, "bf16").act_bytes, 2);
+  EXPECT_EQ(math_plan(a100, "tf32").act_bytes, 4);
+  EXPECT_THROW(math_plan(a100, "fp64"), InputError);
+}
+
+TEST(GpuRoofline, EveryCatalogGpuHasItsPeaksPerPrecisionWithASource) {
+  for (const auto& [name, g] : cat().gpus()) {
+    EXPECT_FALSE(g.peaks_source.empty()) << name;
+    if (g.vendor == "nvidia" && g.cuda_cc >= 8.0) {
+      EXPECT_GT(g.tf32_tflops, 0) << name;
+    }
+    if (g.vendor == "nvidia" && g.cuda_cc >= 8.9) {
+      EXPECT_GT(g.fp8_tflops, 0) << name;
+    }
+    if (g.tf32_tflops > 0) {
+      EXPECT_LT(g.tf32_tflops, g.tensor_tflops) << name;
+    }
+  }
+}
+
+// A convolution in fp32 on a chip whose FP32 figure counts the datapath shared with INT32
+// gets half the figure; a matrix product gets all of it.
+TEST(GpuRoofline, DualIssueFp32HalvesConvolutionsOnly) {
+  GpuSpec g = cat().gpu("rtx-3090");
+  ASSERT_TRUE(g.fp32_dual_issue);
+  Workload conv, gemm;
+  conv.layers = {{"c", 0, 1e9, 0, ProductKind::kConv}};
+  gemm.layers = {{"g", 0, 1e9, 0, ProductKind::kGemm}};
+  const MathPlan plan = math_plan(g, "fp32");
+  const double dual_conv = roofline_parts(g, conv, plan).cuda_s;
+  const double dual_gemm = roofline_parts(g, gemm, plan).cuda_s;
+  g.fp32_dual_issue = false;
+  EXPECT_DOUBLE_EQ(dual_conv, 2 * roofline_parts(g, conv, plan).cuda_s);
+  EXPECT_DOUBLE_EQ(dual_gemm, roofline_parts(g, gemm, plan).cuda_s);
+}
+
+// Mixed precision halves the traffic between the products, but not what autocast keeps in
+// fp32; a fixed time per kernel makes small batches slower per sample.
+TEST(GpuRoofline, TrafficAndKernels) {
+  const GpuSpec& g = cat().gpu("a100-80gb-sxm4");
+  Workload w;
+  w.layers = {{"g", 0, 1e9, 0}};
+  w.elementwise_bytes = 1e9;
+  w.fp32_elementwise_bytes = 0.25e9;
+  w.kernels = 100;
+  const RooflineParts fp32 = roofline_parts(g, w, math_plan(g, "fp32"));
+  const RooflineParts bf16 = roofline_parts(g, w, math_plan(g, "bf16"));
+  EXPECT_DOUBLE_EQ(fp32.memory_s, 1e9 / (g.mem_bw_gbs * 1e9));
+  EXPECT_DOUBLE_EQ(bf16.memory_s, (0.75e9 / 2 + 0.25e9) / (g.mem_bw_gbs * 1e9));
+  EXPECT_GT(bf16.tensor_s, 0);
+  EXPECT_EQ(bf16.cuda_s, 0);
+  const ComputeFit f = kComputeFit;
+  EXPECT_GT(fp32.step_s(f, 8) / 8, fp32.step_s(f, 256) / 256);
+}
+
+// The fit finds efficiencies planted in synthetic figures, and leaves a fixed-rate figure's
+// unit alone when no point uses it.
+TEST(ComputeFit, RecoversPlantedEfficiencies) {
+  const ComputeFit planted{0.37, 0.62, 0.8, 12e-6};
+  std::vector<FitPoint> points;
+  for (int i = 0; i < 12; ++i) {
+    FitPoint p;
+    p.name = fmt::format("p{}", i);
+    p.parts.cuda_s = i % 2 ? 1e-3 * (1 + i) : 0;
+    p.parts.tensor_s = i % 2 ? 0 : 2e-4 * (1 + i);
+    p.parts.memory_s = 1e-4;
+    p.parts.kernels = 100 + 50 * i;
+    p.samples = 16 << (i % 4);
+    p.per_gpu_published = 1;
+    p.per_gpu_published = p.predicted(planted);
+    points.push_back(p);
+  }
+  const ComputeFit f = fit_compute(points);
+  EXPECT_NEAR(f.cuda, planted.cuda, 1e-9);
+  EXPECT_NEAR(f.tensor, planted.tensor, 1e-9);
+  EXPECT_NEAR(f.kernel_s, planted.kernel_s, 1e-12);
+  EXPECT_LT(mean_abs_error(points, f), 1e-9);
+}
+
+TEST(Decoder, ShapeGivesItsFlopsAndRefusesTooFewParameters) {
+  DecoderShape s;
+  s.name = "d";
+  s.layers = 24;
+  s.heads = 16;
+  s.d_model = 2048;
+  s.seq = 2048;
+  s.vocab = 50368;
+  s.params = 1.316e9;
+  const Workload plain = decoder_workload(s);
+  // Kaplan et al.: about 2 N + 2 n_layer n_ctx d per token forward, plus the logits.
+  const double n = s.params - (s.vocab + s.seq) * s.d_model;
+  EXPECT_NEAR(plain.fwd_flops(),
+              s.seq * (2 * n + 2 * s.layers * s.seq * s.d_model + 2 * s.d_model * s.vocab),
+              1e-6 * plain.fwd_flops());
+  // Checkpointing repeats each block's forward; the logits are not checkpointed.
+  const double logits = 2 * s.d_model * s.vocab * s.seq;
+  s.recompute = true;
+  EXPECT_NEAR(decoder_workload(s).fwd_flops(), (plain.fwd_flops() - logits) * 4 / 3 + logits,
+              1e-6 * plain.fwd_flops());
+  s.recompute = false;
+  s.fused = true;
+  EXPECT_LT(decoder_workload(s).elementwise_bytes, plain.elementwise_bytes);
+  s.params = 1e6;
+  EXPECT_THROW(decoder_workload(s), InputError);
+}
+
+}  // namespace
+}  // namespace loom::perf
