@@ -52,7 +52,7 @@ TEST(GpuRoofline, EveryCatalogGpuHasItsPeaksPerPrecisionWithASource) {
 }
 
 // A convolution in fp32 on a chip whose FP32 figure counts the datapath shared with INT32
-// gets half the figure; a matrix product gets all of it.
+// gets half the figure; a matrix product gets what a large SGEMM measures of all of it.
 TEST(GpuRoofline, DualIssueFp32HalvesConvolutionsOnly) {
   GpuSpec g = cat().gpu("rtx-3090");
   ASSERT_TRUE(g.fp32_dual_issue);
@@ -60,11 +60,13 @@ TEST(GpuRoofline, DualIssueFp32HalvesConvolutionsOnly) {
   conv.layers = {{"c", 0, 1e9, 0, ProductKind::kConv}};
   gemm.layers = {{"g", 0, 1e9, 0, ProductKind::kGemm}};
   const MathPlan plan = math_plan(g, "fp32");
-  const double dual_conv = roofline_parts(g, conv, plan).cuda_s;
-  const double dual_gemm = roofline_parts(g, gemm, plan).cuda_s;
+  const double peak = g.fp32_tflops * 1e12;
+  // A matrix product: the figure times what a large SGEMM measures of it.
+  EXPECT_DOUBLE_EQ(roofline_parts(g, gemm, plan).cuda_s, 3e9 / (peak * g.fp32_gemm_fraction));
+  // A convolution: one datapath.
+  EXPECT_DOUBLE_EQ(roofline_parts(g, conv, plan).cuda_s, 3e9 / (peak / 2));
   g.fp32_dual_issue = false;
-  EXPECT_DOUBLE_EQ(dual_conv, 2 * roofline_parts(g, conv, plan).cuda_s);
-  EXPECT_DOUBLE_EQ(dual_gemm, roofline_parts(g, gemm, plan).cuda_s);
+  EXPECT_DOUBLE_EQ(roofline_parts(g, conv, plan).cuda_s, 3e9 / (peak * g.fp32_gemm_fraction));
 }
 
 // Mixed precision halves the traffic between the products, but not what autocast keeps in

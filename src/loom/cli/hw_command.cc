@@ -20,20 +20,23 @@ void setup(CLI::App& app) {
   cmd->callback([catalog, sources] {
     const perf::Catalog cat = catalog->load();
     fmt::print(
-        "GPUs (TFLOPS dense; tensor = FP16/BF16 with FP32 accumulate; GB/s per direction)\n");
-    fmt::print("{:<16} {:>7} {:>7} {:>6} {:>7} {:<7} {:<15} {:>6} {:<14} {:>8}{}\n", "name", "fp32",
-               "tensor", "mem GB", "mem GB/s", "host", "peer link", "TDP W", "form", "price $",
-               *sources ? "  source" : "");
+        "GPUs (TFLOPS dense; tf32, tensor = FP16/BF16 and fp8 on tensor cores with FP32 "
+        "accumulate, - = none; fp32* counts a datapath shared with INT32; GB/s per direction)\n");
+    fmt::print("{:<16} {:>7} {:>7} {:>7} {:>7} {:>6} {:>7} {:<7} {:<15} {:>6} {:<14} {:>8}{}\n",
+               "name", "fp32", "tf32", "tensor", "fp8", "mem GB", "mem GB/s", "host", "peer link",
+               "TDP W", "form", "price $", *sources ? "  source; peaks" : "");
+    auto peak = [](double t) { return t > 0 ? fmt::format("{:.1f}", t) : std::string("-"); };
     for (const auto& [n, g] : cat.gpus())
       fmt::print(
-          "{:<16} {:>7.1f} {:>7.1f} {:>6.0f} {:>8.0f} {:<7} {:<15} {:>6.0f} {:<14} {:>8}{}\n", n,
-          g.fp32_tflops, g.tensor_tflops, g.memory_gb, g.mem_bw_gbs, g.host_link, g.peer_link,
-          g.tdp_w,
+          "{:<16} {:>7} {:>7} {:>7} {:>7} {:>6.0f} {:>8.0f} {:<7} {:<15} {:>6.0f} {:<14} {:>8}{}\n",
+          n, fmt::format("{:.1f}{}", g.fp32_tflops, g.fp32_dual_issue ? "*" : ""),
+          peak(g.tf32_tflops), peak(g.tensor_tflops), peak(g.fp8_tflops), g.memory_gb,
+          g.mem_bw_gbs, g.host_link, g.peer_link, g.tdp_w,
           g.form_factor == "pcie" ? fmt::format("pcie {:g}-slot{}", g.slots, g.passive ? "*" : "")
                                   : fmt::format("{} {}", g.form_factor, g.baseboard),
           g.has_price() ? fmt::format("{:.0f}{}", g.price_usd, g.price_kind == "est" ? "~" : "")
                         : "-",
-          *sources ? "  " + g.source : "");
+          *sources ? "  " + g.source + "; " + g.peaks_source : "");
     fmt::print(
         "(price: MSRP; ~ = press/street estimate; - = unknown. form: * = passively cooled, it "
         "needs a server's airflow)\n\nLinks\n");

@@ -49,7 +49,8 @@ GpuSpec read_gpu(const RowReader& r, const std::map<std::string, LinkSpec>& link
   r.check_known({"name", "fp32_tflops", "tensor_tflops", "memory_gb", "mem_bw_gbs", "host_link",
                  "peer_link", "tdp_w", "price_usd", "price_kind", "chip", "form_factor", "slots",
                  "cooling", "baseboard", "vendor", "cuda_cc", "tf32_tflops", "fp8_tflops",
-                 "fp32_dual_issue", "peaks_source", "source"});
+                 "fp32_dual_issue", "peaks_source", "fp32_gemm_fraction",
+                 "tensor_gemm_fraction", "gemm_source", "source"});
   GpuSpec g;
   g.name = r.str("name");
   g.fp32_tflops = r.num("fp32_tflops");
@@ -58,6 +59,14 @@ GpuSpec read_gpu(const RowReader& r, const std::map<std::string, LinkSpec>& link
   g.fp8_tflops = r.num("fp8_tflops", false, true, 0);
   g.fp32_dual_issue = r.flag("fp32_dual_issue", false);
   g.peaks_source = r.str("peaks_source", false);
+  g.fp32_gemm_fraction = r.num("fp32_gemm_fraction", false, false, kMedianFp32GemmFraction);
+  g.tensor_gemm_fraction = r.num("tensor_gemm_fraction", false, false, kMedianTensorGemmFraction);
+  // GeForce cards run above their rated boost clock: a measured GEMM may pass the figure a bit.
+  if (g.fp32_gemm_fraction > 1.5)
+    r.fail("fp32_gemm_fraction", "must be a share of the datasheet figure, at most 1.5");
+  if (g.tensor_gemm_fraction > 1.5)
+    r.fail("tensor_gemm_fraction", "must be a share of the datasheet figure, at most 1.5");
+  g.gemm_source = r.str("gemm_source", false);
   g.memory_gb = r.num("memory_gb");
   g.mem_bw_gbs = r.num("mem_bw_gbs");
   g.host_link = r.str("host_link");

@@ -28,6 +28,11 @@ struct LinkSpec {
   double flow_bytes_per_s(double flows, double ports = 1) const;
 };
 
+// The medians of the catalog's measured GEMM fractions (data/hardware/catalog.toml), for a GPU
+// without a published one.
+inline constexpr double kMedianFp32GemmFraction = 0.77;
+inline constexpr double kMedianTensorGemmFraction = 0.79;
+
 struct GpuSpec {
   std::string name;
   double fp32_tflops = 0;
@@ -38,6 +43,11 @@ struct GpuSpec {
   // (GA10x, AD10x, GB20x): convolutions issue from one of them (compute_model.h).
   bool fp32_dual_issue = false;
   std::string peaks_source;  // where the per-precision peaks come from
+  // The share of the FP32 and of the tensor-core (FP16/BF16) figure that a large cuBLAS GEMM
+  // measures on this GPU: its attainable peaks (the catalog's medians where none is published).
+  double fp32_gemm_fraction = kMedianFp32GemmFraction;
+  double tensor_gemm_fraction = kMedianTensorGemmFraction;
+  std::string gemm_source;
   double memory_gb = 0;
   double mem_bw_gbs = 0;
   std::string host_link;  // a LinkSpec name

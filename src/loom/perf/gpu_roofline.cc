@@ -73,10 +73,12 @@ RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan
   for (const auto& l : w.layers) {
     const bool conv = l.kind == ProductKind::kConv;
     const std::string& math = conv ? m.conv : m.gemm;
-    double peak = peak_flops(g, math);
-    // One FP32 datapath for convolutions where the other is shared with INT32 (their index
-    // arithmetic keeps it busy).
-    if (conv && math == "fp32" && g.fp32_dual_issue) peak /= 2;
+    // The attainable peak: the datasheet figure times what a large GEMM measures of it; for
+    // a convolution in fp32 where the other FP32 datapath is shared with INT32 (its index
+    // arithmetic keeps it busy), one datapath: half the figure.
+    double peak = peak_flops(g, math) *
+                  (tensor_math(math) ? g.tensor_gemm_fraction : g.fp32_gemm_fraction);
+    if (conv && math == "fp32" && g.fp32_dual_issue) peak = peak_flops(g, math) / 2;
     double flops = 3 * l.fwd_flops;
     if (conv && math == "fp32") flops *= 1 - l.winograd_share * (1 - kWinogradExecutedShare);
     (tensor_math(math) ? p.tensor_s : p.cuda_s) += flops / peak;

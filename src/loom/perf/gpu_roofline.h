@@ -8,9 +8,10 @@
 //          + kernels x kernel_s
 //
 // Attainable peaks: the datasheet figure of the precision a layer actually runs in (catalog
-// peaks_source), times a fitted efficiency per kind of unit: FP32 CUDA cores, or tensor cores
-// (TF32, FP16/BF16, FP8). Where the FP32 figure counts a datapath shared with INT32
-// (fp32_dual_issue), convolutions are charged one datapath: half the figure. Separate
+// peaks_source) times the share of it a large GEMM measures on that GPU (fp32_gemm_fraction,
+// tensor_gemm_fraction; gemm_source), times a fitted efficiency per kind of unit: FP32 CUDA
+// cores, or tensor cores (TF32, FP16/BF16, FP8). Where the FP32 figure counts a datapath shared
+// with INT32 (fp32_dual_issue), convolutions are charged one datapath: half the figure. Separate
 // efficiencies for convolutions and matrix products were tried and dropped: the set has too few
 // fp32 matrix-product cases to fit one, and leave-one-source-out errors grew (docs/perf.md).
 //
@@ -67,7 +68,7 @@ std::string describe(const ComputeFit& f);
 
 // Fitted on the single-GPU cases of data/hardware/validation.toml and the catalog's [[rate]]
 // rows (tests/perf/validation_test.cc refits it and checks these values).
-inline constexpr ComputeFit kComputeFit{0.45, 0.59, 0.8, 42.5e-6};
+inline constexpr ComputeFit kComputeFit{0.59, 0.67, 0.8, 37.5e-6};
 
 // A step's parts at efficiency 1, so a fit can weigh them without recomputing the layers.
 struct RooflineParts {

@@ -94,7 +94,6 @@ struct ValidationRun {
   ErrorSummary in_sample, loo;
   // Throughput (samples_per_s) and scaling (the other figures) cases apart.
   ErrorSummary loo_throughput, loo_scaling;
-  bool ok() const { return in_sample.misses == 0 && loo.misses == 0; }
 };
 ValidationRun run_validation(bool leave_one_out = true);
 
