@@ -23,6 +23,13 @@ const char* kBuiltinValidationName = "data/hardware/validation.toml (built in)";
 
 const std::vector<std::string> kFigures = {"efficiency", "speedup", "samples_per_s", "ratio"};
 
+// The root mean square of `errors` (0 for none): a band about two errors in three fall within.
+double rms(const std::vector<double>& errors) {
+  double sq = 0;
+  for (double e : errors) sq += e * e;
+  return errors.empty() ? 0 : std::sqrt(sq / static_cast<double>(errors.size()));
+}
+
 }  // namespace
 
 std::vector<ValidationCase> parse_validation(const std::string& text, const std::string& name,
@@ -240,12 +247,6 @@ CaseResult predict_case(const Catalog& cat, const ValidationCase& c, double jitt
   return r;
 }
 
-double fit_jitter(const Catalog& cat, const std::vector<ValidationCase>& cases) {
-  std::vector<CaseCurve> curves;
-  for (const auto& c : cases) curves.push_back(curve(cat, c, kComputeFit));
-  return fit(curves);
-}
-
 namespace {
 
 // A [[rate]] row as a one-GPU throughput case of its own publication.
@@ -323,9 +324,7 @@ PredictionBand prediction_band(const ValidationRun& run, const GpuSpec& g,
   const std::string key = gen + " " + cls;
   PredictionBand b;
   auto take = [&](const std::vector<double>& v, double widen) {
-    double sq = 0;
-    for (double e : v) sq += e * e;
-    b.band = widen * std::sqrt(sq / static_cast<double>(std::max<size_t>(1, v.size())));
+    b.band = widen * rms(v);
     b.typical = widen * summarize(v).mean_abs;
   };
   if (by_group.count(key) && by_group[key].size() >= 2) {
@@ -336,11 +335,6 @@ PredictionBand prediction_band(const ValidationRun& run, const GpuSpec& g,
     b.cases = by_group.count(key) ? static_cast<int>(by_group[key].size()) : 0;
     const std::vector<double>* wider = nullptr;
     std::string from;
-    auto rms = [](const std::vector<double>& v) {
-      double sq = 0;
-      for (double e : v) sq += e * e;
-      return std::sqrt(sq / static_cast<double>(v.size()));
-    };
     for (const std::string& k : {"generation " + gen, "precision " + cls}) {
       if (!by_group.count(k) || by_group[k].size() < 2) continue;
       if (!wider || rms(by_group[k]) > rms(*wider)) wider = &by_group[k], from = k;
@@ -354,12 +348,9 @@ PredictionBand prediction_band(const ValidationRun& run, const GpuSpec& g,
     }
   }
   if (gpus > 1 && !scaling.empty()) {
-    double sq = 0;
-    for (double e : scaling) sq += e * e;
-    const double rms = std::sqrt(sq / static_cast<double>(scaling.size()));
-    b.band = std::hypot(b.band, rms);
+    b.band = std::hypot(b.band, rms(scaling));
     b.typical = std::hypot(b.typical, summarize(scaling).mean_abs);
-    b.basis += fmt::format(", with the scaling cases' {:.0f}%", 100 * rms);
+    b.basis += fmt::format(", with the scaling cases' {:.0f}%", 100 * rms(scaling));
   }
   return b;
 }
@@ -483,13 +474,11 @@ std::string validation_report(const ValidationRun& run) {
     o += "\nThroughput LOSO error by GPU generation and precision (the advisor's bands):\n";
     for (const auto& [k, v] : bands) {
       const ErrorSummary e = summarize(v);
-      double sq = 0;
-      for (double x : v) sq += x * x;
       o += fmt::format(
-          "  {:<18} {:>2} cases  mean |error| {:>5.1f}%  root mean square (the band) {:>5.1f}%  max "
+          "  {:<18} {:>2} cases  mean |error| {:>5.1f}%  root mean square (the band) {:>5.1f}%  "
+          "max "
           "{:>5.1f}%\n",
-          k, v.size(), 100 * e.mean_abs, 100 * std::sqrt(sq / static_cast<double>(v.size())),
-          100 * e.max_abs);
+          k, v.size(), 100 * e.mean_abs, 100 * rms(v), 100 * e.max_abs);
     }
     o += fmt::format(
         "\nFitted parameters (refitted on all: jitter {:.4f}; roofline {}, memory held):\n"

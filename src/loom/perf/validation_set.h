@@ -74,9 +74,6 @@ std::vector<FitPoint> compute_fit_points(const Catalog& cat,
                                          const std::vector<ValidationCase>& cases,
                                          const std::string& left_out = "");
 
-// The jitter that minimises the mean absolute error over `cases` (grid of 0.0001 on [0, 0.2]).
-double fit_jitter(const Catalog& cat, const std::vector<ValidationCase>& cases);
-
 struct ErrorSummary {
   double mean_abs = 0, max_abs = 0;
   int misses = 0;
