@@ -106,6 +106,12 @@ loom_run() {  # $1 = output dir, rest = --set args; prints "val_bits tokens_per_
     { cat "$dir.log" >&2; exit 1; }
   python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(s['val_bits_per_byte'], s['tokens_per_s'])" "$dir/summary.json"
 }
+loom_speed() {  # $1 = output dir, $2 = workers, $3 = batch per worker; prints tokens/s
+  local l
+  read -r _ l < <(loom_run "$1" --set workers="$2" --set threads=1 --set batch="$3" \
+                    --set max_steps="$STEPS" --set eval=false --set seed="$SEED")
+  echo "$l"
+}
 bytes_per_step() {  # bytes a worker sent per step, from the epoch lines
   python3 -c "
 import json, sys
@@ -211,9 +217,7 @@ PY
     done
     results=()
     for r in $(seq 1 "$ROUNDS"); do
-      read -r _ l < <(loom_run "$work/speed" --set workers=1 --set threads=1 --set batch=32 \
-                        --set max_steps="$STEPS" --set eval=false --set seed="$SEED")
-      results+=("loom=$l")
+      results+=("loom=$(loom_speed "$work/speed" 1 32)")
       for pv in "${peer_variants[@]}"; do
         IFS='|' read -r p name flags <<< "$pv"
         # shellcheck disable=SC2086
@@ -243,9 +247,7 @@ PY
     read -ra pys <<< "$(peer_pythons)"
     results=()
     for r in $(seq 1 "$ROUNDS"); do
-      read -r _ l < <(loom_run "$work/ddp" --set workers=2 --set threads=1 --set batch=16 \
-                        --set max_steps="$STEPS" --set eval=false --set seed="$SEED")
-      results+=("loom=$l")
+      results+=("loom=$(loom_speed "$work/ddp" 2 16)")
       for p in "${pys[@]}"; do
         v=$("$p" -c 'import torch; print(torch.__version__)')
         port=$(free_port)

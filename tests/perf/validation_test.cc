@@ -136,6 +136,16 @@ TEST(Validation, CompressionGainsMoreOnTheSlowerLink) {
   EXPECT_GT(infiniband, 1.0);
 }
 
+// The InputError parsing `text` raises ("" when it parses).
+std::string parse_error(const std::string& text) {
+  try {
+    parse_validation(text, "t.toml");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST(Validation, BadCasesAreErrorsNamingTheField) {
   const std::string bad = R"([[case]]
 name = "x"
@@ -143,12 +153,33 @@ source = "s"
 publication = "p"
 figure = "speedupp"
 )";
-  try {
-    parse_validation(bad, "t.toml");
-    FAIL();
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("figure"), std::string::npos) << e.what();
-  }
+  const std::string what = parse_error(bad);
+  ASSERT_FALSE(what.empty());
+  EXPECT_NE(what.find("figure"), std::string::npos) << what;
+}
+
+TEST(Validation, ADecoderCaseWithoutBlocksIsRefusedWhereItIsRead) {
+  const std::string bad = R"([[case]]
+name = "tiny"
+source = "s"
+publication = "p"
+figure = "samples_per_s"
+published = 1
+workload = "decoder"
+layers = 2
+heads = 2
+d_model = 64
+seq = 16
+vocab = 1000
+params = 1000
+gpu = "h100-sxm"
+precision = "bf16"
+)";
+  const std::string what = parse_error(bad);
+  ASSERT_FALSE(what.empty());
+  EXPECT_NE(what.find("t.toml"), std::string::npos) << what;
+  EXPECT_NE(what.find("'workload'"), std::string::npos) << what;
+  EXPECT_NE(what.find("nothing for its blocks"), std::string::npos) << what;
 }
 
 }  // namespace

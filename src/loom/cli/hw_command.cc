@@ -30,8 +30,8 @@ void setup(CLI::App& app) {
       fmt::print(
           "{:<16} {:>7} {:>7} {:>7} {:>7} {:>6.0f} {:>8.0f} {:<7} {:<15} {:>6.0f} {:<14} {:>8}{}\n",
           n, fmt::format("{:.1f}{}", g.fp32_tflops, g.fp32_dual_issue ? "*" : ""),
-          peak(g.tf32_tflops), peak(g.tensor_tflops), peak(g.fp8_tflops), g.memory_gb,
-          g.mem_bw_gbs, g.host_link, g.peer_link, g.tdp_w,
+          peak(g.tf32_tflops), peak(g.tensor_tflops), peak(g.fp8_tflops), g.memory_gb, g.mem_bw_gbs,
+          g.host_link, g.peer_link, g.tdp_w,
           g.form_factor == "pcie" ? fmt::format("pcie {:g}-slot{}", g.slots, g.passive ? "*" : "")
                                   : fmt::format("{} {}", g.form_factor, g.baseboard),
           g.has_price() ? fmt::format("{:.0f}{}", g.price_usd, g.price_kind == "est" ? "~" : "")

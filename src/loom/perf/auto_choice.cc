@@ -59,7 +59,7 @@ StepEstimate predict(const AutoRequest& r, const AutoMeasurements& m, const Auto
   Derating d;
   d.sample_s = m.compute_s / double(r.batch);
   d.whole_step = true;  // the measured step's compute holds its update
-  d.jitter_cv = 0;  // the measured step already holds this machine's spread
+  d.jitter_cv = 0;      // the measured step already holds this machine's spread
   d.codec_enc_dec_gbs = m.codec_gbs;
   const CostModel model(r.workload, measured_cluster(r, m), s, t, d);
   return model.estimate_at(1, r.ranks);

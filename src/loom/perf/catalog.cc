@@ -46,11 +46,31 @@ LinkSpec read_link(const RowReader& r) {
 }
 
 GpuSpec read_gpu(const RowReader& r, const std::map<std::string, LinkSpec>& links) {
-  r.check_known({"name", "fp32_tflops", "tensor_tflops", "memory_gb", "mem_bw_gbs", "host_link",
-                 "peer_link", "tdp_w", "price_usd", "price_kind", "chip", "form_factor", "slots",
-                 "cooling", "baseboard", "vendor", "cuda_cc", "tf32_tflops", "fp8_tflops",
-                 "fp32_dual_issue", "peaks_source", "fp32_gemm_fraction",
-                 "tensor_gemm_fraction", "gemm_source", "source"});
+  r.check_known({"name",
+                 "fp32_tflops",
+                 "tensor_tflops",
+                 "memory_gb",
+                 "mem_bw_gbs",
+                 "host_link",
+                 "peer_link",
+                 "tdp_w",
+                 "price_usd",
+                 "price_kind",
+                 "chip",
+                 "form_factor",
+                 "slots",
+                 "cooling",
+                 "baseboard",
+                 "vendor",
+                 "cuda_cc",
+                 "tf32_tflops",
+                 "fp8_tflops",
+                 "fp32_dual_issue",
+                 "peaks_source",
+                 "fp32_gemm_fraction",
+                 "tensor_gemm_fraction",
+                 "gemm_source",
+                 "source"});
   GpuSpec g;
   g.name = r.str("name");
   g.fp32_tflops = r.num("fp32_tflops");

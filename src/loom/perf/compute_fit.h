@@ -15,14 +15,14 @@ namespace loom::perf {
 
 struct FitPoint {
   std::string name, publication;
-  RooflineParts parts;       // per sample and per micro-step, at efficiency 1
-  double samples = 0;        // samples per step and GPU (micro-batch x accumulation)
-  double micro_steps = 1;    // kernels run once per micro-step
-  double rest_s = 0;         // the step's other terms
+  RooflineParts parts;           // per sample and per micro-step, at efficiency 1
+  double samples = 0;            // samples per step and GPU (micro-batch x accumulation)
+  double micro_steps = 1;        // kernels run once per micro-step
+  double rest_s = 0;             // the step's other terms
   double per_gpu_published = 0;  // published samples/s per GPU
   double predicted(const ComputeFit& f) const {
-    const double step = samples * parts.sample_s(f) + micro_steps * parts.kernels * f.kernel_s +
-                        rest_s;
+    const double step =
+        samples * parts.sample_s(f) + micro_steps * parts.kernels * f.kernel_s + rest_s;
     return samples / step;
   }
 };

@@ -24,8 +24,7 @@ double executed_train_flops(const Workload& w, const std::string& conv_math) {
 double peak_flops(const GpuSpec& g, const std::string& math) {
   double tflops = g.fp32_tflops;
   if (math == "tf32" && g.tf32_tflops > 0) tflops = g.tf32_tflops;
-  if ((math == "fp16" || math == "bf16" || math == "mixed") && g.tensor_tflops > 0)
-    tflops = g.tensor_tflops;
+  if ((math == "fp16" || math == "bf16") && g.tensor_tflops > 0) tflops = g.tensor_tflops;
   if (math == "fp8" && g.fp8_tflops > 0) tflops = g.fp8_tflops;
   return tflops * 1e12;
 }
@@ -44,9 +43,8 @@ double row_fraction(const Catalog& cat, const RateSpec& r) {
   const std::optional<Workload> w = known_workload(r.workload);
   if (!w) return 0;
   const GpuSpec& g = cat.gpu(r.gpu);
-  const std::string math = r.precision == "mixed" ? (g.cuda_cc >= 8.0 ? "bf16" : "fp16")
-                                                  : r.precision;
-  return r.samples_per_s * executed_train_flops(*w, math) / peak_flops(g, math);
+  const MathPlan m = math_plan(g, r.precision);  // a row's precision class is a precision
+  return r.samples_per_s * executed_train_flops(*w, m.conv) / peak_flops(g, m.gemm);
 }
 
 const RateSpec* closest_rate(const Catalog& cat, const std::string& gpu, const Workload& w,

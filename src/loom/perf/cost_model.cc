@@ -53,8 +53,8 @@ CostModel::CostModel(Workload w, Cluster c, SyncSpec s, TrainSpec t, Derating d)
     throw InputError(
         fmt::format("codec warm-up share must be in [0, 1), got {}", sync_.codec_warmup_share));
   if (!is_precision(train_.precision))
-    throw InputError(fmt::format("precision must be {}, got '{}'", kPrecisionNames,
-                                 train_.precision));
+    throw InputError(
+        fmt::format("precision must be {}, got '{}'", kPrecisionNames, train_.precision));
   if (train_.optimizer != "sgd" && train_.optimizer != "momentum" && train_.optimizer != "adam")
     throw InputError(
         fmt::format("optimizer must be sgd, momentum or adam, got '{}'", train_.optimizer));

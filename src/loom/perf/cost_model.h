@@ -99,7 +99,7 @@ struct SyncSpec {
 };
 
 struct TrainSpec {
-  int64_t batch = 64;                  // per GPU and micro-batch
+  int64_t batch = 64;  // per GPU and micro-batch
   // Micro-batches per optimizer step (gradient accumulation): one exchange per step.
   int64_t accumulate = 1;
   std::string precision = "fp32";      // gpu_roofline.h math_plan: fp32, tf32, default, bf16, ...

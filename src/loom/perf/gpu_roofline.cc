@@ -76,8 +76,8 @@ RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan
     // The attainable peak: the datasheet figure times what a large GEMM measures of it; for
     // a convolution in fp32 where the other FP32 datapath is shared with INT32 (its index
     // arithmetic keeps it busy), one datapath: half the figure.
-    double peak = peak_flops(g, math) *
-                  (tensor_math(math) ? g.tensor_gemm_fraction : g.fp32_gemm_fraction);
+    double peak =
+        peak_flops(g, math) * (tensor_math(math) ? g.tensor_gemm_fraction : g.fp32_gemm_fraction);
     if (conv && math == "fp32" && g.fp32_dual_issue) peak = peak_flops(g, math) / 2;
     double flops = 3 * l.fwd_flops;
     if (conv && math == "fp32") flops *= 1 - l.winograd_share * (1 - kWinogradExecutedShare);

@@ -50,13 +50,13 @@ std::vector<ValidationCase> parse_validation(const std::string& text, const std:
   }
   std::vector<ValidationCase> out;
   for_rows(root, name, "case", [&](const RowReader& r) {
-    r.check_known({"name",          "source",        "figure",     "published",     "baseline_gpus",
-                   "workload",      "gpu",           "precision",  "batch",         "nodes",
-                   "gpus_per_node", "nics_per_node", "intra",      "inter",         "algorithm",
-                   "servers",       "colocated",     "aggregate",  "codec",         "base_codec",
-                   "bucket_mb",     "overlap",       "framework",  "note",          "publication",
-                   "accumulate",    "layers",        "heads",      "d_model",       "seq",
-                   "vocab",         "params",        "fused",      "untied_output", "recompute"});
+    r.check_known({"name",          "source",        "figure",    "published",     "baseline_gpus",
+                   "workload",      "gpu",           "precision", "batch",         "nodes",
+                   "gpus_per_node", "nics_per_node", "intra",     "inter",         "algorithm",
+                   "servers",       "colocated",     "aggregate", "codec",         "base_codec",
+                   "bucket_mb",     "overlap",       "framework", "note",          "publication",
+                   "accumulate",    "layers",        "heads",     "d_model",       "seq",
+                   "vocab",         "params",        "fused",     "untied_output", "recompute"});
     ValidationCase c;
     c.name = r.str("name");
     c.source = r.str("source");
@@ -84,6 +84,11 @@ std::vector<ValidationCase> parse_validation(const std::string& text, const std:
       d.fused = r.flag("fused", false);
       d.untied_output = r.flag("untied_output", false);
       d.recompute = r.flag("recompute", false);
+      try {
+        decoder_workload(d);
+      } catch (const InputError& e) {
+        r.fail("workload", fmt::format("= \"decoder\": {}", e.what()));
+      }
     }
     c.accumulate = r.count("accumulate", 1);
     c.batch = r.count("batch", 64);
@@ -242,6 +247,8 @@ CaseResult predict_case(const Catalog& cat, const ValidationCase& c, double jitt
   r.c = c;
   r.compute = describe(p.rate);
   r.fraction_of_peak = p.rate.fraction_of_peak;
+  r.generation = gpu_generation(cat.gpu(c.gpu));
+  r.precision_class = math_plan(cat.gpu(c.gpu), c.precision).rate_class();
   r.est = p.at(c.codec, c.nodes, c.gpus_per_node);
   r.predicted = curve(cat, c, fit).predicted(jitter_cv);
   return r;
@@ -259,7 +266,7 @@ ValidationCase rate_case(const RateSpec& r) {
   c.published = r.samples_per_s;
   c.workload = r.workload;
   c.gpu = r.gpu;
-  c.precision = r.precision == "mixed" ? "mixed" : r.precision;
+  c.precision = r.precision;
   c.batch = static_cast<int64_t>(r.batch);
   return c;
 }
@@ -304,20 +311,17 @@ const ValidationRun& builtin_validation() {
 
 PredictionBand prediction_band(const ValidationRun& run, const GpuSpec& g,
                                const std::string& precision, int gpus) {
-  const Catalog vcat = validation_catalog();
   std::map<std::string, std::vector<double>> by_group;
   std::vector<double> all, scaling;
   for (size_t i = 0; i < run.results.size() && i < run.loo_errors.size(); ++i) {
-    const ValidationCase& c = run.results[i].c;
-    if (c.figure != "samples_per_s") {
+    const CaseResult& r = run.results[i];
+    if (r.c.figure != "samples_per_s") {
       scaling.push_back(run.loo_errors[i]);
       continue;
     }
-    const GpuSpec& cg = vcat.gpu(c.gpu);
-    const std::string cls = math_plan(cg, c.precision).rate_class();
-    by_group[gpu_generation(cg) + " " + cls].push_back(run.loo_errors[i]);
-    by_group["generation " + gpu_generation(cg)].push_back(run.loo_errors[i]);
-    by_group["precision " + cls].push_back(run.loo_errors[i]);
+    by_group[r.generation + " " + r.precision_class].push_back(run.loo_errors[i]);
+    by_group["generation " + r.generation].push_back(run.loo_errors[i]);
+    by_group["precision " + r.precision_class].push_back(run.loo_errors[i]);
     all.push_back(run.loo_errors[i]);
   }
   const std::string gen = gpu_generation(g), cls = math_plan(g, precision).rate_class();
@@ -427,7 +431,6 @@ ValidationRun run_validation(bool leave_one_out) {
 }
 
 std::string validation_report(const ValidationRun& run) {
-  const Catalog cat = validation_catalog();
   std::string o = fmt::format(
       "Published results against loom's performance model (pass: within {:.0f}% of the published "
       "figure; step-time jitter {:.4f}; GPU roofline: {})\n"
@@ -449,15 +452,17 @@ std::string validation_report(const ValidationRun& run) {
   for (const auto& r : run.results)
     if (std::find(pubs.begin(), pubs.end(), r.c.publication) == pubs.end())
       pubs.push_back(r.c.publication);
-  o += fmt::format("\n{} cases from {} publications; in sample: mean |error| {:.1f}%, max {:.1f}%, "
-                   "{} outside {:.0f}%\n",
-                   run.results.size(), pubs.size(), 100 * run.in_sample.mean_abs,
-                   100 * run.in_sample.max_abs, run.in_sample.misses, 100 * kPassMark);
+  o += fmt::format(
+      "\n{} cases from {} publications; in sample: mean |error| {:.1f}%, max {:.1f}%, "
+      "{} outside {:.0f}%\n",
+      run.results.size(), pubs.size(), 100 * run.in_sample.mean_abs, 100 * run.in_sample.max_abs,
+      run.in_sample.misses, 100 * kPassMark);
   if (loo) {
     auto line = [&](const char* what, const ErrorSummary& e) {
-      o += fmt::format("leave one source out, {}: mean |error| {:.1f}%, max {:.1f}%, {} outside "
-                       "{:.0f}%\n",
-                       what, 100 * e.mean_abs, 100 * e.max_abs, e.misses, 100 * kPassMark);
+      o += fmt::format(
+          "leave one source out, {}: mean |error| {:.1f}%, max {:.1f}%, {} outside "
+          "{:.0f}%\n",
+          what, 100 * e.mean_abs, 100 * e.max_abs, e.misses, 100 * kPassMark);
     };
     line("all cases", run.loo);
     line("throughput (samples_per_s)", run.loo_throughput);
@@ -465,11 +470,9 @@ std::string validation_report(const ValidationRun& run) {
     // The band a prediction carries: LOSO errors by GPU generation and precision.
     std::map<std::string, std::vector<double>> bands;
     for (size_t i = 0; i < run.results.size(); ++i) {
-      const ValidationCase& c = run.results[i].c;
-      if (c.figure != "samples_per_s") continue;
-      const GpuSpec& g = cat.gpu(c.gpu);
-      bands[gpu_generation(g) + " " + math_plan(g, c.precision).rate_class()].push_back(
-          run.loo_errors[i]);
+      const CaseResult& r = run.results[i];
+      if (r.c.figure == "samples_per_s")
+        bands[r.generation + " " + r.precision_class].push_back(run.loo_errors[i]);
     }
     o += "\nThroughput LOSO error by GPU generation and precision (the advisor's bands):\n";
     for (const auto& [k, v] : bands) {

@@ -40,8 +40,8 @@ struct ValidationCase {
   double bucket_mb = 25;
   bool overlap = true;
   std::string framework = "none";
-  int64_t accumulate = 1;        // micro-batches per optimizer step
-  bool decoder = false;          // workload "decoder": the shape below
+  int64_t accumulate = 1;  // micro-batches per optimizer step
+  bool decoder = false;    // workload "decoder": the shape below
   DecoderShape decoder_shape;
   int gpus() const { return nodes * gpus_per_node; }
   Workload workload_spec() const;
@@ -53,6 +53,9 @@ struct CaseResult {
   StepEstimate est;             // the case's step at its full size (with `codec`)
   std::string compute;          // where the compute came from (compute_model.h describe)
   double fraction_of_peak = 0;  // executed FLOP/s over peak of that compute
+  // The case's GPU generation and precision class (MathPlan::rate_class): what its error says
+  // of other predictions (prediction_band).
+  std::string generation, precision_class;
   double error() const { return (predicted - c.published) / c.published; }
   bool ok() const { return std::abs(error()) <= kPassMark; }
 };

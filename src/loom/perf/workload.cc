@@ -96,14 +96,14 @@ Workload transformer(const std::string& name, const std::string& source, int lay
 
 Workload decoder_workload(const DecoderShape& s) {
   if (s.layers < 1 || s.heads < 1 || !(s.d_model > 0) || !(s.seq > 0) || !(s.vocab > 0))
-    throw InputError(fmt::format("decoder '{}': layers, heads, d_model, seq and vocab must be > 0",
-                                 s.name));
+    throw InputError(
+        fmt::format("decoder '{}': layers, heads, d_model, seq and vocab must be > 0", s.name));
   const double output = s.untied_output ? s.vocab * s.d_model : 0;
   const double blocks = s.params - (s.vocab + s.seq) * s.d_model - output;
   if (!(blocks > 0))
     throw InputError(fmt::format(
-        "decoder '{}': {:g} parameters leave nothing for its blocks after the embedding",
-        s.name, s.params));
+        "decoder '{}': {:g} parameters leave nothing for its blocks after the embedding", s.name,
+        s.params));
   Workload w = transformer(s.name, "a decoder of the given shape", s.layers, s.d_model, s.heads,
                            s.seq, s.vocab, s.params - output);
   if (s.recompute)
@@ -370,7 +370,7 @@ Workload workload_from_graph(const std::string& name, const std::vector<GraphLay
   w.source = "computed from the layers of the model graph " + name;
   w.input_bytes = input_bytes;
   w.default_batch = default_batch;
-  w.first_layer_input_grad = false;  // loom's first layer never computes d(input)
+  w.first_layer_input_grad = false;              // loom's first layer never computes d(input)
   double act = 0, elementwise = 0, kernels = 4;  // the loss, forward and backward
   for (const GraphLayer& l : layers) {
     act += l.out;
