@@ -242,6 +242,57 @@ class Gpt(nn.Module):
         return self.head(x[:, -1])
 
 
+class Encoder(nn.Module):
+    """nn.TransformerEncoder (batch_first) as people use it: nn.MultiheadAttention inside moves
+    the batch axis ([batch, T, E] -> [T, batch, E] -> [T, batch * heads, d] ->
+    [batch * heads, T, d]) with sizes computed from Shape, splits q, k and v by Slice, and
+    projects by Gemm on [T * batch, E]. One post-norm block with ReLU, one pre-norm block with
+    GELU, dropout in both."""
+
+    def __init__(self, features=4, d=16, heads=2):
+        super().__init__()
+        self.inp = nn.Linear(features, d)
+        post = nn.TransformerEncoderLayer(d, heads, 2 * d, dropout=0.1, batch_first=True)
+        self.enc = nn.TransformerEncoder(post, 1)
+        self.pre = nn.TransformerEncoderLayer(d, heads, 2 * d, dropout=0.1, batch_first=True,
+                                              norm_first=True, activation="gelu")
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x):
+        return self.head(self.pre(self.enc(self.inp(x)))[:, 0])
+
+
+class MhaBlock(nn.Module):
+    def __init__(self, d, heads, t):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d)
+        self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
+        self.ln2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        self.register_buffer("mask", torch.triu(torch.ones(t, t, dtype=torch.bool), 1))
+
+    def forward(self, x):
+        h = self.ln1(x)
+        x = x + self.attn(h, h, h, attn_mask=self.mask, need_weights=False)[0]
+        return x + self.mlp(self.ln2(x))
+
+
+class GptMha(nn.Module):
+    """A small GPT written with nn.MultiheadAttention and a causal bool attn_mask, which PyTorch
+    turns into an additive -inf mask (Where of constants, then baddbmm's Mul by 1 and Add)."""
+
+    def __init__(self, features=4, d=16, heads=2, t=8):
+        super().__init__()
+        self.inp = nn.Linear(features, d)
+        self.pos = nn.Parameter(torch.randn(1, t, d) * 0.5)
+        self.blocks = nn.Sequential(MhaBlock(d, heads, t), MhaBlock(d, heads, t))
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x):
+        return self.head(self.ln(self.blocks(self.inp(x) + self.pos))[:, -1])
+
+
 class ConvNextBlock(nn.Module):
     """ConvNeXt's block as torchvision writes it: a depthwise 7x7 Conv, a permute to
     channels-last, nn.LayerNorm and two nn.Linear over the channels of [batch, H, W, C] (MatMul on
@@ -354,6 +405,10 @@ def main():
     export("gpt17", Gpt(), (8, 4), train_ref=True, opset=17)
     torch.manual_seed(10)
     export("convnext", ConvNextBlock(), (1, 8, 8), train_ref=True)
+    torch.manual_seed(11)
+    export("encoder", Encoder(), (8, 4), train_ref=False)
+    torch.manual_seed(12)
+    export("gpt_mha", GptMha(), (8, 4), train_ref=True)
 
 
 if __name__ == "__main__":

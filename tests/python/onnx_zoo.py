@@ -1,5 +1,5 @@
-"""The ONNX zoo check: torchvision's classification models and two transformers, exported from
-PyTorch, imported, compared and trained by loom.
+"""The ONNX zoo check: torchvision's classification models and three transformers, exported from
+PyTorch, imported, compared, trained and exported back by loom.
 
 For each model: build it with 10 classes, run two training-mode forwards so that its BatchNorm
 statistics are off their initial values, export it twice at opset 14 (in training mode, the
@@ -10,9 +10,11 @@ runs), then
   - forward: loom's evaluation forward on 2 random inputs against onnxruntime's on the
     evaluation-mode file, as max |difference| / max |onnxruntime's output|;
   - train: `loom data convert` of 12 random samples of the model's input shape to a shard, then
-    `loom train` of the file for one epoch of 3 SGD steps on it; its loss must be finite.
+    `loom train` of the file for one epoch of 3 SGD steps on it; its loss must be finite;
+  - export: `loom export --onnx` of the trained run, then onnxruntime's forward on that file
+    against loom's import of it, on the same 2 inputs, as for forward.
 One line per model; with --check, the exit status is 1 unless every model listed imports,
-agrees within --tolerance and trains.
+agrees within --tolerance, trains, and exports to a file whose two readings agree as closely.
 
 Models whose stochastic depth draws Bernoulli noise (which torch.onnx 1.13 cannot export in
 training mode) are exported with its probability set to 0 and say so.
@@ -33,11 +35,12 @@ import numpy as np
 
 QUICK = ["resnet18", "mobilenet_v2", "mobilenet_v3_small", "shufflenet_v2_x0_5", "mnasnet0_5",
          "squeezenet1_1", "regnet_y_400mf", "efficientnet_b0", "googlenet", "densenet121",
-         "gpt_small"]
+         "gpt_small", "transformer_encoder", "gpt_mha"]
 # Transformers over [positions, features] inputs, beside torchvision's image classifiers:
 # gpt_small is nanoGPT's attention written op by op (tests/nn/make_onnx_fixtures.py's Gpt);
-# transformer_encoder is nn.TransformerEncoder (batch_first, nn.MultiheadAttention inside).
-TRANSFORMERS = ["gpt_small", "transformer_encoder"]
+# transformer_encoder is nn.TransformerEncoder (batch_first, nn.MultiheadAttention inside);
+# gpt_mha is a GPT written with nn.MultiheadAttention and a causal attn_mask (GptMha).
+TRANSFORMERS = ["gpt_small", "transformer_encoder", "gpt_mha"]
 SEQUENCE = (16, 8)
 # Input sizes other than 64 x 64: fixed-size classifiers and heads that need larger maps.
 SIZE = {"alexnet": 224, "inception_v3": 299, "maxvit_t": 224}
@@ -48,10 +51,11 @@ CLASSES = 10
 
 def build_transformer(torch, name):
     nn = torch.nn
-    if name == "gpt_small":
+    if name in ("gpt_small", "gpt_mha"):
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "nn"))
-        from make_onnx_fixtures import Gpt
-        return Gpt(features=SEQUENCE[1], d=32, heads=4, t=SEQUENCE[0])
+        from make_onnx_fixtures import Gpt, GptMha
+        return (Gpt if name == "gpt_small" else GptMha)(features=SEQUENCE[1], d=32, heads=4,
+                                                         t=SEQUENCE[0])
 
     class Encoder(nn.Module):
         def __init__(self):
@@ -87,7 +91,8 @@ def first_line(text):
 
 
 def one(args, torch, models, ort, name, work):
-    row = {"model": name, "params": None, "import": "", "forward": None, "train": "", "note": ""}
+    row = {"model": name, "params": None, "import": "", "forward": None, "train": "", "note": "",
+           "export": None}
     size = SIZE.get(name, 64)
     shape = SEQUENCE if name in TRANSFORMERS else (3, size, size)
     torch.manual_seed(0)
@@ -171,12 +176,31 @@ def one(args, torch, models, ort, name, work):
         row["train"] = f"not 3 steps of finite loss: {epochs}"[:200]
         return row
     row["train"] = f"3 steps, loss {epochs[0]['train_loss']:.3f}"
+
+    # The trained network written back by `loom export --onnx`: onnxruntime and loom's import
+    # of that file must agree on the same inputs.
+    back = os.path.join(work, "back.onnx")
+    r = subprocess.run([args.loom, "export", os.path.join(work, "run"), "--onnx", back],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        row["export"] = "failed: " + first_line(r.stderr)
+        return row
+    want = ort.InferenceSession(back, so, providers=["CPUExecutionProvider"]).run(
+        None, {"input": x_np})[0]
+    r = subprocess.run([args.forward, back, os.path.join(work, "x.npy"), out,
+                        "--classes", str(CLASSES)], capture_output=True, text=True)
+    if r.returncode != 0:
+        row["export"] = "not read back: " + first_line(r.stderr).split(".onnx: ")[-1]
+        return row
+    got = np.load(out)
+    row["export"] = float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-30))
     return row
 
 
 def passed(row, tolerance):
     return (row["import"] == "yes" and row["forward"] is not None and
-            row["forward"] <= tolerance and row["train"].startswith("3 steps"))
+            row["forward"] <= tolerance and row["train"].startswith("3 steps") and
+            isinstance(row["export"], float) and row["export"] <= tolerance)
 
 
 def main():
@@ -200,7 +224,8 @@ def main():
         names = sorted(models.list_models(module=models)) + TRANSFORMERS
     print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, "
           f"onnxruntime {ort.__version__}; opset 14; forward tolerance {args.tolerance:g}")
-    print(f"{'model':<22} {'params':>11}  {'import':<8} {'forward':>9}  {'train':<20} note")
+    print(f"{'model':<22} {'params':>11}  {'import':<8} {'forward':>9}  {'train':<20} "
+          f"{'export':>9}  note")
     failures = 0
     for name in names:
         with tempfile.TemporaryDirectory(dir=args.work) as work:
@@ -214,11 +239,15 @@ def main():
         note = row["note"] if row["import"] == "yes" else row["import"]
         if row["import"] == "yes" and not row["train"].startswith("3 steps"):
             note = (note + "; " if note else "") + row["train"]
+        export = row["export"]
+        if isinstance(export, str):
+            note = (note + "; " if note else "") + "export " + export
+        export = f"{export:.1e}" if isinstance(export, float) else ""
         print(f"{name:<22} {params:>11}  {imp:<8} {fwd:>9}  "
-              f"{row['train'] if row['train'].startswith('3') else '':<20} "
+              f"{row['train'] if row['train'].startswith('3') else '':<20} {export:>9}  "
               f"{note} ({time.time() - t0:.0f} s)", flush=True)
     print(f"{len(names) - failures} of {len(names)} import, agree within "
-          f"{args.tolerance:g} and train")
+          f"{args.tolerance:g}, train, and export back to agree within it too")
     return 1 if args.check and failures else 0
 
 

@@ -320,7 +320,7 @@ Value Importer::tensor_value(const onnx::TensorProto& t, const std::string& what
         v.ints.assign(t.int32_data().begin(), t.int32_data().end());
       }
       // Integers stand for sizes; kBatch is reserved for the batch axis.
-      for (int64_t& x : v.ints) x = std::max(x, kBatch + 1);
+      for (int64_t& x : v.ints) x = std::max(x, kBatchEnd);
       break;
     }
     default:
@@ -447,6 +447,8 @@ GraphSpec Importer::run(const onnx::ModelProto& model) {
         fmt::format("the graph's output '{}' is not computed by any layer from the "
                     "input",
                     out));
+  // An output whose batch axis an earlier Transpose moved: stored with the batch first again.
+  if (!it->second.view.empty()) it->second = materialized(g.node(g.node_size() - 1), it->second);
 
   // Keep the layers the output depends on: ops whose results nothing reads (a Sigmoid that
   // became part of a SiLU) must not become extra outputs of the model.
@@ -466,6 +468,7 @@ GraphSpec Importer::run(const onnx::ModelProto& model) {
 }
 
 void Importer::read_node(const onnx::NodeProto& n) {
+  if (read_view_node(n)) return;
   const std::string& op = n.op_type();
   if (op == "Conv") return conv(n);
   if (op == "MaxPool") return pool(n, true);

@@ -36,6 +36,10 @@ bool Importer::scale_by_constant(const onnx::NodeProto& n, const Value& a, const
   const double c = b.floats[0];
   const double factor = divide ? 1.0 / c : c;
   if (!std::isfinite(factor)) fail_node(n, fmt::format("the factor {} is not finite", factor));
+  if (factor == 1.0) {  // torch.baddbmm's alpha and beta of 1 (nn.MultiheadAttention's mask)
+    alias(n, a);
+    return true;
+  }
   emit(n, "scale", {&a}, a.shape).params["factor"] = cv_float_exact(float(factor));
   return true;
 }
@@ -56,11 +60,71 @@ void Importer::softmax(const onnx::NodeProto& n) {
   if (causal) l.params["causal"] = cv(true);
 }
 
+void Importer::mask_causally(const onnx::NodeProto& n, const Value& x) {
+  Value v = x;
+  v.kind = Value::kPattern;
+  v.stage = Value::kCausalMasked;
+  v.node = n.name();
+  alias(n, v);
+}
+
+// Where of three constants (a mask made at export: masked_fill of a constant, or
+// nn.MultiheadAttention turning a bool attn_mask into -inf and 0), with ONNX's broadcasting.
+void Importer::fold_where(const onnx::NodeProto& n) {
+  const Value& cond = constant(n, 0);
+  const Value& a = constant(n, 1);
+  const Value& b = constant(n, 2);
+  if (!cond.is_int || a.is_int != b.is_int)
+    fail_node(n, "loom folds Where of constants with a bool condition and two of one type");
+  std::vector<int64_t> dims;
+  for (const Value* v : {&cond, &a, &b}) {
+    if (v->dims.size() > dims.size()) dims.insert(dims.begin(), v->dims.size() - dims.size(), 1);
+    for (size_t i = 0; i < v->dims.size(); ++i) {
+      int64_t& d = dims[dims.size() - v->dims.size() + i];
+      const int64_t e = v->dims[i];
+      if (d != e && d != 1 && e != 1)
+        fail_node(n, fmt::format("shapes {}, {} and {} do not broadcast", dims_text(cond.dims),
+                                 dims_text(a.dims), dims_text(b.dims)));
+      d = std::max(d, e);
+    }
+  }
+  const int64_t count = elements(dims);
+  if (count > kMaxElements) fail_node(n, "the result is too large");
+  // The element of v that broadcasts to output element i.
+  auto source = [&](const Value& v, int64_t i) {
+    int64_t from = 0, stride = 1;
+    for (size_t k = dims.size(); k-- > 0;) {
+      const int64_t at = i % dims[k];
+      i /= dims[k];
+      const size_t vk = k + v.dims.size();
+      if (vk < dims.size()) continue;
+      const int64_t vd = v.dims[vk - dims.size()];
+      from += (vd == 1 ? 0 : at) * stride;
+      stride *= vd;
+    }
+    return size_t(from);
+  };
+  Value v;
+  v.kind = Value::kConstant;
+  v.is_int = a.is_int;
+  v.dims = dims;
+  for (int64_t i = 0; i < count; ++i) {
+    const Value& pick = cond.ints[source(cond, i)] != 0 ? a : b;
+    if (v.is_int)
+      v.ints.push_back(pick.ints[source(pick, i)]);
+    else
+      v.floats.push_back(pick.floats[source(pick, i)]);
+  }
+  alias(n, v);
+}
+
 // Where(mask, -inf, scores) (or the mask inverted): the causal mask of attention, when the
 // constant mask hides exactly the entries above the diagonal of the scores' [t, t] blocks.
 void Importer::where(const onnx::NodeProto& n) {
   only_attrs(n, {});
   const Value& cond = constant(n, 0);
+  if (input(n, 1).kind == Value::kConstant && input(n, 2).kind == Value::kConstant)
+    return fold_where(n);
   const char* what =
       "loom reads Where only as the causal mask of attention scores: Where(mask, -inf, x) or "
       "Where(mask, x, -inf), the mask a constant that hides the entries above the diagonal of "
@@ -86,11 +150,37 @@ void Importer::where(const onnx::NodeProto& n) {
       if (hidden != (j > i)) fail_node(n, what);
     }
   if (!read_only_by(n.output(0), "Softmax")) fail_node(n, what);
-  Value v = x;
-  v.kind = Value::kPattern;
-  v.stage = Value::kCausalMasked;
-  v.node = n.name();
-  alias(n, v);
+  mask_causally(n, x);
+}
+
+bool Importer::causal_mask_add(const onnx::NodeProto& n) const {
+  if (n.input_size() != 2 || !read_only_by(n.output(0), "Softmax")) return false;
+  for (int k = 0; k < 2; ++k) {
+    auto xi = values_.find(n.input(k));
+    auto ci = values_.find(n.input(1 - k));
+    if (xi == values_.end() || ci == values_.end()) return false;
+    const Value& x = xi->second;
+    const Value& c = ci->second;
+    if (x.kind != Value::kActivation || c.kind != Value::kConstant || c.is_int ||
+        !c.unusable.empty() || c.dims.size() < 2)
+      continue;
+    const std::vector<int64_t> dims = onnx_dims(x);
+    const size_t r = dims.size(), cr = c.dims.size();
+    const int64_t t = c.dims[cr - 1];
+    if (r < 3 || cr > r || c.dims[cr - 2] != t || dims[r - 1] != t || dims[r - 2] != t ||
+        int64_t(c.floats.size()) != t * t)
+      continue;
+    // 0 where a position may look, and a value whose exp is 0 in float (-inf, or the most
+    // negative floats some code writes instead) where it may not.
+    bool causal = true;
+    for (int64_t i = 0; causal && i < t; ++i)
+      for (int64_t j = 0; causal && j < t; ++j) {
+        const float m = c.floats[size_t(i * t + j)];
+        causal = j > i ? m <= -1e9f : m == 0.0f;
+      }
+    if (causal) return true;
+  }
+  return false;
 }
 
 void Importer::layer_normalization(const onnx::NodeProto& n) {

@@ -19,9 +19,7 @@ namespace loom::nn::onnx_import {
 
 void Importer::fold_shape(const onnx::NodeProto& n) {
   only_attrs(n, {"start", "end"});
-  const Value& x = activation(n, 0);
-  std::vector<int64_t> dims = {kBatch};
-  dims.insert(dims.end(), x.shape.begin(), x.shape.end());
+  const std::vector<int64_t> dims = onnx_dims(activation(n, 0));
   const int64_t rank = int64_t(dims.size());
   auto clamp = [&](int64_t i) {
     if (i < 0) i += rank;
@@ -101,18 +99,33 @@ void Importer::fold_cast(const onnx::NodeProto& n) {
   }
   if (to_bool)
     for (int64_t& i : v.ints) {
-      if (i == kBatch) fail_node(n, "the batch size cannot become a bool in loom's graph");
+      if (is_batch(i)) fail_node(n, "the batch size cannot become a bool in loom's graph");
       i = i != 0;
     }
   if (to_float && v.is_int) {
     for (int64_t i : v.ints) {
-      if (i == kBatch) fail_node(n, "the batch size cannot become a float in loom's graph");
+      if (is_batch(i)) fail_node(n, "the batch size cannot become a float in loom's graph");
       v.floats.push_back(float(i));
     }
     v.ints.clear();
     v.is_int = false;
   }
   alias(n, v);
+}
+
+// The batch size times a positive integer, times or divided by another (B * heads, B * T / T):
+// what a view of the batch merged with other axes needs. A sum with the batch size has no
+// meaning in loom's graph, which leaves it open.
+int64_t Importer::batch_arithmetic(const onnx::NodeProto& n, int64_t x, int64_t y) const {
+  const std::string& op = n.op_type();
+  const char* open = "it computes with the batch size, which loom's graph leaves open";
+  if (is_batch(x) && is_batch(y)) fail_node(n, open);
+  const int64_t m = batch_factor(is_batch(x) ? x : y), c = is_batch(x) ? y : x;
+  int64_t r = 0;
+  if (op == "Mul" && c > 0 && !__builtin_mul_overflow(m, c, &r) && r < kBatchEnd - kBatch)
+    return batch_times(r);
+  if (op == "Div" && is_batch(x) && c > 0 && m % c == 0) return batch_times(m / c);
+  fail_node(n, open);
 }
 
 void Importer::fold_arithmetic(const onnx::NodeProto& n) {
@@ -137,8 +150,10 @@ void Importer::fold_arithmetic(const onnx::NodeProto& n) {
     const size_t ia = na == 1 ? 0 : i, ib = nb == 1 ? 0 : i;
     if (v.is_int) {
       const int64_t x = a.ints[ia], y = b.ints[ib];
-      if (x == kBatch || y == kBatch)
-        fail_node(n, "it computes with the batch size, which loom's graph leaves open");
+      if (is_batch(x) || is_batch(y)) {
+        v.ints.push_back(batch_arithmetic(n, x, y));
+        continue;
+      }
       int64_t r = 0;
       bool overflow = false;
       if (op == "Add") overflow = __builtin_add_overflow(x, y, &r);
@@ -149,7 +164,7 @@ void Importer::fold_arithmetic(const onnx::NodeProto& n) {
         r = x / y;  // ONNX's integer Div truncates, as C++ does
       }
       if (overflow) fail_node(n, "the integer result overflows");
-      v.ints.push_back(std::max(r, kBatch + 1));
+      v.ints.push_back(std::max(r, kBatchEnd));
     } else {
       const float x = a.floats[ia], y = b.floats[ib];
       v.floats.push_back(op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : x / y);
@@ -251,7 +266,7 @@ void Importer::fold_math(const onnx::NodeProto& n) {
   v.floats.clear();
   auto at = [](const Value& c, size_t i) {
     const size_t k = (c.is_int ? c.ints.size() : c.floats.size()) == 1 ? 0 : i;
-    if (c.is_int && c.ints[k] == kBatch) return std::numeric_limits<double>::quiet_NaN();
+    if (c.is_int && is_batch(c.ints[k])) return std::numeric_limits<double>::quiet_NaN();
     return c.is_int ? double(c.ints[k]) : double(c.floats[k]);
   };
   const size_t na = a.is_int ? a.ints.size() : a.floats.size();
@@ -298,10 +313,10 @@ void Importer::constant_node(const onnx::NodeProto& n) {
     v.dims = {int64_t(v.floats.size())};
   } else if (a.name() == "value_int" && a.type() == onnx::AttributeProto::INT) {
     v.is_int = true;
-    v.ints = {std::max(a.i(), kBatch + 1)};
+    v.ints = {std::max(a.i(), kBatchEnd)};
   } else if (a.name() == "value_ints" && a.type() == onnx::AttributeProto::INTS) {
     v.is_int = true;
-    for (int64_t i : a.ints()) v.ints.push_back(std::max(i, kBatch + 1));
+    for (int64_t i : a.ints()) v.ints.push_back(std::max(i, kBatchEnd));
     v.dims = {int64_t(v.ints.size())};
   } else {
     fail_node(n, fmt::format("attribute '{}' is not one loom reads (value, value_float(s), "

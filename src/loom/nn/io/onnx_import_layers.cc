@@ -142,15 +142,17 @@ void Importer::gemm(const onnx::NodeProto& n) {
     fail_node(n, "alpha and beta other than 1 are not read");
   if (attr_int(n, "transA", 0) != 0) fail_node(n, "transA = 1 is not read");
   const bool trans_b = attr_int(n, "transB", 0) != 0;
-  if (x.shape.size() != 1)
+  // [batch, features]; or, under a layout view ([positions * batch, features], as
+  // nn.MultiheadAttention's output projection reads it), positions too.
+  if (x.shape.empty())
     fail_node(n, fmt::format("input is {}, not [batch, features]", batch_shape_text(x.shape)));
   if (b.dims.size() != 2 || b.is_int)
     fail_node(n, fmt::format("weights '{}' are {}, not a matrix", n.input(1), dims_text(b.dims)));
   const int64_t in = trans_b ? b.dims[1] : b.dims[0];
   const int64_t out = trans_b ? b.dims[0] : b.dims[1];
-  if (in != x.shape[0])
+  if (in != x.shape.back())
     fail_node(n, fmt::format("weights {}{} do not take {} features", dims_text(b.dims),
-                             trans_b ? " (transposed)" : "", x.shape[0]));
+                             trans_b ? " (transposed)" : "", x.shape.back()));
   std::vector<float> params;
   if (trans_b) {
     params = b.floats;
@@ -168,10 +170,31 @@ void Importer::gemm(const onnx::NodeProto& n) {
     params.insert(params.end(), c.floats.begin(), c.floats.end());
     bias = true;
   }
-  LayerSpec& l = emit(n, "linear", {&x}, {out});
+  emit_linear(n, x, out, bias, std::move(params));
+}
+
+LayerSpec& Importer::emit_linear(const onnx::NodeProto& n, const Value& x, int64_t out, bool bias,
+                                 std::vector<float> params) {
+  const int64_t in = x.shape.back();
+  Shape out_shape = x.shape;
+  out_shape.back() = out;
+  // loom's linear takes [features] or [positions, features]: more leading axes (ConvNeXt's
+  // channels-last [H, W, C]) are positions, reshaped around it.
+  const bool wrapped = x.shape.size() > 2;
+  auto reshape = [&](const Value& from, const Shape& to, int output) {
+    emit(n, "reshape", {&from}, to, "Reshape", output).params["shape"] = cv_ints(to);
+    return inner_value(to);
+  };
+  const Value rows = wrapped ? reshape(x, {elements(x.shape) / in, in}, kInner) : x;
+  Shape linear_shape = rows.shape;
+  linear_shape.back() = out;
+  LayerSpec& l = emit(n, "linear", {&rows}, linear_shape, "", wrapped ? kInner : 0);
   l.params["out"] = cv(out);
   if (!bias) l.params["bias"] = cv(false);
   l.init_params = std::move(params);
+  const size_t linear = graph_.layers.size() - 1;
+  if (wrapped) reshape(inner_value(linear_shape), out_shape, 0);
+  return graph_.layers[linear];
 }
 
 void Importer::matmul(const onnx::NodeProto& n) {
@@ -187,26 +210,9 @@ void Importer::matmul(const onnx::NodeProto& n) {
   std::vector<float> params(b.floats.size());
   for (int64_t i = 0; i < in; ++i)
     for (int64_t o = 0; o < out; ++o) params[size_t(o * in + i)] = b.floats[size_t(i * out + o)];
-  Shape out_shape = x.shape;
-  out_shape.back() = out;
-  // loom's linear takes [features] or [positions, features]: more leading axes (ConvNeXt's
-  // channels-last [H, W, C]) are positions, reshaped around it.
-  const bool wrapped = x.shape.size() > 2;
-  auto reshape = [&](const Value& from, const Shape& to, int output) {
-    emit(n, "reshape", {&from}, to, "Reshape", output).params["shape"] = cv_ints(to);
-    return inner_value(to);
-  };
-  const Value rows = wrapped ? reshape(x, {elements(x.shape) / in, in}, kInner) : x;
-  Shape linear_shape = rows.shape;
-  linear_shape.back() = out;
-  LayerSpec& l = emit(n, "linear", {&rows}, linear_shape, "", wrapped ? kInner : 0);
-  l.params["out"] = cv(out);
-  l.params["bias"] = cv(false);
-  l.init_params = std::move(params);
-  const size_t linear = graph_.layers.size() - 1;
-  if (wrapped) reshape(inner_value(linear_shape), out_shape, 0);
+  const LayerSpec& l = emit_linear(n, x, out, false, std::move(params));
   // An Add of [out] right after it is its bias (a reshape in between moves no feature).
-  matmul_layers_[n.output(0)] = linear;
+  matmul_layers_[n.output(0)] = layer_index_.at(l.name);
 }
 
 void Importer::add(const onnx::NodeProto& n) {
@@ -240,6 +246,7 @@ void Importer::add(const onnx::NodeProto& n) {
     return alias(n, v);
   }
   if (layernorm_affine(n, a, b) || position_embedding(n, a, b)) return;
+  if (causal_mask_add(n)) return mask_causally(n, a.kind == Value::kActivation ? a : b);
   const Value& x = activation(n, 0);
   const Value& y = activation(n, 1);
   if (x.shape != y.shape)

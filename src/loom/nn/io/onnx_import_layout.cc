@@ -124,14 +124,43 @@ void Importer::transpose(const onnx::NodeProto& n) {
 }
 
 void Importer::emit_slice(const onnx::NodeProto& n, const Value& x, int64_t axis, int64_t start,
-                          int64_t end, int output) {
-  if (start == 0 && end == x.shape[size_t(axis)]) return define(n.output(output), x);
-  Shape out = x.shape;
-  out[size_t(axis)] = end - start;
-  LayerSpec& l = emit(n, "slice", {&x}, out, "", output);
-  l.params["axis"] = cv(axis);
-  l.params["start"] = cv(start);
-  l.params["end"] = cv(end);
+                          int64_t end, int output, bool drop) {
+  // The stored axis behind ONNX axis `axis`: itself without a view; with one, the single
+  // stored axis it is (or none: an axis of size 1).
+  int atom = int(axis);
+  if (!x.view.empty()) {
+    const std::vector<int>& atoms = x.view[size_t(axis)];
+    if (atoms.size() > 1)
+      fail_node(n, fmt::format("axis {} of {} merges several axes of the stored tensor; loom "
+                               "slices an axis that is one",
+                               axis, dims_text(onnx_dims(x))));
+    atom = atoms.empty() ? -1 : atoms[0];
+  }
+  Value v = x;
+  if (atom > 0 && !(start == 0 && end == x.shape[size_t(atom - 1)])) {
+    Shape out = x.shape;
+    out[size_t(atom - 1)] = end - start;
+    LayerSpec& l = emit(n, "slice", {&x}, out, drop ? "Slice" : "", kInner);
+    l.params["axis"] = cv(int64_t(atom - 1));
+    l.params["start"] = cv(start);
+    l.params["end"] = cv(end);
+    v = inner_value(out);
+    v.view = x.view;
+  }
+  if (drop && !x.view.empty()) {
+    // The axis leaves the view; its stored axis, now of size 1, stays in no axis.
+    v.view.erase(v.view.begin() + axis);
+  } else if (drop) {
+    Shape dropped = v.shape;
+    dropped.erase(dropped.begin() + (atom - 1));
+    if (dropped.empty())
+      fail_node(n, fmt::format("one index of {} would leave each sample without an axis",
+                               batch_shape_text(x.shape)));
+    LayerSpec& r = emit(n, dropped.size() == 1 ? "flatten" : "reshape", {&v}, dropped, "", kInner);
+    if (dropped.size() > 1) r.params["shape"] = cv_ints(dropped);
+    v = inner_value(dropped);
+  }
+  define(n.output(output), v);
 }
 
 void Importer::slice(const onnx::NodeProto& n) {
@@ -145,7 +174,8 @@ void Importer::slice(const onnx::NodeProto& n) {
     return v.ints;
   };
   const std::vector<int64_t> starts = ints(1, "starts"), ends = ints(2, "ends");
-  const int64_t rank = int64_t(x.shape.size()) + 1;
+  const std::vector<int64_t> dims = onnx_dims(x);
+  const int64_t rank = int64_t(dims.size());
   std::vector<int64_t> axes;
   if (has_input(n, 3)) {
     axes = ints(3, "axes");
@@ -162,18 +192,18 @@ void Importer::slice(const onnx::NodeProto& n) {
     const int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
     if (a < 0 || a >= rank) fail_node(n, fmt::format("axis {} is not an axis", axes[i]));
     if (steps[i] != 1) fail_node(n, fmt::format("step {}: loom slices with step 1 only", steps[i]));
-    if (a == 0) {
-      if (starts[i] == 0 && (ends[i] == kBatch || ends[i] >= (int64_t(1) << 31))) continue;
+    if (is_batch(dims[size_t(a)])) {
+      if (starts[i] == 0 && (is_batch(ends[i]) || ends[i] >= (int64_t(1) << 31))) continue;
       fail_node(n, "it slices the batch axis; loom slices the axes of each sample only");
     }
-    const int64_t len = x.shape[size_t(a - 1)];
+    const int64_t len = dims[size_t(a)];
     auto clamp = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + len : v, 0, len); };
     const int64_t s = clamp(starts[i]), e = clamp(ends[i]);
     if (s >= e)
       fail_node(n, fmt::format("the range [{}, {}) of axis {} is empty", starts[i], ends[i], a));
     if (s == 0 && e == len) continue;
     if (cut_axis >= 0) fail_node(n, "it cuts more than one axis; loom slices one axis per Slice");
-    cut_axis = a - 1, cut_start = s, cut_end = e;
+    cut_axis = a, cut_start = s, cut_end = e;
   }
   if (cut_axis < 0) return alias(n, x);
   emit_slice(n, x, cut_axis, cut_start, cut_end, 0);
@@ -182,13 +212,14 @@ void Importer::slice(const onnx::NodeProto& n) {
 void Importer::split(const onnx::NodeProto& n) {
   only_attrs(n, {"axis", "split"});
   const Value& x = activation(n, 0);
-  const int64_t rank = int64_t(x.shape.size()) + 1;
+  const std::vector<int64_t> dims = onnx_dims(x);
+  const int64_t rank = int64_t(dims.size());
   int64_t axis = attr_int(n, "axis", 0);
   if (axis < 0) axis += rank;
-  if (axis < 1 || axis >= rank)
+  if (axis < 0 || axis >= rank || is_batch(dims[size_t(axis)]))
     fail_node(n, fmt::format("axis {} is not an axis of a sample of {}", attr_int(n, "axis", 0),
-                             batch_shape_text(x.shape)));
-  const int64_t len = x.shape[size_t(axis - 1)];
+                             dims_text(dims)));
+  const int64_t len = dims[size_t(axis)];
   std::vector<int64_t> sizes = attr_ints(n, "split", {});
   if (has_input(n, 1)) {
     const Value& v = constant(n, 1);
@@ -208,7 +239,7 @@ void Importer::split(const onnx::NodeProto& n) {
                              len, parts));
   int64_t at = 0;
   for (int k = 0; k < parts; ++k) {
-    if (!n.output(k).empty()) emit_slice(n, x, axis - 1, at, at + sizes[size_t(k)], k);
+    if (!n.output(k).empty()) emit_slice(n, x, axis, at, at + sizes[size_t(k)], k);
     at += sizes[size_t(k)];
   }
 }
@@ -219,35 +250,20 @@ void Importer::gather(const onnx::NodeProto& n) {
   only_attrs(n, {"axis"});
   const Value& x = activation(n, 0);
   const Value& idx = constant(n, 1);
-  const int64_t rank = int64_t(x.shape.size()) + 1;
+  const std::vector<int64_t> dims = onnx_dims(x);
+  const int64_t rank = int64_t(dims.size());
   int64_t axis = attr_int(n, "axis", 0);
   if (axis < 0) axis += rank;
-  if (!idx.is_int || idx.ints.size() != 1 || idx.dims.size() > 1 || axis < 1 || axis >= rank)
+  if (!idx.is_int || idx.ints.size() != 1 || idx.dims.size() > 1 || axis < 0 || axis >= rank ||
+      is_batch(dims[size_t(axis)]))
     fail_node(n, fmt::format("loom reads Gather of an activation only as one index on a "
                              "per-sample axis of {}",
-                             batch_shape_text(x.shape)));
-  const int64_t len = x.shape[size_t(axis - 1)];
+                             dims_text(dims)));
+  const int64_t len = dims[size_t(axis)];
   int64_t i = idx.ints[0] < 0 ? idx.ints[0] + len : idx.ints[0];
   if (i < 0 || i >= len)
     fail_node(n, fmt::format("index {} is outside an axis of {}", idx.ints[0], len));
-  if (!idx.dims.empty()) return emit_slice(n, x, axis - 1, i, i + 1, 0);
-  if (x.shape.size() == 1)
-    fail_node(n, fmt::format("one index of {} would leave each sample without an axis",
-                             batch_shape_text(x.shape)));
-  Shape kept = x.shape;
-  kept[size_t(axis - 1)] = 1;
-  Shape dropped = x.shape;
-  dropped.erase(dropped.begin() + (axis - 1));
-  Value sliced = x;
-  if (len != 1) {
-    LayerSpec& s = emit(n, "slice", {&x}, kept, "Slice", kInner);
-    s.params["axis"] = cv(axis - 1);
-    s.params["start"] = cv(i);
-    s.params["end"] = cv(i + 1);
-    sliced = inner_value(kept);
-  }
-  LayerSpec& r = emit(n, dropped.size() == 1 ? "flatten" : "reshape", {&sliced}, dropped);
-  if (dropped.size() > 1) r.params["shape"] = cv_ints(dropped);
+  emit_slice(n, x, axis, i, i + 1, 0, idx.dims.empty());
 }
 
 void Importer::reduce_mean(const onnx::NodeProto& n) {

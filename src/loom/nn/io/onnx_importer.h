@@ -26,15 +26,30 @@ namespace loom::nn::onnx_import {
 // define them (Unsqueeze's axes and Dropout's ratio moved from attributes to inputs there).
 constexpr int64_t kMinIr = 3, kMaxIr = 8;
 constexpr int64_t kMinOpset = 11, kMaxOpset = 17;
-// The batch axis inside a folded shape (Shape of an activation): its size is unknown.
+// The batch axis inside a folded shape (Shape of an activation): its size is unknown. The batch
+// size times m (nn.MultiheadAttention's view(T, B * heads, d)) is kBatch + m - 1; every integer
+// below kBatchEnd is such a multiple, and integers read from a file are clamped above it.
 constexpr int64_t kBatch = std::numeric_limits<int64_t>::min();
+constexpr int64_t kBatchEnd = kBatch + (int64_t(1) << 40);
+inline bool is_batch(int64_t x) {
+  return x < kBatchEnd;
+}
+inline int64_t batch_factor(int64_t x) {
+  return x - kBatch + 1;
+}
+inline int64_t batch_times(int64_t m) {
+  return kBatch + m - 1;
+}
 // No tensor of a model loom trains has more elements; larger claims are a broken file.
 constexpr int64_t kMaxElements = int64_t(1) << 31;
 
 inline std::string dims_text(const std::vector<int64_t>& d) {
   std::string s = "[";
   for (size_t i = 0; i < d.size(); ++i)
-    s += (i ? ", " : "") + (d[i] == kBatch ? std::string("batch") : std::to_string(d[i]));
+    s +=
+        (i ? ", " : "") + (!is_batch(d[i])           ? std::to_string(d[i])
+                           : batch_factor(d[i]) == 1 ? std::string("batch")
+                                                     : fmt::format("batch*{}", batch_factor(d[i])));
   return s + "]";
 }
 
@@ -83,6 +98,12 @@ struct Value {
   std::vector<int64_t> ints;
   bool is_int = false;
   std::string unusable;  // why the constant cannot be used (its element type), or empty
+  // kActivation: the ONNX tensor's axes when they are not [batch] + shape (a layout view, made
+  // by a Transpose or Reshape that moves or merges the batch axis, as nn.MultiheadAttention
+  // does). Each axis lists the atoms it merges, in row-major order: atom 0 is the batch axis of
+  // the stored tensor, atom i its axis shape[i - 1]. An empty list is an axis of size 1; an atom
+  // in no axis has size 1. Empty: no view, the ONNX tensor is the stored one.
+  std::vector<std::vector<int>> view;
   // kPattern: a step of the erf form of GELU, x * 0.5 * (1 + erf(x / sqrt(2))), which loom
   // reads only as a whole: stage 1 = x / sqrt(2), 2 = erf of it, 3 = 1 + that, 4 = x * that.
   // Or kPadded: x zero-padded by pad_h, pad_w at both ends, which loom reads only as the padding
@@ -215,6 +236,10 @@ class Importer {
   void pool(const onnx::NodeProto& n, bool max);
   void gemm(const onnx::NodeProto& n);
   void matmul(const onnx::NodeProto& n);
+  // A linear layer on x's last axis (W as [out, in], then the bias if `bias`), as output 0 of
+  // n; leading axes beyond one are positions, reshaped around it.
+  LayerSpec& emit_linear(const onnx::NodeProto& n, const Value& x, int64_t out, bool bias,
+                         std::vector<float> params);
   void add(const onnx::NodeProto& n);
   void mul(const onnx::NodeProto& n);
   void batchnorm(const onnx::NodeProto& n);
@@ -233,6 +258,12 @@ class Importer {
   void matmul_of_activations(const onnx::NodeProto& n, const Value& a, const Value& b);
   void softmax(const onnx::NodeProto& n);
   void where(const onnx::NodeProto& n);
+  void fold_where(const onnx::NodeProto& n);
+  // Add of a constant causal mask (0 on and below the diagonal, -inf above) to attention
+  // scores, read only by a Softmax (nn.MultiheadAttention's attn_mask): true if n is one.
+  bool causal_mask_add(const onnx::NodeProto& n) const;
+  // Marks attention scores x as causally masked by node n.
+  void mask_causally(const onnx::NodeProto& n, const Value& x);
   void layer_normalization(const onnx::NodeProto& n);
   // The decomposed layer normalisation's steps (Value::kLnMean...): true if n is one.
   bool layernorm_step(const onnx::NodeProto& n);
@@ -267,11 +298,32 @@ class Importer {
   // A [C, 1, 1] value of a globalavgpool2d with keep_dims read only by node n (a Flatten, a
   // Reshape to [batch, C]): the pool drops keep_dims and n becomes nothing. False otherwise.
   bool squeeze_kept_pool(const onnx::NodeProto& n, const Value& x);
-  // Elements [start, end) of per-sample axis `axis` of input 0 as output `output` of n.
+  // Elements [start, end) of ONNX axis `axis` (not the batch's) of x as output `output` of n;
+  // `drop`: the axis goes (a Gather of one index).
   void emit_slice(const onnx::NodeProto& n, const Value& x, int64_t axis, int64_t start,
-                  int64_t end, int output);
+                  int64_t end, int output, bool drop = false);
   // Input 0 of a Conv or pooling node, with the padding of a Pad before it (0 if none).
   const Value& padded_activation(const onnx::NodeProto& n, int64_t& pad_h, int64_t& pad_w) const;
+  // onnx_import_view.cc: layout views. read_view_node reads n where a view is made or read
+  // (true), or turns its inputs' views into stored tensors for the readers above (false).
+  bool read_view_node(const onnx::NodeProto& n);
+  void view_transpose(const onnx::NodeProto& n, const Value& x);
+  void view_reshape(const onnx::NodeProto& n, const Value& x, std::vector<int64_t> target);
+  void view_matmul(const onnx::NodeProto& n, const Value& a, const Value& b);
+  // Reads n on the stored tensors of its view inputs (ops per element, or along the last
+  // `last_axes` axes, which are stored last first), then gives its outputs the first view
+  // input's axes.
+  void read_on_storage(const onnx::NodeProto& n, int last_axes);
+  // x's stored axes in `order` (order[0] = 0, the batch): a transpose layer inside n.
+  Value arrange(const onnx::NodeProto& n, const Value& x, const std::vector<int>& order);
+  // x's stored axes [first, first + count) as one: a reshape layer inside n.
+  Value merge_atoms(const onnx::NodeProto& n, const Value& x, int first, int count);
+  // x with its last `count` ONNX axes as as many stored axes, the last.
+  Value last_axes_stored(const onnx::NodeProto& n, const Value& x, int count);
+  // x as a stored tensor with the ONNX axes (no view), for the readers that read only those.
+  Value materialized(const onnx::NodeProto& n, const Value& x);
+  // x's ONNX dims, the batch as kBatch (times the axes merged with it).
+  std::vector<int64_t> onnx_dims(const Value& x) const;
   void fold_shape(const onnx::NodeProto& n);
   void fold_gather(const onnx::NodeProto& n);
   void fold_unsqueeze(const onnx::NodeProto& n);
@@ -279,6 +331,7 @@ class Importer {
   // Add, Sub, Mul or Div of two constants, elementwise (a scalar or a one-element list
   // broadcast against the other): the arithmetic of torch.onnx's shape computations.
   void fold_arithmetic(const onnx::NodeProto& n);
+  int64_t batch_arithmetic(const onnx::NodeProto& n, int64_t x, int64_t y) const;
   bool both_constant(const onnx::NodeProto& n) const {
     return n.input_size() == 2 && input(n, 0).kind == Value::kConstant &&
            input(n, 1).kind == Value::kConstant;

@@ -1,0 +1,488 @@
+// Layout views: ONNX values whose batch axis is not first or not alone. nn.MultiheadAttention
+// (inside nn.TransformerEncoder and torchvision's ViT) turns [batch, T, E] into [T, batch, E],
+// then [T, batch * heads, d] and [batch * heads, T, d]; loom's graph keeps the batch first and
+// open. Such a value keeps its stored tensor (batch first, as the layer that made it wrote it)
+// and a view (Value::view) that says which stored axes each ONNX axis is. Transpose and Reshape
+// change only the view; an op that reads along the last axis (a linear, softmax, a bias) runs
+// on the stored tensor once its last ONNX axis is the last stored one (a transpose layer, made
+// only where needed); MatMul of two views orders both stored tensors to a batched product;
+// every other op reads the value made whole again (materialized).
+#include "loom/config.h"
+
+#if LOOM_HAVE_ONNX
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "loom/nn/io/onnx_importer.h"
+
+namespace loom::nn::onnx_import {
+
+namespace {
+
+using Groups = std::vector<std::vector<int>>;
+
+Groups groups_of(const Value& x) {
+  if (!x.view.empty()) return x.view;
+  Groups g;
+  for (int a = 0; a <= int(x.shape.size()); ++a) g.push_back({a});
+  return g;
+}
+
+// A view that is [batch] + shape again is dropped.
+void normalize(Value& x) {
+  if (x.view.empty()) return;
+  Groups id;
+  for (int a = 0; a <= int(x.shape.size()); ++a) id.push_back({a});
+  if (x.view == id) x.view.clear();
+}
+
+// The stored atoms in ONNX's row-major order (atoms in no axis left out).
+std::vector<int> onnx_order(const Groups& g) {
+  std::vector<int> order;
+  for (const auto& axis : g) order.insert(order.end(), axis.begin(), axis.end());
+  return order;
+}
+
+bool has_view_input(const std::map<std::string, Value>& values, const onnx::NodeProto& n) {
+  for (const auto& in : n.input()) {
+    auto it = values.find(in);
+    if (it != values.end() && it->second.kind != Value::kConstant && !it->second.view.empty())
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<int64_t> Importer::onnx_dims(const Value& x) const {
+  std::vector<int64_t> d;
+  for (const auto& axis : groups_of(x)) {
+    int64_t size = 1;
+    bool batch = false;
+    for (int a : axis) {
+      if (a == 0)
+        batch = true;
+      else
+        size *= x.shape[size_t(a - 1)];
+    }
+    d.push_back(batch ? batch_times(size) : size);
+  }
+  return d;
+}
+
+Value Importer::arrange(const onnx::NodeProto& n, const Value& x, const std::vector<int>& order) {
+  std::vector<int> id(order.size());
+  std::iota(id.begin(), id.end(), 0);
+  if (order == id) return x;
+  if (order.empty() || order[0] != 0) fail_node(n, "a layout keeps the batch first (internal)");
+  std::vector<int64_t> perm;
+  Shape shape;
+  std::vector<int> where(order.size());
+  for (size_t i = 0; i < order.size(); ++i) where[size_t(order[i])] = int(i);
+  for (size_t i = 1; i < order.size(); ++i) {
+    perm.push_back(order[i] - 1);
+    shape.push_back(x.shape[size_t(order[i] - 1)]);
+  }
+  if (int(shape.size()) > Permutation::kMaxRank)
+    fail_node(n, fmt::format("its input needs a transpose of {} axes; loom transposes samples of "
+                             "at most {}",
+                             shape.size(), Permutation::kMaxRank));
+  emit(n, "transpose", {&x}, shape, n.op_type() + "Layout", kInner).params["perm"] = cv_ints(perm);
+  Value v = inner_value(shape);
+  v.view = groups_of(x);
+  for (auto& axis : v.view)
+    for (int& a : axis) a = where[size_t(a)];
+  return v;
+}
+
+Value Importer::merge_atoms(const onnx::NodeProto& n, const Value& x, int first, int count) {
+  if (count == 1) return x;
+  Shape shape;
+  for (int a = 1; a <= int(x.shape.size()); ++a) {
+    if (a == first) {
+      int64_t size = 1;
+      for (int b = first; b < first + count; ++b) size *= x.shape[size_t(b - 1)];
+      shape.push_back(size);
+    } else if (a < first || a >= first + count) {
+      shape.push_back(x.shape[size_t(a - 1)]);
+    }
+  }
+  LayerSpec& l = emit(n, shape.size() == 1 ? "flatten" : "reshape", {&x}, shape,
+                      n.op_type() + "Layout", kInner);
+  if (shape.size() > 1) l.params["shape"] = cv_ints(shape);
+  Value v = inner_value(shape);
+  v.view = groups_of(x);
+  for (auto& axis : v.view) {
+    std::vector<int> kept;
+    for (int a : axis) {
+      if (a > first && a < first + count) continue;  // merged into `first`
+      kept.push_back(a >= first + count ? a - count + 1 : a);
+    }
+    axis = kept;
+  }
+  return v;
+}
+
+Value Importer::last_axes_stored(const onnx::NodeProto& n, const Value& x, int count) {
+  const Groups g = groups_of(x);
+  if (int(g.size()) < count + 1) fail_node(n, "its input has too few axes (internal)");
+  std::vector<int> tail;  // the last `count` ONNX axes' atoms, in order
+  for (size_t i = g.size() - size_t(count); i < g.size(); ++i) {
+    if (g[i].empty() || std::count(g[i].begin(), g[i].end(), 0))
+      fail_node(n, fmt::format("its input is {}: loom reads this op along last axes that are "
+                               "neither of size 1 nor the batch's",
+                               dims_text(onnx_dims(x))));
+    tail.insert(tail.end(), g[i].begin(), g[i].end());
+  }
+  std::vector<int> order = {0};
+  for (int a = 1; a <= int(x.shape.size()); ++a)
+    if (!std::count(tail.begin(), tail.end(), a)) order.push_back(a);
+  order.insert(order.end(), tail.begin(), tail.end());
+  Value v = arrange(n, x, order);
+  // Each of the last ONNX axes one stored axis: merged from the back.
+  int end = int(v.shape.size()) + 1;
+  for (size_t i = g.size(); i-- > g.size() - size_t(count);) {
+    const int atoms = int(g[i].size());
+    v = merge_atoms(n, v, end - atoms, atoms);
+    end -= atoms;
+  }
+  normalize(v);
+  return v;
+}
+
+Value Importer::materialized(const onnx::NodeProto& n, const Value& x) {
+  if (x.view.empty()) return x;
+  const Groups g = groups_of(x);
+  const std::vector<int64_t> dims = onnx_dims(x);
+  if (g[0] != std::vector<int>{0})
+    fail_node(n, fmt::format("its input is {} (the batch axis moved by an earlier Transpose or "
+                             "Reshape); loom reads this op only with the batch axis first and "
+                             "alone, as in [batch, ...]",
+                             dims_text(dims)));
+  std::vector<int> order = onnx_order(g);
+  for (int a = 1; a <= int(x.shape.size()); ++a)
+    if (!std::count(order.begin(), order.end(), a)) order.push_back(a);  // size 1, last
+  Value v = arrange(n, x, order);
+  Shape want(dims.begin() + 1, dims.end());
+  if (want.empty())
+    fail_node(n, fmt::format("its input {} leaves each sample without an axis", dims_text(dims)));
+  if (v.shape != want) {
+    LayerSpec& l = emit(n, want.size() == 1 ? "flatten" : "reshape", {&v}, want,
+                        n.op_type() + "Layout", kInner);
+    if (want.size() > 1) l.params["shape"] = cv_ints(want);
+    v = inner_value(want);
+  }
+  v.view.clear();
+  return v;
+}
+
+void Importer::view_transpose(const onnx::NodeProto& n, const Value& x) {
+  const Groups g = groups_of(x);
+  const std::vector<int64_t> perm = transpose_perm(n, int64_t(g.size()));
+  if (perm.empty())
+    fail_node(n, fmt::format("perm {} is not an order of the axes of {}",
+                             dims_text(attr_ints(n, "perm", {})), dims_text(onnx_dims(x))));
+  Value v = x;
+  v.view.clear();
+  for (int64_t a : perm) v.view.push_back(g[size_t(a)]);
+  normalize(v);
+  alias(n, v);
+}
+
+// Reshape of a view: the ONNX value's atoms, in row-major order, regrouped into the target's
+// axes. A target axis that ends inside an atom splits it (a reshape of the stored tensor, which
+// moves no data); the batch atom is never split.
+void Importer::view_reshape(const onnx::NodeProto& n, const Value& x, std::vector<int64_t> t) {
+  const Groups g = groups_of(x);
+  const std::vector<int64_t> dims = onnx_dims(x);
+  const std::string asked = dims_text(t);
+  auto refuse = [&](const std::string& why) {
+    fail_node(n, fmt::format("reshape of {} to {}: {}", dims_text(dims), asked, why));
+  };
+  // A size as (holds the batch, the factor beside it).
+  auto split = [](int64_t d) {
+    return is_batch(d) ? std::pair<int, int64_t>{1, batch_factor(d)}
+                       : std::pair<int, int64_t>{0, d};
+  };
+  int64_t total = 1;
+  for (int64_t d : dims) total *= split(d).second;
+  const bool allowzero = attr_int(n, "allowzero", 0) != 0;
+  int unknown = -1, batches = 0;
+  int64_t known = 1;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] == 0 && !allowzero) {
+      if (i >= dims.size()) refuse("it copies a missing axis");
+      t[i] = dims[i];
+    }
+    if (t[i] == -1) {
+      if (unknown >= 0) refuse("more than one axis is -1");
+      unknown = int(i);
+      continue;
+    }
+    if (!is_batch(t[i]) && t[i] < 1) refuse("a size is not positive");
+    batches += split(t[i]).first;
+    known *= split(t[i]).second;
+    if (known > total) refuse("the sizes do not hold the same number of elements");
+  }
+  if (unknown >= 0) {
+    if (total % known != 0) refuse("the sizes do not hold the same number of elements");
+    t[size_t(unknown)] = batches == 0 ? batch_times(total / known) : total / known;
+    batches = 1;
+    known = total;
+  }
+  if (batches != 1 || known != total)
+    refuse("the sizes do not hold the batch and the same number of elements per sample");
+
+  // Pieces of the stored atoms: each atom a run of sizes, split where a target axis ends.
+  std::vector<std::vector<int64_t>> pieces(x.shape.size() + 1);
+  pieces[0] = {kBatch};
+  for (size_t a = 1; a <= x.shape.size(); ++a) pieces[a] = {x.shape[a - 1]};
+  struct Ref {
+    int atom;
+    size_t piece;
+  };
+  std::vector<std::vector<Ref>> out(t.size());
+  const std::vector<int> order = onnx_order(g);
+  size_t next = 0;   // in order
+  size_t piece = 0;  // of order[next]
+  for (size_t i = 0; i < t.size(); ++i) {
+    auto [need_batch, need] = split(t[i]);
+    while (need_batch || need > 1) {
+      if (next >= order.size()) refuse("the sizes do not match (internal)");
+      const int a = order[next];
+      int64_t& size = pieces[size_t(a)][piece];
+      if (a == 0) {
+        if (!need_batch) refuse("the batch axis would be split or merged into another axis");
+        need_batch = 0;
+      } else if (need % size == 0) {
+        need /= size;
+      } else if (size % need == 0) {
+        // The axis ends inside this atom: it becomes two pieces.
+        const int64_t rest = size / need;
+        size = need;
+        pieces[size_t(a)].insert(pieces[size_t(a)].begin() + long(piece) + 1, rest);
+        need = 1;
+      } else {
+        refuse(fmt::format("an axis of {} would be cut across a stored axis of {}", t[i], size));
+      }
+      out[i].push_back({a, piece});
+      if (++piece == pieces[size_t(a)].size()) ++next, piece = 0;
+    }
+  }
+  // What is left has size 1: atoms in no axis.
+  Value v = x;
+  bool splits = false;
+  Shape shape;
+  std::vector<std::vector<int>> index(pieces.size());  // (atom, piece) -> new atom
+  index[0] = {0};
+  for (size_t a = 1; a < pieces.size(); ++a) {
+    splits = splits || pieces[a].size() > 1;
+    for (int64_t s : pieces[a]) {
+      shape.push_back(s);
+      index[a].push_back(int(shape.size()));
+    }
+  }
+  if (splits) {
+    if (int(shape.size()) > Permutation::kMaxRank)
+      refuse(fmt::format("loom's samples have at most {} axes", Permutation::kMaxRank));
+    emit(n, "reshape", {&x}, shape, "", kInner).params["shape"] = cv_ints(shape);
+    v = inner_value(shape);
+  }
+  v.view.clear();
+  for (const auto& axis : out) {
+    std::vector<int> atoms;
+    for (const Ref& r : axis) atoms.push_back(index[size_t(r.atom)][r.piece]);
+    v.view.push_back(atoms);
+  }
+  normalize(v);
+  alias(n, v);
+}
+
+void Importer::view_matmul(const onnx::NodeProto& n, const Value& a, const Value& b) {
+  const Groups ga = groups_of(a), gb = groups_of(b);
+  const size_t r = ga.size();
+  const std::vector<int64_t> da = onnx_dims(a), db = onnx_dims(b);
+  const std::string what = fmt::format(
+      "inputs {} and {}: loom multiplies activations [..., M, K] and [..., K, N] whose leading "
+      "axes are the same and hold the batch",
+      dims_text(da), dims_text(db));
+  if (r < 3 || gb.size() != r || da[r - 1] != db[r - 2] ||
+      !std::equal(da.begin(), da.end() - 2, db.begin()))
+    fail_node(n, what);
+  // The leading axes must split into the same stored sizes in both, so that one stored order
+  // enumerates both alike; the batch goes first, the rest keep ONNX's order.
+  auto size_of = [](const Value& x, int atom) {
+    return atom == 0 ? kBatch : x.shape[size_t(atom - 1)];
+  };
+  auto order_for = [&](const Value& x, const Groups& g) {
+    std::vector<int> order = {0}, sizes;
+    for (size_t i = 0; i + 2 < r; ++i)
+      for (int atom : g[i])
+        if (atom != 0) order.push_back(atom);
+    for (size_t i = r - 2; i < r; ++i) {
+      if (g[i].empty() || std::count(g[i].begin(), g[i].end(), 0)) fail_node(n, what);
+      order.insert(order.end(), g[i].begin(), g[i].end());
+    }
+    if (order.size() != x.shape.size() + 1) fail_node(n, what);  // atoms in no axis
+    return order;
+  };
+  for (size_t i = 0; i + 2 < r; ++i) {
+    std::vector<int64_t> sa, sb;
+    for (int atom : ga[i]) sa.push_back(size_of(a, atom));
+    for (int atom : gb[i]) sb.push_back(size_of(b, atom));
+    if (sa != sb) fail_node(n, what);
+  }
+  bool batch_lead = false;
+  for (size_t i = 0; i + 2 < r; ++i)
+    batch_lead = batch_lead || std::count(ga[i].begin(), ga[i].end(), 0);
+  if (!batch_lead) fail_node(n, what);
+  // Each input stored as [batch, lead..., rows, columns], its last two axes one atom each.
+  auto stored = [&](const Value& x, const Groups& g) {
+    Value v = arrange(n, x, order_for(x, g));
+    const int cols = int(g[r - 1].size()), rows = int(g[r - 2].size());
+    const int rank = int(v.shape.size());
+    v = merge_atoms(n, v, rank - cols + 1, cols);
+    v = merge_atoms(n, v, int(v.shape.size()) - rows, rows);
+    return v;
+  };
+  Value sa = stored(a, ga), sb = stored(b, gb);
+  Value view = sa;  // the product has a's axes, its last of size N
+  sa.view.clear();
+  sb.view.clear();
+  matmul_of_activations(n, sa, sb);
+  Value& out = values_.at(n.output(0));
+  out.view = view.view;
+  if (out.view.empty()) return;
+  normalize(out);
+}
+
+void Importer::read_on_storage(const onnx::NodeProto& n, int last_axes) {
+  // The view inputs as stored (arranged where the op reads along the last axis); later readers
+  // find them arranged too.
+  std::vector<std::pair<std::string, Value>> saved;
+  for (const auto& in : n.input()) {
+    auto it = values_.find(in);
+    if (it == values_.end() || it->second.kind == Value::kConstant || it->second.view.empty())
+      continue;
+    // (A pattern, masked attention scores, was arranged when the mask was read.)
+    if (last_axes > 0 && it->second.kind == Value::kActivation)
+      it->second = last_axes_stored(n, it->second, last_axes);
+    saved.emplace_back(in, it->second);
+  }
+  if (saved.empty()) return read_node(n);
+  const Groups view = saved[0].second.view;
+  const size_t rank = saved[0].second.shape.size();
+  for (auto& [name, v] : saved) values_[name].view.clear();
+  try {
+    read_node(n);
+  } catch (...) {
+    for (auto& [name, v] : saved) values_[name] = v;
+    throw;
+  }
+  for (auto& [name, v] : saved) values_[name] = v;
+  for (const auto& out : n.output()) {
+    auto it = values_.find(out);
+    if (out.empty() || it == values_.end()) continue;
+    if (it->second.kind == Value::kConstant || it->second.shape.size() != rank)
+      fail_node(n, "its result does not keep the stored axes of its input's layout (internal)");
+    it->second.view = view;
+    normalize(it->second);
+  }
+}
+
+bool Importer::read_view_node(const onnx::NodeProto& n) {
+  const std::string& op = n.op_type();
+  auto activation_at = [&](int k) {
+    if (!has_input(n, k)) return false;
+    auto it = values_.find(n.input(k));
+    return it != values_.end() && it->second.kind == Value::kActivation;
+  };
+  if (op == "Transpose" && activation_at(0)) {
+    only_attrs(n, {"perm"});
+    const Value& x = values_.at(n.input(0));
+    const std::vector<int64_t> perm = attr_ints(n, "perm", {});
+    if (!x.view.empty() || (!perm.empty() && perm[0] != 0) || (perm.empty() && !x.shape.empty())) {
+      view_transpose(n, x);
+      return true;
+    }
+    return false;
+  }
+  if (op == "Reshape" && activation_at(0)) {
+    only_attrs(n, {"allowzero"});
+    const Value& x = values_.at(n.input(0));
+    const Value& s = constant(n, 1);
+    if (!s.is_int || s.dims.size() != 1)
+      fail_node(n, fmt::format("shape '{}' is not a list of integers", n.input(1)));
+    std::vector<int64_t> t = s.ints;
+    bool simple =
+        x.view.empty() && !t.empty() &&
+        (t[0] == kBatch || t[0] == -1 || t[0] == 0 || (static_batch_ > 0 && t[0] == static_batch_));
+    for (size_t i = 1; simple && i < t.size(); ++i) simple = !is_batch(t[i]);
+    if (simple) return false;
+    view_reshape(n, x, std::move(t));
+    return true;
+  }
+  if (!has_view_input(values_, n)) return false;
+  // Ops that read views themselves.
+  if (op == "Shape" || op == "Slice" || op == "Split" || op == "Gather" || op == "Identity")
+    return false;
+  static const std::set<std::string> elementwise = {
+      "Relu", "Sigmoid", "Tanh", "LeakyRelu", "Dropout", "HardSigmoid", "HardSwish", "Clip"};
+  static const std::set<std::string> along_last = {"Softmax", "Gemm", "LayerNormalization"};
+  if (elementwise.count(op) || along_last.count(op)) {
+    read_on_storage(n, along_last.count(op) ? 1 : 0);
+    return true;
+  }
+  // A causal mask over the last two axes (attention scores [batch * heads, T, T]).
+  if (op == "Where" || (op == "Add" && causal_mask_add(n))) {
+    read_on_storage(n, 2);
+    return true;
+  }
+  if (op == "MatMul" && activation_at(0)) {
+    if (!activation_at(1)) {
+      read_on_storage(n, 1);
+      return true;
+    }
+    view_matmul(n, values_.at(n.input(0)), values_.at(n.input(1)));
+    return true;
+  }
+  if ((op == "Mul" || op == "Div" || op == "Add" || op == "Sub") && n.input_size() == 2) {
+    const Value& a = input(n, 0);
+    const Value& b = input(n, 1);
+    // By a scalar (a scale), or a linear's bias: per element, or along the last axis.
+    for (const Value* c : {&a, &b}) {
+      if (c->kind != Value::kConstant) continue;
+      const size_t count = c->is_int ? c->ints.size() : c->floats.size();
+      // (x / sqrt(2) read by an Erf starts GELU's erf form, which is read on whole values.)
+      if (count == 1 && op != "Add" && op != "Sub" && !read_only_by(n.output(0), "Erf")) {
+        read_on_storage(n, 0);
+        return true;
+      }
+      if (op == "Add" && (matmul_layers_.count(n.input(0)) || matmul_layers_.count(n.input(1)))) {
+        read_on_storage(n, 1);
+        return true;
+      }
+    }
+    // Two views of one layout: per element on the stored tensors.
+    if (a.kind == Value::kActivation && b.kind == Value::kActivation && a.view == b.view &&
+        a.shape == b.shape) {
+      read_on_storage(n, 0);
+      return true;
+    }
+  }
+  for (const auto& in : n.input()) {
+    auto it = values_.find(in);
+    if (it != values_.end() && it->second.kind == Value::kActivation && !it->second.view.empty())
+      it->second = materialized(n, it->second);
+  }
+  return false;
+}
+
+}  // namespace loom::nn::onnx_import
+
+#endif  // LOOM_HAVE_ONNX
