@@ -293,6 +293,21 @@ class GptMha(nn.Module):
         return self.head(self.ln(self.blocks(self.inp(x) + self.pos))[:, -1])
 
 
+def vit():
+    """torchvision's VisionTransformer, small: the patch Conv, the class token (Expand of a
+    parameter to the batch, then Concat), the position table, nn.MultiheadAttention blocks and
+    the first position's head. Its zero-initialised head and class token get random values, so
+    the check compares more than zeros."""
+    from torchvision.models.vision_transformer import VisionTransformer
+    model = VisionTransformer(image_size=16, patch_size=4, num_layers=2, num_heads=2,
+                              hidden_dim=16, mlp_dim=32, num_classes=10)
+    with torch.no_grad():
+        for p in model.parameters():
+            if not p.any():
+                p.normal_(0, 0.5)
+    return model
+
+
 class ConvNextBlock(nn.Module):
     """ConvNeXt's block as torchvision writes it: a depthwise 7x7 Conv, a permute to
     channels-last, nn.LayerNorm and two nn.Linear over the channels of [batch, H, W, C] (MatMul on
@@ -409,6 +424,8 @@ def main():
     export("encoder", Encoder(), (8, 4), train_ref=False)
     torch.manual_seed(12)
     export("gpt_mha", GptMha(), (8, 4), train_ref=True)
+    torch.manual_seed(13)
+    export("vit", vit(), (3, 16, 16), train_ref=False)
 
 
 if __name__ == "__main__":

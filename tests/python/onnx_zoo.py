@@ -35,12 +35,14 @@ import numpy as np
 
 QUICK = ["resnet18", "mobilenet_v2", "mobilenet_v3_small", "shufflenet_v2_x0_5", "mnasnet0_5",
          "squeezenet1_1", "regnet_y_400mf", "efficientnet_b0", "googlenet", "densenet121",
-         "gpt_small", "transformer_encoder", "gpt_mha"]
+         "gpt_small", "transformer_encoder", "gpt_mha", "vit_tiny"]
 # Transformers over [positions, features] inputs, beside torchvision's image classifiers:
 # gpt_small is nanoGPT's attention written op by op (tests/nn/make_onnx_fixtures.py's Gpt);
 # transformer_encoder is nn.TransformerEncoder (batch_first, nn.MultiheadAttention inside);
-# gpt_mha is a GPT written with nn.MultiheadAttention and a causal attn_mask (GptMha).
-TRANSFORMERS = ["gpt_small", "transformer_encoder", "gpt_mha"]
+# gpt_mha is a GPT written with nn.MultiheadAttention and a causal attn_mask (GptMha);
+# vit_tiny is torchvision's VisionTransformer made small (32 x 32 images, two blocks), the
+# network of vit_b_16 and the others at a size the quick list can afford.
+TRANSFORMERS = ["gpt_small", "transformer_encoder", "gpt_mha", "vit_tiny"]
 SEQUENCE = (16, 8)
 # Input sizes other than 64 x 64: fixed-size classifiers and heads that need larger maps.
 SIZE = {"alexnet": 224, "inception_v3": 299, "maxvit_t": 224}
@@ -51,6 +53,10 @@ CLASSES = 10
 
 def build_transformer(torch, name):
     nn = torch.nn
+    if name == "vit_tiny":
+        from torchvision.models.vision_transformer import VisionTransformer
+        return VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
+                                 hidden_dim=32, mlp_dim=64, num_classes=CLASSES)
     if name in ("gpt_small", "gpt_mha"):
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "nn"))
         from make_onnx_fixtures import Gpt, GptMha
@@ -94,7 +100,8 @@ def one(args, torch, models, ort, name, work):
     row = {"model": name, "params": None, "import": "", "forward": None, "train": "", "note": "",
            "export": None}
     size = SIZE.get(name, 64)
-    shape = SEQUENCE if name in TRANSFORMERS else (3, size, size)
+    shape = ((3, 32, 32) if name == "vit_tiny" else SEQUENCE if name in TRANSFORMERS else
+             (3, size, size))
     torch.manual_seed(0)
     try:
         model = (build_transformer(torch, name) if name in TRANSFORMERS else
@@ -103,6 +110,12 @@ def one(args, torch, models, ort, name, work):
         row["import"] = f"not built: {e}"[:200]
         return row
     row["params"] = sum(p.numel() for p in model.parameters())
+    # Weights that start at zero (ViT's head and class token) would make the forward check
+    # compare zeros with zeros: they get small random values.
+    with torch.no_grad():
+        for p in model.parameters():
+            if not p.any():
+                p.normal_(0, 0.1)
     x = torch.randn(2, *shape)
     train_path, eval_path = os.path.join(work, "train.onnx"), os.path.join(work, "eval.onnx")
     model.train()

@@ -12,6 +12,7 @@
 
 #include "loom/core/config.h"
 #include "loom/nn/graph/model_zoo.h"
+#include "loom/nn/layers/embedding.h"
 #include "loom/plan/model_reader.h"
 #include "tensor_cuda/gpu_compare.h"
 
@@ -60,6 +61,37 @@ TEST(CudaSeqOps, EmbeddingFindsTheFirstBadId) {
     EXPECT_EQ(gpu().embedding_forward(d_ids.data(), d_table.data(), n, vocab, dim, d_y.data()), 123)
         << bad;
   }
+}
+
+// ViT's class token: row copies, and the rows' gradient summed over the batch.
+TEST(CudaSeqOps, ClassTokenMatchesCpu) {
+  LOOM_REQUIRE_GPU();
+  const int64_t batch = 5, count = 2, time = 7, dim = 12, out = (count + time) * dim;
+  const auto x = random_floats(size_t(batch * time * dim), 4);
+  const auto table = random_floats(size_t(count * dim), 5);
+  const auto dy = random_floats(size_t(batch * out), 6);
+  struct Result {
+    std::vector<float> y, dx, dtable;
+  };
+  auto run = [&](Backend& be) {
+    nn::ClassToken layer(count, dim);
+    layer.build({time, dim});
+    auto d_table = upload(be, table), d_x = upload(be, x), d_dy = upload(be, dy);
+    DeviceBuffer<float> d_dtable(be, count * dim), d_y(be, batch * out),
+        d_dx(be, batch * time * dim);
+    layer.bind(d_table.data(), d_dtable.data());
+    nn::Context ctx;
+    ctx.backend = &be;
+    layer.forward(ctx, d_x.data(), d_y.data(), batch);
+    layer.backward(ctx, d_x.data(), d_y.data(), d_dy.data(), d_dx.data(), batch);
+    return Result{download(be, d_y, size_t(batch * out)),
+                  download(be, d_dx, size_t(batch * time * dim)),
+                  download(be, d_dtable, size_t(count * dim))};
+  };
+  const Result c = run(cpu()), g = run(gpu());
+  EXPECT_BITS_EQ(g.y, c.y);
+  EXPECT_BITS_EQ(g.dx, c.dx);
+  EXPECT_NMSE_LE(g.dtable, c.dtable, kNmseReduction);
 }
 
 TEST(CudaSeqOps, LayerNormMatchesCpu) {

@@ -243,6 +243,24 @@ TEST(OnnxImport, MultiheadAttentionGptMatchesPytorch) {
     }
 }
 
+// torchvision's ViT: its class token (a parameter expanded to the batch, then a Concat) is a
+// class_token layer holding the parameter's values.
+TEST(OnnxImport, VisionTransformerMatchesPytorch) {
+  SKIP_WITHOUT_ONNX_IMPORT();
+  check_against_pytorch("vit");
+  GraphSpec g = graph_from_onnx(fixture("vit.onnx"), {3, 16, 16});
+  std::map<std::string, int> count;
+  for (const auto& l : g.layers) ++count[l.type];
+  EXPECT_EQ(count["class_token"], 1);
+  EXPECT_EQ(count["position_embedding"], 1);
+  EXPECT_EQ(count["softmax"], 2);
+  for (const auto& l : g.layers)
+    if (l.type == "class_token") {
+      EXPECT_EQ(l.init_params.size(), 16u);
+      EXPECT_FALSE(l.params.count("count"));
+    }
+}
+
 // ConvNeXt's block: Linear over the channels of [batch, H, W, C] is a linear layer between two
 // reshapes, the layer scale a depthwise 1x1 conv holding the gains.
 TEST(OnnxImport, ConvNextBlockMatchesPytorch) {

@@ -253,6 +253,31 @@ TEST(SeqGradients, PositionEmbedding) {
                         {0.05, 1e-3, 1e-5});
 }
 
+// The rows and x are copied: linear in both, so a wide step is exact up to float rounding.
+TEST(SeqGradients, ClassToken) {
+  ClassToken layer(2, 3);
+  check_layer_gradients(layer, {4, 3}, 3, random_vector(3 * 4 * 3, 32), make_context(),
+                        {0.05, 1e-3, 1e-5});
+}
+
+// Each sample is the learned rows, then its own positions; the rows' gradient sums the batch.
+TEST(SeqClassToken, RowsComeFirstAndTheirGradientSumsTheBatch) {
+  ClassToken layer(1, 2);
+  ASSERT_EQ(layer.build({3, 2}), (Shape{4, 2}));
+  std::vector<float> table = {7, 8}, dtable(2, -1);
+  layer.bind(table.data(), dtable.data());
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6, -1, -2, -3, -4, -5, -6};
+  std::vector<float> y(16);
+  Context ctx = make_context();
+  layer.forward(ctx, x.data(), y.data(), 2);
+  EXPECT_EQ(y, (std::vector<float>{7, 8, 1, 2, 3, 4, 5, 6, 7, 8, -1, -2, -3, -4, -5, -6}));
+  std::vector<float> dy(16), dx(12);
+  for (size_t i = 0; i < dy.size(); ++i) dy[i] = float(i);
+  layer.backward(ctx, x.data(), y.data(), dy.data(), dx.data(), 2);
+  EXPECT_EQ(dtable, (std::vector<float>{0 + 8, 1 + 9}));
+  EXPECT_EQ(dx, (std::vector<float>{2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15}));
+}
+
 TEST(SeqGradients, EmbeddingTable) {
   // The table only (ids have no gradient): L = sum r y, each y a table entry.
   const int64_t vocab = 6, dim = 3, time = 5, batch = 2;

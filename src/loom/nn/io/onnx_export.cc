@@ -320,6 +320,23 @@ void Exporter::layer(int i, const Names& in, const std::string& out) {
          out);
     return;
   }
+  if (const auto* ct = dynamic_cast<const ClassToken*>(&l)) {
+    // torch.cat([rows.expand(batch, -1, -1), x], dim=1), as torchvision's ViT writes its class
+    // token: the rows [1, count, dim] expanded to the batch the input's shape gives.
+    const int64_t count = ct->count(), dim = ct->dim();
+    const std::string shape = fresh(name + "/shape"), batch = fresh(name + "/batch"),
+                      target = fresh(name + "/target"), rows = fresh(name + "/rows");
+    node("Shape", name + "/Shape", {in[0]}, shape);
+    node("Slice", name + "/Slice",
+         {shape, int_list(name + ".start", {0}), int_list(name + ".end", {1})}, batch);
+    attr(node("Concat", name + "/Concat", {batch, int_list(name + ".rows_shape", {count, dim})},
+              target),
+         "axis", int64_t(0));
+    node("Expand", name + "/Expand",
+         {initializer(name + ".weight", {1, count, dim}, layer_params_), target}, rows);
+    attr(node("Concat", name, {rows, in[0]}, out), "axis", int64_t(1));
+    return;
+  }
   if (dynamic_cast<const Mul*>(&l)) {
     // ONNX broadcasts a [batch, C, 1, 1] gate over [batch, C, H, W] as loom's mul does.
     node("Mul", name, in, out);
@@ -418,7 +435,8 @@ void Exporter::layer(int i, const Names& in, const std::string& out) {
   fail(i,
        "ONNX export has no form for this layer type; it exports linear, conv2d, batchnorm1d/2d, "
        "maxpool2d, avgpool2d, globalavgpool2d, add, mul, concat, reshape, transpose, slice, "
-       "matmul, softmax, scale, layernorm, position_embedding, relu, relu6, hardsigmoid, "
+       "matmul, softmax, scale, layernorm, position_embedding, class_token, relu, relu6, "
+       "hardsigmoid, "
        "hardswish, leakyrelu, gelu, silu, tanh, sigmoid, dropout and flatten");
 }
 

@@ -27,11 +27,13 @@ const std::vector<std::string>& onnx_ops() {
                                                "Clip",
                                                "Concat",
                                                "Constant",
+                                               "ConstantOfShape",
                                                "Conv",
                                                "Div",
                                                "Dropout",
                                                "Equal",
                                                "Erf",
+                                               "Expand",
                                                "Flatten",
                                                "Gather",
                                                "Gemm",
@@ -115,6 +117,11 @@ const Value& Importer::activation(const onnx::NodeProto& n, int k) const {
     fail_node(n, fmt::format("input '{}' is part of the layer normalisation started at node "
                              "'{}', which loom reads only as a whole ((x - mean) / sqrt(var + "
                              "eps) over the last axis)",
+                             n.input(k), v.node));
+  if (v.kind == Value::kPattern && v.stage == Value::kExpanded)
+    fail_node(n, fmt::format("input '{}' is a constant expanded to the batch by node '{}', "
+                             "which loom reads only as learned rows put before an activation "
+                             "by a Concat (ViT's class token)",
                              n.input(k), v.node));
   if (v.kind == Value::kPattern && v.stage == Value::kCausalMasked)
     fail_node(n, fmt::format("input '{}' is attention scores under the causal mask of node "
@@ -493,7 +500,9 @@ void Importer::read_node(const onnx::NodeProto& n) {
   if (op == "BatchNormalization") return batchnorm(n);
   if (op == "Dropout") return dropout(n);
   if (op == "Flatten") return flatten(n);
-  if (op == "Reshape") return reshape(n);
+  if (op == "Reshape") return input(n, 0).kind == Value::kConstant ? fold_reshape(n) : reshape(n);
+  if (op == "ConstantOfShape") return fold_constant_of_shape(n);
+  if (op == "Expand") return expand(n);
   if (op == "Concat") return concat(n);
   if (op == "Sum") return sum(n);
   if (op == "Pad") return pad(n);

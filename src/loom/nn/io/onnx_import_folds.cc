@@ -19,7 +19,9 @@ namespace loom::nn::onnx_import {
 
 void Importer::fold_shape(const onnx::NodeProto& n) {
   only_attrs(n, {"start", "end"});
-  const std::vector<int64_t> dims = onnx_dims(activation(n, 0));
+  const Value& x = input(n, 0);
+  const std::vector<int64_t> dims =
+      x.kind == Value::kConstant ? x.dims : onnx_dims(activation(n, 0));
   const int64_t rank = int64_t(dims.size());
   auto clamp = [&](int64_t i) {
     if (i < 0) i += rank;
@@ -126,6 +128,66 @@ int64_t Importer::batch_arithmetic(const onnx::NodeProto& n, int64_t x, int64_t 
     return batch_times(r);
   if (op == "Div" && is_batch(x) && c > 0 && m % c == 0) return batch_times(m / c);
   fail_node(n, open);
+}
+
+// Reshape of a constant (torch.onnx's handling of expand(batch, -1, -1)): the same values.
+void Importer::fold_reshape(const onnx::NodeProto& n) {
+  only_attrs(n, {"allowzero"});
+  const Value& data = constant(n, 0);
+  const Value& s = constant(n, 1);
+  if (!s.is_int || s.dims.size() != 1)
+    fail_node(n, fmt::format("shape '{}' is not a list of integers", n.input(1)));
+  const int64_t count = elements(data.dims);
+  std::vector<int64_t> dims = s.ints;
+  int unknown = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == 0 && attr_int(n, "allowzero", 0) == 0 && i < data.dims.size())
+      dims[i] = data.dims[i];
+    if (dims[i] == -1 && unknown < 0) {
+      unknown = int(i);
+    } else if (dims[i] < 0 || is_batch(dims[i]) || __builtin_mul_overflow(known, dims[i], &known)) {
+      fail_node(n, fmt::format("shape {} is not one for a constant of {} values", dims_text(s.ints),
+                               count));
+    }
+  }
+  if (unknown >= 0 && known > 0 && count % known == 0) dims[size_t(unknown)] = count / known;
+  if (elements(dims) != count)
+    fail_node(n, fmt::format("shape {} does not hold the constant's {} values", dims_text(s.ints),
+                             count));
+  Value v = data;
+  v.dims = dims;
+  alias(n, v);
+}
+
+void Importer::fold_constant_of_shape(const onnx::NodeProto& n) {
+  only_attrs(n, {"value"});
+  const Value& s = constant(n, 0);
+  if (!s.is_int || s.dims.size() != 1)
+    fail_node(n, fmt::format("shape '{}' is not a list of integers", n.input(0)));
+  for (int64_t d : s.ints)
+    if (d < 0 || is_batch(d))
+      fail_node(n, fmt::format("shape {}: loom folds ConstantOfShape of a constant shape only",
+                               dims_text(s.ints)));
+  if (elements(s.ints) > kMaxElements) fail_node(n, "the result is too large");
+  Value fill;
+  fill.kind = Value::kConstant;
+  fill.floats = {0.0f};
+  if (const auto* a = Attrs{n}.find("value")) {
+    if (a->type() != onnx::AttributeProto::TENSOR)
+      fail_node_input(n, "attribute 'value' is not a tensor");
+    fill = tensor_value(a->t(), fmt::format("{}: value", node_text(n)));
+    if (fill.ints.size() + fill.floats.size() != 1 || !fill.unusable.empty())
+      fail_node(n, "attribute 'value' is not one number");
+  }
+  Value v = fill;
+  v.dims = s.ints;
+  const size_t count = size_t(elements(s.ints));
+  if (v.is_int)
+    v.ints.assign(count, fill.ints[0]);
+  else
+    v.floats.assign(count, fill.floats[0]);
+  alias(n, v);
 }
 
 void Importer::fold_arithmetic(const onnx::NodeProto& n) {
@@ -284,6 +346,12 @@ void Importer::fold_math(const onnx::NodeProto& n) {
                              na, nb));
   if (nb > na) v.dims = b.dims;
   for (size_t i = 0; i < std::max(na, nb); ++i) {
+    if (op == "Equal" && a.is_int && b.is_int) {
+      // The batch size equals only itself (expand's -1 test on [batch, -1, -1]).
+      const size_t ia = a.ints.size() == 1 ? 0 : i, ib = b.ints.size() == 1 ? 0 : i;
+      v.ints.push_back(a.ints[ia] == b.ints[ib] ? 1 : 0);
+      continue;
+    }
     const double x = at(a, i), y = at(b, i);
     if (std::isnan(x) || std::isnan(y))
       fail_node(n, "it computes with the batch size, which loom's graph leaves open");

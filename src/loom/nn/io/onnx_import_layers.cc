@@ -404,6 +404,25 @@ void Importer::concat(const onnx::NodeProto& n) {
     out.dims = {int64_t(out.ints.size())};
     return alias(n, out);
   }
+  const Value& first = input(n, 0);
+  if (first.kind == Value::kPattern && first.stage == Value::kExpanded) {
+    // [tokens, D] learned rows before x [T, D], on the positions' axis: a class_token layer.
+    const Value& x = n.input_size() == 2 ? activation(n, 1) : first;
+    const int64_t rank = int64_t(x.shape.size()) + 1;
+    const int64_t axis = axis_attr < 0 ? axis_attr + rank : axis_attr;
+    if (n.input_size() != 2 || x.kind != Value::kActivation || x.shape.size() != 2 ||
+        first.shape.size() != 2 || first.shape[1] != x.shape[1] || axis != 1)
+      fail_node(
+          n, fmt::format("loom reads a Concat of a constant expanded to the batch only as "
+                         "learned rows [tokens, D] put before an activation [T, D] on "
+                         "axis 1 (ViT's class token); here {} and {} on axis {}",
+                         batch_shape_text(first.shape),
+                         n.input_size() == 2 ? batch_shape_text(x.shape) : "nothing", axis_attr));
+    LayerSpec& l = emit(n, "class_token", {&x}, {first.shape[0] + x.shape[0], x.shape[1]});
+    if (first.shape[0] != 1) l.params["count"] = cv(first.shape[0]);
+    l.init_params = first.floats;
+    return;
+  }
   std::vector<const Value*> xs;
   for (int k = 0; k < n.input_size(); ++k) xs.push_back(&activation(n, k));
   const int64_t rank = int64_t(xs[0]->shape.size()) + 1;
@@ -424,6 +443,28 @@ void Importer::concat(const onnx::NodeProto& n) {
   if (xs.size() == 1) return alias(n, *xs[0]);
   LayerSpec& l = emit(n, "concat", xs, out);
   if (axis != 1) l.params["axis"] = cv(axis - 1);
+}
+
+void Importer::expand(const onnx::NodeProto& n) {
+  only_attrs(n, {});
+  const Value& c = constant(n, 0);
+  const Value& s = constant(n, 1);
+  const char* what =
+      "loom reads Expand only of a constant [1, ...] to [batch, ...] that keeps each sample's "
+      "shape (ViT's class_token.expand(batch, -1, -1))";
+  if (!s.is_int || s.dims.size() != 1 || s.ints.size() != c.dims.size() || c.is_int ||
+      c.dims.size() < 2 || c.dims[0] != 1 || s.ints.empty() || s.ints[0] != kBatch)
+    fail_node(n, fmt::format("{}; here {} to {}", what, dims_text(c.dims), dims_text(s.ints)));
+  for (size_t i = 1; i < s.ints.size(); ++i)
+    if (s.ints[i] != 1 && s.ints[i] != c.dims[i])
+      fail_node(n, fmt::format("{}; here {} to {}", what, dims_text(c.dims), dims_text(s.ints)));
+  Value v;
+  v.kind = Value::kPattern;
+  v.stage = Value::kExpanded;
+  v.shape.assign(c.dims.begin() + 1, c.dims.end());
+  v.floats = c.floats;
+  v.node = n.name();
+  alias(n, v);
 }
 
 // loom's export writes an add of more than two inputs as one Sum.

@@ -118,6 +118,10 @@ struct Value {
   // Or attention scores with the causal mask applied (Where(mask, -inf, x)), read only by a
   // Softmax, which becomes a causal softmax layer.
   static constexpr int kCausalMasked = 30;
+  // Or a constant expanded to the batch (ViT's class_token.expand(batch, -1, -1)): its
+  // per-sample values in floats, their shape in shape; read only by a Concat before an
+  // activation.
+  static constexpr int kExpanded = 40;
   int stage = 0;
   int64_t pad_h = 0, pad_w = 0;
   double eps = 0;    // kLnVarianceEps, kLnStd
@@ -337,6 +341,11 @@ class Importer {
            input(n, 1).kind == Value::kConstant;
   }
   void fold_slice(const onnx::NodeProto& n);
+  void fold_reshape(const onnx::NodeProto& n);
+  void fold_constant_of_shape(const onnx::NodeProto& n);
+  // Expand of a constant [1, ...] to [batch, ...]: learned rows the same in every sample, read
+  // only as the first input of a Concat (a class_token layer).
+  void expand(const onnx::NodeProto& n);
   // Transpose of a constant: the weights of nn.Linear on [batch, positions, features], which
   // torch.onnx writes as MatMul(x, Transpose(W)).
   void fold_transpose(const onnx::NodeProto& n);

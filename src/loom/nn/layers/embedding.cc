@@ -113,4 +113,58 @@ void PositionEmbedding::backward(const Context& ctx, const float* x, const float
   if (dx) be.copy(dx, dy, size_t(batch * per_sample) * sizeof(float));
 }
 
+ClassToken::ClassToken(int64_t count, int64_t dim) : count_(count), dim_(dim) {
+  if (count_ <= 0 || dim_ <= 0 || count_ > kMaxTable / dim_)
+    throw ConfigError(
+        fmt::format("ClassToken(count {}, dim {}): sizes must be positive and the "
+                    "rows at most 2^28 floats",
+                    count_, dim_));
+}
+
+std::string ClassToken::describe() const {
+  return fmt::format("ClassToken(count {}, dim {})", count_, dim_);
+}
+
+Shape ClassToken::build(const Shape& input) {
+  if (input.size() != 2 || input[1] != dim_)
+    throw ConfigError(
+        fmt::format("{}: input {} is not [time, {}]", describe(), shape_text(input), dim_));
+  time_ = input[0];
+  return {count_ + time_, dim_};
+}
+
+void ClassToken::bind(float* params, float* grads) {
+  table_ = params;
+  dtable_ = grads;
+}
+
+void ClassToken::init_params(Rng& rng, Backend& backend) {
+  backend.fill(table_, num_params(), 0.0f);
+}
+
+void ClassToken::ensure_tiles(Backend& backend, int64_t batch) {
+  if (int64_t(tiles_.size()) < batch * count_ * dim_)
+    tiles_ = DeviceBuffer<float>(backend, batch * count_ * dim_);
+}
+
+void ClassToken::forward(const Context& ctx, const float* x, float* y, int64_t batch) {
+  Backend& be = *ctx.backend;
+  const int64_t head = count_ * dim_, body = time_ * dim_, row = head + body;
+  be.copy_rows(y + head, row, x, body, batch, body);
+  ensure_tiles(be, batch);
+  be.fill(tiles_.data(), batch * head, 0.0f);
+  be.add_bias(tiles_.data(), table_, batch, head);
+  be.copy_rows(y, row, tiles_.data(), head, batch, head);
+}
+
+void ClassToken::backward(const Context& ctx, const float* x, const float* y, const float* dy,
+                          float* dx, int64_t batch) {
+  Backend& be = *ctx.backend;
+  const int64_t head = count_ * dim_, body = time_ * dim_, row = head + body;
+  if (dx) be.copy_rows(dx, body, dy + head, row, batch, body);
+  ensure_tiles(be, batch);
+  be.copy_rows(tiles_.data(), head, dy, row, batch, head);
+  be.sum_rows(tiles_.data(), dtable_, batch, head);
+}
+
 }  // namespace loom::nn

@@ -95,6 +95,12 @@ std::unique_ptr<Layer> make_embedding(LayerArgs& a, const std::vector<Shape>& in
   return std::make_unique<Embedding>(vocab, dim);
 }
 
+std::unique_ptr<Layer> make_class_token(LayerArgs& a, const std::vector<Shape>& in) {
+  const int64_t count = a.get_int("count", 1, 1, 1 << 20);
+  if (in[0].size() != 2) a.fail(fmt::format("input {} is not [time, dim]", shape_text(in[0])));
+  return std::make_unique<ClassToken>(count, in[0][1]);
+}
+
 std::unique_ptr<Layer> make_position_embedding(LayerArgs& a, const std::vector<Shape>& in) {
   const int64_t max_len = a.require_int("max_len", 1, 1 << 20);
   const int64_t dim = a.require_int("dim", 1, 65536);
@@ -204,6 +210,9 @@ const std::vector<LayerType>& layer_types() {
       {"position_embedding", "max_len, dim",
        "adds a learned [max_len, dim] table's first time rows to [time, dim]",
        make_position_embedding},
+      {"class_token", "count = 1",
+       "puts count learned rows before [time, dim]: [count + time, dim] (ViT's class token)",
+       make_class_token},
       {"layernorm", "eps = 1e-5", "layer normalisation over the last axis, learned gain and bias",
        [](LayerArgs& a, const std::vector<Shape>&) {
          return std::make_unique<LayerNorm>(float(a.get_double("eps", 1e-5, 1e-12, 1.0)));
