@@ -12,6 +12,7 @@
 #include <random>
 #include <sstream>
 
+#include "data/temp_dir.h"
 #include "loom/config.h"
 #include "loom/core/error.h"
 #include "loom/nn/graph/model.h"
@@ -494,6 +495,61 @@ onnx::TensorProto* initializer(onnx::ModelProto& m, const std::string& name) {
     if (t.name() == name) return &t;
   ADD_FAILURE() << "no initializer " << name;
   return nullptr;
+}
+
+// Models over protobuf's 2 GB keep their weights in files beside the .onnx file (ONNX external
+// data): the MLP with every initializer moved into one such file imports to the same weights.
+// A location that leaves the model's folder, a missing file or a range past its end is an input
+// error naming the initializer.
+TEST(OnnxImport, ExternalDataReadsAsTheWeightsInside) {
+  SKIP_WITHOUT_ONNX_IMPORT();
+  const GraphSpec inside = graph_from_onnx(fixture("mlp.onnx"), {1, 8, 8});
+  data::testing::TempDir dir;
+  auto external = [&](const std::string& location, int64_t extra_length) {
+    onnx::ModelProto m = mlp_proto();
+    std::ofstream bin(dir.file("weights.bin"), std::ios::binary | std::ios::trunc);
+    int64_t at = 0;
+    for (auto& t : *m.mutable_graph()->mutable_initializer()) {
+      if (!t.has_raw_data()) continue;
+      const std::string bytes = t.raw_data();
+      bin.write(bytes.data(), std::streamsize(bytes.size()));
+      t.clear_raw_data();
+      t.set_data_location(onnx::TensorProto::EXTERNAL);
+      auto add = [&](const char* key, const std::string& value) {
+        auto* e = t.add_external_data();
+        e->set_key(key);
+        e->set_value(value);
+      };
+      add("location", location);
+      add("offset", std::to_string(at));
+      add("length", std::to_string(int64_t(bytes.size()) + extra_length));
+      at += int64_t(bytes.size());
+    }
+    bin.close();
+    EXPECT_GT(at, 0) << "mlp.onnx has no initializer with raw data to move";
+    std::ofstream(dir.file("model.onnx"), std::ios::binary) << m.SerializeAsString();
+    return dir.file("model.onnx");
+  };
+  const GraphSpec outside = graph_from_onnx(external("weights.bin", 0), {1, 8, 8});
+  ASSERT_EQ(outside.layers.size(), inside.layers.size());
+  for (size_t i = 0; i < inside.layers.size(); ++i)
+    EXPECT_EQ(outside.layers[i].init_params, inside.layers[i].init_params) << inside.layers[i].name;
+
+  auto error = [&](const std::string& path) {
+    try {
+      graph_from_onnx(path, {1, 8, 8});
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::string what = error(external("../weights.bin", 0));
+  EXPECT_NE(what.find("is not a file in the model's folder"), std::string::npos) << what;
+  what = error(external("missing.bin", 0));
+  EXPECT_NE(what.find("cannot open its external data file"), std::string::npos) << what;
+  what = error(external("weights.bin", 1 << 20));
+  EXPECT_NE(what.find("initializer '"), std::string::npos) << what;
+  EXPECT_NE(what.find("is outside"), std::string::npos) << what;
 }
 
 TEST(OnnxImport, MissingInitializerNamesTheNodeAndTheValue) {

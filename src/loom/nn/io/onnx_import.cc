@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -253,13 +254,11 @@ Value Importer::tensor_value(const onnx::TensorProto& t, const std::string& what
     numel *= d;
     v.dims.push_back(d);
   }
-  if (t.data_location() == onnx::TensorProto::EXTERNAL)
-    fail_config(
-        fmt::format("{}: its data is in an external file; loom reads models whose "
-                    "weights are inside the .onnx file",
-                    what));
-  const std::string& raw = t.raw_data();
-  const bool has_raw = t.has_raw_data();
+  // Models over protobuf's 2 GB keep their weights in files beside the .onnx file.
+  const bool external = t.data_location() == onnx::TensorProto::EXTERNAL;
+  const std::string external_bytes = external ? external_data(t, what) : std::string();
+  const std::string& raw = external ? external_bytes : t.raw_data();
+  const bool has_raw = external || t.has_raw_data();
   auto check = [&](int64_t have) {
     if (have != numel)
       fail_input(fmt::format("{}: shape {} needs {} values, the file holds {}", what,
@@ -337,6 +336,49 @@ Value Importer::tensor_value(const onnx::TensorProto& t, const std::string& what
           t.data_type());
   }
   return v;
+}
+
+std::string Importer::external_data(const onnx::TensorProto& t, const std::string& what) const {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& e : t.external_data()) {
+    auto number = [&](const char* key) {
+      const std::string& v = e.value();
+      if (v.empty() || v.size() > 18 ||
+          !std::all_of(v.begin(), v.end(), [](char c) { return std::isdigit(uint8_t(c)); }))
+        fail_input(fmt::format("{}: external data {} '{}' is not a byte count", what, key, v));
+      return int64_t(std::stoll(v));
+    };
+    if (e.key() == "location") location = e.value();
+    if (e.key() == "offset") offset = number("offset");
+    if (e.key() == "length") length = number("length");
+  }
+  // The location is a path relative to the model's folder (ONNX's rule); one that leaves it is
+  // refused rather than read.
+  const std::filesystem::path rel(location);
+  bool inside = !location.empty() && rel.is_relative();
+  for (const auto& part : rel) inside = inside && part != "..";
+  if (!inside)
+    fail_input(fmt::format("{}: external data location '{}' is not a file in the model's folder",
+                           what, location));
+  const std::filesystem::path path = std::filesystem::path(file_).parent_path() / rel;
+  std::ifstream f(path, std::ios::binary);
+  if (!f)
+    fail_input(fmt::format("{}: cannot open its external data file {}", what, path.string()));
+  f.seekg(0, std::ios::end);
+  const int64_t size = int64_t(f.tellg());
+  if (length < 0) length = size - offset;
+  if (offset > size || length < 0 || length > size - offset)
+    fail_input(fmt::format("{}: external data [{}, {}) is outside {} ({} bytes)", what, offset,
+                           offset + length, path.string(), size));
+  if (length > int64_t(8) * kMaxElements)
+    fail_input(fmt::format("{}: {} bytes of external data is more than a tensor loom trains", what,
+                           length));
+  std::string bytes(size_t(length), '\0');
+  f.seekg(offset);
+  f.read(bytes.data(), length);
+  if (!f) fail_input(fmt::format("{}: cannot read its external data from {}", what, path.string()));
+  return bytes;
 }
 
 void Importer::check_versions(const onnx::ModelProto& model) {

@@ -164,6 +164,8 @@ class Importer {
   void check_versions(const onnx::ModelProto& model);
   void read_input(const onnx::GraphProto& g);
   Value tensor_value(const onnx::TensorProto& t, const std::string& what) const;
+  // The bytes of a tensor whose data is in a file beside the model (ONNX external data).
+  std::string external_data(const onnx::TensorProto& t, const std::string& what) const;
   void read_node(const onnx::NodeProto& n);
 
   // Inputs and attributes.
