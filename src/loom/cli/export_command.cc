@@ -112,13 +112,18 @@ void run_export(const ExportArgs& args) {
                          nn::export_onnx(*m.model, w.params.data(),
                                          w.state.empty() ? nullptr : w.state.data(), p, o);
                        }});
-  for (const Target& t : targets) {
+  std::vector<std::pair<std::string, std::string>> outputs;  // path, flag
+  for (const Target& t : targets) outputs.emplace_back(t.path, t.what);
+  // A model over ONNX's inline limit writes a second file beside the .onnx one.
+  if (!args.onnx.empty() && nn::onnx_needs_external_data(*m.model))
+    outputs.emplace_back(nn::onnx_external_data_path(args.onnx), "--onnx's external data");
+  for (const auto& [path, what] : outputs) {
     std::error_code ec;
-    if (fs::exists(t.path, ec) && !args.force)
+    if (fs::exists(path, ec) && !args.force)
       throw InputError(
           fmt::format("{}: already exists ({}); loom export does not overwrite it "
                       "without --force",
-                      t.path, t.what));
+                      path, what));
   }
   for (const Target& t : targets) {
     t.write(t.path);

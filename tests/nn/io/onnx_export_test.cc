@@ -473,5 +473,45 @@ TEST(OnnxExport, WritesAtomicallyAndLeavesTheFileOnFailure) {
   fs::remove_all(dir);
 }
 
+// A model over the inline limit (lowered here; 1 GiB by default) keeps its tensors in
+// <file>.data beside the model, which loom's importer reads back to the same network.
+TEST(OnnxExport, LargeModelsKeepTheirTensorsInAFileBeside) {
+  SKIP_WITHOUT_ONNX_EXPORT();
+  const fs::path dir = fs::temp_directory_path() / fmt::format("loom_onnx_external_{}", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto m = model_from_config({"model=mlp", "mlp.hidden=[64]"}, {1, 28, 28});
+  OnnxExportOptions o;
+  o.inline_bytes = 1 << 16;
+  ASSERT_TRUE(onnx_needs_external_data(*m, o));
+  EXPECT_FALSE(onnx_needs_external_data(*m));
+  const std::string path = (dir / "mlp.onnx").string();
+  export_onnx(*m, m->params(), m->state(), path, o);
+  const std::string data = onnx_external_data_path(path);
+  ASSERT_TRUE(fs::exists(data));
+  // The weight matrices (over 1 KiB each) are outside; the model file is what is left.
+  EXPECT_GT(fs::file_size(data), fs::file_size(path));
+  EXPECT_GE(fs::file_size(data), size_t(784 * 64 * 4));
+#if LOOM_HAVE_ONNX
+  if (onnx::ModelProto p; p.ParseFromString([&] {
+        std::ifstream f(path, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+      }())) {
+    int outside = 0;
+    for (const auto& t : p.graph().initializer())
+      outside += t.data_location() == onnx::TensorProto::EXTERNAL;
+    EXPECT_GE(outside, 2);
+  } else {
+    ADD_FAILURE() << path << " does not parse";
+  }
+#endif
+  GraphSpec g = graph_from_onnx(path, m->input_shape());
+  Model back(cpu_backend(), m->input_shape(), 10, build_nodes(g, m->input_shape()));
+  back.init_params(12345);  // ignored: every layer has the file's weights
+  const auto x = inputs(m->input_shape(), 3);
+  EXPECT_EQ(eval(back, x, 3), eval(*m, x, 3));
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace loom::nn

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <set>
@@ -46,6 +47,11 @@ std::string onnx_model_bytes(const Model&, const float*, const float*, const Onn
   throw ConfigError(
       "this loom was built without ONNX export; install libonnx-dev and libprotobuf-dev "
       "(scripts/setup) and rebuild");
+}
+
+void export_onnx(const Model& model, const float* params, const float* state, const std::string&,
+                 const OnnxExportOptions& options) {
+  onnx_model_bytes(model, params, state, options);
 }
 
 #else
@@ -520,12 +526,18 @@ void full_check(const onnx::ModelProto& m) {
 
 }  // namespace
 
-std::string onnx_model_bytes(const Model& model, const float* params, const float* state,
-                             const OnnxExportOptions& options) {
+namespace {
+
+onnx::ModelProto checked_model(const Model& model, const float* params, const float* state,
+                               const OnnxExportOptions& options) {
   if (options.batch < 0)
     throw ConfigError(fmt::format("ONNX export: batch {} is negative", options.batch));
-  const onnx::ModelProto m = Exporter(model, params, state, options).run();
+  onnx::ModelProto m = Exporter(model, params, state, options).run();
   full_check(m);
+  return m;
+}
+
+std::string serialized(const onnx::ModelProto& m, const Model& model) {
   std::string bytes;
   if (!m.SerializeToString(&bytes))
     throw ConfigError(fmt::format(
@@ -533,12 +545,49 @@ std::string onnx_model_bytes(const Model& model, const float* params, const floa
   return bytes;
 }
 
-#endif  // LOOM_HAVE_ONNX
+}  // namespace
+
+std::string onnx_model_bytes(const Model& model, const float* params, const float* state,
+                             const OnnxExportOptions& options) {
+  return serialized(checked_model(model, params, state, options), model);
+}
 
 void export_onnx(const Model& model, const float* params, const float* state,
                  const std::string& path, const OnnxExportOptions& options) {
-  const std::string bytes = onnx_model_bytes(model, params, state, options);
-  core::write_file_atomically(path, bytes);
+  onnx::ModelProto m = checked_model(model, params, state, options);
+  if (onnx_needs_external_data(model, options)) {
+    // Every tensor of 1 KiB or more moves, end to end, into one file beside the model; its
+    // location is relative to the model's folder, as ONNX's external data rule reads it.
+    const std::string data_path = onnx_external_data_path(path);
+    const std::string location = std::filesystem::path(data_path).filename().string();
+    std::string data;
+    for (auto& t : *m.mutable_graph()->mutable_initializer()) {
+      if (t.raw_data().size() < 1024) continue;
+      const size_t offset = data.size();
+      data += t.raw_data();
+      t.clear_raw_data();
+      t.set_data_location(onnx::TensorProto::EXTERNAL);
+      for (const auto& [key, value] : {std::pair<std::string, std::string>{"location", location},
+                                       {"offset", std::to_string(offset)},
+                                       {"length", std::to_string(data.size() - offset)}}) {
+        auto* e = t.add_external_data();
+        e->set_key(key);
+        e->set_value(value);
+      }
+    }
+    core::write_file_atomically(data_path, data);
+  }
+  core::write_file_atomically(path, serialized(m, model));
+}
+
+#endif  // LOOM_HAVE_ONNX
+
+bool onnx_needs_external_data(const Model& model, const OnnxExportOptions& options) {
+  return (model.num_params() + model.num_state()) * int64_t(sizeof(float)) > options.inline_bytes;
+}
+
+std::string onnx_external_data_path(const std::string& path) {
+  return path + ".data";
 }
 
 }  // namespace loom::nn

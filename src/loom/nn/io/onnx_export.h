@@ -23,6 +23,9 @@ struct OnnxExportOptions {
   // The batch axis: 0 leaves it free ("batch"); n > 0 fixes it at n, for runtimes that want
   // static shapes.
   int64_t batch = 0;
+  // Parameters and state over this many bytes go to a file beside the model (protobuf
+  // serializes at most 2 GB).
+  int64_t inline_bytes = int64_t(1) << 30;
 };
 
 // The ONNX model as serialized bytes. params: model.num_params() floats in the model's order
@@ -34,8 +37,16 @@ struct OnnxExportOptions {
 std::string onnx_model_bytes(const Model& model, const float* params, const float* state,
                              const OnnxExportOptions& options = {});
 
-// onnx_model_bytes written to `path` atomically: a temporary file in the same folder, renamed
-// over `path` once complete; on failure `path` is untouched and InputError names it.
+// Protobuf serializes at most 2 GB: a model whose parameters and state pass
+// OnnxExportOptions::inline_bytes keeps its tensors in a file beside the .onnx file (ONNX
+// external data).
+bool onnx_needs_external_data(const Model& model, const OnnxExportOptions& options = {});
+// That file: `path` + ".data", named in the model relative to its folder.
+std::string onnx_external_data_path(const std::string& path);
+
+// The checked model written to `path` atomically: a temporary file in the same folder, renamed
+// over `path` once complete; on failure `path` is untouched and InputError names it. A model
+// that onnx_needs_external_data writes onnx_external_data_path(path) first, the same way.
 void export_onnx(const Model& model, const float* params, const float* state,
                  const std::string& path, const OnnxExportOptions& options = {});
 
