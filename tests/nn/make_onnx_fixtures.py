@@ -293,6 +293,23 @@ class GptMha(nn.Module):
         return self.head(self.ln(self.blocks(self.inp(x) + self.pos))[:, -1])
 
 
+class MhaPool(nn.Module):
+    """nn.MultiheadAttention called as most code does (need_weights left on, the weights
+    dropped) and the mean over the positions, a sequence classifier's pooling (ReduceMean over
+    axis 1)."""
+
+    def __init__(self, features=4, d=16, heads=4):
+        super().__init__()
+        self.inp = nn.Linear(features, d)
+        self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x):
+        h = self.inp(x)
+        out, _ = self.attn(h, h, h)
+        return self.head(out.mean(dim=1))
+
+
 def vit():
     """torchvision's VisionTransformer, small: the patch Conv, the class token (Expand of a
     parameter to the batch, then Concat), the position table, nn.MultiheadAttention blocks and
@@ -426,6 +443,8 @@ def main():
     export("gpt_mha", GptMha(), (8, 4), train_ref=True)
     torch.manual_seed(13)
     export("vit", vit(), (3, 16, 16), train_ref=False)
+    torch.manual_seed(14)
+    export("mha_pool", MhaPool(), (8, 4), train_ref=True)
 
 
 if __name__ == "__main__":

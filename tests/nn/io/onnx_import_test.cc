@@ -244,6 +244,18 @@ TEST(OnnxImport, MultiheadAttentionGptMatchesPytorch) {
     }
 }
 
+// nn.MultiheadAttention with its averaged weights asked for and dropped, and the mean over the
+// positions: ReduceMean over axis 1 is a transpose, a reshape and a global average pool.
+TEST(OnnxImport, MeanOverPositionsMatchesPytorch) {
+  SKIP_WITHOUT_ONNX_IMPORT();
+  check_against_pytorch("mha_pool");
+  GraphSpec g = graph_from_onnx(fixture("mha_pool.onnx"), {8, 4});
+  std::map<std::string, int> count;
+  for (const auto& l : g.layers) ++count[l.type];
+  EXPECT_EQ(count["globalavgpool2d"], 1);
+  EXPECT_EQ(count["matmul"], 2);
+}
+
 // torchvision's ViT: its class token (a parameter expanded to the batch, then a Concat) is a
 // class_token layer holding the parameter's values.
 TEST(OnnxImport, VisionTransformerMatchesPytorch) {
@@ -630,6 +642,21 @@ TEST(OnnxImport, MovedBatchAxesAndOtherMasksAreRefusedByNode) {
   what = import_error(m, {8, 4});
   EXPECT_NE(what.find("node '/blocks/blocks.1/Where' (Where)"), std::string::npos) << what;
   EXPECT_NE(what.find("causal mask"), std::string::npos) << what;
+}
+
+// A mean over the batch axis has no layer: refused naming the node.
+TEST(OnnxImport, MeanOverTheBatchIsRefusedByNode) {
+  onnx::ModelProto m;
+  ASSERT_TRUE(m.ParseFromString(read_bytes(fixture("mha_pool.onnx"))));
+  bool found = false;
+  for (auto& n : *m.mutable_graph()->mutable_node())
+    if (n.op_type() == "ReduceMean")
+      for (auto& a : *n.mutable_attribute())
+        if (a.name() == "axes") a.set_ints(0, 0), found = true;
+  ASSERT_TRUE(found);
+  const std::string what = import_error(m, {8, 4});
+  EXPECT_NE(what.find("(ReduceMean)"), std::string::npos) << what;
+  EXPECT_NE(what.find("not over the batch"), std::string::npos) << what;
 }
 
 // Clip other than ReLU6's bounds, or a HardSigmoid other than PyTorch's, is refused naming the

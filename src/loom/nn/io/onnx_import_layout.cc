@@ -271,18 +271,59 @@ void Importer::reduce_mean(const onnx::NodeProto& n) {
   const Value& x = activation(n, 0);
   std::vector<int64_t> axes = attr_ints(n, "axes", {});
   const int64_t rank = int64_t(x.shape.size()) + 1;
+  if (axes.empty())
+    for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
   for (int64_t& a : axes)
     if (a < 0) a += rank;
   std::sort(axes.begin(), axes.end());
-  if (rank != 4 || axes != std::vector<int64_t>{2, 3})
-    fail_node(n, fmt::format("axes {} of {}: loom reads ReduceMean only over the plane of an "
-                             "image (axes 2 and 3 of [batch, C, H, W])",
+  if (axes.front() < 1 || axes.back() >= rank ||
+      std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+    fail_node(n, fmt::format("axes {} of {}: loom averages over axes of each sample, not over "
+                             "the batch",
                              dims_text(attr_ints(n, "axes", {})), batch_shape_text(x.shape)));
-  if (attr_int(n, "keepdims", 1) != 0) {
-    emit(n, "globalavgpool2d", {&x}, {x.shape[0], 1, 1}).params["keep_dims"] = cv(true);
-  } else {
-    emit(n, "globalavgpool2d", {&x}, {x.shape[0]});
+  const bool keep = attr_int(n, "keepdims", 1) != 0;
+  if (rank == 4 && axes == std::vector<int64_t>{2, 3}) {
+    // The plane of an image: the global average pool itself.
+    LayerSpec& l =
+        emit(n, "globalavgpool2d", {&x}, keep ? Shape{x.shape[0], 1, 1} : Shape{x.shape[0]});
+    if (keep) l.params["keep_dims"] = cv(true);
+    return;
   }
+  // Any other axes (the positions of [T, D], pooled for a sequence's class): those kept, then
+  // those averaged, as [kept, averaged, 1], whose global average pool is the mean.
+  std::vector<int64_t> perm, kept_axes;
+  for (int64_t a = 1; a < rank; ++a)
+    if (!std::binary_search(axes.begin(), axes.end(), a)) perm.push_back(a - 1);
+  const size_t kept_count = perm.size();
+  for (int64_t a : axes) perm.push_back(a - 1);
+  int64_t kept = 1, averaged = 1;
+  Shape out;
+  for (size_t i = 0; i < perm.size(); ++i)
+    (i < kept_count ? kept : averaged) *= x.shape[size_t(perm[i])];
+  for (int64_t a = 1; a < rank; ++a) {
+    const bool reduced = std::binary_search(axes.begin(), axes.end(), a);
+    if (!reduced || keep) out.push_back(reduced ? 1 : x.shape[size_t(a - 1)]);
+  }
+  if (out.empty()) out = {1};
+  Value v = x;
+  bool identity = true;
+  for (size_t i = 0; i < perm.size(); ++i) identity = identity && perm[i] == int64_t(i);
+  if (!identity) {
+    Shape t;
+    for (int64_t a : perm) t.push_back(x.shape[size_t(a)]);
+    emit(n, "transpose", {&v}, t, "Transpose", kInner).params["perm"] = cv_ints(perm);
+    v = inner_value(t);
+  }
+  const Shape planes = {kept, averaged, 1};
+  emit(n, "reshape", {&v}, planes, "Reshape", kInner).params["shape"] = cv_ints(planes);
+  v = inner_value(planes);
+  if (out == Shape{kept}) {
+    emit(n, "globalavgpool2d", {&v}, out);
+    return;
+  }
+  emit(n, "globalavgpool2d", {&v}, {kept}, "", kInner);
+  v = inner_value({kept});
+  emit(n, "reshape", {&v}, out).params["shape"] = cv_ints(out);
 }
 
 }  // namespace loom::nn::onnx_import
