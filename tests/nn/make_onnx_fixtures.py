@@ -310,6 +310,28 @@ class MhaPool(nn.Module):
         return self.head(out.mean(dim=1))
 
 
+class EinsumAttention(nn.Module):
+    """Attention written with torch.einsum on [batch, T, heads, d] (no transposes), as some code
+    writes it: "bqhd,bkhd->bhqk" and "bhqk,bkhd->bqhd" (ONNX's Einsum)."""
+
+    def __init__(self, features=4, d=16, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.inp = nn.Linear(features, d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        h = self.inp(x)
+        d = h.shape[-1]
+        q, k, v = (z.reshape(b, t, self.heads, d // self.heads) for z in self.qkv(h).split(d, 2))
+        att = torch.einsum("bqhd,bkhd->bhqk", q, k) * (d // self.heads) ** -0.5
+        y = torch.einsum("bhqk,bkhd->bqhd", att.softmax(-1), v).reshape(b, t, d)
+        return self.head(self.proj(y)[:, -1])
+
+
 def vit():
     """torchvision's VisionTransformer, small: the patch Conv, the class token (Expand of a
     parameter to the batch, then Concat), the position table, nn.MultiheadAttention blocks and
@@ -445,6 +467,8 @@ def main():
     export("vit", vit(), (3, 16, 16), train_ref=False)
     torch.manual_seed(14)
     export("mha_pool", MhaPool(), (8, 4), train_ref=True)
+    torch.manual_seed(15)
+    export("einsum", EinsumAttention(), (8, 4), train_ref=True)
 
 
 if __name__ == "__main__":

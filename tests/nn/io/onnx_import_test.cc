@@ -256,6 +256,18 @@ TEST(OnnxImport, MeanOverPositionsMatchesPytorch) {
   EXPECT_EQ(count["matmul"], 2);
 }
 
+// Einsum that is a batched product, on [batch, T, heads, d] with the result in another order:
+// transposes and reshapes around a matmul.
+TEST(OnnxImport, EinsumAttentionMatchesPytorch) {
+  SKIP_WITHOUT_ONNX_IMPORT();
+  check_against_pytorch("einsum");
+  GraphSpec g = graph_from_onnx(fixture("einsum.onnx"), {8, 4});
+  std::map<std::string, int> count;
+  for (const auto& l : g.layers) ++count[l.type];
+  EXPECT_EQ(count["matmul"], 2);
+  EXPECT_EQ(count["softmax"], 1);
+}
+
 // torchvision's ViT: its class token (a parameter expanded to the batch, then a Concat) is a
 // class_token layer holding the parameter's values.
 TEST(OnnxImport, VisionTransformerMatchesPytorch) {
@@ -657,6 +669,25 @@ TEST(OnnxImport, MeanOverTheBatchIsRefusedByNode) {
   const std::string what = import_error(m, {8, 4});
   EXPECT_NE(what.find("(ReduceMean)"), std::string::npos) << what;
   EXPECT_NE(what.find("not over the batch"), std::string::npos) << what;
+}
+
+// An Einsum that is not a batched matrix product (an index summed in one input only, an
+// ellipsis) is refused naming the node and the equation.
+TEST(OnnxImport, EinsumOtherThanAProductIsRefusedByNode) {
+  for (const char* eq : {"bqhd,bkhd->bhq", "...hd,bkhd->bhqk", "bqhd,bkhd->bhqkk"}) {
+    onnx::ModelProto m;
+    ASSERT_TRUE(m.ParseFromString(read_bytes(fixture("einsum.onnx"))));
+    bool found = false;
+    for (auto& n : *m.mutable_graph()->mutable_node())
+      if (n.op_type() == "Einsum" && !found) {
+        n.mutable_attribute(0)->set_s(eq);
+        found = true;
+      }
+    ASSERT_TRUE(found);
+    const std::string what = import_error(m, {8, 4});
+    EXPECT_NE(what.find("(Einsum)"), std::string::npos) << eq << ": " << what;
+    EXPECT_NE(what.find(std::string("equation '") + eq), std::string::npos) << what;
+  }
 }
 
 // Clip other than ReLU6's bounds, or a HardSigmoid other than PyTorch's, is refused naming the

@@ -33,6 +33,7 @@ const std::vector<std::string>& onnx_ops() {
                                                "Div",
                                                "Dropout",
                                                "Equal",
+                                               "Einsum",
                                                "Erf",
                                                "Expand",
                                                "Flatten",

@@ -14,7 +14,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <map>
 #include <numeric>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -181,23 +184,27 @@ Value Importer::materialized(const onnx::NodeProto& n, const Value& x) {
   return v;
 }
 
-void Importer::view_transpose(const onnx::NodeProto& n, const Value& x) {
+Value Importer::view_transposed(const Value& x, const std::vector<int64_t>& perm) const {
   const Groups g = groups_of(x);
-  const std::vector<int64_t> perm = transpose_perm(n, int64_t(g.size()));
-  if (perm.empty())
-    fail_node(n, fmt::format("perm {} is not an order of the axes of {}",
-                             dims_text(attr_ints(n, "perm", {})), dims_text(onnx_dims(x))));
   Value v = x;
   v.view.clear();
   for (int64_t a : perm) v.view.push_back(g[size_t(a)]);
   normalize(v);
-  alias(n, v);
+  return v;
+}
+
+void Importer::view_transpose(const onnx::NodeProto& n, const Value& x) {
+  const std::vector<int64_t> perm = transpose_perm(n, int64_t(groups_of(x).size()));
+  if (perm.empty())
+    fail_node(n, fmt::format("perm {} is not an order of the axes of {}",
+                             dims_text(attr_ints(n, "perm", {})), dims_text(onnx_dims(x))));
+  alias(n, view_transposed(x, perm));
 }
 
 // Reshape of a view: the ONNX value's atoms, in row-major order, regrouped into the target's
 // axes. A target axis that ends inside an atom splits it (a reshape of the stored tensor, which
 // moves no data); the batch atom is never split.
-void Importer::view_reshape(const onnx::NodeProto& n, const Value& x, std::vector<int64_t> t) {
+Value Importer::view_reshaped(const onnx::NodeProto& n, const Value& x, std::vector<int64_t> t) {
   const Groups g = groups_of(x);
   const std::vector<int64_t> dims = onnx_dims(x);
   const std::string asked = dims_text(t);
@@ -300,10 +307,10 @@ void Importer::view_reshape(const onnx::NodeProto& n, const Value& x, std::vecto
     v.view.push_back(atoms);
   }
   normalize(v);
-  alias(n, v);
+  return v;
 }
 
-void Importer::view_matmul(const onnx::NodeProto& n, const Value& a, const Value& b) {
+Value Importer::view_product(const onnx::NodeProto& n, const Value& a, const Value& b) {
   const Groups ga = groups_of(a), gb = groups_of(b);
   const size_t r = ga.size();
   const std::vector<int64_t> da = onnx_dims(a), db = onnx_dims(b);
@@ -320,7 +327,7 @@ void Importer::view_matmul(const onnx::NodeProto& n, const Value& a, const Value
     return atom == 0 ? kBatch : x.shape[size_t(atom - 1)];
   };
   auto order_for = [&](const Value& x, const Groups& g) {
-    std::vector<int> order = {0}, sizes;
+    std::vector<int> order = {0};
     for (size_t i = 0; i + 2 < r; ++i)
       for (int atom : g[i])
         if (atom != 0) order.push_back(atom);
@@ -351,14 +358,93 @@ void Importer::view_matmul(const onnx::NodeProto& n, const Value& a, const Value
     return v;
   };
   Value sa = stored(a, ga), sb = stored(b, gb);
-  Value view = sa;  // the product has a's axes, its last of size N
+  const Groups product_axes = sa.view;  // a's, the last of size N
   sa.view.clear();
   sb.view.clear();
-  matmul_of_activations(n, sa, sb);
-  Value& out = values_.at(n.output(0));
-  out.view = view.view;
-  if (out.view.empty()) return;
+  Shape shape = MatMul::output_shape(sa.shape, sb.shape);
+  if (shape.empty()) fail_node(n, what);
+  emit(n, "matmul", {&sa, &sb}, shape, "", kInner);
+  Value out = inner_value(shape);
+  out.view = product_axes;
   normalize(out);
+  return out;
+}
+
+// Einsum of two activations that is a batched matrix product: every index in both inputs and
+// the result (batch, heads, groups), in one input and the result (rows, columns), or in both
+// inputs only (summed). Each input is put in order [batch indices, rows, summed] and
+// [batch indices, summed, columns] by views, multiplied, and the product's axes put in the
+// result's order; MaxViT's "B G H I D, B G H J D -> B G H I J" is q kᵀ.
+void Importer::einsum(const onnx::NodeProto& n) {
+  only_attrs(n, {"equation"});
+  std::string eq;
+  for (char c : attr_string(n, "equation"))
+    if (c != ' ') eq += c;
+  const size_t comma = eq.find(','), arrow = eq.find("->");
+  const std::string what = fmt::format(
+      "equation '{}': loom reads Einsum of two activations as a batched matrix product "
+      "(\"bhid,bhjd->bhij\"): each index once per term, in both inputs and the result, in one "
+      "input and the result, or summed over both inputs",
+      attr_string(n, "equation"));
+  if (n.input_size() != 2 || comma == std::string::npos || arrow == std::string::npos ||
+      comma > arrow || eq.find("...") != std::string::npos)
+    fail_node(n, what);
+  const std::string ta = eq.substr(0, comma), tb = eq.substr(comma + 1, arrow - comma - 1),
+                    to = eq.substr(arrow + 2);
+  const Value& a = activation(n, 0);
+  const Value& b = activation(n, 1);
+  const std::vector<int64_t> da = onnx_dims(a), db = onnx_dims(b);
+  auto distinct = [](const std::string& t) {
+    return std::all_of(t.begin(), t.end(), [](char c) { return std::isalpha(uint8_t(c)); }) &&
+           std::set<char>(t.begin(), t.end()).size() == t.size();
+  };
+  if (!distinct(ta) || !distinct(tb) || !distinct(to) || ta.size() != da.size() ||
+      tb.size() != db.size())
+    fail_node(n, what);
+  std::map<char, int64_t> size;
+  for (size_t i = 0; i < ta.size(); ++i) size[ta[i]] = da[i];
+  for (size_t i = 0; i < tb.size(); ++i)
+    if (size.count(tb[i]) && size[tb[i]] != db[i])
+      fail_node(n, fmt::format("index '{}' is {} in one input and {} in the other", tb[i],
+                               dims_text({size[tb[i]]}), dims_text({db[i]})));
+    else
+      size[tb[i]] = db[i];
+  std::string lead, rows, cols, sum;  // index letters by class, rows and columns in `to`'s order
+  for (char c : to) {
+    const bool in_a = ta.find(c) != std::string::npos, in_b = tb.find(c) != std::string::npos;
+    (in_a && in_b ? lead : in_a ? rows : in_b ? cols : sum) += c;
+  }
+  for (char c : ta)
+    if (tb.find(c) != std::string::npos && to.find(c) == std::string::npos) sum += c;
+  if (rows.empty() || cols.empty() || sum.empty() ||
+      lead.size() + rows.size() + sum.size() != ta.size() ||
+      lead.size() + cols.size() + sum.size() != tb.size())
+    fail_node(n, what);
+  // One input as [lead..., the product of `first`, the product of `second`].
+  auto operand = [&](const Value& x, const std::string& t, const std::string& first,
+                     const std::string& second) {
+    std::vector<int64_t> perm, shape;
+    for (const std::string& part : {lead, first, second})
+      for (char c : part) perm.push_back(int64_t(t.find(c)));
+    for (char c : lead) shape.push_back(size[c]);
+    for (const std::string& part : {first, second}) {
+      int64_t p = 1;
+      for (char c : part) {
+        if (is_batch(size[c])) fail_node(n, what + "; the batch is not a shared index here");
+        p *= size[c];
+      }
+      shape.push_back(p);
+    }
+    return view_reshaped(n, view_transposed(x, perm), shape);
+  };
+  const Value product = view_product(n, operand(a, ta, rows, sum), operand(b, tb, sum, cols));
+  // [lead..., rows..., cols...], then the result's order.
+  std::vector<int64_t> shape;
+  std::string order = lead + rows + cols;
+  for (char c : order) shape.push_back(size[c]);
+  std::vector<int64_t> perm;
+  for (char c : to) perm.push_back(int64_t(order.find(c)));
+  alias(n, view_transposed(view_reshaped(n, product, shape), perm));
 }
 
 void Importer::read_on_storage(const onnx::NodeProto& n, int last_axes) {
@@ -424,7 +510,11 @@ bool Importer::read_view_node(const onnx::NodeProto& n) {
         (t[0] == kBatch || t[0] == -1 || t[0] == 0 || (static_batch_ > 0 && t[0] == static_batch_));
     for (size_t i = 1; simple && i < t.size(); ++i) simple = !is_batch(t[i]);
     if (simple) return false;
-    view_reshape(n, x, std::move(t));
+    alias(n, view_reshaped(n, x, std::move(t)));
+    return true;
+  }
+  if (op == "Einsum") {
+    einsum(n);
     return true;
   }
   if (!has_view_input(values_, n)) return false;
@@ -448,7 +538,7 @@ bool Importer::read_view_node(const onnx::NodeProto& n) {
       read_on_storage(n, 1);
       return true;
     }
-    view_matmul(n, values_.at(n.input(0)), values_.at(n.input(1)));
+    alias(n, view_product(n, values_.at(n.input(0)), values_.at(n.input(1))));
     return true;
   }
   if ((op == "Mul" || op == "Div" || op == "Add" || op == "Sub") && n.input_size() == 2) {

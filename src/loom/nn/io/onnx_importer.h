@@ -314,8 +314,13 @@ class Importer {
   // (true), or turns its inputs' views into stored tensors for the readers above (false).
   bool read_view_node(const onnx::NodeProto& n);
   void view_transpose(const onnx::NodeProto& n, const Value& x);
-  void view_reshape(const onnx::NodeProto& n, const Value& x, std::vector<int64_t> target);
-  void view_matmul(const onnx::NodeProto& n, const Value& a, const Value& b);
+  Value view_transposed(const Value& x, const std::vector<int64_t>& perm) const;
+  // x as ONNX's Reshape to `target` gives it (a reshape layer inside n where a stored axis is cut).
+  Value view_reshaped(const onnx::NodeProto& n, const Value& x, std::vector<int64_t> target);
+  // The batched product of a [..., M, K] and b [..., K, N] (a matmul layer inside n, with the
+  // transposes and reshapes its stored inputs need).
+  Value view_product(const onnx::NodeProto& n, const Value& a, const Value& b);
+  void einsum(const onnx::NodeProto& n);
   // Reads n on the stored tensors of its view inputs (ops per element, or along the last
   // `last_axes` axes, which are stored last first), then gives its outputs the first view
   // input's axes.
