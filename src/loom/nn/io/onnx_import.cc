@@ -364,8 +364,7 @@ std::string Importer::external_data(const onnx::TensorProto& t, const std::strin
                            what, location));
   const std::filesystem::path path = std::filesystem::path(file_).parent_path() / rel;
   std::ifstream f(path, std::ios::binary);
-  if (!f)
-    fail_input(fmt::format("{}: cannot open its external data file {}", what, path.string()));
+  if (!f) fail_input(fmt::format("{}: cannot open its external data file {}", what, path.string()));
   f.seekg(0, std::ios::end);
   const int64_t size = int64_t(f.tellg());
   if (length < 0) length = size - offset;
