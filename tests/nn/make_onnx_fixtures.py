@@ -347,6 +347,15 @@ def vit():
     return model
 
 
+def maxvit():
+    """torchvision's MaxVit, small (16 x 16 images, two stages, 2 x 2 windows and grids): its
+    window attention multiplies by Einsum and adds a relative position bias gathered from a
+    learned table by a constant index; the last stage has a single window (axes of size 1)."""
+    from torchvision.models.maxvit import MaxVit
+    return MaxVit(input_size=(16, 16), stem_channels=8, partition_size=2, block_channels=[8, 16],
+                  block_layers=[1, 1], head_dim=4, stochastic_depth_prob=0.0, num_classes=10)
+
+
 class ConvNextBlock(nn.Module):
     """ConvNeXt's block as torchvision writes it: a depthwise 7x7 Conv, a permute to
     channels-last, nn.LayerNorm and two nn.Linear over the channels of [batch, H, W, C] (MatMul on
@@ -469,6 +478,8 @@ def main():
     export("mha_pool", MhaPool(), (8, 4), train_ref=True)
     torch.manual_seed(15)
     export("einsum", EinsumAttention(), (8, 4), train_ref=True)
+    torch.manual_seed(16)
+    export("maxvit", maxvit(), (3, 16, 16), train_ref=True)
 
 
 if __name__ == "__main__":

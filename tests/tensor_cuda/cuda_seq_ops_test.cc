@@ -13,6 +13,7 @@
 #include "loom/core/config.h"
 #include "loom/nn/graph/model_zoo.h"
 #include "loom/nn/layers/embedding.h"
+#include "loom/nn/layers/relative_position_bias.h"
 #include "loom/plan/model_reader.h"
 #include "tensor_cuda/gpu_compare.h"
 
@@ -87,6 +88,37 @@ TEST(CudaSeqOps, ClassTokenMatchesCpu) {
     return Result{download(be, d_y, size_t(batch * out)),
                   download(be, d_dx, size_t(batch * time * dim)),
                   download(be, d_dtable, size_t(count * dim))};
+  };
+  const Result c = run(cpu()), g = run(gpu());
+  EXPECT_BITS_EQ(g.y, c.y);
+  EXPECT_BITS_EQ(g.dx, c.dx);
+  EXPECT_NMSE_LE(g.dtable, c.dtable, kNmseReduction);
+}
+
+// Window attention's relative position bias: a gather, a broadcast add, and the table's
+// gradient summed over blocks and scattered back.
+TEST(CudaSeqOps, RelativePositionBiasMatchesCpu) {
+  LOOM_REQUIRE_GPU();
+  const int64_t batch = 3, w = 4, heads = 3, n = w * w, per = 2 * heads * n * n;
+  const int64_t params = (2 * w - 1) * (2 * w - 1) * heads;
+  const auto x = random_floats(size_t(batch * per), 7);
+  const auto table = random_floats(size_t(params), 8);
+  const auto dy = random_floats(size_t(batch * per), 9);
+  struct Result {
+    std::vector<float> y, dx, dtable;
+  };
+  auto run = [&](Backend& be) {
+    nn::RelativePositionBias layer(w, heads);
+    layer.build({2, heads, n, n});
+    auto d_table = upload(be, table), d_x = upload(be, x), d_dy = upload(be, dy);
+    DeviceBuffer<float> d_dtable(be, params), d_y(be, batch * per), d_dx(be, batch * per);
+    layer.bind(d_table.data(), d_dtable.data());
+    nn::Context ctx;
+    ctx.backend = &be;
+    layer.forward(ctx, d_x.data(), d_y.data(), batch);
+    layer.backward(ctx, d_x.data(), d_y.data(), d_dy.data(), d_dx.data(), batch);
+    return Result{download(be, d_y, size_t(batch * per)), download(be, d_dx, size_t(batch * per)),
+                  download(be, d_dtable, size_t(params))};
   };
   const Result c = run(cpu()), g = run(gpu());
   EXPECT_BITS_EQ(g.y, c.y);

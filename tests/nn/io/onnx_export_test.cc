@@ -21,8 +21,10 @@
 #include "loom/nn/layers/attention_parts.h"
 #include "loom/nn/layers/batchnorm.h"
 #include "loom/nn/layers/conv2d.h"
+#include "loom/nn/layers/embedding.h"
 #include "loom/nn/layers/layernorm.h"
 #include "loom/nn/layers/linear.h"
+#include "loom/nn/layers/relative_position_bias.h"
 #include "loom/plan/model_reader.h"
 #include "loom/tensor/backend_registry.h"
 
@@ -205,6 +207,46 @@ TEST(OnnxExport, AttentionBlockRoundTripsThroughTheImporter) {
   auto sc = dynamic_cast<const Scale*>(b.layers()[size_t(b.find_layer("scaled"))].get());
   ASSERT_NE(sc, nullptr);
   EXPECT_FLOAT_EQ(sc->factor(), 0.35355339f);
+}
+
+// Window attention's relative position bias and ViT's class token come back as themselves,
+// with their tables.
+TEST(OnnxExport, RelativePositionBiasAndClassTokenRoundTrip) {
+  SKIP_WITHOUT_ONNX_EXPORT();
+  auto m = model_from_toml(R"(
+[[layer]]
+type = "reshape"
+shape = [49, 4, 4]
+[[layer]]
+type = "relative_position_bias"
+name = "bias"
+window = 2
+heads = 49
+[[layer]]
+type = "reshape"
+shape = [49, 16]
+[[layer]]
+type = "class_token"
+name = "cls"
+count = 2
+[[layer]]
+type = "flatten"
+[[layer]]
+type = "linear"
+out = 10
+)",
+                           {1, 28, 28});
+  auto back = round_trip(*m);
+  EXPECT_EQ(exported_kinds(*back), exported_kinds(*m));
+  const Model& b = *back;
+  auto bias =
+      dynamic_cast<const RelativePositionBias*>(b.layers()[size_t(b.find_layer("bias"))].get());
+  ASSERT_NE(bias, nullptr);
+  EXPECT_EQ(bias->window(), 2);
+  EXPECT_EQ(bias->heads(), 49);
+  auto cls = dynamic_cast<const ClassToken*>(b.layers()[size_t(b.find_layer("cls"))].get());
+  ASSERT_NE(cls, nullptr);
+  EXPECT_EQ(cls->count(), 2);
 }
 
 // batchnorm1d over [C, L] samples: the importer reads BatchNormalization of rank 3 too.

@@ -268,6 +268,25 @@ TEST(OnnxImport, EinsumAttentionMatchesPytorch) {
   EXPECT_EQ(count["softmax"], 1);
 }
 
+// torchvision's MaxViT: Einsum products, and the relative position bias gathered from a learned
+// table is a relative_position_bias layer holding that table; the last stage's single window
+// leaves axes of size 1 around the products.
+TEST(OnnxImport, MaxVitMatchesPytorch) {
+  SKIP_WITHOUT_ONNX_IMPORT();
+  check_against_pytorch("maxvit");
+  GraphSpec g = graph_from_onnx(fixture("maxvit.onnx"), {3, 16, 16});
+  std::map<std::string, int> count;
+  for (const auto& l : g.layers) ++count[l.type];
+  EXPECT_EQ(count["relative_position_bias"], 4);  // block and grid attention, two stages
+  EXPECT_EQ(count["matmul"], 8);
+  for (const auto& l : g.layers)
+    if (l.type == "relative_position_bias") {
+      EXPECT_EQ(std::get<int64_t>(l.params.at("window").value), 2);
+      const int64_t heads = std::get<int64_t>(l.params.at("heads").value);
+      EXPECT_EQ(l.init_params.size(), size_t(9 * heads));
+    }
+}
+
 // torchvision's ViT: its class token (a parameter expanded to the batch, then a Concat) is a
 // class_token layer holding the parameter's values.
 TEST(OnnxImport, VisionTransformerMatchesPytorch) {
@@ -688,6 +707,28 @@ TEST(OnnxImport, EinsumOtherThanAProductIsRefusedByNode) {
     EXPECT_NE(what.find("(Einsum)"), std::string::npos) << eq << ": " << what;
     EXPECT_NE(what.find(std::string("equation '") + eq), std::string::npos) << what;
   }
+}
+
+// Table entries gathered by an index other than Swin's are refused naming the node: loom
+// learns them only as a relative position bias.
+TEST(OnnxImport, TableBiasByAnotherIndexIsRefusedByNode) {
+  onnx::ModelProto m;
+  ASSERT_TRUE(m.ParseFromString(read_bytes(fixture("maxvit.onnx"))));
+  bool found = false;
+  for (auto& t : *m.mutable_graph()->mutable_initializer())
+    if (t.name().find("relative_position_index") != std::string::npos && !found) {
+      ASSERT_EQ(t.data_type(), onnx::TensorProto::INT64);
+      std::string raw = t.raw_data();
+      ASSERT_GE(raw.size(), 16u);
+      std::swap_ranges(raw.begin(), raw.begin() + 8, raw.begin() + 8);  // entries 0 and 1
+      t.set_raw_data(raw);
+      found = true;
+    }
+  ASSERT_TRUE(found);
+  const std::string what = import_error(m, {3, 16, 16});
+  EXPECT_NE(what.find("(Add)"), std::string::npos) << what;
+  EXPECT_NE(what.find("relative position bias"), std::string::npos) << what;
+  EXPECT_NE(what.find("its index is another"), std::string::npos) << what;
 }
 
 // Clip other than ReLU6's bounds, or a HardSigmoid other than PyTorch's, is refused naming the

@@ -21,6 +21,7 @@
 #include "loom/nn/layers/embedding.h"
 #include "loom/nn/layers/layernorm.h"
 #include "loom/nn/layers/linear.h"
+#include "loom/nn/layers/relative_position_bias.h"
 #include "loom/plan/model_reader.h"
 #include "nn/grad_check.h"
 #include "nn/reference_data.h"
@@ -276,6 +277,52 @@ TEST(SeqClassToken, RowsComeFirstAndTheirGradientSumsTheBatch) {
   layer.backward(ctx, x.data(), y.data(), dy.data(), dx.data(), 2);
   EXPECT_EQ(dtable, (std::vector<float>{0 + 8, 1 + 9}));
   EXPECT_EQ(dx, (std::vector<float>{2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15}));
+}
+
+// Scores plus gathered table entries: linear in both.
+TEST(SeqGradients, RelativePositionBias) {
+  RelativePositionBias layer(2, 3);
+  check_layer_gradients(layer, {2, 3, 4, 4}, 2, random_vector(2 * 2 * 3 * 16, 33), make_context(),
+                        {0.05, 1e-3, 1e-5});
+}
+
+// Entry (h, i, j) of every block gets the table's row for the offset of i from j, column h
+// (Swin's relative_position_index: (di + w - 1) (2w - 1) + dj + w - 1).
+TEST(SeqRelativePositionBias, EachEntryGetsTheRowOfItsOffset) {
+  const int64_t w = 3, heads = 2, n = w * w, rows = (2 * w - 1) * (2 * w - 1);
+  EXPECT_EQ(RelativePositionBias::table_row(w, 0, 0), 12);  // offset (0, 0): the centre
+  EXPECT_EQ(RelativePositionBias::table_row(w, 0, 8), 0);   // (-2, -2)
+  EXPECT_EQ(RelativePositionBias::table_row(w, 8, 0), 24);  // (2, 2)
+  EXPECT_EQ(RelativePositionBias::table_row(w, 1, 3), 8);   // (-1, 1): 1 * 5 + 3
+  RelativePositionBias layer(w, heads);
+  ASSERT_EQ(layer.build({heads, n, n}), (Shape{heads, n, n}));
+  std::vector<float> table(size_t(rows * heads)), dtable(table.size(), -1);
+  for (size_t k = 0; k < table.size(); ++k) table[k] = float(k);
+  layer.bind(table.data(), dtable.data());
+  const int64_t batch = 2, per = heads * n * n;
+  const std::vector<float> x = random_vector(batch * per, 34);
+  std::vector<float> y(x.size());
+  Context ctx = make_context();
+  layer.forward(ctx, x.data(), y.data(), batch);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          const size_t at = size_t(b * per + (h * n + i) * n + j);
+          EXPECT_EQ(y[at],
+                    x[at] + table[size_t(RelativePositionBias::table_row(w, i, j) * heads + h)]);
+        }
+  // Each table entry's gradient: the sum of dy over the entries that read it, in both samples.
+  const std::vector<float> dy(x.size(), 1.0f);
+  std::vector<float> dx(x.size());
+  layer.backward(ctx, x.data(), y.data(), dy.data(), dx.data(), batch);
+  EXPECT_EQ(dx, dy);
+  std::vector<float> uses(table.size(), 0.0f);
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        uses[size_t(RelativePositionBias::table_row(w, i, j) * heads + h)] += float(batch);
+  EXPECT_EQ(dtable, uses);
 }
 
 TEST(SeqGradients, EmbeddingTable) {

@@ -26,6 +26,7 @@
 #include "loom/nn/layers/merge.h"
 #include "loom/nn/layers/pointwise.h"
 #include "loom/nn/layers/pool2d.h"
+#include "loom/nn/layers/relative_position_bias.h"
 #include "loom/nn/layers/shape_ops.h"
 
 #if LOOM_HAVE_ONNX
@@ -343,6 +344,27 @@ void Exporter::layer(int i, const Names& in, const std::string& out) {
     attr(node("Concat", name, {rows, in[0]}, out), "axis", int64_t(1));
     return;
   }
+  if (const auto* rp = dynamic_cast<const RelativePositionBias*>(&l)) {
+    // As torchvision writes it: the table's rows by the index, [w*w, w*w, heads], moved to
+    // [heads, w*w, w*w] and added to the scores.
+    const int64_t w = rp->window(), heads = rp->heads(), cells = w * w;
+    std::vector<int64_t> index(size_t(cells * cells));
+    for (int64_t i = 0; i < cells; ++i)
+      for (int64_t j = 0; j < cells; ++j)
+        index[size_t(i * cells + j)] = RelativePositionBias::table_row(w, i, j);
+    const std::string rows = fresh(name + "/rows"), grid = fresh(name + "/grid"),
+                      bias = fresh(name + "/bias");
+    node("Gather", name + "/Gather",
+         {initializer(name + ".table", {rp->table_rows(), heads}, layer_params_),
+          int_list(name + ".index", index)},
+         rows);
+    node("Reshape", name + "/Reshape", {rows, int_list(name + ".shape", {cells, cells, heads})},
+         grid);
+    attr(node("Transpose", name + "/Transpose", {grid}, bias), "perm",
+         std::vector<int64_t>{2, 0, 1});
+    node("Add", name, {in[0], bias}, out);
+    return;
+  }
   if (dynamic_cast<const Mul*>(&l)) {
     // ONNX broadcasts a [batch, C, 1, 1] gate over [batch, C, H, W] as loom's mul does.
     node("Mul", name, in, out);
@@ -441,7 +463,8 @@ void Exporter::layer(int i, const Names& in, const std::string& out) {
   fail(i,
        "ONNX export has no form for this layer type; it exports linear, conv2d, batchnorm1d/2d, "
        "maxpool2d, avgpool2d, globalavgpool2d, add, mul, concat, reshape, transpose, slice, "
-       "matmul, softmax, scale, layernorm, position_embedding, class_token, relu, relu6, "
+       "matmul, softmax, scale, layernorm, position_embedding, class_token, "
+       "relative_position_bias, relu, relu6, "
        "hardsigmoid, "
        "hardswish, leakyrelu, gelu, silu, tanh, sigmoid, dropout and flatten");
 }

@@ -459,6 +459,7 @@ GraphSpec Importer::run(const onnx::ModelProto& model) {
     if (values_.count(t.name()) && values_[t.name()].kind == Value::kConstant)
       fail_input(fmt::format("initializer '{}' is given twice", t.name()));
     values_[t.name()] = tensor_value(t, fmt::format("initializer '{}'", t.name()));
+    initializers_.insert(t.name());
     // Weights that are NaN or Inf would train (and be saved) into a model that answers NaN:
     // refused here, naming the file and the initializer. (Constants computed by nodes may
     // hold an Inf on purpose, a Clip bound; initializers are weights.)

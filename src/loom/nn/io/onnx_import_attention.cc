@@ -16,6 +16,7 @@
 
 #include "loom/nn/io/onnx_importer.h"
 #include "loom/nn/layers/attention_parts.h"
+#include "loom/nn/layers/relative_position_bias.h"
 
 namespace loom::nn::onnx_import {
 
@@ -317,6 +318,55 @@ bool Importer::layernorm_affine(const onnx::NodeProto& n, const Value& a, const 
     layernorm_layers_.erase(it);
     if (gain) layernorm_layers_[n.output(0)] = index;
     alias(n, v);
+    return true;
+  }
+  return false;
+}
+
+bool Importer::is_table_bias_add(const onnx::NodeProto& n) const {
+  if (n.input_size() != 2) return false;
+  for (int k = 0; k < 2; ++k) {
+    auto x = values_.find(n.input(k)), c = values_.find(n.input(1 - k));
+    if (x != values_.end() && c != values_.end() && x->second.kind == Value::kActivation &&
+        c->second.kind == Value::kConstant && !c->second.table.empty())
+      return true;
+  }
+  return false;
+}
+
+bool Importer::table_bias(const onnx::NodeProto& n, const Value& a, const Value& b) {
+  for (int k = 0; k < 2; ++k) {
+    const Value& x = k == 0 ? a : b;
+    const Value& c = k == 0 ? b : a;
+    if (x.kind != Value::kActivation || c.kind != Value::kConstant || c.table.empty()) continue;
+    const Value& table = values_.at(c.table);
+    const std::string what = fmt::format(
+        "it adds {} taken from initializer '{}' {} by a constant index; loom reads that only as "
+        "the relative position bias of a w x w window (Swin's, MaxViT's): [heads, w*w, w*w], "
+        "from a [(2w - 1)^2, heads] table by Swin's index, added to attention scores",
+        dims_text(c.dims), c.table, dims_text(table.dims));
+    const size_t r = c.dims.size();
+    if (r < 3) fail_node(n, what);
+    for (size_t i = 0; i + 3 < r; ++i)
+      if (c.dims[i] != 1) fail_node(n, what);
+    const int64_t heads = c.dims[r - 3], cells = c.dims[r - 1];
+    const auto w = int64_t(std::lround(std::sqrt(double(cells))));
+    if (c.dims[r - 2] != cells || w * w != cells ||
+        table.dims != std::vector<int64_t>{(2 * w - 1) * (2 * w - 1), heads})
+      fail_node(n, what);
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < cells; ++i)
+        for (int64_t j = 0; j < cells; ++j)
+          if (c.table_index[size_t((h * cells + i) * cells + j)] !=
+              RelativePositionBias::table_row(w, i, j) * heads + h)
+            fail_node(n, what + "; its index is another");
+    const size_t xr = x.shape.size();
+    if (xr < 3 || x.shape[xr - 3] != heads || x.shape[xr - 2] != cells || x.shape[xr - 1] != cells)
+      fail_node(n, fmt::format("{}; the scores are {}", what, batch_shape_text(x.shape)));
+    LayerSpec& l = emit(n, "relative_position_bias", {&x}, x.shape);
+    l.params["window"] = cv(w);
+    l.params["heads"] = cv(heads);
+    l.init_params = table.floats;
     return true;
   }
   return false;

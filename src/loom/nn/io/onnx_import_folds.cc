@@ -41,19 +41,33 @@ void Importer::fold_gather(const onnx::NodeProto& n) {
   only_attrs(n, {"axis"});
   const Value& data = constant(n, 0);
   const Value& idx = constant(n, 1);
-  if (!data.is_int || data.dims.size() != 1 || !idx.is_int || idx.dims.size() > 1 ||
-      attr_int(n, "axis", 0) != 0)
-    fail_node(n, "loom folds Gather only to pick entries of a shape (1-D integers, axis 0)");
+  if (!idx.is_int || attr_int(n, "axis", 0) != 0 || data.dims.empty() ||
+      (data.is_int && (data.dims.size() != 1 || idx.dims.size() > 1)))
+    fail_node(n,
+              "loom folds Gather of constants on axis 0 only: entries of a shape (1-D "
+              "integers), or rows of a table by a constant index");
   Value v;
   v.kind = Value::kConstant;
-  v.is_int = true;
+  v.is_int = data.is_int;
   v.dims = idx.dims;
-  const int64_t size = int64_t(data.ints.size());
+  v.dims.insert(v.dims.end(), data.dims.begin() + 1, data.dims.end());
+  const int64_t size = data.dims[0], row = size > 0 ? elements(data.dims) / size : 0;
+  // Rows of a float initializer (Swin's and MaxViT's relative position table) stay traced to
+  // it: a layer may learn them (table_bias).
+  const bool traced = !data.is_int && (!data.table.empty() || initializers_.count(n.input(0)));
+  if (traced) v.table = data.table.empty() ? n.input(0) : data.table;
   for (int64_t i : idx.ints) {
+    if (is_batch(i)) fail_node(n, "the index is the batch size, which loom's graph leaves open");
     if (i < 0) i += size;
     if (i < 0 || i >= size)
-      fail_node(n, fmt::format("index {} is outside a shape of {} entries", i, size));
-    v.ints.push_back(data.ints[size_t(i)]);
+      fail_node(n, fmt::format("index {} is outside an axis of {} entries", i, size));
+    for (int64_t k = i * row; k < (i + 1) * row; ++k) {
+      if (data.is_int)
+        v.ints.push_back(data.ints[size_t(k)]);
+      else
+        v.floats.push_back(data.floats[size_t(k)]);
+      if (traced) v.table_index.push_back(data.table.empty() ? k : data.table_index[size_t(k)]);
+    }
   }
   alias(n, v);
 }
@@ -86,6 +100,8 @@ void Importer::fold_unsqueeze(const onnx::NodeProto& n) {
 void Importer::fold_cast(const onnx::NodeProto& n) {
   only_attrs(n, {"to", "saturate"});
   Value v = constant(n, 0);
+  v.table.clear();  // a cast value is computed, not the table's
+  v.table_index.clear();
   const int64_t to = attr_int(n, "to", 0);
   const bool to_bool = to == onnx::TensorProto::BOOL;
   const bool to_int = to == onnx::TensorProto::INT64 || to == onnx::TensorProto::INT32 || to_bool;
@@ -270,6 +286,7 @@ void Importer::fold_slice(const onnx::NodeProto& n) {
   Value v = data;
   v.ints.clear();
   v.floats.clear();
+  v.table_index.clear();
   for (int64_t a = 0; a < rank; ++a) v.dims[size_t(a)] = hi[size_t(a)] - lo[size_t(a)];
   int64_t count = 1;
   for (int64_t d : v.dims) count *= d;
@@ -286,6 +303,7 @@ void Importer::fold_slice(const onnx::NodeProto& n) {
       v.ints.push_back(data.ints[size_t(from)]);
     else
       v.floats.push_back(data.floats[size_t(from)]);
+    if (!data.table.empty()) v.table_index.push_back(data.table_index[size_t(from)]);
   }
   alias(n, v);
 }
@@ -300,6 +318,7 @@ void Importer::fold_transpose(const onnx::NodeProto& n) {
   Value v = data;
   v.ints.clear();
   v.floats.clear();
+  v.table_index.clear();
   std::vector<int64_t> stride(size_t(rank), 1);  // of the source's axes
   for (int64_t a = rank - 2; a >= 0; --a)
     stride[size_t(a)] = stride[size_t(a + 1)] * data.dims[size_t(a + 1)];
@@ -315,6 +334,7 @@ void Importer::fold_transpose(const onnx::NodeProto& n) {
       v.ints.push_back(data.ints[size_t(from)]);
     else
       v.floats.push_back(data.floats[size_t(from)]);
+    if (!data.table.empty()) v.table_index.push_back(data.table_index[size_t(from)]);
   }
   alias(n, v);
 }
@@ -326,6 +346,8 @@ void Importer::fold_math(const onnx::NodeProto& n) {
   Value v = a;
   v.ints.clear();
   v.floats.clear();
+  v.table.clear();
+  v.table_index.clear();
   auto at = [](const Value& c, size_t i) {
     const size_t k = (c.is_int ? c.ints.size() : c.floats.size()) == 1 ? 0 : i;
     if (c.is_int && is_batch(c.ints[k])) return std::numeric_limits<double>::quiet_NaN();

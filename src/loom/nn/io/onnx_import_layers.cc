@@ -245,7 +245,7 @@ void Importer::add(const onnx::NodeProto& n) {
     matmul_layers_.erase(mm);
     return alias(n, v);
   }
-  if (layernorm_affine(n, a, b) || position_embedding(n, a, b)) return;
+  if (layernorm_affine(n, a, b) || table_bias(n, a, b) || position_embedding(n, a, b)) return;
   if (causal_mask_add(n)) return mask_causally(n, a.kind == Value::kActivation ? a : b);
   const Value& x = activation(n, 0);
   const Value& y = activation(n, 1);

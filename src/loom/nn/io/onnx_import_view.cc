@@ -310,7 +310,35 @@ Value Importer::view_reshaped(const onnx::NodeProto& n, const Value& x, std::vec
   return v;
 }
 
-Value Importer::view_product(const onnx::NodeProto& n, const Value& a, const Value& b) {
+Value Importer::squeezed(const onnx::NodeProto& n, const Value& x) {
+  Shape shape;
+  std::vector<int> index(x.shape.size() + 1, -1);  // old atom -> new, -1: dropped
+  index[0] = 0;
+  for (size_t a = 1; a <= x.shape.size(); ++a)
+    if (x.shape[a - 1] != 1) {
+      shape.push_back(x.shape[a - 1]);
+      index[a] = int(shape.size());
+    }
+  if (shape.size() == x.shape.size()) return x;
+  if (shape.empty()) shape = {1}, index[1] = 1;
+  LayerSpec& l = emit(n, shape.size() == 1 ? "flatten" : "reshape", {&x}, shape,
+                      n.op_type() + "Layout", kInner);
+  if (shape.size() > 1) l.params["shape"] = cv_ints(shape);
+  Value v = inner_value(shape);
+  for (const auto& axis : groups_of(x)) {
+    std::vector<int> atoms;
+    for (int a : axis)
+      if (index[size_t(a)] >= 0) atoms.push_back(index[size_t(a)]);
+    v.view.push_back(atoms);
+  }
+  normalize(v);
+  return v;
+}
+
+Value Importer::view_product(const onnx::NodeProto& n, const Value& a_in, const Value& b_in) {
+  // Axes of size 1 (MaxViT's single window at its last stage) are dropped from the stored
+  // tensors first, so that both inputs' leading axes split alike.
+  const Value a = squeezed(n, a_in), b = squeezed(n, b_in);
   const Groups ga = groups_of(a), gb = groups_of(b);
   const size_t r = ga.size();
   const std::vector<int64_t> da = onnx_dims(a), db = onnx_dims(b);
@@ -526,6 +554,11 @@ bool Importer::read_view_node(const onnx::NodeProto& n) {
   static const std::set<std::string> along_last = {"Softmax", "Gemm", "LayerNormalization"};
   if (elementwise.count(op) || along_last.count(op)) {
     read_on_storage(n, along_last.count(op) ? 1 : 0);
+    return true;
+  }
+  // A relative position bias over the last three ([..., heads, w*w, w*w]).
+  if (op == "Add" && is_table_bias_add(n)) {
+    read_on_storage(n, 3);
     return true;
   }
   // A causal mask over the last two axes (attention scores [batch * heads, T, T]).

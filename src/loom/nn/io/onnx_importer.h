@@ -98,6 +98,11 @@ struct Value {
   std::vector<int64_t> ints;
   bool is_int = false;
   std::string unusable;  // why the constant cannot be used (its element type), or empty
+  // kConstant: float values taken from the initializer `table` by Gather (and moved by Reshape,
+  // Transpose, Unsqueeze, Slice): element k is the table's flat element table_index[k]. A layer
+  // that learns them learns the table (Swin's and MaxViT's relative position bias).
+  std::string table;
+  std::vector<int64_t> table_index;
   // kActivation: the ONNX tensor's axes when they are not [batch] + shape (a layout view, made
   // by a Transpose or Reshape that moves or merges the batch axis, as nn.MultiheadAttention
   // does). Each axis lists the atoms it merges, in row-major order: atom 0 is the batch axis of
@@ -275,6 +280,10 @@ class Importer {
   bool layernorm_step(const onnx::NodeProto& n);
   // Mul by [D] or Add of [D] right after a layernorm: its gain or bias. True if folded.
   bool layernorm_affine(const onnx::NodeProto& n, const Value& a, const Value& b);
+  // Add of table entries [..., heads, w*w, w*w] (table_index) to attention scores: Swin's
+  // relative position bias, when the index is its formula. True if n is one.
+  bool table_bias(const onnx::NodeProto& n, const Value& a, const Value& b);
+  bool is_table_bias_add(const onnx::NodeProto& n) const;
   // Add of an initializer [T, D] (or [1, T, D]) to [T, D]: a position embedding. True if so.
   bool position_embedding(const onnx::NodeProto& n, const Value& a, const Value& b);
   // Mul or Div of an activation by a scalar constant: a scale layer. True if so.
@@ -321,6 +330,8 @@ class Importer {
   // transposes and reshapes its stored inputs need).
   Value view_product(const onnx::NodeProto& n, const Value& a, const Value& b);
   void einsum(const onnx::NodeProto& n);
+  // x without its stored axes of size 1 (a reshape layer inside n), its view kept.
+  Value squeezed(const onnx::NodeProto& n, const Value& x);
   // Reads n on the stored tensors of its view inputs (ops per element, or along the last
   // `last_axes` axes, which are stored last first), then gives its outputs the first view
   // input's axes.
@@ -372,6 +383,7 @@ class Importer {
   // into Reshape targets where it stands for the batch.
   int64_t static_batch_ = 0;
   std::map<std::string, Value> values_;
+  std::set<std::string> initializers_;
   std::map<std::string, int> uses_;  // readers of each value name (the graph output counts)
   std::map<std::string, std::vector<std::string>> readers_;  // their op types
   // A layernorm's output (or its output times the gain) -> the layer, while its gain and bias

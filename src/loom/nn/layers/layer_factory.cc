@@ -12,6 +12,7 @@
 #include "loom/nn/layers/merge.h"
 #include "loom/nn/layers/pointwise.h"
 #include "loom/nn/layers/pool2d.h"
+#include "loom/nn/layers/relative_position_bias.h"
 #include "loom/nn/layers/shape_ops.h"
 
 namespace loom::nn {
@@ -99,6 +100,11 @@ std::unique_ptr<Layer> make_class_token(LayerArgs& a, const std::vector<Shape>& 
   const int64_t count = a.get_int("count", 1, 1, 1 << 20);
   if (in[0].size() != 2) a.fail(fmt::format("input {} is not [time, dim]", shape_text(in[0])));
   return std::make_unique<ClassToken>(count, in[0][1]);
+}
+
+std::unique_ptr<Layer> make_relative_position_bias(LayerArgs& a, const std::vector<Shape>&) {
+  return std::make_unique<RelativePositionBias>(a.require_int("window", 1, 256),
+                                                a.require_int("heads", 1, 4096));
 }
 
 std::unique_ptr<Layer> make_position_embedding(LayerArgs& a, const std::vector<Shape>& in) {
@@ -213,6 +219,10 @@ const std::vector<LayerType>& layer_types() {
       {"class_token", "count = 1",
        "puts count learned rows before [time, dim]: [count + time, dim] (ViT's class token)",
        make_class_token},
+      {"relative_position_bias", "window, heads",
+       "adds a learned bias per head and offset to window attention's scores [..., heads, w*w, "
+       "w*w] (Swin's, MaxViT's)",
+       make_relative_position_bias},
       {"layernorm", "eps = 1e-5", "layer normalisation over the last axis, learned gain and bias",
        [](LayerArgs& a, const std::vector<Shape>&) {
          return std::make_unique<LayerNorm>(float(a.get_double("eps", 1e-5, 1e-12, 1.0)));
