@@ -64,35 +64,40 @@ TEST(CudaSeqOps, EmbeddingFindsTheFirstBadId) {
   }
 }
 
+// One forward and backward of a layer with parameters on `be`: y, dx and the parameters'
+// gradient.
+struct LayerStep {
+  std::vector<float> y, dx, dparams;
+};
+LayerStep layer_step(Backend& be, nn::Layer& layer, const nn::Shape& in_shape, int64_t batch,
+                     const std::vector<float>& x, const std::vector<float>& params,
+                     const std::vector<float>& dy) {
+  const int64_t out = nn::numel(layer.build(in_shape)) * batch;
+  auto d_params = upload(be, params), d_x = upload(be, x), d_dy = upload(be, dy);
+  DeviceBuffer<float> d_dparams(be, int64_t(params.size())), d_y(be, out),
+      d_dx(be, int64_t(x.size()));
+  layer.bind(d_params.data(), d_dparams.data());
+  nn::Context ctx;
+  ctx.backend = &be;
+  layer.forward(ctx, d_x.data(), d_y.data(), batch);
+  layer.backward(ctx, d_x.data(), d_y.data(), d_dy.data(), d_dx.data(), batch);
+  return {download(be, d_y, size_t(out)), download(be, d_dx, x.size()),
+          download(be, d_dparams, params.size())};
+}
+
 // ViT's class token: row copies, and the rows' gradient summed over the batch.
 TEST(CudaSeqOps, ClassTokenMatchesCpu) {
   LOOM_REQUIRE_GPU();
-  const int64_t batch = 5, count = 2, time = 7, dim = 12, out = (count + time) * dim;
+  const int64_t batch = 5, count = 2, time = 7, dim = 12;
   const auto x = random_floats(size_t(batch * time * dim), 4);
   const auto table = random_floats(size_t(count * dim), 5);
-  const auto dy = random_floats(size_t(batch * out), 6);
-  struct Result {
-    std::vector<float> y, dx, dtable;
-  };
-  auto run = [&](Backend& be) {
-    nn::ClassToken layer(count, dim);
-    layer.build({time, dim});
-    auto d_table = upload(be, table), d_x = upload(be, x), d_dy = upload(be, dy);
-    DeviceBuffer<float> d_dtable(be, count * dim), d_y(be, batch * out),
-        d_dx(be, batch * time * dim);
-    layer.bind(d_table.data(), d_dtable.data());
-    nn::Context ctx;
-    ctx.backend = &be;
-    layer.forward(ctx, d_x.data(), d_y.data(), batch);
-    layer.backward(ctx, d_x.data(), d_y.data(), d_dy.data(), d_dx.data(), batch);
-    return Result{download(be, d_y, size_t(batch * out)),
-                  download(be, d_dx, size_t(batch * time * dim)),
-                  download(be, d_dtable, size_t(count * dim))};
-  };
-  const Result c = run(cpu()), g = run(gpu());
+  const auto dy = random_floats(size_t(batch * (count + time) * dim), 6);
+  nn::ClassToken on_cpu(count, dim), on_gpu(count, dim);
+  const LayerStep c = layer_step(cpu(), on_cpu, {time, dim}, batch, x, table, dy);
+  const LayerStep g = layer_step(gpu(), on_gpu, {time, dim}, batch, x, table, dy);
   EXPECT_BITS_EQ(g.y, c.y);
   EXPECT_BITS_EQ(g.dx, c.dx);
-  EXPECT_NMSE_LE(g.dtable, c.dtable, kNmseReduction);
+  EXPECT_NMSE_LE(g.dparams, c.dparams, kNmseReduction);
 }
 
 // Window attention's relative position bias: a gather, a broadcast add, and the table's
@@ -100,30 +105,15 @@ TEST(CudaSeqOps, ClassTokenMatchesCpu) {
 TEST(CudaSeqOps, RelativePositionBiasMatchesCpu) {
   LOOM_REQUIRE_GPU();
   const int64_t batch = 3, w = 4, heads = 3, n = w * w, per = 2 * heads * n * n;
-  const int64_t params = (2 * w - 1) * (2 * w - 1) * heads;
   const auto x = random_floats(size_t(batch * per), 7);
-  const auto table = random_floats(size_t(params), 8);
+  const auto table = random_floats(size_t((2 * w - 1) * (2 * w - 1) * heads), 8);
   const auto dy = random_floats(size_t(batch * per), 9);
-  struct Result {
-    std::vector<float> y, dx, dtable;
-  };
-  auto run = [&](Backend& be) {
-    nn::RelativePositionBias layer(w, heads);
-    layer.build({2, heads, n, n});
-    auto d_table = upload(be, table), d_x = upload(be, x), d_dy = upload(be, dy);
-    DeviceBuffer<float> d_dtable(be, params), d_y(be, batch * per), d_dx(be, batch * per);
-    layer.bind(d_table.data(), d_dtable.data());
-    nn::Context ctx;
-    ctx.backend = &be;
-    layer.forward(ctx, d_x.data(), d_y.data(), batch);
-    layer.backward(ctx, d_x.data(), d_y.data(), d_dy.data(), d_dx.data(), batch);
-    return Result{download(be, d_y, size_t(batch * per)), download(be, d_dx, size_t(batch * per)),
-                  download(be, d_dtable, size_t(params))};
-  };
-  const Result c = run(cpu()), g = run(gpu());
+  nn::RelativePositionBias on_cpu(w, heads), on_gpu(w, heads);
+  const LayerStep c = layer_step(cpu(), on_cpu, {2, heads, n, n}, batch, x, table, dy);
+  const LayerStep g = layer_step(gpu(), on_gpu, {2, heads, n, n}, batch, x, table, dy);
   EXPECT_BITS_EQ(g.y, c.y);
   EXPECT_BITS_EQ(g.dx, c.dx);
-  EXPECT_NMSE_LE(g.dtable, c.dtable, kNmseReduction);
+  EXPECT_NMSE_LE(g.dparams, c.dparams, kNmseReduction);
 }
 
 TEST(CudaSeqOps, LayerNormMatchesCpu) {
