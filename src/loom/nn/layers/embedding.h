@@ -75,6 +75,9 @@ class ClassToken final : public Layer {
   Shape build(const Shape& input) override;
   int64_t num_params() const override { return count_ * dim_; }
   std::vector<std::array<int64_t, 2>> param_matrices() const override { return {{count_, dim_}}; }
+  std::vector<TensorSpec> param_tensors() const override {
+    return {{"class_token", {1, count_, dim_}}};  // torchvision's name and shape
+  }
   void bind(float* params, float* grads) override;
   // Zeros, as torchvision's VisionTransformer starts its class token.
   void init_params(Rng& rng, Backend& backend) override;

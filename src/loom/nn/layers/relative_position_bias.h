@@ -25,6 +25,9 @@ class RelativePositionBias final : public Layer {
   std::vector<std::array<int64_t, 2>> param_matrices() const override {
     return {{table_rows(), heads_}};
   }
+  std::vector<TensorSpec> param_tensors() const override {
+    return {{"relative_position_bias_table", {table_rows(), heads_}}};  // torchvision's name
+  }
   void bind(float* params, float* grads) override;
   // N(0, 0.02) truncated to two deviations, as torchvision's Swin and MaxViT start the table.
   void init_params(Rng& rng, Backend& backend) override;
