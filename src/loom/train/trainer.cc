@@ -255,11 +255,18 @@ TrainResult run_training(const plan::RunPlan& given, const TrainOptions& options
   // The model graph is built once here, on the data's shapes, so that a bad graph stops the
   // run before any worker starts or output.dir is touched. The graph and this host copy of the
   // model's layout name the tensors of model.safetensors at the end.
-  const nn::GraphSpec graph =
+  nn::GraphSpec graph =
       nn::model_graph(run.model, train_source->sample_shape(), output_size(*train_source));
   const std::unique_ptr<nn::Model> layout = std::make_unique<nn::Model>(
       cpu_backend(), train_source->sample_shape(), output_size(*train_source),
       nn::build_nodes(graph, train_source->sample_shape()));
+  // An imported network's weights, checked against its layers above, are the workers' to load
+  // (each builds its own model); these two copies would only hold its size twice more.
+  layout->release_initial_params();
+  for (auto& l : graph.layers) {
+    std::vector<float>().swap(l.init_params);
+    std::vector<float>().swap(l.init_state);
+  }
   nn::apply_loss_options(run.loss, *layout);  // checks loss.* here too
   if (tokens.enabled) check_model_fits_windows(pipeline, *layout, tokens);
   check_loss_fits_data(run.loss, *train_source, train_name);

@@ -172,7 +172,9 @@ std::string Model::summary() const {
 
 void Model::init_params(uint64_t seed) {
   for (const auto& r : ranges_) {
-    const std::vector<float>& given = init_params_[size_t(r.layer)];
+    static const std::vector<float> none;
+    const std::vector<float>& given =
+        size_t(r.layer) < init_params_.size() ? init_params_[size_t(r.layer)] : none;
     if (!given.empty()) {
       backend_->copy_to_device(params_.data() + r.offset, given.data(),
                                given.size() * sizeof(float));

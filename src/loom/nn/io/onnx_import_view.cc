@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "loom/nn/io/onnx_importer.h"
+#include "loom/nn/layers/attention_parts.h"
 
 namespace loom::nn::onnx_import {
 
