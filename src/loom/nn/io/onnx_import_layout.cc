@@ -156,9 +156,7 @@ void Importer::emit_slice(const onnx::NodeProto& n, const Value& x, int64_t axis
     if (dropped.empty())
       fail_node(n, fmt::format("one index of {} would leave each sample without an axis",
                                batch_shape_text(x.shape)));
-    LayerSpec& r = emit(n, dropped.size() == 1 ? "flatten" : "reshape", {&v}, dropped, "", kInner);
-    if (dropped.size() > 1) r.params["shape"] = cv_ints(dropped);
-    v = inner_value(dropped);
+    v = emit_reshape(n, v, dropped);
   }
   define(n.output(output), v);
 }
@@ -315,8 +313,7 @@ void Importer::reduce_mean(const onnx::NodeProto& n) {
     v = inner_value(t);
   }
   const Shape planes = {kept, averaged, 1};
-  emit(n, "reshape", {&v}, planes, "Reshape", kInner).params["shape"] = cv_ints(planes);
-  v = inner_value(planes);
+  v = emit_reshape(n, v, planes, "Reshape");
   if (out == Shape{kept}) {
     emit(n, "globalavgpool2d", {&v}, out);
     return;

@@ -116,10 +116,7 @@ Value Importer::merge_atoms(const onnx::NodeProto& n, const Value& x, int first,
       shape.push_back(x.shape[size_t(a - 1)]);
     }
   }
-  LayerSpec& l = emit(n, shape.size() == 1 ? "flatten" : "reshape", {&x}, shape,
-                      n.op_type() + "Layout", kInner);
-  if (shape.size() > 1) l.params["shape"] = cv_ints(shape);
-  Value v = inner_value(shape);
+  Value v = emit_reshape(n, x, shape, n.op_type() + "Layout");
   v.view = groups_of(x);
   for (auto& axis : v.view) {
     std::vector<int> kept;
@@ -175,12 +172,7 @@ Value Importer::materialized(const onnx::NodeProto& n, const Value& x) {
   Shape want(dims.begin() + 1, dims.end());
   if (want.empty())
     fail_node(n, fmt::format("its input {} leaves each sample without an axis", dims_text(dims)));
-  if (v.shape != want) {
-    LayerSpec& l = emit(n, want.size() == 1 ? "flatten" : "reshape", {&v}, want,
-                        n.op_type() + "Layout", kInner);
-    if (want.size() > 1) l.params["shape"] = cv_ints(want);
-    v = inner_value(want);
-  }
+  if (v.shape != want) v = emit_reshape(n, v, want, n.op_type() + "Layout");
   v.view.clear();
   return v;
 }
@@ -298,8 +290,7 @@ Value Importer::view_reshaped(const onnx::NodeProto& n, const Value& x, std::vec
   if (splits) {
     if (int(shape.size()) > Permutation::kMaxRank)
       refuse(fmt::format("loom's samples have at most {} axes", Permutation::kMaxRank));
-    emit(n, "reshape", {&x}, shape, "", kInner).params["shape"] = cv_ints(shape);
-    v = inner_value(shape);
+    v = emit_reshape(n, x, shape);
   }
   v.view.clear();
   for (const auto& axis : out) {
@@ -322,10 +313,7 @@ Value Importer::squeezed(const onnx::NodeProto& n, const Value& x) {
     }
   if (shape.size() == x.shape.size()) return x;
   if (shape.empty()) shape = {1}, index[1] = 1;
-  LayerSpec& l = emit(n, shape.size() == 1 ? "flatten" : "reshape", {&x}, shape,
-                      n.op_type() + "Layout", kInner);
-  if (shape.size() > 1) l.params["shape"] = cv_ints(shape);
-  Value v = inner_value(shape);
+  Value v = emit_reshape(n, x, shape, n.op_type() + "Layout");
   for (const auto& axis : groups_of(x)) {
     std::vector<int> atoms;
     for (int a : axis)

@@ -203,6 +203,14 @@ class Importer {
   LayerSpec& emit(const onnx::NodeProto& n, const std::string& type,
                   const std::vector<const Value*>& inputs, Shape out_shape,
                   const std::string& as = "", int output = 0);
+  // x's values as another per-sample shape, a layer inside n (flatten for one axis, else
+  // reshape); the result has no view.
+  Value emit_reshape(const onnx::NodeProto& n, const Value& x, const Shape& shape,
+                     const std::string& as = "") {
+    LayerSpec& l = emit(n, shape.size() == 1 ? "flatten" : "reshape", {&x}, shape, as, kInner);
+    if (shape.size() > 1) l.params["shape"] = cv_ints(shape);
+    return inner_value(shape);
+  }
   Value inner_value(Shape shape) const {
     Value v;
     v.layer = graph_.layers.back().name;
