@@ -21,6 +21,7 @@
 #include "loom/nn/layers/batchnorm.h"
 #include "loom/nn/layers/conv2d.h"
 #include "loom/nn/layers/embedding.h"
+#include "loom/nn/layers/fixed_bias.h"
 #include "loom/nn/layers/layernorm.h"
 #include "loom/nn/layers/linear.h"
 #include "loom/nn/layers/merge.h"
@@ -365,6 +366,22 @@ void Exporter::layer(int i, const Names& in, const std::string& out) {
     node("Add", name, {in[0], bias}, out);
     return;
   }
+  if (dynamic_cast<const FixedBias*>(&l)) {
+    // The addend as a Constant node, [1, ...] over the batch: ONNX's fixed value, which the
+    // importer reads back as this layer (an initializer may be a weight PyTorch trains).
+    const Shape& shape = model_.output_shape(i);
+    const std::string bias = fresh(name + "/bias");
+    auto* a = node("Constant", name + "/Constant", {}, bias)->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    onnx::TensorProto* t = a->mutable_t();
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_dims(1);
+    for (int64_t d : shape) t->add_dims(d);
+    t->set_raw_data(layer_state_, size_t(numel(shape)) * sizeof(float));
+    node("Add", name, {in[0], bias}, out);
+    return;
+  }
   if (dynamic_cast<const Mul*>(&l)) {
     // ONNX broadcasts a [batch, C, 1, 1] gate over [batch, C, H, W] as loom's mul does.
     node("Mul", name, in, out);
@@ -464,9 +481,8 @@ void Exporter::layer(int i, const Names& in, const std::string& out) {
        "ONNX export has no form for this layer type; it exports linear, conv2d, batchnorm1d/2d, "
        "maxpool2d, avgpool2d, globalavgpool2d, add, mul, concat, reshape, transpose, slice, "
        "matmul, softmax, scale, layernorm, position_embedding, class_token, "
-       "relative_position_bias, relu, relu6, "
-       "hardsigmoid, "
-       "hardswish, leakyrelu, gelu, silu, tanh, sigmoid, dropout and flatten");
+       "relative_position_bias, fixed_bias, relu, relu6, hardsigmoid, hardswish, leakyrelu, gelu, "
+       "silu, tanh, sigmoid, dropout and flatten");
 }
 
 void Exporter::pool(int i, const Pool2dBase& p, bool max, const Names& in, const std::string& out) {

@@ -22,6 +22,7 @@ namespace loom::nn {
 
 const std::vector<std::string>& onnx_ops() {
   static const std::vector<std::string> ops = {"Add",
+                                               "And",
                                                "AveragePool",
                                                "BatchNormalization",
                                                "Cast",
@@ -32,28 +33,38 @@ const std::vector<std::string>& onnx_ops() {
                                                "Conv",
                                                "Div",
                                                "Dropout",
-                                               "Equal",
                                                "Einsum",
+                                               "Equal",
                                                "Erf",
                                                "Expand",
                                                "Flatten",
                                                "Gather",
                                                "Gemm",
                                                "GlobalAveragePool",
+                                               "Greater",
+                                               "GreaterOrEqual",
                                                "HardSigmoid",
                                                "HardSwish",
                                                "Identity",
                                                "LayerNormalization",
                                                "LeakyRelu",
+                                               "Less",
+                                               "LessOrEqual",
                                                "MatMul",
                                                "MaxPool",
+                                               "Mod",
                                                "Mul",
+                                               "Neg",
+                                               "Not",
+                                               "Or",
                                                "Pad",
                                                "Pow",
+                                               "Range",
                                                "Reciprocal",
                                                "ReduceMean",
                                                "Relu",
                                                "Reshape",
+                                               "ScatterND",
                                                "Shape",
                                                "Sigmoid",
                                                "Slice",
@@ -65,7 +76,8 @@ const std::vector<std::string>& onnx_ops() {
                                                "Tanh",
                                                "Transpose",
                                                "Unsqueeze",
-                                               "Where"};
+                                               "Where",
+                                               "Xor"};
   return ops;
 }
 
@@ -525,11 +537,9 @@ void Importer::read_node(const onnx::NodeProto& n) {
   if (op == "AveragePool") return pool(n, false);
   if (op == "Gemm") return gemm(n);
   if (op == "MatMul") return matmul(n);
-  if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div") && both_constant(n))
-    return fold_arithmetic(n);
-  if ((op == "Pow" || op == "Sqrt" || op == "Reciprocal" || op == "Equal") &&
-      input(n, 0).kind == Value::kConstant)
-    return fold_math(n);
+  if (folds_elementwise(n)) return fold_elementwise(n);
+  if (op == "Range") return fold_range(n);
+  if (op == "ScatterND") return fold_scatter_nd(n);
   if (layernorm_step(n)) return;
   if (op == "Softmax") return softmax(n);
   if (op == "Where") return where(n);

@@ -77,33 +77,17 @@ void Importer::fold_where(const onnx::NodeProto& n) {
   const Value& b = constant(n, 2);
   if (!cond.is_int || a.is_int != b.is_int)
     fail_node(n, "loom folds Where of constants with a bool condition and two of one type");
+  for (const Value* v : {&cond, &a, &b})
+    if (int64_t(v->is_int ? v->ints.size() : v->floats.size()) != elements(v->dims))
+      fail_node_input(
+          n, fmt::format("a constant of {} has another count of values", dims_text(v->dims)));
   std::vector<int64_t> dims;
-  for (const Value* v : {&cond, &a, &b}) {
-    if (v->dims.size() > dims.size()) dims.insert(dims.begin(), v->dims.size() - dims.size(), 1);
-    for (size_t i = 0; i < v->dims.size(); ++i) {
-      int64_t& d = dims[dims.size() - v->dims.size() + i];
-      const int64_t e = v->dims[i];
-      if (d != e && d != 1 && e != 1)
-        fail_node(n, fmt::format("shapes {}, {} and {} do not broadcast", dims_text(cond.dims),
-                                 dims_text(a.dims), dims_text(b.dims)));
-      d = std::max(d, e);
-    }
-  }
+  if (!broadcast_dims({&cond.dims, &a.dims, &b.dims}, dims))
+    fail_node(n, fmt::format("shapes {}, {} and {} do not broadcast", dims_text(cond.dims),
+                             dims_text(a.dims), dims_text(b.dims)));
   const int64_t count = elements(dims);
-  if (count > kMaxElements) fail_node(n, "the result is too large");
-  // The element of v that broadcasts to output element i.
   auto source = [&](const Value& v, int64_t i) {
-    int64_t from = 0, stride = 1;
-    for (size_t k = dims.size(); k-- > 0;) {
-      const int64_t at = i % dims[k];
-      i /= dims[k];
-      const size_t vk = k + v.dims.size();
-      if (vk < dims.size()) continue;
-      const int64_t vd = v.dims[vk - dims.size()];
-      from += (vd == 1 ? 0 : at) * stride;
-      stride *= vd;
-    }
-    return size_t(from);
+    return size_t(broadcast_source(dims, v.dims, i));
   };
   Value v;
   v.kind = Value::kConstant;

@@ -1,6 +1,6 @@
 // The ONNX nodes that compute shapes and constants, folded at import into constant values: Shape of
-// an activation, Gather, Unsqueeze, Cast, Slice, the arithmetic (Add, Sub, Mul, Div) and math
-// (Pow, Sqrt, Reciprocal, Equal) on constants, and Constant nodes.
+// an activation, Gather, Unsqueeze, Cast, Slice, Reshape, Transpose and ConstantOfShape of
+// constants, and Constant nodes (the elementwise ops and the rest: onnx_import_fold_tensors.cc).
 #include "loom/config.h"
 
 #if LOOM_HAVE_ONNX
@@ -206,51 +206,6 @@ void Importer::fold_constant_of_shape(const onnx::NodeProto& n) {
   alias(n, v);
 }
 
-void Importer::fold_arithmetic(const onnx::NodeProto& n) {
-  only_attrs(n, {});
-  const std::string& op = n.op_type();
-  const Value& a = constant(n, 0);
-  const Value& b = constant(n, 1);
-  if (a.is_int != b.is_int)
-    fail_node(n, "one input is integer and the other float; ONNX requires one element type");
-  const size_t na = a.is_int ? a.ints.size() : a.floats.size();
-  const size_t nb = b.is_int ? b.ints.size() : b.floats.size();
-  if (na != nb && na != 1 && nb != 1)
-    fail_node(n, fmt::format("constants of {} and {} elements: loom folds elementwise "
-                             "arithmetic of equal sizes or with a single value",
-                             na, nb));
-  Value v;
-  v.kind = Value::kConstant;
-  v.is_int = a.is_int;
-  v.dims = na >= nb ? a.dims : b.dims;
-  const size_t count = std::max(na, nb);
-  for (size_t i = 0; i < count; ++i) {
-    const size_t ia = na == 1 ? 0 : i, ib = nb == 1 ? 0 : i;
-    if (v.is_int) {
-      const int64_t x = a.ints[ia], y = b.ints[ib];
-      if (is_batch(x) || is_batch(y)) {
-        v.ints.push_back(batch_arithmetic(n, x, y));
-        continue;
-      }
-      int64_t r = 0;
-      bool overflow = false;
-      if (op == "Add") overflow = __builtin_add_overflow(x, y, &r);
-      if (op == "Sub") overflow = __builtin_sub_overflow(x, y, &r);
-      if (op == "Mul") overflow = __builtin_mul_overflow(x, y, &r);
-      if (op == "Div") {
-        if (y == 0) fail_node(n, "integer division by zero");
-        r = x / y;  // ONNX's integer Div truncates, as C++ does
-      }
-      if (overflow) fail_node(n, "the integer result overflows");
-      v.ints.push_back(std::max(r, kBatchEnd));
-    } else {
-      const float x = a.floats[ia], y = b.floats[ib];
-      v.floats.push_back(op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : x / y);
-    }
-  }
-  alias(n, v);
-}
-
 void Importer::fold_slice(const onnx::NodeProto& n) {
   const Value& data = constant(n, 0);
   auto list = [&](int k) {
@@ -272,30 +227,38 @@ void Importer::fold_slice(const onnx::NodeProto& n) {
   if (rank < 1 || ends.size() != starts.size() || axes.size() != starts.size() ||
       steps.size() != starts.size())
     fail_node(n, "starts, ends, axes and steps differ in length, or the constant has no axis");
-  // The kept range [lo, hi) of every axis.
-  std::vector<int64_t> lo(size_t(rank), 0), hi = data.dims;
+  // The kept elements of every axis: lo, lo + step, ... (count of them), as ONNX clamps the
+  // bounds (a negative step runs from the end: x[::-1]).
+  std::vector<int64_t> lo(size_t(rank), 0), step(size_t(rank), 1), dims = data.dims;
   for (size_t i = 0; i < axes.size(); ++i) {
     const int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
-    if (a < 0 || a >= rank || steps[i] != 1)
-      fail_node(n, "loom folds Slice of constants along their own axes, step 1");
-    const int64_t len = data.dims[size_t(a)];
-    auto clamp = [&](int64_t x) { return std::clamp<int64_t>(x < 0 ? x + len : x, 0, len); };
-    lo[size_t(a)] = clamp(starts[i]);
-    hi[size_t(a)] = std::max(lo[size_t(a)], clamp(ends[i]));
+    if (a < 0 || a >= rank || steps[i] == 0 || is_batch(steps[i]))
+      fail_node(n, "loom folds Slice of constants along their own axes, by a nonzero step");
+    const int64_t len = data.dims[size_t(a)], s = steps[i];
+    auto clamp = [&](int64_t x, int64_t low, int64_t high) {
+      if (is_batch(x)) fail_node(n, "a bound is the batch size, which loom's graph leaves open");
+      return std::clamp<int64_t>(x < 0 ? x + len : x, low, high);
+    };
+    const int64_t first = s > 0 ? clamp(starts[i], 0, len) : clamp(starts[i], -1, len - 1);
+    const int64_t last = s > 0 ? clamp(ends[i], 0, len) : clamp(ends[i], -1, len - 1);
+    lo[size_t(a)] = first;
+    step[size_t(a)] = s;
+    // ceil((last - first) / s), at least 0
+    dims[size_t(a)] = s > 0 ? std::max<int64_t>(0, (last - first + s - 1) / s)
+                            : std::max<int64_t>(0, (first - last + (-s) - 1) / (-s));
   }
   Value v = data;
   v.ints.clear();
   v.floats.clear();
   v.table_index.clear();
-  for (int64_t a = 0; a < rank; ++a) v.dims[size_t(a)] = hi[size_t(a)] - lo[size_t(a)];
-  int64_t count = 1;
-  for (int64_t d : v.dims) count *= d;
+  v.dims = dims;
+  const int64_t count = elements(v.dims);
   // Each kept element, its source index from its coordinates.
   for (int64_t i = 0; i < count; ++i) {
     int64_t rest = i, from = 0, stride = 1;
     for (int64_t a = rank - 1; a >= 0; --a) {
       const int64_t d = v.dims[size_t(a)];
-      from += (lo[size_t(a)] + rest % d) * stride;
+      from += (lo[size_t(a)] + (rest % d) * step[size_t(a)]) * stride;
       rest /= d;
       stride *= data.dims[size_t(a)];
     }
@@ -336,56 +299,6 @@ void Importer::fold_transpose(const onnx::NodeProto& n) {
       v.floats.push_back(data.floats[size_t(from)]);
     if (!data.table.empty()) v.table_index.push_back(data.table_index[size_t(from)]);
   }
-  alias(n, v);
-}
-
-void Importer::fold_math(const onnx::NodeProto& n) {
-  only_attrs(n, {});
-  const std::string& op = n.op_type();
-  const Value& a = constant(n, 0);
-  Value v = a;
-  v.ints.clear();
-  v.floats.clear();
-  v.table.clear();
-  v.table_index.clear();
-  auto at = [](const Value& c, size_t i) {
-    const size_t k = (c.is_int ? c.ints.size() : c.floats.size()) == 1 ? 0 : i;
-    if (c.is_int && is_batch(c.ints[k])) return std::numeric_limits<double>::quiet_NaN();
-    return c.is_int ? double(c.ints[k]) : double(c.floats[k]);
-  };
-  const size_t na = a.is_int ? a.ints.size() : a.floats.size();
-  if (op == "Sqrt" || op == "Reciprocal") {
-    if (a.is_int) fail_node(n, "it is applied to integers");
-    for (size_t i = 0; i < na; ++i)
-      v.floats.push_back(float(op == "Sqrt" ? std::sqrt(at(a, i)) : 1.0 / at(a, i)));
-    return alias(n, v);
-  }
-  const Value& b = constant(n, 1);
-  const size_t nb = b.is_int ? b.ints.size() : b.floats.size();
-  if (na != nb && na != 1 && nb != 1)
-    fail_node(n, fmt::format("constants of {} and {} elements: loom folds elementwise math of "
-                             "equal sizes or with a single value",
-                             na, nb));
-  if (nb > na) v.dims = b.dims;
-  for (size_t i = 0; i < std::max(na, nb); ++i) {
-    if (op == "Equal" && a.is_int && b.is_int) {
-      // The batch size equals only itself (expand's -1 test on [batch, -1, -1]).
-      const size_t ia = a.ints.size() == 1 ? 0 : i, ib = b.ints.size() == 1 ? 0 : i;
-      v.ints.push_back(a.ints[ia] == b.ints[ib] ? 1 : 0);
-      continue;
-    }
-    const double x = at(a, i), y = at(b, i);
-    if (std::isnan(x) || std::isnan(y))
-      fail_node(n, "it computes with the batch size, which loom's graph leaves open");
-    if (op == "Equal") {
-      v.ints.push_back(x == y ? 1 : 0);
-    } else if (a.is_int) {
-      v.ints.push_back(int64_t(std::llround(std::pow(x, y))));
-    } else {
-      v.floats.push_back(float(std::pow(x, y)));
-    }
-  }
-  v.is_int = op == "Equal" || a.is_int;
   alias(n, v);
 }
 

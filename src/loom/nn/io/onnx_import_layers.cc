@@ -247,6 +247,7 @@ void Importer::add(const onnx::NodeProto& n) {
   }
   if (layernorm_affine(n, a, b) || table_bias(n, a, b) || position_embedding(n, a, b)) return;
   if (causal_mask_add(n)) return mask_causally(n, a.kind == Value::kActivation ? a : b);
+  if (fixed_bias_add(n)) return;
   const Value& x = activation(n, 0);
   const Value& y = activation(n, 1);
   if (x.shape != y.shape)
@@ -390,20 +391,7 @@ void Importer::concat(const onnx::NodeProto& n) {
   only_attrs(n, {"axis"});
   if (n.input_size() < 1) fail_node_input(n, "it has no inputs");
   const int64_t axis_attr = attr_int(n, "axis", 0);
-  if (input(n, 0).kind == Value::kConstant) {
-    // Folding a shape: 1-D integer lists joined end to end.
-    Value out;
-    out.kind = Value::kConstant;
-    out.is_int = true;
-    for (int k = 0; k < n.input_size(); ++k) {
-      const Value& v = constant(n, k);
-      if (!v.is_int || v.dims.size() != 1 || (axis_attr != 0 && axis_attr != -1))
-        fail_node(n, "loom folds Concat of constants only for 1-D integer lists (shapes)");
-      out.ints.insert(out.ints.end(), v.ints.begin(), v.ints.end());
-    }
-    out.dims = {int64_t(out.ints.size())};
-    return alias(n, out);
-  }
+  if (input(n, 0).kind == Value::kConstant) return fold_concat(n);
   const Value& first = input(n, 0);
   if (first.kind == Value::kPattern && first.stage == Value::kExpanded) {
     // [tokens, D] learned rows before x [T, D], on the positions' axis: a class_token layer.
@@ -449,6 +437,7 @@ void Importer::expand(const onnx::NodeProto& n) {
   only_attrs(n, {});
   const Value& c = constant(n, 0);
   const Value& s = constant(n, 1);
+  if (s.is_int && std::none_of(s.ints.begin(), s.ints.end(), is_batch)) return fold_expand(n);
   const char* what =
       "loom reads Expand only of a constant [1, ...] to [batch, ...] that keeps each sample's "
       "shape (ViT's class_token.expand(batch, -1, -1))";
@@ -496,6 +485,9 @@ void Importer::pad(const onnx::NodeProto& n) {
   const size_t rank = x.shape.size() + 1;
   if (!p.is_int || p.ints.size() != 2 * rank)
     fail_node(n, fmt::format("pads {} do not fit an input of rank {}", dims_text(p.ints), rank));
+  // Nothing to pad (Swin's padding to whole windows of a map that has them): the input.
+  if (std::all_of(p.ints.begin(), p.ints.end(), [](int64_t i) { return i == 0; }))
+    return alias(n, x);
   // [begin of each axis, end of each axis]: only H and W of an image, alike at both ends.
   bool ok = rank == 4;
   for (size_t i = 0; ok && i < rank; ++i)

@@ -123,8 +123,8 @@ void Importer::transpose(const onnx::NodeProto& n) {
   emit(n, "transpose", {&x}, out).params["perm"] = cv_ints(p);
 }
 
-void Importer::emit_slice(const onnx::NodeProto& n, const Value& x, int64_t axis, int64_t start,
-                          int64_t end, int output, bool drop) {
+Value Importer::emit_slice(const onnx::NodeProto& n, const Value& x, int64_t axis, int64_t start,
+                           int64_t end, int output, bool drop) {
   // The stored axis behind ONNX axis `axis`: itself without a view; with one, the single
   // stored axis it is (or none: an axis of size 1).
   int atom = int(axis);
@@ -158,7 +158,8 @@ void Importer::emit_slice(const onnx::NodeProto& n, const Value& x, int64_t axis
                                batch_shape_text(x.shape)));
     v = emit_reshape(n, v, dropped);
   }
-  define(n.output(output), v);
+  if (output != kInner) define(n.output(output), v);
+  return v;
 }
 
 void Importer::slice(const onnx::NodeProto& n) {
@@ -185,13 +186,16 @@ void Importer::slice(const onnx::NodeProto& n) {
   if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
     fail_node_input(n, "starts, ends, axes and steps differ in length");
   // Each listed axis, its range clamped as ONNX does; all but one must be whole.
-  int64_t cut_axis = -1, cut_start = 0, cut_end = 0;
+  int64_t cut_axis = -1, cut_start = 0, cut_end = 0, cut_step = 1;
   for (size_t i = 0; i < axes.size(); ++i) {
     const int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
     if (a < 0 || a >= rank) fail_node(n, fmt::format("axis {} is not an axis", axes[i]));
-    if (steps[i] != 1) fail_node(n, fmt::format("step {}: loom slices with step 1 only", steps[i]));
+    if (steps[i] < 1)
+      fail_node(n,
+                fmt::format("step {}: loom slices activations forward, step 1 or more", steps[i]));
     if (is_batch(dims[size_t(a)])) {
-      if (starts[i] == 0 && (is_batch(ends[i]) || ends[i] >= (int64_t(1) << 31))) continue;
+      if (starts[i] == 0 && steps[i] == 1 && (is_batch(ends[i]) || ends[i] >= (int64_t(1) << 31)))
+        continue;
       fail_node(n, "it slices the batch axis; loom slices the axes of each sample only");
     }
     const int64_t len = dims[size_t(a)];
@@ -199,12 +203,33 @@ void Importer::slice(const onnx::NodeProto& n) {
     const int64_t s = clamp(starts[i]), e = clamp(ends[i]);
     if (s >= e)
       fail_node(n, fmt::format("the range [{}, {}) of axis {} is empty", starts[i], ends[i], a));
-    if (s == 0 && e == len) continue;
+    if (s == 0 && e == len && steps[i] == 1) continue;
     if (cut_axis >= 0) fail_node(n, "it cuts more than one axis; loom slices one axis per Slice");
-    cut_axis = a, cut_start = s, cut_end = e;
+    cut_axis = a, cut_start = s, cut_end = e, cut_step = steps[i];
   }
   if (cut_axis < 0) return alias(n, x);
-  emit_slice(n, x, cut_axis, cut_start, cut_end, 0);
+  if (cut_step == 1) {
+    emit_slice(n, x, cut_axis, cut_start, cut_end, 0);
+    return;
+  }
+  // Every step-th element from cut_start (Swin's patch merging, x[..., 0::2, 1::2, :]): a range
+  // of count * step elements holding them, cut into [count, step], and one index of the step.
+  const int64_t len = dims[size_t(cut_axis)], step = cut_step;
+  const int64_t count = (cut_end - cut_start + step - 1) / step;
+  const int64_t offset = std::max<int64_t>(0, cut_start + count * step - len);
+  if (offset > cut_start)
+    fail_node(n, fmt::format("elements {}, {}, ... of an axis of {}: loom takes every step-th "
+                             "element only from a range of whole steps within the axis",
+                             cut_start, cut_start + step, len));
+  const int64_t first = cut_start - offset;
+  Value v = x;
+  if (first != 0 || first + count * step != len)
+    v = emit_slice(n, x, cut_axis, first, first + count * step, kInner);
+  std::vector<int64_t> target = onnx_dims(v);
+  target[size_t(cut_axis)] = step;
+  target.insert(target.begin() + cut_axis, count);
+  v = view_reshaped(n, v, target);
+  emit_slice(n, v, cut_axis + 1, offset, offset + 1, 0, true);
 }
 
 void Importer::split(const onnx::NodeProto& n) {

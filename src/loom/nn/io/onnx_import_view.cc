@@ -177,6 +177,33 @@ Value Importer::materialized(const onnx::NodeProto& n, const Value& x) {
   return v;
 }
 
+Value Importer::compacted(const onnx::NodeProto& n, const Value& x) {
+  const Groups g = groups_of(x);
+  std::vector<int> order = onnx_order(g);
+  if (order.empty() || order[0] != 0) return x;
+  for (int a = 1; a <= int(x.shape.size()); ++a)
+    if (!std::count(order.begin(), order.end(), a)) order.push_back(a);  // size 1, last
+  const Value v = arrange(n, x, order);
+  Shape shape;
+  Groups view;
+  for (const auto& axis : g) {
+    view.emplace_back();
+    if (std::count(axis.begin(), axis.end(), 0)) view.back().push_back(0);
+    int64_t size = 1;
+    for (int a : axis)
+      if (a != 0) size *= x.shape[size_t(a - 1)];
+    if (axis.size() > size_t(view.back().size())) {
+      shape.push_back(size);
+      view.back().push_back(int(shape.size()));
+    }
+  }
+  if (shape.empty()) shape = {1};
+  Value out = shape == v.shape ? v : emit_reshape(n, v, shape, n.op_type() + "Layout");
+  out.view = view;
+  normalize(out);
+  return out;
+}
+
 Value Importer::view_transposed(const Value& x, const std::vector<int64_t>& perm) const {
   const Groups g = groups_of(x);
   Value v = x;
@@ -288,8 +315,13 @@ Value Importer::view_reshaped(const onnx::NodeProto& n, const Value& x, std::vec
     }
   }
   if (splits) {
-    if (int(shape.size()) > Permutation::kMaxRank)
+    if (int(shape.size()) > Permutation::kMaxRank) {
+      // Fewer stored axes first (Swin's windows, [batch, 8, 7, 8, 7, C] viewed as
+      // [batch*64, 49, C], cut again into heads): each ONNX axis one stored axis.
+      const Value c = compacted(n, x);
+      if (c.shape.size() < x.shape.size()) return view_reshaped(n, c, t);
       refuse(fmt::format("loom's samples have at most {} axes", Permutation::kMaxRank));
+    }
     v = emit_reshape(n, x, shape);
   }
   v.view.clear();
@@ -498,6 +530,70 @@ void Importer::read_on_storage(const onnx::NodeProto& n, int last_axes) {
   }
 }
 
+bool Importer::fixed_bias_add(const onnx::NodeProto& n) {
+  if (n.op_type() != "Add" || n.input_size() != 2) return false;
+  const int k = input(n, 0).kind == Value::kActivation ? 0 : 1;
+  const Value& x = input(n, k);
+  const Value& c = input(n, 1 - k);
+  // A constant computed in the file (not a weight PyTorch might train, not a table's entries)
+  // of more than one value: a scalar or a [D] row is a bias the readers before this one take.
+  if (x.kind != Value::kActivation || c.kind != Value::kConstant || c.is_int ||
+      !c.unusable.empty() || initializers_.count(n.input(1 - k)) || !c.table.empty() ||
+      c.floats.size() < 2 || int64_t(c.floats.size()) != elements(c.dims))
+    return false;
+  const Groups g = groups_of(x);
+  const std::vector<int64_t> dims = onnx_dims(x);
+  bool fits = c.dims.size() <= dims.size();
+  for (size_t j = 0; fits && j < c.dims.size(); ++j) {
+    const int64_t d = c.dims[j], e = dims[j + dims.size() - c.dims.size()];
+    fits = d == 1 || d == e;
+  }
+  if (!fits)
+    fail_node(n, fmt::format("a constant of {} does not broadcast to its input {}",
+                             dims_text(c.dims), dims_text(dims)));
+  // c's stride along each ONNX axis of x (0 where it broadcasts), which must be 0 along the axis
+  // that holds the batch: the addend is the same for every sample.
+  std::vector<int64_t> stride(dims.size(), 0);
+  int64_t step = 1;
+  for (size_t i = dims.size(); i-- > dims.size() - c.dims.size();) {
+    const int64_t d = c.dims[i - (dims.size() - c.dims.size())];
+    if (d != 1) {
+      if (std::count(g[i].begin(), g[i].end(), 0))
+        fail_node(n, fmt::format("a constant of {} added to {} differs between samples; loom adds "
+                                 "a constant the same for every sample only",
+                                 dims_text(c.dims), dims_text(dims)));
+      stride[i] = step;
+    }
+    step *= d;
+  }
+  // The addend in x's stored order: each stored element's ONNX coordinates from its atoms'.
+  std::vector<int> axis_of(x.shape.size() + 1, -1);
+  for (size_t i = 0; i < g.size(); ++i)
+    for (int a : g[i]) axis_of[size_t(a)] = int(i);
+  const int64_t count = elements(x.shape);
+  std::vector<float> bias(static_cast<size_t>(count));
+  for (int64_t e = 0; e < count; ++e) {
+    std::vector<int64_t> at(x.shape.size() + 1, 0);
+    for (int64_t rest = e, a = int64_t(x.shape.size()); a >= 1; --a) {
+      at[size_t(a)] = rest % x.shape[size_t(a - 1)];
+      rest /= x.shape[size_t(a - 1)];
+    }
+    int64_t from = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (stride[i] == 0) continue;
+      int64_t coord = 0;
+      for (int a : g[i]) coord = coord * x.shape[size_t(a - 1)] + at[size_t(a)];
+      from += coord * stride[i];
+    }
+    bias[size_t(e)] = c.floats[size_t(from)];
+  }
+  const std::vector<std::vector<int>> view = x.view;
+  LayerSpec& l = emit(n, "fixed_bias", {&x}, x.shape);
+  l.init_state = std::move(bias);
+  values_[n.output(0)].view = view;
+  return true;
+}
+
 bool Importer::read_view_node(const onnx::NodeProto& n) {
   const std::string& op = n.op_type();
   auto activation_at = [&](int k) {
@@ -526,6 +622,14 @@ bool Importer::read_view_node(const onnx::NodeProto& n) {
         x.view.empty() && !t.empty() &&
         (t[0] == kBatch || t[0] == -1 || t[0] == 0 || (static_batch_ > 0 && t[0] == static_batch_));
     for (size_t i = 1; simple && i < t.size(); ++i) simple = !is_batch(t[i]);
+    // [-1, ...] of fewer elements than a sample has merges other axes into the batch's (Swin's
+    // attn.view(-1, heads, N, N) after its mask).
+    if (simple && t[0] == -1 &&
+        std::all_of(t.begin() + 1, t.end(), [](int64_t d) { return d > 0; })) {
+      int64_t rest = 1;
+      for (size_t i = 1; i < t.size() && rest <= elements(x.shape); ++i) rest *= t[i];
+      simple = rest == elements(x.shape);
+    }
     if (simple) return false;
     alias(n, view_reshaped(n, x, std::move(t)));
     return true;
@@ -555,6 +659,7 @@ bool Importer::read_view_node(const onnx::NodeProto& n) {
     read_on_storage(n, 2);
     return true;
   }
+  if (fixed_bias_add(n)) return true;
   if (op == "MatMul" && activation_at(0)) {
     if (!activation_at(1)) {
       read_on_storage(n, 1);

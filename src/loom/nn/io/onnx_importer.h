@@ -53,6 +53,14 @@ inline std::string dims_text(const std::vector<int64_t>& d) {
   return s + "]";
 }
 
+// ONNX's (numpy's) broadcasting: the shape `shapes` broadcast to, false if they do not or the
+// result has over kMaxElements elements (onnx_import_fold_tensors.cc).
+bool broadcast_dims(const std::vector<const std::vector<int64_t>*>& shapes,
+                    std::vector<int64_t>& out);
+// The flat index, in a tensor of `dims`, of the element that broadcasts to element i of `out`.
+int64_t broadcast_source(const std::vector<int64_t>& out, const std::vector<int64_t>& dims,
+                         int64_t i);
+
 inline std::string batch_shape_text(const Shape& s) {
   std::vector<int64_t> d = {kBatch};
   d.insert(d.end(), s.begin(), s.end());
@@ -292,6 +300,10 @@ class Importer {
   // relative position bias, when the index is its formula. True if n is one.
   bool table_bias(const onnx::NodeProto& n, const Value& a, const Value& b);
   bool is_table_bias_add(const onnx::NodeProto& n) const;
+  // Add of a constant computed in the file (Swin's shifted-window mask) to an activation, the
+  // same for every sample: a fixed_bias layer holding it in the activation's stored order. True
+  // if n is one (onnx_import_view.cc).
+  bool fixed_bias_add(const onnx::NodeProto& n);
   // Add of an initializer [T, D] (or [1, T, D]) to [T, D]: a position embedding. True if so.
   bool position_embedding(const onnx::NodeProto& n, const Value& a, const Value& b);
   // Mul or Div of an activation by a scalar constant: a scale layer. True if so.
@@ -322,9 +334,9 @@ class Importer {
   // Reshape to [batch, C]): the pool drops keep_dims and n becomes nothing. False otherwise.
   bool squeeze_kept_pool(const onnx::NodeProto& n, const Value& x);
   // Elements [start, end) of ONNX axis `axis` (not the batch's) of x as output `output` of n;
-  // `drop`: the axis goes (a Gather of one index).
-  void emit_slice(const onnx::NodeProto& n, const Value& x, int64_t axis, int64_t start,
-                  int64_t end, int output, bool drop = false);
+  // `drop`: the axis goes (a Gather of one index). kInner: the value is returned, not defined.
+  Value emit_slice(const onnx::NodeProto& n, const Value& x, int64_t axis, int64_t start,
+                   int64_t end, int output, bool drop = false);
   // Input 0 of a Conv or pooling node, with the padding of a Pad before it (0 if none).
   const Value& padded_activation(const onnx::NodeProto& n, int64_t& pad_h, int64_t& pad_w) const;
   // onnx_import_view.cc: layout views. read_view_node reads n where a view is made or read
@@ -350,6 +362,9 @@ class Importer {
   Value merge_atoms(const onnx::NodeProto& n, const Value& x, int first, int count);
   // x with its last `count` ONNX axes as as many stored axes, the last.
   Value last_axes_stored(const onnx::NodeProto& n, const Value& x, int count);
+  // x stored in its ONNX axes' order, the atoms of each axis but the batch merged into one: the
+  // fewest stored axes its view allows (x itself where the batch does not come first).
+  Value compacted(const onnx::NodeProto& n, const Value& x);
   // x as a stored tensor with the ONNX axes (no view), for the readers that read only those.
   Value materialized(const onnx::NodeProto& n, const Value& x);
   // x's ONNX dims, the batch as kBatch (times the axes merged with it).
@@ -358,14 +373,17 @@ class Importer {
   void fold_gather(const onnx::NodeProto& n);
   void fold_unsqueeze(const onnx::NodeProto& n);
   void fold_cast(const onnx::NodeProto& n);
-  // Add, Sub, Mul or Div of two constants, elementwise (a scalar or a one-element list
-  // broadcast against the other): the arithmetic of torch.onnx's shape computations.
-  void fold_arithmetic(const onnx::NodeProto& n);
+  // onnx_import_fold_tensors.cc: constants of any rank. An elementwise op whose inputs are all
+  // constants (folds_elementwise), with broadcasting; integers may hold the batch size, which
+  // only Add, Sub, Mul, Div (batch_arithmetic) and Equal take.
+  bool folds_elementwise(const onnx::NodeProto& n) const;
+  void fold_elementwise(const onnx::NodeProto& n);
   int64_t batch_arithmetic(const onnx::NodeProto& n, int64_t x, int64_t y) const;
-  bool both_constant(const onnx::NodeProto& n) const {
-    return n.input_size() == 2 && input(n, 0).kind == Value::kConstant &&
-           input(n, 1).kind == Value::kConstant;
-  }
+  void fold_range(const onnx::NodeProto& n);
+  void fold_scatter_nd(const onnx::NodeProto& n);
+  // Expand of a constant to a constant shape without the batch.
+  void fold_expand(const onnx::NodeProto& n);
+  void fold_concat(const onnx::NodeProto& n);
   void fold_slice(const onnx::NodeProto& n);
   void fold_reshape(const onnx::NodeProto& n);
   void fold_constant_of_shape(const onnx::NodeProto& n);
@@ -375,8 +393,6 @@ class Importer {
   // Transpose of a constant: the weights of nn.Linear on [batch, positions, features], which
   // torch.onnx writes as MatMul(x, Transpose(W)).
   void fold_transpose(const onnx::NodeProto& n);
-  // Pow, Sqrt, Reciprocal and Equal of constants (the attention scale, a mask's test).
-  void fold_math(const onnx::NodeProto& n);
   void constant_node(const onnx::NodeProto& n);
   // The 2-D window attributes of Conv and pooling: {h, w} pairs, pads symmetric.
   struct Window {

@@ -7,6 +7,7 @@
 #include "loom/nn/layers/batchnorm.h"
 #include "loom/nn/layers/conv2d.h"
 #include "loom/nn/layers/embedding.h"
+#include "loom/nn/layers/fixed_bias.h"
 #include "loom/nn/layers/layernorm.h"
 #include "loom/nn/layers/linear.h"
 #include "loom/nn/layers/merge.h"
@@ -223,6 +224,10 @@ const std::vector<LayerType>& layer_types() {
        "adds a learned bias per head and offset to window attention's scores [..., heads, w*w, "
        "w*w] (Swin's, MaxViT's)",
        make_relative_position_bias},
+      {"fixed_bias", "",
+       "adds a fixed tensor of the input's shape, not learned (an imported constant such as Swin's "
+       "shifted-window mask; zeros unless imported)",
+       [](LayerArgs&, const std::vector<Shape>&) { return std::make_unique<FixedBias>(); }},
       {"layernorm", "eps = 1e-5", "layer normalisation over the last axis, learned gain and bias",
        [](LayerArgs& a, const std::vector<Shape>&) {
          return std::make_unique<LayerNorm>(float(a.get_double("eps", 1e-5, 1e-12, 1.0)));
