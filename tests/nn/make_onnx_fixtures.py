@@ -356,6 +356,17 @@ def maxvit():
                   block_layers=[1, 1], head_dim=4, stochastic_depth_prob=0.0, num_classes=10)
 
 
+def swin():
+    """torchvision's SwinTransformer, small (16 x 16 images, patches of 2, two stages, 4 x 4
+    windows): its shifted-window mask (ConstantOfShape, Range, ScatterND, Mod, Slice and
+    comparisons on constants, folded at import into a fixed_bias layer), the roll of the map
+    (Slice and Concat), the relative position bias, and the patch merging's every other row and
+    column (Slice with step 2). The second stage's map is one window: no shift, no mask."""
+    from torchvision.models.swin_transformer import SwinTransformer
+    return SwinTransformer(patch_size=[2, 2], embed_dim=8, depths=[2, 2], num_heads=[2, 4],
+                           window_size=[4, 4], stochastic_depth_prob=0.0, num_classes=10)
+
+
 class ConvNextBlock(nn.Module):
     """ConvNeXt's block as torchvision writes it: a depthwise 7x7 Conv, a permute to
     channels-last, nn.LayerNorm and two nn.Linear over the channels of [batch, H, W, C] (MatMul on
@@ -480,6 +491,8 @@ def main():
     export("einsum", EinsumAttention(), (8, 4), train_ref=True)
     torch.manual_seed(16)
     export("maxvit", maxvit(), (3, 16, 16), train_ref=True)
+    torch.manual_seed(17)
+    export("swin", swin(), (3, 16, 16), train_ref=True)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@
 #include "loom/core/config.h"
 #include "loom/nn/graph/model_zoo.h"
 #include "loom/nn/layers/embedding.h"
+#include "loom/nn/layers/fixed_bias.h"
 #include "loom/nn/layers/relative_position_bias.h"
 #include "loom/plan/model_reader.h"
 #include "tensor_cuda/gpu_compare.h"
@@ -64,16 +65,18 @@ TEST(CudaSeqOps, EmbeddingFindsTheFirstBadId) {
   }
 }
 
-// One forward and backward of a layer with parameters on `be`: y, dx and the parameters'
-// gradient.
+// One forward and backward of a layer with parameters (and state, if any) on `be`: y, dx and the
+// parameters' gradient.
 struct LayerStep {
   std::vector<float> y, dx, dparams;
 };
 LayerStep layer_step(Backend& be, nn::Layer& layer, const nn::Shape& in_shape, int64_t batch,
                      const std::vector<float>& x, const std::vector<float>& params,
-                     const std::vector<float>& dy) {
+                     const std::vector<float>& dy, const std::vector<float>& state = {}) {
   const int64_t out = nn::numel(layer.build(in_shape)) * batch;
   auto d_params = upload(be, params), d_x = upload(be, x), d_dy = upload(be, dy);
+  auto d_state = upload(be, state);
+  if (!state.empty()) layer.bind_state(d_state.data());
   DeviceBuffer<float> d_dparams(be, int64_t(params.size())), d_y(be, out),
       d_dx(be, int64_t(x.size()));
   layer.bind(d_params.data(), d_dparams.data());
@@ -114,6 +117,20 @@ TEST(CudaSeqOps, RelativePositionBiasMatchesCpu) {
   EXPECT_BITS_EQ(g.y, c.y);
   EXPECT_BITS_EQ(g.dx, c.dx);
   EXPECT_NMSE_LE(g.dparams, c.dparams, kNmseReduction);
+}
+
+// Swin's shifted-window mask as imported: a fixed addend per sample, the gradient passed through.
+TEST(CudaSeqOps, FixedBiasMatchesCpu) {
+  LOOM_REQUIRE_GPU();
+  const int64_t batch = 3, per = 4 * 2 * 16 * 16;
+  const auto x = random_floats(size_t(batch * per), 10);
+  const auto bias = random_floats(size_t(per), 11);
+  const auto dy = random_floats(size_t(batch * per), 12);
+  nn::FixedBias on_cpu, on_gpu;
+  const LayerStep c = layer_step(cpu(), on_cpu, {4, 2, 16, 16}, batch, x, {}, dy, bias);
+  const LayerStep g = layer_step(gpu(), on_gpu, {4, 2, 16, 16}, batch, x, {}, dy, bias);
+  EXPECT_BITS_EQ(g.y, c.y);
+  EXPECT_BITS_EQ(g.dx, c.dx);
 }
 
 TEST(CudaSeqOps, LayerNormMatchesCpu) {

@@ -249,6 +249,29 @@ out = 10
   EXPECT_EQ(cls->count(), 2);
 }
 
+// A fixed_bias (an imported constant addend) is written as a Constant node and read back as
+// itself, holding its values: the round trip's outputs agree to the bit only if they came back.
+TEST(OnnxExport, FixedBiasRoundTripsAsAConstant) {
+  SKIP_WITHOUT_ONNX_EXPORT();
+  auto m = model_from_toml(R"(
+[[layer]]
+type = "fixed_bias"
+name = "mask"
+[[layer]]
+type = "flatten"
+[[layer]]
+type = "linear"
+out = 10
+)",
+                           {1, 28, 28});
+  ASSERT_EQ(m->num_state(), 28 * 28);
+  for (int64_t k = 0; k < m->num_state(); ++k) m->state()[k] = float(k % 7) - 3.0f;
+  auto back = round_trip(*m);
+  EXPECT_EQ(exported_kinds(*back), exported_kinds(*m));
+  ASSERT_EQ(back->num_state(), m->num_state());
+  for (int64_t k = 0; k < m->num_state(); ++k) ASSERT_EQ(back->state()[k], m->state()[k]) << k;
+}
+
 // batchnorm1d over [C, L] samples: the importer reads BatchNormalization of rank 3 too.
 TEST(OnnxExport, BatchNormOverSequencesRoundTrips) {
   SKIP_WITHOUT_ONNX_EXPORT();

@@ -287,6 +287,31 @@ TEST(OnnxImport, MaxVitMatchesPytorch) {
     }
 }
 
+// torchvision's Swin: the shifted-window mask, computed in the file from the map's size by
+// ConstantOfShape, Range, ScatterND, Slice and comparisons, is one fixed_bias layer holding
+// -100 and 0 (the second stage's map is a single window: no shift, no mask); the patch
+// merging's every other row and column are slices of reshaped maps.
+TEST(OnnxImport, SwinMatchesPytorch) {
+  SKIP_WITHOUT_ONNX_IMPORT();
+  check_against_pytorch("swin");
+  GraphSpec g = graph_from_onnx(fixture("swin.onnx"), {3, 16, 16});
+  std::map<std::string, int> count;
+  for (const auto& l : g.layers) ++count[l.type];
+  EXPECT_EQ(count["relative_position_bias"], 4);
+  ASSERT_EQ(count["fixed_bias"], 1);
+  for (const auto& l : g.layers)
+    if (l.type == "fixed_bias") {
+      ASSERT_EQ(l.init_state.size(), size_t(4 * 2 * 16 * 16));  // windows, heads, 16 x 16
+      int64_t masked = 0;
+      for (float v : l.init_state) {
+        EXPECT_TRUE(v == 0.0f || v == -100.0f) << v;
+        masked += v != 0.0f;
+      }
+      EXPECT_GT(masked, 0);
+      EXPECT_LT(masked, int64_t(l.init_state.size()) / 2);
+    }
+}
+
 // torchvision's ViT: its class token (a parameter expanded to the batch, then a Concat) is a
 // class_token layer holding the parameter's values.
 TEST(OnnxImport, VisionTransformerMatchesPytorch) {
@@ -673,6 +698,122 @@ TEST(OnnxImport, MovedBatchAxesAndOtherMasksAreRefusedByNode) {
   what = import_error(m, {8, 4});
   EXPECT_NE(what.find("node '/blocks/blocks.1/Where' (Where)"), std::string::npos) << what;
   EXPECT_NE(what.find("causal mask"), std::string::npos) << what;
+}
+
+// Swin's patch merging with a step that does not tile the map (every third of 8 rows from 0 takes
+// 0, 3 and 6, which no range of whole steps inside the axis holds), or a backward step, is
+// refused naming the node.
+TEST(OnnxImport, StepsThatDoNotTileTheAxisAreRefusedByNode) {
+  for (int64_t step : {int64_t(3), int64_t(-1)}) {
+    onnx::ModelProto m;
+    ASSERT_TRUE(m.ParseFromString(read_bytes(fixture("swin.onnx"))));
+    std::string steps_name;
+    for (const auto& n : m.graph().node())
+      if (n.name() == "/features/features.2/Slice_1") steps_name = n.input(4);
+    ASSERT_FALSE(steps_name.empty()) << "swin.onnx has no patch merging Slice_1";
+    bool found = false;
+    for (auto& n : *m.mutable_graph()->mutable_node())
+      if (n.op_type() == "Constant" && n.output(0) == steps_name) {
+        onnx::TensorProto* t = n.mutable_attribute(0)->mutable_t();
+        t->clear_raw_data();
+        t->clear_int64_data();
+        t->add_int64_data(step);
+        found = true;
+      }
+    ASSERT_TRUE(found);
+    const std::string what = import_error(m, {3, 16, 16});
+    EXPECT_NE(what.find("node '/features/features.2/Slice_1' (Slice)"), std::string::npos) << what;
+    EXPECT_NE(what.find(step > 0 ? "whole steps" : "step -1"), std::string::npos) << what;
+  }
+}
+
+// The constant folds of any rank, on a graph written by hand: y = x + c with
+//   c = Slice(Where(Not(Equal(Mod(Range(0, 4, 1), 2), 0)), Expand(-1, [4]),
+//                   ScatterND(ConstantOfShape([4]), [[0], [3]], [5, 7])), steps -1)
+// Range 0 1 2 3, Mod 2: 0 1 0 1, odd: 0 1 0 1, Where: 5 -1 0 -1, reversed: -1 0 -1 5; then
+// Concat([c], [c]) on a new leading axis, Less of it and 0.5 cast to float, subtracted: a
+// fixed_bias of [2, 4] holding each test's answer.
+TEST(OnnxImport, ConstantFoldsOfAnyRankComputeOnnxsValues) {
+  SKIP_WITHOUT_ONNX_IMPORT();
+  onnx::ModelProto m;
+  m.set_ir_version(7);
+  m.add_opset_import()->set_version(14);
+  onnx::GraphProto* g = m.mutable_graph();
+  auto* in = g->add_input();
+  in->set_name("x");
+  auto* tt = in->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  tt->mutable_shape()->add_dim()->set_dim_param("batch");
+  tt->mutable_shape()->add_dim()->set_dim_value(2);
+  tt->mutable_shape()->add_dim()->set_dim_value(4);
+  g->add_output()->set_name("y");
+  auto ints = [&](const std::string& name, std::vector<int64_t> dims, std::vector<int64_t> v) {
+    onnx::TensorProto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    for (int64_t d : dims) t->add_dims(d);
+    for (int64_t x : v) t->add_int64_data(x);
+  };
+  auto floats = [&](const std::string& name, std::vector<int64_t> dims, std::vector<float> v) {
+    onnx::TensorProto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) t->add_dims(d);
+    for (float x : v) t->add_float_data(x);
+  };
+  auto node = [&](const std::string& op, std::vector<std::string> ins, const std::string& out) {
+    onnx::NodeProto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name("/" + out);
+    for (const auto& i : ins) n->add_input(i);
+    n->add_output(out);
+    return n;
+  };
+  ints("zero", {}, {0});
+  ints("four", {}, {4});
+  ints("one", {}, {1});
+  ints("two", {}, {2});
+  ints("shape4", {1}, {4});
+  ints("idx", {2, 1}, {0, 3});
+  floats("upd", {2}, {5, 7});
+  floats("minus_one", {}, {-1});
+  floats("half", {}, {0.5f});
+  ints("rev_start", {1}, {-1});
+  ints("rev_end", {1}, {std::numeric_limits<int64_t>::min() + 1});
+  ints("axis0", {1}, {0});
+  ints("step_back", {1}, {-1});
+  ints("lead", {1}, {0});
+  node("Range", {"zero", "four", "one"}, "range");
+  node("Mod", {"range", "two"}, "mod");
+  node("Equal", {"mod", "zero"}, "even");
+  node("Not", {"even"}, "odd");
+  node("Expand", {"minus_one", "shape4"}, "fill");
+  node("ConstantOfShape", {"shape4"}, "zeros");
+  node("ScatterND", {"zeros", "idx", "upd"}, "scattered");
+  node("Where", {"odd", "fill", "scattered"}, "picked");
+  node("Slice", {"picked", "rev_start", "rev_end", "axis0", "step_back"}, "reversed");
+  node("Unsqueeze", {"reversed", "lead"}, "row");
+  auto* cat = node("Concat", {"row", "row"}, "rows");
+  auto* axis = cat->add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(0);
+  node("Less", {"rows", "half"}, "low");
+  auto* cast = node("Cast", {"low"}, "low_f");
+  auto* to = cast->add_attribute();
+  to->set_name("to");
+  to->set_type(onnx::AttributeProto::INT);
+  to->set_i(onnx::TensorProto::FLOAT);
+  node("Sub", {"rows", "low_f"}, "c");
+  node("Add", {"x", "c"}, "y");
+  const std::string bytes = m.SerializeAsString();
+  const GraphSpec spec = graph_from_onnx_bytes(bytes.data(), bytes.size(), "folds.onnx", {2, 4});
+  const LayerSpec* bias = nullptr;
+  for (const auto& l : spec.layers)
+    if (l.type == "fixed_bias") bias = &l;
+  ASSERT_NE(bias, nullptr);
+  // -1 0 -1 5 minus (value < 0.5): -2 -1 -2 5, in both rows.
+  EXPECT_EQ(bias->init_state, (std::vector<float>{-2, -1, -2, 5, -2, -1, -2, 5}));
 }
 
 // A mean over the batch axis has no layer: refused naming the node.

@@ -19,6 +19,7 @@
 #include "loom/nn/graph/model_zoo.h"
 #include "loom/nn/layers/attention.h"
 #include "loom/nn/layers/embedding.h"
+#include "loom/nn/layers/fixed_bias.h"
 #include "loom/nn/layers/layernorm.h"
 #include "loom/nn/layers/linear.h"
 #include "loom/nn/layers/relative_position_bias.h"
@@ -277,6 +278,38 @@ TEST(SeqClassToken, RowsComeFirstAndTheirGradientSumsTheBatch) {
   layer.backward(ctx, x.data(), y.data(), dy.data(), dx.data(), 2);
   EXPECT_EQ(dtable, (std::vector<float>{0 + 8, 1 + 9}));
   EXPECT_EQ(dx, (std::vector<float>{2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15}));
+}
+
+// x plus a constant: the identity's gradient, exact.
+TEST(SeqGradients, FixedBias) {
+  FixedBias layer;
+  check_layer_gradients(layer, {2, 3, 4}, 3, random_vector(3 * 24, 35), make_context(),
+                        {0.05, 1e-3, 1e-5});
+}
+
+// Every sample gets the same addend, its state; the input's gradient is the output's, and the
+// addend learns nothing (no parameters).
+TEST(SeqFixedBias, EverySampleGetsTheStateAndTheGradientPassesThrough) {
+  FixedBias layer;
+  ASSERT_EQ(layer.build({2, 2}), (Shape{2, 2}));
+  EXPECT_EQ(layer.num_params(), 0);
+  ASSERT_EQ(layer.num_state(), 4);
+  ASSERT_EQ(layer.state_tensors().size(), 1u);
+  EXPECT_EQ(layer.state_tensors()[0].name, "bias");
+  EXPECT_EQ(layer.state_tensors()[0].shape, (Shape{2, 2}));
+  std::vector<float> bias(4, 5.0f);
+  layer.bind_state(bias.data());
+  Context ctx = make_context();
+  layer.init_state(*ctx.backend);
+  EXPECT_EQ(bias, (std::vector<float>(4, 0.0f)));  // zeros unless imported
+  bias = {0, -100, -100, 0};
+  const std::vector<float> x = {1, 2, 3, 4, -1, -2, -3, -4};
+  std::vector<float> y(8), dx(8, 9.0f);
+  layer.forward(ctx, x.data(), y.data(), 2);
+  EXPECT_EQ(y, (std::vector<float>{1, -98, -97, 4, -1, -102, -103, -4}));
+  const std::vector<float> dy = {1, 2, 3, 4, 5, 6, 7, 8};
+  layer.backward(ctx, x.data(), y.data(), dy.data(), dx.data(), 2);
+  EXPECT_EQ(dx, dy);
 }
 
 // Scores plus gathered table entries: linear in both.

@@ -472,6 +472,7 @@ GraphSpec Importer::run(const onnx::ModelProto& model) {
       fail_input(fmt::format("initializer '{}' is given twice", t.name()));
     values_[t.name()] = tensor_value(t, fmt::format("initializer '{}'", t.name()));
     initializers_.insert(t.name());
+    weights_.insert(t.name());
     // Weights that are NaN or Inf would train (and be saved) into a model that answers NaN:
     // refused here, naming the file and the initializer. (Constants computed by nodes may
     // hold an Inf on purpose, a Clip bound; initializers are weights.)
@@ -498,6 +499,13 @@ GraphSpec Importer::run(const onnx::ModelProto& model) {
                               node_text(n), n.domain()));
     where_ = fmt::format("{}: {}", file_, node_text(n));
     read_node(n);
+    // A weight's entries moved or cut by a fold (a slice of a position table) are a weight's.
+    static const std::set<std::string> moves = {"Slice",   "Unsqueeze", "Squeeze",  "Reshape",
+                                                "Flatten", "Transpose", "Identity", "Gather"};
+    const auto out = values_.find(n.output(0));
+    if (moves.count(n.op_type()) && n.input_size() > 0 && weights_.count(n.input(0)) &&
+        out != values_.end() && out->second.kind == Value::kConstant)
+      weights_.insert(n.output(0));
   }
 
   const std::string& out = g.output(0).name();

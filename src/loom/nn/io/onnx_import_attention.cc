@@ -361,7 +361,7 @@ bool Importer::position_embedding(const onnx::NodeProto& n, const Value& a, cons
     const Value& x = k == 0 ? a : b;
     const Value& c = k == 0 ? b : a;
     if (x.kind != Value::kActivation || c.kind != Value::kConstant || c.is_int ||
-        !c.unusable.empty() || x.shape.size() != 2)
+        !c.unusable.empty() || x.shape.size() != 2 || !weights_.count(n.input(1 - k)))
       continue;
     std::vector<int64_t> dims = c.dims;
     if (dims.size() == 3 && dims[0] == 1) dims.erase(dims.begin());

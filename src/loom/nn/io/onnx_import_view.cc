@@ -538,7 +538,7 @@ bool Importer::fixed_bias_add(const onnx::NodeProto& n) {
   // A constant computed in the file (not a weight PyTorch might train, not a table's entries)
   // of more than one value: a scalar or a [D] row is a bias the readers before this one take.
   if (x.kind != Value::kActivation || c.kind != Value::kConstant || c.is_int ||
-      !c.unusable.empty() || initializers_.count(n.input(1 - k)) || !c.table.empty() ||
+      !c.unusable.empty() || weights_.count(n.input(1 - k)) || !c.table.empty() ||
       c.floats.size() < 2 || int64_t(c.floats.size()) != elements(c.dims))
     return false;
   const Groups g = groups_of(x);

@@ -304,7 +304,8 @@ class Importer {
   // same for every sample: a fixed_bias layer holding it in the activation's stored order. True
   // if n is one (onnx_import_view.cc).
   bool fixed_bias_add(const onnx::NodeProto& n);
-  // Add of an initializer [T, D] (or [1, T, D]) to [T, D]: a position embedding. True if so.
+  // Add of an initializer [T, D] (or [1, T, D], or rows cut from one: weights_) to [T, D]: a
+  // position embedding. True if so.
   bool position_embedding(const onnx::NodeProto& n, const Value& a, const Value& b);
   // Mul or Div of an activation by a scalar constant: a scale layer. True if so.
   bool scale_by_constant(const onnx::NodeProto& n, const Value& a, const Value& b, bool divide);
@@ -408,6 +409,10 @@ class Importer {
   int64_t static_batch_ = 0;
   std::map<std::string, Value> values_;
   std::set<std::string> initializers_;
+  // Initializers and the constants folded from them by moving or cutting their entries (Slice,
+  // Unsqueeze, Reshape, Transpose, Gather...): values a layer may learn (a position table).
+  // Other constants are computed in the file and stay fixed (fixed_bias_add).
+  std::set<std::string> weights_;
   std::map<std::string, int> uses_;  // readers of each value name (the graph output counts)
   std::map<std::string, std::vector<std::string>> readers_;  // their op types
   // A layernorm's output (or its output times the gain) -> the layer, while its gain and bias
