@@ -367,6 +367,13 @@ def swin():
                            window_size=[4, 4], stochastic_depth_prob=0.0, num_classes=10)
 
 
+def swin_pad():
+    """The small Swin on 18 x 18 images: its 9 x 9 map is padded to whole 4 x 4 windows (Pad of
+    the channels-last map, then x[:, :H, :W, :], a Slice of two axes), the mask is built for
+    the padded map, and the patch merging pads the odd map to 10 x 10 first."""
+    return swin()
+
+
 class ConvNextBlock(nn.Module):
     """ConvNeXt's block as torchvision writes it: a depthwise 7x7 Conv, a permute to
     channels-last, nn.LayerNorm and two nn.Linear over the channels of [batch, H, W, C] (MatMul on
@@ -493,6 +500,8 @@ def main():
     export("maxvit", maxvit(), (3, 16, 16), train_ref=True)
     torch.manual_seed(17)
     export("swin", swin(), (3, 16, 16), train_ref=True)
+    torch.manual_seed(18)
+    export("swin_pad", swin_pad(), (3, 18, 18), train_ref=True)
 
 
 if __name__ == "__main__":

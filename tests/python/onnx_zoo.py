@@ -47,11 +47,8 @@ QUICK = ["resnet18", "mobilenet_v2", "mobilenet_v3_small", "shufflenet_v2_x0_5",
 # network of vit_b_16 and the others at a size the quick list can afford.
 TRANSFORMERS = ["gpt_small", "transformer_encoder", "gpt_mha", "vit_tiny"]
 SEQUENCE = (16, 8)
-# Input sizes other than 64 x 64: fixed-size classifiers and heads that need larger maps, and
-# Swin, whose 7 x 7 windows tile the maps of a 224 x 224 image (loom reads Swin's padding to
-# whole windows only where it pads nothing).
+# Input sizes other than 64 x 64: fixed-size classifiers and heads that need larger maps.
 SIZE = {"alexnet": 224, "inception_v3": 299, "maxvit_t": 224}
-SIZE.update({f"swin_{v}": 224 for v in ("t", "s", "b", "v2_t", "v2_s", "v2_b")})
 SIZE.update({f"vgg{d}{bn}": 224 for d in (11, 13, 16, 19) for bn in ("", "_bn")})
 SIZE.update({f"vit_{v}": 224 for v in ("b_16", "b_32", "l_16", "l_32", "h_14")})
 CLASSES = 10

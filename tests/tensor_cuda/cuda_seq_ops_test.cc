@@ -14,6 +14,7 @@
 #include "loom/nn/graph/model_zoo.h"
 #include "loom/nn/layers/embedding.h"
 #include "loom/nn/layers/fixed_bias.h"
+#include "loom/nn/layers/pad.h"
 #include "loom/nn/layers/relative_position_bias.h"
 #include "loom/plan/model_reader.h"
 #include "tensor_cuda/gpu_compare.h"
@@ -131,6 +132,19 @@ TEST(CudaSeqOps, FixedBiasMatchesCpu) {
   const LayerStep g = layer_step(gpu(), on_gpu, {4, 2, 16, 16}, batch, x, {}, dy, bias);
   EXPECT_BITS_EQ(g.y, c.y);
   EXPECT_BITS_EQ(g.dx, c.dx);
+}
+
+// Swin's padding of a channels-last map to whole windows: zeros, strided row copies and back.
+TEST(CudaSeqOps, PadMatchesCpu) {
+  LOOM_REQUIRE_GPU();
+  const int64_t batch = 3, h = 9, w = 9, c = 8;
+  const auto x = random_floats(size_t(batch * h * w * c), 13);
+  const auto dy = random_floats(size_t(batch * 12 * 12 * c), 14);
+  nn::Pad on_cpu({0, 0, 0}, {3, 3, 0}), on_gpu({0, 0, 0}, {3, 3, 0});
+  const LayerStep cp = layer_step(cpu(), on_cpu, {h, w, c}, batch, x, {}, dy);
+  const LayerStep gp = layer_step(gpu(), on_gpu, {h, w, c}, batch, x, {}, dy);
+  EXPECT_BITS_EQ(gp.y, cp.y);
+  EXPECT_BITS_EQ(gp.dx, cp.dx);
 }
 
 TEST(CudaSeqOps, LayerNormMatchesCpu) {

@@ -259,7 +259,7 @@ TrainResult run_training(const plan::RunPlan& given, const TrainOptions& options
       nn::model_graph(run.model, train_source->sample_shape(), output_size(*train_source));
   const std::unique_ptr<nn::Model> layout = std::make_unique<nn::Model>(
       cpu_backend(), train_source->sample_shape(), output_size(*train_source),
-      nn::build_nodes(graph, train_source->sample_shape()));
+      nn::build_nodes(graph, train_source->sample_shape()), nn::Model::StructureOnly{});
   // An imported network's weights, checked against its layers above, are the workers' to load
   // (each builds its own model); these two copies would only hold its size twice more.
   layout->release_initial_params();

@@ -24,6 +24,7 @@
 #include "loom/nn/layers/embedding.h"
 #include "loom/nn/layers/layernorm.h"
 #include "loom/nn/layers/linear.h"
+#include "loom/nn/layers/pad.h"
 #include "loom/nn/layers/relative_position_bias.h"
 #include "loom/plan/model_reader.h"
 #include "loom/tensor/backend_registry.h"
@@ -251,12 +252,18 @@ out = 10
 
 // A fixed_bias (an imported constant addend) is written as a Constant node and read back as
 // itself, holding its values: the round trip's outputs agree to the bit only if they came back.
-TEST(OnnxExport, FixedBiasRoundTripsAsAConstant) {
+// A pad comes back as itself, with its counts.
+TEST(OnnxExport, FixedBiasAndPadRoundTrip) {
   SKIP_WITHOUT_ONNX_EXPORT();
   auto m = model_from_toml(R"(
 [[layer]]
 type = "fixed_bias"
 name = "mask"
+[[layer]]
+type = "pad"
+name = "padded"
+before = [0, 1, 0]
+after = [0, 2, 3]
 [[layer]]
 type = "flatten"
 [[layer]]
@@ -270,6 +277,10 @@ out = 10
   EXPECT_EQ(exported_kinds(*back), exported_kinds(*m));
   ASSERT_EQ(back->num_state(), m->num_state());
   for (int64_t k = 0; k < m->num_state(); ++k) ASSERT_EQ(back->state()[k], m->state()[k]) << k;
+  auto pad = dynamic_cast<const Pad*>(back->layers()[size_t(back->find_layer("padded"))].get());
+  ASSERT_NE(pad, nullptr);
+  EXPECT_EQ(pad->before(), (std::vector<int64_t>{0, 1, 0}));
+  EXPECT_EQ(pad->after(), (std::vector<int64_t>{0, 2, 3}));
 }
 
 // batchnorm1d over [C, L] samples: the importer reads BatchNormalization of rank 3 too.

@@ -312,6 +312,19 @@ TEST(OnnxImport, SwinMatchesPytorch) {
     }
 }
 
+// Swin on a map its windows do not tile: the padding to whole windows is a pad layer, the crop
+// back slices of two axes, the mask that of the padded map, and the patch merging pads the odd
+// map first.
+TEST(OnnxImport, SwinOnAnUntiledMapMatchesPytorch) {
+  SKIP_WITHOUT_ONNX_IMPORT();
+  check_against_pytorch("swin_pad");
+  GraphSpec g = graph_from_onnx(fixture("swin_pad.onnx"), {3, 18, 18});
+  std::map<std::string, int> count;
+  for (const auto& l : g.layers) ++count[l.type];
+  EXPECT_GE(count["pad"], 5);  // four blocks' windows and the patch merging
+  EXPECT_EQ(count["fixed_bias"], 2);
+}
+
 // torchvision's ViT: its class token (a parameter expanded to the batch, then a Concat) is a
 // class_token layer holding the parameter's values.
 TEST(OnnxImport, VisionTransformerMatchesPytorch) {

@@ -8,6 +8,7 @@
 
 #include "loom/core/error.h"
 #include "loom/nn/layers/merge.h"
+#include "loom/nn/layers/pad.h"
 #include "nn/grad_check.h"
 
 namespace loom::nn {
@@ -96,6 +97,48 @@ TEST(Slice, RefusesAnEmptyOrOutsideRange) {
   expect_config_error([] { Slice(0, 2, 2).build({4}); }, "not a non-empty range");
   expect_config_error([] { Slice(0, 1, 5).build({4}); }, "not a non-empty range");
   expect_config_error([] { Slice(2, 0, 1).build({4, 4}); }, "not an axis");
+}
+
+// Each output element is the input's at its index less `before`, or 0 outside: written out for
+// every padded axis and combination (the innermost padded axis first, last, or a middle one).
+TEST(Pad, PutsZerosBeforeAndAfterEachAxis) {
+  const Shape in = {2, 3, 4};
+  for (const auto& [before, after] :
+       std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{{{1, 0, 0}, {2, 0, 0}},
+                                                                          {{0, 2, 0}, {0, 1, 0}},
+                                                                          {{0, 0, 1}, {0, 0, 3}},
+                                                                          {{0, 1, 2}, {0, 3, 0}},
+                                                                          {{1, 0, 1}, {0, 2, 0}},
+                                                                          {{0, 0, 0}, {0, 0, 0}}}) {
+    Pad p(before, after);
+    const Shape out = p.build(in);
+    for (size_t i = 0; i < in.size(); ++i) ASSERT_EQ(out[i], in[i] + before[i] + after[i]);
+    const int64_t batch = 2;
+    const auto x = iota_floats(batch * numel(in));
+    std::vector<float> y(size_t(batch * numel(out)), -1.0f);
+    p.forward(make_context(), x.data(), y.data(), batch);
+    for (int64_t n = 0; n < batch; ++n)
+      for (int64_t a = 0; a < out[0]; ++a)
+        for (int64_t b = 0; b < out[1]; ++b)
+          for (int64_t c = 0; c < out[2]; ++c) {
+            const int64_t i = a - before[0], j = b - before[1], k = c - before[2];
+            const bool inside = i >= 0 && i < in[0] && j >= 0 && j < in[1] && k >= 0 && k < in[2];
+            const float want = inside ? x[size_t(((n * in[0] + i) * in[1] + j) * in[2] + k)] : 0;
+            ASSERT_EQ(y[size_t(((n * out[0] + a) * out[1] + b) * out[2] + c)], want)
+                << n << " " << a << " " << b << " " << c;
+          }
+  }
+}
+
+TEST(Pad, Gradients) {
+  Pad p({0, 1, 2}, {1, 0, 3});
+  check_layer_gradients(p, {2, 3, 4}, 2, testing::random_vector(2 * 24, 10), make_context(),
+                        Tolerance{});
+}
+
+TEST(Pad, RefusesCountsThatDoNotFitTheAxes) {
+  expect_config_error([] { Pad({0, 1}, {0, 1}).build({2, 3, 4}); }, "one entry per axis");
+  expect_config_error([] { Pad({0, -1}, {0, 1}).build({2, 3}); }, "from 0 to 2^20");
 }
 
 TEST(Reshape, KeepsTheValuesInOrder) {

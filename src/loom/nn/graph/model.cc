@@ -14,6 +14,17 @@ Model::Model(Backend& backend, Shape input_shape, int num_classes,
 
 Model::Model(Backend& backend, Shape input_shape, int num_classes, std::vector<Node> nodes)
     : backend_(&backend), input_shape_(std::move(input_shape)), num_classes_(num_classes) {
+  build(std::move(nodes), true);
+}
+
+Model::Model(Backend& backend, Shape input_shape, int num_classes, std::vector<Node> nodes,
+             StructureOnly)
+    : backend_(&backend), input_shape_(std::move(input_shape)), num_classes_(num_classes) {
+  build(std::move(nodes), false);
+}
+
+void Model::build(std::vector<Node> nodes, bool with_buffers) {
+  Backend& backend = *backend_;
   LOOM_CHECK(!nodes.empty());
   const std::string source = nodes.back().source;
   int64_t offset = 0, state_offset = 0;
@@ -58,11 +69,14 @@ Model::Model(Backend& backend, Shape input_shape, int num_classes, std::vector<N
         "of the data",
         source.empty() ? "" : source + ": ", shape_text(out), names_.back(), num_classes_));
   output_positions_ = numel(out) / num_classes_;
-  params_ = DeviceBuffer<float>(backend, offset);
-  grads_ = DeviceBuffer<float>(backend, offset);
+  num_params_ = offset;
+  if (with_buffers) {
+    params_ = DeviceBuffer<float>(backend, offset);
+    grads_ = DeviceBuffer<float>(backend, offset);
+    for (const auto& r : ranges_)
+      layers_[size_t(r.layer)]->bind(params_.data() + r.offset, grads_.data() + r.offset);
+  }
   state_ = DeviceBuffer<float>(backend, state_offset);
-  for (const auto& r : ranges_)
-    layers_[size_t(r.layer)]->bind(params_.data() + r.offset, grads_.data() + r.offset);
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (layers_[i]->num_state() == 0) continue;
     layers_[i]->bind_state(state_.data() + state_at[i]);

@@ -49,13 +49,20 @@ class Model {
   // A chain: each layer reads the one before.
   Model(Backend& backend, Shape input_shape, int num_classes,
         std::vector<std::unique_ptr<Layer>> layers);
+  // Without parameter and gradient buffers: the layers built, with their shapes, names, tensors
+  // and sizes, which name a network's tensors in a file at no cost of its size (the trainer's
+  // layout of a 630M-parameter network would hold 5 GB). The layers stay unbound: forward,
+  // init_params and params() are not for such a model.
+  struct StructureOnly {};
+  Model(Backend& backend, Shape input_shape, int num_classes, std::vector<Node> nodes,
+        StructureOnly);
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
   Backend& backend() { return *backend_; }
   const Shape& input_shape() const { return input_shape_; }
   int num_classes() const { return num_classes_; }
-  int64_t num_params() const { return params_.size(); }
+  int64_t num_params() const { return num_params_; }
   float* params() { return params_.data(); }
   float* grads() { return grads_.data(); }
   const std::vector<ParamRange>& param_ranges() const { return ranges_; }
@@ -122,6 +129,7 @@ class Model {
   void backward(const std::function<void(const ParamRange&)>& on_ready = nullptr);
 
  private:
+  void build(std::vector<Node> nodes, bool with_buffers);
   void ensure_capacity(int64_t batch);
   void plan_gradients();
   Context context(const StepInfo& step) const;
@@ -141,6 +149,7 @@ class Model {
   std::vector<ParamRange> ranges_;
   std::vector<std::vector<float>> init_params_;  // per layer, the node's (empty: drawn)
   std::vector<int> range_of_layer_;              // index into ranges_, or -1
+  int64_t num_params_ = 0;
   DeviceBuffer<float> params_, grads_, state_;
   ReplicaReducer* reducer_ = nullptr;
   std::vector<DeviceBuffer<float>> activations_;  // output of each layer

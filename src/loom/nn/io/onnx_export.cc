@@ -25,6 +25,7 @@
 #include "loom/nn/layers/layernorm.h"
 #include "loom/nn/layers/linear.h"
 #include "loom/nn/layers/merge.h"
+#include "loom/nn/layers/pad.h"
 #include "loom/nn/layers/pointwise.h"
 #include "loom/nn/layers/pool2d.h"
 #include "loom/nn/layers/relative_position_bias.h"
@@ -366,6 +367,15 @@ void Exporter::layer(int i, const Names& in, const std::string& out) {
     node("Add", name, {in[0], bias}, out);
     return;
   }
+  if (const auto* pad = dynamic_cast<const Pad*>(&l)) {
+    // ONNX's pads: every axis's zeros before, then every axis's after, the batch's none.
+    std::vector<int64_t> pads = {0};
+    pads.insert(pads.end(), pad->before().begin(), pad->before().end());
+    pads.push_back(0);
+    pads.insert(pads.end(), pad->after().begin(), pad->after().end());
+    node("Pad", name, {in[0], int_list(name + ".pads", pads)}, out);  // mode: zeros
+    return;
+  }
   if (dynamic_cast<const FixedBias*>(&l)) {
     // The addend as a Constant node, [1, ...] over the batch: ONNX's fixed value, which the
     // importer reads back as this layer (an initializer may be a weight PyTorch trains).
@@ -481,7 +491,8 @@ void Exporter::layer(int i, const Names& in, const std::string& out) {
        "ONNX export has no form for this layer type; it exports linear, conv2d, batchnorm1d/2d, "
        "maxpool2d, avgpool2d, globalavgpool2d, add, mul, concat, reshape, transpose, slice, "
        "matmul, softmax, scale, layernorm, position_embedding, class_token, "
-       "relative_position_bias, fixed_bias, relu, relu6, hardsigmoid, hardswish, leakyrelu, gelu, "
+       "relative_position_bias, fixed_bias, pad, relu, relu6, hardsigmoid, hardswish, leakyrelu, "
+       "gelu, "
        "silu, tanh, sigmoid, dropout and flatten");
 }
 

@@ -482,29 +482,45 @@ void Importer::pad(const onnx::NodeProto& n) {
   if (has_input(n, 2) && !is_scalar(constant(n, 2), 0, 0) &&
       !(constant(n, 2).is_int && constant(n, 2).ints == std::vector<int64_t>{0}))
     fail_node(n, "loom pads with zeros only");
+  if (has_input(n, 3)) fail_node(n, "loom reads Pad of every axis (no 'axes' input)");
   const size_t rank = x.shape.size() + 1;
   if (!p.is_int || p.ints.size() != 2 * rank)
     fail_node(n, fmt::format("pads {} do not fit an input of rank {}", dims_text(p.ints), rank));
   // Nothing to pad (Swin's padding to whole windows of a map that has them): the input.
   if (std::all_of(p.ints.begin(), p.ints.end(), [](int64_t i) { return i == 0; }))
     return alias(n, x);
-  // [begin of each axis, end of each axis]: only H and W of an image, alike at both ends.
-  bool ok = rank == 4;
-  for (size_t i = 0; ok && i < rank; ++i)
-    ok = p.ints[i] == p.ints[i + rank] && p.ints[i] >= 0 && p.ints[i] <= 1024 &&
-         (i >= 2 || p.ints[i] == 0);
-  if (!ok)
-    fail_node(n, fmt::format("pads {} on {}: loom reads Pad only as the same zero padding at "
-                             "both ends of H and W before a Conv or AveragePool",
-                             dims_text(p.ints), batch_shape_text(x.shape)));
-  if (p.ints[2] == 0 && p.ints[3] == 0) return alias(n, x);
-  Value v = x;
-  v.kind = Value::kPattern;
-  v.stage = Value::kPadded;
-  v.pad_h = p.ints[2];
-  v.pad_w = p.ints[3];
-  v.node = n.name();
-  alias(n, v);
+  for (int64_t i : p.ints)
+    if (i < 0 || i > (1 << 20))
+      fail_node(n,
+                fmt::format("pads {}: loom pads by 0 to 2^20 zeros (no crop)", dims_text(p.ints)));
+  if (p.ints[0] != 0 || p.ints[rank] != 0)
+    fail_node(n, fmt::format("pads {} pad the batch axis; loom pads each sample's axes only",
+                             dims_text(p.ints)));
+  // The same zeros at both ends of H and W of an image, read only by a Conv or AveragePool:
+  // their own padding (PyTorch writes avg_pool2d so).
+  bool window = rank == 4 && p.ints[1] == 0 && p.ints[1 + rank] == 0;
+  for (size_t i = 2; window && i < rank; ++i) window = p.ints[i] == p.ints[i + rank];
+  auto readers = readers_.find(n.output(0));
+  if (window && readers != readers_.end() && !readers->second.empty())
+    for (const std::string& r : readers->second)
+      window = window && (r == "Conv" || r == "AveragePool");
+  if (window) {
+    Value v = x;
+    v.kind = Value::kPattern;
+    v.stage = Value::kPadded;
+    v.pad_h = p.ints[2];
+    v.pad_w = p.ints[3];
+    v.node = n.name();
+    return alias(n, v);
+  }
+  // Any other zero padding of the sample's axes (Swin's map to whole windows): a pad layer.
+  std::vector<int64_t> before(p.ints.begin() + 1, p.ints.begin() + long(rank)),
+      after(p.ints.begin() + long(rank) + 1, p.ints.end());
+  Shape out = x.shape;
+  for (size_t i = 0; i < out.size(); ++i) out[i] += before[i] + after[i];
+  LayerSpec& l = emit(n, "pad", {&x}, out);
+  l.params["before"] = cv_ints(before);
+  l.params["after"] = cv_ints(after);
 }
 
 const Value& Importer::padded_activation(const onnx::NodeProto& n, int64_t& pad_h,

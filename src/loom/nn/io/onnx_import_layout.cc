@@ -185,8 +185,11 @@ void Importer::slice(const onnx::NodeProto& n) {
   if (has_input(n, 4)) steps = ints(4, "steps");
   if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
     fail_node_input(n, "starts, ends, axes and steps differ in length");
-  // Each listed axis, its range clamped as ONNX does; all but one must be whole.
-  int64_t cut_axis = -1, cut_start = 0, cut_end = 0, cut_step = 1;
+  // Each listed axis, its range clamped as ONNX does, cut in turn (Swin's x[:, :H, :W, :]).
+  struct Cut {
+    int64_t axis, start, end, step;
+  };
+  std::vector<Cut> cuts;
   for (size_t i = 0; i < axes.size(); ++i) {
     const int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
     if (a < 0 || a >= rank) fail_node(n, fmt::format("axis {} is not an axis", axes[i]));
@@ -204,32 +207,38 @@ void Importer::slice(const onnx::NodeProto& n) {
     if (s >= e)
       fail_node(n, fmt::format("the range [{}, {}) of axis {} is empty", starts[i], ends[i], a));
     if (s == 0 && e == len && steps[i] == 1) continue;
-    if (cut_axis >= 0) fail_node(n, "it cuts more than one axis; loom slices one axis per Slice");
-    cut_axis = a, cut_start = s, cut_end = e, cut_step = steps[i];
+    for (const Cut& c : cuts)
+      if (c.axis == a) fail_node_input(n, fmt::format("axis {} is listed twice", a));
+    cuts.push_back({a, s, e, steps[i]});
   }
-  if (cut_axis < 0) return alias(n, x);
-  if (cut_step == 1) {
-    emit_slice(n, x, cut_axis, cut_start, cut_end, 0);
-    return;
-  }
-  // Every step-th element from cut_start (Swin's patch merging, x[..., 0::2, 1::2, :]): a range
-  // of count * step elements holding them, cut into [count, step], and one index of the step.
-  const int64_t len = dims[size_t(cut_axis)], step = cut_step;
-  const int64_t count = (cut_end - cut_start + step - 1) / step;
-  const int64_t offset = std::max<int64_t>(0, cut_start + count * step - len);
-  if (offset > cut_start)
-    fail_node(n, fmt::format("elements {}, {}, ... of an axis of {}: loom takes every step-th "
-                             "element only from a range of whole steps within the axis",
-                             cut_start, cut_start + step, len));
-  const int64_t first = cut_start - offset;
+  if (cuts.empty()) return alias(n, x);
   Value v = x;
-  if (first != 0 || first + count * step != len)
-    v = emit_slice(n, x, cut_axis, first, first + count * step, kInner);
-  std::vector<int64_t> target = onnx_dims(v);
-  target[size_t(cut_axis)] = step;
-  target.insert(target.begin() + cut_axis, count);
-  v = view_reshaped(n, v, target);
-  emit_slice(n, v, cut_axis + 1, offset, offset + 1, 0, true);
+  for (size_t k = 0; k < cuts.size(); ++k) {
+    const Cut& c = cuts[k];
+    const int out = k + 1 == cuts.size() ? 0 : kInner;
+    if (c.step == 1) {
+      v = emit_slice(n, v, c.axis, c.start, c.end, out);
+      continue;
+    }
+    // Every step-th element from c.start (Swin's patch merging, x[..., 0::2, 1::2, :]): a
+    // range of count * step elements holding them, cut into [count, step], and one index of
+    // the step.
+    const int64_t len = onnx_dims(v)[size_t(c.axis)], step = c.step;
+    const int64_t count = (c.end - c.start + step - 1) / step;
+    const int64_t offset = std::max<int64_t>(0, c.start + count * step - len);
+    if (offset > c.start)
+      fail_node(n, fmt::format("elements {}, {}, ... of an axis of {}: loom takes every step-th "
+                               "element only from a range of whole steps within the axis",
+                               c.start, c.start + step, len));
+    const int64_t first = c.start - offset;
+    if (first != 0 || first + count * step != len)
+      v = emit_slice(n, v, c.axis, first, first + count * step, kInner);
+    std::vector<int64_t> target = onnx_dims(v);
+    target[size_t(c.axis)] = step;
+    target.insert(target.begin() + c.axis, count);
+    v = view_reshaped(n, v, target);
+    v = emit_slice(n, v, c.axis + 1, offset, offset + 1, out, true);
+  }
 }
 
 void Importer::split(const onnx::NodeProto& n) {

@@ -11,6 +11,7 @@
 #include "loom/nn/layers/layernorm.h"
 #include "loom/nn/layers/linear.h"
 #include "loom/nn/layers/merge.h"
+#include "loom/nn/layers/pad.h"
 #include "loom/nn/layers/pointwise.h"
 #include "loom/nn/layers/pool2d.h"
 #include "loom/nn/layers/relative_position_bias.h"
@@ -206,6 +207,20 @@ const std::vector<LayerType>& layer_types() {
          const int64_t len = in[0][size_t(axis)];
          const int64_t start = a.require_int("start", 0, len - 1);
          return std::make_unique<Slice>(axis, start, a.require_int("end", start + 1, len));
+       }},
+      {"pad", "before, after",
+       "zeros before and after each per-sample axis (one count per axis in each list)",
+       [](LayerArgs& a, const std::vector<Shape>& in) {
+         const int64_t rank = int64_t(in[0].size());
+         auto counts = [&](const char* key) {
+           std::vector<int64_t> v = a.require_ints(key, 0, 1 << 20);
+           if (int64_t(v.size()) != rank)
+             a.fail(key, fmt::format("has {} entries; the input {} has {} axes", v.size(),
+                                     shape_text(in[0]), rank));
+           return v;
+         };
+         std::vector<int64_t> before = counts("before");
+         return std::make_unique<Pad>(std::move(before), counts("after"));
        }},
       {"concat", "axis = 0", "join inputs along a per-sample axis (0: channels)",
        [](LayerArgs& a, const std::vector<Shape>& in) {

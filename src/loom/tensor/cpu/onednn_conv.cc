@@ -5,10 +5,12 @@
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <unordered_map>
 
 #include "loom/core/error.h"
+#include "loom/tensor/cpu/depthwise_weight_grad.h"
 
 namespace loom::cpu {
 namespace {
@@ -62,10 +64,14 @@ struct Entry {
   dnnl::convolution_forward fwd;
   Arg fwd_src, fwd_wts, fwd_dst;
   dnnl::memory fwd_bias;
+  bool depthwise = false;  // groups = in_c = out_c
   bool have_bwd_data = false;
   dnnl::convolution_backward_data bwd_data;
   Arg bd_wts, bd_ddst, bd_dsrc;
   bool have_bwd_wts = false;
+  // A depthwise convolution whose backward-weights primitive oneDNN could make only from its
+  // per-channel GEMM fallback: depthwise_weight_grad computes the gradient instead.
+  bool weight_grad_by_hand = false;
   dnnl::convolution_backward_weights bwd_wts;
   Arg bw_src, bw_ddst, bw_dwts;
   dnnl::memory bw_dbias;
@@ -119,6 +125,7 @@ std::string geometry_text(const ConvGeometry& g) {
 Entry make_entry(const ConvGeometry& g, bool bias, Precision precision) {
   dnnl::engine& engine = cpu_engine();
   Entry e;
+  e.depthwise = g.groups > 1 && g.groups == g.in_c && g.groups == g.out_c;
   e.in_type = input_type(precision);
   e.src_md = dnnl::memory::desc({g.batch, g.in_c, g.in_h, g.in_w}, dt::f32, tag::nchw);
   e.dst_md = dnnl::memory::desc({g.batch, g.out_c, g.out_h, g.out_w}, dt::f32, tag::nchw);
@@ -172,6 +179,8 @@ void make_backward_weights(Entry& e) {
       dnnl::algorithm::convolution_direct, any(e.src_md, e.in_type), any(e.wts_md), e.bias_md,
       any(e.dst_md, e.in_type), e.strides, e.dilates, e.pad_l, e.pad_r);
   const dnnl::convolution_backward_weights::primitive_desc pd(desc, engine, e.fwd_pd);
+  e.weight_grad_by_hand =
+      e.depthwise && std::string(pd.impl_info_str()).find("gemm") != std::string::npos;
   e.bwd_wts = dnnl::convolution_backward_weights(pd);
   e.bw_src = Arg(e.src_md, pd.src_desc(), engine);
   e.bw_ddst = Arg(e.dst_md, pd.diff_dst_desc(), engine);
@@ -264,6 +273,7 @@ void onednn_conv_backward_weights(const ConvGeometry& g, const float* x, const f
   Entry& e = entry(g, dbias != nullptr, precision, "backward weights", [](Entry& en) {
     if (!en.have_bwd_wts) make_backward_weights(en);
   });
+  if (e.weight_grad_by_hand) return depthwise_weight_grad(g, x, dy, dw, dbias);
   dnnl::stream& s = thread_cache().stream;
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, e.bw_src.read(s, x)},
                                              {DNNL_ARG_DIFF_DST, e.bw_ddst.read(s, dy)},
@@ -284,6 +294,19 @@ void onednn_conv_backward(const ConvGeometry& g, const float* x, const float* w,
     if (dx && !en.have_bwd_data) make_backward_data(en);
   });
   dnnl::stream& s = thread_cache().stream;
+  if (e.weight_grad_by_hand) {
+    depthwise_weight_grad(g, x, dy, dw, dbias);
+    const auto kept = e.saved.find(x);
+    if (kept != e.saved.end()) kept->second.fresh = false;
+    if (dx) {
+      e.bwd_data.execute(s, {{DNNL_ARG_WEIGHTS, e.bd_wts.read(s, w)},
+                             {DNNL_ARG_DIFF_DST, e.bd_ddst.read(s, dy)},
+                             {DNNL_ARG_DIFF_SRC, e.bd_dsrc.write(dx)}});
+      e.bd_dsrc.written(s);
+    }
+    s.wait();
+    return;
+  }
   dnnl::memory& ddst = e.bw_ddst.read(s, dy);
   // The training forward's reordered x when it kept one in this primitive's layout.
   dnnl::memory src;
