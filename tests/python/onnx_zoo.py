@@ -38,7 +38,7 @@ import numpy as np
 
 QUICK = ["resnet18", "mobilenet_v2", "mobilenet_v3_small", "shufflenet_v2_x0_5", "mnasnet0_5",
          "squeezenet1_1", "regnet_y_400mf", "efficientnet_b0", "googlenet", "densenet121",
-         "gpt_small", "transformer_encoder", "gpt_mha", "vit_tiny"]
+         "swin_t", "gpt_small", "transformer_encoder", "gpt_mha", "vit_tiny"]
 # Transformers over [positions, features] inputs, beside torchvision's image classifiers:
 # gpt_small is nanoGPT's attention written op by op (tests/nn/make_onnx_fixtures.py's Gpt);
 # transformer_encoder is nn.TransformerEncoder (batch_first, nn.MultiheadAttention inside);

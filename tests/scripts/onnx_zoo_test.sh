@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The ONNX zoo check on its quick list (tests/python/onnx_zoo.py): ten torchvision classification
-# networks (ResNet, MobileNet V2/V3, ShuffleNet V2, MnasNet, SqueezeNet, RegNetY, EfficientNet,
-# GoogLeNet, DenseNet) exported from PyTorch in training mode must import, give onnxruntime's
-# evaluation forward within 1e-4 relative, and train 3 steps. Skips without libonnx-dev (no
+# The ONNX zoo check on its quick list (tests/python/onnx_zoo.py): eleven torchvision
+# classification networks (ResNet, MobileNet V2/V3, ShuffleNet V2, MnasNet, SqueezeNet, RegNetY,
+# EfficientNet, GoogLeNet, DenseNet, Swin) and four transformers exported from PyTorch in
+# training mode must import, give onnxruntime's evaluation forward within 1e-4 relative, train
+# 3 steps and export back. Skips without libonnx-dev (no
 # helper), or without torch, torchvision and onnxruntime in .venv.
 # $1 = the built loom, $2 = loom_onnx_forward (tests/tools/), absent without ONNX.
 set -euo pipefail

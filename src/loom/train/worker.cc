@@ -170,6 +170,9 @@ class Worker {
                                output_size(*train_));  // parallel.* (model_parallel_model.h)
     nn::apply_loss_options(run_.loss, *model_);
     model_->init_params(s_.seed);
+    // An imported network's weights are in the parameters now; the copy the nodes brought would
+    // hold the network's size again for the whole run.
+    model_->release_initial_params();
     reducer_.emplace(comm_, *backend_);
     model_->set_reducer(&*reducer_);
     optimizer_ = optim::make_optimizer(run_.optimizer, *backend_, model_->num_params());

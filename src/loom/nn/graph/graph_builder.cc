@@ -27,7 +27,10 @@ std::string auto_layer_name(const std::string& type, int k) {
   return fmt::format("{}_{}", lower(type), k);
 }
 
-std::vector<Node> build_nodes(const GraphSpec& graph, const Shape& input_shape) {
+namespace {
+
+// build_nodes, taking the initial values from `take` (the graph itself) where not null.
+std::vector<Node> nodes_of(const GraphSpec& graph, const Shape& input_shape, GraphSpec* take) {
   const int n = int(graph.layers.size());
   if (n == 0) throw ConfigError(fmt::format("{}: the model has no layers", graph.source));
 
@@ -116,8 +119,13 @@ std::vector<Node> build_nodes(const GraphSpec& graph, const Shape& input_shape) 
     Node node;
     node.name = names[size_t(i)];
     node.source = graph.source;
-    node.init_params = l.init_params;
-    node.init_state = l.init_state;
+    if (take) {
+      node.init_params = std::move(take->layers[size_t(i)].init_params);
+      node.init_state = std::move(take->layers[size_t(i)].init_state);
+    } else {
+      node.init_params = l.init_params;
+      node.init_state = l.init_state;
+    }
     std::vector<Shape> in_shapes;
     for (int j : inputs[size_t(i)]) {
       node.inputs.push_back(j == kModelInput ? kModelInput : position[size_t(j)]);
@@ -137,6 +145,16 @@ std::vector<Node> build_nodes(const GraphSpec& graph, const Shape& input_shape) 
     nodes.push_back(std::move(node));
   }
   return nodes;
+}
+
+}  // namespace
+
+std::vector<Node> build_nodes(const GraphSpec& graph, const Shape& input_shape) {
+  return nodes_of(graph, input_shape, nullptr);
+}
+
+std::vector<Node> build_nodes(GraphSpec&& graph, const Shape& input_shape) {
+  return nodes_of(graph, input_shape, &graph);
 }
 
 std::vector<Node> chain_nodes(std::vector<std::unique_ptr<Layer>> layers) {

@@ -29,6 +29,9 @@ std::string auto_layer_name(const std::string& type, int k);
 // defines, a cycle, more than one output (layers whose output nothing reads), and anything
 // make_layer() or a layer's build refuses, such as mismatched shapes at an Add.
 std::vector<Node> build_nodes(const GraphSpec& graph, const Shape& input_shape);
+// The same, moving the layers' initial values out of `graph` rather than copying them (an
+// imported network's weights are as large as its parameters).
+std::vector<Node> build_nodes(GraphSpec&& graph, const Shape& input_shape);
 
 // A chain of layers as nodes, each reading the one before: the zoo's built-in networks when
 // their layers are made in code, and the model-parallel rewrite.

@@ -86,9 +86,9 @@ class Model {
   // Parameters drawn from Rng(seed, 0, kInit, layer index): identical on every rank. Layers
   // whose node came with initial parameters (an imported model) take those instead.
   void init_params(uint64_t seed);
-  // Frees the nodes' initial parameters, for a model that will never call init_params (the
-  // trainer's host copy of the layout): an imported network's weights are as large as its
-  // parameters. A later init_params draws every layer's.
+  // Frees the nodes' initial parameters, for a model that will not call init_params (again): an
+  // imported network's weights are as large as its parameters. A later init_params draws every
+  // layer's.
   void release_initial_params() { std::vector<std::vector<float>>().swap(init_params_); }
 
   // x: [batch, numel(input_shape)] in backend memory. Returns the output, [batch, positions,

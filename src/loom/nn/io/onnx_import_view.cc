@@ -567,13 +567,10 @@ bool Importer::fixed_bias_add(const onnx::NodeProto& n) {
     step *= d;
   }
   // The addend in x's stored order: each stored element's ONNX coordinates from its atoms'.
-  std::vector<int> axis_of(x.shape.size() + 1, -1);
-  for (size_t i = 0; i < g.size(); ++i)
-    for (int a : g[i]) axis_of[size_t(a)] = int(i);
   const int64_t count = elements(x.shape);
   std::vector<float> bias(static_cast<size_t>(count));
+  std::vector<int64_t> at(x.shape.size() + 1, 0);  // each atom's coordinate; the batch's 0
   for (int64_t e = 0; e < count; ++e) {
-    std::vector<int64_t> at(x.shape.size() + 1, 0);
     for (int64_t rest = e, a = int64_t(x.shape.size()); a >= 1; --a) {
       at[size_t(a)] = rest % x.shape[size_t(a - 1)];
       rest /= x.shape[size_t(a - 1)];
