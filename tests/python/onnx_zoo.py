@@ -26,6 +26,7 @@ usage: onnx_zoo.py --loom build/loom --forward build/tests/loom_onnx_forward
                    [--models a,b,... | --all] [--check] [--tolerance 1e-4] [--work DIR]
 """
 import argparse
+import gc
 import json
 import os
 import subprocess
@@ -147,6 +148,10 @@ def one(args, torch, models, ort, name, work):
             row["import"] = f"no training-mode export: {str(e2).splitlines()[0] or e2!r}"[:200]
             return row
     export(torch, model, x, eval_path, False)
+    # PyTorch's copy of the weights is not needed past the export: loom's import and training
+    # of the largest networks (ViT-H/14, 2.5 GB of weights) need the memory.
+    del model
+    gc.collect()
 
     x_np = x.numpy().astype(np.float32)
     np.save(os.path.join(work, "x.npy"), x_np)

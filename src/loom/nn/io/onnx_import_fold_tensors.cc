@@ -71,6 +71,14 @@ int64_t floor_mod(int64_t x, int64_t y) {
 
 }  // namespace
 
+const Value& Importer::whole_constant(const onnx::NodeProto& n, int k) const {
+  const Value& v = constant(n, k);
+  if (int64_t(count_of(v)) != elements(v.dims))
+    fail_node_input(n, fmt::format("input '{}': a constant of {} holds {} values", n.input(k),
+                                   dims_text(v.dims), count_of(v)));
+  return v;
+}
+
 bool Importer::folds_elementwise(const onnx::NodeProto& n) const {
   static const std::set<std::string> unary = {"Sqrt", "Reciprocal", "Neg", "Not"};
   static const std::set<std::string> binary = {"Add",
@@ -99,12 +107,8 @@ void Importer::fold_elementwise(const onnx::NodeProto& n) {
   only_attrs(n, op == "Mod" ? std::initializer_list<const char*>{"fmod"}
                             : std::initializer_list<const char*>{});
   const bool unary = op == "Sqrt" || op == "Reciprocal" || op == "Neg" || op == "Not";
-  const Value& a = constant(n, 0);
-  const Value& b = unary ? a : constant(n, 1);
-  for (const Value* v : {&a, &b})
-    if (int64_t(count_of(*v)) != elements(v->dims))
-      fail_node_input(
-          n, fmt::format("a constant of {} holds {} values", dims_text(v->dims), count_of(*v)));
+  const Value& a = whole_constant(n, 0);
+  const Value& b = unary ? a : whole_constant(n, 1);
   // Pow's exponent may have another element type (ONNX's T1); every other op takes one type.
   if (a.is_int != b.is_int && op != "Pow")
     fail_node(n, "one input is integer and the other float; ONNX requires one element type");
@@ -238,9 +242,9 @@ void Importer::fold_scatter_nd(const onnx::NodeProto& n) {
   if (attr_string(n, "reduction") != "" && attr_string(n, "reduction") != "none")
     fail_node(n, fmt::format("reduction '{}': loom folds ScatterND that writes values only",
                              attr_string(n, "reduction")));
-  const Value& data = constant(n, 0);
-  const Value& idx = constant(n, 1);
-  const Value& updates = constant(n, 2);
+  const Value& data = whole_constant(n, 0);
+  const Value& idx = whole_constant(n, 1);
+  const Value& updates = whole_constant(n, 2);
   if (!idx.is_int || idx.dims.empty() || data.is_int != updates.is_int)
     fail_node_input(n, "indices are not integers, or data and updates differ in type");
   const int64_t k = idx.dims.back(), rank = int64_t(data.dims.size());
@@ -281,7 +285,7 @@ void Importer::fold_scatter_nd(const onnx::NodeProto& n) {
 }
 
 void Importer::fold_expand(const onnx::NodeProto& n) {
-  const Value& c = constant(n, 0);
+  const Value& c = whole_constant(n, 0);
   const Value& s = constant(n, 1);
   std::vector<int64_t> dims;
   if (!s.is_int || s.dims.size() != 1 || !broadcast_dims({&c.dims, &s.ints}, dims))
@@ -319,7 +323,7 @@ void Importer::fold_concat(const onnx::NodeProto& n) {
   int64_t outer = 1;
   for (int64_t a = 0; a < axis; ++a) outer *= first.dims[size_t(a)];
   for (int k = 0; k < n.input_size(); ++k) {
-    const Value& c = constant(n, k);
+    const Value& c = whole_constant(n, k);
     std::vector<int64_t> off = c.dims, want = first.dims;
     if (off.size() == want.size()) off[size_t(axis)] = want[size_t(axis)] = 0;
     if (off != want || c.is_int != first.is_int)

@@ -378,6 +378,8 @@ class Importer {
   // constants (folds_elementwise), with broadcasting; integers may hold the batch size, which
   // only Add, Sub, Mul, Div (batch_arithmetic) and Equal take.
   bool folds_elementwise(const onnx::NodeProto& n) const;
+  // constant(n, k), checked to hold as many values as its dims say.
+  const Value& whole_constant(const onnx::NodeProto& n, int k) const;
   void fold_elementwise(const onnx::NodeProto& n);
   int64_t batch_arithmetic(const onnx::NodeProto& n, int64_t x, int64_t y) const;
   void fold_range(const onnx::NodeProto& n);
