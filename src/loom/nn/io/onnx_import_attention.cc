@@ -83,8 +83,8 @@ void Importer::fold_where(const onnx::NodeProto& n) {
           n, fmt::format("a constant of {} has another count of values", dims_text(v->dims)));
   std::vector<int64_t> dims;
   if (!broadcast_dims({&cond.dims, &a.dims, &b.dims}, dims))
-    fail_node(n, fmt::format("shapes {}, {} and {} do not broadcast", dims_text(cond.dims),
-                             dims_text(a.dims), dims_text(b.dims)));
+    fail_node(n, fmt::format("shapes {}, {} and {} do not broadcast (to at most 2^25 values)",
+                             dims_text(cond.dims), dims_text(a.dims), dims_text(b.dims)));
   const int64_t count = elements(dims);
   auto source = [&](const Value& v, int64_t i) {
     return size_t(broadcast_source(dims, v.dims, i));

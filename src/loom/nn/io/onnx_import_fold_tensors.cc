@@ -35,7 +35,7 @@ bool broadcast_dims(const std::vector<const std::vector<int64_t>*>& shapes,
   }
   int64_t count = 1;
   for (int64_t d : out)
-    if (d < 0 || __builtin_mul_overflow(count, d, &count) || count > kMaxElements) return false;
+    if (d < 0 || __builtin_mul_overflow(count, d, &count) || count > kMaxComputed) return false;
   return true;
 }
 
@@ -119,7 +119,7 @@ void Importer::fold_elementwise(const onnx::NodeProto& n) {
   if (op == "Mod" && !a.is_int && !fmod) fail_node_input(n, "Mod of floats needs fmod = 1 (ONNX)");
   std::vector<int64_t> dims;
   if (!broadcast_dims({&a.dims, &b.dims}, dims))
-    fail_node(n, fmt::format("constants of {} and {} do not broadcast to one shape loom folds",
+    fail_node(n, fmt::format("constants of {} and {} do not broadcast (to at most 2^25 values)",
                              dims_text(a.dims), dims_text(b.dims)));
   Value v;
   v.kind = Value::kConstant;
@@ -222,14 +222,14 @@ void Importer::fold_range(const onnx::NodeProto& n) {
     if (d == 0) fail_node_input(n, "delta is 0");
     // ceil((l - s) / d) in doubles: the ends are shapes' sizes, far inside 2^53.
     const double steps = std::ceil((double(l) - double(s)) / double(d));
-    if (steps > double(kMaxElements)) fail_node(n, "the result is too large");
+    if (steps > double(kMaxComputed)) fail_node(n, "the result is too large");
     for (int64_t k = 0; k < int64_t(std::max(steps, 0.0)); ++k) v.ints.push_back(s + k * d);
   } else {
     const double s = start.floats[0], l = limit.floats[0], d = delta.floats[0];
     if (d == 0 || !std::isfinite(s) || !std::isfinite(l) || !std::isfinite(d))
       fail_node_input(n, "delta is 0 or a bound is not finite");
     const double steps = std::ceil((l - s) / d);
-    if (steps > double(kMaxElements)) fail_node(n, "the result is too large");
+    if (steps > double(kMaxComputed)) fail_node(n, "the result is too large");
     for (int64_t k = 0; k < int64_t(std::max(steps, 0.0)); ++k)
       v.floats.push_back(float(s + double(k) * d));
   }
@@ -289,8 +289,8 @@ void Importer::fold_expand(const onnx::NodeProto& n) {
   const Value& s = constant(n, 1);
   std::vector<int64_t> dims;
   if (!s.is_int || s.dims.size() != 1 || !broadcast_dims({&c.dims, &s.ints}, dims))
-    fail_node(n, fmt::format("a constant of {} does not expand to {}", dims_text(c.dims),
-                             dims_text(s.ints)));
+    fail_node(n, fmt::format("a constant of {} does not expand to {} (of at most 2^25 values)",
+                             dims_text(c.dims), dims_text(s.ints)));
   Value v = c;
   v.dims = dims;
   v.ints.clear();

@@ -185,7 +185,10 @@ void Importer::fold_constant_of_shape(const onnx::NodeProto& n) {
     if (d < 0 || is_batch(d))
       fail_node(n, fmt::format("shape {}: loom folds ConstantOfShape of a constant shape only",
                                dims_text(s.ints)));
-  if (elements(s.ints) > kMaxElements) fail_node(n, "the result is too large");
+  int64_t count = 1;
+  for (int64_t d : s.ints)
+    if (__builtin_mul_overflow(count, d, &count) || count > kMaxComputed)
+      fail_node(n, fmt::format("shape {}: the result is too large", dims_text(s.ints)));
   Value fill;
   fill.kind = Value::kConstant;
   fill.floats = {0.0f};
@@ -198,11 +201,10 @@ void Importer::fold_constant_of_shape(const onnx::NodeProto& n) {
   }
   Value v = fill;
   v.dims = s.ints;
-  const size_t count = size_t(elements(s.ints));
   if (v.is_int)
-    v.ints.assign(count, fill.ints[0]);
+    v.ints.assign(size_t(count), fill.ints[0]);
   else
-    v.floats.assign(count, fill.floats[0]);
+    v.floats.assign(size_t(count), fill.floats[0]);
   alias(n, v);
 }
 

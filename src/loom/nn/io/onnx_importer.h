@@ -42,6 +42,10 @@ inline int64_t batch_times(int64_t m) {
 }
 // No tensor of a model loom trains has more elements; larger claims are a broken file.
 constexpr int64_t kMaxElements = int64_t(1) << 31;
+// No constant computed at import from numbers (Range, ConstantOfShape, Expand, a broadcast)
+// has more elements: the largest a network makes from its input's shape is an attention mask
+// ([4096, 4096] is 16.8M); larger claims are a broken file and would hold gigabytes.
+constexpr int64_t kMaxComputed = int64_t(1) << 25;
 
 inline std::string dims_text(const std::vector<int64_t>& d) {
   std::string s = "[";
@@ -54,7 +58,7 @@ inline std::string dims_text(const std::vector<int64_t>& d) {
 }
 
 // ONNX's (numpy's) broadcasting: the shape `shapes` broadcast to, false if they do not or the
-// result has over kMaxElements elements (onnx_import_fold_tensors.cc).
+// result has over kMaxComputed elements (onnx_import_fold_tensors.cc).
 bool broadcast_dims(const std::vector<const std::vector<int64_t>*>& shapes,
                     std::vector<int64_t>& out);
 // The flat index, in a tensor of `dims`, of the element that broadcasts to element i of `out`.
