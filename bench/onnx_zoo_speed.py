@@ -117,6 +117,11 @@ def main():
         with tempfile.TemporaryDirectory() as work:
             torch.manual_seed(0)
             model = getattr(torchvision.models, name)(num_classes=10).train()
+            # torch.onnx cannot export stochastic depth's Bernoulli noise in training mode; the
+            # peer turns it off too (bench/peers/torch_vision_train.py).
+            for m in model.modules():
+                if type(m).__name__ == "StochasticDepth":
+                    m.p = 0.0
             onnx = os.path.join(work, "net.onnx")
             torch.onnx.export(model, torch.randn(2, 3, args.size, args.size), onnx,
                               opset_version=14, training=torch.onnx.TrainingMode.TRAINING,

@@ -45,6 +45,11 @@ kw = {"num_classes": 10}
 if args.model in ("googlenet", "inception_v3"):
     kw.update(aux_logits=False, init_weights=True)
 model = getattr(torchvision.models, args.model)(**kw).train()
+# Stochastic depth off, as in the ONNX file loom trains (torch.onnx cannot export its Bernoulli
+# noise in training mode): the same network on both sides.
+for m in model.modules():
+    if type(m).__name__ == "StochasticDepth":
+        m.p = 0.0
 layout = torch.channels_last if args.channels_last else torch.contiguous_format
 model = model.to(memory_format=layout)
 step_model = torch.compile(model) if args.compile else model
