@@ -64,6 +64,21 @@ bool comparison(const std::string& op) {
          op == "GreaterOrEqual";
 }
 
+// x op y for a comparison op, as 1 or 0.
+template <typename T>
+int64_t compared(const std::string& op, T x, T y) {
+  return op == "Equal"         ? x == y
+         : op == "Less"        ? x < y
+         : op == "Greater"     ? x > y
+         : op == "LessOrEqual" ? x <= y
+                               : x >= y;
+}
+
+// The ops of one input; the others folded here take two.
+bool unary(const std::string& op) {
+  return op == "Sqrt" || op == "Reciprocal" || op == "Neg" || op == "Not";
+}
+
 int64_t floor_mod(int64_t x, int64_t y) {
   const int64_t r = x % y;
   return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
@@ -80,7 +95,6 @@ const Value& Importer::whole_constant(const onnx::NodeProto& n, int k) const {
 }
 
 bool Importer::folds_elementwise(const onnx::NodeProto& n) const {
-  static const std::set<std::string> unary = {"Sqrt", "Reciprocal", "Neg", "Not"};
   static const std::set<std::string> binary = {"Add",
                                                "Sub",
                                                "Mul",
@@ -95,7 +109,7 @@ bool Importer::folds_elementwise(const onnx::NodeProto& n) const {
                                                "And",
                                                "Or",
                                                "Xor"};
-  const bool one = unary.count(n.op_type()) > 0, two = binary.count(n.op_type()) > 0;
+  const bool one = unary(n.op_type()), two = binary.count(n.op_type()) > 0;
   if (!one && !two) return false;
   for (int k = 0; k < (one ? 1 : 2); ++k)
     if (!has_input(n, k) || input(n, k).kind != Value::kConstant) return false;
@@ -106,9 +120,9 @@ void Importer::fold_elementwise(const onnx::NodeProto& n) {
   const std::string& op = n.op_type();
   only_attrs(n, op == "Mod" ? std::initializer_list<const char*>{"fmod"}
                             : std::initializer_list<const char*>{});
-  const bool unary = op == "Sqrt" || op == "Reciprocal" || op == "Neg" || op == "Not";
+  const bool one_input = unary(op);
   const Value& a = whole_constant(n, 0);
-  const Value& b = unary ? a : whole_constant(n, 1);
+  const Value& b = one_input ? a : whole_constant(n, 1);
   // Pow's exponent may have another element type (ONNX's T1); every other op takes one type.
   if (a.is_int != b.is_int && op != "Pow")
     fail_node(n, "one input is integer and the other float; ONNX requires one element type");
@@ -136,7 +150,7 @@ void Importer::fold_elementwise(const onnx::NodeProto& n) {
         v.ints.push_back(x == y);
         continue;
       }
-      if (is_batch(x) || (!unary && is_batch(y))) {
+      if (is_batch(x) || (!one_input && is_batch(y))) {
         if (op != "Add" && op != "Sub" && op != "Mul" && op != "Div")
           fail_node(n, "it computes with the batch size, which loom's graph leaves open");
         v.ints.push_back(batch_arithmetic(n, x, y));
@@ -159,10 +173,7 @@ void Importer::fold_elementwise(const onnx::NodeProto& n) {
         if (!(std::fabs(p) < 9e18)) fail_node(n, "the integer result overflows");
         r = int64_t(std::llround(p));
       }
-      if (op == "Less") r = x < y;
-      if (op == "Greater") r = x > y;
-      if (op == "LessOrEqual") r = x <= y;
-      if (op == "GreaterOrEqual") r = x >= y;
+      if (comparison(op)) r = compared(op, x, y);
       if (op == "And") r = (x != 0) && (y != 0);
       if (op == "Or") r = (x != 0) || (y != 0);
       if (op == "Xor") r = (x != 0) != (y != 0);
@@ -178,11 +189,7 @@ void Importer::fold_elementwise(const onnx::NodeProto& n) {
     };
     const double x = at(a, ia), y = at(b, ib);
     if (comparison(op)) {
-      v.ints.push_back(op == "Equal"         ? x == y
-                       : op == "Less"        ? x < y
-                       : op == "Greater"     ? x > y
-                       : op == "LessOrEqual" ? x <= y
-                                             : x >= y);
+      v.ints.push_back(compared(op, x, y));
     } else if (a.is_int) {  // Pow of an integer base by a float exponent
       const double p = std::pow(x, y);
       if (!(std::fabs(p) < 9e18)) fail_node(n, "the integer result overflows");
