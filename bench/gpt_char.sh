@@ -85,17 +85,9 @@ done
 echo "load at start: $(cat /proc/loadavg)"
 trap 'echo "load at end: $(cat /proc/loadavg)"; [ -n "$KEEP" ] || rm -rf "$work"' EXIT
 
-# The recipe (docs/models.md): AdamW with decoupled weight decay 0.01 on every parameter,
-# betas (0.9, 0.999), eps 1e-8; linear warm-up over 0.05 epoch (28 steps), cosine to 0 over
-# the run; global batch 32 windows of 128 bytes; no dropout, no clipping. A long collective
-# timeout: on a crowded machine a starved worker thread can miss the default 30 s, which would
-# stop the run as if a rank had died.
-recipe=(--set model=gpt-char --set data.train_shards="$DATA/train.shard"
-        --set data.validation="$DATA/valid.shard" --set data.context=128
-        --set optim.name=adam --set optim.decoupled=true --set optim.weight_decay=0.01
-        --set optim.beta1=0.9 --set optim.beta2=0.999 --set optim.eps=1e-8 --set optim.lr="$LR"
-        --set lr.schedule=cosine --set lr.warmup_epochs=0.05 --set progress=none
-        --set comm.timeout_s=3600)
+# The recipe is configs/gpt_char.toml (docs/models.md); only the data and the lr come from here.
+recipe=("$root/configs/gpt_char.toml" --set data.train_shards="$DATA/train.shard"
+        --set data.validation="$DATA/valid.shard" --set optim.lr="$LR" --set progress=none)
 peer_recipe=(--train "$DATA/train.shard" --valid "$DATA/valid.shard" --context 128 --batch 32
              --lr "$LR" --beta1 0.9 --beta2 0.999 --eps 1e-8 --weight-decay 0.01
              --warmup-epochs 0.05)
@@ -228,7 +220,7 @@ PY
     python3 "$here/best_of_rounds.py" gpt_char speed "1 thread" tokens/s "$STEPS" "$ROUNDS" "${results[@]}"
     ;;
   scaling)
-    common=(--set max_steps="$STEPS" --set threads=1 --set eval=false --set batch=16)
+    common=(--set max_steps="$STEPS" --set threads=1 --set eval=false --set batch=16 --set workers=1)
     loom_run "$work/a" "${common[@]}" > "$work/a.txt" &
     read -r _ b < <(loom_run "$work/b" "${common[@]}")
     wait

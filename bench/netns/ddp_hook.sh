@@ -12,7 +12,10 @@
 # its loopback (the hook's own cost against DDP fp32, with the link out of the way). Configs:
 # fp32 (DDP's allreduce), torch-fp16 (PyTorch's fp16_compress_hook), and the loom codecs fp16,
 # bf16, int8, onebit, topk, powersgd through the hook, each with its defaults (CODEC-wN, e.g.
-# onebit-w10: with comm_hook(warmup_steps=N), the first N steps summed exactly). Each run trains
+# onebit-w10: with comm_hook(warmup_steps=N), the first N steps summed exactly), and
+# onebit-sgd-opt: no DDP and no hook, loom.torch.OnebitSGD exchanging the ranks' velocities
+# itself (1-bit with momentum correction, loom's warm-up; onebit-sgd-opt-wN: N warm-up steps).
+# Each run trains
 # bench/peers/torch_mlp.py (MLP 784-1024-1024-10, batch 128 per rank, 1 thread per rank,
 # Fashion-MNIST) for E epochs (default 1) and reads rank 0's RESULT line: the median over
 # epochs of samples/s (training loop only, the slower rank's time), the final test accuracy and
@@ -45,17 +48,18 @@ while [ $# -gt 0 ]; do
     --configs) CONFIGS=$2; shift 2 ;;
     --bucket-mb) BUCKET_MB=$2; shift 2 ;;
     --first-bucket-mb) FIRST_BUCKET_MB=$2; shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "ddp_hook.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-hook_of() {  # config -> "hook warmup_steps" (CODEC-wN: the loom hook with warmup_steps = N)
+hook_of() {  # config -> "hook warmup_steps optimizer" (CODEC-wN: warmup_steps = N)
   local name=$1 warm=0
   if [[ $1 =~ ^(.+)-w([0-9]+)$ ]]; then name=${BASH_REMATCH[1]} warm=${BASH_REMATCH[2]}; fi
   case $name in
-    fp32) [ "$warm" = 0 ] && echo "none 0" ;;
-    torch-fp16) [ "$warm" = 0 ] && echo "torch-fp16 0" ;;
-    fp16|bf16|int8|onebit|topk|powersgd) echo "$name $warm" ;;
+    fp32) [ "$warm" = 0 ] && echo "none 0 sgd" ;;
+    torch-fp16) [ "$warm" = 0 ] && echo "torch-fp16 0 sgd" ;;
+    fp16|bf16|int8|onebit|topk|powersgd) echo "$name $warm sgd" ;;
+    onebit-sgd-opt) if [[ $1 =~ -w[0-9]+$ ]]; then echo "none $warm onebit_sgd"; else echo "none - onebit_sgd"; fi ;;
     *) false ;;
   esac || { echo "ddp_hook.sh: unknown config '$1'" >&2; return 1; }
 }
@@ -64,7 +68,7 @@ for c in $CONFIGS; do hook_of "$c" >/dev/null; done
 # Only loom's hooks need the loom package: DDP's own fp32 and fp16 run on any PyTorch (the
 # newest from PyPI included, scripts/setup-bench).
 needs_loom=false
-for c in $CONFIGS; do case $(hook_of "$c") in none*|torch-fp16*) ;; *) needs_loom=true ;; esac; done
+for c in $CONFIGS; do case $(hook_of "$c") in *onebit_sgd) needs_loom=true ;; none*|torch-fp16*) ;; *) needs_loom=true ;; esac; done
 if $needs_loom; then
   "$PY" -c "import torch, loom.torch" 2>/dev/null ||
     { echo "ddp_hook.sh: $PY cannot import torch and loom.torch (scripts/setup-python-package)" >&2; exit 2; }
@@ -81,8 +85,8 @@ netns_up
 port=29600
 
 run_one() {  # link config repeat -> prints "samples_per_s test_acc train_loss train_acc"
-  local link=$1 cfg=$2 out="$work/$1-$2-$3" hook warm ns0 ns1 if0 if1 master
-  read -r hook warm < <(hook_of "$cfg")
+  local link=$1 cfg=$2 out="$work/$1-$2-$3" hook warm optimizer ns0 ns1 if0 if1 master
+  read -r hook warm optimizer < <(hook_of "$cfg")
   mkdir -p "$out"
   port=$((port + 1))  # a fresh port per run: no TIME_WAIT from the last one
   if [ "$link" = lo ]; then
@@ -91,8 +95,10 @@ run_one() {  # link config repeat -> prints "samples_per_s test_acc train_loss t
     ns0=$NB_NS0 ns1=$NB_NS1 if0=${NB_TAG}0 if1=${NB_TAG}1 master=$NB_IP0:$port
   fi
   local peer=("$root/bench/peers/torch_mlp.py" --threads 1 --epochs "$EPOCHS" --world 2
-              --master "$master" --hook "$hook" --hook-warmup "$warm" --bucket-mb "$BUCKET_MB"
-              --first-bucket-mb "$FIRST_BUCKET_MB")
+              --master "$master" --hook "$hook" --optimizer "$optimizer"
+              --bucket-mb "$BUCKET_MB" --first-bucket-mb "$FIRST_BUCKET_MB")
+  if [ "$optimizer" = sgd ]; then peer+=(--hook-warmup "$warm")
+  elif [ "$warm" != - ]; then peer+=(--optimizer-warmup "$warm"); fi
   ip netns exec "$ns1" env GLOO_SOCKET_IFNAME="$if1" timeout "$TIMEOUT" \
     "$PY" "${peer[@]}" --rank 1 >"$out/rank1.log" 2>&1 &
   local other=$!

@@ -10,7 +10,9 @@ With --world N (one command per rank) the model is trained by DistributedDataPar
 each rank on its 1/N of every epoch's permutation at --batch per rank; --hook picks how DDP sums
 the gradients: none (its own fp32 allreduce), torch-fp16 (PyTorch's fp16_compress_hook) or a
 loom codec through loom.torch.comm_hook (fp16, bf16, int8, onebit, topk, powersgd; the loom
-package must be importable); --bucket-mb and --first-bucket-mb set DDP's buckets. An epoch's
+package must be importable); --bucket-mb and --first-bucket-mb set DDP's buckets. With
+--optimizer onebit_sgd the model is not wrapped in DDP: loom.torch.OnebitSGD sums the ranks'
+velocities itself, through loom's 1-bit codec with momentum correction. An epoch's
 samples/s is N shards over the slowest rank's time; rank 0 evaluates and prints the lines
 below, the RESULT line with its own training loss and accuracy over the last epoch
 (bench/netns/ddp_hook.sh runs this).
@@ -53,6 +55,13 @@ parser.add_argument("--hook", default="none",
                     help="DDP's gradient sum: none, torch-fp16, or a loom codec (loom.torch)")
 parser.add_argument("--hook-warmup", type=int, default=0,
                     help="a loom hook's warmup_steps: the first steps summed exactly in fp32")
+parser.add_argument("--optimizer", choices=["sgd", "onebit_sgd"], default="sgd",
+                    help="sgd: torch.optim.SGD with momentum (under DDP: after DDP's allreduce); "
+                         "onebit_sgd: loom.torch.OnebitSGD, which exchanges the ranks' velocities "
+                         "itself through loom's 1-bit codec (the model is not wrapped in DDP)")
+parser.add_argument("--optimizer-warmup", type=int, default=None,
+                    help="onebit_sgd's warmup_steps (default: loom's for codec = onebit, 1%% of "
+                         "the run's steps, at most 10)")
 parser.add_argument("--bucket-mb", type=float, default=25.0,
                     help="DDP's bucket_cap_mb (its default 25)")
 parser.add_argument("--first-bucket-mb", type=float, default=1.0,
@@ -88,11 +97,14 @@ def main():
                           nn.Linear(1024, 1024), nn.ReLU(), nn.Dropout(0.5),
                           nn.Linear(1024, 10))
     ddp = args.world > 1
+    if args.optimizer != "sgd" and args.hook != "none":
+        sys.exit("torch_mlp.py: --optimizer onebit_sgd exchanges itself; it takes no --hook")
     if ddp:
         import torch.distributed as dist
         dist.init_process_group("gloo", init_method=f"tcp://{args.master}", rank=args.rank,
                                 world_size=args.world)
         net = model
+    if ddp and args.optimizer == "sgd":
         # read when the DDP module is made: the bucket that closes the backward pass first
         dist._DEFAULT_FIRST_BUCKET_BYTES = int(args.first_bucket_mb * 2**20)
         model = nn.parallel.DistributedDataParallel(net, bucket_cap_mb=args.bucket_mb)
@@ -103,16 +115,24 @@ def main():
             import loom.torch
             hook = loom.torch.comm_hook(args.hook, warmup_steps=args.hook_warmup)
             model.register_comm_hook(None, hook)
+    if ddp:
         # the epoch times' maxima; kept alive to the end, so that gloo's worker threads never
         # free a tensor made here (loom/torch.py explains the hang that avoids)
         kept = []
     if args.compile:
         # the median over the epochs leaves out the first one's compilation (--epochs 3 or more)
         model = torch.compile(model)
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     loss_fn = nn.CrossEntropyLoss()
     steps_per_epoch = math.ceil(len(x_train) // max(args.world, 1) / args.batch)
     total_steps = args.epochs * steps_per_epoch
+    if args.optimizer == "onebit_sgd":
+        import loom.torch
+        warmup = (args.optimizer_warmup if args.optimizer_warmup is not None
+                  else min(10, max(1, total_steps // 100)))
+        optimizer = loom.torch.OnebitSGD(model.parameters(), lr=args.lr,
+                                         momentum=args.momentum, warmup_steps=warmup)
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     step = 0
     rates, accs = [], []
     train_loss = train_acc = float("nan")
@@ -158,7 +178,7 @@ def main():
           f"coretype={os.environ.get('OPENBLAS_CORETYPE', '(unset)')} compiled={int(args.compile)} "
           f"median_samples_per_s={statistics.median(rates):.0f} "
           f"final_test_acc={accs[-1]:.4f} data_load_s={load_s:.2f} torch={torch.__version__}"
-          + (f" ddp={args.world} hook={args.hook} bucket_mb={args.bucket_mb:g} "
+          + (f" ddp={args.world} hook={args.hook} optimizer={args.optimizer} bucket_mb={args.bucket_mb:g} "
              f"first_bucket_mb={args.first_bucket_mb:g} rank0_train_loss={train_loss:.4f} "
              f"rank0_train_acc={train_acc:.4f}" if ddp else ""),
           flush=True)
