@@ -6,6 +6,7 @@
 #   bench/netns/ddp_hook.sh [--python PY] [--epochs E] [--links "1gbit lo"]
 #                           [--configs "fp32 fp16 int8 onebit"] [--repeats R]
 #                           [--bucket-mb MB] [--first-bucket-mb MB]
+#                           [--network mlp|gpt-char] [--data DIR] [--steps N]
 #
 # Links: a rate (1gbit, 100mbit, off) puts one rank in each of two network namespaces joined by
 # a veth shaped with tbf (lib.sh), gloo over the veth; lo puts both ranks in one namespace on
@@ -28,11 +29,19 @@
 # ({"bench":"ddp_hook",...}). Needs root (namespaces, tc), iproute2, python3-torch, the loom
 # package in PY (default: the checkout's .venv, scripts/setup-python-package) and Debian's
 # dataset-fashion-mnist. The namespaces are deleted on exit, whatever happens.
+# --network gpt-char trains bench/peers/torch_gpt_char.py instead (gpt-char's recipe, 2 ranks x
+# 16 windows, --steps N, default 1700; --data DIR from scripts/fortunes-shards DIR bytes):
+# configs fp32 (DDP with AdamW) and onebit-adam-opt (no DDP: loom.torch.OnebitAdam exchanging
+# itself; onebit-adam-opt-wN: N warm-up steps); the table's rate is tokens/s and its accuracy the
+# validation bits/byte (lower is better).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 PY=${PY:-$root/.venv/bin/python}
 EPOCHS=${EPOCHS:-1}
+NETWORK=mlp
+DATA=
+STEPS=1700
 REPEATS=${REPEATS:-1}
 LINKS=${LINKS:-"1gbit lo"}
 CONFIGS=${CONFIGS:-"fp32 fp16 int8 onebit"}
@@ -43,6 +52,9 @@ while [ $# -gt 0 ]; do
   case $1 in
     --python) PY=$2; shift 2 ;;
     --epochs) EPOCHS=$2; shift 2 ;;
+    --network) NETWORK=$2; shift 2 ;;
+    --data) DATA=$2; shift 2 ;;
+    --steps) STEPS=$2; shift 2 ;;
     --repeats) REPEATS=$2; shift 2 ;;
     --links) LINKS=$2; shift 2 ;;
     --configs) CONFIGS=$2; shift 2 ;;
@@ -59,16 +71,31 @@ hook_of() {  # config -> "hook warmup_steps optimizer" (CODEC-wN: warmup_steps =
     fp32) [ "$warm" = 0 ] && echo "none 0 sgd" ;;
     torch-fp16) [ "$warm" = 0 ] && echo "torch-fp16 0 sgd" ;;
     fp16|bf16|int8|onebit|topk|powersgd) echo "$name $warm sgd" ;;
-    onebit-sgd-opt) if [[ $1 =~ -w[0-9]+$ ]]; then echo "none $warm onebit_sgd"; else echo "none - onebit_sgd"; fi ;;
+    onebit-sgd-opt|onebit-adam-opt)
+      local opt=onebit_sgd
+      [ "$name" = onebit-sgd-opt ] || opt=onebit_adam
+      if [[ $1 =~ -w[0-9]+$ ]]; then echo "none $warm $opt"; else echo "none - $opt"; fi ;;
     *) false ;;
   esac || { echo "ddp_hook.sh: unknown config '$1'" >&2; return 1; }
 }
 for c in $CONFIGS; do hook_of "$c" >/dev/null; done
+case $NETWORK in
+  mlp) ;;
+  gpt-char)
+    [ -f "$DATA/train.shard" ] && [ -f "$DATA/valid.shard" ] ||
+      { echo "ddp_hook.sh: --network gpt-char needs --data DIR with train.shard and valid.shard (scripts/fortunes-shards DIR bytes)" >&2; exit 2; }
+    for c in $CONFIGS; do
+      case $(hook_of "$c") in "none 0 sgd"|*onebit_adam) ;;
+        *) echo "ddp_hook.sh: --network gpt-char takes fp32 and onebit-adam-opt[-wN], not '$c'" >&2; exit 2 ;;
+      esac
+    done ;;
+  *) echo "ddp_hook.sh: --network is mlp or gpt-char, not '$NETWORK'" >&2; exit 2 ;;
+esac
 [ "$(id -u)" = 0 ] || { echo "ddp_hook.sh: needs root (network namespaces, tc)" >&2; exit 2; }
 # Only loom's hooks need the loom package: DDP's own fp32 and fp16 run on any PyTorch (the
 # newest from PyPI included, scripts/setup-bench).
 needs_loom=false
-for c in $CONFIGS; do case $(hook_of "$c") in *onebit_sgd) needs_loom=true ;; none*|torch-fp16*) ;; *) needs_loom=true ;; esac; done
+for c in $CONFIGS; do case $(hook_of "$c") in *onebit_*) needs_loom=true ;; none*|torch-fp16*) ;; *) needs_loom=true ;; esac; done
 if $needs_loom; then
   "$PY" -c "import torch, loom.torch" 2>/dev/null ||
     { echo "ddp_hook.sh: $PY cannot import torch and loom.torch (scripts/setup-python-package)" >&2; exit 2; }
@@ -94,11 +121,21 @@ run_one() {  # link config repeat -> prints "samples_per_s test_acc train_loss t
   else
     ns0=$NB_NS0 ns1=$NB_NS1 if0=${NB_TAG}0 if1=${NB_TAG}1 master=$NB_IP0:$port
   fi
-  local peer=("$root/bench/peers/torch_mlp.py" --threads 1 --epochs "$EPOCHS" --world 2
-              --master "$master" --hook "$hook" --optimizer "$optimizer"
-              --bucket-mb "$BUCKET_MB" --first-bucket-mb "$FIRST_BUCKET_MB")
-  if [ "$optimizer" = sgd ]; then peer+=(--hook-warmup "$warm")
-  elif [ "$warm" != - ]; then peer+=(--optimizer-warmup "$warm"); fi
+  local peer
+  if [ "$NETWORK" = gpt-char ]; then
+    [ "$optimizer" = sgd ] && optimizer=adamw
+    peer=("$root/bench/peers/torch_gpt_char.py" --threads 1 --steps "$STEPS" --world 2
+          --master "$master" --optimizer "$optimizer" --train "$DATA/train.shard"
+          --valid "$DATA/valid.shard" --context 128 --batch 32 --lr 0.001 --beta1 0.9
+          --beta2 0.999 --eps 1e-8 --weight-decay 0.01 --warmup-epochs 0.05)
+  else
+    peer=("$root/bench/peers/torch_mlp.py" --threads 1 --epochs "$EPOCHS" --world 2
+          --master "$master" --hook "$hook" --optimizer "$optimizer"
+          --bucket-mb "$BUCKET_MB" --first-bucket-mb "$FIRST_BUCKET_MB")
+    [ "$optimizer" != sgd ] || peer+=(--hook-warmup "$warm")
+  fi
+  [ "$optimizer" = sgd ] || [ "$optimizer" = adamw ] || [ "$warm" = - ] ||
+    peer+=(--optimizer-warmup "$warm")
   ip netns exec "$ns1" env GLOO_SOCKET_IFNAME="$if1" timeout "$TIMEOUT" \
     "$PY" "${peer[@]}" --rank 1 >"$out/rank1.log" 2>&1 &
   local other=$!
@@ -112,6 +149,10 @@ run_one() {  # link config repeat -> prints "samples_per_s test_acc train_loss t
     echo "ddp_hook.sh: $cfg on $link failed; last lines of its logs:" >&2
     tail -3 "$out/rank0.log" "$out/rank1.log" >&2
     echo "nan nan nan nan"
+    return
+  fi
+  if [ "$NETWORK" = gpt-char ]; then
+    echo "$result" | sed -E 's/.*val_bits_per_byte=([0-9.na]+) tokens_per_s=([0-9.]+).*/\2 \1 nan nan/'
     return
   fi
   echo "$result" | sed -E 's/.*median_samples_per_s=([0-9.]+).*final_test_acc=([0-9.]+).*rank0_train_loss=([0-9.na]+) rank0_train_acc=([0-9.na]+).*/\1 \2 \3 \4/'
@@ -133,12 +174,13 @@ for rep in $(seq "$REPEATS"); do
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
-/usr/bin/python3 - "$results" "$EPOCHS" "$REPEATS" "$load_before" "$load_after" \
+/usr/bin/python3 - "$results" "$EPOCHS" "$REPEATS" "$load_before" "$load_after" "$NETWORK" "$STEPS" \
   "$BUCKET_MB" "$FIRST_BUCKET_MB" <<'PY'
 import json, math, statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 epochs, repeats, load0, load1 = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
-bucket_mb, first_mb = float(sys.argv[6]), float(sys.argv[7])
+network, steps = sys.argv[6], int(sys.argv[7])
+bucket_mb, first_mb = float(sys.argv[8]), float(sys.argv[9])
 runs = {}
 for link, cfg, *vals in rows:
     runs.setdefault((link, cfg), []).append([float(v) for v in vals])
@@ -150,10 +192,16 @@ nan = float("nan")
 r = {k: [median([v[i] for v in vs]) for i in range(4)] for k, vs in runs.items()}
 links = list(dict.fromkeys(x[0] for x in rows))
 cfgs = list(dict.fromkeys(x[1] for x in rows))
-print(f"DDP, 2 processes x 1 thread, MLP 784-1024-1024-10, batch 128/rank, {epochs} epoch(s), "
+if network == "mlp":
+    what = f"MLP 784-1024-1024-10, batch 128/rank, {epochs} epoch(s)"
+    rate, metric = "samples/s", "test acc"
+else:  # rate is tokens/s and the metric validation bits/byte; no training figures
+    what = f"gpt-char, 16 windows of 128 bytes/rank, {steps} steps"
+    rate, metric = "tokens/s", "val bits"
+print(f"DDP, 2 processes x 1 thread, {what}, "
       f"buckets {first_mb:g} MiB first, {bucket_mb:g} MiB cap; median of {repeats} run(s); "
       f"load average before {load0}, after {load1}")
-print(f"{'link':<7} {'config':<11} {'samples/s':>10} {'x fp32':>7} {'test acc':>9} "
+print(f"{'link':<7} {'config':<18} {rate:>10} {'x fp32':>7} {metric:>9} "
       f"{'- fp32':>7} {'train acc':>9} {'- fp32':>7} {'train loss':>10}")
 lines = []
 for link in links:
@@ -161,20 +209,24 @@ for link in links:
     for cfg in cfgs:
         sps, acc, tloss, tacc = r[(link, cfg)]
         x = sps / f32[0] if f32[0] and not math.isnan(f32[0]) else nan
-        print(f"{link:<7} {cfg:<11} {sps:>10.0f} {x:>7.2f} {acc:>9.4f} {acc - f32[1]:>+7.4f} "
+        print(f"{link:<7} {cfg:<18} {sps:>10.0f} {x:>7.2f} {acc:>9.4f} {acc - f32[1]:>+7.4f} "
               f"{tacc:>9.4f} {tacc - f32[3]:>+7.4f} {tloss:>10.4f}")
-        lines.append({"bench": "ddp_hook", "link": link, "config": cfg, "ranks": 2,
-                      "epochs": epochs, "repeats": repeats, "bucket_mb": bucket_mb,
-                      "first_bucket_mb": first_mb, "samples_per_s": sps, "x_fp32": x,
-                      "test_accuracy": acc, "test_accuracy_minus_fp32": acc - f32[1],
-                      "rank0_train_loss": tloss, "rank0_train_accuracy": tacc,
-                      "rank0_train_accuracy_minus_fp32": tacc - f32[3],
-                      "load_before": load0, "load_after": load1})
+        j = {"bench": "ddp_hook", "network": network, "link": link, "config": cfg, "ranks": 2,
+             "repeats": repeats, "bucket_mb": bucket_mb, "first_bucket_mb": first_mb,
+             "x_fp32": x, "load_before": load0, "load_after": load1}
+        if network == "mlp":
+            j.update({"epochs": epochs, "samples_per_s": sps, "test_accuracy": acc,
+                      "test_accuracy_minus_fp32": acc - f32[1], "rank0_train_loss": tloss,
+                      "rank0_train_accuracy": tacc, "rank0_train_accuracy_minus_fp32": tacc - f32[3]})
+        else:
+            j.update({"steps": steps, "tokens_per_s": sps, "val_bits_per_byte": acc,
+                      "val_bits_per_byte_minus_fp32": acc - f32[1]})
+        lines.append(j)
 if "lo" in links and (("lo", "fp32") in r):
     costs = [f"{cfg} {1 - r[('lo', cfg)][0] / r[('lo', 'fp32')][0]:+.0%}"
              for cfg in cfgs if cfg != "fp32"]
     if costs:
-        print("cost on the loopback (1 - samples/s over fp32 DDP's): " + ", ".join(costs))
+        print(f"cost on the loopback (1 - {rate} over fp32 DDP's): " + ", ".join(costs))
 for j in lines:
     print(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else
                           round(v, 4) if isinstance(v, float) else v) for k, v in j.items()}))

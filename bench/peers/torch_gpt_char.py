@@ -25,7 +25,9 @@ With --world N (one command per rank, --rank R, --master HOST:PORT) the model is
 DistributedDataParallel over gloo: every rank draws the same window order and takes its 1/N of
 each global batch of --batch windows (N must divide it), so the global batch and recipe are
 the single process's. Tokens/s counts the global batch, timed on each rank (DDP keeps them in
-step); rank 0 prints the RESULT line, the validation with it.
+step); rank 0 prints the RESULT line, the validation with it. With --optimizer onebit_adam the
+model is not wrapped in DDP: loom.torch.OnebitAdam sums the ranks' gradients exactly for its
+warm-up and then their momenta through loom's 1-bit codec (the loom package must be importable).
 
 Data, as loom's token windows (docs/data.md, "Token windows"): the shards' token ids; an epoch
 is the non-overlapping windows o + i * context, i < floor(tokens / context) - 1, at a random
@@ -71,6 +73,12 @@ parser.add_argument("--compile", action="store_true", help="torch.compile the mo
 parser.add_argument("--world", type=int, default=1, help="DDP processes (gloo), one per command")
 parser.add_argument("--rank", type=int, default=0, help="this process's rank (with --world)")
 parser.add_argument("--master", default="127.0.0.1:29541", help="rank 0's HOST:PORT (with --world)")
+parser.add_argument("--optimizer", choices=["adamw", "onebit_adam"], default="adamw",
+                    help="adamw: torch.optim.AdamW (under DDP: after DDP's allreduce); onebit_adam: "
+                         "loom.torch.OnebitAdam, which exchanges itself (exact for its warm-up, "
+                         "then the momentum through loom's 1-bit codec; no DDP)")
+parser.add_argument("--optimizer-warmup", type=int, default=None,
+                    help="onebit_adam's warmup_steps (default: loom's, 15%% of --steps)")
 args = parser.parse_args()
 os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
 os.environ["OMP_NUM_THREADS"] = str(args.threads)
@@ -234,7 +242,14 @@ def main():
         import torch.distributed as dist
         dist.init_process_group("gloo", init_method=f"tcp://{args.master}", rank=args.rank,
                                 world_size=args.world)
-        model = nn.parallel.DistributedDataParallel(model)
+        if args.optimizer == "adamw":  # 1-bit Adam sums the ranks' momenta itself
+            model = nn.parallel.DistributedDataParallel(model)
+    if args.optimizer == "onebit_adam":  # after the process group: it exchanges through it
+        import loom.torch
+        warmup_steps = (args.optimizer_warmup if args.optimizer_warmup is not None
+                        else max(1, int(0.15 * args.steps)))
+        opt = loom.torch.OnebitAdam(model.parameters(), **adamw, warmup_steps=warmup_steps)
+        update = f"loom-onebit-adam-w{warmup_steps}"
     share = args.batch // args.world
     forward = torch.compile(model) if args.compile else model
     # A compiled model compiles in its first steps: a one-off cost the rate leaves out.
@@ -274,7 +289,8 @@ def main():
         dist.barrier()
         if args.rank != 0:
             return
-        model = model.module
+        if isinstance(model, nn.parallel.DistributedDataParallel):
+            model = model.module
     bits = float("nan") if args.no_eval else validation_nats(model, valid, c) / math.log(2)
     print(f"RESULT gpt_char steps={step} val_bits_per_byte={bits:.4f} "
           f"tokens_per_s={(step - untimed) * args.batch * c / seconds:.1f} torch={torch.__version__} "
