@@ -18,10 +18,11 @@ default) and skips every (network, recipe, configuration, seed) the store alread
 table can be filled over several sittings (creating the file STORE.stop ends a sitting after
 the run in progress); a change to a recipe's config file or to the
 settings below starts that network's runs afresh (the recipe's fingerprint is part of the key).
-`table` prints, per network and configuration: the mean paired difference from fp32 and its
-standard error, the seeds it has, the bytes a worker sent per step and the target (within 0.3
-points of fp32's test accuracy on the MLP and ResNet-20, within 0.03 bits/byte of fp32's
-validation bits/byte on gpt-char), then one JSON object per row ({"bench":"codec_table",...}).
+`table` prints, per network and configuration: the seeds it has, the mean of its metric, its
+difference from fp32 paired by seed (mean, standard error and each seed's), the bytes a worker
+sent per step and the target (at most 0.3 points of test accuracy below fp32 on the MLP and
+ResNet-20, at most 0.03 bits/byte of validation loss above fp32 on gpt-char; judged once every
+seed is in), then one JSON object per row ({"bench":"codec_table",...}; --json: those alone).
 Accuracy does not depend on the machine's load, so other work may run meanwhile; samples/s in
 the store does.
 
@@ -64,11 +65,14 @@ class Network:
             lossy[lossy.index("onebit")] = "onebit_adam"
         return ["fp32"] + lossy
 
-    def cost(self, value, fp32):
-        """The configuration's cost against fp32, positive when it is worse."""
-        if self.metric == "test_acc":
-            return (fp32 - value) * 100.0  # points of test accuracy
-        return value - fp32                # bits per byte
+    def diff(self, value, fp32):
+        """value - fp32's, in points of test accuracy or in bits per byte."""
+        return (value - fp32) * (100.0 if self.metric == "test_acc" else 1.0)
+
+    def within(self, mean_diff):
+        """Whether a mean difference meets the target: at most `target` worse than fp32."""
+        worse = -mean_diff if self.metric == "test_acc" else mean_diff
+        return worse <= self.target
 
     def fingerprint(self):
         with open(os.path.join(ROOT, self.config), "rb") as f:
@@ -235,36 +239,37 @@ def run(args):
 
 
 def table_rows(rows):
-    """Per network and configuration, the paired costs against fp32 of the same recipe."""
+    """Per network and configuration, the differences from fp32 of the same recipe and seed."""
     out = []
     for name, net in NETWORKS.items():
         mine = [r for r in rows if r["network"] == name]
-        recipes = sorted({r["recipe"] for r in mine},
-                         key=lambda k: max(r["date"] for r in mine if r["recipe"] == k))
-        if not recipes:
+        if not mine:
             continue
-        recipe = recipes[-1]  # the newest recipe; older ones stay in the store, unread
-        runs = {(r["config"], r["seed"]): r for r in mine if r["recipe"] == recipe}
+        newest = max(mine, key=lambda r: r["date"])["recipe"]  # older recipes stay unread
+        runs = {(r["config"], r["seed"]): r for r in mine if r["recipe"] == newest}
         for config in net.configs():
             seeds = sorted(s for c, s in runs if c == config and ("fp32", s) in runs)
-            costs = [net.cost(runs[(config, s)]["value"], runs[("fp32", s)]["value"])
+            diffs = [net.diff(runs[(config, s)]["value"], runs[("fp32", s)]["value"])
                      for s in seeds]
-            n = len(costs)
-            mean = sum(costs) / n if n else None
-            se = (math.sqrt(sum((c - mean) ** 2 for c in costs) / (n - 1) / n)
+            n = len(diffs)
+            mean = sum(diffs) / n if n else None
+            se = (math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1) / n)
                   if n > 1 else None)
-            bps = [runs[(config, s)]["bytes_per_step"] for s in seeds]
-            fp32 = [runs[("fp32", s)]["value"] for s in seeds]
-            if n < len(net.seeds):
+            if config == "fp32":
+                verdict = ""
+            elif n < len(net.seeds):
                 verdict = f"{n} of {len(net.seeds)} seeds"
             else:
-                verdict = "met" if mean <= net.target else "not met"
+                verdict = "met" if net.within(mean) else "not met"
             out.append({
-                "bench": "codec_table", "network": name, "recipe": recipe, "config": config,
+                "bench": "codec_table", "network": name, "recipe": newest, "config": config,
                 "seeds": seeds, "metric": net.metric, "unit": net.unit,
-                "fp32_mean": sum(fp32) / n if n else None,
-                "cost_mean": mean, "cost_se": se, "target": net.target, "verdict": verdict,
-                "bytes_per_step": sum(bps) / n if n else None,
+                "value_mean": (sum(runs[(config, s)]["value"] for s in seeds) / n
+                               if n else None),
+                "diffs": diffs, "diff_mean": mean, "diff_se": se, "target": net.target,
+                "verdict": verdict,
+                "bytes_per_step": (sum(runs[(config, s)]["bytes_per_step"] for s in seeds) / n
+                                   if n else None),
                 "cpus": sorted({runs[(config, s)]["cpu"] for s in seeds}),
             })
     return out
@@ -272,33 +277,30 @@ def table_rows(rows):
 
 def table(args):
     rows = table_rows(read_store(args.store))
-    if args.json:
+    if not args.json:
+        current = None
         for r in rows:
-            print(json.dumps(r))
-        return 0
-    current = None
-    for r in rows:
-        if r["network"] != current:
-            current = r["network"]
-            net = NETWORKS[current]
-            print(f"\n{current} ({net.config}; cost = fp32 - config in {net.unit} of "
-                  f"{net.metric}" if net.metric == "test_acc" else
-                  f"\n{current} ({net.config}; cost = config - fp32 in {net.unit}", end="")
-            print(f"; target: cost <= {net.target})")
-            print("| config | seeds | fp32 mean | cost: mean +- se | bytes a worker sent per step "
-                  "| target |")
-            print("| --- | --- | ---: | ---: | ---: | --- |")
-        if not r["seeds"]:
-            print(f"| {r['config']} | none | | | | not run |")
-            continue
-        se = f" +- {r['cost_se']:.2f}" if r["cost_se"] is not None else ""
-        digits = 2 if r["unit"] == "points" else 4
-        cost = "" if r["config"] == "fp32" else f"{r['cost_mean']:+.{digits}f}{se}"
-        if r["unit"] != "points" and r["cost_se"] is not None:
-            cost = "" if r["config"] == "fp32" else f"{r['cost_mean']:+.4f} +- {r['cost_se']:.4f}"
-        verdict = "" if r["config"] == "fp32" else r["verdict"]
-        print(f"| {r['config']} | {','.join(map(str, r['seeds']))} | {r['fp32_mean']:.4f} | "
-              f"{cost} | {r['bytes_per_step']:,.0f} | {verdict} |")
+            net = NETWORKS[r["network"]]
+            if r["network"] != current:
+                current = r["network"]
+                sign = "-" if net.metric == "test_acc" else "+"
+                print(f"\n{current} ({net.config}, {net.metric}; target: config - fp32 "
+                      f"{'>=' if sign == '-' else '<='} {sign}{net.target} {net.unit})")
+                print(f"| config | seeds | {net.metric} (mean) | config - fp32 ({net.unit}): "
+                      "mean +- se | per seed | bytes a worker sent per step | target |")
+                print("| --- | --- | ---: | ---: | --- | ---: | --- |")
+            if not r["seeds"]:
+                print(f"| {r['config']} | none | | | | | not run |")
+                continue
+            f = ".2f" if net.metric == "test_acc" else ".4f"
+            diff = per_seed = ""
+            if r["config"] != "fp32":
+                diff = f"{r['diff_mean']:+{f}}"
+                if r["diff_se"] is not None:
+                    diff += f" +- {r['diff_se']:{f}}"
+                per_seed = " ".join(f"{d:+{f}}" for d in r["diffs"])
+            print(f"| {r['config']} | {','.join(map(str, r['seeds']))} | {r['value_mean']:.4f} | "
+                  f"{diff} | {per_seed} | {r['bytes_per_step']:,.0f} | {r['verdict']} |")
     for r in rows:
         print(json.dumps(r))
     return 0

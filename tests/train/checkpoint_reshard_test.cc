@@ -407,12 +407,14 @@ TEST(CheckpointReshard, CodecResidualsAreSummedAndHandedOn) {
 
 // Block momentum at a block boundary: W_prev and V are the same on every rank and come back
 // bit for bit through 2 -> 1 -> 2; a checkpoint inside a block, where each worker trains a model
-// of its own, resumes on its world size only.
+// of its own, resumes on its world size only. The local momentum is reset at each block here:
+// kept (the default), each worker's own is part of the state, and a world of one keeps one.
 TEST(CheckpointReshard, BlockMomentumReshardsAtBlockBoundariesOnly) {
   TempDir dir;
   Config cfg = run_config(dir.path() + "/run", 2);
   cfg.set("sync", std::string("bmuf"));
   cfg.set("bmuf.tau", int64_t(4));
+  cfg.set("bmuf.reset_momentum", true);
   cfg.set("max_steps", int64_t(30));
   run_training(plan::read_run_plan(cfg));
   const std::string boundary = step_dir(dir.path() + "/run", kResumeAt);  // 20 = 5 blocks

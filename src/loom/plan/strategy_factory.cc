@@ -158,7 +158,7 @@ void refuse_other_strategy_keys(const Config& cfg, const std::string& kind, bool
     if (cfg.has("bmuf.eta")) refuse_key(cfg, "bmuf.eta", why);  // its default depends on N
     refuse_unless_default(cfg, "bmuf.zeta", 1.0, why);
     refuse_unless_default(cfg, "bmuf.nesterov", true, why);
-    refuse_unless_default(cfg, "bmuf.reset_momentum", true, why);
+    refuse_unless_default(cfg, "bmuf.reset_momentum", false, why);
   }
   if (kind != "ps" || model_parallel) {
     const std::string why = "applies to sync = \"ps\"; " + run;
@@ -332,7 +332,7 @@ std::vector<ConfigKeySpec> sync_config_keys() {
       {"bmuf.eta", ConfigType::kDouble, "1 - 1/N", "bmuf: block momentum in [0, 1)"},
       {"bmuf.zeta", ConfigType::kDouble, "1", "bmuf: block learning rate in (0, 100]"},
       {"bmuf.nesterov", ConfigType::kBool, "true", "bmuf: start each block at W - eta V"},
-      {"bmuf.reset_momentum", ConfigType::kBool, "true",
+      {"bmuf.reset_momentum", ConfigType::kBool, "false",
        "bmuf: zero the local optimizer's momentum after each block"},
   };
   for (auto& k : compress::codec_config_keys()) keys.push_back(k);
@@ -440,7 +440,7 @@ std::unique_ptr<Strategy> make_strategy(const Config& cfg, comm::Communicator& c
       throw ConfigError(fmt::format("{}: key 'bmuf.zeta': {} is out of range (0, 100]",
                                     cfg.where("bmuf.zeta"), opts.zeta));
     opts.nesterov = cfg.get_bool("bmuf.nesterov", true);
-    opts.reset_momentum = cfg.get_bool("bmuf.reset_momentum", true);
+    opts.reset_momentum = cfg.get_bool("bmuf.reset_momentum", false);
     opts.chunk_bytes = bucket_bytes;
     opts.codec = codec_from_config(cfg);
     return std::make_unique<BmufStrategy>(comm, model, optimizer, std::move(opts));

@@ -40,7 +40,10 @@ struct BmufOptions {
   double eta = -1;                // bmuf.eta: block momentum in [0, 1); < 0 means 1 - 1/N
   double zeta = 1;                // bmuf.zeta: block learning rate
   bool nesterov = true;           // bmuf.nesterov
-  bool reset_momentum = true;     // bmuf.reset_momentum: zero local optimizer state per block
+  // bmuf.reset_momentum: zero the local optimizer's state at each block. Off by default: with
+  // momentum 0.9 the local velocity needs about 10 steps to build, so clearing it every tau = 8
+  // steps keeps the local steps short of their size (docs/compress.md, "Block momentum").
+  bool reset_momentum = false;
   int64_t chunk_bytes = 4 << 20;  // sync.bucket_kib: the delta travels in chunks this size
   std::shared_ptr<const compress::Codec> codec;  // nullptr: plain fp32 allreduce
 };
