@@ -11,7 +11,8 @@ gradients nobody has averaged (docs/python.md).
   ``warmup_steps`` steps, then the variance frozen and the momentum exchanged through the codec
   with error feedback: each rank sends ``beta1 m / N + (1 - beta1) g / N`` (g its own mean
   gradient, N ranks), the exchanged sum becomes every rank's momentum, and the parameters move
-  by it over the variance as it stood at the freeze.
+  by it over the variance as it stood at the freeze, each element's step held within the most
+  Adam itself could take (OnebitAdam::adam_step_bound).
 - ``OnebitSGD``: SGD with momentum correction (Lin et al., ICLR 2018, "Deep Gradient
   Compression") as loom's ``sync.momentum_correction``: each rank keeps its own velocity
   ``u = mu u + g / N``, sends it through the codec, and the sum is applied as plain SGD (with
@@ -25,6 +26,7 @@ back). ``state_dict()`` holds the step count and the moments (or velocities); th
 error-feedback residuals live in the exchange and start at zero after a load.
 """
 
+import math
 from typing import Any, Callable, Dict, Iterable, Optional
 
 import numpy as np
@@ -95,6 +97,14 @@ class _Exchanging(torch.optim.Optimizer):
             return closure()
 
 
+def _adam_step_bound(b1: float, b2: float) -> float:
+    """The most Adam's bias-corrected m / sqrt(v) can reach (loom's OnebitAdam::adam_step_bound,
+    onebit_adam.h, computed in double and rounded to float32 as there)."""
+    if b2 <= 0 or b1 * b1 >= b2:
+        return float("inf")
+    return float(_F32((1 - b1) / math.sqrt((1 - b2) * (1 - b1 * b1 / b2))))
+
+
 class OnebitAdam(_Exchanging):
     """1-bit Adam over ``process_group`` (default: the default group); see the module's text.
     ``weight_decay`` is decoupled, as AdamW's. ``codec`` and ``codec_params`` as in
@@ -143,7 +153,11 @@ class OnebitAdam(_Exchanging):
         c1 = one / (one - b1 ** _F32(t))
         c2 = one / (one - b2 ** _F32(frozen_at))
         p = self._flat_params()
-        p = p * (one - lr * wd) - lr * (self.m * c1) / (np.sqrt(self.v * c2) + eps)
+        step = (self.m * c1) / (np.sqrt(self.v * c2) + eps)
+        if t > self.warmup_steps:  # held within Adam's own bound, as loom's (onebit_adam.h)
+            bound = _adam_step_bound(float(b1), float(b2))
+            step = np.clip(step, _F32(-bound), _F32(bound))
+        p = p * (one - lr * wd) - lr * step
         self._set_params(p.astype(_F32, copy=False))
         return loss
 

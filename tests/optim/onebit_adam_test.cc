@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "loom/core/config.h"
@@ -71,8 +73,9 @@ TEST(OnebitAdam, AfterTheFreezeTheVarianceStaysAndTheMomentumMoves) {
     const double c2 = 1.0 / (1.0 - std::pow(double(kBeta2), 3));
     for (size_t i = 0; i < n; ++i) {
       m[i] = kBeta1 * m[i] + (1.0 - kBeta1) * g[i];
-      want[i] = want[i] * (1.0 - double(kLr) * kWd) -
-                kLr * (m[i] * c1) / (std::sqrt(double(v[i]) * c2) + kEps);
+      const double bound = OnebitAdam::adam_step_bound(kBeta1, kBeta2);
+      const double step = (m[i] * c1) / (std::sqrt(double(v[i]) * c2) + kEps);
+      want[i] = want[i] * (1.0 - double(kLr) * kWd) - kLr * std::clamp(step, -bound, bound);
     }
   }
   EXPECT_EQ(buffer(one, 1), v);  // frozen
@@ -110,6 +113,60 @@ TEST(OnebitAdam, TheWorkersSharesSumToTheMomentum) {
   for (size_t i = 0; i < n; ++i) {
     EXPECT_NEAR(buffer(three, 0)[i], buffer(one, 0)[i], 1e-6) << i;
     EXPECT_NEAR(p3[i], p1[i], 1e-6) << i;
+  }
+}
+
+// The bound is what Adam itself reaches: on the gradients that make Cauchy-Schwarz an equality
+// (each step's gradient beta2 / beta1 times the last) Adam's bias-corrected m / sqrt(v) climbs
+// to it and never past it. Without a bound (beta1^2 >= beta2) it is infinite.
+TEST(OnebitAdam, ItsStepBoundIsTheMostAdamTakes) {
+  for (const auto& [b1, b2] : {std::pair{0.9f, 0.999f}, std::pair{0.9f, 0.99f}}) {
+    const double bound = OnebitAdam::adam_step_bound(b1, b2);
+    double m = 0, v = 0, most = 0;
+    for (int t = 1; t <= 20000; ++t) {
+      // Rescaled by the last gradient, so the newest is 1 and nothing overflows.
+      m *= double(b1) / double(b2);
+      v *= double(b1) * double(b1) / (double(b2) * double(b2));
+      m = double(b1) * m + (1 - double(b1));
+      v = double(b2) * v + (1 - double(b2));
+      const double ratio =
+          (m / (1 - std::pow(double(b1), t))) / std::sqrt(v / (1 - std::pow(double(b2), t)));
+      most = std::max(most, ratio);
+    }
+    EXPECT_LE(most, bound * (1 + 1e-6)) << b1 << " " << b2;
+    EXPECT_GT(most, bound * 0.99) << b1 << " " << b2;
+  }
+  EXPECT_NEAR(OnebitAdam::adam_step_bound(0.9f, 0.999f), 7.27, 0.01);
+  EXPECT_EQ(OnebitAdam::adam_step_bound(0.9f, 0.8f), std::numeric_limits<float>::infinity());
+}
+
+// An element whose gradient was zero through the warm-up has no variance; 1-bit hands it its
+// column's level as momentum. Its step stays within Adam's bound (unclamped it would be
+// lr * level / eps), and the other elements take the unclamped rule.
+TEST(OnebitAdam, AFrozenStepStaysWithinAdamsBound) {
+  const size_t n = 3;
+  OnebitAdam one(cpu_backend(), int64_t(n), kBeta1, kBeta2, kEps, 0.0f);
+  one.set_freeze_step(2);
+  std::vector<float> p(n, 1.0f);
+  for (int step = 1; step <= 2; ++step) {
+    std::vector<float> g = grad_at(step, n);
+    g[0] = 0.0f;  // a unit that never fired
+    one.step(p.data(), g.data(), int64_t(n), kLr);
+  }
+  ASSERT_EQ(p[0], 1.0f);
+  ASSERT_EQ(buffer(one, 1)[0], 0.0f);
+  const std::vector<float> before = p, v = buffer(one, 1), m0 = buffer(one, 0);
+  one.advance();
+  const std::vector<float> level(n, 0.05f);  // the codec's level for every element
+  one.apply_momentum(p.data(), level.data(), 0, int64_t(n), kLr);
+  const float bound = OnebitAdam::adam_step_bound(kBeta1, kBeta2);
+  EXPECT_NEAR(before[0] - p[0], kLr * bound, 1e-7);  // unclamped: lr * 0.05 * c1 / eps, ~1e5
+  const double c1 = 1.0 / (1.0 - std::pow(double(kBeta1), 3));
+  const double c2 = 1.0 / (1.0 - std::pow(double(kBeta2), 2));
+  for (size_t i = 1; i < n; ++i) {
+    const double step = (0.05 * c1) / (std::sqrt(double(v[i]) * c2) + kEps);
+    ASSERT_LT(std::abs(step), bound) << i;
+    EXPECT_NEAR(before[i] - p[i], kLr * step, 1e-6) << i;
   }
 }
 

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "loom/core/error.h"
 
@@ -55,6 +57,12 @@ void OnebitAdam::momentum_to_send(float* send, int64_t offset, int64_t n, int wo
   for (int64_t i = 0; i < n; ++i) send[i] = carried * m[i] + (1.0f - beta1_) * send[i];
 }
 
+float OnebitAdam::adam_step_bound(float beta1, float beta2) {
+  const double b1 = beta1, b2 = beta2;
+  if (b2 <= 0 || b1 * b1 >= b2) return std::numeric_limits<float>::infinity();
+  return static_cast<float>((1 - b1) / std::sqrt((1 - b2) * (1 - b1 * b1 / b2)));
+}
+
 void OnebitAdam::apply_momentum(float* params, const float* momentum, int64_t offset, int64_t n,
                                 float lr) {
   LOOM_CHECK(frozen(), "OnebitAdam::apply_momentum at step {}, before the freeze after step {}",
@@ -62,11 +70,13 @@ void OnebitAdam::apply_momentum(float* params, const float* momentum, int64_t of
   const float c1 = 1.0f / (1.0f - std::pow(beta1_, float(steps_)));
   const float c2 = 1.0f / (1.0f - std::pow(beta2_, float(freeze_step_)));
   const float shrink = 1.0f - lr * weight_decay_;
+  const float bound = adam_step_bound(beta1_, beta2_);
   float* m = m_.data() + offset;
   const float* v = v_.data() + offset;
   for (int64_t i = 0; i < n; ++i) {
     m[i] = momentum[i];
-    params[i] = params[i] * shrink - lr * (m[i] * c1) / (std::sqrt(v[i] * c2) + eps_);
+    const float step = (m[i] * c1) / (std::sqrt(v[i] * c2) + eps_);
+    params[i] = params[i] * shrink - lr * std::clamp(step, -bound, bound);
   }
 }
 

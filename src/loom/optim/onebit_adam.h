@@ -11,7 +11,9 @@
 //     share of the gradient sum), so the exchanged sum is the new momentum
 //     beta1 m + (1 - beta1) g over the whole batch; every worker takes that sum as m and updates
 //     p <- p (1 - lr wd) - lr (m c1) / (sqrt(v c2) + eps), with c1 = 1 / (1 - beta1^t) and c2 =
-//     1 / (1 - beta2^freeze): the variance and its correction as they stood at the freeze.
+//     1 / (1 - beta2^freeze): the variance and its correction as they stood at the freeze;
+//     each element's step (m c1) / (sqrt(v c2) + eps) is clamped to +-adam_step_bound(): see
+//     there.
 // The exchange belongs to the strategy (sync/allreduce/allreduce_strategy.h); a world of one
 // exchanges nothing and update() applies the same rule to its own gradient.
 #pragma once
@@ -45,6 +47,17 @@ class OnebitAdam final : public Optimizer {
   void momentum_to_send(float* send, int64_t offset, int64_t n, int world) const;
   // The exchanged sum becomes the momentum, and the parameters take the frozen update.
   void apply_momentum(float* params, const float* momentum, int64_t offset, int64_t n, float lr);
+
+  // The most an element's bias-corrected m / sqrt(v) can reach in Adam itself, for
+  // beta1^2 < beta2: m = (1 - b1) sum b1^k g_k and v = (1 - b2) sum b2^k g_k^2 give, by
+  // Cauchy-Schwarz, |m| / sqrt(v) <= (1 - b1) / sqrt((1 - b2) (1 - b1^2 / b2)) (7.27 for 0.9 and
+  // 0.999; Kingma & Ba's 3.16 is the case of one nonzero gradient). The frozen stage holds each
+  // step within it: 1-bit gives every element of a column the column's level, so an element
+  // whose gradient was zero through the warm-up (a ReLU unit that never fired, a token never
+  // seen) gets a momentum of that level over a variance of 0, a step of level / eps that Adam
+  // could never take. Unclamped, the default job's MLP went to NaN within 40 steps. Infinity
+  // when beta1^2 >= beta2 (no bound).
+  static float adam_step_bound(float beta1, float beta2);
 
  private:
   Backend* backend_;
