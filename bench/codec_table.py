@@ -16,8 +16,9 @@ the data order, so the difference of a configuration from fp32 is paired by seed
 `run` appends one JSON line per finished run to the store (bench/results/codec_table.jsonl by
 default) and skips every (network, recipe, configuration, seed) the store already holds, so the
 table can be filled over several sittings (creating the file STORE.stop ends a sitting after
-the run in progress); a change to a recipe's config file or to the
-settings below starts that network's runs afresh (the recipe's fingerprint is part of the key).
+the run in progress). A change to a recipe's config file or to its settings below starts that
+network's runs afresh (the recipe's fingerprint is part of the key); a change to one of loom's
+defaults does not, so the rows it affects are taken out of the store by hand.
 `table` prints, per network and configuration: the seeds it has, the mean of its metric, its
 difference from fp32 paired by seed (mean, standard error and each seed's), the bytes a worker
 sent per step and the target (at most 0.3 points of test accuracy below fp32 on the MLP and
@@ -26,8 +27,8 @@ seed is in), then one JSON object per row ({"bench":"codec_table",...}; --json: 
 Accuracy does not depend on the machine's load, so other work may run meanwhile; samples/s in
 the store does.
 
-Run times on a 2-core AMD EPYC Zen 3: MLP about 20 s a run (top-k longer), ResNet-20 about 10
-min, gpt-char about 8 min. gpt-char needs token shards: --data DIR from `scripts/fortunes-shards
+Run times on a 2-core AMD EPYC Zen 3: MLP about 20 s a run (top-k and PowerSGD up to 80 s),
+ResNet-20 about 10 min, gpt-char 6-7 min. gpt-char needs token shards: --data DIR from `scripts/fortunes-shards
 DIR bytes` (made in a temporary folder when --data is absent).
 """
 import argparse
