@@ -16,8 +16,7 @@
 # onebit-w10: with comm_hook(warmup_steps=N), the first N steps summed exactly), and
 # onebit-sgd-opt: no DDP and no hook, loom.torch.OnebitSGD exchanging the ranks' velocities
 # itself (1-bit with momentum correction, loom's warm-up; onebit-sgd-opt-wN: N warm-up steps).
-# Each run trains
-# bench/peers/torch_mlp.py (MLP 784-1024-1024-10, batch 128 per rank, 1 thread per rank,
+# Each run trains bench/peers/torch_mlp.py (MLP 784-1024-1024-10, batch 128 per rank, 1 thread per rank,
 # Fashion-MNIST) for E epochs (default 1) and reads rank 0's RESULT line: the median over
 # epochs of samples/s (training loop only, the slower rank's time), the final test accuracy and
 # rank 0's training loss and accuracy over the last epoch (dropout on). --bucket-mb and
@@ -60,7 +59,7 @@ while [ $# -gt 0 ]; do
     --configs) CONFIGS=$2; shift 2 ;;
     --bucket-mb) BUCKET_MB=$2; shift 2 ;;
     --first-bucket-mb) FIRST_BUCKET_MB=$2; shift 2 ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "ddp_hook.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
