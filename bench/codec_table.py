@@ -140,8 +140,8 @@ def bytes_per_step(run_dir):
 
 
 def train(args, net, config, seed, run_dir, data):
-    sets = net.sets + config_sets(config) + [f"seed={seed}", "progress=none",
-                                             f"output.dir={run_dir}"]
+    recipe = net.sets + config_sets(config) + [f"seed={seed}"]  # what the store's command names
+    sets = recipe + ["progress=none", f"output.dir={run_dir}"]
     if net.name == "gpt-char":
         sets += [f"data.train_shards={data}/train.shard", f"data.validation={data}/valid.shard"]
     cmd = [args.loom, "train", os.path.join(ROOT, net.config), "--force"]
@@ -164,9 +164,7 @@ def train(args, net, config, seed, run_dir, data):
         "samples_per_s": summary["samples_per_s"], "wall_s": round(time.time() - start, 1),
         "loom": summary["loom_version"], "cpu": cpu_name(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "command": " ".join(cmd[1:2] + [net.config] + [f"--set {s}" for s in
-                                                     net.sets + config_sets(config)
-                                                     + [f"seed={seed}"]]),
+        "command": " ".join(["train", net.config] + [f"--set {s}" for s in recipe]),
     }
 
 
@@ -187,8 +185,7 @@ def run(args):
     done = {(r["network"], r["recipe"], r["config"], r["seed"]) for r in read_store(args.store)}
     todo = {}
     for net in networks:
-        configs = selected(args.configs, net.configs(), f"configuration for {net.name}") \
-            if args.configs else net.configs()
+        configs = selected(args.configs, net.configs(), f"configuration for {net.name}")
         if "fp32" not in configs:
             configs = ["fp32"] + configs
         seeds = net.seeds if args.seeds is None else [int(s) for s in args.seeds.split(",")]

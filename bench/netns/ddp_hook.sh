@@ -94,7 +94,7 @@ esac
 # Only loom's hooks need the loom package: DDP's own fp32 and fp16 run on any PyTorch (the
 # newest from PyPI included, scripts/setup-bench).
 needs_loom=false
-for c in $CONFIGS; do case $(hook_of "$c") in *onebit_*) needs_loom=true ;; none*|torch-fp16*) ;; *) needs_loom=true ;; esac; done
+for c in $CONFIGS; do case $(hook_of "$c") in "none 0 sgd"|"torch-fp16 0 sgd") ;; *) needs_loom=true ;; esac; done
 if $needs_loom; then
   "$PY" -c "import torch, loom.torch" 2>/dev/null ||
     { echo "ddp_hook.sh: $PY cannot import torch and loom.torch (scripts/setup-python-package)" >&2; exit 2; }

@@ -36,10 +36,10 @@
 namespace loom::sync {
 
 struct BmufOptions {
-  int64_t tau = 8;                // bmuf.tau: local steps per block
-  double eta = -1;                // bmuf.eta: block momentum in [0, 1); < 0 means 1 - 1/N
-  double zeta = 1;                // bmuf.zeta: block learning rate
-  bool nesterov = true;           // bmuf.nesterov
+  int64_t tau = 8;       // bmuf.tau: local steps per block
+  double eta = -1;       // bmuf.eta: block momentum in [0, 1); < 0 means 1 - 1/N
+  double zeta = 1;       // bmuf.zeta: block learning rate
+  bool nesterov = true;  // bmuf.nesterov
   // bmuf.reset_momentum: zero the local optimizer's state at each block. Off by default: with
   // momentum 0.9 the local velocity needs about 10 steps to build, so clearing it every tau = 8
   // steps keeps the local steps short of their size (docs/compress.md, "Block momentum").
