@@ -69,6 +69,27 @@ TEST(GpuRoofline, DualIssueFp32HalvesConvolutionsOnly) {
   EXPECT_DOUBLE_EQ(roofline_parts(g, conv, plan).cuda_s, 3e9 / (peak * g.fp32_gemm_fraction));
 }
 
+// Before Volta, FP32 work goes to the part fitted for FP32 cores that INT32 shares; from Volta
+// on (and on a GPU of unknown capability), to the one for FP32 cores of their own.
+TEST(GpuRoofline, PreVoltaFp32IsChargedToTheSharedCores) {
+  Workload w;
+  w.layers = {{"c", 0, 1e9, 0, ProductKind::kConv}};
+  GpuSpec pascal = cat().gpu("gtx-1080-ti");
+  GpuSpec volta = cat().gpu("v100-sxm2");
+  ASSERT_LT(pascal.cuda_cc, 7.0);
+  const RooflineParts p = roofline_parts(pascal, w, math_plan(pascal, "fp32"));
+  EXPECT_GT(p.cuda_shared_s, 0);
+  EXPECT_EQ(p.cuda_s, 0);
+  const RooflineParts v = roofline_parts(volta, w, math_plan(volta, "fp32"));
+  EXPECT_GT(v.cuda_s, 0);
+  EXPECT_EQ(v.cuda_shared_s, 0);
+  ComputeFit f = kComputeFit;
+  f.cuda_shared = f.cuda / 2;
+  EXPECT_DOUBLE_EQ(p.products_s(f), p.cuda_shared_s / f.cuda_shared);
+  pascal.cuda_cc = 0;
+  EXPECT_EQ(roofline_parts(pascal, w, math_plan(pascal, "fp32")).cuda_shared_s, 0);
+}
+
 // Mixed precision halves the traffic between the products, but not what autocast keeps in
 // fp32; a fixed time per kernel makes small batches slower per sample.
 TEST(GpuRoofline, TrafficAndKernels) {
@@ -91,23 +112,27 @@ TEST(GpuRoofline, TrafficAndKernels) {
 // The fit finds efficiencies planted in synthetic figures, and leaves a fixed-rate figure's
 // unit alone when no point uses it.
 TEST(ComputeFit, RecoversPlantedEfficiencies) {
-  const ComputeFit planted{0.37, 0.62, 0.8, 12e-6};
+  const ComputeFit planted{0.37, 0.53, 0.62, 0.44, 0.8, 12e-6};
   std::vector<FitPoint> points;
-  for (int i = 0; i < 12; ++i) {
+  for (int i = 0; i < 16; ++i) {
     FitPoint p;
     p.name = fmt::format("p{}", i);
-    p.parts.cuda_s = i % 2 ? 1e-3 * (1 + i) : 0;
-    p.parts.tensor_s = i % 2 ? 0 : 2e-4 * (1 + i);
+    p.parts.cuda_s = i % 4 == 1 ? 1e-3 * (1 + i) : 0;
+    p.parts.cuda_shared_s = i % 4 == 2 ? 8e-4 * (1 + i) : 0;
+    p.parts.tensor_s = i % 4 == 0 ? 2e-4 * (1 + i) : 0;
+    p.parts.tensor_volta_s = i % 4 == 3 ? 3e-4 * (1 + i) : 0;
     p.parts.memory_s = 1e-4;
     p.parts.kernels = 100 + 50 * i;
-    p.samples = 16 << (i % 4);
+    p.samples = 16 << (i / 4);
     p.per_gpu_published = 1;
     p.per_gpu_published = p.predicted(planted);
     points.push_back(p);
   }
   const ComputeFit f = fit_compute(points);
   EXPECT_NEAR(f.cuda, planted.cuda, 1e-9);
+  EXPECT_NEAR(f.cuda_shared, planted.cuda_shared, 1e-9);
   EXPECT_NEAR(f.tensor, planted.tensor, 1e-9);
+  EXPECT_NEAR(f.tensor_volta, planted.tensor_volta, 1e-9);
   EXPECT_NEAR(f.kernel_s, planted.kernel_s, 1e-12);
   EXPECT_LT(mean_abs_error(points, f), 1e-9);
 }

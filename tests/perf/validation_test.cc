@@ -77,17 +77,19 @@ TEST(Validation, EachPublicationIsPredictedByOneRefitWithoutIt) {
       }
   EXPECT_NEAR(run().fitted_jitter, kStepJitterCv, 5e-4);
   EXPECT_NEAR(run().fitted_compute.cuda, kComputeFit.cuda, 0.011);
+  EXPECT_NEAR(run().fitted_compute.cuda_shared, kComputeFit.cuda_shared, 0.011);
   EXPECT_NEAR(run().fitted_compute.tensor, kComputeFit.tensor, 0.011);
+  EXPECT_NEAR(run().fitted_compute.tensor_volta, kComputeFit.tensor_volta, 0.011);
   EXPECT_NEAR(run().fitted_compute.kernel_s, kComputeFit.kernel_s, 1.1e-6);
   EXPECT_FALSE(run().compute_fit_on.empty());
 }
 
-// Regression guards at what the model reaches today (docs/perf.md gives the figures and the
-// issue's targets, 12% throughput, which it does not meet).
+// The target for throughput left out, 12% mean, and regression guards at what the model
+// reaches today for the rest (docs/perf.md gives the figures; no case beyond 25% is not met).
 TEST(Validation, LeaveOneSourceOutErrorsStayWhereTheyAre) {
-  EXPECT_LE(run().loo_scaling.mean_abs, 0.10);
-  EXPECT_LE(run().loo_throughput.mean_abs, 0.22);
-  EXPECT_LE(run().loo.mean_abs, 0.18);
+  EXPECT_LE(run().loo_scaling.mean_abs, 0.08);
+  EXPECT_LE(run().loo_throughput.mean_abs, 0.12);
+  EXPECT_LE(run().loo.mean_abs, 0.11);
 }
 
 TEST(Validation, ABandComesFromItsGenerationAndPrecisionOrIsWidened) {

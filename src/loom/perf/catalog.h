@@ -74,6 +74,11 @@ struct GpuSpec {
   bool is_module() const { return form_factor == "sxm" || form_factor == "oam"; }
   // loom runs on it: a CUDA GPU, or a measured machine (its CPU cores).
   bool loom_runs() const { return vendor == "nvidia" || form_factor == "machine"; }
+  // Before Volta (compute capability 7.0) INT32 instructions issue on the FP32 cores; from
+  // Volta on they have cores of their own (gpu_roofline.h cites the whitepaper).
+  bool fp32_shares_int32() const { return cuda_cc > 0 && cuda_cc < 7.0; }
+  // Volta's tensor cores (compute capability 7.0 and 7.2), the first generation.
+  bool first_tensor_generation() const { return cuda_cc >= 7.0 && cuda_cc < 7.5; }
 };
 
 // The `precision` loom trains in on `g` when a user asks for mixed precision (`requested` =

@@ -116,7 +116,7 @@ ComputeRate compute_rate(const Catalog& cat, const GpuSpec& gpu, const Workload&
   out.step_s = p.kernels * fit.kernel_s;
   out.memory_bound = p.memory_bound(fit);
   // The attained share of peak over the products, weighted by their time.
-  const double at_peak = p.cuda_s + p.tensor_s;
+  const double at_peak = p.at_peak_s();
   out.fraction_of_peak = at_peak > 0 ? at_peak / p.products_s(fit) : 0;
   out.detail = fmt::format(
       "{}; per sample {:.2f} ms in the products at {:.0f}% of their peaks + {:.2f} ms between "

@@ -64,8 +64,11 @@ std::string MathPlan::describe() const {
 }
 
 std::string describe(const ComputeFit& f) {
-  return fmt::format("FP32 cores {:.0f}%, tensor cores {:.0f}%, memory {:.0f}%, {:.1f} us a kernel",
-                     100 * f.cuda, 100 * f.tensor, 100 * f.memory, 1e6 * f.kernel_s);
+  return fmt::format(
+      "FP32 cores {:.0f}% ({:.0f}% before Volta), tensor cores {:.0f}% ({:.0f}% on Volta), memory "
+      "{:.0f}%, {:.1f} us a kernel",
+      100 * f.cuda, 100 * f.cuda_shared, 100 * f.tensor, 100 * f.tensor_volta, 100 * f.memory,
+      1e6 * f.kernel_s);
 }
 
 RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan& m) {
@@ -81,7 +84,10 @@ RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan
     if (conv && math == "fp32" && g.fp32_dual_issue) peak = peak_flops(g, math) / 2;
     double flops = 3 * l.fwd_flops;
     if (conv && math == "fp32") flops *= 1 - l.winograd_share * (1 - kWinogradExecutedShare);
-    (tensor_math(math) ? p.tensor_s : p.cuda_s) += flops / peak;
+    double& part = tensor_math(math)
+                       ? (g.first_tensor_generation() ? p.tensor_volta_s : p.tensor_s)
+                       : (g.fp32_shares_int32() ? p.cuda_shared_s : p.cuda_s);
+    part += flops / peak;
   }
   const double kept = std::min(w.fp32_elementwise_bytes, w.elementwise_bytes);
   p.memory_s = ((w.elementwise_bytes - kept) * (m.act_bytes / 4) + kept) / (g.mem_bw_gbs * 1e9);

@@ -11,7 +11,17 @@
 // peaks_source) times the share of it a large GEMM measures on that GPU (fp32_gemm_fraction,
 // tensor_gemm_fraction; gemm_source), times a fitted efficiency per kind of unit: FP32 CUDA
 // cores, or tensor cores (TF32, FP16/BF16, FP8). Where the FP32 figure counts a datapath shared
-// with INT32 (fp32_dual_issue), convolutions are charged one datapath: half the figure. Separate
+// with INT32 (fp32_dual_issue), convolutions are charged one datapath: half the figure. Before
+// Volta (compute capability below 7.0) every INT32 instruction, a kernel's index and address
+// arithmetic included, issues on the FP32 cores themselves; Volta added separate INT32 cores
+// that run alongside ("Unlike Pascal GPUs, which could not execute FP32 and INT32 instructions
+// simultaneously, the Volta GV100 SM includes separate FP32 and INT32 cores", NVIDIA Tesla V100
+// GPU Architecture whitepaper, 2017, "Volta SM"). So FP32 cores have two fitted efficiencies:
+// with a datapath of their own, and shared with INT32. Tensor cores have two as well: Volta's
+// first generation, whose products issue as HMMA.884 instructions, and the later ones, from
+// Turing's HMMA.1688 on, which do twice the work per instruction (Jia et al. 2019, "Dissecting
+// the NVidia Turing T4 GPU via Microbenchmarking", arXiv:1903.07486): frameworks reach a
+// smaller share of a V100's tensor peak than of an A100's. Separate
 // efficiencies for convolutions and matrix products were tried and dropped: the set has too few
 // fp32 matrix-product cases to fit one, and leave-one-source-out errors grew (docs/perf.md).
 //
@@ -57,26 +67,35 @@ inline constexpr const char* kPrecisionNames = "fp32, tf32, default, bf16, fp16,
 
 // The roofline's fitted parameters (validation_set.h lists the cases each is fitted on).
 struct ComputeFit {
-  double cuda = 0.5;       // attained fraction of the FP32 CUDA-core peak
-  double tensor = 0.5;     // attained fraction of a tensor-core peak
+  double cuda = 0.5;         // attained fraction of the FP32 CUDA-core peak (Volta and later)
+  double cuda_shared = 0.5;  // the same where INT32 issues on the FP32 cores (before Volta)
+  double tensor = 0.5;       // attained fraction of a tensor-core peak (Turing and later)
+  double tensor_volta = 0.5;  // the same on Volta's first-generation tensor cores
   double memory = 0.8;     // attained fraction of memory bandwidth
   double kernel_s = 5e-6;  // launch and tail per kernel of a step
 };
 
-// "FP32 cores 45%, tensor cores 57%, memory 80%, 6.0 us a kernel".
+// "FP32 cores 45% (41% before Volta), tensor cores 57% (40% on Volta), memory 80%, 6.0 us a
+// kernel".
 std::string describe(const ComputeFit& f);
 
 // Fitted on the single-GPU cases of data/hardware/validation.toml and the catalog's [[rate]]
 // rows (tests/perf/validation_test.cc refits it and checks these values).
-inline constexpr ComputeFit kComputeFit{0.59, 0.67, 0.8, 37.5e-6};
+inline constexpr ComputeFit kComputeFit{0.77, 0.51, 0.69, 0.30, 0.8, 17.0e-6};
 
 // A step's parts at efficiency 1, so a fit can weigh them without recomputing the layers.
 struct RooflineParts {
-  double cuda_s = 0;    // per sample: FLOPs on FP32 cores over their peak
-  double tensor_s = 0;  // per sample: FLOPs on tensor cores over their peaks
-  double memory_s = 0;  // per sample: elementwise bytes over the datasheet bandwidth
-  double kernels = 0;   // per step
-  double products_s(const ComputeFit& f) const { return cuda_s / f.cuda + tensor_s / f.tensor; }
+  double cuda_s = 0;         // per sample: FLOPs on FP32 cores over their peak
+  double cuda_shared_s = 0;  // the same on FP32 cores shared with INT32 (before Volta)
+  double tensor_s = 0;       // per sample: FLOPs on tensor cores over their peaks
+  double tensor_volta_s = 0;  // the same on Volta's tensor cores
+  double memory_s = 0;       // per sample: elementwise bytes over the datasheet bandwidth
+  double kernels = 0;        // per step
+  double products_s(const ComputeFit& f) const {
+    return cuda_s / f.cuda + cuda_shared_s / f.cuda_shared + tensor_s / f.tensor +
+           tensor_volta_s / f.tensor_volta;
+  }
+  double at_peak_s() const { return cuda_s + cuda_shared_s + tensor_s + tensor_volta_s; }
   double sample_s(const ComputeFit& f) const { return products_s(f) + memory_s / f.memory; }
   double step_s(const ComputeFit& f, double batch) const {
     return batch * sample_s(f) + kernels * f.kernel_s;
