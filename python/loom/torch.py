@@ -12,7 +12,9 @@ the N encodings, sums them in rank order, re-encodes the sum with its owner resi
 owners' encodings are all-gathered and decoded by everyone. The bytes each rank sends are
 loom's own (Stages.wire_bytes); the codec work runs in loom's C++ with the GIL released, and
 every rank ends with the same bits as ``compressed_allreduce`` over loom's thread transport.
-top-k sums by all-gathering every rank's encoding. PowerSGD (``codec="powersgd"``, rank,
+top-k sums by all-gathering every rank's encoding, and so does 1-bit at two ranks unless told
+otherwise, as loom's training does (``aggregation``: the same bytes, each value quantised once
+instead of twice). PowerSGD (``codec="powersgd"``, rank,
 error feedback and warm start per bucket) runs loom's power step on each of the bucket's
 parameter matrices, its factors P and Q summed over ranks in rank order (point-to-point, as a
 reduce-scatter and all-gather).
@@ -56,7 +58,8 @@ class CommHook:
     """The hook (callable as ``hook(state, bucket)``) and its per-bucket loom state."""
 
     def __init__(self, codec: str, process_group=None, record: bool = False,
-                 asynchronous: bool = True, warmup_steps: int = 0, **params):
+                 asynchronous: bool = True, warmup_steps: int = 0, aggregation: str = "auto",
+                 **params):
         # DDP names the hook in its logs (and checks the name of its own bf16 hooks)
         self.__name__ = self.__qualname__ = f"loom_{codec}_hook"
         self.codec = _codecs.get(codec, **params)
@@ -64,6 +67,11 @@ class CommHook:
         check_backend(dist.get_backend(process_group))
         self.world = dist.get_world_size(process_group)
         self.rank = dist.get_rank(process_group)
+        #: How each bucket's sum is formed (loom's codec.aggregation): "auto" does what loom's
+        #: training does at this world size (1-bit all-gathers at two ranks, quantising each
+        #: value once instead of twice); "stripes" or "gather" asks for one.
+        self.aggregation = aggregation
+        _loom.Stages(self.codec._impl, 0, self.world, self.rank, "check", [], aggregation)
         self._stages: Dict[int, _loom.Stages] = {}
         self._matrices: Dict[int, Tuple[Tuple[int, int], ...]] = {}
         #: Bytes this rank sent, over all calls (stage 1 sends plus a ring all-gather's share).
@@ -94,7 +102,7 @@ class CommHook:
         # PowerSGD, whose matrices) changed starts over with zero residuals.
         if st is None or st.n != n or self._matrices.get(index) != matrices:
             st = _loom.Stages(self.codec._impl, n, self.world, self.rank, bucket_name(index),
-                              list(matrices))
+                              list(matrices), self.aggregation)
             self._stages[index] = st
             self._matrices[index] = matrices
         return st
@@ -345,27 +353,32 @@ def bucket_matrices(bucket) -> List[Tuple[int, int]]:
 
 
 def comm_hook(codec: str = "fp16", process_group: Optional[Any] = None, record: bool = False,
-              asynchronous: bool = True, warmup_steps: int = 0, **params) -> CommHook:
+              asynchronous: bool = True, warmup_steps: int = 0, aggregation: str = "auto",
+              **params) -> CommHook:
     """A hook for ``DistributedDataParallel.register_comm_hook(None, hook)`` that averages
     gradients through loom's codec ``codec`` (params as in loom.codecs.get) and loom's
     compressed allreduce over ``process_group`` (default: the default group). With
     ``asynchronous`` (the default) a CPU bucket is summed on the hook's background thread
     while backward goes on; False sums it inside the call. The first ``warmup_steps`` steps
     are summed exactly in fp32 (loom's ``codec.warmup_steps``; the codec then starts with zero
-    residuals). An unknown codec or parameter, a negative ``warmup_steps``, or a process group
+    residuals). ``aggregation`` as loom's codec.aggregation: "auto" (1-bit all-gathers at two
+    ranks, as loom's training does), "stripes" or "gather". An unknown codec or parameter, a
+    negative ``warmup_steps``, an aggregation the codec can't be summed by, or a process group
     whose backend is not gloo, NCCL or MPI, raises ValueError."""
-    return CommHook(codec, process_group, record, asynchronous, warmup_steps, **params)
+    return CommHook(codec, process_group, record, asynchronous, warmup_steps, aggregation,
+                    **params)
 
 
 def reference_allreduce(codec: "_codecs.Codec", world: int, n: int,
                         matrices: Sequence[Tuple[int, int]] = (),
-                        index: int = 0) -> _loom.ThreadAllreduce:
+                        index: int = 0, aggregation: str = "auto") -> _loom.ThreadAllreduce:
     """loom's own compressed_allreduce of n elements over ``world`` thread ranks in this
     process (its ``run([a_0, ..., a_{N-1}])`` sums in place), keeping its states across calls:
     what the hook's results are tested against. ``matrices``: PowerSGD's view of the bucket;
-    ``index``: the hook's bucket index (PowerSGD's first Q is drawn from the bucket's name)."""
+    ``index``: the hook's bucket index (PowerSGD's first Q is drawn from the bucket's name);
+    ``aggregation`` as the hook's."""
     return _loom.ThreadAllreduce(codec._impl, world, n, [tuple(m) for m in matrices],
-                                 bucket_name(index))
+                                 bucket_name(index), aggregation)
 
 
 # The optimizers that exchange through a CommHook of their own (torch_optimizers.py).

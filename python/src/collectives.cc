@@ -10,6 +10,7 @@
 
 #include "bindings.h"
 #include "loom/comm/thread/thread_world.h"
+#include "loom/compress/codec_kind.h"
 #include "loom/sync/allreduce/compressed_allreduce.h"
 
 namespace loom::python {
@@ -39,6 +40,23 @@ std::vector<compress::MatrixDims> matrix_dims(const PyCodec& c, size_t n,
   return out;
 }
 
+// How the sum is formed, as loom's codec.aggregation takes it: "auto" is what loom's training
+// does at `world` ranks (1-bit gathers at two), "stripes" or "gather" asks for one.
+Aggregation aggregation_of(const PyCodec& c, const std::string& choice, int world) {
+  const Aggregation own = c.codec->aggregation();
+  if (choice == "auto") {
+    const compress::CodecKind* kind = compress::find_codec_kind(c.codec->name());
+    return kind ? kind->default_aggregation(world) : own;
+  }
+  if (choice == "gather" && sync::can_gather(*c.codec)) return Aggregation::kGather;
+  if (choice == "stripes" && own == Aggregation::kStripes) return own;
+  if (choice == "gather" || choice == "stripes")
+    throw py::value_error(fmt::format("aggregation = \"{}\": codec {} is summed by {} only", choice,
+                                      c.codec->name(), compress::aggregation_name(own)));
+  throw py::value_error(
+      fmt::format("aggregation = \"{}\": expected auto, stripes or gather", choice));
+}
+
 // compressed_allreduce on `world` thread ranks, one state per rank kept across calls.
 struct ThreadAllreduce {
   PyCodec codec;
@@ -48,16 +66,17 @@ struct ThreadAllreduce {
 
   ThreadAllreduce(PyCodec c, int size, int64_t count,
                   const std::vector<std::pair<int64_t, int64_t>>& matrices,
-                  const std::string& bucket)
+                  const std::string& bucket, const std::string& aggregation)
       : codec(std::move(c)) {
     if (size < 1) throw py::value_error(fmt::format("world = {}: need at least 1 rank", size));
     if (count < 0) throw py::value_error(fmt::format("n = {} is negative", count));
     n = size_t(count);
     const std::vector<compress::MatrixDims> dims = matrix_dims(codec, n, matrices);
+    const Aggregation how = aggregation_of(codec, aggregation, size);
     world = std::make_unique<comm::ThreadWorld>(size);
     for (int r = 0; r < size; ++r)
       states.push_back(
-          sync::make_compressed_allreduce_state(*codec.codec, n, size, r, bucket, dims));
+          sync::make_compressed_allreduce_state(*codec.codec, n, size, r, bucket, dims, how));
   }
 
   void run(const std::vector<py::array>& data) {
@@ -112,11 +131,12 @@ void register_collectives(py::module_& m) {
                               "loom's compressed_allreduce over its thread transport: the "
                               "reference the DDP hook is tested against.")
       .def(py::init<PyCodec, int, int64_t, const std::vector<std::pair<int64_t, int64_t>>&,
-                    const std::string&>(),
+                    const std::string&, const std::string&>(),
            py::arg("codec"), py::arg("world"), py::arg("n"),
            py::arg("matrices") = std::vector<std::pair<int64_t, int64_t>>{},
-           py::arg("bucket") = "python reference",
-           "bucket names the states (PowerSGD seeds its first Q from the name)")
+           py::arg("bucket") = "python reference", py::arg("aggregation") = "auto",
+           "bucket names the states (PowerSGD seeds its first Q from the name); aggregation: "
+           "auto (what loom's training does at this world size), stripes or gather")
       .def("run", &ThreadAllreduce::run, py::arg("data"),
            "In place: each data[r] (float32, n) becomes the decoded sum over ranks.")
       .def_property_readonly("wire_bytes",
@@ -125,20 +145,23 @@ void register_collectives(py::module_& m) {
   py::class_<Stages>(m, "Stages",
                      "One rank's state of loom's two-stage compressed allreduce for a bucket.")
       .def(py::init([](const PyCodec& c, int64_t n, int world, int rank, const std::string& b,
-                       const std::vector<std::pair<int64_t, int64_t>>& matrices) {
+                       const std::vector<std::pair<int64_t, int64_t>>& matrices,
+                       const std::string& aggregation) {
              if (n < 0) throw py::value_error(fmt::format("n = {} is negative", n));
              if (world < 1 || rank < 0 || rank >= world)
                throw py::value_error(fmt::format("rank {} of world {}", rank, world));
              const std::vector<compress::MatrixDims> dims = matrix_dims(c, size_t(n), matrices);
+             const Aggregation how = aggregation_of(c, aggregation, world);
              auto s = std::make_unique<Stages>();
              s->codec = c;
-             s->st =
-                 sync::make_compressed_allreduce_state(*c.codec, size_t(n), world, rank, b, dims);
+             s->st = sync::make_compressed_allreduce_state(*c.codec, size_t(n), world, rank, b,
+                                                           dims, how);
              return s;
            }),
            py::arg("codec"), py::arg("n"), py::arg("world"), py::arg("rank"),
            py::arg("bucket") = "bucket",
-           py::arg("matrices") = std::vector<std::pair<int64_t, int64_t>>{})
+           py::arg("matrices") = std::vector<std::pair<int64_t, int64_t>>{},
+           py::arg("aggregation") = "auto")
       .def_property_readonly("n", [](const Stages& s) { return s.st.n; })
       .def_property_readonly(
           "aggregation",

@@ -64,6 +64,11 @@ struct CodecKind {
   double wire_bits_per_element() const;
   // Every key of `keys` at its default.
   CodecParams default_params() const;
+  // How loom sums it over `world` ranks unless told otherwise (codec.aggregation = "auto"):
+  // its own aggregation, or gather at two ranks where gather_at_two_ranks says so.
+  Aggregation default_aggregation(int world) const {
+    return gather_at_two_ranks && world == 2 ? Aggregation::kGather : aggregation;
+  }
 };
 
 // Every codec: the built-in ones in the order the benchmarks report them, then registered ones.

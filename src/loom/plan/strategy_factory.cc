@@ -227,7 +227,8 @@ void read_allreduce_codec_options(const Config& cfg, const comm::Communicator& c
                                   ? "gather"
                                   : "factors by allreduce",
                               listed(striped_lossy_codecs(), "and")));
-  if (agg == "gather" || (agg == "auto" && kind.gather_at_two_ranks && comm.size() == 2))
+  if (agg == "gather" ||
+      (agg == "auto" && kind.default_aggregation(comm.size()) == compress::Aggregation::kGather))
     opts.aggregation = compress::Aggregation::kGather;
 
   // Small buckets exact: top-k's 1% of a small output layer starves it (docs/compress.md).

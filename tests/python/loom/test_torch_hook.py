@@ -269,6 +269,41 @@ def test_bad_input_is_value_error(one_rank):
         loom._loom.Stages(loom.codecs.get("int8")._impl, 64, 1, 0, "b", [(8, 8)])
     with pytest.raises(ValueError, match="cover it end to end"):
         loom.torch.comm_hook("powersgd").allreduce(g, matrices=[(3, 3)])
+    with pytest.raises(ValueError, match="expected auto, stripes or gather"):
+        loom.torch.comm_hook("onebit", aggregation="ring")
+    with pytest.raises(ValueError, match="topk is summed by gather only"):
+        loom.torch.comm_hook("topk", aggregation="stripes")
+    with pytest.raises(ValueError, match="powersgd is summed by linear only"):
+        loom.torch.comm_hook("powersgd", aggregation="gather")
+    with pytest.raises(ValueError, match="expected auto, stripes or gather"):
+        loom.torch.reference_allreduce(loom.codecs.get("int8"), 2, 64, aggregation="")
+
+
+def test_aggregation_auto_is_what_loom_training_does():
+    """"auto": 1-bit all-gathers at two ranks (each value quantised once: the sum is the two
+    ranks' own decoded encodings) and stripes at three; the other codecs keep their own way;
+    stripes can still be asked for."""
+    onebit, int8 = loom.codecs.get("onebit"), loom.codecs.get("int8")
+    assert loom._loom.Stages(onebit._impl, 64, 2, 0).aggregation == "gather"
+    assert loom._loom.Stages(onebit._impl, 64, 3, 0).aggregation == "stripes"
+    assert loom._loom.Stages(onebit._impl, 64, 2, 0, "b", [], "stripes").aggregation == "stripes"
+    assert loom._loom.Stages(int8._impl, 64, 2, 0).aggregation == "stripes"
+    assert loom._loom.Stages(int8._impl, 64, 2, 0, "b", [], "gather").aggregation == "gather"
+    assert loom._loom.Stages(loom.codecs.get("topk")._impl, 64, 2, 0).aggregation == "gather"
+    rng = np.random.default_rng(3)
+    n = 4096
+    a, b = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    once = onebit.decode(onebit.encode(a), n=n)
+    once = onebit.decode(onebit.encode(b), out=once, accumulate=True)
+    gathered = [a.copy(), b.copy()]
+    loom.torch.reference_allreduce(onebit, 2, n).run(gathered)
+    np.testing.assert_array_equal(gathered[0], once)
+    np.testing.assert_array_equal(gathered[1], once)
+    striped = [a.copy(), b.copy()]
+    loom.torch.reference_allreduce(onebit, 2, n, aggregation="stripes").run(striped)
+    assert np.abs(striped[0] - once).max() > 0  # the owners quantise the sum a second time
+    exact = a + b
+    assert np.abs(gathered[0] - exact).mean() < np.abs(striped[0] - exact).mean()
 
 
 def test_hook_on_one_rank_is_loom_allreduce_of_one(one_rank):
