@@ -6,7 +6,7 @@
 #   bench/netns/ddp_hook.sh [--python PY] [--epochs E] [--links "1gbit lo"]
 #                           [--configs "fp32 fp16 int8 onebit"] [--repeats R]
 #                           [--bucket-mb MB] [--first-bucket-mb MB]
-#                           [--network mlp|gpt-char] [--data DIR] [--steps N]
+#                           [--network mlp|gpt-char] [--data DIR] [--steps N] [--seed S]
 #
 # Links: a rate (1gbit, 100mbit, off) puts one rank in each of two network namespaces joined by
 # a veth shaped with tbf (lib.sh), gloo over the veth; lo puts both ranks in one namespace on
@@ -21,8 +21,9 @@
 # epochs of samples/s (training loop only, the slower rank's time), the final test accuracy and
 # rank 0's training loss and accuracy over the last epoch (dropout on). --bucket-mb and
 # --first-bucket-mb set DDP's buckets (bucket_cap_mb, default 25, and the first bucket,
-# default 1) for every config. With --repeats R the configs take turns R times and the median of
-# the repeats is reported, with the load average before and after. Prints a table (each
+# default 1) for every config; --seed S (default 0) the peer's initial weights and data
+# order. With --repeats R the configs take turns R times and the median of the repeats is
+# reported, with the load average before and after. Prints a table (each
 # config's rate against fp32 DDP's on the same link, its accuracies against fp32's, and the
 # hooks' cost on the loopback, where the link is out of the way) and one JSON object per line
 # ({"bench":"ddp_hook",...}). Needs root (namespaces, tc), iproute2, python3-torch, the loom
@@ -41,6 +42,7 @@ EPOCHS=${EPOCHS:-1}
 NETWORK=mlp
 DATA=
 STEPS=1700
+SEED=0
 REPEATS=${REPEATS:-1}
 LINKS=${LINKS:-"1gbit lo"}
 CONFIGS=${CONFIGS:-"fp32 fp16 int8 onebit"}
@@ -54,6 +56,7 @@ while [ $# -gt 0 ]; do
     --network) NETWORK=$2; shift 2 ;;
     --data) DATA=$2; shift 2 ;;
     --steps) STEPS=$2; shift 2 ;;
+    --seed) SEED=$2; shift 2 ;;
     --repeats) REPEATS=$2; shift 2 ;;
     --links) LINKS=$2; shift 2 ;;
     --configs) CONFIGS=$2; shift 2 ;;
@@ -135,6 +138,7 @@ run_one() {  # link config repeat -> prints "samples_per_s test_acc train_loss t
   fi
   [ "$optimizer" = sgd ] || [ "$optimizer" = adamw ] || [ "$warm" = - ] ||
     peer+=(--optimizer-warmup "$warm")
+  peer+=(--seed "$SEED")
   ip netns exec "$ns1" env GLOO_SOCKET_IFNAME="$if1" timeout "$TIMEOUT" \
     "$PY" "${peer[@]}" --rank 1 >"$out/rank1.log" 2>&1 &
   local other=$!
@@ -174,12 +178,13 @@ done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 /usr/bin/python3 - "$results" "$EPOCHS" "$REPEATS" "$load_before" "$load_after" "$NETWORK" "$STEPS" \
-  "$BUCKET_MB" "$FIRST_BUCKET_MB" <<'PY'
+  "$BUCKET_MB" "$FIRST_BUCKET_MB" "$SEED" <<'PY'
 import json, math, statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 epochs, repeats, load0, load1 = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 network, steps = sys.argv[6], int(sys.argv[7])
 bucket_mb, first_mb = float(sys.argv[8]), float(sys.argv[9])
+seed = int(sys.argv[10])
 runs = {}
 for link, cfg, *vals in rows:
     runs.setdefault((link, cfg), []).append([float(v) for v in vals])
@@ -211,7 +216,7 @@ for link in links:
         print(f"{link:<7} {cfg:<18} {sps:>10.0f} {x:>7.2f} {acc:>9.4f} {acc - f32[1]:>+7.4f} "
               f"{tacc:>9.4f} {tacc - f32[3]:>+7.4f} {tloss:>10.4f}")
         j = {"bench": "ddp_hook", "network": network, "link": link, "config": cfg, "ranks": 2,
-             "repeats": repeats, "bucket_mb": bucket_mb, "first_bucket_mb": first_mb,
+             "repeats": repeats, "seed": seed, "bucket_mb": bucket_mb, "first_bucket_mb": first_mb,
              "x_fp32": x, "load_before": load0, "load_after": load1}
         if network == "mlp":
             j.update({"epochs": epochs, "samples_per_s": sps, "test_accuracy": acc,
