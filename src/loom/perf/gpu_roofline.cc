@@ -84,9 +84,8 @@ RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan
     if (conv && math == "fp32" && g.fp32_dual_issue) peak = peak_flops(g, math) / 2;
     double flops = 3 * l.fwd_flops;
     if (conv && math == "fp32") flops *= 1 - l.winograd_share * (1 - kWinogradExecutedShare);
-    double& part = tensor_math(math)
-                       ? (g.first_tensor_generation() ? p.tensor_volta_s : p.tensor_s)
-                       : (g.fp32_shares_int32() ? p.cuda_shared_s : p.cuda_s);
+    double& part = tensor_math(math) ? (g.first_tensor_generation() ? p.tensor_volta_s : p.tensor_s)
+                                     : (g.fp32_shares_int32() ? p.cuda_shared_s : p.cuda_s);
     part += flops / peak;
   }
   const double kept = std::min(w.fp32_elementwise_bytes, w.elementwise_bytes);

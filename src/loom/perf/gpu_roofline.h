@@ -20,8 +20,9 @@
 // with a datapath of their own, and shared with INT32. Tensor cores have two as well: Volta's
 // first generation, whose products issue as HMMA.884 instructions, and the later ones, from
 // Turing's HMMA.1688 on, which do twice the work per instruction (Jia et al. 2019, "Dissecting
-// the NVidia Turing T4 GPU via Microbenchmarking", arXiv:1903.07486): frameworks reach a
-// smaller share of a V100's tensor peak than of an A100's. Separate
+// the NVidia Turing T4 GPU via Microbenchmarking", arXiv:1903.07486); in the published figures
+// the set holds, frameworks reach a smaller share of a V100's tensor peak than of later GPUs'
+// (docs/perf.md says how much of that may be their software's). Separate
 // efficiencies for convolutions and matrix products were tried and dropped: the set has too few
 // fp32 matrix-product cases to fit one, and leave-one-source-out errors grew (docs/perf.md).
 //
@@ -67,12 +68,12 @@ inline constexpr const char* kPrecisionNames = "fp32, tf32, default, bf16, fp16,
 
 // The roofline's fitted parameters (validation_set.h lists the cases each is fitted on).
 struct ComputeFit {
-  double cuda = 0.5;         // attained fraction of the FP32 CUDA-core peak (Volta and later)
-  double cuda_shared = 0.5;  // the same where INT32 issues on the FP32 cores (before Volta)
-  double tensor = 0.5;       // attained fraction of a tensor-core peak (Turing and later)
+  double cuda = 0.5;          // attained fraction of the FP32 CUDA-core peak (Volta and later)
+  double cuda_shared = 0.5;   // the same where INT32 issues on the FP32 cores (before Volta)
+  double tensor = 0.5;        // attained fraction of a tensor-core peak (Turing and later)
   double tensor_volta = 0.5;  // the same on Volta's first-generation tensor cores
-  double memory = 0.8;     // attained fraction of memory bandwidth
-  double kernel_s = 5e-6;  // launch and tail per kernel of a step
+  double memory = 0.8;        // attained fraction of memory bandwidth
+  double kernel_s = 5e-6;     // launch and tail per kernel of a step
 };
 
 // "FP32 cores 45% (41% before Volta), tensor cores 57% (40% on Volta), memory 80%, 6.0 us a
@@ -85,12 +86,12 @@ inline constexpr ComputeFit kComputeFit{0.77, 0.51, 0.69, 0.30, 0.8, 17.0e-6};
 
 // A step's parts at efficiency 1, so a fit can weigh them without recomputing the layers.
 struct RooflineParts {
-  double cuda_s = 0;         // per sample: FLOPs on FP32 cores over their peak
-  double cuda_shared_s = 0;  // the same on FP32 cores shared with INT32 (before Volta)
-  double tensor_s = 0;       // per sample: FLOPs on tensor cores over their peaks
+  double cuda_s = 0;          // per sample: FLOPs on FP32 cores over their peak
+  double cuda_shared_s = 0;   // the same on FP32 cores shared with INT32 (before Volta)
+  double tensor_s = 0;        // per sample: FLOPs on tensor cores over their peaks
   double tensor_volta_s = 0;  // the same on Volta's tensor cores
-  double memory_s = 0;       // per sample: elementwise bytes over the datasheet bandwidth
-  double kernels = 0;        // per step
+  double memory_s = 0;        // per sample: elementwise bytes over the datasheet bandwidth
+  double kernels = 0;         // per step
   double products_s(const ComputeFit& f) const {
     return cuda_s / f.cuda + cuda_shared_s / f.cuda_shared + tensor_s / f.tensor +
            tensor_volta_s / f.tensor_volta;
