@@ -150,7 +150,7 @@ run_one() {  # link config repeat -> prints "samples_per_s test_acc train_loss t
   result=$(grep '^RESULT' "$out/rank0.log" || true)
   if [ "$rc" != 0 ] || [ -z "$result" ]; then
     echo "ddp_hook.sh: $cfg on $link failed; last lines of its logs:" >&2
-    tail -3 "$out/rank0.log" "$out/rank1.log" >&2
+    tail -n 3 "$out/rank0.log" "$out/rank1.log" >&2 || true
     echo "nan nan nan nan"
     return
   fi
