@@ -71,6 +71,7 @@ class CommHook:
         #: training does at this world size (1-bit all-gathers at two ranks, quantising each
         #: value once instead of twice); "stripes" or "gather" asks for one.
         self.aggregation = aggregation
+        # An aggregation the codec can't be summed by is a ValueError now, not at the first bucket.
         _loom.Stages(self.codec._impl, 0, self.world, self.rank, "check", [], aggregation)
         self._stages: Dict[int, _loom.Stages] = {}
         self._matrices: Dict[int, Tuple[Tuple[int, int], ...]] = {}
