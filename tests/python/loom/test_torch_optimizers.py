@@ -158,6 +158,12 @@ def test_bad_arguments_are_value_errors(one_rank):
         loom.torch.OnebitSGD([torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))])
     with pytest.raises(ValueError, match="one parameter group"):
         loom.torch.OnebitSGD([{"params": params[:1]}, {"params": params[1:]}])
+    # the exchange takes the hook's aggregation: refused by name where the codec can't be summed so
+    with pytest.raises(ValueError, match="expected auto, stripes or gather"):
+        loom.torch.OnebitSGD(params, aggregation="ring")
+    with pytest.raises(ValueError, match="topk is summed by gather only"):
+        loom.torch.OnebitAdam(params, codec="topk", aggregation="stripes")
+    assert loom.torch.OnebitSGD(params, aggregation="stripes").exchange.aggregation == "stripes"
     opt = loom.torch.OnebitAdam(params, warmup_steps=3)
     state = opt.state_dict()
     assert state["loom"]["format_version"] == 1
