@@ -74,8 +74,8 @@ TEST(AutoChoice, SlowLinkChoosesOneBitAtLeastThreeTimesFp32) {
   ASSERT_TRUE(d.runner_up.has_value());
   EXPECT_FALSE(d.runner_up->codec == d.chosen.codec && d.runner_up->sync == d.chosen.sync);
   EXPECT_LE(d.runner_up->estimate.samples_per_s, d.chosen.estimate.samples_per_s);
-  ASSERT_TRUE(d.chosen.delta_points.has_value());
-  EXPECT_THAT(d.chosen.delta_source, HasSubstr("bench/"));
+  ASSERT_TRUE(d.chosen.measured.has_value());
+  EXPECT_THAT(d.chosen.measured->source, HasSubstr("bench/"));
   EXPECT_THAT(d.reason, HasSubstr("x fp32"));
   // Block momentum's chunks are not priced: its one candidate keeps the default 4 MiB.
   for (const auto& k : d.candidates) {
@@ -135,7 +135,7 @@ TEST(AutoChoice, UnknownNetworkStaysLosslessUnlessTheUserOptsIn) {
   r.lossy = LossyPolicy::kAlways;
   const AutoDecision opted = decide_auto(r, zen4(kOneGbit, 100e-6), builtin_accuracy_table());
   EXPECT_EQ(opted.chosen.codec, "onebit") << opted.reason;
-  EXPECT_FALSE(opted.chosen.delta_points.has_value());
+  EXPECT_FALSE(opted.chosen.measured.has_value());
   EXPECT_THAT(opted.reason, HasSubstr("unknown"));
 }
 
@@ -242,7 +242,7 @@ TEST(AutoChoice, AccuracyCapExcludesWhatCostsMore) {
   ASSERT_NE(onebit, nullptr);
   ASSERT_NE(bmuf_onebit, nullptr);
   // A cap between the two losses: 1-bit through the allreduce is out, with block momentum in.
-  const double lo = -bmuf_onebit->points, hi = -onebit->points;
+  const double lo = bmuf_onebit->loss(), hi = onebit->loss();
   ASSERT_LT(lo, hi);
   AutoRequest r = request();
   r.max_accuracy_delta = (lo + hi) / 2;
@@ -250,15 +250,15 @@ TEST(AutoChoice, AccuracyCapExcludesWhatCostsMore) {
   const AutoCandidate* out = find(d, "onebit", "allreduce");
   ASSERT_NE(out, nullptr);
   EXPECT_THAT(out->excluded, HasSubstr("over the budget"));
-  ASSERT_TRUE(d.chosen.delta_points.has_value() || d.chosen.lossless());
-  if (d.chosen.delta_points) {
-    EXPECT_LE(-*d.chosen.delta_points, r.max_accuracy_delta);
+  ASSERT_TRUE(d.chosen.measured.has_value() || d.chosen.lossless());
+  if (d.chosen.measured) {
+    EXPECT_LE(d.chosen.measured->loss(), r.max_accuracy_delta);
   }
   EXPECT_NE(d.chosen.codec + d.chosen.sync, "onebitallreduce");
   // A cap below every measured loss leaves only the gains and the exact options.
   r.max_accuracy_delta = 0;
   const AutoDecision strict = decide_auto(r, zen4(kOneGbit, 100e-6), table);
-  EXPECT_TRUE(!strict.chosen.delta_points || *strict.chosen.delta_points >= 0) << strict.reason;
+  EXPECT_TRUE(!strict.chosen.measured || strict.chosen.measured->delta >= 0) << strict.reason;
 }
 
 TEST(AutoChoice, FixedKeysLimitTheCandidates) {
@@ -285,7 +285,7 @@ TEST(AutoChoice, TopkIsACandidateOnlyWhereItsAccuracyWasMeasured) {
   const AutoCandidate* through = find(d, "topk", "allreduce");
   ASSERT_NE(through, nullptr);
   EXPECT_EQ(through->excluded, "") << through->label();
-  ASSERT_TRUE(through->delta_points.has_value());
+  ASSERT_TRUE(through->measured.has_value());
   EXPECT_GT(through->estimate.samples_per_s, d.fp32_samples_per_s);  // 2% of fp32's bytes
   const AutoCandidate* block = find(d, "topk", "bmuf");
   ASSERT_NE(block, nullptr);
@@ -371,8 +371,8 @@ TEST(AutoRevision, ALinkSlowerThanMeasuredAtStartFlipsTheRanking) {
   // On a 1 Gbit/s link the start-up would have chosen 1-bit (SlowLinkChooses...): so does the
   // revision, and it is allowed by the accuracy budget.
   EXPECT_NE(v.after.codec, "fp32") << v.reason;
-  ASSERT_TRUE(v.after.delta_points.has_value());
-  EXPECT_LE(-*v.after.delta_points, request().max_accuracy_delta);
+  ASSERT_TRUE(v.after.measured.has_value());
+  EXPECT_LE(v.after.measured->loss(), request().max_accuracy_delta);
   ASSERT_TRUE(v.revised.has_value());
   EXPECT_GE(v.after.estimate.samples_per_s, 2 * v.revised->fp32_samples_per_s);
   EXPECT_THAT(v.reason, HasSubstr("switching"));
@@ -522,7 +522,7 @@ TEST(AccuracyTable, BuiltinRowsNameTheirSourceAndBadRowsAreRefused) {
                          "acc.toml");
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("field 'points' is missing"));
+    EXPECT_THAT(e.what(), HasSubstr("field 'points' is missing (or 'bits'"));
   }
   try {  // a row that does not say on how many workers it was measured
     parse_accuracy_table(table_of("codec = \"int8\"\nsync = \"allreduce\"\npoints = 1\n"
@@ -539,12 +539,62 @@ TEST(AccuracyTable, BuiltinRowsNameTheirSourceAndBadRowsAreRefused) {
   } catch (const InputError& e) {
     EXPECT_THAT(e.what(), HasSubstr("family, optimizer and workers"));
   }
-  EXPECT_THROW(parse_accuracy_table("format_version = 3\n", "acc.toml"), InputError);
+  EXPECT_THROW(parse_accuracy_table("format_version = 4\n", "acc.toml"), InputError);
+  try {  // bits came with version 3
+    parse_accuracy_table(table_of("workers = 2\ncodec = \"int8\"\nsync = \"allreduce\"\n"
+                                  "bits = 0.01\nsource = \"x\"\n"),
+                         "acc.toml");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("field 'bits' needs format_version 3"));
+  }
   const AccuracyTable neg = parse_accuracy_table(
       table_of("workers = 2\ncodec = \"int8\"\nsync = \"allreduce\"\npoints = -1.5\n"
                "source = \"x\"\n"),
       "acc.toml");
-  EXPECT_DOUBLE_EQ(neg.rows.at(0).points, -1.5);
+  EXPECT_DOUBLE_EQ(neg.rows.at(0).delta, -1.5);
+  EXPECT_DOUBLE_EQ(neg.rows.at(0).loss(), 1.5);
+}
+
+// Rows in bits describe token runs: a row matches only a run of its metric, and its loss is
+// the bits above fp32's, held against auto.max_bits_delta.
+TEST(AutoChoice, RowsInBitsDescribeTokenRuns) {
+  const auto row = [](const char* codec, const char* bits) {
+    return fmt::format(
+        "[[delta]]\nfamily = \"mlp\"\noptimizer = \"sgd_momentum\"\nworkers = 2\n"
+        "codec = \"{}\"\nsync = \"allreduce\"\nbits = {}\nsource = \"bench/x\"\n",
+        codec, bits);
+  };
+  AccuracyTable t = parse_accuracy_table(
+      "format_version = 3\n" + row("onebit", "0.2") + row("int8", "0.0002"), "acc.toml");
+  ASSERT_EQ(t.rows.size(), 2u);
+  EXPECT_EQ(t.rows[0].metric, AccuracyMetric::kBits);
+  EXPECT_DOUBLE_EQ(t.rows[0].loss(), 0.2);
+  NetworkKey tokens = request().network;
+  tokens.metric = AccuracyMetric::kBits;
+  EXPECT_EQ(t.find(request().network, "onebit", "allreduce", 0), nullptr);  // a points run
+  ASSERT_NE(t.find(tokens, "onebit", "allreduce", 0), nullptr);
+
+  AutoRequest r = request();
+  r.network = tokens;
+  r.codecs = {"fp32", "onebit", "int8"};
+  r.syncs = {"allreduce"};
+  r.max_bits_delta = 0.05;
+  const AutoDecision d = decide_auto(r, zen4(kOneGbit, 100e-6), t);
+  const AutoCandidate* onebit = find(d, "onebit", "allreduce");
+  const AutoCandidate* int8 = find(d, "int8", "allreduce");
+  ASSERT_TRUE(onebit && int8);
+  EXPECT_THAT(onebit->excluded, HasSubstr("+0.2000 bits is over the budget of 0.050 bits"));
+  EXPECT_TRUE(int8->excluded.empty()) << int8->excluded;
+  ASSERT_TRUE(int8->measured.has_value());
+  EXPECT_EQ(int8->measured->metric, AccuracyMetric::kBits);
+
+  try {
+    parse_accuracy_table("format_version = 3\n" + row("int8", "0.1") + "points = 1\n", "acc.toml");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("field 'bits' and 'points' are both given"));
+  }
 }
 
 }  // namespace

@@ -65,8 +65,10 @@ StepEstimate predict(const AutoRequest& r, const AutoMeasurements& m, const Auto
   return model.estimate_at(1, r.ranks);
 }
 
-std::string points_text(double p) {
-  return fmt::format("{:+.2f} points", p);
+std::string budget_text(const AutoRequest& r) {
+  return r.network.metric == AccuracyMetric::kPoints
+             ? fmt::format("{:.2f} points", r.max_accuracy_delta)
+             : fmt::format("{:.3f} bits", r.max_bits_delta);
 }
 
 constexpr const char* kNoEvidence = "no evidence of its accuracy cost";
@@ -84,10 +86,7 @@ struct Exclusion {
 Exclusion accuracy_exclusion(const AutoRequest& r, const AutoMeasurements& m,
                              const AccuracyTable& accuracy, AutoCandidate& k) {
   const AccuracyDelta* a = accuracy.find(r.network, k.codec, k.sync, k.tau);
-  if (a) {
-    k.delta_points = a->points;
-    k.delta_source = a->source;
-  }
+  if (a) k.measured = *a;
   const CodecFidelity* f = k.sync == "allreduce" ? m.fidelity_of(k.codec) : nullptr;
   if (f) {
     k.fidelity = *f;
@@ -97,9 +96,9 @@ Exclusion accuracy_exclusion(const AutoRequest& r, const AutoMeasurements& m,
       r.network.metric == AccuracyMetric::kPoints ? r.max_accuracy_delta : r.max_bits_delta;
   const char* unit = metric_unit(r.network.metric);
   if (r.lossy == LossyPolicy::kNever) return {"lossy options are forbidden (auto.lossy = false)"};
-  if (a && -a->points > r.max_accuracy_delta)
-    return {fmt::format("its measured accuracy cost {} is over the budget of {:.2f}",
-                        points_text(a->points), r.max_accuracy_delta)};
+  if (a && a->loss() > budget)
+    return {fmt::format("its measured accuracy cost {} is over the budget of {}", a->delta_text(),
+                        budget_text(r))};
   // A matching row decides, unless the run's own residuals show the codec falling behind.
   if (k.verdict && k.verdict->residual_growing)
     return {fmt::format("its error-feedback residual grows on this run's gradients: {}",
@@ -137,11 +136,11 @@ Exclusion accuracy_exclusion(const AutoRequest& r, const AutoMeasurements& m,
 
 const AccuracyDelta* AccuracyTable::find(const NetworkKey& network, const std::string& codec,
                                          const std::string& sync, int tau) const {
-  if (network.family.empty() || network.metric != AccuracyMetric::kPoints) return nullptr;
+  if (network.family.empty()) return nullptr;
   for (const auto& d : rows)
-    if (d.family == network.family && d.optimizer == network.optimizer &&
-        d.workers == network.workers && d.codec == codec && d.sync == sync &&
-        (sync != "bmuf" || d.tau == tau))
+    if (d.metric == network.metric && d.family == network.family &&
+        d.optimizer == network.optimizer && d.workers == network.workers && d.codec == codec &&
+        d.sync == sync && (sync != "bmuf" || d.tau == tau))
       return &d;
   return nullptr;
 }
@@ -162,16 +161,16 @@ AccuracyTable parse_accuracy_table(const std::string& text, const std::string& n
     throw InputError(
         fmt::format("{}: accuracy table format version {} is newer than this loom reads ({})", name,
                     version, kAccuracyTableFormatVersion));
-  if (version < kAccuracyTableFormatVersion)
+  if (version < 2)
     throw InputError(fmt::format(
         "{}: accuracy table format version {} keys its rows by a reference job's name; version "
-        "{} keys them by family, optimizer and workers",
-        name, version, kAccuracyTableFormatVersion));
+        "2 and later key them by family, optimizer and workers",
+        name, version));
   AccuracyTable t;
   t.file = name;
   for_rows(root, name, "delta", [&](const RowReader& row) {
-    row.check_known({"family", "optimizer", "workers", "codec", "sync", "tau", "points", "seeds",
-                     "epochs", "source"});
+    row.check_known({"family", "optimizer", "workers", "codec", "sync", "tau", "points", "bits",
+                     "seeds", "epochs", "source"});
     AccuracyDelta d;
     d.family = row.str("family");
     d.optimizer = row.str("optimizer");
@@ -184,9 +183,17 @@ AccuracyTable parse_accuracy_table(const std::string& text, const std::string& n
       row.fail("sync", fmt::format("must be \"allreduce\" or \"bmuf\", got '{}'", d.sync));
     d.tau = row.count("tau", 0);
     if (d.sync == "bmuf" && d.tau < 1) row.fail("tau", "is required for sync = \"bmuf\"");
-    d.points = row.signed_num("points");
-    if (std::abs(d.points) > 100)
-      row.fail("points", fmt::format("must be in [-100, 100], got {}", d.points));
+    const bool points = row.has("points"), bits = row.has("bits");
+    if (points && bits) row.fail("bits", "and 'points' are both given; a row has one metric");
+    if (!points && !bits)
+      row.fail("points", "is missing (or 'bits', for a token run): the difference from fp32");
+    if (bits && version < 3) row.fail("bits", "needs format_version 3");
+    d.metric = points ? AccuracyMetric::kPoints : AccuracyMetric::kBits;
+    d.delta = row.signed_num(points ? "points" : "bits");
+    const double limit = points ? 100 : 8;  // points of accuracy; bits per byte at most 8
+    if (std::abs(d.delta) > limit)
+      row.fail(points ? "points" : "bits",
+               fmt::format("must be in [-{}, {}], got {}", limit, limit, d.delta));
     d.seeds = row.count("seeds", 1);
     d.epochs = row.count("epochs", 0);
     d.source = row.str("source");
@@ -199,6 +206,11 @@ AccuracyTable builtin_accuracy_table() {
   AccuracyTable t = parse_accuracy_table(kBuiltinCodecAccuracyToml, kBuiltinAccuracyName);
   t.fidelity = builtin_fidelity_calibration();
   return t;
+}
+
+std::string AccuracyDelta::delta_text() const {
+  return metric == AccuracyMetric::kPoints ? fmt::format("{:+.2f} points", delta)
+                                           : fmt::format("{:+.4f} bits", delta);
 }
 
 std::string AutoCandidate::label() const {
@@ -294,9 +306,9 @@ AutoDecision decide_auto(const AutoRequest& r, const AutoMeasurements& m,
   if (d.fp32_samples_per_s > 0 && !d.chosen.lossless())
     reason += fmt::format(", {:.2f}x fp32 through the allreduce ({:.0f} samples/s)",
                           e.samples_per_s / d.fp32_samples_per_s, d.fp32_samples_per_s);
-  if (d.chosen.delta_points)
-    reason += fmt::format("; measured accuracy {} against fp32 (budget {:.2f})",
-                          points_text(*d.chosen.delta_points), r.max_accuracy_delta);
+  if (d.chosen.measured)
+    reason += fmt::format("; measured accuracy {} against fp32 (budget {})",
+                          d.chosen.measured->delta_text(), budget_text(r));
   else if (d.chosen.verdict && d.chosen.verdict->risk == FidelityRisk::kWithin)
     reason += fmt::format("; its fidelity on this run's gradients is within the budget ({})",
                           d.chosen.verdict->why);
@@ -522,9 +534,9 @@ nlohmann::json candidate_json(const AutoCandidate& k) {
                       {"predicted_step_s", k.estimate.step_s},
                       {"predicted_exposed_comm_s", k.estimate.comm_exposed_s}};
   if (k.sync == "bmuf") j["tau"] = k.tau;
-  if (k.delta_points) {
-    j["accuracy_delta_points"] = *k.delta_points;
-    j["accuracy_source"] = k.delta_source;
+  if (k.measured) {
+    j[fmt::format("accuracy_delta_{}", metric_unit(k.measured->metric))] = k.measured->delta;
+    j["accuracy_source"] = k.measured->source;
   }
   if (k.fidelity) j["fidelity"] = fidelity_json(*k.fidelity);
   if (k.verdict) j["fidelity_verdict"] = verdict_json(*k.verdict);
@@ -603,8 +615,7 @@ std::string accuracy_text(const AutoCandidate& k) {
       k.verdict
           ? fmt::format("fidelity {} (drift {:.3f})", risk_name(k.verdict->risk), k.fidelity->drift)
           : "";
-  if (k.delta_points)
-    return points_text(*k.delta_points) + (fidelity.empty() ? "" : "; " + fidelity);
+  if (k.measured) return k.measured->delta_text() + (fidelity.empty() ? "" : "; " + fidelity);
   return fidelity.empty() ? "unmeasured" : fidelity;
 }
 }  // namespace

@@ -53,15 +53,21 @@ struct NetworkKey {
 };
 
 // One measured accuracy cost: a network of `family` trained by `optimizer` on `workers` with
-// `codec` through `sync` (tau for bmuf; 0 otherwise), test accuracy minus fp32's in points,
-// and how it was measured. A row applies only to a run that matches all of them.
+// `codec` through `sync` (tau for bmuf; 0 otherwise), its difference from fp32 in the network's
+// metric, and how it was measured. A row applies only to a run that matches all of them.
 struct AccuracyDelta {
   std::string family, optimizer, codec, sync;
   int workers = 2;
   int tau = 0;
-  double points = 0;
+  // The configuration's figure minus fp32's: test accuracy in points (metric kPoints; negative
+  // is worse), or the validation loss in bits per byte or token (kBits; positive is worse).
+  AccuracyMetric metric = AccuracyMetric::kPoints;
+  double delta = 0;
   int seeds = 1, epochs = 0;
   std::string source;  // the command that measured it
+  // Accuracy lost against fp32 in the metric's unit (negative: better than fp32).
+  double loss() const { return metric == AccuracyMetric::kPoints ? -delta : delta; }
+  std::string delta_text() const;  // "-0.21 points", "+0.0002 bits"
 };
 
 struct AccuracyTable {
@@ -74,10 +80,11 @@ struct AccuracyTable {
                             const std::string& sync, int tau) const;
 };
 
-inline constexpr int64_t kAccuracyTableFormatVersion = 2;
+// Version 3 adds rows in bits (a token run's loss); version 2's rows, all in points, still read.
+inline constexpr int64_t kAccuracyTableFormatVersion = 3;
 // The tables compiled in: data/perf/codec_accuracy.toml and data/perf/codec_fidelity.toml.
 AccuracyTable builtin_accuracy_table();
-// InputError naming the file, row and field for a malformed, older or newer table.
+// InputError naming the file, row and field for a malformed, older (1) or newer table.
 AccuracyTable parse_accuracy_table(const std::string& text, const std::string& name);
 
 // What the choice depends on, measured on this machine for this run.
@@ -122,8 +129,7 @@ struct AutoCandidate {
   int tau = 0;  // bmuf only
   int64_t bucket_kib = 4096;
   StepEstimate estimate;
-  std::optional<double> delta_points;  // measured accuracy delta (none: lossless or unmeasured)
-  std::string delta_source;
+  std::optional<AccuracyDelta> measured;  // the matching row (none: lossless or unmeasured)
   // Its fidelity on the run's gradients and what the calibration makes of it (lossy codecs
   // through the allreduce, once measured).
   std::optional<CodecFidelity> fidelity;

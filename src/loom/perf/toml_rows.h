@@ -74,6 +74,8 @@ class RowReader {
     return finite_number(field, *n);
   }
 
+  bool has(const std::string& field) const { return row_.get(field) != nullptr; }
+
   // An array of strings; absent gives an empty list.
   std::vector<std::string> strs(const std::string& field) const {
     std::vector<std::string> out;
