@@ -275,7 +275,8 @@ ValidationCase rate_case(const RateSpec& r) {
 
 std::vector<FitPoint> compute_fit_points(const Catalog& cat,
                                          const std::vector<ValidationCase>& cases,
-                                         const std::string& left_out) {
+                                         const std::string& left_out, double jitter_cv,
+                                         const ComputeFit& held) {
   std::vector<ValidationCase> all;
   for (const auto& c : cases)
     if (c.figure == "samples_per_s") all.push_back(c);
@@ -286,7 +287,7 @@ std::vector<FitPoint> compute_fit_points(const Catalog& cat,
   std::vector<FitPoint> points;
   for (const auto& c : all) {
     if (!left_out.empty() && c.publication == left_out) continue;
-    const Predictor p{cat, c, kStepJitterCv, kComputeFit};
+    const Predictor p{cat, c, jitter_cv, held};
     if (p.rate.method != "roofline") continue;  // a published rate does not depend on the fit
     const GpuSpec& g = cat.gpu(c.gpu);
     FitPoint f;
@@ -296,8 +297,8 @@ std::vector<FitPoint> compute_fit_points(const Catalog& cat,
     f.micro_steps = double(c.accumulate);
     f.samples = double(c.batch) * f.micro_steps;
     const StepEstimate e = p.at(c.codec, c.nodes, c.gpus_per_node);
-    f.rest_s = e.step_s - (f.samples * f.parts.sample_s(kComputeFit) +
-                           f.micro_steps * f.parts.kernels * kComputeFit.kernel_s);
+    f.rest_s = e.step_s - (f.samples * f.parts.sample_s(held) +
+                           f.micro_steps * f.parts.kernels * held.kernel_s);
     f.per_gpu_published = c.published / c.gpus();
     points.push_back(f);
   }
@@ -409,11 +410,18 @@ ValidationRun run_validation(bool leave_one_out) {
     if (std::find(publications.begin(), publications.end(), c.publication) == publications.end())
       publications.push_back(c.publication);
   for (const auto& pub : publications) {
-    const ComputeFit f = fit_compute(compute_fit_points(cat, cases, pub));
-    std::vector<CaseCurve> rest;
-    for (const auto& c : cases)
-      if (c.publication != pub) rest.push_back(curve(cat, c, f));
-    const double cv = fit(rest);
+    // The roofline and the jitter refitted in turn without the publication: each fit holds
+    // the other's part of a step (the stragglers in the roofline's points, the compute in the
+    // jitter's curves), so neither keeps what the built-in constants learnt from the case.
+    ComputeFit f = kComputeFit;
+    double cv = kStepJitterCv;
+    for (int round = 0; round < kLeaveOutRounds; ++round) {
+      f = fit_compute(compute_fit_points(cat, cases, pub, cv, f));
+      std::vector<CaseCurve> rest;
+      for (const auto& c : cases)
+        if (c.publication != pub) rest.push_back(curve(cat, c, f));
+      cv = fit(rest);
+    }
     for (size_t i = 0; i < cases.size(); ++i) {
       if (cases[i].publication != pub) continue;
       run.loo_fit[i] = f;

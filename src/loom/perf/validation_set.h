@@ -73,9 +73,16 @@ CaseResult predict_case(const Catalog& cat, const ValidationCase& c,
 
 // The throughput figures whose compute is the roofline's, as points to fit it on: the cases'
 // (figure samples_per_s) and the catalog's [[rate]] rows; those of `left_out` are left out.
+// Each point's rest of the step (communication, stragglers) is the model's with `jitter_cv`
+// and the compute of `held`.
 std::vector<FitPoint> compute_fit_points(const Catalog& cat,
                                          const std::vector<ValidationCase>& cases,
-                                         const std::string& left_out = "");
+                                         const std::string& left_out = "",
+                                         double jitter_cv = kStepJitterCv,
+                                         const ComputeFit& held = kComputeFit);
+
+// Rounds of refitting the roofline and the jitter in turn for each left-out publication.
+inline constexpr int kLeaveOutRounds = 3;
 
 struct ErrorSummary {
   double mean_abs = 0, max_abs = 0;
