@@ -66,9 +66,8 @@ StepEstimate predict(const AutoRequest& r, const AutoMeasurements& m, const Auto
 }
 
 std::string budget_text(const AutoRequest& r) {
-  return r.network.metric == AccuracyMetric::kPoints
-             ? fmt::format("{:.2f} points", r.max_accuracy_delta)
-             : fmt::format("{:.3f} bits", r.max_bits_delta);
+  const int digits = r.network.metric == AccuracyMetric::kPoints ? 2 : 3;
+  return fmt::format("{:.{}f} {}", r.budget(), digits, metric_unit(r.network.metric));
 }
 
 constexpr const char* kNoEvidence = "no evidence of its accuracy cost";
@@ -92,11 +91,8 @@ Exclusion accuracy_exclusion(const AutoRequest& r, const AutoMeasurements& m,
     k.fidelity = *f;
     k.verdict = assess_fidelity(*f, accuracy.fidelity, r.max_accuracy_delta, r.max_bits_delta);
   }
-  const double budget =
-      r.network.metric == AccuracyMetric::kPoints ? r.max_accuracy_delta : r.max_bits_delta;
-  const char* unit = metric_unit(r.network.metric);
   if (r.lossy == LossyPolicy::kNever) return {"lossy options are forbidden (auto.lossy = false)"};
-  if (a && a->loss() > budget)
+  if (a && a->loss() > r.budget())
     return {fmt::format("its measured accuracy cost {} is over the budget of {}", a->delta_text(),
                         budget_text(r))};
   // A matching row decides, unless the run's own residuals show the codec falling behind.
@@ -105,10 +101,8 @@ Exclusion accuracy_exclusion(const AutoRequest& r, const AutoMeasurements& m,
                         k.verdict->why)};
   if (a) return {};
   if (k.verdict && k.verdict->risk == FidelityRisk::kOver)
-    return {
-        fmt::format("its fidelity on this run's gradients puts it over the budget of {:.2f} "
-                    "{}: {}",
-                    budget, unit, k.verdict->why)};
+    return {fmt::format("its fidelity on this run's gradients puts it over the budget of {}: {}",
+                        budget_text(r), k.verdict->why)};
   if (k.verdict && k.verdict->risk == FidelityRisk::kWithin) return {};
   if (r.lossy == LossyPolicy::kAlways) return {};
   if (k.verdict)
@@ -189,11 +183,11 @@ AccuracyTable parse_accuracy_table(const std::string& text, const std::string& n
       row.fail("points", "is missing (or 'bits', for a token run): the difference from fp32");
     if (bits && version < 3) row.fail("bits", "needs format_version 3");
     d.metric = points ? AccuracyMetric::kPoints : AccuracyMetric::kBits;
-    d.delta = row.signed_num(points ? "points" : "bits");
+    const char* key = metric_unit(d.metric);  // the field is named as the unit
+    d.delta = row.signed_num(key);
     const double limit = points ? 100 : 8;  // points of accuracy; bits per byte at most 8
     if (std::abs(d.delta) > limit)
-      row.fail(points ? "points" : "bits",
-               fmt::format("must be in [-{}, {}], got {}", limit, limit, d.delta));
+      row.fail(key, fmt::format("must be in [-{}, {}], got {}", limit, limit, d.delta));
     d.seeds = row.count("seeds", 1);
     d.epochs = row.count("epochs", 0);
     d.source = row.str("source");

@@ -118,6 +118,10 @@ struct AutoRequest {
   LossyPolicy lossy = LossyPolicy::kMeasured;
   double max_accuracy_delta = 0.5;  // points of test accuracy below fp32
   double max_bits_delta = 0.05;     // bits per byte or token above fp32's loss (a token run)
+  // The budget in the network's own metric: max_accuracy_delta or max_bits_delta.
+  double budget() const {
+    return network.metric == AccuracyMetric::kPoints ? max_accuracy_delta : max_bits_delta;
+  }
   // A lossy option must be predicted this much faster than the best lossless one to be
   // chosen: a smaller gain is inside the model's error on this machine (docs/perf.md:
   // within 15%, most runs within 5%) and not worth an accuracy cost.
