@@ -45,7 +45,7 @@ def scale(workload: PathLike = "resnet50", *, gpu: str = "v100-sxm2", nodes: int
           codecs: Union[str, Sequence[str]] = "fp32", bucket_mb: float = 25.0,
           storage: str = "nvme4", overlap: bool = True, prefetch: bool = True,
           batch: int = 0, precision: str = "default", optimizer: str = "momentum",
-          accumulate: int = 1, derate: float = 0.0, catalog: Union[None, PathLike, Sequence[PathLike]] = None,
+          accumulate: int = 1, layout: str = "nhwc", derate: float = 0.0, catalog: Union[None, PathLike, Sequence[PathLike]] = None,
           calibration: Optional[PathLike] = None) -> List[Dict[str, Any]]:
     """``loom scale -w WORKLOAD ... --json``: one dict per (codec, GPU count) point, in the
     order the command prints them, with the keys of its JSON lines (series, gpus, nodes,
@@ -55,13 +55,15 @@ def scale(workload: PathLike = "resnet50", *, gpu: str = "v100-sxm2", nodes: int
     config (.toml). ``overlap=False`` is ``--no-overlap``, ``prefetch=False`` ``--no-prefetch``,
     ``batch=0`` the workload's default batch per GPU, ``intra=None`` the GPU's own peer link.
     ``precision`` is fp32, tf32, default (what PyTorch does on the GPU: TF32 convolutions from
-    Ampere on), bf16, fp16, mixed or fp8; ``accumulate`` the micro-batches per optimizer step."""
+    Ampere on), bf16, fp16, mixed or fp8; ``accumulate`` the micro-batches per optimizer step;
+    ``layout`` the activations' memory format, nhwc (channels-last) or nchw (PyTorch's default:
+    16-bit convolutions then pay cuDNN's transposes)."""
     opts = dict(workload=os.fspath(workload), gpu=gpu, nodes=nodes, gpus_per_node=gpus_per_node,
                 inter=inter, intra=intra or "", nics=nics, oversubscription=oversubscription,
                 framework=framework, sync=sync, servers=servers, tau=tau,
                 codecs=_list(codecs), bucket_mb=bucket_mb, storage=storage, overlap=overlap,
                 prefetch=prefetch, batch=batch, precision=precision, optimizer=optimizer,
-                accumulate=accumulate, derate=derate, catalog=_paths(catalog),
+                accumulate=accumulate, layout=layout, derate=derate, catalog=_paths(catalog),
                 calibration=os.fspath(calibration) if calibration else None)
     return json.loads(_loom.scale(opts))
 
@@ -72,7 +74,7 @@ def advise(model: PathLike = "resnet50", *, budget: float, max_gpus: int = 64,
            samples: float = 0.0, rank_by: str = "time", cloud: bool = True,
            links: Union[None, str, Sequence[str]] = None,
            gpus: Union[None, str, Sequence[str]] = None, batch: int = 0,
-           precision: str = "fp32", optimizer: str = "momentum",
+           precision: str = "fp32", optimizer: str = "momentum", layout: str = "nhwc",
            catalog: Union[None, PathLike, Sequence[PathLike]] = None,
            calibration: Optional[PathLike] = None, machine_usd: float = 0.0,
            top: int = 10) -> Dict[str, Any]:
@@ -90,7 +92,7 @@ def advise(model: PathLike = "resnet50", *, budget: float, max_gpus: int = 64,
                 gpus_per_node=gpus_per_node, hosts=_list(hosts), hours=hours,
                 usd_per_kwh=usd_per_kwh, gpu_utilisation=gpu_utilisation, samples=samples,
                 rank_by=rank_by, cloud=cloud, links=_list(links), gpus=_list(gpus), batch=batch,
-                precision=precision, optimizer=optimizer, catalog=_paths(catalog),
+                precision=precision, optimizer=optimizer, layout=layout, catalog=_paths(catalog),
                 calibration=os.fspath(calibration) if calibration else None,
                 machine_usd=machine_usd, top=top)
     return json.loads(_loom.advise(opts))

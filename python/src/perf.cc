@@ -22,15 +22,18 @@ T opt(const py::dict& opts, const char* key, T def) {
   return opts[key].cast<T>();
 }
 
-// --batch (0: the workload's default), --precision, --optimizer, read with the GIL held.
+// --batch (0: the workload's default), --precision, --optimizer, --accumulate, --layout, read
+// with the GIL held.
 struct TrainChoice {
   int64_t batch = 0;
   std::string precision, optimizer;
   int64_t accumulate = 1;
+  std::string layout = "nhwc";
   perf::TrainSpec spec(const perf::Workload& w) const {
     perf::TrainSpec t;
     t.batch = batch > 0 ? batch : w.default_batch;
     t.precision = precision;
+    t.layout = layout;
     t.optimizer = optimizer;
     t.accumulate = accumulate;
     return t;
@@ -39,7 +42,8 @@ struct TrainChoice {
 // `default_precision`: scale's "default" (PyTorch's own), advise's "fp32" (what loom runs).
 TrainChoice train_choice(const py::dict& opts, const std::string& default_precision) {
   return {opt<int64_t>(opts, "batch", 0), opt<std::string>(opts, "precision", default_precision),
-          opt<std::string>(opts, "optimizer", "momentum"), opt<int64_t>(opts, "accumulate", 1)};
+          opt<std::string>(opts, "optimizer", "momentum"), opt<int64_t>(opts, "accumulate", 1),
+          opt<std::string>(opts, "layout", "nhwc")};
 }
 
 // `loom scale -w WORKLOAD ... --json`: its JSON lines, in order, as one JSON array.

@@ -66,6 +66,10 @@ TEST(Catalog, BadRowsNameFileEntryAndField) {
                "mem_bw_gbs = 100\nhost_link = \"pcie9\"\npeer_link = \"none\"\ntdp_w = 100\nsource "
                "= \"s\"\n"),
       HasSubstr("gpu 'x' (line 1): field 'host_link' unknown link 'pcie9'; close matches: pcie3"));
+  EXPECT_THAT(error_of("[[rate]]\ngpu = \"v100-sxm2\"\nworkload = \"resnet50\"\nprecision = "
+                       "\"mixed\"\nbatch = 8\nsamples_per_s = 9\nsource = \"s\"\nlayout = "
+                       "\"nwhc\"\n"),
+              HasSubstr("field 'layout' must be nhwc or nchw, got 'nwhc'"));
   EXPECT_THAT(error_of("[[disk]]\nname = 1\n"), HasSubstr("unknown section 'disk'"));
   EXPECT_THAT(error_of("[[gpu]\n"), HasSubstr("mine.toml:1: TOML syntax error"));
 }

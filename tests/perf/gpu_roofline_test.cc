@@ -109,6 +109,88 @@ TEST(GpuRoofline, TrafficAndKernels) {
   EXPECT_GT(fp32.step_s(f, 8) / 8, fp32.step_s(f, 256) / 256);
 }
 
+// NCHW costs three read-and-write passes over every convolution's input and output values and
+// six kernels per convolution, only where convolutions run on 16-bit tensor cores.
+TEST(GpuRoofline, NchwTransposesSixteenBitConvolutionsOnly) {
+  const GpuSpec& v100 = cat().gpu("v100-sxm2");
+  const GpuSpec& a100 = cat().gpu("a100-80gb-sxm4");
+  const Workload w = reference_workload("resnet50");
+  ASSERT_GT(w.conv_io_values, 0);
+  ASSERT_GT(w.convolutions, 0);
+  const RooflineParts nhwc = roofline_parts(v100, w, math_plan(v100, "fp16", "nhwc"));
+  const RooflineParts nchw = roofline_parts(v100, w, math_plan(v100, "fp16", "nchw"));
+  const double transposes = 3 * 2 * 2 * w.conv_io_values / (v100.mem_bw_gbs * 1e9);
+  EXPECT_EQ(nhwc.transpose_s, 0);
+  EXPECT_DOUBLE_EQ(nchw.transpose_s, transposes);
+  EXPECT_DOUBLE_EQ(nchw.memory_s, nhwc.memory_s + transposes);
+  EXPECT_DOUBLE_EQ(nchw.kernels, nhwc.kernels + 6 * w.convolutions);
+  EXPECT_DOUBLE_EQ(nchw.tensor_volta_s, nhwc.tensor_volta_s);  // the products are the same
+  EXPECT_TRUE(math_plan(a100, "bf16", "nchw").transposes());
+  // FP32 convolutions, TF32 ones and a network without convolutions pay nothing.
+  for (const char* precision : {"fp32", "tf32", "default"}) {
+    EXPECT_FALSE(math_plan(a100, precision, "nchw").transposes()) << precision;
+    EXPECT_EQ(roofline_parts(a100, w, math_plan(a100, precision, "nchw")).memory_s,
+              roofline_parts(a100, w, math_plan(a100, precision, "nhwc")).memory_s)
+        << precision;
+  }
+  const Workload bert = reference_workload("bert-large");
+  EXPECT_EQ(roofline_parts(a100, bert, math_plan(a100, "bf16", "nchw")).memory_s,
+            roofline_parts(a100, bert, math_plan(a100, "bf16", "nhwc")).memory_s);
+  EXPECT_NE(math_plan(v100, "fp16", "nchw").describe().find("NCHW"), std::string::npos);
+  EXPECT_THROW(math_plan(v100, "fp16", "chwn"), InputError);
+}
+
+// A published rate measured channels-last stands for an NCHW run once the transposes are
+// added, and one measured in NCHW for a channels-last run once they are taken off; fp32 rates
+// stay as they are.
+TEST(ComputeRate, ARateInTheOtherLayoutGainsOrLosesTheTransposes) {
+  Catalog c = cat();
+  c.load_text(R"(
+[[rate]]
+gpu = "v100-sxm2"
+workload = "resnet101"
+precision = "mixed"
+batch = 128
+samples_per_s = 700
+layout = "nhwc"
+source = "planted: channels-last"
+
+[[rate]]
+gpu = "v100-sxm2"
+workload = "resnet101"
+precision = "fp32"
+batch = 128
+samples_per_s = 200
+source = "planted: fp32"
+
+[[rate]]
+gpu = "a100-80gb-sxm4"
+workload = "resnet101"
+precision = "mixed"
+batch = 128
+samples_per_s = 1500
+layout = "nchw"
+source = "planted: NCHW"
+)",
+              "planted.toml");
+  const GpuSpec& v100 = c.gpu("v100-sxm2");
+  const GpuSpec& a100 = c.gpu("a100-80gb-sxm4");
+  const Workload w = reference_workload("resnet101");
+  const ComputeFit f = kComputeFit;
+  const TransposeCost tv = nchw_transposes(v100, w, 2);
+  const ComputeRate same = compute_rate(c, v100, w, "mixed", 128, f, "", "nhwc");
+  const ComputeRate nchw = compute_rate(c, v100, w, "mixed", 128, f, "", "nchw");
+  EXPECT_DOUBLE_EQ(same.sample_s, 1.0 / 700);
+  EXPECT_DOUBLE_EQ(nchw.sample_s,
+                   1.0 / 700 + tv.sample_s / f.memory + tv.kernels * f.kernel_s / 128);
+  EXPECT_NE(nchw.detail.find("transposes"), std::string::npos);
+  EXPECT_DOUBLE_EQ(compute_rate(c, v100, w, "fp32", 128, f, "", "nchw").sample_s, 1.0 / 200);
+  const TransposeCost ta = nchw_transposes(a100, w, 2);
+  EXPECT_DOUBLE_EQ(compute_rate(c, a100, w, "mixed", 128, f, "", "nhwc").sample_s,
+                   1.0 / 1500 - ta.sample_s / f.memory - ta.kernels * f.kernel_s / 128);
+  EXPECT_DOUBLE_EQ(compute_rate(c, a100, w, "mixed", 128, f, "", "nchw").sample_s, 1.0 / 1500);
+}
+
 // The fit finds efficiencies planted in synthetic figures, and leaves a fixed-rate figure's
 // unit alone when no point uses it.
 TEST(ComputeFit, RecoversPlantedEfficiencies) {

@@ -180,6 +180,20 @@ figure = "speedupp"
   const std::string what = parse_error(bad);
   ASSERT_FALSE(what.empty());
   EXPECT_NE(what.find("figure"), std::string::npos) << what;
+  const std::string layout = parse_error(R"([[case]]
+name = "x"
+source = "s"
+publication = "p"
+figure = "samples_per_s"
+published = 1
+workload = "resnet50"
+gpu = "v100-sxm2"
+precision = "fp16"
+layout = "channels_last"
+)");
+  EXPECT_NE(layout.find("field 'layout' must be nhwc (channels-last) or nchw, got 'channels_last'"),
+            std::string::npos)
+      << layout;
 }
 
 TEST(Validation, ADecoderCaseWithoutBlocksIsRefusedWhereItIsRead) {

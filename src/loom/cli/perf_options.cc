@@ -31,6 +31,7 @@ perf::TrainSpec TrainingOptions::spec(const perf::Workload& w) const {
   perf::TrainSpec t;
   t.batch = batch > 0 ? batch : w.default_batch;
   t.precision = precision;
+  t.layout = layout;
   t.optimizer = optimizer;
   t.accumulate = accumulate;
   return t;
@@ -59,6 +60,12 @@ void add_training_options(CLI::App& cmd, TrainingOptions& o, bool what_loom_runs
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
   }
+  cmd.add_option("--layout", o.layout,
+                 "the activations' memory format: nhwc (channels-last, TensorFlow's default) or "
+                 "nchw (PyTorch's default), where cuDNN transposes every 16-bit convolution's "
+                 "operands for the tensor cores")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"nhwc", "nchw"}));
   cmd.add_option("--optimizer", o.optimizer, "sgd, momentum or adam");
 }
 

@@ -35,15 +35,16 @@ CLI::Option* add_workload_option(CLI::App& cmd, const std::string& names, std::s
 struct TrainingOptions {
   int64_t batch = 0;  // --batch,-b per GPU; 0 = the workload's default
   std::string precision = "fp32";
+  std::string layout = "nhwc";  // --layout: the activations' memory format
   std::string optimizer = "momentum";
   int64_t accumulate = 1;  // --accumulate: micro-batches per optimizer step
 
   // These choices for `w` (batch 0 becomes the workload's default); the rest as TrainSpec's.
   perf::TrainSpec spec(const perf::Workload& w) const;
 };
-// Adds --batch,-b, --precision and --optimizer; `what_loom_runs` (the advisor): --precision
-// is fp32 or mixed (what loom trains in), else any precision of perf::math_plan, by default
-// "default" (what PyTorch does on the GPU), and --accumulate.
+// Adds --batch,-b, --precision, --layout and --optimizer; `what_loom_runs` (the advisor):
+// --precision is fp32 or mixed (what loom trains in), else any precision of perf::math_plan, by
+// default "default" (what PyTorch does on the GPU), and --accumulate.
 void add_training_options(CLI::App& cmd, TrainingOptions& o, bool what_loom_runs = false);
 
 // Adds --gpus-per-node (at least 1).

@@ -84,7 +84,7 @@ void run_predict(const CommonArgs& common, const PredictArgs& a) {
       w.name, w.params() / 1e6, w.fwd_flops() / 1e9, common.nodes, common.gpus_per_node, c.gpu.name,
       c.topo.intra.name, c.topo.inter.name, t.batch,
       t.accumulate > 1 ? fmt::format(" x {} micro-batches a step", t.accumulate) : "", t.precision,
-      perf::math_plan(c.gpu, t.precision).describe(), loom_note, p.compute_note);
+      perf::math_plan(c.gpu, t.precision, t.layout).describe(), loom_note, p.compute_note);
   std::vector<svg::Series> plot;
   for (const perf::ScaleSeries& series : p.series) {
     fmt::print("{}\n", common.json ? perf::scale_json(series) : perf::scale_table(series));

@@ -199,7 +199,8 @@ class AdvisorRun {
     Derating d;
     if (measured(g)) return req_.measured.at(g.name);
     const ComputeRate rate =
-        compute_rate(cat_, g, req_.workload, precision, double(req_.train.batch));
+        compute_rate(cat_, g, req_.workload, precision, double(req_.train.batch), kComputeFit, "",
+                     req_.train.layout);
     d.use(rate);
     return d;
   }

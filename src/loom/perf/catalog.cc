@@ -259,8 +259,8 @@ void Catalog::load_text(const std::string& text, const std::string& name) {
     frameworks_[f.name] = f;
   });
   for_rows(root, name, "rate", [&](const RowReader& r) {
-    r.check_known(
-        {"gpu", "workload", "precision", "batch", "samples_per_s", "source", "publication"});
+    r.check_known({"gpu", "workload", "precision", "batch", "samples_per_s", "source",
+                   "publication", "layout"});
     RateSpec rs;
     rs.gpu = r.str("gpu");
     rs.workload = r.str("workload");
@@ -272,6 +272,9 @@ void Catalog::load_text(const std::string& text, const std::string& name) {
     rs.samples_per_s = r.num("samples_per_s");
     rs.source = r.str("source");
     rs.publication = r.str("publication", false, rs.source.substr(0, rs.source.find(':')));
+    rs.layout = r.str("layout", false, "nhwc");
+    if (rs.layout != "nhwc" && rs.layout != "nchw")
+      r.fail("layout", fmt::format("must be nhwc or nchw, got '{}'", rs.layout));
     if (!gpus_.count(rs.gpu)) r.fail("gpu", unknown_name_message("GPU", rs.gpu, keys_of(gpus_)));
     // A row for the same GPU, workload, precision and batch replaces the earlier one.
     auto same = [&](const RateSpec& o) {

@@ -140,6 +140,8 @@ struct RateSpec {
   // The publication the figure comes from (default: `source` up to its first ':'); a
   // validation case of the same publication never takes its compute from this row.
   std::string publication;
+  // The run's memory format (gpu_roofline.h): nhwc (channels-last) or nchw.
+  std::string layout = "nhwc";
 };
 
 // What a training framework adds to each data-parallel step beyond compute and the link:

@@ -68,13 +68,41 @@ double conv_share(const Workload& w) {
   return w.fwd_flops() > 0 ? conv / w.fwd_flops() : 0;
 }
 
+// Seconds per sample a row's rate gains when a run's memory format costs transposes the row's
+// run did not pay (negative: the row paid them and the run does not); 0 where neither or both.
+double layout_adjustment_s(const GpuSpec& gpu, const Workload& w, const MathPlan& run,
+                           const RateSpec& row, double batch, const ComputeFit& fit) {
+  MathPlan measured = run;
+  measured.layout = row.layout;
+  if (run.transposes() == measured.transposes()) return 0;
+  const TransposeCost t = nchw_transposes(gpu, w, run.act_bytes);
+  const double s = t.sample_s / fit.memory + t.kernels * fit.kernel_s / batch;
+  return run.transposes() ? s : -s;
+}
+
+// Applies layout_adjustment_s to a published row's seconds per sample, and says so.
+void adjust_for_layout(ComputeRate& out, const GpuSpec& gpu, const Workload& w,
+                       const MathPlan& plan, const RateSpec& row, double batch,
+                       const ComputeFit& fit) {
+  const double d = layout_adjustment_s(gpu, w, plan, row, batch, fit);
+  if (d == 0) return;
+  if (out.sample_s + d <= 0) {
+    out.detail +=
+        fmt::format("; the row's {} transposes exceed its rate, left unadjusted", row.layout);
+    return;
+  }
+  out.sample_s += d;
+  out.detail += fmt::format("; {} {:.3f} ms a sample for NCHW's transposes (the row: {})",
+                            d > 0 ? "+" : "-", 1e3 * std::abs(d), row.layout);
+}
+
 }  // namespace
 
 ComputeRate compute_rate(const Catalog& cat, const GpuSpec& gpu, const Workload& w,
                          const std::string& precision, double batch, const ComputeFit& fit,
-                         const std::string& excluded_publication) {
+                         const std::string& excluded_publication, const std::string& layout) {
   if (batch <= 0) throw InputError(fmt::format("batch must be > 0, got {}", batch));
-  const MathPlan plan = math_plan(gpu, precision);
+  const MathPlan plan = math_plan(gpu, precision, layout);
   ComputeRate out;
   out.math = plan.describe();
   const std::string cls = plan.rate_class();
@@ -85,6 +113,7 @@ ComputeRate compute_rate(const Catalog& cat, const GpuSpec& gpu, const Workload&
     out.detail = fmt::format("{} {} {} at batch {:g}, {:g} samples/s ({})", r->gpu, r->workload,
                              r->precision, r->batch, r->samples_per_s, r->source);
     out.fraction_of_peak = row_fraction(cat, *r);
+    adjust_for_layout(out, gpu, w, plan, *r, batch, fit);
     return out;
   }
   if (!gpu.chip.empty()) {
@@ -107,6 +136,7 @@ ComputeRate compute_rate(const Catalog& cat, const GpuSpec& gpu, const Workload&
           best->workload, best->precision, best->batch, best->samples_per_s, scale, gpu.name,
           best->gpu, gpu.chip, best->source);
       out.fraction_of_peak = row_fraction(cat, *best);
+      adjust_for_layout(out, gpu, w, plan, *best, batch, fit);
       return out;
     }
   }

@@ -53,12 +53,15 @@ struct ComputeRate {
   double fraction_of_peak = 0;
 };
 
-// `precision` as `loom scale` takes it (math_plan in gpu_roofline.h); `fit` is the roofline's
-// fitted efficiencies (the built-in kComputeFit unless a validation run refits them).
+// `precision` and `layout` as `loom scale` takes them (math_plan in gpu_roofline.h); `fit` is
+// the roofline's fitted efficiencies (the built-in kComputeFit unless a validation run refits
+// them). A published rate measured in the other memory format gains or loses NCHW's transposes
+// (nchw_transposes) at the fit's memory efficiency and kernel time.
 ComputeRate compute_rate(const Catalog& cat, const GpuSpec& gpu, const Workload& w,
                          const std::string& precision, double batch,
                          const ComputeFit& fit = kComputeFit,
-                         const std::string& excluded_publication = "");
+                         const std::string& excluded_publication = "",
+                         const std::string& layout = "nhwc");
 
 // "published: p100-sxm2 resnet50 fp32 at batch 64, 219 samples/s (tf-bench: ...)" etc.
 std::string describe(const ComputeRate& r);

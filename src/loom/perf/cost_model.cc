@@ -119,7 +119,7 @@ CostModel::StepContext CostModel::context(const Topology& topo) const {
   x.mixed = is_low_precision(train_.precision);
   x.batch = static_cast<double>(train_.batch);
   x.params = workload_.params();
-  x.plan = math_plan(g, train_.precision);
+  x.plan = math_plan(g, train_.precision, train_.layout);
   x.flops_rate = peak_flops(g, x.plan.gemm) * derating_.compute;
   x.mem_rate = g.mem_bw_gbs * 1e9 * derating_.memory;
   x.act_bytes = workload_.activation_bytes * (x.mixed ? 0.5 : 1.0);

@@ -103,6 +103,7 @@ struct TrainSpec {
   // Micro-batches per optimizer step (gradient accumulation): one exchange per step.
   int64_t accumulate = 1;
   std::string precision = "fp32";      // gpu_roofline.h math_plan: fp32, tf32, default, bf16, ...
+  std::string layout = "nhwc";         // the activations' memory format: nhwc or nchw
   std::string optimizer = "momentum";  // sgd, momentum, adam
   bool prefetch = true;
   int threads = 1;  // intra-op threads per worker (host model only)

@@ -35,12 +35,19 @@ bool is_low_precision(const std::string& p) {
   return p == "bf16" || p == "fp16" || p == "mixed" || p == "fp8";
 }
 
-MathPlan math_plan(const GpuSpec& g, const std::string& precision) {
+bool is_layout(const std::string& layout) {
+  return layout == "nhwc" || layout == "nchw";
+}
+
+MathPlan math_plan(const GpuSpec& g, const std::string& precision, const std::string& layout) {
   if (!is_precision(precision))
     throw InputError(
         fmt::format("unknown precision '{}'; expected {}", precision, kPrecisionNames));
+  if (!is_layout(layout))
+    throw InputError(fmt::format("unknown layout '{}'; expected {}", layout, kLayoutNames));
   MathPlan m;
   m.requested = precision;
+  m.layout = layout;
   std::string conv = precision, gemm = precision;
   if (precision == "default") conv = "tf32", gemm = "fp32";
   if (precision == "mixed") conv = gemm = g.cuda_cc >= 8.0 ? "bf16" : "fp16";
@@ -58,9 +65,14 @@ std::string MathPlan::rate_class() const {
   return "fp32";
 }
 
+bool MathPlan::transposes() const {
+  return layout == "nchw" && (conv == "fp16" || conv == "bf16");
+}
+
 std::string MathPlan::describe() const {
-  if (conv == gemm) return fmt::format("products {}", conv);
-  return fmt::format("convolutions {}, matrix products {}", conv, gemm);
+  const std::string nchw = transposes() ? ", NCHW (transposed for the tensor cores)" : "";
+  if (conv == gemm) return fmt::format("products {}{}", conv, nchw);
+  return fmt::format("convolutions {}, matrix products {}{}", conv, gemm, nchw);
 }
 
 std::string describe(const ComputeFit& f) {
@@ -91,7 +103,23 @@ RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan
   const double kept = std::min(w.fp32_elementwise_bytes, w.elementwise_bytes);
   p.memory_s = ((w.elementwise_bytes - kept) * (m.act_bytes / 4) + kept) / (g.mem_bw_gbs * 1e9);
   p.kernels = w.kernels;
+  if (m.transposes()) {
+    const TransposeCost t = nchw_transposes(g, w, m.act_bytes);
+    p.transpose_s = t.sample_s;
+    p.memory_s += t.sample_s;
+    p.kernels += t.kernels;
+  }
   return p;
+}
+
+TransposeCost nchw_transposes(const GpuSpec& g, const Workload& w, double act_bytes) {
+  // Three passes over each convolution's input and output values (gpu_roofline.h), each read
+  // and written once; one kernel per pass and tensor.
+  constexpr double kPasses = 3, kKernelsPerConvolution = 6;
+  TransposeCost t;
+  t.sample_s = kPasses * 2 * act_bytes * w.conv_io_values / (g.mem_bw_gbs * 1e9);
+  t.kernels = kKernelsPerConvolution * w.convolutions;
+  return t;
 }
 
 }  // namespace loom::perf

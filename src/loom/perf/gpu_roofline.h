@@ -28,6 +28,20 @@
 //
 // Traffic in mixed precision: activations are 16-bit, except what PyTorch's autocast keeps in
 // fp32 (layer_norm, softmax, the losses: Workload::fp32_elementwise_bytes).
+//
+// Memory format: tensor cores convolve channels-last (NHWC) data. A framework that keeps
+// activations in NCHW, PyTorch's default memory format, has cuDNN transpose each convolution's
+// operands to NHWC and its result back, on every call ("every time a convolution operation is
+// called ..., the cuDNN library performs a transpose to convert the tensor into NHWC format";
+// MosaicML Composer's Channels Last method card, after NVIDIA's "Tensor Core AI performance
+// milestones" post, which measures channels-last ResNet-50 about 30% faster on V100 and A100).
+// Per convolution and sample: the forward pass transposes its input and its output, the
+// data-gradient pass the output's gradient and the input's gradient, the weight-gradient pass
+// the input and the output's gradient again: three passes over the input's values and three
+// over the output's, each read once and written once, plus a kernel each (six). Weights are
+// small beside activations and not counted. Charged where convolutions run in 16-bit tensor
+// math (fp16, bf16); TF32 convolutions are not charged (no source was found that says how cuDNN
+// feeds NCHW data to them).
 #pragma once
 
 #include <string>
@@ -43,6 +57,11 @@ struct MathPlan {
   std::string requested;  // the precision asked for
   std::string conv, gemm;
   double act_bytes = 4;
+  // The activations' memory format: "nhwc" (channels-last: TensorFlow's default, PyTorch's
+  // torch.channels_last) or "nchw" (PyTorch's default).
+  std::string layout = "nhwc";
+  // cuDNN transposes each convolution's operands and result (the memory format, above).
+  bool transposes() const;
   // "fp32", "tf32", "mixed" (16-bit tensor math) or "fp8": the class of [[rate]] rows that
   // describe this plan.
   std::string rate_class() const;
@@ -59,8 +78,12 @@ struct MathPlan {
 //   bf16, fp16  mixed precision: products and activations in 16 bits, fp32 master weights
 //   mixed    bf16 from compute capability 8.0, fp16 on 7.x (loom_precision in catalog.h)
 //   fp8      matrix products in FP8 (Transformer Engine), convolutions in bf16
-// A math the GPU has no tensor cores for runs on its FP32 cores. InputError for an unknown name.
-MathPlan math_plan(const GpuSpec& g, const std::string& precision);
+// A math the GPU has no tensor cores for runs on its FP32 cores. `layout`: nhwc or nchw.
+// InputError for an unknown name.
+MathPlan math_plan(const GpuSpec& g, const std::string& precision,
+                   const std::string& layout = "nhwc");
+bool is_layout(const std::string& layout);
+inline constexpr const char* kLayoutNames = "nhwc (channels-last) or nchw";
 bool is_precision(const std::string& precision);
 // Activations and gradients in 16 bits (or fewer).
 bool is_low_precision(const std::string& precision);
@@ -91,6 +114,7 @@ struct RooflineParts {
   double tensor_s = 0;        // per sample: FLOPs on tensor cores over their peaks
   double tensor_volta_s = 0;  // the same on Volta's tensor cores
   double memory_s = 0;        // per sample: elementwise bytes over the datasheet bandwidth
+  double transpose_s = 0;     // the part of memory_s that is NCHW's transposes
   double kernels = 0;         // per step
   double products_s(const ComputeFit& f) const {
     return cuda_s / f.cuda + cuda_shared_s / f.cuda_shared + tensor_s / f.tensor +
@@ -105,5 +129,13 @@ struct RooflineParts {
 };
 
 RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan& m);
+
+// What NCHW's transposes add to a step of `w` on `g` with activations of `act_bytes`: per
+// sample at the datasheet bandwidth (a fit's memory efficiency divides it), and kernels per step.
+struct TransposeCost {
+  double sample_s = 0;
+  double kernels = 0;
+};
+TransposeCost nchw_transposes(const GpuSpec& g, const Workload& w, double act_bytes);
 
 }  // namespace loom::perf

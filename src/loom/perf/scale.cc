@@ -90,8 +90,8 @@ ScalePrediction predict_scale(Catalog cat, const Workload& w, const ScaleRequest
     der.compute = r.derate;
     out.compute_note = fmt::format("roofline at --derate {}", r.derate);
   } else if (!measured_here) {
-    const ComputeRate rate =
-        compute_rate(cat, cat.gpu(r.gpu), w, r.train.precision, double(r.train.batch));
+    const ComputeRate rate = compute_rate(cat, cat.gpu(r.gpu), w, r.train.precision,
+                                          double(r.train.batch), kComputeFit, "", r.train.layout);
     der.use(rate);
     out.compute_note = describe(rate);
   }

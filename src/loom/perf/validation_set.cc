@@ -56,7 +56,8 @@ std::vector<ValidationCase> parse_validation(const std::string& text, const std:
                    "servers",       "colocated",     "aggregate", "codec",         "base_codec",
                    "bucket_mb",     "overlap",       "framework", "note",          "publication",
                    "accumulate",    "layers",        "heads",     "d_model",       "seq",
-                   "vocab",         "params",        "fused",     "untied_output", "recompute"});
+                   "vocab",         "params",        "fused",     "untied_output", "recompute",
+                   "layout"});
     ValidationCase c;
     c.name = r.str("name");
     c.source = r.str("source");
@@ -71,6 +72,9 @@ std::vector<ValidationCase> parse_validation(const std::string& text, const std:
     c.precision = r.str("precision");
     if (!is_precision(c.precision))
       r.fail("precision", fmt::format("must be {}, got '{}'", kPrecisionNames, c.precision));
+    c.layout = r.str("layout", false, "nhwc");
+    if (!is_layout(c.layout))
+      r.fail("layout", fmt::format("must be {}, got '{}'", kLayoutNames, c.layout));
     c.decoder = c.workload == "decoder";
     if (c.decoder) {
       DecoderShape& d = c.decoder_shape;
@@ -139,8 +143,8 @@ struct Predictor {
   double jitter_cv;
   ComputeFit fit = kComputeFit;
   Workload w = c.workload_spec();
-  ComputeRate rate =
-      compute_rate(cat, cat.gpu(c.gpu), w, c.precision, double(c.batch), fit, c.publication);
+  ComputeRate rate = compute_rate(cat, cat.gpu(c.gpu), w, c.precision, double(c.batch), fit,
+                                  c.publication, c.layout);
 
   CostModel model(const std::string& codec) const {
     Cluster cl;
@@ -165,6 +169,7 @@ struct Predictor {
     TrainSpec t;
     t.batch = c.batch;
     t.precision = c.precision;
+    t.layout = c.layout;
     t.accumulate = c.accumulate;
     t.optimizer = c.decoder || c.workload.rfind("bert", 0) == 0 ? "adam" : "momentum";
     Derating d;
@@ -267,6 +272,7 @@ ValidationCase rate_case(const RateSpec& r) {
   c.workload = r.workload;
   c.gpu = r.gpu;
   c.precision = r.precision;
+  c.layout = r.layout;
   c.batch = static_cast<int64_t>(r.batch);
   return c;
 }
@@ -293,7 +299,7 @@ std::vector<FitPoint> compute_fit_points(const Catalog& cat,
     FitPoint f;
     f.name = c.name;
     f.publication = c.publication;
-    f.parts = roofline_parts(g, p.w, math_plan(g, c.precision));
+    f.parts = roofline_parts(g, p.w, math_plan(g, c.precision, c.layout));
     f.micro_steps = double(c.accumulate);
     f.samples = double(c.batch) * f.micro_steps;
     const StepEstimate e = p.at(c.codec, c.nodes, c.gpus_per_node);

@@ -31,6 +31,7 @@ struct ValidationCase {
   double published = 0;
   int baseline_gpus = 1;
   std::string workload, gpu, precision = "fp32";
+  std::string layout = "nhwc";  // the run's memory format (gpu_roofline.h)
   int64_t batch = 64;
   int nodes = 1, gpus_per_node = 1, nics_per_node = 1, servers = 1;
   std::string intra, inter;
