@@ -109,21 +109,20 @@ TEST(GpuRoofline, TrafficAndKernels) {
   EXPECT_GT(fp32.step_s(f, 8) / 8, fp32.step_s(f, 256) / 256);
 }
 
-// NCHW costs three read-and-write passes over every convolution's input and output values and
-// six kernels per convolution, only where convolutions run on 16-bit tensor cores.
+// NCHW costs three read-and-write passes over every convolution's input and output values,
+// only where convolutions run on 16-bit tensor cores.
 TEST(GpuRoofline, NchwTransposesSixteenBitConvolutionsOnly) {
   const GpuSpec& v100 = cat().gpu("v100-sxm2");
   const GpuSpec& a100 = cat().gpu("a100-80gb-sxm4");
   const Workload w = reference_workload("resnet50");
   ASSERT_GT(w.conv_io_values, 0);
-  ASSERT_GT(w.convolutions, 0);
   const RooflineParts nhwc = roofline_parts(v100, w, math_plan(v100, "fp16", "nhwc"));
   const RooflineParts nchw = roofline_parts(v100, w, math_plan(v100, "fp16", "nchw"));
   const double transposes = 3 * 2 * 2 * w.conv_io_values / (v100.mem_bw_gbs * 1e9);
   EXPECT_EQ(nhwc.transpose_s, 0);
   EXPECT_DOUBLE_EQ(nchw.transpose_s, transposes);
   EXPECT_DOUBLE_EQ(nchw.memory_s, nhwc.memory_s + transposes);
-  EXPECT_DOUBLE_EQ(nchw.kernels, nhwc.kernels + 6 * w.convolutions);
+  EXPECT_DOUBLE_EQ(nchw.kernels, nhwc.kernels);
   EXPECT_DOUBLE_EQ(nchw.tensor_volta_s, nhwc.tensor_volta_s);  // the products are the same
   EXPECT_TRUE(math_plan(a100, "bf16", "nchw").transposes());
   // FP32 convolutions, TF32 ones and a network without convolutions pay nothing.
@@ -177,17 +176,16 @@ source = "planted: NCHW"
   const GpuSpec& a100 = c.gpu("a100-80gb-sxm4");
   const Workload w = reference_workload("resnet101");
   const ComputeFit f = kComputeFit;
-  const TransposeCost tv = nchw_transposes(v100, w, 2);
+  const double tv = nchw_transpose_s(v100, w, 2);
   const ComputeRate same = compute_rate(c, v100, w, "mixed", 128, f, "", "nhwc");
   const ComputeRate nchw = compute_rate(c, v100, w, "mixed", 128, f, "", "nchw");
   EXPECT_DOUBLE_EQ(same.sample_s, 1.0 / 700);
-  EXPECT_DOUBLE_EQ(nchw.sample_s,
-                   1.0 / 700 + tv.sample_s / f.memory + tv.kernels * f.kernel_s / 128);
+  EXPECT_DOUBLE_EQ(nchw.sample_s, 1.0 / 700 + tv / f.memory);
   EXPECT_NE(nchw.detail.find("transposes"), std::string::npos);
   EXPECT_DOUBLE_EQ(compute_rate(c, v100, w, "fp32", 128, f, "", "nchw").sample_s, 1.0 / 200);
-  const TransposeCost ta = nchw_transposes(a100, w, 2);
+  const double ta = nchw_transpose_s(a100, w, 2);
   EXPECT_DOUBLE_EQ(compute_rate(c, a100, w, "mixed", 128, f, "", "nhwc").sample_s,
-                   1.0 / 1500 - ta.sample_s / f.memory - ta.kernels * f.kernel_s / 128);
+                   1.0 / 1500 - ta / f.memory);
   EXPECT_DOUBLE_EQ(compute_rate(c, a100, w, "mixed", 128, f, "", "nchw").sample_s, 1.0 / 1500);
 }
 

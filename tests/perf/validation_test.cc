@@ -98,6 +98,8 @@ TEST(Validation, AFoldsRooflineIsItsOwnFixedPoint) {
     const ComputeFit& f = run().loo_fit[i];
     const ComputeFit again =
         fit_compute(compute_fit_points(cat, cases, pub, run().loo_jitter[i], f), f);
+    const auto points = compute_fit_points(cat, cases, pub, run().loo_jitter[i], f);
+    EXPECT_LE(mean_abs_error(points, again), mean_abs_error(points, f) + 1e-12) << pub;
     EXPECT_NEAR(again.cuda, f.cuda, 0.006) << pub;
     EXPECT_NEAR(again.tensor, f.tensor, 0.006) << pub;
     EXPECT_NEAR(again.kernel_s, f.kernel_s, 0.6e-6) << pub;
@@ -106,12 +108,13 @@ TEST(Validation, AFoldsRooflineIsItsOwnFixedPoint) {
 }
 
 // Regression guards at what the model reaches today (docs/perf.md gives the figures and the
-// issue's targets: 12% mean over throughput left out, met at 11.9%, and no case beyond 25%,
-// not met).
+// issue's targets: 12% mean over throughput left out, met at 10.6%, and no case beyond 25%,
+// not met: two are, at 31.5% and 28.8%).
 TEST(Validation, LeaveOneSourceOutErrorsStayWhereTheyAre) {
   EXPECT_LE(run().loo_scaling.mean_abs, 0.08);
-  EXPECT_LE(run().loo_throughput.mean_abs, 0.125);
-  EXPECT_LE(run().loo.mean_abs, 0.11);
+  EXPECT_LE(run().loo_throughput.mean_abs, 0.11);
+  EXPECT_LE(run().loo.mean_abs, 0.10);
+  EXPECT_LE(run().loo.max_abs, 0.33);
 }
 
 TEST(Validation, ABandComesFromItsGenerationAndPrecisionOrIsWidened) {

@@ -44,7 +44,6 @@ TEST(Workload, GraphFromLayers) {
   EXPECT_DOUBLE_EQ(w.activation_bytes, 4.0 * (3 * 16 * 784 + 16 + 10));
   EXPECT_DOUBLE_EQ(w.elementwise_bytes, 12.0 * ((2 * 16 * 784) * 2 + 16 * 784 + 16));
   EXPECT_DOUBLE_EQ(w.conv_io_values, 784 + 16 * 784);  // the stem's input and output
-  EXPECT_EQ(w.convolutions, 1);
   EXPECT_EQ(w.default_batch, 64);
   EXPECT_FALSE(w.first_layer_input_grad);
 }

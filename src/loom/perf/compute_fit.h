@@ -28,7 +28,8 @@ struct FitPoint {
   }
 };
 
-// The grid's best fit; `memory` is held at `base.memory` (docs/perf.md says why).
+// The best fit the grid's descents find, never worse than `base` (one descent starts there);
+// `memory` is held at `base.memory` (docs/perf.md says why).
 ComputeFit fit_compute(const std::vector<FitPoint>& points, const ComputeFit& base = kComputeFit);
 
 double mean_abs_error(const std::vector<FitPoint>& points, const ComputeFit& f);

@@ -71,20 +71,18 @@ double conv_share(const Workload& w) {
 // Seconds per sample a row's rate gains when a run's memory format costs transposes the row's
 // run did not pay (negative: the row paid them and the run does not); 0 where neither or both.
 double layout_adjustment_s(const GpuSpec& gpu, const Workload& w, const MathPlan& run,
-                           const RateSpec& row, double batch, const ComputeFit& fit) {
+                           const RateSpec& row, const ComputeFit& fit) {
   MathPlan measured = run;
   measured.layout = row.layout;
   if (run.transposes() == measured.transposes()) return 0;
-  const TransposeCost t = nchw_transposes(gpu, w, run.act_bytes);
-  const double s = t.sample_s / fit.memory + t.kernels * fit.kernel_s / batch;
+  const double s = nchw_transpose_s(gpu, w, run.act_bytes) / fit.memory;
   return run.transposes() ? s : -s;
 }
 
 // Applies layout_adjustment_s to a published row's seconds per sample, and says so.
 void adjust_for_layout(ComputeRate& out, const GpuSpec& gpu, const Workload& w,
-                       const MathPlan& plan, const RateSpec& row, double batch,
-                       const ComputeFit& fit) {
-  const double d = layout_adjustment_s(gpu, w, plan, row, batch, fit);
+                       const MathPlan& plan, const RateSpec& row, const ComputeFit& fit) {
+  const double d = layout_adjustment_s(gpu, w, plan, row, fit);
   if (d == 0) return;
   if (out.sample_s + d <= 0) {
     out.detail +=
@@ -113,7 +111,7 @@ ComputeRate compute_rate(const Catalog& cat, const GpuSpec& gpu, const Workload&
     out.detail = fmt::format("{} {} {} at batch {:g}, {:g} samples/s ({})", r->gpu, r->workload,
                              r->precision, r->batch, r->samples_per_s, r->source);
     out.fraction_of_peak = row_fraction(cat, *r);
-    adjust_for_layout(out, gpu, w, plan, *r, batch, fit);
+    adjust_for_layout(out, gpu, w, plan, *r, fit);
     return out;
   }
   if (!gpu.chip.empty()) {
@@ -136,7 +134,7 @@ ComputeRate compute_rate(const Catalog& cat, const GpuSpec& gpu, const Workload&
           best->workload, best->precision, best->batch, best->samples_per_s, scale, gpu.name,
           best->gpu, gpu.chip, best->source);
       out.fraction_of_peak = row_fraction(cat, *best);
-      adjust_for_layout(out, gpu, w, plan, *best, batch, fit);
+      adjust_for_layout(out, gpu, w, plan, *best, fit);
       return out;
     }
   }

@@ -56,7 +56,7 @@ struct ComputeRate {
 // `precision` and `layout` as `loom scale` takes them (math_plan in gpu_roofline.h); `fit` is
 // the roofline's fitted efficiencies (the built-in kComputeFit unless a validation run refits
 // them). A published rate measured in the other memory format gains or loses NCHW's transposes
-// (nchw_transposes) at the fit's memory efficiency and kernel time.
+// (nchw_transpose_s) at the fit's memory efficiency.
 ComputeRate compute_rate(const Catalog& cat, const GpuSpec& gpu, const Workload& w,
                          const std::string& precision, double batch,
                          const ComputeFit& fit = kComputeFit,

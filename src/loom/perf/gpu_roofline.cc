@@ -104,22 +104,17 @@ RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan
   p.memory_s = ((w.elementwise_bytes - kept) * (m.act_bytes / 4) + kept) / (g.mem_bw_gbs * 1e9);
   p.kernels = w.kernels;
   if (m.transposes()) {
-    const TransposeCost t = nchw_transposes(g, w, m.act_bytes);
-    p.transpose_s = t.sample_s;
-    p.memory_s += t.sample_s;
-    p.kernels += t.kernels;
+    p.transpose_s = nchw_transpose_s(g, w, m.act_bytes);
+    p.memory_s += p.transpose_s;
   }
   return p;
 }
 
-TransposeCost nchw_transposes(const GpuSpec& g, const Workload& w, double act_bytes) {
+double nchw_transpose_s(const GpuSpec& g, const Workload& w, double act_bytes) {
   // Three passes over each convolution's input and output values (gpu_roofline.h), each read
-  // and written once; one kernel per pass and tensor.
-  constexpr double kPasses = 3, kKernelsPerConvolution = 6;
-  TransposeCost t;
-  t.sample_s = kPasses * 2 * act_bytes * w.conv_io_values / (g.mem_bw_gbs * 1e9);
-  t.kernels = kKernelsPerConvolution * w.convolutions;
-  return t;
+  // and written once.
+  constexpr double kPasses = 3;
+  return kPasses * 2 * act_bytes * w.conv_io_values / (g.mem_bw_gbs * 1e9);
 }
 
 }  // namespace loom::perf

@@ -38,10 +38,11 @@
 // Per convolution and sample: the forward pass transposes its input and its output, the
 // data-gradient pass the output's gradient and the input's gradient, the weight-gradient pass
 // the input and the output's gradient again: three passes over the input's values and three
-// over the output's, each read once and written once, plus a kernel each (six). Weights are
-// small beside activations and not counted. Charged where convolutions run in 16-bit tensor
-// math (fp16, bf16); TF32 convolutions are not charged (no source was found that says how cuDNN
-// feeds NCHW data to them).
+// over the output's, each read once and written once. Weights are small beside activations and
+// not counted, and so are the transposes' kernels: cuDNN launches them inside the convolution's
+// call, without the framework's per-operation overhead that the fitted time per kernel carries.
+// Charged where convolutions run in 16-bit tensor math (fp16, bf16); TF32 convolutions are not
+// charged (no source was found that says how cuDNN feeds NCHW data to them).
 #pragma once
 
 #include <string>
@@ -105,7 +106,7 @@ std::string describe(const ComputeFit& f);
 
 // Fitted on the single-GPU cases of data/hardware/validation.toml and the catalog's [[rate]]
 // rows (tests/perf/validation_test.cc refits it and checks these values).
-inline constexpr ComputeFit kComputeFit{0.76, 0.51, 0.69, 0.30, 0.8, 17.0e-6};
+inline constexpr ComputeFit kComputeFit{0.76, 0.51, 0.69, 0.34, 0.8, 17.0e-6};
 
 // A step's parts at efficiency 1, so a fit can weigh them without recomputing the layers.
 struct RooflineParts {
@@ -130,12 +131,8 @@ struct RooflineParts {
 
 RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan& m);
 
-// What NCHW's transposes add to a step of `w` on `g` with activations of `act_bytes`: per
-// sample at the datasheet bandwidth (a fit's memory efficiency divides it), and kernels per step.
-struct TransposeCost {
-  double sample_s = 0;
-  double kernels = 0;
-};
-TransposeCost nchw_transposes(const GpuSpec& g, const Workload& w, double act_bytes);
+// What NCHW's transposes add to a step of `w` on `g` with activations of `act_bytes`, per sample
+// at the datasheet bandwidth (a fit's memory efficiency divides it).
+double nchw_transpose_s(const GpuSpec& g, const Workload& w, double act_bytes);
 
 }  // namespace loom::perf

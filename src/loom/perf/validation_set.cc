@@ -422,7 +422,7 @@ ValidationRun run_validation(bool leave_one_out) {
     ComputeFit f = kComputeFit;
     double cv = kStepJitterCv;
     for (int round = 0; round < kLeaveOutRounds; ++round) {
-      f = fit_compute(compute_fit_points(cat, cases, pub, cv, f));
+      f = fit_compute(compute_fit_points(cat, cases, pub, cv, f), f);
       std::vector<CaseCurve> rest;
       for (const auto& c : cases)
         if (c.publication != pub) rest.push_back(curve(cat, c, f));

@@ -41,18 +41,17 @@ constexpr const char* kBertPretrainSource =
 
 // Traffic between the products and kernels per step of the reference CNNs, from torchvision's
 // definitions by scripts/workload-traffic (its rules there): bytes per sample at fp32. And the
-// values their convolutions read and write per sample, with the convolutions' number
-// (Workload::conv_io_values, convolutions).
+// values their convolutions read and write per sample (Workload::conv_io_values).
 constexpr double kResNet50Traffic = 694.0e6, kResNet50Kernels = 407;
 constexpr double kResNet101Traffic = 1042.0e6, kResNet101Kernels = 798;
 constexpr double kInception3Traffic = 524.6e6, kInception3Kernels = 685;
 constexpr double kVgg16Traffic = 369.6e6, kVgg16Kernels = 101;
 constexpr double kAlexNetTraffic = 16.2e6, kAlexNetKernels = 57;
-constexpr double kResNet50ConvIo = 21.78e6, kResNet50Convs = 53;
-constexpr double kResNet101ConvIo = 32.01e6, kResNet101Convs = 104;
-constexpr double kInception3ConvIo = 23.11e6, kInception3Convs = 94;
-constexpr double kVgg16ConvIo = 22.63e6, kVgg16Convs = 13;
-constexpr double kAlexNetConvIo = 0.82e6, kAlexNetConvs = 5;
+constexpr double kResNet50ConvIo = 21.78e6;
+constexpr double kResNet101ConvIo = 32.01e6;
+constexpr double kInception3ConvIo = 23.11e6;
+constexpr double kVgg16ConvIo = 22.63e6;
+constexpr double kAlexNetConvIo = 0.82e6;
 
 // Layer given as (params, multiply-adds, share of them in stride-1 3x3 convolutions);
 // FLOPs = 2 x MACs.
@@ -151,7 +150,6 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          w.elementwise_bytes = kResNet50Traffic;
          w.kernels = kResNet50Kernels;
          w.conv_io_values = kResNet50ConvIo;
-         w.convolutions = kResNet50Convs;
          w.source = "He et al. CVPR 2016; torchvision docs (25.56M params, 4.09 GMAC)";
          w.layers = {
              C("conv1", 0.0094 * kM, 0.118 * kG),        C("conv2_x", 0.216 * kM, 0.68 * kG, 0.519),
@@ -170,7 +168,6 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          w.elementwise_bytes = kResNet101Traffic;
          w.kernels = kResNet101Kernels;
          w.conv_io_values = kResNet101ConvIo;
-         w.convolutions = kResNet101Convs;
          w.source = "He et al. CVPR 2016; torchvision docs (44.55M params, 7.80 GMAC)";
          w.layers = {
              C("conv1", 0.0094 * kM, 0.118 * kG),        C("conv2_x", 0.216 * kM, 0.68 * kG, 0.519),
@@ -191,7 +188,6 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          w.elementwise_bytes = kInception3Traffic;
          w.kernels = kInception3Kernels;
          w.conv_io_values = kInception3ConvIo;
-         w.convolutions = kInception3Convs;
          w.source = "Szegedy et al. CVPR 2016; torchvision docs (5.71 GMAC)";
          w.layers = {C("stem", 0.17 * kM, 1.74 * kG, 0.74),
                      C("mixed5", 0.83 * kM, 1.00 * kG, 0.50),
@@ -213,7 +209,6 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          w.elementwise_bytes = kVgg16Traffic;
          w.kernels = kVgg16Kernels;
          w.conv_io_values = kVgg16ConvIo;
-         w.convolutions = kVgg16Convs;
          w.source = "Simonyan & Zisserman ICLR 2015; torchvision docs (15.47 GMAC)";
          // Every convolution is 3x3 with stride 1.
          w.layers = {C("conv1", 0.0387 * kM, 1.94 * kG, 1), C("conv2", 0.221 * kM, 2.77 * kG, 1),
@@ -232,7 +227,6 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          w.elementwise_bytes = kAlexNetTraffic;
          w.kernels = kAlexNetKernels;
          w.conv_io_values = kAlexNetConvIo;
-         w.convolutions = kAlexNetConvs;
          w.source = "Krizhevsky et al. NIPS 2012; torchvision docs (61.1M, 0.71 GMAC)";
          // conv3-5 are 3x3 with stride 1; conv1 (11x11, stride 4) and conv2 (5x5) are not.
          w.layers = {C("conv1", 0.023 * kM, 0.070 * kG),    C("conv2", 0.307 * kM, 0.224 * kG),
@@ -378,7 +372,6 @@ Workload cnn_workload(int64_t batch, const std::string& name) {
   // dropout and the loss.
   w.kernels = 2 * 3 + 5 * 2 + 2 * 4 + 2 + 4;
   w.conv_io_values = (28 * 28 * 1 + 28 * 28 * 32) + (14 * 14 * 32 + 14 * 14 * 64);
-  w.convolutions = 2;
   return w;
 }
 
@@ -397,10 +390,7 @@ Workload workload_from_graph(const std::string& name, const std::vector<GraphLay
       const ProductKind kind = l.kind == "Conv2d" ? ProductKind::kConv : ProductKind::kGemm;
       w.layers.push_back({l.name, l.params, l.fwd_flops, 0, kind});
       kernels += 4;  // forward, two backward products, the bias gradient
-      if (kind == ProductKind::kConv) {
-        w.conv_io_values += l.in + l.out;
-        w.convolutions += 1;
-      }
+      if (kind == ProductKind::kConv) w.conv_io_values += l.in + l.out;
       continue;
     }
     elementwise += 4 * 3 * (l.in + l.out);  // forward r+w, backward about twice

@@ -39,10 +39,9 @@ struct Workload {
   // GPU kernels one training step launches, forward and backward (gpu_roofline.h); 0 = not
   // counted.
   double kernels = 0;
-  // Per sample, the values every convolution reads (its input) and writes (its output), and
-  // the convolutions a forward pass runs: what NCHW's transposes move (gpu_roofline.h).
+  // Per sample, the values every convolution reads (its input) and writes (its output): what
+  // NCHW's transposes move (gpu_roofline.h).
   double conv_io_values = 0;
-  double convolutions = 0;
   bool first_layer_input_grad = true;  // loom's layers skip the input's gradient
   // Samples a published training run of the model takes (the advisor's time to train); 0 =
   // none on record.
