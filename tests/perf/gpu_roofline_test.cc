@@ -136,6 +136,9 @@ TEST(GpuRoofline, NchwTransposesSixteenBitConvolutionsOnly) {
   EXPECT_EQ(roofline_parts(a100, bert, math_plan(a100, "bf16", "nchw")).memory_s,
             roofline_parts(a100, bert, math_plan(a100, "bf16", "nhwc")).memory_s);
   EXPECT_NE(math_plan(v100, "fp16", "nchw").describe().find("NCHW"), std::string::npos);
+  EXPECT_NE(compute_rate(cat(), cat().gpu("rtx-4090"), w, "bf16", 64, kComputeFit, "", "nchw")
+                .detail.find("NCHW's transposes"),
+            std::string::npos);
   EXPECT_THROW(math_plan(v100, "fp16", "chwn"), InputError);
 }
 

@@ -146,11 +146,15 @@ ComputeRate compute_rate(const Catalog& cat, const GpuSpec& gpu, const Workload&
   // The attained share of peak over the products, weighted by their time.
   const double at_peak = p.at_peak_s();
   out.fraction_of_peak = at_peak > 0 ? at_peak / p.products_s(fit) : 0;
+  const std::string transposes =
+      p.transpose_s > 0
+          ? fmt::format(" ({:.2f} ms of them NCHW's transposes)", 1e3 * p.transpose_s / fit.memory)
+          : "";
   out.detail = fmt::format(
       "{}; per sample {:.2f} ms in the products at {:.0f}% of their peaks + {:.2f} ms between "
-      "them at {:.0f}% of {:g} GB/s; {:g} kernels a step at {:.1f} us",
+      "them{} at {:.0f}% of {:g} GB/s; {:g} kernels a step at {:.1f} us",
       out.math, 1e3 * p.products_s(fit), 100 * out.fraction_of_peak, 1e3 * p.memory_s / fit.memory,
-      100 * fit.memory, gpu.mem_bw_gbs, p.kernels, 1e6 * fit.kernel_s);
+      transposes, 100 * fit.memory, gpu.mem_bw_gbs, p.kernels, 1e6 * fit.kernel_s);
   return out;
 }
 
