@@ -86,7 +86,7 @@ def advise(model: PathLike = "resnet50", *, budget: float, max_gpus: int = 64,
     no_host, cheapest_rental).
 
     ``hosts`` is ``--host``, ``links`` ``--link``, ``gpus`` ``--gpu``, ``cloud=False``
-    ``--no-cloud``; the defaults are the command's (a year of hours, US average electricity,
+    ``--no-cloud``, ``layout`` the memory format as in ``scale``; the defaults are the command's (a year of hours, US average electricity,
     76% GPU utilisation)."""
     opts = dict(model=os.fspath(model), budget=float(budget), max_gpus=max_gpus,
                 gpus_per_node=gpus_per_node, hosts=_list(hosts), hours=hours,
