@@ -69,7 +69,7 @@ TEST(Catalog, BadRowsNameFileEntryAndField) {
   EXPECT_THAT(error_of("[[rate]]\ngpu = \"v100-sxm2\"\nworkload = \"resnet50\"\nprecision = "
                        "\"mixed\"\nbatch = 8\nsamples_per_s = 9\nsource = \"s\"\nlayout = "
                        "\"nwhc\"\n"),
-              HasSubstr("field 'layout' must be nhwc or nchw, got 'nwhc'"));
+              HasSubstr("field 'layout' must be nhwc (channels-last) or nchw, got 'nwhc'"));
   EXPECT_THAT(error_of("[[disk]]\nname = 1\n"), HasSubstr("unknown section 'disk'"));
   EXPECT_THAT(error_of("[[gpu]\n"), HasSubstr("mine.toml:1: TOML syntax error"));
 }

@@ -10,6 +10,7 @@
 
 #include "loom/core/config_value.h"
 #include "loom/core/error.h"
+#include "loom/perf/gpu_roofline.h"
 #include "loom/perf/toml_rows.h"
 
 namespace loom::perf {
@@ -273,8 +274,8 @@ void Catalog::load_text(const std::string& text, const std::string& name) {
     rs.source = r.str("source");
     rs.publication = r.str("publication", false, rs.source.substr(0, rs.source.find(':')));
     rs.layout = r.str("layout", false, "nhwc");
-    if (rs.layout != "nhwc" && rs.layout != "nchw")
-      r.fail("layout", fmt::format("must be nhwc or nchw, got '{}'", rs.layout));
+    if (!is_layout(rs.layout))
+      r.fail("layout", fmt::format("must be {}, got '{}'", kLayoutNames, rs.layout));
     if (!gpus_.count(rs.gpu)) r.fail("gpu", unknown_name_message("GPU", rs.gpu, keys_of(gpus_)));
     // A row for the same GPU, workload, precision and batch replaces the earlier one.
     auto same = [&](const RateSpec& o) {
