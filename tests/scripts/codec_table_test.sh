@@ -60,25 +60,25 @@ check("gpt-char has no onebit row", ("gpt-char", "onebit") not in rows)
 check("resnet20 without runs is left out", not any(n == "resnet20" for n, _ in rows))
 PY
 out=$("${TABLE[@]}" table --store "$T/store.jsonl")
-echo "$out" | grep -qF "| onebit | 0,1,2,3,4 | 0.8680 | -0.20 +- 0.04 |" || fail "the printed MLP row"
+grep -qF "| onebit | 0,1,2,3,4 | 0.8680 | -0.20 +- 0.04 |" <<< "$out" || fail "the printed MLP row"
 
 # Planning: what the store holds under the recipe's fingerprint is skipped.
 fp=$(cd "$ROOT/bench" && "${TABLE[0]}" -c "import codec_table; print(codec_table.NETWORKS['mlp'].fingerprint())")
 printf '{"format_version": 1, "network": "mlp", "recipe": "%s", "config": "fp32", "seed": 0, "value": 0.87, "date": "d"}\n' \
   "$fp" > "$T/done.jsonl"
 out=$("${TABLE[@]}" run --dry-run --networks mlp --store "$T/done.jsonl" --loom "$1")
-echo "$out" | grep -q "^39 runs to do" || fail "dry run: $out"
-echo "$out" | grep -q "mlp fp32 seed 0" && fail "dry run plans a run the store holds"
-echo "$out" | grep -q "mlp fp32 seed 1" || fail "dry run leaves out a missing run"
+grep -q "^39 runs to do" <<< "$out" || fail "dry run: $out"
+grep -q "mlp fp32 seed 0" <<< "$out" && fail "dry run plans a run the store holds"
+grep -q "mlp fp32 seed 1" <<< "$out" || fail "dry run leaves out a missing run"
 out=$("${TABLE[@]}" run --dry-run --networks mlp,gpt-char --seeds 0 --configs onebit_adam \
         --store "$T/done.jsonl" --loom "$1" 2>&1) && fail "onebit_adam on the MLP taken"
-echo "$out" | grep -q "unknown configuration for mlp 'onebit_adam'" || fail "the refusal: $out"
+grep -q "unknown configuration for mlp 'onebit_adam'" <<< "$out" || fail "the refusal: $out"
 
 # Bad stores name the file and line.
 sed 's/"format_version": 1/"format_version": 2/' "$T/done.jsonl" > "$T/v2.jsonl"
 out=$("${TABLE[@]}" table --store "$T/v2.jsonl" 2>&1) && fail "format version 2 read"
-echo "$out" | grep -q "v2.jsonl:1: format_version 2" || fail "version error: $out"
+grep -q "v2.jsonl:1: format_version 2" <<< "$out" || fail "version error: $out"
 printf '{"format_version": 1}\nnot json\n' > "$T/bad.jsonl"
 out=$("${TABLE[@]}" table --store "$T/bad.jsonl" 2>&1) && fail "a bad line read"
-echo "$out" | grep -q "bad.jsonl:2: not a JSON line" || fail "bad line error: $out"
+grep -q "bad.jsonl:2: not a JSON line" <<< "$out" || fail "bad line error: $out"
 echo "codec_table_test: ok"

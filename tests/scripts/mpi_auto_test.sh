@@ -60,7 +60,7 @@ set +e
 out=$(timeout 60 mpirun --allow-run-as-root --oversubscribe -np 2 "$LOOM" train "${COMMON[@]}" \
   --set auto.calibration="$T/cal.jsonl" --set output.dir= 2>&1); rc=$?
 set -e
-echo "$out" | grep -m1 "$T/cal.jsonl: calibration file from another machine: CPU: file 'Another CPU'" \
+grep -m1 "$T/cal.jsonl: calibration file from another machine: CPU: file 'Another CPU'" <<< "$out" \
   || { echo "FAIL: no message naming the file and the CPU (rc=$rc)"; echo "$out"; exit 1; }
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || { echo "FAIL: rc=$rc"; exit 1; }
 echo "PASS"

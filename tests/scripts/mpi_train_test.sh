@@ -29,6 +29,6 @@ chmod +x "$T/differ.sh"
 set +e
 out=$(timeout 60 mpirun --allow-run-as-root --oversubscribe -np 2 "$T/differ.sh" 2>&1); rc=$?
 set -e
-echo "$out" | grep -m1 "different config" || { echo "FAIL: no message naming the differing rank (rc=$rc)"; echo "$out"; exit 1; }
+grep -m1 "different config" <<< "$out" || { echo "FAIL: no message naming the differing rank (rc=$rc)"; echo "$out"; exit 1; }
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || { echo "FAIL: rc=$rc"; exit 1; }
 echo "PASS"
