@@ -5,14 +5,16 @@
 #   bench/netns/auto.sh [--loom PATH] [--steps N] [--rates "1gbit 10gbit off"]
 #                       [--configs "..."] [--repeats R] [--budget POINTS]
 #                       [--sets "KEY=VALUE ..."] [--network NAME] [--within "CONFIGS"]
+#                       [--config FILE]
 #   bench/netns/auto.sh --accuracy [--seeds "0 1 2"] [--epochs 3] [--configs "fp32 auto"] ...
 #
 # The test bed of compare.sh (lib.sh: two network namespaces joined by a veth shaped with
 # tbf, `mpirun -np 2` with one `loom train` rank in each, Open MPI over TCP). For each rate,
 # R rounds; in each round every config runs once, the configs taking turns (interleaved), so
 # that load changes touch them alike. Each run trains the Fashion-MNIST MLP (784-1024-1024-10,
-# batch 128 per rank, 1 thread) for N steps, or what --sets makes of it (another model, data,
-# optimizer or batch: keys for every run; --network names it in the output). A network that
+# batch 128 per rank, 1 thread) for N steps, or what --config (a recipe's config file, such as
+# configs/resnet20.toml) and --sets make of it (another model, data, optimizer or batch: keys for
+# every run, over the file's; --network names it in the output). A network that
 # no accuracy row describes starts auto on a lossless option and decides by each codec's
 # fidelity at the check (step 30 by default): N well above that shows its steady choice. `auto` is codec = "auto", sync = "auto",
 # sync.bucket_kib = "auto" with auto.max_accuracy_delta = POINTS (default 0.5): it measures
@@ -29,7 +31,10 @@
 # once per seed of --seeds, every config from the same seed (the same initial weights, data
 # order and dropout), and the table gives each config's mean test accuracy (bits/byte for a
 # token run) and its difference from fp32 paired by seed, with its standard error: is auto's
-# choice on this link within its budget of fp32? ({"bench":"netns_auto_accuracy",...}).
+# choice on this link within its budget of fp32? ({"bench":"netns_auto_accuracy",...}). A fixed
+# configuration trains the same bits on every link (a seeded run is deterministic; the link
+# changes only its speed), so it runs at the first rate only and its accuracy stands for every
+# rate; auto, whose choice depends on the link, runs at each.
 # Needs root, iproute2, Open MPI and loom built with MPI; the namespaces go on exit.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -43,7 +48,7 @@ BUDGET=${BUDGET:-0.5}
 TIMEOUT=${TIMEOUT:-300}
 SETS=${SETS:-}
 NETWORK=${NETWORK:-"MLP 784-1024-1024-10, batch 128/rank"}
-ACCURACY=false SEEDS="0 1 2" EPOCHS=3 WITHIN=""
+ACCURACY=false SEEDS="0 1 2" EPOCHS=3 WITHIN="" CONFIG_FILE=""
 while [ $# -gt 0 ]; do
   case $1 in
     --loom) LOOM=$2; shift 2 ;;
@@ -55,16 +60,22 @@ while [ $# -gt 0 ]; do
     --sets) SETS=$2; shift 2 ;;
     --network) NETWORK=$2; shift 2 ;;
     --within) WITHIN=$2; shift 2 ;;
+    --config) CONFIG_FILE=$2; shift 2 ;;
     --accuracy) ACCURACY=true; shift ;;
     --seeds) SEEDS=$2; shift 2 ;;
     --epochs) EPOCHS=$2; shift 2 ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
     *) echo "auto.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 # shellcheck source=bench/netns/lib.sh
 . "$here/lib.sh"
 netns_preflight auto.sh "$LOOM"
+recipe=()
+if [ -n "$CONFIG_FILE" ]; then
+  [ -f "$CONFIG_FILE" ] || { echo "auto.sh: --config '$CONFIG_FILE': no such file" >&2; exit 2; }
+  recipe=("$(cd "$(dirname "$CONFIG_FILE")" && pwd)/$(basename "$CONFIG_FILE")")
+fi
 
 config_args() {
   case $1 in
@@ -100,7 +111,7 @@ run_one() {  # rate config repeat -> "samples_per_s choice cost_share accuracy"
     length=(--set max_steps="$STEPS" --set epochs=1 --set eval=false)
   fi
   mkdir -p "$out"
-  if ! timeout "$TIMEOUT" "${MPIRUN[@]}" -np 2 "$LOOM" train "${length[@]}" \
+  if ! timeout "$TIMEOUT" "${MPIRUN[@]}" -np 2 "$LOOM" train "${recipe[@]}" "${length[@]}" \
       --set progress=none --set threads=1 \
       --set output.dir="$out" "${sets[@]}" >"$out/log" 2>&1; then
     echo "auto.sh: $cfg at $rate failed; last lines of its log:" >&2
@@ -138,10 +149,17 @@ results="$work/results"
 : >"$results"
 rounds=$(seq "$REPEATS")
 $ACCURACY && rounds=$SEEDS
+first_rate=${RATES%% *}
 for rate in $RATES; do
   netns_shape "$rate"
   for rep in $rounds; do
     for cfg in $CONFIGS; do
+      if $ACCURACY && [ "$cfg" != auto ] && [ "$rate" != "$first_rate" ]; then
+        # The fixed config's run at the first rate: the same bits on every link.
+        read -r _ _ sps choice share acc _ < <(grep "^$first_rate $cfg .* $rep\$" "$results")
+        echo "$rate $cfg $sps $choice $share $acc $rep" >>"$results"
+        continue
+      fi
       read -r sps choice share acc < <(run_one "$rate" "$cfg" "$rep")
       echo "$rate $cfg $sps $choice $share $acc $rep" >>"$results"
       printf '  %-6s %-13s %8s samples/s %s %s\n' "$rate" "$cfg" "$sps" "$choice" \
