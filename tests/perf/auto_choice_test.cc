@@ -406,6 +406,85 @@ TEST(AutoRevision, ASlowerComputeIsOffButKeepsTheChoice) {
   EXPECT_THAT(describe_revision(v), HasSubstr("re-decided, kept"));
 }
 
+// An overlapped exchange on a machine whose cores the compute fills: the window's forward ran
+// as the start-up measured it, its backward slower. The communication thread took that share
+// beside backward; block momentum, which exchanges after a block and not beside backward,
+// does not pay it.
+AutoRevision revise_overlapped(double forward_factor, double backward_extra_s) {
+  AutoRequest r = request();
+  r.overlap = true;
+  AutoMeasurements m = zen4(20e9, 10e-6);
+  m.forward_s = m.compute_s / 3;
+  const AutoDecision d = decide_auto(r, m, builtin_accuracy_table());
+  EXPECT_EQ(d.chosen.codec, "fp32") << d.reason;
+  EXPECT_EQ(d.chosen.sync, "allreduce") << d.reason;
+  AutoObservation o;
+  o.first_step = 10;
+  o.steps = 20;
+  o.forward_s = m.forward_s * forward_factor;
+  o.exposed_comm_s = 0.4e-3;
+  o.step_s = m.compute_s * forward_factor + backward_extra_s + o.exposed_comm_s;
+  return revise_auto(r, m, builtin_accuracy_table(), d.chosen, o);
+}
+
+TEST(AutoRevision, ABackwardSlowerThanItsForwardIsTheCommunicationThreads) {
+  const AutoRevision v = revise_overlapped(1.0, 3e-3);
+  ASSERT_TRUE(v.revised.has_value()) << v.reason;
+  EXPECT_DOUBLE_EQ(v.compute_factor, 1.0);  // the forward says the compute ran as measured
+  EXPECT_GT(v.link_steal, 0.2);
+  EXPECT_LT(v.link_steal, 1.0);
+  // The corrected figures reproduce the window for the running choice.
+  AutoRequest r = request();
+  r.overlap = true;
+  const StepEstimate again = predict_candidate(r, v.corrected, v.before);
+  EXPECT_NEAR(again.step_s, v.observed.step_s, 0.02 * v.observed.step_s);
+  // What exchanges less beside backward (one bucket after it, or block momentum) is now ahead
+  // by more than the margin: the run switches, and the new choice is predicted faster on the
+  // corrected figures by at least that margin.
+  ASSERT_EQ(v.outcome, RevisionOutcome::kSwitched) << v.reason;
+  EXPECT_FALSE(same_configuration(v.after, v.before));
+  EXPECT_LE(v.after.estimate.step_s * (1 + r.min_gain), again.step_s) << v.reason;
+  EXPECT_THAT(v.reason, HasSubstr("the communication thread taking"));
+  EXPECT_GT(revision_json(v)["corrected"]["link_steal"].get<double>(), 0.2);
+}
+
+TEST(AutoRevision, TheCommunicationThreadTakesAtMostAllOfBackwardBesideIt) {
+  // More excess than the whole overlapped span of backward: the share stops at all of it and
+  // the compute takes the remainder.
+  const AutoRevision v = revise_overlapped(1.0, 20e-3);
+  ASSERT_TRUE(v.revised.has_value()) << v.reason;
+  EXPECT_EQ(v.link_steal, 1.0);
+  EXPECT_GT(v.compute_factor, 1.0);
+}
+
+TEST(AutoRevision, AComputeSlowInItsForwardTooIsTheComputes) {
+  // The whole step twice as slow, the forward too (another job took a core): the compute's
+  // own factor, nothing for the communication thread, and fp32 stays first.
+  const AutoRevision v = revise_overlapped(2.0, 0);
+  ASSERT_TRUE(v.revised.has_value()) << v.reason;
+  EXPECT_GT(v.compute_factor, 1.7);
+  EXPECT_LT(v.compute_factor, 2.3);
+  EXPECT_EQ(v.link_steal, 0);
+  EXPECT_EQ(v.outcome, RevisionOutcome::kKept) << v.reason;
+}
+
+TEST(AutoRevision, WithoutATimedForwardTheExcessIsTheComputes) {
+  // A window that did not time its forward (figures from a calibration file, or an older
+  // run) keeps the previous reading: the compute is scaled, nothing is stolen.
+  AutoRequest r = request();
+  r.overlap = true;
+  const AutoMeasurements m = zen4(20e9, 10e-6);
+  const AutoDecision d = decide_auto(r, m, builtin_accuracy_table());
+  AutoObservation o;
+  o.first_step = 10;
+  o.steps = 20;
+  o.exposed_comm_s = 0.4e-3;
+  o.step_s = m.compute_s + 5e-3 + o.exposed_comm_s;
+  const AutoRevision v = revise_auto(r, m, builtin_accuracy_table(), d.chosen, o);
+  EXPECT_EQ(v.link_steal, 0);
+  EXPECT_GT(v.compute_factor, 1.2);
+}
+
 TEST(AutoRevision, ASwitchMustGainMoreThanTheModelsMargin) {
   // Only the buckets are open (fp32 through the allreduce), the run on 4 MiB buckets, and the
   // link slower than measured: larger buckets are predicted a little faster (fewer launches),

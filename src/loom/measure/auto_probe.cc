@@ -13,9 +13,16 @@
 namespace loom::measure {
 namespace {
 
+struct ComputeTimes {
+  double step_s = 0;     // forward, loss and backward: the median of the repeats
+  double forward_s = 0;  // forward and loss, the mean over the same repeats
+};
+
 // One training step's compute on `model`: forward, loss and backward of a batch of zeros
-// (every graph takes them: pixels, token ids 0, class 0).
-double time_compute(nn::Model& model, int64_t batch, int reps) {
+// (every graph takes them: pixels, token ids 0, class 0). The forward is timed apart: no
+// exchange ever runs beside it, so auto's check compares a run's forward with it to tell the
+// compute's own speed from what the communication thread takes beside backward.
+ComputeTimes time_compute(nn::Model& model, int64_t batch, int reps) {
   int64_t numel = 1;
   for (int64_t d : model.input_shape()) numel *= d;
   const std::vector<float> x(size_t(batch * numel), 0.0f);
@@ -24,14 +31,21 @@ double time_compute(nn::Model& model, int64_t batch, int reps) {
   const std::vector<float> targets(outputs * size_t(model.num_classes()), 0.0f);
   nn::StepInfo info;
   info.training = true;
+  double forward_s = 0;
+  int calls = 0;
   auto step = [&] {
+    Stopwatch w;
     model.forward(x.data(), batch, info);
     model.loss(labels.data(), targets.data(), 1.0f / float(batch));
+    if (calls++ > 0) forward_s += w.seconds();  // the warm-up's is left out
     model.backward();
   };
   RepeatOptions r;  // one warm-up: buffers, caches
   r.reps = reps;
-  return time_repeats(step, r).seconds;
+  ComputeTimes t;
+  t.step_s = time_repeats(step, r).seconds;
+  t.forward_s = calls > 1 ? forward_s / double(calls - 1) : 0;
+  return t;
 }
 
 // Encode and decode GB/s (fp32 in) of `name` on n values, the median of up to `reps` after
@@ -77,7 +91,9 @@ perf::AutoMeasurements probe_for_auto(comm::Communicator& comm, nn::Model& model
   // Figures every rank contributes, averaged below: compute, one time per size, then encode
   // and decode GB/s per codec.
   std::vector<float> figures;
-  figures.push_back(float(time_compute(model, o.batch, o.compute_reps)));
+  const ComputeTimes own = time_compute(model, o.batch, o.compute_reps);
+  figures.push_back(float(own.step_s));
+  figures.push_back(float(own.forward_s));
   const double compute_cost = all.seconds();
 
   std::vector<size_t> sizes = o.allreduce_bytes;
@@ -158,6 +174,7 @@ perf::AutoMeasurements probe_for_auto(comm::Communicator& comm, nn::Model& model
   perf::AutoMeasurements m;
   size_t i = 0;
   m.compute_s = figures[i++];
+  m.forward_s = figures[i++];
   if (comm.size() > 1) {
     std::vector<perf::AllreducePoint> points;
     for (size_t bytes : sizes) {

@@ -61,6 +61,7 @@ StepEstimate predict(const AutoRequest& r, const AutoMeasurements& m, const Auto
   d.whole_step = true;  // the measured step's compute holds its update
   d.jitter_cv = 0;      // the measured step already holds this machine's spread
   d.codec_enc_dec_gbs = m.codec_gbs;
+  d.host.link_steal = m.link_steal;
   const CostModel model(r.workload, measured_cluster(r, m), s, t, d);
   return model.estimate_at(1, r.ranks);
 }
@@ -355,11 +356,26 @@ namespace {
 // times `link`. Its latency stays as measured: a window contradicts the exchange's time, which
 // the gradients' bytes set, and the latency also prices the step's small agreement
 // (SyncSpec::step_agreement_bytes), whose time a slower stream of bytes does not change.
-AutoMeasurements scaled(const AutoMeasurements& m, double compute, double link) {
+AutoMeasurements scaled(const AutoMeasurements& m, double compute, double link, double steal = 0) {
   AutoMeasurements c = m;
   c.compute_s = m.compute_s * compute;
+  c.forward_s = m.forward_s * compute;
   c.link.bytes_per_s = m.link.bytes_per_s / link;
+  c.link_steal = steal;
   return c;
+}
+
+// The share in [0, 1] at which f, non-decreasing in it, reaches `target` (bisection), or 1 when
+// even that falls short.
+template <typename F>
+double solve_share(F f, double target) {
+  if (f(1.0) <= target) return 1.0;
+  double lo = 0, hi = 1;
+  for (int i = 0; i < 60; ++i) {
+    const double mid = (lo + hi) / 2;
+    (f(mid) < target ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
 }
 
 // The factor in [lo, hi] at which f, non-decreasing in it, reaches `target`: bisection on a
@@ -477,25 +493,42 @@ AutoRevision revise_auto(const AutoRequest& r, const AutoMeasurements& m,
   bool fix_compute = rest > 0 && std::abs(rest - (e.step_s - e.comm_exposed_s)) > tolerance;
   if (!fix_link && !fix_compute) fix_link = fix_compute = rest > 0;  // the step is off all the same
   if (!fix_compute) fix_link = true;
-  double c = 1, l = 1;
+  // With an overlapped exchange, the forward (nothing runs beside it) says how fast the compute
+  // itself ran; the rest of the step beyond that is the communication thread's.
+  const bool overlapped = r.overlap && running.sync == "allreduce" && r.ranks > 1;
+  const double own =
+      overlapped && o.forward_s > 0 && m.forward_s > 0 ? o.forward_s / m.forward_s : 0;
+  double c = 1, l = 1, st = 0;
+  auto rest_at = [&](double compute, double steal) {
+    const StepEstimate k = predict(steady, scaled(m, compute, l, steal), running);
+    return k.step_s - k.comm_exposed_s;
+  };
   for (int pass = 0; pass < (fix_link && fix_compute ? 4 : 1); ++pass) {
     if (fix_link)
       l = solve_factor(
-          [&](double x) { return predict(steady, scaled(m, c, x), running).comm_exposed_s; },
+          [&](double x) { return predict(steady, scaled(m, c, x, st), running).comm_exposed_s; },
           o.exposed_comm_s);
-    if (fix_compute)
-      c = solve_factor(
-          [&](double x) {
-            const StepEstimate k = predict(steady, scaled(m, x, l), running);
-            return k.step_s - k.comm_exposed_s;
-          },
-          rest);
+    if (!fix_compute) continue;
+    if (own > 0 && rest_at(own, 0) < rest) {
+      c = own;
+      st = solve_share([&](double s) { return rest_at(c, s); }, rest);
+      if (st == 1.0) c = solve_factor([&](double x) { return rest_at(x, st); }, rest);
+    } else {
+      st = 0;
+      c = solve_factor([&](double x) { return rest_at(x, 0); }, rest);
+    }
   }
   v.compute_factor = c;
   v.link_factor = l;
-  v.corrected = scaled(m, c, l);
-  v.corrected.source = fmt::format("{}, corrected by {} (compute x{:.3g}, link time x{:.3g})",
-                                   m.source, window, c, l);
+  v.link_steal = st;
+  v.corrected = scaled(m, c, l, st);
+  v.corrected.source =
+      st > 0 ? fmt::format(
+                   "{}, corrected by {} (compute x{:.3g}, link time x{:.3g}, the communication "
+                   "thread taking {:.0f}% of the compute beside backward)",
+                   m.source, window, c, l, 100 * st)
+             : fmt::format("{}, corrected by {} (compute x{:.3g}, link time x{:.3g})", m.source,
+                           window, c, l);
   // From here the run is past any warm-up: the candidates are ranked at their steady step.
   v.revised = decide_auto(steady, v.corrected, accuracy);
   conclude_revision(
@@ -503,10 +536,15 @@ AutoRevision revise_auto(const AutoRequest& r, const AutoMeasurements& m,
       fmt::format(
           "the measured step {} ({}) is {:+.1f}% against the predicted {} (exposed communication "
           "{} measured, {} predicted), outside the model's validated error of {:.0f}%; with the "
-          "compute x{:.3g} and the link's time x{:.3g}",
+          "compute x{:.3g}{} and the link's time x{:.3g}",
           format_seconds(o.step_s), window, 100 * (o.step_s / e.step_s - 1),
           format_seconds(e.step_s), format_seconds(o.exposed_comm_s),
-          format_seconds(e.comm_exposed_s), 100 * kModelValidatedError, c, l));
+          format_seconds(e.comm_exposed_s), 100 * kModelValidatedError, c,
+          st > 0 ? fmt::format(" (as its forward ran), the communication thread taking {:.0f}% "
+                               "of it beside backward,",
+                               100 * st)
+                 : std::string(),
+          l));
   return v;
 }
 
@@ -546,7 +584,10 @@ nlohmann::json revision_json(const AutoRevision& v) {
                                                         : "kept"},
       {"bound", kModelValidatedError},
       {"window", {{"first_step", v.observed.first_step}, {"steps", v.observed.steps}}},
-      {"measured", {{"step_s", v.observed.step_s}, {"exposed_comm_s", v.observed.exposed_comm_s}}},
+      {"measured",
+       {{"step_s", v.observed.step_s},
+        {"exposed_comm_s", v.observed.exposed_comm_s},
+        {"forward_s", v.observed.forward_s}}},
       {"predicted", {{"step_s", v.predicted_step_s}, {"exposed_comm_s", v.predicted_exposed_s}}},
       {"error", v.error},
       {"before", candidate_json(v.before)},
@@ -555,6 +596,7 @@ nlohmann::json revision_json(const AutoRevision& v) {
   if (v.revised) {
     j["corrected"] = {{"compute_factor", v.compute_factor},
                       {"link_factor", v.link_factor},
+                      {"link_steal", v.link_steal},
                       {"compute_s", v.corrected.compute_s},
                       {"link_bytes_per_s", v.corrected.link.bytes_per_s},
                       {"link_alpha_s", v.corrected.link.alpha_s}};
@@ -646,6 +688,7 @@ nlohmann::json decision_json(const AutoDecision& d, const AutoMeasurements& m) {
                         {"link_bytes_per_s", m.link.bytes_per_s},
                         {"link_alpha_s", m.link.alpha_s},
                         {"compute_s", m.compute_s},
+                        {"forward_s", m.forward_s},
                         {"cost_s", m.cost_s}}}};
   j["runner_up"] = d.runner_up ? cand(*d.runner_up) : nlohmann::json(nullptr);
   j["candidates"] = nlohmann::json::array();

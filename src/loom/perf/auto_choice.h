@@ -90,6 +90,10 @@ AccuracyTable parse_accuracy_table(const std::string& text, const std::string& n
 // What the choice depends on, measured on this machine for this run.
 struct AutoMeasurements {
   double compute_s = 0;  // one worker's forward + backward + update, all workers computing
+  double forward_s = 0;  // of compute_s, the forward and loss (0: not timed apart)
+  // The share of the compute's rate that the communication thread takes beside backward while
+  // an overlapped exchange runs (cost_model.h, link_steal): 0 until a check measured it.
+  double link_steal = 0;
   LinkFit link;          // the run's transport: ring alpha and bytes/s, fitted
   std::map<std::string, std::pair<double, double>> codec_gbs;  // encode, decode (fp32 GB/s)
   std::string source;  // "measured at start" or the calibration file
@@ -172,6 +176,9 @@ struct AutoObservation {
   int64_t first_step = 0, steps = 0;  // the window: steps [first_step, first_step + steps)
   double step_s = 0;
   double exposed_comm_s = 0;
+  // The step's forward and loss, which run with no exchange beside them (0: not timed): against
+  // the start-up's forward, the compute's own speed in the window.
+  double forward_s = 0;
 };
 
 enum class RevisionOutcome {
@@ -188,8 +195,9 @@ struct AutoRevision {
   double error = 0;  // predicted step over measured step, minus 1
   // The corrections folded in (1: that term agreed): the step's compute multiplied by
   // compute_factor and the link's time (alpha and 1/bandwidth) by link_factor, so that the
-  // running choice's prediction reproduces the window.
-  double compute_factor = 1, link_factor = 1;
+  // running choice's prediction reproduces the window; link_steal, the share of the compute's
+  // rate the communication thread took beside backward (0: none found).
+  double compute_factor = 1, link_factor = 1, link_steal = 0;
   AutoMeasurements corrected;
   std::optional<AutoDecision> revised;  // the decision on `corrected` (when off)
   AutoCandidate after;                  // what runs from here on (== before unless switched)
@@ -206,7 +214,12 @@ struct AutoRevision {
 // the bound, as a share of the step): the link's time is scaled until the running choice's
 // predicted exposed communication equals the measured one, and/or the compute until the rest
 // of its predicted step equals the rest of the measured step (a few alternating passes when
-// both, as the overlap couples them); every candidate is predicted again on the corrected
+// both, as the overlap couples them). When the running choice overlaps its exchange with
+// backward and the window timed its forward, the compute is scaled by the forward's own
+// factor (nothing runs beside the forward), and what the rest of the step holds beyond that is
+// the communication thread's share of the compute beside backward (link_steal, at most all of
+// it; a larger excess scales the compute further): an exchange that no longer overlaps, as
+// block momentum's, does not pay it. Every candidate is predicted again on the corrected
 // figures with the same accuracy rules (decide_auto). The running choice is replaced when the
 // new first one is predicted at least min_gain faster than it on those figures, or at once
 // when the accuracy rules now exclude it (its fidelity is over the budget or unknown): the

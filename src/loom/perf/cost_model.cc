@@ -301,9 +301,11 @@ double CostModel::idle_core_share(const StepContext& x) const {
 // The communication thread beside the compute threads (host_model.h BusyLink): from the first
 // bucket on, it runs (or polls for its peer) until the exchange is done, taking `link_steal`
 // of the compute threads' rate for the rest of backward. Without overlap the exchange starts
-// after backward and nothing runs beside the compute.
+// after backward and nothing runs beside the compute. The share is set only for a host's CPU:
+// by the link's pick from a calibration (validate.h), or by auto's check of a run
+// (auto_choice.h), which has no host model beside it.
 bool CostModel::link_steals_compute(const StepContext& x) const {
-  return x.on_host && sync_.overlap && derating_.host.link_steal > 0 && x.ranks > 1 && !sync_.bmuf;
+  return sync_.overlap && derating_.host.link_steal > 0 && x.ranks > 1 && !sync_.bmuf;
 }
 
 // The node's storage reads a step's input for all its GPUs.

@@ -295,9 +295,11 @@ class Worker {
       // The fidelity replay is auto's own cost, not the step's: the check compares the step.
       const double step_seconds = batch.wait_seconds + step_watch.seconds() - fidelity_step_s_;
       fidelity_step_s_ = 0;
+      const double forward_seconds = forward_s_;
+      forward_s_ = 0;
       ++step_;
       ++m.steps;
-      if (auto_window_.active()) check_auto(step_seconds);
+      if (auto_window_.active()) check_auto(step_seconds, forward_seconds);
       // Figures per label: per sample, or per token of token windows.
       const double labels = double(batch.size * batch.labels_per_sample);
       if (r) {
@@ -447,11 +449,13 @@ class Worker {
       const int64_t targets = train_->target_numel();
       const float* t =
           batch.t ? on_device.put_targets(batch.t + first * targets, n * targets) : nullptr;
+      Stopwatch forward;
       model_->forward(in.x, n, info);
       // The mean over the batch's labels: its samples, or every position of its windows,
       // times the loss scale (1 without loss_scale.*; the guard unscales each range).
       const nn::LossResult r =
           model_->loss(in.y, t, strategy_->grad_scale(batch.size * per) * guard_->loss_scale());
+      forward_s_ += forward.seconds();
       guard_->check_loss(r.loss_sum, step_);
       total.loss_sum += r.loss_sum;
       total.correct += r.correct;
@@ -542,14 +546,15 @@ class Worker {
   }
 
   // codec/sync = "auto": after each step until the check window closes. The window's steps
-  // add their time (loader wait included) and their exposed communication; the strategy's
-  // figures taken here count in the epoch's too.
-  void check_auto(double step_seconds) {
+  // add their time (loader wait included), their exposed communication and their forward; the
+  // strategy's figures taken here count in the epoch's too.
+  void check_auto(double step_seconds, double forward_seconds) {
     const sync::SyncStats st = strategy_->take_stats();
     pending_stats_.add(st);
     if (auto_window_.holds(step_ - 1)) {
       auto_seconds_ += step_seconds;
       auto_exposed_s_ += st.exposed_seconds;
+      auto_forward_s_ += forward_seconds;
     }
     if (step_ == auto_window_.end()) revise_auto_choice();
   }
@@ -558,7 +563,7 @@ class Worker {
   // the prediction (perf::revise_auto), and a switch when the corrected model says so.
   void revise_auto_choice() {
     Stopwatch cost;  // the check's own time, a cost of auto like the start-up measuring
-    double sums[2] = {auto_seconds_, auto_exposed_s_};
+    double sums[3] = {auto_seconds_, auto_exposed_s_, auto_forward_s_};
     allreduce_sum(comm_, sums);
     // Rank 0's sums on every rank, bit for bit: the ranks must reach the same decision.
     if (comm_.size() > 1) comm_.broadcast(sums, sizeof(sums), 0);
@@ -568,6 +573,7 @@ class Worker {
     const double per = double(comm_.size()) * double(auto_window_.steps);
     o.step_s = sums[0] / per;
     o.exposed_comm_s = sums[1] / per;
+    o.forward_s = sums[2] / per;
     // The test hook auto.test_window_comm_s: a measured step far from the prediction.
     const double added = run_.auto_options.test_window_comm_s;
     o.step_s += added;
@@ -767,7 +773,8 @@ class Worker {
   // codec/sync = "auto": the choice, its check window and what the window measured.
   AutoResolution auto_;
   AutoCheckWindow auto_window_;
-  double auto_seconds_ = 0, auto_exposed_s_ = 0;
+  double auto_seconds_ = 0, auto_exposed_s_ = 0, auto_forward_s_ = 0;
+  double forward_s_ = 0;  // the step's forward and loss, for auto's check
   // The lossy codecs' fidelity replay until the check (make_fidelity_probe), and the step's
   // gradient on the host for it.
   std::unique_ptr<measure::FidelityProbe> fidelity_;
