@@ -88,8 +88,8 @@ perf::AutoMeasurements probe_for_auto(comm::Communicator& comm, nn::Model& model
   Stopwatch all;
   // Values do not change the time of what follows; a constant is cheaper than the draws.
   std::fill(model.params(), model.params() + model.num_params(), 1e-3f);
-  // Figures every rank contributes, averaged below: compute, one time per size, then encode
-  // and decode GB/s per codec.
+  // Figures every rank contributes, averaged below: compute and its forward, one time per
+  // size, then encode and decode GB/s per codec.
   std::vector<float> figures;
   const ComputeTimes own = time_compute(model, o.batch, o.compute_reps);
   figures.push_back(float(own.step_s));
