@@ -365,31 +365,30 @@ AutoMeasurements scaled(const AutoMeasurements& m, double compute, double link, 
   return c;
 }
 
-// The share in [0, 1] at which f, non-decreasing in it, reaches `target` (bisection), or 1 when
-// even that falls short.
+// The x in [lo, hi] at which f, non-decreasing in x, reaches `target`: bisection (on a log
+// scale when `geometric`), clamped to the ends when the target lies beyond them.
 template <typename F>
-double solve_share(F f, double target) {
-  if (f(1.0) <= target) return 1.0;
-  double lo = 0, hi = 1;
-  for (int i = 0; i < 60; ++i) {
-    const double mid = (lo + hi) / 2;
-    (f(mid) < target ? lo : hi) = mid;
-  }
-  return (lo + hi) / 2;
-}
-
-// The factor in [lo, hi] at which f, non-decreasing in it, reaches `target`: bisection on a
-// log scale, clamped to the ends when the target lies beyond them.
-template <typename F>
-double solve_factor(F f, double target) {
-  double lo = 1e-6, hi = 1e9;
+double solve_between(F f, double target, double lo, double hi, bool geometric) {
   if (f(lo) >= target) return lo;
   if (f(hi) <= target) return hi;
+  auto middle = [&] { return geometric ? std::sqrt(lo * hi) : (lo + hi) / 2; };
   for (int i = 0; i < 80; ++i) {
-    const double mid = std::sqrt(lo * hi);
+    const double mid = middle();
     (f(mid) < target ? lo : hi) = mid;
   }
-  return std::sqrt(lo * hi);
+  return middle();
+}
+
+// A factor on a time (the compute's, the link's): in [1e-6, 1e9], on a log scale.
+template <typename F>
+double solve_factor(F f, double target) {
+  return solve_between(f, target, 1e-6, 1e9, true);
+}
+
+// A share of a rate (link_steal): in [0, 1].
+template <typename F>
+double solve_share(F f, double target) {
+  return solve_between(f, target, 0.0, 1.0, false);
 }
 
 // The outcome of a re-decision v.revised for the running choice: kept when it is still first,

@@ -94,7 +94,7 @@ struct AutoMeasurements {
   // The share of the compute's rate that the communication thread takes beside backward while
   // an overlapped exchange runs (cost_model.h, link_steal): 0 until a check measured it.
   double link_steal = 0;
-  LinkFit link;          // the run's transport: ring alpha and bytes/s, fitted
+  LinkFit link;  // the run's transport: ring alpha and bytes/s, fitted
   std::map<std::string, std::pair<double, double>> codec_gbs;  // encode, decode (fp32 GB/s)
   std::string source;  // "measured at start" or the calibration file
   double cost_s = 0;   // seconds the measuring took (0: read from a file)
