@@ -57,7 +57,7 @@ def scale(workload: PathLike = "resnet50", *, gpu: str = "v100-sxm2", nodes: int
     ``precision`` is fp32, tf32, default (what PyTorch does on the GPU: TF32 convolutions from
     Ampere on), bf16, fp16, mixed or fp8; ``accumulate`` the micro-batches per optimizer step;
     ``layout`` the activations' memory format, nhwc (channels-last) or nchw (PyTorch's default:
-    16-bit convolutions then pay cuDNN's transposes)."""
+    tensor-core (16-bit and TF32) convolutions then pay cuDNN's transposes)."""
     opts = dict(workload=os.fspath(workload), gpu=gpu, nodes=nodes, gpus_per_node=gpus_per_node,
                 inter=inter, intra=intra or "", nics=nics, oversubscription=oversubscription,
                 framework=framework, sync=sync, servers=servers, tau=tau,

@@ -111,7 +111,7 @@ TEST(GpuRoofline, TrafficAndKernels) {
 
 // NCHW costs three read-and-write passes over every convolution's input and output values,
 // only where convolutions run on 16-bit tensor cores.
-TEST(GpuRoofline, NchwTransposesSixteenBitConvolutionsOnly) {
+TEST(GpuRoofline, NchwTransposesTensorCoreConvolutionsOnly) {
   const GpuSpec& v100 = cat().gpu("v100-sxm2");
   const GpuSpec& a100 = cat().gpu("a100-80gb-sxm4");
   const Workload w = reference_workload("resnet50");
@@ -125,13 +125,17 @@ TEST(GpuRoofline, NchwTransposesSixteenBitConvolutionsOnly) {
   EXPECT_DOUBLE_EQ(nchw.kernels, nhwc.kernels);
   EXPECT_DOUBLE_EQ(nchw.tensor_volta_s, nhwc.tensor_volta_s);  // the products are the same
   EXPECT_TRUE(math_plan(a100, "bf16", "nchw").transposes());
-  // FP32 convolutions, TF32 ones and a network without convolutions pay nothing.
-  for (const char* precision : {"fp32", "tf32", "default"}) {
-    EXPECT_FALSE(math_plan(a100, precision, "nchw").transposes()) << precision;
-    EXPECT_EQ(roofline_parts(a100, w, math_plan(a100, precision, "nchw")).memory_s,
-              roofline_parts(a100, w, math_plan(a100, precision, "nhwc")).memory_s)
+  // TF32 convolutions run on the tensor cores too: their transposes move 4-byte values.
+  for (const char* precision : {"tf32", "default"}) {
+    const RooflineParts t32 = roofline_parts(a100, w, math_plan(a100, precision, "nchw"));
+    EXPECT_TRUE(math_plan(a100, precision, "nchw").transposes()) << precision;
+    EXPECT_DOUBLE_EQ(t32.transpose_s, 3 * 2 * 4 * w.conv_io_values / (a100.mem_bw_gbs * 1e9))
         << precision;
   }
+  // FP32 convolutions on the FP32 cores and a network without convolutions pay nothing.
+  EXPECT_FALSE(math_plan(a100, "fp32", "nchw").transposes());
+  EXPECT_EQ(roofline_parts(a100, w, math_plan(a100, "fp32", "nchw")).memory_s,
+            roofline_parts(a100, w, math_plan(a100, "fp32", "nhwc")).memory_s);
   const Workload bert = reference_workload("bert-large");
   EXPECT_EQ(roofline_parts(a100, bert, math_plan(a100, "bf16", "nchw")).memory_s,
             roofline_parts(a100, bert, math_plan(a100, "bf16", "nhwc")).memory_s);

@@ -91,7 +91,7 @@ TEST(HostFit, NoSxmOrOamModuleFitsAnyPcieHostAndNoCardFitsABaseboard) {
       }
     }
   }
-  EXPECT_EQ(modules, 3);  // 8 on hgx-a100, hgx-h100, hgx-b200
+  EXPECT_EQ(modules, 4);  // 8 on hgx-a100 (A100 40GB and 80GB), hgx-h100, hgx-b200
 }
 
 TEST(HostFit, EightRtx5090FitOnlyTheEightGpuServer) {

@@ -62,8 +62,8 @@ void add_training_options(CLI::App& cmd, TrainingOptions& o, bool what_loom_runs
   }
   cmd.add_option("--layout", o.layout,
                  "the activations' memory format: nhwc (channels-last, TensorFlow's default) or "
-                 "nchw (PyTorch's default), where cuDNN transposes every 16-bit convolution's "
-                 "operands for the tensor cores")
+                 "nchw (PyTorch's default), where cuDNN transposes every tensor-core (16-bit or "
+                 "TF32) convolution's operands")
       ->capture_default_str()
       ->check(CLI::IsMember({"nhwc", "nchw"}));
   cmd.add_option("--optimizer", o.optimizer, "sgd, momentum or adam");

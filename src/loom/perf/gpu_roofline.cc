@@ -66,7 +66,7 @@ std::string MathPlan::rate_class() const {
 }
 
 bool MathPlan::transposes() const {
-  return layout == "nchw" && (conv == "fp16" || conv == "bf16");
+  return layout == "nchw" && (conv == "fp16" || conv == "bf16" || conv == "tf32");
 }
 
 std::string MathPlan::describe() const {

@@ -41,8 +41,10 @@
 // over the output's, each read once and written once. Weights are small beside activations and
 // not counted, and so are the transposes' kernels: cuDNN launches them inside the convolution's
 // call, without the framework's per-operation overhead that the fitted time per kernel carries.
-// Charged where convolutions run in 16-bit tensor math (fp16, bf16); TF32 convolutions are not
-// charged (no source was found that says how cuDNN feeds NCHW data to them).
+// Charged where convolutions run on the tensor cores: fp16, bf16 and TF32 ("The cuDNN library
+// may use padding, folding, and NCHW-to-NHWC transformations to call the Tensor Core
+// operations", cuDNN developer guide, Legacy API, "Data and Filter Formats"; TF32 is one of
+// them), with the values' own size: 2 bytes, or 4 for TF32.
 #pragma once
 
 #include <string>
@@ -106,7 +108,7 @@ std::string describe(const ComputeFit& f);
 
 // Fitted on the single-GPU cases of data/hardware/validation.toml and the catalog's [[rate]]
 // rows (tests/perf/validation_test.cc refits it and checks these values).
-inline constexpr ComputeFit kComputeFit{0.76, 0.51, 0.69, 0.34, 0.8, 17.0e-6};
+inline constexpr ComputeFit kComputeFit{0.75, 0.51, 0.60, 0.34, 0.8, 13.5e-6};
 
 // A step's parts at efficiency 1, so a fit can weigh them without recomputing the layers.
 struct RooflineParts {

@@ -38,7 +38,7 @@ def test_scale_options_reach_the_model():
     base = loom.scale("resnet50", nodes=2)
     assert loom.scale("resnet50", nodes=2, overlap=False)[-1]["step_s"] > base[-1]["step_s"]
     assert loom.scale("resnet50", nodes=2, sync="bmuf", tau=4)[-1]["series"] == "bmuf fp32 tau=4"
-    # PyTorch's default memory format costs 16-bit convolutions cuDNN's transposes; fp32 none.
+    # PyTorch's default memory format costs tensor-core convolutions cuDNN's transposes; fp32 none.
     mixed = loom.scale("resnet50", gpu="a100-80gb-sxm4", precision="bf16")[0]["step_s"]
     nchw = loom.scale("resnet50", gpu="a100-80gb-sxm4", precision="bf16", layout="nchw")
     assert nchw[0]["step_s"] > mixed
