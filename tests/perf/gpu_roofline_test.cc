@@ -110,7 +110,7 @@ TEST(GpuRoofline, TrafficAndKernels) {
 }
 
 // NCHW costs three read-and-write passes over every convolution's input and output values,
-// only where convolutions run on 16-bit tensor cores.
+// only where convolutions run on the tensor cores (16-bit or TF32).
 TEST(GpuRoofline, NchwTransposesTensorCoreConvolutionsOnly) {
   const GpuSpec& v100 = cat().gpu("v100-sxm2");
   const GpuSpec& a100 = cat().gpu("a100-80gb-sxm4");
