@@ -66,7 +66,8 @@ std::string MathPlan::rate_class() const {
 }
 
 bool MathPlan::transposes() const {
-  return layout == "nchw" && (conv == "fp16" || conv == "bf16" || conv == "tf32");
+  // Every convolution on the tensor cores (gpu_roofline.h); `conv` is never fp8.
+  return layout == "nchw" && tensor_math(conv);
 }
 
 std::string MathPlan::describe() const {
