@@ -92,6 +92,7 @@ void run_predict(const CommonArgs& common, const PredictArgs& a) {
     for (const auto& pt : series.points) curve.points.emplace_back(pt.est.ranks, pt.est.speedup);
     plot.push_back(curve);
   }
+  if (!p.band_note.empty() && !common.json) fmt::print("{}\n\n", p.band_note);
   if (a.svg.empty()) return;
   std::ofstream out(a.svg);
   if (!out) throw InputError(fmt::format("{}: cannot write the plot", a.svg));

@@ -11,6 +11,7 @@
 
 #include "loom/core/error.h"
 #include "loom/perf/compute_model.h"
+#include "loom/perf/framework_term.h"
 #include "loom/perf/host_fit.h"
 #include "loom/perf/validation_set.h"
 
@@ -542,8 +543,15 @@ std::string advice_report(const Advice& a, const AdviseRequest& req, const Catal
   o += fmt::format(
       "samples/s: the prediction and, in brackets, the band of the model's leave-one-source-out "
       "error on published throughput of the GPU's generation at its precision (over all GPUs: "
-      "+-{:.0f}% at most, {:.0f}% on average; docs/perf.md)\n\n",
+      "+-{:.0f}% at most, {:.0f}% on average; docs/perf.md)\n",
       100 * a.band, 100 * a.typical);
+  if (const FrameworkTerm& t = builtin_framework_term(); t.valid())
+    o += fmt::format(
+        "The software that trains moves a rate too (the framework term, not in the band): {}; a "
+        "rate of the slowest software would be x{:.2f} of the prediction, of the fastest "
+        "x{:.2f}.\n",
+        t.describe(), t.slowest(1), t.fastest(1));
+  o += "\n";
   if (a.ranked.empty()) {
     o += "Nothing to buy within the budget fits the model (rentals below).\n";
   } else {
@@ -665,6 +673,17 @@ nlohmann::json option_json(const AdviseOption& o, const Advice& a, const AdviseR
           {"limiter", e.limiter}};
 }
 
+nlohmann::json framework_term_json(const FrameworkTerm& t) {
+  if (!t.valid()) return nullptr;
+  return {{"slowest", t.high.software},
+          {"slowest_offset", t.high.offset},
+          {"fastest", t.low.software},
+          {"fastest_offset", t.low.offset},
+          {"spread", t.spread},
+          {"slowest_factor", t.slowest(1)},
+          {"fastest_factor", t.fastest(1)}};
+}
+
 }  // namespace
 
 nlohmann::json advice_json(const Advice& a, const AdviseRequest& req, size_t n) {
@@ -684,6 +703,7 @@ nlohmann::json advice_json(const Advice& a, const AdviseRequest& req, size_t n) 
           {"samples_source", a.samples_source},
           {"band", a.band},
           {"typical", a.typical},
+          {"framework_term", framework_term_json(builtin_framework_term())},
           {"ranked", ranked},
           {"rented", rented},
           {"cheapest_rental", a.cheapest_rental},

@@ -6,6 +6,8 @@
 
 #include "loom/perf/calibration.h"
 #include "loom/perf/compute_model.h"
+#include "loom/perf/framework_term.h"
+#include "loom/perf/validation_set.h"
 
 namespace loom::perf {
 
@@ -86,6 +88,7 @@ ScalePrediction predict_scale(Catalog cat, const Workload& w, const ScaleRequest
   }
   ScalePrediction out;
   out.compute_note = "measured on this machine (--calibration)";
+  const bool from_model = r.derate <= 0 && !measured_here;
   if (r.derate > 0) {
     der.compute = r.derate;
     out.compute_note = fmt::format("roofline at --derate {}", r.derate);
@@ -124,7 +127,30 @@ ScalePrediction predict_scale(Catalog cat, const Workload& w, const ScaleRequest
     out.series.push_back(sweep(
         m, fmt::format("{} {}{}", r.sync, codec, s.bmuf ? fmt::format(" tau={}", s.tau) : "")));
   }
+  if (from_model && !out.series.empty() && !out.series.front().points.empty())
+    out.band_note = band_note(c.gpu, out.train.precision, out.series.front());
   return out;
+}
+
+std::string band_note(const GpuSpec& g, const std::string& precision, const ScaleSeries& s) {
+  const ValidationRun& run = builtin_validation();
+  const ScalePoint& one = s.points.front();
+  const ScalePoint& all = s.points.back();
+  const PredictionBand b1 = prediction_band(run, g, precision, one.est.ranks);
+  std::string o =
+      fmt::format("band: +-{:.1f}% at {} GPU ({})", 100 * b1.band, one.est.ranks, b1.basis);
+  if (all.est.ranks != one.est.ranks) {
+    const PredictionBand bn = prediction_band(run, g, precision, all.est.ranks);
+    o += fmt::format(", +-{:.1f}% at {}", 100 * bn.band, all.est.ranks);
+  }
+  const FrameworkTerm& t = builtin_framework_term();
+  if (t.valid())
+    o += fmt::format(
+        "\nframeworks: {}: {} GPU at {:.1f}-{:.1f} samples/s from the slowest software's "
+        "offset to the fastest's (docs/perf.md, the framework term)",
+        t.describe(), one.est.ranks, t.slowest(one.est.samples_per_s),
+        t.fastest(one.est.samples_per_s));
+  return o;
 }
 
 }  // namespace loom::perf

@@ -62,7 +62,13 @@ struct ScalePrediction {
   TrainSpec train;
   std::string compute_note;  // where the compute rate came from
   std::vector<ScaleSeries> series;
+  // The model's error band at the first and last size of the first series, and the framework
+  // term's range (framework_term.h); empty where the compute is measured or --derate'd.
+  std::string band_note;
 };
+
+// What `band_note` says for the series `s` of GPU `g` at `precision`.
+std::string band_note(const GpuSpec& g, const std::string& precision, const ScaleSeries& s);
 
 // Errors as the catalog's lookups raise them (an unknown GPU, link, storage or framework).
 ScalePrediction predict_scale(Catalog cat, const Workload& w, const ScaleRequest& r);

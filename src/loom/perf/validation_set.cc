@@ -10,6 +10,7 @@
 
 #include "loom/core/error.h"
 #include "loom/perf/compute_model.h"
+#include "loom/perf/framework_term.h"
 #include "loom/perf/toml_rows.h"
 
 namespace loom::perf {
@@ -57,7 +58,7 @@ std::vector<ValidationCase> parse_validation(const std::string& text, const std:
                    "bucket_mb",     "overlap",       "framework", "note",          "publication",
                    "accumulate",    "layers",        "heads",     "d_model",       "seq",
                    "vocab",         "params",        "fused",     "untied_output", "recompute",
-                   "layout"});
+                   "layout",        "software"});
     ValidationCase c;
     c.name = r.str("name");
     c.source = r.str("source");
@@ -115,6 +116,8 @@ std::vector<ValidationCase> parse_validation(const std::string& text, const std:
     c.overlap = r.flag("overlap", true);
     c.framework = r.str("framework", false, "none");
     c.note = r.str("note", false);
+    // Last, so that a case's other errors are named first.
+    c.software = r.str("software");
     out.push_back(c);
   });
   return out;
@@ -444,6 +447,32 @@ ValidationRun run_validation(bool leave_one_out) {
   return run;
 }
 
+namespace {
+
+// The framework term's table (framework_term.h).
+std::string framework_report(const FrameworkTerm& t) {
+  std::string o =
+      "\nThroughput LOSO error by training software (the framework term: its offset is the mean "
+      "error):\n";
+  for (const SoftwareOffset& s : t.softwares)
+    o += fmt::format(
+        "  {:<18} {:>2} cases from {} publication(s)  offset {:>+6.1f}%  root mean square "
+        "{:>5.1f}%{}\n",
+        s.software, s.cases, s.publications, 100 * s.offset, 100 * s.rms,
+        s.cases < kMinCases ? "  (too few cases for the band)" : "");
+  o += fmt::format("  frameworks: {}\n", t.describe());
+  if (t.transferable > 0)
+    o += fmt::format(
+        "  applied from the software's other publications to its {} cases that have one: mean "
+        "|error| {:.1f}% as is, {:.1f}% with the offset ({})\n",
+        t.transferable, 100 * t.mean_abs_as_is, 100 * t.mean_abs_with_offset,
+        t.mean_abs_with_offset < t.mean_abs_as_is ? "it would help"
+                                                  : "it does not help, so it stays a band");
+  return o;
+}
+
+}  // namespace
+
 std::string validation_report(const ValidationRun& run) {
   std::string o = fmt::format(
       "Published results against loom's performance model (pass: within {:.0f}% of the published "
@@ -497,6 +526,7 @@ std::string validation_report(const ValidationRun& run) {
           "{:>5.1f}%\n",
           k, v.size(), 100 * e.mean_abs, 100 * rms(v), 100 * e.max_abs);
     }
+    o += framework_report(framework_term(run));
     o += fmt::format(
         "\nFitted parameters (refitted on all: jitter {:.4f}; roofline {}, memory held):\n"
         "- the jitter: every case above;\n- the roofline: {} throughput figures whose compute is "

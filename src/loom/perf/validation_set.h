@@ -28,6 +28,7 @@ inline constexpr double kPassMark = 0.15;  // |error| within 15% of the publishe
 struct ValidationCase {
   std::string name, source, figure, note;
   std::string publication;  // what LOSO leaves out together; [[rate]] rows share the key
+  std::string software;     // what trained it: "pytorch", "tensorflow", ... or "unstated"
   double published = 0;
   int baseline_gpus = 1;
   std::string workload, gpu, precision = "fp32";
