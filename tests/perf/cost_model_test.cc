@@ -65,6 +65,24 @@ TEST(CostModel, OneGpuComputeIsFlopsOverDeratedPeak) {
   EXPECT_EQ(e.limiter, "compute");
 }
 
+// Mixed precision's master weights: the 16-bit copy and the gradient's cast per micro-batch,
+// the loss scale's pass once a step, on top of the optimizer's own bytes.
+TEST(CostModel, MixedPrecisionUpdatesCastAndUnscaleTheMasterWeights) {
+  TrainSpec t = train(32);
+  t.precision = "fp16";
+  const double P = 25e6, bw = 1000e9 * 0.8;
+  EXPECT_NEAR(CostModel(toy(), cluster(1, 1), {}, t, quiet()).estimate().update_s,
+              P * (12 + 12 + 8) / bw, 1e-12);
+  t.accumulate = 4;
+  EXPECT_NEAR(CostModel(toy(), cluster(1, 1), {}, t, quiet()).estimate().update_s,
+              P * (12 + 4 * 12 + 8) / bw, 1e-12);
+  // A published rate is a whole step, its casts included.
+  Derating rate = quiet();
+  rate.sample_s = 1e-3;
+  rate.whole_step = true;
+  EXPECT_EQ(CostModel(toy(), cluster(1, 1), {}, t, rate).estimate().update_s, 0);
+}
+
 // NCCL's base latency per collective (collective_model.h).
 constexpr double kNcclLaunch = 8.4e-6;
 

@@ -172,7 +172,12 @@ double CostModel::compute_time(const StepContext& x, bool& memory_bound) const {
 
 double CostModel::update_time(const StepContext& x) const {
   if (!x.on_host && derating_.whole_step) return 0;  // a published rate is a whole step
-  if (!x.on_host) return x.params * x.update_bytes / x.mem_rate;
+  if (!x.on_host) {
+    double bytes = x.update_bytes;
+    // Mixed precision keeps fp32 master weights (kMixedCastBytes, kUnscaleBytes).
+    if (x.mixed) bytes += kMixedCastBytes * static_cast<double>(train_.accumulate) + kUnscaleBytes;
+    return x.params * bytes / x.mem_rate;
+  }
   const HostRates& host = derating_.host;
   double update_s =
       x.params * x.update_bytes / host.share(host.stream_bytes, x.host_ranks, x.threads);

@@ -37,6 +37,17 @@ namespace loom::perf {
 // this value, and refits it without each case in turn (leave-one-out, docs/perf.md).
 inline constexpr double kStepJitterCv = 0.0274;
 
+// Mixed precision with fp32 master weights moves more bytes a parameter than the update: each
+// forward reads the fp32 weight and writes its 16-bit copy (4 + 2), each backward reads the
+// 16-bit weight gradient and adds it to the fp32 one (2 + 4), and once a step the loss scale is
+// taken off every gradient and checked for infinities in one pass that reads and writes it
+// (4 + 4). PyTorch's autocast casts a weight once per forward and its GradScaler unscales with
+// one fused kernel per step (torch.amp docs: "Automatic Mixed Precision", GradScaler.unscale_);
+// TensorFlow's mixed precision keeps fp32 variables and casts them when read. Charged with the
+// update on a GPU, per micro-batch for the casts.
+inline constexpr double kMixedCastBytes = 12;
+inline constexpr double kUnscaleBytes = 8;
+
 // E[max of n independent standard normal variables] (0 for n = 1; 0.56 for 2, 3.24 for 1000).
 double expected_max_normal(int n);
 

@@ -108,7 +108,7 @@ std::string describe(const ComputeFit& f);
 
 // Fitted on the single-GPU cases of data/hardware/validation.toml and the catalog's [[rate]]
 // rows (tests/perf/validation_test.cc refits it and checks these values).
-inline constexpr ComputeFit kComputeFit{0.75, 0.51, 0.60, 0.34, 0.8, 14.0e-6};
+inline constexpr ComputeFit kComputeFit{0.75, 0.51, 0.64, 0.37, 0.8, 15.0e-6};
 
 // A step's parts at efficiency 1, so a fit can weigh them without recomputing the layers.
 struct RooflineParts {
