@@ -4,7 +4,6 @@
 
 #include <cmath>
 
-#include "loom/core/error.h"
 #include "loom/perf/scale.h"
 
 namespace loom::perf {
@@ -84,26 +83,6 @@ TEST(FrameworkTerm, TheBuiltInSetNamesEveryCasesSoftwareAndSpansTheModel) {
   EXPECT_GT(t.transferable, 0);
   EXPECT_NE(validation_report(builtin_validation()).find("by training software"),
             std::string::npos);
-}
-
-TEST(FrameworkTerm, ACaseWithoutItsSoftwareIsAnErrorNamingTheField) {
-  try {
-    parse_validation(R"([[case]]
-name = "x"
-source = "s"
-publication = "p"
-figure = "samples_per_s"
-published = 1
-workload = "resnet50"
-gpu = "v100-sxm2"
-precision = "fp32"
-)",
-                     "t.toml");
-    FAIL() << "a case without software parsed";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("software"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("t.toml"), std::string::npos) << e.what();
-  }
 }
 
 // `loom scale` gives the model's band and the framework term with a prediction from the model,

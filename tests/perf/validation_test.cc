@@ -183,7 +183,7 @@ figure = "speedupp"
   const std::string what = parse_error(bad);
   ASSERT_FALSE(what.empty());
   EXPECT_NE(what.find("figure"), std::string::npos) << what;
-  const std::string layout = parse_error(R"([[case]]
+  const std::string fields = R"([[case]]
 name = "x"
 source = "s"
 publication = "p"
@@ -192,11 +192,16 @@ published = 1
 workload = "resnet50"
 gpu = "v100-sxm2"
 precision = "fp16"
-layout = "channels_last"
-)");
+)";
+  const std::string layout = parse_error(fields + "layout = \"channels_last\"\n");
   EXPECT_NE(layout.find("field 'layout' must be nhwc (channels-last) or nchw, got 'channels_last'"),
             std::string::npos)
       << layout;
+  // Every case names the software that trained it (the framework term).
+  const std::string software = parse_error(fields);
+  EXPECT_NE(software.find("software"), std::string::npos) << software;
+  EXPECT_NE(software.find("t.toml"), std::string::npos) << software;
+  EXPECT_EQ(parse_error(fields + "software = \"pytorch\"\n"), "");
 }
 
 TEST(Validation, ADecoderCaseWithoutBlocksIsRefusedWhereItIsRead) {
