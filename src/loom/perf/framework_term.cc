@@ -51,7 +51,7 @@ FrameworkTerm framework_term(const ValidationRun& run) {
     for (double x : e.errors) sq += x * x;
     s.rms = std::sqrt(sq / s.cases);
     t.softwares.push_back(s);
-    if (s.cases < kMinCases) continue;
+    if (s.cases < kFrameworkMinCases) continue;
     offsets.push_back(s.offset);
     if (!t.valid() || s.offset < t.low.offset) t.low = s;
     if (t.high.software.empty() || s.offset > t.high.offset) t.high = s;

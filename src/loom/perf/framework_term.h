@@ -31,7 +31,7 @@ struct SoftwareOffset {
 
 struct FrameworkTerm {
   std::vector<SoftwareOffset> softwares;  // every named software with throughput cases
-  // The softwares with at least kMinCases cases whose offsets lie lowest and highest: a
+  // The softwares with at least kFrameworkMinCases cases whose offsets lie lowest and highest: a
   // published rate lies near predicted / (1 + offset), so `low` marks the fastest software
   // and `high` the slowest.
   SoftwareOffset low, high;
@@ -50,7 +50,7 @@ struct FrameworkTerm {
 };
 
 // A software enters the band with this many throughput cases or more.
-inline constexpr int kMinCases = 2;
+inline constexpr int kFrameworkMinCases = 2;
 
 // From a run with its leave-one-source-out errors; softwares named "unstated" are left out.
 FrameworkTerm framework_term(const ValidationRun& run);

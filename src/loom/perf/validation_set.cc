@@ -459,7 +459,7 @@ std::string framework_report(const FrameworkTerm& t) {
         "  {:<18} {:>2} cases from {} publication(s)  offset {:>+6.1f}%  root mean square "
         "{:>5.1f}%{}\n",
         s.software, s.cases, s.publications, 100 * s.offset, 100 * s.rms,
-        s.cases < kMinCases ? "  (too few cases for the band)" : "");
+        s.cases < kFrameworkMinCases ? "  (too few cases for the band)" : "");
   o += fmt::format("  frameworks: {}\n", t.describe());
   if (t.transferable > 0)
     o += fmt::format(
