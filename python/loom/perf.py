@@ -49,7 +49,9 @@ def scale(workload: PathLike = "resnet50", *, gpu: str = "v100-sxm2", nodes: int
           calibration: Optional[PathLike] = None) -> List[Dict[str, Any]]:
     """``loom scale -w WORKLOAD ... --json``: one dict per (codec, GPU count) point, in the
     order the command prints them, with the keys of its JSON lines (series, gpus, nodes,
-    step_s, samples_per_s, speedup, efficiency, compute_s, comm_s, exposed_s, ...).
+    step_s, samples_per_s, speedup, efficiency, compute_s, comm_s, exposed_s, ..., and the
+    model's error band at that size: band, band_basis, slowest_software_samples_per_s and
+    fastest_software_samples_per_s; band is None where the compute is measured or derated).
 
     ``workload`` is a reference workload (resnet50, vgg16, bert-large, ...) or a loom model
     config (.toml). ``overlap=False`` is ``--no-overlap``, ``prefetch=False`` ``--no-prefetch``,

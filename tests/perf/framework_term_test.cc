@@ -100,8 +100,24 @@ TEST(FrameworkTerm, ScaleGivesTheBandWithAModelsPrediction) {
   EXPECT_NE(p.band_note.find("band: +-"), std::string::npos) << p.band_note;
   EXPECT_NE(p.band_note.find("at 16"), std::string::npos) << p.band_note;
   EXPECT_NE(p.band_note.find("frameworks: "), std::string::npos) << p.band_note;
+  // Each point carries its band (wider with more GPUs: the scaling error joins) and the
+  // framework range around its samples/s, which the JSON lines and Python's loom.scale give.
+  const ScaleSeries& s = p.series.front();
+  ASSERT_GE(s.points.size(), 2u);
+  EXPECT_GT(s.points.front().band, 0);
+  EXPECT_GT(s.points.back().band, s.points.front().band);
+  const FrameworkTerm& t = builtin_framework_term();
+  for (const ScalePoint& pt : s.points) {
+    EXPECT_NEAR(pt.slowest_software_samples_per_s, t.slowest(pt.est.samples_per_s), 1e-9);
+    EXPECT_NEAR(pt.fastest_software_samples_per_s, t.fastest(pt.est.samples_per_s), 1e-9);
+  }
+  EXPECT_EQ(scale_point_json(s, s.points.back())["band"], s.points.back().band);
   r.derate = 0.4;
-  EXPECT_TRUE(predict_scale(cat, w, r).band_note.empty());
+  const ScalePrediction derated = predict_scale(cat, w, r);
+  EXPECT_TRUE(derated.band_note.empty());
+  EXPECT_TRUE(
+      scale_point_json(derated.series.front(), derated.series.front().points.front())["band"]
+          .is_null());
 }
 
 }  // namespace

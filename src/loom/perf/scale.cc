@@ -24,8 +24,13 @@ ScaleSeries sweep(const CostModel& model, const std::string& label) {
   ScaleSeries s;
   s.label = label;
   const Topology& t = model.cluster().topo;
-  for (auto [m, k] : sweep_shapes(t.nodes, t.gpus_per_node))
-    s.points.push_back({m, k, model.estimate_at(m, k)});
+  for (auto [m, k] : sweep_shapes(t.nodes, t.gpus_per_node)) {
+    ScalePoint p;
+    p.nodes = m;
+    p.gpus_per_node = k;
+    p.est = model.estimate_at(m, k);
+    s.points.push_back(p);
+  }
   return s;
 }
 
@@ -68,7 +73,11 @@ nlohmann::json scale_point_json(const ScaleSeries& s, const ScalePoint& p) {
           {"efficiency", e.efficiency},
           {"memory_bytes", e.memory.total()},
           {"fits", e.fits},
-          {"limiter", e.limiter}};
+          {"limiter", e.limiter},
+          {"band", p.band >= 0 ? nlohmann::json(p.band) : nlohmann::json(nullptr)},
+          {"band_basis", p.band_basis},
+          {"slowest_software_samples_per_s", p.slowest_software_samples_per_s},
+          {"fastest_software_samples_per_s", p.fastest_software_samples_per_s}};
 }
 
 std::string scale_json(const ScaleSeries& s) {
@@ -127,29 +136,39 @@ ScalePrediction predict_scale(Catalog cat, const Workload& w, const ScaleRequest
     out.series.push_back(sweep(
         m, fmt::format("{} {}{}", r.sync, codec, s.bmuf ? fmt::format(" tau={}", s.tau) : "")));
   }
-  if (from_model && !out.series.empty() && !out.series.front().points.empty())
-    out.band_note = band_note(c.gpu, out.train.precision, out.series.front());
+  if (from_model) {
+    for (ScaleSeries& series : out.series) add_bands(c.gpu, out.train.precision, series);
+    if (!out.series.empty() && !out.series.front().points.empty())
+      out.band_note = band_note(out.series.front());
+  }
   return out;
 }
 
-std::string band_note(const GpuSpec& g, const std::string& precision, const ScaleSeries& s) {
-  const ValidationRun& run = builtin_validation();
+void add_bands(const GpuSpec& g, const std::string& precision, ScaleSeries& s) {
+  const FrameworkTerm& t = builtin_framework_term();
+  for (ScalePoint& p : s.points) {
+    const PredictionBand b = prediction_band(builtin_validation(), g, precision, p.est.ranks);
+    p.band = b.band;
+    p.band_basis = b.basis;
+    if (!t.valid()) continue;
+    p.slowest_software_samples_per_s = t.slowest(p.est.samples_per_s);
+    p.fastest_software_samples_per_s = t.fastest(p.est.samples_per_s);
+  }
+}
+
+std::string band_note(const ScaleSeries& s) {
   const ScalePoint& one = s.points.front();
   const ScalePoint& all = s.points.back();
-  const PredictionBand b1 = prediction_band(run, g, precision, one.est.ranks);
   std::string o =
-      fmt::format("band: +-{:.1f}% at {} GPU ({})", 100 * b1.band, one.est.ranks, b1.basis);
-  if (all.est.ranks != one.est.ranks) {
-    const PredictionBand bn = prediction_band(run, g, precision, all.est.ranks);
-    o += fmt::format(", +-{:.1f}% at {}", 100 * bn.band, all.est.ranks);
-  }
-  const FrameworkTerm& t = builtin_framework_term();
-  if (t.valid())
+      fmt::format("band: +-{:.1f}% at {} GPU ({})", 100 * one.band, one.est.ranks, one.band_basis);
+  if (all.est.ranks != one.est.ranks)
+    o += fmt::format(", +-{:.1f}% at {}", 100 * all.band, all.est.ranks);
+  if (const FrameworkTerm& t = builtin_framework_term(); t.valid())
     o += fmt::format(
         "\nframeworks: {}: {} GPU at {:.1f}-{:.1f} samples/s from the slowest software's "
         "offset to the fastest's (docs/perf.md, the framework term)",
-        t.describe(), one.est.ranks, t.slowest(one.est.samples_per_s),
-        t.fastest(one.est.samples_per_s));
+        t.describe(), one.est.ranks, one.slowest_software_samples_per_s,
+        one.fastest_software_samples_per_s);
   return o;
 }
 

@@ -14,6 +14,12 @@ namespace loom::perf {
 struct ScalePoint {
   int nodes = 1, gpus_per_node = 1;
   StepEstimate est;
+  // Where the compute is the model's: its error band at this size (validation_set.h
+  // prediction_band), and the samples/s the slowest and the fastest training software of the
+  // validation set would publish (framework_term.h); band < 0 and 0 elsewhere.
+  double band = -1;
+  std::string band_basis;
+  double slowest_software_samples_per_s = 0, fastest_software_samples_per_s = 0;
 };
 
 struct ScaleSeries {
@@ -67,8 +73,10 @@ struct ScalePrediction {
   std::string band_note;
 };
 
-// What `band_note` says for the series `s` of GPU `g` at `precision`.
-std::string band_note(const GpuSpec& g, const std::string& precision, const ScaleSeries& s);
+// Sets each point's band and framework range for GPU `g` at `precision`.
+void add_bands(const GpuSpec& g, const std::string& precision, ScaleSeries& s);
+// What `band_note` says for a series with its bands.
+std::string band_note(const ScaleSeries& s);
 
 // Errors as the catalog's lookups raise them (an unknown GPU, link, storage or framework).
 ScalePrediction predict_scale(Catalog cat, const Workload& w, const ScaleRequest& r);

@@ -32,10 +32,16 @@ def test_scale_equals_the_cli(workload):
     assert [p["gpus"] for p in points] == [1, 2, 4, 8, 16] * 2
     assert points == lines
     assert points[0]["speedup"] == 1
+    # The model's band at each size, wider with the scaling error past one GPU, and the
+    # framework term's range around the rate.
+    assert 0 < points[0]["band"] < points[-1]["band"]
+    p = points[0]
+    assert p["slowest_software_samples_per_s"] < p["samples_per_s"] < p["fastest_software_samples_per_s"]
 
 
 def test_scale_options_reach_the_model():
     base = loom.scale("resnet50", nodes=2)
+    assert loom.scale("resnet50", derate=0.4)[0]["band"] is None  # not the model's compute
     assert loom.scale("resnet50", nodes=2, overlap=False)[-1]["step_s"] > base[-1]["step_s"]
     assert loom.scale("resnet50", nodes=2, sync="bmuf", tau=4)[-1]["series"] == "bmuf fp32 tau=4"
     # PyTorch's default memory format costs tensor-core convolutions cuDNN's transposes; fp32 none.
