@@ -45,7 +45,7 @@ REPEATS=${REPEATS:-3}
 RATES=${RATES:-"1gbit 10gbit off"}
 CONFIGS=${CONFIGS:-"fp32 fp16 int8 onebit bmuf8 bmuf8-onebit auto"}
 BUDGET=${BUDGET:-0.5}
-TIMEOUT=${TIMEOUT:-300}
+TIMEOUT=${TIMEOUT:-}  # seconds a run may take; default below (300, or 7200 with --accuracy)
 SETS=${SETS:-}
 NETWORK=${NETWORK:-"MLP 784-1024-1024-10, batch 128/rank"}
 ACCURACY=false SEEDS="0 1 2" EPOCHS=3 WITHIN="" CONFIG_FILE=""
@@ -68,6 +68,8 @@ while [ $# -gt 0 ]; do
     *) echo "auto.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+# A whole recipe (gpt-char's 1,700 steps) takes 8-10 minutes a run on two cores.
+if [ -z "$TIMEOUT" ]; then if $ACCURACY; then TIMEOUT=7200; else TIMEOUT=300; fi; fi
 # shellcheck source=bench/netns/lib.sh
 . "$here/lib.sh"
 netns_preflight auto.sh "$LOOM"
