@@ -59,8 +59,7 @@ TEST(FrameworkTerm, OffsetsAreTheMeanErrorAndTheBandSpansTheSoftwaresWithEnoughC
   EXPECT_NEAR(t.mean_abs_as_is, 0.15, 1e-12);
   EXPECT_NEAR(t.mean_abs_with_offset, (std::abs(0.8 / 0.9 - 1) + std::abs(0.9 / 0.8 - 1)) / 2,
               1e-12);
-  EXPECT_NE(t.describe().find("fast -15.0% (2 cases) to slow +20.0% (2 cases)"),
-            std::string::npos)
+  EXPECT_NE(t.describe().find("fast -15.0% (2 cases) to slow +20.0% (2 cases)"), std::string::npos)
       << t.describe();
 }
 

@@ -47,18 +47,14 @@ FrameworkTerm framework_term(const ValidationRun& run) {
     s.publications = static_cast<int>(
         std::set<std::string>(e.publications.begin(), e.publications.end()).size());
     s.offset = mean(e.errors);
-    double sq = 0;
-    for (double x : e.errors) sq += x * x;
-    s.rms = std::sqrt(sq / s.cases);
+    s.rms = rms(e.errors);
     t.softwares.push_back(s);
     if (s.cases < kFrameworkMinCases) continue;
+    if (offsets.empty() || s.offset < t.low.offset) t.low = s;
+    if (offsets.empty() || s.offset > t.high.offset) t.high = s;
     offsets.push_back(s.offset);
-    if (!t.valid() || s.offset < t.low.offset) t.low = s;
-    if (t.high.software.empty() || s.offset > t.high.offset) t.high = s;
   }
-  double sq = 0;
-  for (double o : offsets) sq += o * o;
-  t.spread = offsets.empty() ? 0 : std::sqrt(sq / static_cast<double>(offsets.size()));
+  t.spread = rms(offsets);
 
   // Would an offset have helped? Each case against the mean error of its software's cases from
   // other publications: the offset a user would have had before that publication existed.

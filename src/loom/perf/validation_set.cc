@@ -24,14 +24,13 @@ const char* kBuiltinValidationName = "data/hardware/validation.toml (built in)";
 
 const std::vector<std::string> kFigures = {"efficiency", "speedup", "samples_per_s", "ratio"};
 
-// The root mean square of `errors` (0 for none): a band about two errors in three fall within.
+}  // namespace
+
 double rms(const std::vector<double>& errors) {
   double sq = 0;
   for (double e : errors) sq += e * e;
   return errors.empty() ? 0 : std::sqrt(sq / static_cast<double>(errors.size()));
 }
-
-}  // namespace
 
 std::vector<ValidationCase> parse_validation(const std::string& text, const std::string& name,
                                              Catalog* links_into) {

@@ -91,6 +91,8 @@ struct ErrorSummary {
   int misses = 0;
 };
 ErrorSummary summarize(const std::vector<double>& errors);
+// The root mean square of `errors` (0 for none): a band about two errors in three fall within.
+double rms(const std::vector<double>& errors);
 
 struct ValidationRun {
   std::vector<CaseResult> results;  // with kStepJitterCv and kComputeFit
