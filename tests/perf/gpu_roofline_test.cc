@@ -69,6 +69,38 @@ TEST(GpuRoofline, DualIssueFp32HalvesConvolutionsOnly) {
   EXPECT_DOUBLE_EQ(roofline_parts(g, conv, plan).cuda_s, 3e9 / (peak * g.fp32_gemm_fraction));
 }
 
+// A convolution reading the image's 3 channels runs on tensor cores as if it had 8 (16-bit) or
+// 4 (TF32); FP32 cores and the layers after it execute what they count.
+TEST(GpuRoofline, TensorCoresPadTheImagesThreeChannels) {
+  const GpuSpec& g = cat().gpu("a100-80gb-sxm4");
+  Workload image, inner, half;
+  image.layers = {{"c", 0, 1e9, 0, ProductKind::kConv, 1}};
+  inner.layers = {{"c", 0, 1e9, 0, ProductKind::kConv, 0}};
+  half.layers = {{"c", 0, 1e9, 0, ProductKind::kConv, 0.5}};
+  const auto tensor_s = [&](const Workload& w, const char* p) {
+    return roofline_parts(g, w, math_plan(g, p)).tensor_s;
+  };
+  for (const char* p : {"bf16", "fp16", "fp8"})
+    EXPECT_DOUBLE_EQ(tensor_s(image, p), tensor_s(inner, p) * 8 / 3) << p;
+  EXPECT_DOUBLE_EQ(tensor_s(image, "tf32"), tensor_s(inner, "tf32") * 4 / 3);
+  EXPECT_DOUBLE_EQ(tensor_s(half, "bf16"), tensor_s(inner, "bf16") * (1 + 0.5 * 5 / 3));
+  EXPECT_DOUBLE_EQ(roofline_parts(g, image, math_plan(g, "fp32")).cuda_s,
+                   roofline_parts(g, inner, math_plan(g, "fp32")).cuda_s);
+  // The reference CNNs mark the convolution that reads the image; a transformer has none.
+  for (const char* name : {"resnet50", "alexnet"}) {
+    const Workload w = reference_workload(name);
+    EXPECT_EQ(w.layers.front().image_input_share, 1) << name;
+  }
+  for (const auto& l : reference_workload("bert-large").layers) EXPECT_EQ(l.image_input_share, 0);
+  // A one-channel image (loom's CNN on Fashion-MNIST) pads to 8 in bf16: 8 times its FLOPs.
+  Workload gray = image;
+  gray.layers[0].image_channels = 1;
+  EXPECT_DOUBLE_EQ(tensor_s(gray, "bf16"), tensor_s(inner, "bf16") * 8);
+  EXPECT_DOUBLE_EQ(tensor_s(gray, "tf32"), tensor_s(inner, "tf32") * 4);
+  EXPECT_EQ(cnn_workload(64, "cnn").layers.front().image_input_share, 1);
+  EXPECT_EQ(cnn_workload(64, "cnn").layers[1].image_input_share, 0);
+}
+
 // Before Volta, FP32 work goes to the part fitted for FP32 cores that INT32 shares; from Volta
 // on (and on a GPU of unknown capability), to the one for FP32 cores of their own.
 TEST(GpuRoofline, PreVoltaFp32IsChargedToTheSharedCores) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "loom/core/error.h"
 #include "loom/perf/compute_model.h"
@@ -13,6 +14,13 @@ namespace {
 
 bool tensor_math(const std::string& math) {
   return math != "fp32";
+}
+
+// How many times its FLOPs a tensor-core convolution reading `channels` input channels executes:
+// they are padded to a multiple of 8 in 16-bit math, of 4 in TF32 (gpu_roofline.h).
+double channel_padding(const std::string& math, double channels) {
+  const double multiple = math == "tf32" ? 4 : 8;
+  return std::ceil(channels / multiple) * multiple / channels;
 }
 
 // The math a GPU really runs when `math` is asked of it: without the tensor mode, its FP32 cores.
@@ -97,6 +105,8 @@ RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan
     if (conv && math == "fp32" && g.fp32_dual_issue) peak = peak_flops(g, math) / 2;
     double flops = 3 * l.fwd_flops;
     if (conv && math == "fp32") flops *= 1 - l.winograd_share * (1 - kWinogradExecutedShare);
+    if (conv && tensor_math(math))
+      flops *= 1 + l.image_input_share * (channel_padding(math, l.image_channels) - 1);
     double& part = tensor_math(math) ? (g.first_tensor_generation() ? p.tensor_volta_s : p.tensor_s)
                                      : (g.fp32_shares_int32() ? p.cuda_shared_s : p.cuda_s);
     part += flops / peak;

@@ -59,8 +59,9 @@ LayerCost L(const std::string& name, double params, double macs, double winograd
   return {name, params, 2 * macs, winograd};
 }
 // The same for a stage of convolutions.
-LayerCost C(const std::string& name, double params, double macs, double winograd = 0) {
-  return {name, params, 2 * macs, winograd, ProductKind::kConv};
+LayerCost C(const std::string& name, double params, double macs, double winograd = 0,
+            double image_input = 0) {
+  return {name, params, 2 * macs, winograd, ProductKind::kConv, image_input};
 }
 
 Workload transformer(const std::string& name, const std::string& source, int layers, double d_model,
@@ -152,7 +153,7 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          w.conv_io_values = kResNet50ConvIo;
          w.source = "He et al. CVPR 2016; torchvision docs (25.56M params, 4.09 GMAC)";
          w.layers = {
-             C("conv1", 0.0094 * kM, 0.118 * kG),        C("conv2_x", 0.216 * kM, 0.68 * kG, 0.519),
+             C("conv1", 0.0094 * kM, 0.118 * kG, 0, 1),  C("conv2_x", 0.216 * kM, 0.68 * kG, 0.519),
              C("conv3_x", 1.22 * kM, 1.03 * kG, 0.338),  C("conv4_x", 7.10 * kM, 1.46 * kG, 0.395),
              C("conv5_x", 14.96 * kM, 0.80 * kG, 0.286), L("fc", 2.05 * kM, 0.002 * kG)};
          w.activation_bytes = 100e6;  // estimate: stored feature maps (conv, BN, ReLU)
@@ -170,7 +171,7 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          w.conv_io_values = kResNet101ConvIo;
          w.source = "He et al. CVPR 2016; torchvision docs (44.55M params, 7.80 GMAC)";
          w.layers = {
-             C("conv1", 0.0094 * kM, 0.118 * kG),        C("conv2_x", 0.216 * kM, 0.68 * kG, 0.519),
+             C("conv1", 0.0094 * kM, 0.118 * kG, 0, 1),  C("conv2_x", 0.216 * kM, 0.68 * kG, 0.519),
              C("conv3_x", 1.22 * kM, 1.03 * kG, 0.338),  C("conv4_x", 26.09 * kM, 5.17 * kG, 0.491),
              C("conv5_x", 14.96 * kM, 0.80 * kG, 0.286), L("fc", 2.05 * kM, 0.002 * kG)};
          w.activation_bytes = 160e6;  // estimate
@@ -189,7 +190,8 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          w.kernels = kInception3Kernels;
          w.conv_io_values = kInception3ConvIo;
          w.source = "Szegedy et al. CVPR 2016; torchvision docs (5.71 GMAC)";
-         w.layers = {C("stem", 0.17 * kM, 1.74 * kG, 0.74),
+         // The stem's first convolution reads the image: 149 x 149 x 32 outputs x 27 = 19.2M MACs.
+         w.layers = {C("stem", 0.17 * kM, 1.74 * kG, 0.74, 0.0110),
                      C("mixed5", 0.83 * kM, 1.00 * kG, 0.50),
                      C("mixed6a", 1.15 * kM, 0.35 * kG, 0.19),
                      C("mixed6b-e", 6.10 * kM, 1.76 * kG),
@@ -210,11 +212,16 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          w.kernels = kVgg16Kernels;
          w.conv_io_values = kVgg16ConvIo;
          w.source = "Simonyan & Zisserman ICLR 2015; torchvision docs (15.47 GMAC)";
-         // Every convolution is 3x3 with stride 1.
-         w.layers = {C("conv1", 0.0387 * kM, 1.94 * kG, 1), C("conv2", 0.221 * kM, 2.77 * kG, 1),
-                     C("conv3", 1.475 * kM, 4.62 * kG, 1),  C("conv4", 5.90 * kM, 4.62 * kG, 1),
-                     C("conv5", 7.08 * kM, 1.39 * kG, 1),   L("fc6", 102.76 * kM, 0.1028 * kG),
-                     L("fc7", 16.78 * kM, 0.0168 * kG),     L("fc8", 4.10 * kM, 0.0041 * kG)};
+         // Every convolution is 3x3 with stride 1; conv1_1 reads the image: 224 x 224 x 64
+         // outputs x 27 = 86.7M of the stage's 1.94G MACs.
+         w.layers = {C("conv1", 0.0387 * kM, 1.94 * kG, 1, 0.0447),
+                     C("conv2", 0.221 * kM, 2.77 * kG, 1),
+                     C("conv3", 1.475 * kM, 4.62 * kG, 1),
+                     C("conv4", 5.90 * kM, 4.62 * kG, 1),
+                     C("conv5", 7.08 * kM, 1.39 * kG, 1),
+                     L("fc6", 102.76 * kM, 0.1028 * kG),
+                     L("fc7", 16.78 * kM, 0.0168 * kG),
+                     L("fc8", 4.10 * kM, 0.0041 * kG)};
          w.activation_bytes = 110e6;  // estimate: ~27M stored floats
          w.input_bytes = kImageNetJpegBytes;
          return w;
@@ -229,10 +236,11 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          w.conv_io_values = kAlexNetConvIo;
          w.source = "Krizhevsky et al. NIPS 2012; torchvision docs (61.1M, 0.71 GMAC)";
          // conv3-5 are 3x3 with stride 1; conv1 (11x11, stride 4) and conv2 (5x5) are not.
-         w.layers = {C("conv1", 0.023 * kM, 0.070 * kG),    C("conv2", 0.307 * kM, 0.224 * kG),
-                     C("conv3", 0.664 * kM, 0.112 * kG, 1), C("conv4", 0.885 * kM, 0.150 * kG, 1),
-                     C("conv5", 0.590 * kM, 0.100 * kG, 1), L("fc6", 37.75 * kM, 0.0378 * kG),
-                     L("fc7", 16.78 * kM, 0.0168 * kG),     L("fc8", 4.10 * kM, 0.0041 * kG)};
+         w.layers = {
+             C("conv1", 0.023 * kM, 0.070 * kG, 0, 1), C("conv2", 0.307 * kM, 0.224 * kG),
+             C("conv3", 0.664 * kM, 0.112 * kG, 1),    C("conv4", 0.885 * kM, 0.150 * kG, 1),
+             C("conv5", 0.590 * kM, 0.100 * kG, 1),    L("fc6", 37.75 * kM, 0.0378 * kG),
+             L("fc7", 16.78 * kM, 0.0168 * kG),        L("fc8", 4.10 * kM, 0.0041 * kG)};
          w.activation_bytes = 15e6;  // estimate
          w.input_bytes = kImageNetJpegBytes;
          w.default_batch = 128;
@@ -359,7 +367,8 @@ Workload cnn_workload(int64_t batch, const std::string& name) {
   // 7x7x64; linear 3136 -> 1024 + ReLU + dropout; linear 1024 -> 10.
   auto conv = [](const std::string& n, double cin, double cout, double hw) {
     double k = 25 * cin * cout;
-    return LayerCost{n, k + cout, 2 * k * hw, 0, ProductKind::kConv};
+    // The first reads Fashion-MNIST's one channel.
+    return LayerCost{n, k + cout, 2 * k * hw, 0, ProductKind::kConv, cin == 1 ? 1.0 : 0.0, 1};
   };
   w.layers.push_back(conv("conv1", 1, 32, 28 * 28));
   w.layers.push_back(conv("conv2", 32, 64, 14 * 14));

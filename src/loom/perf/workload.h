@@ -21,6 +21,10 @@ struct LayerCost {
   // F(2x2, 3x3) with 2.25x fewer multiplies (compute_model.h).
   double winograd_share = 0;
   ProductKind kind = ProductKind::kGemm;
+  // Share of fwd_flops in convolutions that read the image, and the image's channels (3 for
+  // RGB): tensor cores pad so few input channels (gpu_roofline.h).
+  double image_input_share = 0;
+  double image_channels = 3;
 };
 
 struct Workload {
