@@ -181,6 +181,29 @@ TEST(GpuRoofline, NchwTransposesTensorCoreConvolutionsOnly) {
 // A published rate measured channels-last stands for an NCHW run once the transposes are
 // added, and one measured in NCHW for a channels-last run once they are taken off; fp32 rates
 // stay as they are.
+// TF32 convolutions in NCHW pay the transposes; where the FP32 cores are as fast as the TF32
+// tensor cores (an RTX 4090: 82.6 TFLOPS each) cuDNN's FP32 kernels win and are what is charged,
+// and where they are not (an A100: 19.5 against 156) TF32 stays.
+TEST(ComputeRate, Tf32IsAllowedNotForcedInNchw) {
+  const Workload w = reference_workload("resnet50");
+  Catalog c = Catalog::builtin();
+  const auto rate = [&](const char* gpu, const char* precision, const char* layout) {
+    return compute_rate(c, c.gpu(gpu), w, precision, 64, kComputeFit, "", layout);
+  };
+  const ComputeRate ada = rate("rtx-4090", "default", "nchw");
+  ASSERT_EQ(ada.method, "roofline");
+  EXPECT_DOUBLE_EQ(ada.sample_s, rate("rtx-4090", "fp32", "nchw").sample_s);
+  EXPECT_NE(ada.math.find("TF32 allowed"), std::string::npos) << ada.math;
+  // What it avoids: the TF32 plan with its transposes is slower.
+  const MathPlan tf32 = math_plan(c.gpu("rtx-4090"), "default", "nchw");
+  EXPECT_GT(roofline_parts(c.gpu("rtx-4090"), w, tf32).sample_s(kComputeFit), ada.sample_s);
+  // Channels-last has no transposes: TF32 is faster there.
+  EXPECT_LT(rate("rtx-4090", "default", "nhwc").sample_s, ada.sample_s);
+  const ComputeRate ampere = rate("a100-80gb-sxm4", "default", "nchw");
+  EXPECT_LT(ampere.sample_s, rate("a100-80gb-sxm4", "fp32", "nchw").sample_s);
+  EXPECT_EQ(ampere.math.find("TF32 allowed"), std::string::npos) << ampere.math;
+}
+
 TEST(ComputeRate, ARateInTheOtherLayoutGainsOrLosesTheTransposes) {
   Catalog c = cat();
   c.load_text(R"(

@@ -138,7 +138,22 @@ ComputeRate compute_rate(const Catalog& cat, const GpuSpec& gpu, const Workload&
       return out;
     }
   }
-  const RooflineParts p = roofline_parts(gpu, w, plan);
+  MathPlan used = plan;
+  RooflineParts p = roofline_parts(gpu, w, plan);
+  if (plan.conv == "tf32" && plan.transposes()) {
+    // TF32 is allowed, not forced: cuDNN picks the faster of its TF32 kernels, with NCHW's
+    // transposes, and its FP32 ones, without them (compute_model.h).
+    MathPlan fp32 = plan;
+    fp32.conv = "fp32";
+    const RooflineParts q = roofline_parts(gpu, w, fp32);
+    if (q.step_s(fit, batch) < p.step_s(fit, batch)) {
+      used = fp32;
+      p = q;
+    }
+  }
+  out.math = used.describe();
+  if (used.conv != plan.conv)
+    out.math += " (TF32 allowed; in NCHW its transposes make the FP32 kernels faster here)";
   out.method = "roofline";
   out.sample_s = p.sample_s(fit);
   out.step_s = p.kernels * fit.kernel_s;

@@ -18,6 +18,14 @@
 // what the nominal FLOPs at peak allow (VGG-16 on a P100: 135% of peak) without exceeding peak
 // in the FLOPs actually executed. Tensor-core convolutions (TF32, FP16, BF16) run as implicit
 // GEMM: factor 1.
+//
+// TF32 is a permission, not an order (`torch.backends.cudnn.allow_tf32` "controls where
+// TensorFloat-32 tensor cores may be used in cuDNN convolutions", PyTorch's torch.backends
+// docs): cuDNN chooses among its kernels, TF32 and FP32 alike, by its heuristics or, with
+// benchmark mode, by timing them. In NCHW a TF32 convolution pays
+// the transposes to NHWC (gpu_roofline.h) and an FP32 one does not, so where the FP32 cores are
+// fast beside the TF32 tensor cores (GeForce Ampere, Ada and Blackwell: TF32 at the FP32
+// figure) the roofline charges the faster of the two plans for the convolutions.
 #pragma once
 
 #include <string>
