@@ -178,15 +178,12 @@ TEST(GpuRoofline, NchwTransposesTensorCoreConvolutionsOnly) {
   EXPECT_THROW(math_plan(v100, "fp16", "chwn"), InputError);
 }
 
-// A published rate measured channels-last stands for an NCHW run once the transposes are
-// added, and one measured in NCHW for a channels-last run once they are taken off; fp32 rates
-// stay as they are.
 // TF32 convolutions in NCHW pay the transposes; where the FP32 cores are as fast as the TF32
 // tensor cores (an RTX 4090: 82.6 TFLOPS each) cuDNN's FP32 kernels win and are what is charged,
 // and where they are not (an A100: 19.5 against 156) TF32 stays.
 TEST(ComputeRate, Tf32IsAllowedNotForcedInNchw) {
   const Workload w = reference_workload("resnet50");
-  Catalog c = Catalog::builtin();
+  const Catalog& c = cat();
   const auto rate = [&](const char* gpu, const char* precision, const char* layout) {
     return compute_rate(c, c.gpu(gpu), w, precision, 64, kComputeFit, "", layout);
   };
@@ -204,6 +201,9 @@ TEST(ComputeRate, Tf32IsAllowedNotForcedInNchw) {
   EXPECT_EQ(ampere.math.find("TF32 allowed"), std::string::npos) << ampere.math;
 }
 
+// A published rate measured channels-last stands for an NCHW run once the transposes are
+// added, and one measured in NCHW for a channels-last run once they are taken off; fp32 rates
+// stay as they are.
 TEST(ComputeRate, ARateInTheOtherLayoutGainsOrLosesTheTransposes) {
   Catalog c = cat();
   c.load_text(R"(

@@ -22,10 +22,10 @@
 // TF32 is a permission, not an order (`torch.backends.cudnn.allow_tf32` "controls where
 // TensorFloat-32 tensor cores may be used in cuDNN convolutions", PyTorch's torch.backends
 // docs): cuDNN chooses among its kernels, TF32 and FP32 alike, by its heuristics or, with
-// benchmark mode, by timing them. In NCHW a TF32 convolution pays
-// the transposes to NHWC (gpu_roofline.h) and an FP32 one does not, so where the FP32 cores are
-// fast beside the TF32 tensor cores (GeForce Ampere, Ada and Blackwell: TF32 at the FP32
-// figure) the roofline charges the faster of the two plans for the convolutions.
+// benchmark mode, by timing them. In NCHW a TF32 convolution pays the transposes to NHWC
+// (gpu_roofline.h) and an FP32 one does not, so where the FP32 cores are fast beside the TF32
+// tensor cores (GeForce Ampere, Ada and Blackwell: TF32 at the FP32 figure) the roofline charges
+// the convolutions the faster of the two plans.
 #pragma once
 
 #include <string>
