@@ -365,13 +365,12 @@ Workload cnn_workload(int64_t batch, const std::string& name) {
   Workload w = fashion_mnist_workload(name, batch);
   // conv 5x5 32 (pad 2) + ReLU + maxpool 2 -> 14x14x32; conv 5x5 64 + ReLU + maxpool 2 ->
   // 7x7x64; linear 3136 -> 1024 + ReLU + dropout; linear 1024 -> 10.
-  auto conv = [](const std::string& n, double cin, double cout, double hw) {
+  auto conv = [](const std::string& n, double cin, double cout, double hw, bool reads_image) {
     double k = 25 * cin * cout;
-    // The first reads Fashion-MNIST's one channel.
-    return LayerCost{n, k + cout, 2 * k * hw, 0, ProductKind::kConv, cin == 1 ? 1.0 : 0.0, 1};
+    return LayerCost{n, k + cout, 2 * k * hw, 0, ProductKind::kConv, reads_image ? 1.0 : 0.0, cin};
   };
-  w.layers.push_back(conv("conv1", 1, 32, 28 * 28));
-  w.layers.push_back(conv("conv2", 32, 64, 14 * 14));
+  w.layers.push_back(conv("conv1", 1, 32, 28 * 28, true));  // Fashion-MNIST's one channel
+  w.layers.push_back(conv("conv2", 32, 64, 14 * 14, false));
   w.layers.push_back(linear("fc1", 7 * 7 * 64, 1024));
   w.layers.push_back(linear("out", 1024, 10));
   const double act =
