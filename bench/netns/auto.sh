@@ -20,8 +20,9 @@
 # sync.bucket_kib = "auto" with auto.max_accuracy_delta = POINTS (default 0.5): it measures
 # at start and chooses (perf/auto_choice.h). Prints per rate and config the median samples/s
 # of the training loop; for auto its choice in each repeat, its median against the best fixed
-# configuration within the accuracy budget and against fp32, and what its start-up measurement cost as a
-# share of a 1,000-step run. --within names the fixed configs whose accuracy cost on this
+# configuration within the accuracy budget (and the median of the per-round ratios, each
+# round's auto against that config's run of the same round) and against fp32, and what its
+# start-up measurement cost as a share of a 1,000-step run. --within names the fixed configs whose accuracy cost on this
 # network is known to be within the budget (the codec table, docs/compress.md; default: every
 # fixed config, as for the reference MLP, whose rows are all within 0.5 points); auto is held
 # against the fastest of them. Each choice carries the check after the warm-up window
@@ -64,7 +65,7 @@ while [ $# -gt 0 ]; do
     --accuracy) ACCURACY=true; shift ;;
     --seeds) SEEDS=$2; shift 2 ;;
     --epochs) EPOCHS=$2; shift 2 ;;
-    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
     *) echo "auto.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -110,7 +111,9 @@ run_one() {  # rate config repeat -> "samples_per_s choice cost_share accuracy"
   if $ACCURACY; then  # the whole recipe from seed $3, evaluated
     length=(--set epochs="$EPOCHS" --set seed="$3")
   else
-    length=(--set max_steps="$STEPS" --set epochs=1 --set eval=false)
+    # epochs = N lets max_steps, not the data set, end the run (an epoch is at least one
+    # step; the MLP's is 234, ResNet-20's 390), and the schedule still spans the N steps.
+    length=(--set max_steps="$STEPS" --set epochs="$STEPS" --set eval=false)
   fi
   mkdir -p "$out"
   if ! timeout "$TIMEOUT" "${MPIRUN[@]}" -np 2 "$LOOM" train "${recipe[@]}" "${length[@]}" \
@@ -121,9 +124,11 @@ run_one() {  # rate config repeat -> "samples_per_s choice cost_share accuracy"
     echo "nan - nan nan"
     return
   fi
-  /usr/bin/python3 - "$out" <<'PY'
+  /usr/bin/python3 - "$out" "$($ACCURACY && echo 0 || echo "$STEPS")" <<'PY'
 import json, sys
 s = json.load(open(f"{sys.argv[1]}/summary.json"))
+if s["steps"] < int(sys.argv[2]):  # a speed run that ended before its --steps
+    print(f"auto.sh: {sys.argv[1]} ran {s['steps']} steps, not {sys.argv[2]}", file=sys.stderr)
 a = s.get("auto")
 def label(c):
     return c["codec"] + "/" + c["sync"] + (f"{c['tau']}" if c["sync"] == "bmuf" else "") + f"/{c['bucket_kib']}K"
@@ -209,8 +214,11 @@ rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 steps, repeats, network = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 within = sys.argv[5].split()
 by = {}
-for rate, cfg, s, choice, share, _, _ in rows:
+run = {}  # (rate, config, round) -> samples/s
+for rate, cfg, s, choice, share, _, rep in rows:
     by.setdefault((rate, cfg), []).append((float(s), choice, float(share)))
+    run[(rate, cfg, rep)] = float(s)
+reps = list(dict.fromkeys(x[6] for x in rows))
 rates = list(dict.fromkeys(x[0] for x in rows))
 cfgs = list(dict.fromkeys(x[1] for x in rows))
 def med(v):
@@ -234,8 +242,18 @@ for rate in rates:
             choices = [x[1] for x in by[(rate, c)]]
             share = med([x[2] for x in by[(rate, c)]])
             vs = meds[c] / fixed[best]
-            extra = f"  {', '.join(choices)} / {vs:.2f} of {best} / {100 * share:.1f}% of 1,000 steps"
+            # Paired by round: auto against the best fixed config's run of the same round, the
+            # two taking turns, so that a slow round slows both. The ratio of the medians can
+            # set one round's auto against another's config.
+            paired = [run[(rate, c, r)] / run[(rate, best, r)] for r in reps
+                      if (rate, c, r) in run and (rate, best, r) in run]
+            paired = [x for x in paired if not math.isnan(x)]
+            pmed = statistics.median(paired) if paired else float("nan")
+            spread = f" ({min(paired):.2f}-{max(paired):.2f})" if len(paired) > 1 else ""
+            extra = (f"  {', '.join(choices)} / {vs:.2f} of {best}, paired by round {pmed:.2f}"
+                     f"{spread} / {100 * share:.1f}% of 1,000 steps")
             j.update({"choices": choices, "best_fixed": best, "vs_best_fixed": vs,
+                      "vs_best_fixed_paired_median": pmed, "vs_best_fixed_paired": paired,
                       "startup_share_of_1000_steps": share})
         print(f"{rate:<7} {c:<13} {meds[c]:>10.0f} {f32:>7.2f}{extra}")
         out.append(j)
