@@ -112,7 +112,7 @@ run_one() {  # rate config repeat -> "samples_per_s choice cost_share accuracy"
     length=(--set epochs="$EPOCHS" --set seed="$3")
   else
     # epochs = N lets max_steps, not the data set, end the run (an epoch is at least one
-    # step; the MLP's is 234, ResNet-20's 390), and the schedule still spans the N steps.
+    # step; the MLP's is 234, ResNet-20's 468), and the schedule still spans the N steps.
     length=(--set max_steps="$STEPS" --set epochs="$STEPS" --set eval=false)
   fi
   mkdir -p "$out"
