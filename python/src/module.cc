@@ -7,6 +7,7 @@
 #include "bindings.h"
 #include "loom/comm/transport_registry.h"
 #include "loom/config.h"
+#include "loom/git_rev.h"
 #include "loom/core/error.h"
 
 namespace loom::python {

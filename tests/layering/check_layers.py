@@ -137,7 +137,9 @@ def main():
                     if not m:
                         continue
                     target = m.group(1)[len("loom/"):]
-                    if target == "config.h":  # generated from src/loom/config.h.in, core's
+                    # Generated headers, core's: the build's options (src/loom/config.h.in)
+                    # and its commit (cmake/git_rev.cmake).
+                    if target in ("config.h", "git_rev.h"):
                         t = "core"
                     else:
                         t = owner(target, units, patterns)

@@ -6,6 +6,7 @@
 
 #include "loom/comm/transport_registry.h"
 #include "loom/config.h"
+#include "loom/git_rev.h"
 
 namespace loom::cli {
 

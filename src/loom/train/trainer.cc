@@ -10,6 +10,7 @@
 #include "loom/comm/communicator.h"
 #include "loom/comm/transport_registry.h"
 #include "loom/config.h"
+#include "loom/git_rev.h"
 #include "loom/core/error.h"
 #include "loom/core/format_version.h"
 #include "loom/core/log.h"
