@@ -22,7 +22,8 @@
 # of the training loop; for auto its choice in each repeat, its median against the best fixed
 # configuration within the accuracy budget (and the median of the per-round ratios, each
 # round's auto against that config's run of the same round) and against fp32, and what its
-# start-up measurement cost as a share of a 1,000-step run. --within names the fixed configs whose accuracy cost on this
+# start-up measurement cost as a share of a 1,000-step run. --within names the fixed configs
+# whose accuracy cost on this
 # network is known to be within the budget (the codec table, docs/compress.md; default: every
 # fixed config, as for the reference MLP, whose rows are all within 0.5 points); auto is held
 # against the fastest of them. Each choice carries the check after the warm-up window
@@ -65,7 +66,7 @@ while [ $# -gt 0 ]; do
     --accuracy) ACCURACY=true; shift ;;
     --seeds) SEEDS=$2; shift 2 ;;
     --epochs) EPOCHS=$2; shift 2 ;;
-    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     *) echo "auto.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
