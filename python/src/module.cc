@@ -7,8 +7,8 @@
 #include "bindings.h"
 #include "loom/comm/transport_registry.h"
 #include "loom/config.h"
-#include "loom/git_rev.h"
 #include "loom/core/error.h"
+#include "loom/git_rev.h"
 
 namespace loom::python {
 

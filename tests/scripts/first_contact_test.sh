@@ -16,9 +16,8 @@ TINY=(--set max_steps=10 --set mlp.hidden=[32] --set progress=none --set eval=fa
 
 "$LOOM" --version | grep -Eq "^features: gemm=oneDNN(\+OpenBLAS)? cuda=(yes|no) cudnn=(yes|no) mpi=(yes|no) nccl=(yes|no) onnx=(yes|no)$" ||
   { "$LOOM" --version; fail "loom --version does not name every optional part"; }
-# The commit it names is the sources' own, read at build time, not at configure time (a commit
-# since the last configure once went unnoticed). "-dirty" is left out: editing a file after the
-# build is no error.
+# The commit it names is the sources' own (git_rev_test.sh checks that it follows new commits).
+# "-dirty" is left out: editing a file after the build is no error.
 if head=$(git -C "$SRC" rev-parse --short=7 HEAD 2>/dev/null); then
   "$LOOM" --version | head -1 | grep -q "($head[ ,-]" ||
     { "$LOOM" --version | head -1; fail "loom --version does not name the sources' commit $head"; }
