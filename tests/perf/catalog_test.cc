@@ -70,6 +70,14 @@ TEST(Catalog, BadRowsNameFileEntryAndField) {
                        "\"mixed\"\nbatch = 8\nsamples_per_s = 9\nsource = \"s\"\nlayout = "
                        "\"nwhc\"\n"),
               HasSubstr("field 'layout' must be nhwc (channels-last) or nchw, got 'nwhc'"));
+  const std::string gpu =
+      "[[gpu]]\nname = \"x\"\nfp32_tflops = 1\ntensor_tflops = 0\nmemory_gb = 8\n"
+      "mem_bw_gbs = 100\nhost_link = \"pcie4\"\npeer_link = \"none\"\ntdp_w = 100\n"
+      "form_factor = \"pcie\"\nslots = 2\nsource = \"s\"\n";
+  // An L2 figure needs its source; a negative one is refused.
+  EXPECT_THAT(error_of(gpu + "l2_mib = 40\n"), HasSubstr("field 'l2_source' is missing"));
+  EXPECT_THAT(error_of(gpu + "l2_mib = -1\nl2_source = \"s\"\n"),
+              HasSubstr("field 'l2_mib' must be"));
   EXPECT_THAT(error_of("[[disk]]\nname = 1\n"), HasSubstr("unknown section 'disk'"));
   EXPECT_THAT(error_of("[[gpu]\n"), HasSubstr("mine.toml:1: TOML syntax error"));
 }

@@ -48,6 +48,49 @@ TEST(Workload, GraphFromLayers) {
   EXPECT_FALSE(w.first_layer_input_grad);
 }
 
+// The traffic listed by tensor size (what L2 may hold) is the traffic in total, for every
+// workload that lists it.
+TEST(Workload, TrafficByTensorAddsUpToTheTraffic) {
+  const auto listed = [](const Workload& w) {
+    double sum = 0;
+    for (const TensorTraffic& t : w.elementwise_by_tensor) {
+      EXPECT_GT(t.values, 0) << w.name;
+      EXPECT_GT(t.bytes, 0) << w.name;
+      sum += t.bytes;
+    }
+    return sum;
+  };
+  for (const std::string& name : reference_workload_names()) {
+    const Workload w = reference_workload(name);
+    ASSERT_FALSE(w.elementwise_by_tensor.empty()) << name;
+    // The CNNs' tables are rounded to four digits.
+    EXPECT_NEAR(listed(w), w.elementwise_bytes, 2e-3 * w.elementwise_bytes) << name;
+  }
+  DecoderShape s;
+  s.name = "d";
+  s.layers = 4;
+  s.heads = 8;
+  s.d_model = 512;
+  s.seq = 1024;
+  s.vocab = 32000;
+  s.params = 60e6;
+  for (const bool fused : {false, true})
+    for (const bool recompute : {false, true}) {
+      s.fused = fused;
+      s.recompute = recompute;
+      const Workload w = decoder_workload(s);
+      EXPECT_NEAR(listed(w), w.elementwise_bytes, 1e-9 * w.elementwise_bytes) << fused << recompute;
+    }
+  const Workload mlp =
+      plan::read_workload(Config::from_string("model = \"mlp\"\nmlp.hidden = [1024, 512]\n"));
+  EXPECT_DOUBLE_EQ(listed(mlp), mlp.elementwise_bytes);
+  const Workload graph = workload_from_graph(
+      "g", {{"bn", "BatchNorm2d", 4096, 4096, 32, 0}, {"pool", "GlobalAvgPool2d", 4096, 16, 0, 0}},
+      785, 64);
+  EXPECT_DOUBLE_EQ(listed(graph), graph.elementwise_bytes);
+  EXPECT_DOUBLE_EQ(graph.elementwise_by_tensor.back().values, 4096);  // the pool's input
+}
+
 TEST(Workload, BadConfigIsAnError) {
   EXPECT_THROW(plan::read_workload(Config::from_string("model = \"rnn\"\n")), ConfigError);
   EXPECT_THROW(plan::read_workload(Config::from_string("model = \"mlp\"\nmlp.hidden = [0]\n")),

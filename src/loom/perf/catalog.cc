@@ -71,6 +71,8 @@ GpuSpec read_gpu(const RowReader& r, const std::map<std::string, LinkSpec>& link
                  "fp32_gemm_fraction",
                  "tensor_gemm_fraction",
                  "gemm_source",
+                 "l2_mib",
+                 "l2_source",
                  "source"});
   GpuSpec g;
   g.name = r.str("name");
@@ -90,6 +92,8 @@ GpuSpec read_gpu(const RowReader& r, const std::map<std::string, LinkSpec>& link
   g.gemm_source = r.str("gemm_source", false);
   g.memory_gb = r.num("memory_gb");
   g.mem_bw_gbs = r.num("mem_bw_gbs");
+  g.l2_mib = r.num("l2_mib", false, true, 0);
+  g.l2_source = r.str("l2_source", g.l2_mib > 0);
   g.host_link = r.str("host_link");
   g.peer_link = r.str("peer_link");
   g.tdp_w = r.num("tdp_w");

@@ -50,6 +50,10 @@ struct GpuSpec {
   std::string gemm_source;
   double memory_gb = 0;
   double mem_bw_gbs = 0;
+  // The L2 cache in MiB (the whitepapers' KB are 1,024 bytes; 0: not known, nothing is counted
+  // held in it) and where the figure comes from (gpu_roofline.h, "L2 cache").
+  double l2_mib = 0;
+  std::string l2_source;
   std::string host_link;  // a LinkSpec name
   std::string peer_link;  // a LinkSpec name or "none"
   double tdp_w = 0;

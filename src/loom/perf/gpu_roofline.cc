@@ -92,7 +92,16 @@ std::string describe(const ComputeFit& f) {
       1e6 * f.kernel_s);
 }
 
-RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan& m) {
+double l2_held_share(const GpuSpec& g, const Workload& w, double act_bytes, double batch) {
+  if (g.l2_mib <= 0 || batch <= 0 || w.elementwise_bytes <= 0) return 0;
+  const double l2_bytes = g.l2_mib * 1024 * 1024;
+  double held = 0;
+  for (const TensorTraffic& t : w.elementwise_by_tensor)
+    if (2 * batch * t.values * act_bytes <= l2_bytes) held += t.bytes;
+  return std::min(1.0, held / w.elementwise_bytes);
+}
+
+RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan& m, double batch) {
   RooflineParts p;
   for (const auto& l : w.layers) {
     const bool conv = l.kind == ProductKind::kConv;
@@ -112,7 +121,9 @@ RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan
     part += flops / peak;
   }
   const double kept = std::min(w.fp32_elementwise_bytes, w.elementwise_bytes);
-  p.memory_s = ((w.elementwise_bytes - kept) * (m.act_bytes / 4) + kept) / (g.mem_bw_gbs * 1e9);
+  p.l2_share = l2_held_share(g, w, m.act_bytes, batch);
+  p.memory_s = ((w.elementwise_bytes - kept) * (m.act_bytes / 4) + kept) *
+               (1 - kL2ServedShare * p.l2_share) / (g.mem_bw_gbs * 1e9);
   p.kernels = w.kernels;
   if (m.transposes()) {
     p.transpose_s = nchw_transpose_s(g, w, m.act_bytes);

@@ -57,6 +57,19 @@
 // one-channel image, 8 and 4 times). That cuDNN pads to the guide's multiples rather than run
 // such a layer some slower way is assumed; the first layer is 2.9% of ResNet-50's FLOPs and 10%
 // of AlexNet's.
+//
+// L2 cache: a value one kernel writes is read by the next from L2, not memory, when the tensor
+// still sits there; the roofline counts it so when the kernel that wrote it could hold its
+// output and an input of the same size at once (2 x the step's tensor <= the L2 of the
+// catalog's row). Of the traffic on such a tensor it takes half off memory: by the rules of
+// scripts/workload-traffic the reads of values the kernel before wrote are 5 of BatchNorm's 8
+// values, 2 of a ReLU's 5 and 3 of a residual add's 6; the writes, and the reads of values kept
+// from the forward pass for backward, still go to memory. Served from L2 is counted as free
+// (its bandwidth is several times memory's, and no datasheet gives it). This is what makes a
+// small batch on a large L2 (Ada's 72 MB, the A100's 40 MB) faster per sample than the same GPU
+// at a batch whose tensors spill; GPUs before Ampere (2.75-6 MB) hold only the smallest
+// tensors of small batches. Traffic a workload does not list by tensor
+// (Workload::elementwise_by_tensor), NCHW's transposes and GPUs without an L2 figure count none.
 #pragma once
 
 #include <string>
@@ -120,7 +133,7 @@ std::string describe(const ComputeFit& f);
 
 // Fitted on the single-GPU cases of data/hardware/validation.toml and the catalog's [[rate]]
 // rows (tests/perf/validation_test.cc refits it and checks these values).
-inline constexpr ComputeFit kComputeFit{0.75, 0.51, 0.64, 0.38, 0.8, 15.0e-6};
+inline constexpr ComputeFit kComputeFit{0.76, 0.52, 0.66, 0.38, 0.8, 22.5e-6};
 
 // A step's parts at efficiency 1, so a fit can weigh them without recomputing the layers.
 struct RooflineParts {
@@ -130,6 +143,7 @@ struct RooflineParts {
   double tensor_volta_s = 0;  // the same on Volta's tensor cores
   double memory_s = 0;        // per sample: elementwise bytes over the datasheet bandwidth
   double transpose_s = 0;     // the part of memory_s that is NCHW's transposes
+  double l2_share = 0;        // of the elementwise traffic, the share on tensors L2 holds
   double kernels = 0;         // per step
   double products_s(const ComputeFit& f) const {
     return cuda_s / f.cuda + cuda_shared_s / f.cuda_shared + tensor_s / f.tensor +
@@ -143,7 +157,15 @@ struct RooflineParts {
   bool memory_bound(const ComputeFit& f) const { return memory_s / f.memory > products_s(f); }
 };
 
-RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan& m);
+// At `batch` samples a step (per GPU and micro-step); batch 0 holds no tensor in L2.
+RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan& m,
+                             double batch = 0);
+
+// Of a step's elementwise traffic it takes off memory, the share the L2 serves (above).
+inline constexpr double kL2ServedShare = 0.5;
+// The share of w's elementwise traffic whose tensors, at `batch` samples of `act_bytes` values,
+// the L2 of g holds for the next kernel (above).
+double l2_held_share(const GpuSpec& g, const Workload& w, double act_bytes, double batch);
 
 // What NCHW's transposes add to a step of `w` on `g` with activations of `act_bytes`, per sample
 // at the datasheet bandwidth (a fit's memory efficiency divides it).

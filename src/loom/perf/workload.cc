@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 
@@ -52,6 +53,32 @@ constexpr double kResNet101ConvIo = 32.01e6;
 constexpr double kInception3ConvIo = 23.11e6;
 constexpr double kVgg16ConvIo = 22.63e6;
 constexpr double kAlexNetConvIo = 0.82e6;
+// The same traffic by tensor size (values per sample, bytes per sample at fp32), from the same
+// script: what the L2 cache may hold (gpu_roofline.h).
+std::vector<TensorTraffic> resnet50_by_tensor() {
+  return {{0.02509e6, 6.523e6}, {0.05018e6, 28.7e6}, {0.1004e6, 68.66e6},
+          {0.2007e6, 171e6},    {0.4014e6, 155.7e6}, {0.8028e6, 263.3e6}};
+}
+std::vector<TensorTraffic> resnet101_by_tensor() {
+  return {{0.02509e6, 6.523e6}, {0.05018e6, 117.4e6}, {0.1004e6, 68.66e6},
+          {0.2007e6, 430.3e6},  {0.4014e6, 155.7e6},  {0.8028e6, 263.3e6}};
+}
+std::vector<TensorTraffic> inception3_by_tensor() {
+  return {{0.002048e6, 0.03686e6}, {0.01229e6, 1.917e6}, {0.02048e6, 3.195e6}, {0.02458e6, 15.34e6},
+          {0.02774e6, 1.443e6},    {0.02867e6, 2.982e6}, {0.03699e6, 11.54e6}, {0.0392e6, 2.038e6},
+          {0.04624e6, 28.85e6},    {0.05549e6, 75.02e6}, {0.0588e6, 9.173e6},  {0.0784e6, 48.92e6},
+          {0.08192e6, 0.6554e6},   {0.111e6, 5.771e6},   {0.1176e6, 42.81e6},  {0.1311e6, 3.162e6},
+          {0.222e6, 8.878e6},      {0.3136e6, 2.509e6},  {0.3528e6, 5.645e6},  {0.4263e6, 22.17e6},
+          {0.6915e6, 35.96e6},     {0.7104e6, 36.94e6},  {0.9679e6, 65.71e6},  {1.383e6, 93.97e6}};
+}
+std::vector<TensorTraffic> vgg16_by_tensor() {
+  return {{0.004096e6, 0.3113e6}, {0.02509e6, 0.4014e6}, {0.1004e6, 7.627e6}, {0.4014e6, 30.51e6},
+          {0.8028e6, 61.01e6},    {1.606e6, 89.92e6},    {3.211e6, 179.8e6}};
+}
+std::vector<TensorTraffic> alexnet_by_tensor() {
+  return {{0.004096e6, 0.2376e6}, {0.009216e6, 0.3133e6}, {0.04326e6, 2.397e6},
+          {0.0649e6, 1.298e6},    {0.14e6, 4.998e6},      {0.1936e6, 6.942e6}};
+}
 
 // Layer given as (params, multiply-adds, share of them in stride-1 3x3 convolutions);
 // FLOPs = 2 x MACs.
@@ -88,6 +115,11 @@ Workload transformer(const std::string& name, const std::string& source, int lay
   // the context (12 d), bias gradients and the rest (about 3 d); and per head and key position
   // the scale and mask (5), the softmax (5) and its dropout (4.5): about 72 d + 15 a s.
   w.elementwise_bytes = 4.0 * layers * seq * (72 * d_model + 15 * heads * seq);
+  // By tensor: GELU's 20 d on [seq, 4 d], the scores' 15 a s on [heads, seq, seq], the rest
+  // (52 d) on [seq, d].
+  w.elementwise_by_tensor = {{seq * d_model, 4.0 * layers * seq * 52 * d_model},
+                             {seq * 4 * d_model, 4.0 * layers * seq * 20 * d_model},
+                             {heads * seq * seq, 4.0 * layers * seq * 15 * heads * seq}};
   // Autocast keeps the LayerNorms (16 d) and the softmax with its scale and mask (10 a s) in
   // fp32 (PyTorch's "CUDA ops that can autocast to float32").
   w.fp32_elementwise_bytes = 4.0 * layers * seq * (16 * d_model + 10 * heads * seq);
@@ -122,15 +154,19 @@ Workload decoder_workload(const DecoderShape& s) {
   w.layers.push_back({"logits", output, 2 * s.d_model * s.vocab * s.seq});
   w.elementwise_bytes += 4.0 * s.seq * s.vocab * (s.fused ? 2 : 5);
   w.fp32_elementwise_bytes += 4.0 * s.seq * s.vocab * (s.fused ? 2 : 5);
+  w.elementwise_by_tensor.push_back({s.seq * s.vocab, 4.0 * s.seq * s.vocab * (s.fused ? 2 : 5)});
   if (s.fused) {
     // No per-head scores in memory: only the per-token terms stay; the fused LayerNorm runs in
     // the activations' precision.
     w.elementwise_bytes -= 4.0 * s.layers * s.seq * 15 * s.heads * s.seq;
     w.fp32_elementwise_bytes = 4.0 * s.seq * s.vocab * 2;
+    // The scores: transformer() lists them third.
+    w.elementwise_by_tensor.erase(w.elementwise_by_tensor.begin() + 2);
   }
   if (s.recompute) {
     w.elementwise_bytes *= 4.0 / 3;
     w.fp32_elementwise_bytes *= 4.0 / 3;
+    for (auto& t : w.elementwise_by_tensor) t.bytes *= 4.0 / 3;
   }
   w.kernels += 6;
   return w;
@@ -149,6 +185,7 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          Workload w;
          w.name = "resnet50";
          w.elementwise_bytes = kResNet50Traffic;
+         w.elementwise_by_tensor = resnet50_by_tensor();
          w.kernels = kResNet50Kernels;
          w.conv_io_values = kResNet50ConvIo;
          w.source = "He et al. CVPR 2016; torchvision docs (25.56M params, 4.09 GMAC)";
@@ -167,6 +204,7 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          Workload w;
          w.name = "resnet101";
          w.elementwise_bytes = kResNet101Traffic;
+         w.elementwise_by_tensor = resnet101_by_tensor();
          w.kernels = kResNet101Kernels;
          w.conv_io_values = kResNet101ConvIo;
          w.source = "He et al. CVPR 2016; torchvision docs (44.55M params, 7.80 GMAC)";
@@ -187,6 +225,7 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          Workload w;
          w.name = "inception3";
          w.elementwise_bytes = kInception3Traffic;
+         w.elementwise_by_tensor = inception3_by_tensor();
          w.kernels = kInception3Kernels;
          w.conv_io_values = kInception3ConvIo;
          w.source = "Szegedy et al. CVPR 2016; torchvision docs (5.71 GMAC)";
@@ -209,6 +248,7 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          Workload w;
          w.name = "vgg16";
          w.elementwise_bytes = kVgg16Traffic;
+         w.elementwise_by_tensor = vgg16_by_tensor();
          w.kernels = kVgg16Kernels;
          w.conv_io_values = kVgg16ConvIo;
          w.source = "Simonyan & Zisserman ICLR 2015; torchvision docs (15.47 GMAC)";
@@ -232,6 +272,7 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          Workload w;
          w.name = "alexnet";
          w.elementwise_bytes = kAlexNetTraffic;
+         w.elementwise_by_tensor = alexnet_by_tensor();
          w.kernels = kAlexNetKernels;
          w.conv_io_values = kAlexNetConvIo;
          w.source = "Krizhevsky et al. NIPS 2012; torchvision docs (61.1M, 0.71 GMAC)";
@@ -262,6 +303,7 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          // Sigmoids and the softmax read and write their values forward and backward (5 per
          // value, as scripts/workload-traffic counts a ReLU); 8 linears, 7 sigmoids, the loss.
          w.elementwise_bytes = 4.0 * 5 * (7 * 2048 + 9304);
+         w.elementwise_by_tensor = {{2048, 4.0 * 5 * 7 * 2048}, {9304, 4.0 * 5 * 9304}};
          w.kernels = 8 * 4 + 7 * 2 + 4;
          w.input_bytes = 4 * 429;
          w.default_batch = 1024;
@@ -355,6 +397,10 @@ Workload mlp_workload(const std::vector<int64_t>& hidden_widths, double dropout,
   widths.insert(widths.end(), hidden.begin(), hidden.end());
   widths.push_back(10);
   w.elementwise_bytes = mlp_elementwise_bytes(widths, dropout);
+  // By tensor: each hidden layer's [width] values, and the logits (mlp_elementwise_bytes).
+  for (size_t i = 1; i + 1 < widths.size(); ++i)
+    w.elementwise_by_tensor.push_back({widths[i], (dropout > 0 ? 50 : 32) * widths[i]});
+  w.elementwise_by_tensor.push_back({widths.back(), 20 * widths.back()});
   w.activation_bytes = 4 * act;
   // Per hidden layer its linear (4), ReLU (2) and dropout (2); the output linear and the loss.
   w.kernels = hidden.size() * (4.0 + 2 + (dropout > 0 ? 2 : 0)) + 4 + 4;
@@ -402,6 +448,7 @@ Workload workload_from_graph(const std::string& name, const std::vector<GraphLay
       continue;
     }
     elementwise += 4 * 3 * (l.in + l.out);  // forward r+w, backward about twice
+    w.elementwise_by_tensor.push_back({std::max(l.in, l.out), 4 * 3 * (l.in + l.out)});
     kernels += 2;
     if (l.params > 0) w.layers.push_back({l.name, l.params, 0, 0});  // BatchNorm's gamma, beta
   }

@@ -27,6 +27,14 @@ struct LayerCost {
   double image_channels = 3;
 };
 
+// Elementwise traffic of one tensor size: `bytes` per sample (at fp32) moved by the layers whose
+// largest tensor holds `values` per sample. The roofline counts what of it the L2 cache serves
+// when a step's tensor of that size fits there (gpu_roofline.h, "L2 cache").
+struct TensorTraffic {
+  double values = 0;
+  double bytes = 0;
+};
+
 struct Workload {
   std::string name;
   std::string source;  // where the published figures come from
@@ -40,6 +48,9 @@ struct Workload {
   double elementwise_bytes = 0;
   // The part of it that mixed precision keeps in fp32 (autocast's layer_norm, softmax, losses).
   double fp32_elementwise_bytes = 0;
+  // elementwise_bytes by the size of the tensors it moves (summing to it where listed; traffic
+  // not listed is never counted as held in L2).
+  std::vector<TensorTraffic> elementwise_by_tensor;
   // GPU kernels one training step launches, forward and backward (gpu_roofline.h); 0 = not
   // counted.
   double kernels = 0;
