@@ -67,7 +67,7 @@
 // from the forward pass for backward, still go to memory. Served from L2 is counted as free
 // (its bandwidth is several times memory's, and no datasheet gives it). This is what makes a
 // small batch on a large L2 (Ada's 72 MB, the A100's 40 MB) faster per sample than the same GPU
-// at a batch whose tensors spill; GPUs before Ampere (2.75-6 MB) hold only the smallest
+// at a batch whose tensors spill; GPUs before Ampere (1.5-6 MB) hold only the smallest
 // tensors of small batches. Traffic a workload does not list by tensor
 // (Workload::elementwise_by_tensor), NCHW's transposes and GPUs without an L2 figure count none.
 #pragma once

@@ -397,10 +397,7 @@ Workload mlp_workload(const std::vector<int64_t>& hidden_widths, double dropout,
   widths.insert(widths.end(), hidden.begin(), hidden.end());
   widths.push_back(10);
   w.elementwise_bytes = mlp_elementwise_bytes(widths, dropout);
-  // By tensor: each hidden layer's [width] values, and the logits (mlp_elementwise_bytes).
-  for (size_t i = 1; i + 1 < widths.size(); ++i)
-    w.elementwise_by_tensor.push_back({widths[i], (dropout > 0 ? 50 : 32) * widths[i]});
-  w.elementwise_by_tensor.push_back({widths.back(), 20 * widths.back()});
+  w.elementwise_by_tensor = mlp_elementwise_by_tensor(widths, dropout);
   w.activation_bytes = 4 * act;
   // Per hidden layer its linear (4), ReLU (2) and dropout (2); the output linear and the loss.
   w.kernels = hidden.size() * (4.0 + 2 + (dropout > 0 ? 2 : 0)) + 4 + 4;
@@ -458,14 +455,22 @@ Workload workload_from_graph(const std::string& name, const std::vector<GraphLay
   return w;
 }
 
-double mlp_elementwise_bytes(const std::vector<double>& widths, double dropout) {
+std::vector<TensorTraffic> mlp_elementwise_by_tensor(const std::vector<double>& widths,
+                                                     double dropout) {
   // Per hidden unit per sample (4-byte floats, 1-byte dropout mask): forward bias add (r+w 8),
   // ReLU (8), dropout (r 4, w 4 + mask 1); backward dropout (r 4 + 1, w 4), ReLU (r y 4, dy 4,
   // w 4), bias gradient (r 4): 50, or 32 without dropout. Per logit: bias add (8), softmax
   // cross-entropy (r 4, w 4), bias gradient (4): 20.
+  std::vector<TensorTraffic> out;
+  for (size_t i = 1; i + 1 < widths.size(); ++i)
+    out.push_back({widths[i], (dropout > 0 ? 50 : 32) * widths[i]});
+  if (widths.size() >= 2) out.push_back({widths.back(), 20 * widths.back()});
+  return out;
+}
+
+double mlp_elementwise_bytes(const std::vector<double>& widths, double dropout) {
   double bytes = 0;
-  for (size_t i = 1; i + 1 < widths.size(); ++i) bytes += (dropout > 0 ? 50 : 32) * widths[i];
-  if (widths.size() >= 2) bytes += 20 * widths.back();
+  for (const TensorTraffic& t : mlp_elementwise_by_tensor(widths, dropout)) bytes += t.bytes;
   return bytes;
 }
 

@@ -118,5 +118,8 @@ Workload cnn_workload(int64_t batch, const std::string& name);
 // Bytes one sample moves through an MLP's layer ops between GEMMs, forward and backward
 // (Workload::elementwise_bytes); widths = input, hidden..., classes.
 double mlp_elementwise_bytes(const std::vector<double>& widths, double dropout);
+// The same by tensor size (Workload::elementwise_by_tensor): each hidden layer's, the logits'.
+std::vector<TensorTraffic> mlp_elementwise_by_tensor(const std::vector<double>& widths,
+                                                     double dropout);
 
 }  // namespace loom::perf
