@@ -66,14 +66,13 @@ TEST(Workload, TrafficByTensorAddsUpToTheTraffic) {
     // The CNNs' tables are rounded to four digits.
     EXPECT_NEAR(listed(w), w.elementwise_bytes, 2e-3 * w.elementwise_bytes) << name;
   }
-  DecoderShape s;
-  s.name = "d";
-  s.layers = 4;
-  s.heads = 8;
-  s.d_model = 512;
-  s.seq = 1024;
-  s.vocab = 32000;
-  s.params = 60e6;
+  DecoderShape s{.name = "d",
+                 .layers = 4,
+                 .heads = 8,
+                 .d_model = 512,
+                 .seq = 1024,
+                 .vocab = 32000,
+                 .params = 60e6};
   for (const bool fused : {false, true})
     for (const bool recompute : {false, true}) {
       s.fused = fused;
