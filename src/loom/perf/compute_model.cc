@@ -165,10 +165,12 @@ ComputeRate compute_rate(const Catalog& cat, const GpuSpec& gpu, const Workload&
       p.transpose_s > 0
           ? fmt::format(" ({:.2f} ms of them NCHW's transposes)", 1e3 * p.transpose_s / fit.memory)
           : "";
+  // Said where it reaches a whole percent: a share that rounds to 0 moves nothing visible.
   const std::string held =
-      p.l2_share > 0 ? fmt::format(" ({:.0f}% of their traffic on tensors the {:g} MiB L2 holds)",
-                                   100 * p.l2_share, gpu.l2_mib)
-                     : "";
+      p.l2_share >= 0.005
+          ? fmt::format(" ({:.0f}% of their traffic on tensors the {:g} MiB L2 holds)",
+                        100 * p.l2_share, gpu.l2_mib)
+          : "";
   out.detail = fmt::format(
       "{}; per sample {:.2f} ms in the products at {:.0f}% of their peaks + {:.2f} ms between "
       "them{}{} at {:.0f}% of {:g} GB/s; {:g} kernels a step at {:.1f} us",
