@@ -13,3 +13,4 @@ file(WRITE ${OUTPUT}.new
      "// Generated at build time by cmake/git_rev.cmake: the commit the build's sources are at.\n"
      "#pragma once\n\n#define LOOM_GIT_REV \"${rev}\"\n")
 configure_file(${OUTPUT}.new ${OUTPUT} COPYONLY)
+file(REMOVE ${OUTPUT}.new)

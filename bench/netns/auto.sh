@@ -14,20 +14,20 @@
 # that load changes touch them alike. Each run trains the Fashion-MNIST MLP (784-1024-1024-10,
 # batch 128 per rank, 1 thread) for N steps, or what --config (a recipe's config file, such as
 # configs/resnet20.toml) and --sets make of it (another model, data, optimizer or batch: keys for
-# every run, over the file's; --network names it in the output). A network that
-# no accuracy row describes starts auto on a lossless option and decides by each codec's
-# fidelity at the check (step 30 by default): N well above that shows its steady choice. `auto` is codec = "auto", sync = "auto",
-# sync.bucket_kib = "auto" with auto.max_accuracy_delta = POINTS (default 0.5): it measures
-# at start and chooses (perf/auto_choice.h). Prints per rate and config the median samples/s
-# of the training loop; for auto its choice in each repeat, its median against the best fixed
-# configuration within the accuracy budget (and the median of the per-round ratios, each
-# round's auto against that config's run of the same round) and against fp32, and what its
+# every run, over the file's; --network names it in the output). A network that no accuracy row
+# describes starts auto on a lossless option and decides by each codec's fidelity at the check
+# (step 30 by default): N well above that shows its steady choice. `auto` is codec = "auto",
+# sync = "auto", sync.bucket_kib = "auto" with auto.max_accuracy_delta = POINTS (default 0.5):
+# it measures at start and chooses (perf/auto_choice.h). Prints per rate and config the median
+# samples/s of the training loop; for auto its choice in each repeat, its median against the
+# best fixed configuration within the accuracy budget (and the median of the per-round ratios,
+# each round's auto against that config's run of the same round) and against fp32, and what its
 # start-up measurement cost as a share of a 1,000-step run. --within names the fixed configs
-# whose accuracy cost on this
-# network is known to be within the budget (the codec table, docs/compress.md; default: every
-# fixed config, as for the reference MLP, whose rows are all within 0.5 points); auto is held
-# against the fastest of them. Each choice carries the check after the warm-up window
-# ("(ok,step+5%)": within the model's error, "(kept,step+40%)", or "->NEW": switched to NEW).
+# whose accuracy cost on this network is known to be within the budget (the codec table,
+# docs/compress.md; default: every fixed config, as for the reference MLP, whose rows are all
+# within 0.5 points); auto is held against the fastest of them. Each choice carries the check
+# after the warm-up window ("(ok,step+5%)": within the model's error, "(kept,step+40%)", or
+# "->NEW": switched to NEW).
 # One JSON object per line follows ({"bench":"netns_auto",...}).
 # --accuracy: instead of N steps, each run trains the whole recipe (--epochs, evaluation on)
 # once per seed of --seeds, every config from the same seed (the same initial weights, data

@@ -97,7 +97,7 @@ double l2_held_share(const GpuSpec& g, const Workload& w, double act_bytes, doub
   const double l2_bytes = g.l2_mib * 1024 * 1024;
   double held = 0;
   for (const TensorTraffic& t : w.elementwise_by_tensor)
-    if (2 * batch * t.values * act_bytes <= l2_bytes) held += t.bytes;
+    if (kL2HeldTensors * batch * t.values * act_bytes <= l2_bytes) held += t.bytes;
   return std::min(1.0, held / w.elementwise_bytes);
 }
 

@@ -161,7 +161,9 @@ struct RooflineParts {
 RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan& m,
                              double batch = 0);
 
-// Of a step's elementwise traffic it takes off memory, the share the L2 serves (above).
+// A tensor is held when this many times its size fits the L2 (its writer's input and output),
+// and of the traffic on held tensors this share comes off memory (above).
+inline constexpr double kL2HeldTensors = 2;
 inline constexpr double kL2ServedShare = 0.5;
 // The share of w's elementwise traffic whose tensors, at `batch` samples of `act_bytes` values,
 // the L2 of g holds for the next kernel (above).
