@@ -133,7 +133,7 @@ std::string describe(const ComputeFit& f);
 
 // Fitted on the single-GPU cases of data/hardware/validation.toml and the catalog's [[rate]]
 // rows (tests/perf/validation_test.cc refits it and checks these values).
-inline constexpr ComputeFit kComputeFit{0.76, 0.52, 0.66, 0.38, 0.8, 22.5e-6};
+inline constexpr ComputeFit kComputeFit{0.76, 0.53, 0.66, 0.38, 0.8, 22.0e-6};
 
 // A step's parts at efficiency 1, so a fit can weigh them without recomputing the layers.
 struct RooflineParts {

@@ -45,7 +45,7 @@ constexpr const char* kBertPretrainSource =
 // values their convolutions read and write per sample (Workload::conv_io_values).
 constexpr double kResNet50Traffic = 694.0e6, kResNet50Kernels = 407;
 constexpr double kResNet101Traffic = 1042.0e6, kResNet101Kernels = 798;
-constexpr double kInception3Traffic = 524.6e6, kInception3Kernels = 685;
+constexpr double kInception3Traffic = 565.7e6, kInception3Kernels = 707;
 constexpr double kVgg16Traffic = 369.6e6, kVgg16Kernels = 101;
 constexpr double kAlexNetTraffic = 16.2e6, kAlexNetKernels = 57;
 constexpr double kResNet50ConvIo = 21.78e6;
@@ -67,9 +67,10 @@ std::vector<TensorTraffic> inception3_by_tensor() {
   return {{0.002048e6, 0.03686e6}, {0.01229e6, 1.917e6}, {0.02048e6, 3.195e6}, {0.02458e6, 15.34e6},
           {0.02774e6, 1.443e6},    {0.02867e6, 2.982e6}, {0.03699e6, 11.54e6}, {0.0392e6, 2.038e6},
           {0.04624e6, 28.85e6},    {0.05549e6, 75.02e6}, {0.0588e6, 9.173e6},  {0.0784e6, 48.92e6},
-          {0.08192e6, 0.6554e6},   {0.111e6, 5.771e6},   {0.1176e6, 42.81e6},  {0.1311e6, 3.162e6},
-          {0.222e6, 8.878e6},      {0.3136e6, 2.509e6},  {0.3528e6, 5.645e6},  {0.4263e6, 22.17e6},
-          {0.6915e6, 35.96e6},     {0.7104e6, 36.94e6},  {0.9679e6, 65.71e6},  {1.383e6, 93.97e6}};
+          {0.08192e6, 1.966e6},    {0.111e6, 5.771e6},   {0.1176e6, 42.81e6},  {0.1311e6, 5.259e6},
+          {0.222e6, 26.53e6},      {0.2352e6, 3.763e6},  {0.3136e6, 7.526e6},  {0.3528e6, 16.85e6},
+          {0.4263e6, 22.17e6},     {0.6915e6, 35.96e6},  {0.7104e6, 36.94e6},  {0.9679e6, 65.71e6},
+          {1.383e6, 93.97e6}};
 }
 std::vector<TensorTraffic> vgg16_by_tensor() {
   return {{0.004096e6, 0.3113e6}, {0.02509e6, 0.4014e6}, {0.1004e6, 7.627e6}, {0.4014e6, 30.51e6},
