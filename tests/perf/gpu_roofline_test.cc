@@ -123,6 +123,34 @@ TEST(GpuRoofline, PreVoltaFp32IsChargedToTheSharedCores) {
   EXPECT_EQ(roofline_parts(pascal, w, math_plan(pascal, "fp32")).cuda_shared_s, 0);
 }
 
+// A product's passes over its weights cost what they take beyond its math: a wide fully
+// connected layer at batch 1 waits on them, at batch 4096 not; mixed precision moves half the
+// bytes; without a batch nothing is charged.
+TEST(GpuRoofline, WeightsCostWhereTheyOutlastTheMath) {
+  const GpuSpec& g = cat().gpu("gtx-1080-ti");
+  Workload w;
+  const double params = 4096.0 * 9216;
+  w.layers = {{"fc6", params, 2 * params, 0, ProductKind::kGemm}};
+  const MathPlan fp32 = math_plan(g, "fp32");
+  const RooflineParts at1 = roofline_parts(g, w, fp32, 1);
+  const double passes_s = kWeightPasses * params * 4 / (g.mem_bw_gbs * 1e9 * kComputeFit.memory);
+  const double math_s = at1.products_s(kComputeFit);
+  ASSERT_GT(passes_s, math_s);
+  EXPECT_NEAR(at1.weights_s, passes_s - math_s, 1e-12);
+  EXPECT_NEAR(at1.sample_s(kComputeFit), passes_s, 1e-12);
+  EXPECT_EQ(roofline_parts(g, w, fp32, 4096).weights_s, 0);
+  EXPECT_EQ(roofline_parts(g, w, fp32).weights_s, 0);
+  const GpuSpec& a100 = cat().gpu("a100-80gb-sxm4");
+  const RooflineParts half = roofline_parts(a100, w, math_plan(a100, "bf16"), 1);
+  const double half_passes =
+      kWeightPasses * params * 2 / (a100.mem_bw_gbs * 1e9 * kComputeFit.memory);
+  EXPECT_NEAR(half.weights_s, half_passes - half.products_s(kComputeFit), 1e-12);
+  // A lower memory efficiency in the fit makes the same passes longer.
+  ComputeFit slow = kComputeFit;
+  slow.memory /= 2;
+  EXPECT_GT(roofline_parts(g, w, fp32, 1, slow).weights_s, at1.weights_s);
+}
+
 // Mixed precision halves the traffic between the products, but not what autocast keeps in
 // fp32; a fixed time per kernel makes small batches slower per sample.
 TEST(GpuRoofline, TrafficAndKernels) {

@@ -139,13 +139,13 @@ ComputeRate compute_rate(const Catalog& cat, const GpuSpec& gpu, const Workload&
     }
   }
   MathPlan used = plan;
-  RooflineParts p = roofline_parts(gpu, w, plan, batch);
+  RooflineParts p = roofline_parts(gpu, w, plan, batch, fit);
   if (plan.conv == "tf32" && plan.transposes()) {
     // TF32 is allowed, not forced: cuDNN picks the faster of its TF32 kernels, with NCHW's
     // transposes, and its FP32 ones, without them (compute_model.h).
     MathPlan fp32 = plan;
     fp32.conv = "fp32";
-    const RooflineParts q = roofline_parts(gpu, w, fp32, batch);
+    const RooflineParts q = roofline_parts(gpu, w, fp32, batch, fit);
     if (q.step_s(fit, batch) < p.step_s(fit, batch)) {
       used = fp32;
       p = q;
@@ -171,11 +171,16 @@ ComputeRate compute_rate(const Catalog& cat, const GpuSpec& gpu, const Workload&
           ? fmt::format(" ({:.0f}% of their traffic on tensors the {:g} MiB L2 holds)",
                         100 * p.l2_share, gpu.l2_mib)
           : "";
+  // Said where it reaches a hundredth of a millisecond, as the other parts are.
+  const std::string weights =
+      p.weights_s >= 0.005e-3
+          ? fmt::format(" + {:.2f} ms the products wait on their weights", 1e3 * p.weights_s)
+          : "";
   out.detail = fmt::format(
       "{}; per sample {:.2f} ms in the products at {:.0f}% of their peaks + {:.2f} ms between "
-      "them{}{} at {:.0f}% of {:g} GB/s; {:g} kernels a step at {:.1f} us",
+      "them{}{} at {:.0f}% of {:g} GB/s{}; {:g} kernels a step at {:.1f} us",
       out.math, 1e3 * p.products_s(fit), 100 * out.fraction_of_peak, 1e3 * p.memory_s / fit.memory,
-      transposes, held, 100 * fit.memory, gpu.mem_bw_gbs, p.kernels, 1e6 * fit.kernel_s);
+      transposes, held, 100 * fit.memory, gpu.mem_bw_gbs, weights, p.kernels, 1e6 * fit.kernel_s);
   return out;
 }
 

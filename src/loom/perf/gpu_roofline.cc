@@ -101,8 +101,10 @@ double l2_held_share(const GpuSpec& g, const Workload& w, double act_bytes, doub
   return std::min(1.0, held / w.elementwise_bytes);
 }
 
-RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan& m, double batch) {
+RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan& m, double batch,
+                             const ComputeFit& fit) {
   RooflineParts p;
+  const double bandwidth = g.mem_bw_gbs * 1e9;
   for (const auto& l : w.layers) {
     const bool conv = l.kind == ProductKind::kConv;
     const std::string& math = conv ? m.conv : m.gemm;
@@ -116,14 +118,24 @@ RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan
     if (conv && math == "fp32") flops *= 1 - l.winograd_share * (1 - kWinogradExecutedShare);
     if (conv && tensor_math(math))
       flops *= 1 + l.image_input_share * (channel_padding(math, l.image_channels) - 1);
-    double& part = tensor_math(math) ? (g.first_tensor_generation() ? p.tensor_volta_s : p.tensor_s)
-                                     : (g.fp32_shares_int32() ? p.cuda_shared_s : p.cuda_s);
+    const bool volta = g.first_tensor_generation(), shared = g.fp32_shares_int32();
+    double& part = tensor_math(math) ? (volta ? p.tensor_volta_s : p.tensor_s)
+                                     : (shared ? p.cuda_shared_s : p.cuda_s);
     part += flops / peak;
+    if (batch > 0 && l.params > 0) {
+      // The layer's passes over its weights (weights, gpu_roofline.h), per sample of the step,
+      // against its math at the fit's efficiency: what the longer takes beyond the math.
+      const double eff = tensor_math(math) ? (volta ? fit.tensor_volta : fit.tensor)
+                                           : (shared ? fit.cuda_shared : fit.cuda);
+      const double weight_s =
+          kWeightPasses * l.params * m.act_bytes / batch / (bandwidth * fit.memory);
+      p.weights_s += std::max(0.0, weight_s - flops / peak / eff);
+    }
   }
   const double kept = std::min(w.fp32_elementwise_bytes, w.elementwise_bytes);
   p.l2_share = l2_held_share(g, w, m.act_bytes, batch);
   p.memory_s = ((w.elementwise_bytes - kept) * (m.act_bytes / 4) + kept) *
-               (1 - kL2ServedShare * p.l2_share) / (g.mem_bw_gbs * 1e9);
+               (1 - kL2ServedShare * p.l2_share) / bandwidth;
   p.kernels = w.kernels;
   if (m.transposes()) {
     p.transpose_s = nchw_transpose_s(g, w, m.act_bytes);

@@ -70,6 +70,15 @@
 // at a batch whose tensors spill; GPUs before Ampere (1.5-6 MB) hold only the smallest
 // tensors of small batches. Traffic a workload does not list by tensor
 // (Workload::elementwise_by_tensor), NCHW's transposes and GPUs without an L2 figure count none.
+//
+// Weights: a product reads its weights in the forward pass and for the input's gradient, and
+// writes a gradient of their size: three passes over them a step, whatever the batch, in the
+// activations' precision (mixed precision's 16-bit copy). A layer takes the longer of its math
+// (at the fit's efficiency) and those passes (at the memory efficiency); the passes overlap the
+// math, so they cost only where they are the longer: the large matrices of a fully connected
+// layer at a small batch (AlexNet's and VGG-16's classifiers at batch 16), a layer with few
+// FLOPs a weight. Its activations' reads and writes are not charged there (the layers between
+// the products move them).
 #pragma once
 
 #include <string>
@@ -133,7 +142,7 @@ std::string describe(const ComputeFit& f);
 
 // Fitted on the single-GPU cases of data/hardware/validation.toml and the catalog's [[rate]]
 // rows (tests/perf/validation_test.cc refits it and checks these values).
-inline constexpr ComputeFit kComputeFit{0.76, 0.53, 0.66, 0.38, 0.8, 22.0e-6};
+inline constexpr ComputeFit kComputeFit{0.76, 0.52, 0.66, 0.39, 0.8, 20.0e-6};
 
 // A step's parts at efficiency 1, so a fit can weigh them without recomputing the layers.
 struct RooflineParts {
@@ -144,22 +153,32 @@ struct RooflineParts {
   double memory_s = 0;        // per sample: elementwise bytes over the datasheet bandwidth
   double transpose_s = 0;     // the part of memory_s that is NCHW's transposes
   double l2_share = 0;        // of the elementwise traffic, the share on tensors L2 holds
+  // Per sample: what reading and writing the products' weights takes beyond their math, layer
+  // by layer, at the efficiencies roofline_parts was given (weights, above).
+  double weights_s = 0;
   double kernels = 0;         // per step
   double products_s(const ComputeFit& f) const {
     return cuda_s / f.cuda + cuda_shared_s / f.cuda_shared + tensor_s / f.tensor +
            tensor_volta_s / f.tensor_volta;
   }
   double at_peak_s() const { return cuda_s + cuda_shared_s + tensor_s + tensor_volta_s; }
-  double sample_s(const ComputeFit& f) const { return products_s(f) + memory_s / f.memory; }
+  double sample_s(const ComputeFit& f) const {
+    return products_s(f) + memory_s / f.memory + weights_s;
+  }
   double step_s(const ComputeFit& f, double batch) const {
     return batch * sample_s(f) + kernels * f.kernel_s;
   }
   bool memory_bound(const ComputeFit& f) const { return memory_s / f.memory > products_s(f); }
 };
 
-// At `batch` samples a step (per GPU and micro-step); batch 0 holds no tensor in L2.
+// At `batch` samples a step (per GPU and micro-step); batch 0 holds no tensor in L2 and
+// charges no weights. `fit` decides which products wait on their weights.
 RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan& m,
-                             double batch = 0);
+                             double batch = 0, const ComputeFit& fit = kComputeFit);
+
+// Passes a training step makes over a product's weights: forward and the input's gradient read
+// them, the weights' gradient writes a tensor of their size.
+inline constexpr double kWeightPasses = 3;
 
 // A tensor is held when this many times its size fits the L2 (its writer's input and output),
 // and of the traffic on held tensors this share comes off memory (above).
