@@ -5,7 +5,8 @@
 //          + kernels x kernel_s + rest
 // where `rest` (exposed communication, the update, input) is taken from the full cost model at
 // the built-in fit and held fixed, as is `weights_s` (what the products wait on their weights
-// beyond their math, decided at that fit). The fit minimises the mean |error| of samples/s over a grid.
+// beyond their math, decided at that fit). The fit minimises the mean |error| of samples/s over
+// a grid.
 #pragma once
 
 #include <string>

@@ -122,7 +122,7 @@ RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan
     double& part = tensor_math(math) ? (volta ? p.tensor_volta_s : p.tensor_s)
                                      : (shared ? p.cuda_shared_s : p.cuda_s);
     part += flops / peak;
-    if (batch > 0 && l.params > 0) {
+    if (batch > 0 && l.params > 0 && l.fwd_flops > 0) {
       // The layer's passes over its weights (weights, gpu_roofline.h), per sample of the step,
       // against its math at the fit's efficiency: what the longer takes beyond the math.
       const double eff = tensor_math(math) ? (volta ? fit.tensor_volta : fit.tensor)
