@@ -136,19 +136,27 @@ TEST(GpuRoofline, WeightsCostWhereTheyOutlastTheMath) {
   const double passes_s = kWeightPasses * params * 4 / (g.mem_bw_gbs * 1e9 * kComputeFit.memory);
   const double math_s = at1.products_s(kComputeFit);
   ASSERT_GT(passes_s, math_s);
-  EXPECT_NEAR(at1.weights_s, passes_s - math_s, 1e-12);
+  EXPECT_NEAR(at1.weights_s(kComputeFit), passes_s - math_s, 1e-12);
   EXPECT_NEAR(at1.sample_s(kComputeFit), passes_s, 1e-12);
-  EXPECT_EQ(roofline_parts(g, w, fp32, 4096).weights_s, 0);
-  EXPECT_EQ(roofline_parts(g, w, fp32).weights_s, 0);
+  EXPECT_EQ(roofline_parts(g, w, fp32, 4096).weights_s(kComputeFit), 0);
+  EXPECT_TRUE(roofline_parts(g, w, fp32).weights.empty());
   const GpuSpec& a100 = cat().gpu("a100-80gb-sxm4");
   const RooflineParts half = roofline_parts(a100, w, math_plan(a100, "bf16"), 1);
   const double half_passes =
       kWeightPasses * params * 2 / (a100.mem_bw_gbs * 1e9 * kComputeFit.memory);
-  EXPECT_NEAR(half.weights_s, half_passes - half.products_s(kComputeFit), 1e-12);
-  // A lower memory efficiency in the fit makes the same passes longer.
+  EXPECT_NEAR(half.weights_s(kComputeFit), half_passes - half.products_s(kComputeFit), 1e-12);
+  // A lower memory efficiency makes the same passes longer; a higher efficiency of the math
+  // leaves more of them exposed.
   ComputeFit slow = kComputeFit;
   slow.memory /= 2;
-  EXPECT_GT(roofline_parts(g, w, fp32, 1, slow).weights_s, at1.weights_s);
+  EXPECT_GT(at1.weights_s(slow), at1.weights_s(kComputeFit));
+  ComputeFit fast = kComputeFit;
+  fast.cuda_shared = 1;
+  EXPECT_NEAR(at1.weights_s(fast), passes_s - at1.products_s(fast), 1e-12);
+  // A layer without math (an embedding's table) is not charged.
+  Workload table;
+  table.layers = {{"embedding", params, 0, 0, ProductKind::kGemm}};
+  EXPECT_TRUE(roofline_parts(g, table, fp32, 1).weights.empty());
 }
 
 // Mixed precision halves the traffic between the products, but not what autocast keeps in

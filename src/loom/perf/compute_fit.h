@@ -1,12 +1,12 @@
 // Fitting the GPU roofline's efficiencies (gpu_roofline.h ComputeFit) to published throughput.
-// Each figure becomes a point whose predicted step is linear in the fit's reciprocals:
+// Each figure becomes a point whose predicted step is, but for the weights, linear in the fit's
+// reciprocals:
 //   step = samples x (cuda_s / cuda + cuda_shared_s / cuda_shared + tensor_s / tensor
-//                     + tensor_volta_s / tensor_volta + memory_s / memory + weights_s)
+//                     + tensor_volta_s / tensor_volta + memory_s / memory
+//                     + the sum over products of max(0, weight passes / memory - math / eff))
 //          + kernels x kernel_s + rest
 // where `rest` (exposed communication, the update, input) is taken from the full cost model at
-// the built-in fit and held fixed, as is `weights_s` (what the products wait on their weights
-// beyond their math, decided at that fit). The fit minimises the mean |error| of samples/s over
-// a grid.
+// the built-in fit and held fixed. The fit minimises the mean |error| of samples/s over a grid.
 #pragma once
 
 #include <string>

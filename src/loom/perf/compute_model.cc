@@ -139,13 +139,13 @@ ComputeRate compute_rate(const Catalog& cat, const GpuSpec& gpu, const Workload&
     }
   }
   MathPlan used = plan;
-  RooflineParts p = roofline_parts(gpu, w, plan, batch, fit);
+  RooflineParts p = roofline_parts(gpu, w, plan, batch);
   if (plan.conv == "tf32" && plan.transposes()) {
     // TF32 is allowed, not forced: cuDNN picks the faster of its TF32 kernels, with NCHW's
     // transposes, and its FP32 ones, without them (compute_model.h).
     MathPlan fp32 = plan;
     fp32.conv = "fp32";
-    const RooflineParts q = roofline_parts(gpu, w, fp32, batch, fit);
+    const RooflineParts q = roofline_parts(gpu, w, fp32, batch);
     if (q.step_s(fit, batch) < p.step_s(fit, batch)) {
       used = fp32;
       p = q;
@@ -172,9 +172,10 @@ ComputeRate compute_rate(const Catalog& cat, const GpuSpec& gpu, const Workload&
                         100 * p.l2_share, gpu.l2_mib)
           : "";
   // Said where it reaches a hundredth of a millisecond, as the other parts are.
+  const double waited_s = p.weights_s(fit);
   const std::string weights =
-      p.weights_s >= 0.005e-3
-          ? fmt::format(" + {:.2f} ms the products wait on their weights", 1e3 * p.weights_s)
+      waited_s >= 0.005e-3
+          ? fmt::format(" + {:.2f} ms the products wait on their weights", 1e3 * waited_s)
           : "";
   out.detail = fmt::format(
       "{}; per sample {:.2f} ms in the products at {:.0f}% of their peaks + {:.2f} ms between "

@@ -101,8 +101,19 @@ double l2_held_share(const GpuSpec& g, const Workload& w, double act_bytes, doub
   return std::min(1.0, held / w.elementwise_bytes);
 }
 
-RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan& m, double batch,
-                             const ComputeFit& fit) {
+double RooflineParts::weights_s(const ComputeFit& f) const {
+  double s = 0;
+  for (const WeightPasses& l : weights) {
+    const double eff = l.unit == MathUnit::kCuda         ? f.cuda
+                       : l.unit == MathUnit::kCudaShared ? f.cuda_shared
+                       : l.unit == MathUnit::kTensor     ? f.tensor
+                                                         : f.tensor_volta;
+    s += std::max(0.0, l.passes_s / f.memory - l.math_s / eff);
+  }
+  return s;
+}
+
+RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan& m, double batch) {
   RooflineParts p;
   const double bandwidth = g.mem_bw_gbs * 1e9;
   for (const auto& l : w.layers) {
@@ -118,19 +129,19 @@ RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan
     if (conv && math == "fp32") flops *= 1 - l.winograd_share * (1 - kWinogradExecutedShare);
     if (conv && tensor_math(math))
       flops *= 1 + l.image_input_share * (channel_padding(math, l.image_channels) - 1);
-    const bool volta = g.first_tensor_generation(), shared = g.fp32_shares_int32();
-    double& part = tensor_math(math) ? (volta ? p.tensor_volta_s : p.tensor_s)
-                                     : (shared ? p.cuda_shared_s : p.cuda_s);
+    const MathUnit unit =
+        tensor_math(math)
+            ? (g.first_tensor_generation() ? MathUnit::kTensorVolta : MathUnit::kTensor)
+            : (g.fp32_shares_int32() ? MathUnit::kCudaShared : MathUnit::kCuda);
+    double& part = unit == MathUnit::kTensorVolta  ? p.tensor_volta_s
+                   : unit == MathUnit::kTensor     ? p.tensor_s
+                   : unit == MathUnit::kCudaShared ? p.cuda_shared_s
+                                                   : p.cuda_s;
     part += flops / peak;
-    if (batch > 0 && l.params > 0 && l.fwd_flops > 0) {
-      // The layer's passes over its weights (weights, gpu_roofline.h), per sample of the step,
-      // against its math at the fit's efficiency: what the longer takes beyond the math.
-      const double eff = tensor_math(math) ? (volta ? fit.tensor_volta : fit.tensor)
-                                           : (shared ? fit.cuda_shared : fit.cuda);
-      const double weight_s =
-          kWeightPasses * l.params * m.act_bytes / batch / (bandwidth * fit.memory);
-      p.weights_s += std::max(0.0, weight_s - flops / peak / eff);
-    }
+    // The layer's passes over its weights, per sample of the step (weights, gpu_roofline.h).
+    if (batch > 0 && l.params > 0 && l.fwd_flops > 0)
+      p.weights.push_back(
+          {unit, flops / peak, kWeightPasses * l.params * m.act_bytes / batch / bandwidth});
   }
   const double kept = std::min(w.fp32_elementwise_bytes, w.elementwise_bytes);
   p.l2_share = l2_held_share(g, w, m.act_bytes, batch);

@@ -83,6 +83,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "loom/perf/catalog.h"
 #include "loom/perf/workload.h"
@@ -145,6 +146,17 @@ std::string describe(const ComputeFit& f);
 // rows (tests/perf/validation_test.cc refits it and checks these values).
 inline constexpr ComputeFit kComputeFit{0.76, 0.52, 0.65, 0.39, 0.8, 19.5e-6};
 
+// The units a product's math runs on, each with its fitted efficiency (ComputeFit).
+enum class MathUnit { kCuda, kCudaShared, kTensor, kTensorVolta };
+
+// A product that may wait on its weights (weights, above), per sample at efficiency 1: its math
+// on `unit` and its passes over its weights at the datasheet bandwidth.
+struct WeightPasses {
+  MathUnit unit = MathUnit::kCuda;
+  double math_s = 0;
+  double passes_s = 0;
+};
+
 // A step's parts at efficiency 1, so a fit can weigh them without recomputing the layers.
 struct RooflineParts {
   double cuda_s = 0;          // per sample: FLOPs on FP32 cores over their peak
@@ -154,17 +166,18 @@ struct RooflineParts {
   double memory_s = 0;        // per sample: elementwise bytes over the datasheet bandwidth
   double transpose_s = 0;     // the part of memory_s that is NCHW's transposes
   double l2_share = 0;        // of the elementwise traffic, the share on tensors L2 holds
-  // Per sample: what reading and writing the products' weights takes beyond their math, layer
-  // by layer, at the efficiencies roofline_parts was given (weights, above).
-  double weights_s = 0;
+  std::vector<WeightPasses> weights;  // every product with weights, at a known batch
   double kernels = 0;         // per step
   double products_s(const ComputeFit& f) const {
     return cuda_s / f.cuda + cuda_shared_s / f.cuda_shared + tensor_s / f.tensor +
            tensor_volta_s / f.tensor_volta;
   }
+  // Per sample: what the products' passes over their weights take beyond their math, layer by
+  // layer at the fit's efficiencies (weights, above).
+  double weights_s(const ComputeFit& f) const;
   double at_peak_s() const { return cuda_s + cuda_shared_s + tensor_s + tensor_volta_s; }
   double sample_s(const ComputeFit& f) const {
-    return products_s(f) + memory_s / f.memory + weights_s;
+    return products_s(f) + memory_s / f.memory + weights_s(f);
   }
   double step_s(const ComputeFit& f, double batch) const {
     return batch * sample_s(f) + kernels * f.kernel_s;
@@ -173,9 +186,9 @@ struct RooflineParts {
 };
 
 // At `batch` samples a step (per GPU and micro-step); batch 0 holds no tensor in L2 and
-// charges no weights. `fit` decides which products wait on their weights.
+// charges no weights.
 RooflineParts roofline_parts(const GpuSpec& g, const Workload& w, const MathPlan& m,
-                             double batch = 0, const ComputeFit& fit = kComputeFit);
+                             double batch = 0);
 
 // Passes a training step makes over a product's weights: forward and the input's gradient read
 // them, the weights' gradient writes a tensor of their size.

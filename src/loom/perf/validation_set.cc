@@ -301,7 +301,7 @@ std::vector<FitPoint> compute_fit_points(const Catalog& cat,
     FitPoint f;
     f.name = c.name;
     f.publication = c.publication;
-    f.parts = roofline_parts(g, p.w, math_plan(g, c.precision, c.layout), double(c.batch), held);
+    f.parts = roofline_parts(g, p.w, math_plan(g, c.precision, c.layout), double(c.batch));
     f.micro_steps = double(c.accumulate);
     f.samples = double(c.batch) * f.micro_steps;
     const StepEstimate e = p.at(c.codec, c.nodes, c.gpus_per_node);
