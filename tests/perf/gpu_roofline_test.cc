@@ -153,6 +153,11 @@ TEST(GpuRoofline, WeightsCostWhereTheyOutlastTheMath) {
   ComputeFit fast = kComputeFit;
   fast.cuda_shared = 1;
   EXPECT_NEAR(at1.weights_s(fast), passes_s - at1.products_s(fast), 1e-12);
+  // Each layer against its own math: a layer with much math beside it hides none of the wide
+  // layer's passes.
+  Workload two = w;
+  two.layers.push_back({"conv", 1e3, 1e12, 0, ProductKind::kConv});
+  EXPECT_NEAR(roofline_parts(g, two, fp32, 1).weights_s(kComputeFit), passes_s - math_s, 1e-12);
   // A layer without math (an embedding's table) is not charged.
   Workload table;
   table.layers = {{"embedding", params, 0, 0, ProductKind::kGemm}};

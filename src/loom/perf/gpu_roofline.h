@@ -166,8 +166,9 @@ struct RooflineParts {
   double memory_s = 0;        // per sample: elementwise bytes over the datasheet bandwidth
   double transpose_s = 0;     // the part of memory_s that is NCHW's transposes
   double l2_share = 0;        // of the elementwise traffic, the share on tensors L2 holds
-  std::vector<WeightPasses> weights;  // every product with weights, at a known batch
   double kernels = 0;         // per step
+  // Every product with weights, at a known batch.
+  std::vector<WeightPasses> weights;
   double products_s(const ComputeFit& f) const {
     return cuda_s / f.cuda + cuda_shared_s / f.cuda_shared + tensor_s / f.tensor +
            tensor_volta_s / f.tensor_volta;
