@@ -143,6 +143,7 @@ class Backend {
   virtual void scale(int64_t n, float alpha, float* x) = 0;                 // x *= alpha
 
   // ---- activations ----
+  // y = max(x, 0), with NaN to 0; y may be x (in place).
   virtual void relu_forward(const float* x, float* y, int64_t n) = 0;
   // dx = dy where y > 0, else 0
   virtual void relu_backward(const float* y, const float* dy, float* dx, int64_t n) = 0;

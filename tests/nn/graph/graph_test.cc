@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <fstream>
+#include <string>
+#include <tuple>
 
 #include "loom/core/error.h"
 #include "loom/nn/graph/graph_builder.h"
@@ -110,6 +112,104 @@ TEST(Graph, ReadyRangesArriveInReverseOrder) {
   std::vector<int> layers;
   model->backward([&](const ParamRange& r) { layers.push_back(r.layer); });
   EXPECT_EQ(layers, (std::vector<int>{6, 3, 1}));
+}
+
+// A residual block: ReLU after BatchNorm and after the Add, each its input's only reader, run
+// in place; the stem's ReLU is read by the block and the shortcut, but its input (BatchNorm) is
+// read by it alone, so it runs in place too. `dropout_before_relu` puts a Dropout(p = 0), which
+// passes values unchanged but reads its own output in backward, before the stem's ReLU: the same
+// values with that ReLU in a buffer of its own (the model without it is checked against finite
+// differences by the layers' own tests and DagGradientsMatchFiniteDifferences).
+std::string residual_graph(bool dropout_before_relu) {
+  std::string g = R"(
+[[layer]]
+type = "conv2d"
+name = "stem"
+out = 4
+kernel = 3
+padding = 1
+[[layer]]
+type = "batchnorm2d"
+name = "stem_bn"
+)";
+  if (dropout_before_relu) g += "[[layer]]\ntype = \"dropout\"\np = 0.0\n";
+  g += R"(
+[[layer]]
+type = "relu"
+name = "stem_relu"
+[[layer]]
+type = "conv2d"
+out = 4
+kernel = 3
+padding = 1
+[[layer]]
+type = "batchnorm2d"
+[[layer]]
+type = "relu"
+[[layer]]
+type = "conv2d"
+out = 4
+kernel = 3
+padding = 1
+[[layer]]
+type = "batchnorm2d"
+name = "bn2"
+[[layer]]
+type = "add"
+inputs = ["bn2", "stem_relu"]
+[[layer]]
+type = "relu"
+[[layer]]
+type = "flatten"
+[[layer]]
+type = "linear"
+out = 3
+)";
+  return g;
+}
+
+TEST(Graph, ReluRunsInPlaceWithTheSameValuesAndGradients) {
+  const Shape in{1, 5, 5};
+  auto build = [&](bool dropout) {
+    return std::make_unique<Model>(
+        cpu_backend(), in, 3,
+        build_nodes(graph_from_string(residual_graph(dropout), "residual.toml"), in));
+  };
+  auto in_place = build(false), apart = build(true);
+  // Every ReLU writes over its input: the three ReLUs' outputs (4 x 5 x 5 each) are not kept
+  // twice. With the Dropout the stem's ReLU keeps its own output, and the Dropout's is one more.
+  const int64_t relu_out = 4 * 5 * 5;
+  EXPECT_EQ(apart->activation_floats_per_sample() - in_place->activation_floats_per_sample(),
+            2 * relu_out);
+
+  // The same parameters (their draws follow the layer index, which the Dropout shifts).
+  in_place->init_params(4);
+  ASSERT_EQ(in_place->num_params(), apart->num_params());
+  std::copy(in_place->params(), in_place->params() + in_place->num_params(), apart->params());
+  const int64_t batch = 3;
+  const std::vector<float> x = random_vector(batch * 25, 8);
+  const std::vector<int32_t> labels = {2, 0, 1};
+  const StepInfo step{true, 0, 0};
+  auto run = [&](Model& m) {
+    const float* out = m.forward(x.data(), batch, step);
+    std::vector<float> logits(out, out + batch * 3);
+    const double loss = m.loss(labels.data(), 1.0f / float(batch)).loss_sum;
+    m.backward();
+    return std::make_tuple(logits, loss, std::vector<float>(m.grads(), m.grads() + m.num_params()));
+  };
+  const auto [logits_a, loss_a, grads_a] = run(*in_place);
+  const auto [logits_b, loss_b, grads_b] = run(*apart);
+  EXPECT_EQ(logits_a, logits_b);
+  EXPECT_EQ(loss_a, loss_b);
+  EXPECT_EQ(grads_a, grads_b);
+}
+
+TEST(Graph, ReluKeepsItsOwnBufferWhereItsInputHasAnotherReader) {
+  // kDag: relu_0 reads "a", which the Concat reads too.
+  auto m = dag_model();
+  int64_t outputs = 0;
+  for (size_t i = 0; i < m->layers().size(); ++i) outputs += numel(m->output_shape(int(i)));
+  EXPECT_EQ(m->activation_floats_per_sample(), outputs);
 }
 
 TEST(Graph, TomlRoundTrip) {

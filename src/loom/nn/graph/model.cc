@@ -86,6 +86,7 @@ void Model::build(std::vector<Node> nodes, bool with_buffers) {
                              init_state[i].size() * sizeof(float));
   }
   activations_.resize(layers_.size());
+  plan_in_place();
   plan_gradients();
 }
 
@@ -99,6 +100,23 @@ int Model::find_layer(const std::string& name) const {
   for (size_t i = 0; i < names_.size(); ++i)
     if (names_[i] == name) return int(i);
   return -1;
+}
+
+void Model::plan_in_place() {
+  const size_t n = layers_.size();
+  std::vector<int> readers(n, 0);
+  for (const auto& in : inputs_)
+    for (int j : in)
+      if (j >= 0) ++readers[size_t(j)];
+  buffer_of_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    buffer_of_[i] = int(i);
+    if (!layers_[i]->runs_in_place() || inputs_[i].size() != 1) continue;
+    const int j = inputs_[i][0];
+    if (j >= 0 && readers[size_t(j)] == 1 && !layers_[size_t(j)]->backward_reads_output() &&
+        numel(out_shapes_[size_t(j)]) == numel(out_shapes_[i]))
+      buffer_of_[i] = buffer_of_[size_t(j)];
+  }
 }
 
 void Model::plan_gradients() {
@@ -163,7 +181,8 @@ int64_t Model::flops_per_sample() const {
 
 int64_t Model::activation_floats_per_sample() const {
   int64_t n = 0;
-  for (const auto& s : out_shapes_) n += numel(s);
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (buffer_of_[i] == int(i)) n += numel(out_shapes_[i]);
   for (const auto& l : layers_) n += l->saved_floats_per_sample();
   return n;
 }
@@ -202,7 +221,8 @@ void Model::init_params(uint64_t seed) {
 void Model::ensure_capacity(int64_t batch) {
   if (batch <= capacity_) return;
   for (size_t i = 0; i < layers_.size(); ++i)
-    activations_[i] = DeviceBuffer<float>(*backend_, batch * numel(out_shapes_[i]));
+    if (buffer_of_[i] == int(i))
+      activations_[i] = DeviceBuffer<float>(*backend_, batch * numel(out_shapes_[i]));
   for (size_t k = 0; k < slots_.size(); ++k)
     slots_[k] = DeviceBuffer<float>(*backend_, batch * slot_floats_[k]);
   if (sum_spare_floats_ > 0) sum_spare_ = DeviceBuffer<float>(*backend_, batch * sum_spare_floats_);
@@ -227,12 +247,12 @@ const float* Model::forward(const float* x, int64_t batch, const StepInfo& step)
   for (size_t i = 0; i < layers_.size(); ++i) {
     ctx.layer_index = int(i);
     xs.clear();
-    for (int j : inputs_[i]) xs.push_back(j < 0 ? x : activations_[size_t(j)].data());
+    for (int j : inputs_[i]) xs.push_back(j < 0 ? x : activation(j));
     trace::Span span;  // timeline: one span per layer (trace.h; one branch when off)
     if (trace::enabled())
       span.begin(fmt::format("fwd {} {}", names_[i], layers_[i]->kind()), "forward");
     try {
-      layers_[i]->forward_inputs(ctx, xs, activations_[i].data(), batch);
+      layers_[i]->forward_inputs(ctx, xs, activation(int(i)), batch);
     } catch (const InputError& e) {
       // Bad values in the batch (a token id outside an embedding's vocabulary): say where.
       throw InputError(fmt::format("layer '{}': {}", names_[i], e.what()));
@@ -241,7 +261,7 @@ const float* Model::forward(const float* x, int64_t batch, const StepInfo& step)
   last_input_ = x;
   last_batch_ = batch;
   last_step_ = step;
-  return activations_.back().data();
+  return activation(int(layers_.size()) - 1);
 }
 
 LossResult Model::loss(const int32_t* labels, float grad_scale) {
@@ -249,15 +269,15 @@ LossResult Model::loss(const int32_t* labels, float grad_scale) {
   LossResult r;
   const int64_t rows = last_batch_ * output_positions_;
   if (has_ignore_index_) {
-    r.loss_sum =
-        backend_->softmax_xent_ignore(activations_.back().data(), labels, rows, num_classes_,
-                                      grad_scale, slots_[size_t(grad_slot_.back())].data(),
-                                      &r.correct, label_smoothing_, ignore_index_, &r.counted);
+    r.loss_sum = backend_->softmax_xent_ignore(activation(int(layers_.size()) - 1), labels, rows,
+                                               num_classes_, grad_scale,
+                                               slots_[size_t(grad_slot_.back())].data(), &r.correct,
+                                               label_smoothing_, ignore_index_, &r.counted);
     return r;
   }
-  r.loss_sum = backend_->softmax_xent(activations_.back().data(), labels, rows, num_classes_,
-                                      grad_scale, slots_[size_t(grad_slot_.back())].data(),
-                                      &r.correct, label_smoothing_);
+  r.loss_sum = backend_->softmax_xent(
+      activation(int(layers_.size()) - 1), labels, rows, num_classes_, grad_scale,
+      slots_[size_t(grad_slot_.back())].data(), &r.correct, label_smoothing_);
   r.counted = rows;
   return r;
 }
@@ -286,8 +306,9 @@ LossResult Model::loss(const int32_t* labels, const float* targets, float grad_s
 LossResult Model::mse_loss(const float* targets, float grad_scale) {
   LOOM_CHECK(last_input_ != nullptr, "mse_loss() before forward()");
   LossResult r;
-  r.loss_sum = backend_->mse(activations_.back().data(), targets, last_batch_ * output_positions_,
-                             num_classes_, grad_scale, slots_[size_t(grad_slot_.back())].data());
+  r.loss_sum =
+      backend_->mse(activation(int(layers_.size()) - 1), targets, last_batch_ * output_positions_,
+                    num_classes_, grad_scale, slots_[size_t(grad_slot_.back())].data());
   return r;
 }
 
@@ -306,7 +327,7 @@ void Model::backward(const std::function<void(const ParamRange&)>& on_ready) {
     sums.clear();
     float* spare = sum_spare_.data();
     for (int j : inputs_[size_t(i)]) {
-      xs.push_back(j < 0 ? last_input_ : activations_[size_t(j)].data());
+      xs.push_back(j < 0 ? last_input_ : activation(j));
       if (j < 0 || !runs_backward_[size_t(j)]) {
         dxs.push_back(nullptr);
       } else if (!written[size_t(j)]) {
@@ -323,9 +344,8 @@ void Model::backward(const std::function<void(const ParamRange&)>& on_ready) {
     if (trace::enabled())
       span.begin(fmt::format("bwd {} {}", names_[size_t(i)], layers_[size_t(i)]->kind()),
                  "backward");
-    layers_[size_t(i)]->backward_inputs(ctx, xs, activations_[size_t(i)].data(),
-                                        slots_[size_t(grad_slot_[size_t(i)])].data(), dxs,
-                                        last_batch_);
+    layers_[size_t(i)]->backward_inputs(
+        ctx, xs, activation(i), slots_[size_t(grad_slot_[size_t(i)])].data(), dxs, last_batch_);
     for (const auto& [piece, j] : sums)
       backend_->axpy(last_batch_ * numel(out_shapes_[size_t(j)]), 1.0f, piece,
                      slots_[size_t(grad_slot_[size_t(j)])].data());

@@ -4,6 +4,13 @@
 // kept per layer for backward; gradients of activations share a few buffers, each live only
 // between the backward of a layer's last reader and its own. Buffers grow to the largest batch
 // seen and are then reused.
+//
+// In place: a layer that may write its output over its input (Layer::runs_in_place, ReLU) shares
+// its input's buffer where it is that input's only reader and the input's layer does not read
+// its own output in backward (Layer::backward_reads_output: BatchNorm, Conv2d, Linear and Add do
+// not). So a ResNet's ReLU after BatchNorm or after the residual Add, and an MLP's after Linear,
+// write into a buffer the cache still holds instead of a fresh one, as PyTorch's inplace=True
+// ReLU does; the values are the same.
 #pragma once
 
 #include <functional>
@@ -132,6 +139,8 @@ class Model {
   void build(std::vector<Node> nodes, bool with_buffers);
   void ensure_capacity(int64_t batch);
   void plan_gradients();
+  void plan_in_place();
+  float* activation(int layer) { return activations_[size_t(buffer_of_[size_t(layer)])].data(); }
   Context context(const StepInfo& step) const;
 
   Backend* backend_;
@@ -152,7 +161,8 @@ class Model {
   int64_t num_params_ = 0;
   DeviceBuffer<float> params_, grads_, state_;
   ReplicaReducer* reducer_ = nullptr;
-  std::vector<DeviceBuffer<float>> activations_;  // output of each layer
+  std::vector<DeviceBuffer<float>> activations_;  // output of each layer that has its own
+  std::vector<int> buffer_of_;  // the layer whose buffer holds each layer's output (in place)
   // Backward: layers that run (some layer at or below them has parameters), the gradient slot
   // of each layer's output (-1: none), the slots' per-sample sizes, and one spare for layers
   // whose output has several readers (their input gradients are summed).

@@ -9,6 +9,8 @@ namespace loom::nn {
 class ReLU final : public Layer {
  public:
   std::string kind() const override { return "ReLU"; }
+  // Its backward reads only y and dy (the mask is y > 0).
+  bool runs_in_place() const override { return true; }
   Shape build(const Shape& input) override;
   void forward(const Context& ctx, const float* x, float* y, int64_t batch) override;
   void backward(const Context& ctx, const float* x, const float* y, const float* dy, float* dx,

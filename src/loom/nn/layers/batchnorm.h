@@ -34,6 +34,7 @@ class BatchNorm final : public Layer {
   int64_t flops_per_sample() const override { return 4 * channels_ * plane_; }
   int64_t num_state() const override { return 2 * channels_; }
   bool reduces_across_replicas() const override { return sync_; }
+  bool backward_reads_output() const override { return false; }  // x and the batch statistics
   std::vector<TensorSpec> state_tensors() const override {
     return {{"running_mean", {channels_}}, {"running_var", {channels_}}};
   }

@@ -23,6 +23,7 @@ class Conv2d final : public Layer {
   Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride = 1,
          int64_t pad = 0);
   std::string kind() const override { return "Conv2d"; }
+  bool backward_reads_output() const override { return false; }  // x, the weights and dy
   std::string describe() const override;
   Shape build(const Shape& input) override;
   int64_t num_params() const override { return weight_count() + (o_.bias ? o_.out_channels : 0); }

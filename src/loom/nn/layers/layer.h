@@ -80,6 +80,14 @@ class Layer {
   virtual int64_t num_state() const { return 0; }
   // True if forward and backward call Context::reducer (BatchNorm with sync = true).
   virtual bool reduces_across_replicas() const { return false; }
+  // Whether backward reads the layer's own output y (ReLU's mask does; the products' and
+  // BatchNorm's gradients do not). Only a layer that does not may have its output overwritten
+  // by a layer that runs in place after it.
+  virtual bool backward_reads_output() const { return true; }
+  // Whether forward may write y over x: an elementwise map whose backward reads neither x nor
+  // anything but y and dy. The model runs it in place where it is its input's only reader and
+  // the input's layer does not read its own output back (Model, "in place").
+  virtual bool runs_in_place() const { return false; }
   // The named tensors of the num_state() values, as param_tensors() (default: one "state").
   virtual std::vector<TensorSpec> state_tensors() const {
     if (num_state() == 0) return {};

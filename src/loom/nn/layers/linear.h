@@ -12,6 +12,7 @@ class Linear final : public Layer {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
   std::string kind() const override { return "Linear"; }
+  bool backward_reads_output() const override { return false; }  // x, the weights and dy
   std::string describe() const override;
   Shape build(const Shape& input) override;
   int64_t num_params() const override { return in_ * out_ + (bias_ ? out_ : 0); }

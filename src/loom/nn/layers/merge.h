@@ -11,6 +11,7 @@ namespace loom::nn {
 class Add final : public Layer {
  public:
   std::string kind() const override { return "Add"; }
+  bool backward_reads_output() const override { return false; }  // dy alone
   int min_inputs() const override { return 2; }
   int max_inputs() const override { return 64; }
   Shape build(const Shape& input) override;

@@ -132,8 +132,16 @@ void CpuBackend::scale(int64_t n, float alpha, float* x) {
   for (int64_t i = 0; i < n; ++i) x[i] *= alpha;
 }
 
-void CpuBackend::relu_forward(const float* __restrict x, float* __restrict y, int64_t n) {
+namespace {
+void relu_apart(const float* __restrict x, float* __restrict y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+}  // namespace
+
+void CpuBackend::relu_forward(const float* x, float* y, int64_t n) {
+  if (x != y) return relu_apart(x, y, n);
+  // In place (Model, "in place"): one pointer, so it vectorises without restrict.
+  for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
 }
 
 void CpuBackend::relu_backward(const float* __restrict y, const float* __restrict dy,
