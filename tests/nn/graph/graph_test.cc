@@ -204,6 +204,19 @@ TEST(Graph, ReluRunsInPlaceWithTheSameValuesAndGradients) {
   EXPECT_EQ(grads_a, grads_b);
 }
 
+TEST(Graph, EveryReluOfResNet20RunsInPlace) {
+  ModelSpec spec;
+  spec.model = "resnet20";
+  const auto m = build_model(spec, cpu_backend(), Shape{1, 28, 28}, 10);
+  int64_t outputs = 0, relus = 0, relu_out = 0;
+  for (size_t i = 0; i < m->layers().size(); ++i) {
+    outputs += numel(m->output_shape(int(i)));
+    if (m->layers()[i]->kind() == "ReLU") ++relus, relu_out += numel(m->output_shape(int(i)));
+  }
+  EXPECT_EQ(relus, 19);
+  EXPECT_EQ(m->activation_floats_per_sample(), outputs - relu_out);
+}
+
 TEST(Graph, ReluKeepsItsOwnBufferWhereItsInputHasAnotherReader) {
   // kDag: relu_0 reads "a", which the Concat reads too.
   auto m = dag_model();
