@@ -115,13 +115,18 @@ TEST(Graph, ReadyRangesArriveInReverseOrder) {
 }
 
 // A residual block: ReLU after BatchNorm and after the Add, each its input's only reader, run
-// in place; the stem's ReLU is read by the block and the shortcut, but its input (BatchNorm) is
-// read by it alone, so it runs in place too. `dropout_before_relu` puts a Dropout(p = 0), which
-// passes values unchanged but reads its own output in backward, before the stem's ReLU: the same
-// values with that ReLU in a buffer of its own (the model without it is checked against finite
-// differences by the layers' own tests and DagGradientsMatchFiniteDifferences).
-std::string residual_graph(bool dropout_before_relu) {
-  std::string g = R"(
+// in place, and so does the Add over bn2 (its first input); the stem's ReLU is read by the block
+// and the shortcut, but its input (BatchNorm) is read by it alone, so it runs in place too.
+// `apart` puts a Dropout(p = 0), which passes values unchanged but reads its own output in
+// backward, before the stem's ReLU and before the Add's first input: the same values with that
+// ReLU and the Add in buffers of their own (the model without in-place layers is checked against
+// finite differences by the layers' own tests and DagGradientsMatchFiniteDifferences).
+std::string residual_graph(bool apart) {
+  auto keep = [&](const std::string& name) {
+    return apart ? "[[layer]]\ntype = \"dropout\"\nname = \"" + name + "\"\np = 0.0\n"
+                 : std::string();
+  };
+  return R"(
 [[layer]]
 type = "conv2d"
 name = "stem"
@@ -131,9 +136,8 @@ padding = 1
 [[layer]]
 type = "batchnorm2d"
 name = "stem_bn"
-)";
-  if (dropout_before_relu) g += "[[layer]]\ntype = \"dropout\"\np = 0.0\n";
-  g += R"(
+)" + keep("keep_stem") +
+         R"(
 [[layer]]
 type = "relu"
 name = "stem_relu"
@@ -154,9 +158,12 @@ padding = 1
 [[layer]]
 type = "batchnorm2d"
 name = "bn2"
+)" + keep("keep2") +
+         R"(
 [[layer]]
 type = "add"
-inputs = ["bn2", "stem_relu"]
+inputs = [")" +
+         (apart ? "keep2" : "bn2") + R"(", "stem_relu"]
 [[layer]]
 type = "relu"
 [[layer]]
@@ -165,10 +172,9 @@ type = "flatten"
 type = "linear"
 out = 3
 )";
-  return g;
 }
 
-TEST(Graph, ReluRunsInPlaceWithTheSameValuesAndGradients) {
+TEST(Graph, ReluAndAddRunInPlaceWithTheSameValuesAndGradients) {
   const Shape in{1, 5, 5};
   auto build = [&](bool dropout) {
     return std::make_unique<Model>(
@@ -176,11 +182,11 @@ TEST(Graph, ReluRunsInPlaceWithTheSameValuesAndGradients) {
         build_nodes(graph_from_string(residual_graph(dropout), "residual.toml"), in));
   };
   auto in_place = build(false), apart = build(true);
-  // Every ReLU writes over its input: the three ReLUs' outputs (4 x 5 x 5 each) are not kept
-  // twice. With the Dropout the stem's ReLU keeps its own output, and the Dropout's is one more.
-  const int64_t relu_out = 4 * 5 * 5;
+  // Apart, the stem's ReLU and the Add keep outputs of their own (4 x 5 x 5 each), and the two
+  // Dropouts' are two more.
+  const int64_t tensor = 4 * 5 * 5;
   EXPECT_EQ(apart->activation_floats_per_sample() - in_place->activation_floats_per_sample(),
-            2 * relu_out);
+            4 * tensor);
 
   // The same parameters (their draws follow the layer index, which the Dropout shifts).
   in_place->init_params(4);
@@ -204,17 +210,21 @@ TEST(Graph, ReluRunsInPlaceWithTheSameValuesAndGradients) {
   EXPECT_EQ(grads_a, grads_b);
 }
 
-TEST(Graph, EveryReluOfResNet20RunsInPlace) {
+TEST(Graph, EveryReluAndAddOfResNet20RunsInPlace) {
   ModelSpec spec;
   spec.model = "resnet20";
   const auto m = build_model(spec, cpu_backend(), Shape{1, 28, 28}, 10);
-  int64_t outputs = 0, relus = 0, relu_out = 0;
+  int64_t outputs = 0, shared = 0, relus = 0, adds = 0;
   for (size_t i = 0; i < m->layers().size(); ++i) {
+    const std::string kind = m->layers()[i]->kind();
     outputs += numel(m->output_shape(int(i)));
-    if (m->layers()[i]->kind() == "ReLU") ++relus, relu_out += numel(m->output_shape(int(i)));
+    if (kind == "ReLU" || kind == "Add") shared += numel(m->output_shape(int(i)));
+    relus += kind == "ReLU";
+    adds += kind == "Add";
   }
   EXPECT_EQ(relus, 19);
-  EXPECT_EQ(m->activation_floats_per_sample(), outputs - relu_out);
+  EXPECT_EQ(adds, 9);
+  EXPECT_EQ(m->activation_floats_per_sample(), outputs - shared);
 }
 
 TEST(Graph, ReluKeepsItsOwnBufferWhereItsInputHasAnotherReader) {

@@ -111,8 +111,8 @@ void Model::plan_in_place() {
   buffer_of_.resize(n);
   for (size_t i = 0; i < n; ++i) {
     buffer_of_[i] = int(i);
-    if (!layers_[i]->runs_in_place() || inputs_[i].size() != 1) continue;
-    const int j = inputs_[i][0];
+    if (!layers_[i]->runs_in_place() || inputs_[i].empty()) continue;
+    const int j = inputs_[i][0];  // an in-place layer of several inputs writes over the first
     if (j >= 0 && readers[size_t(j)] == 1 && !layers_[size_t(j)]->backward_reads_output() &&
         numel(out_shapes_[size_t(j)]) == numel(out_shapes_[i]))
       buffer_of_[i] = buffer_of_[size_t(j)];

@@ -5,12 +5,13 @@
 // between the backward of a layer's last reader and its own. Buffers grow to the largest batch
 // seen and are then reused.
 //
-// In place: a layer that may write its output over its input (Layer::runs_in_place, ReLU) shares
-// its input's buffer where it is that input's only reader and the input's layer does not read
-// its own output in backward (Layer::backward_reads_output: BatchNorm, Conv2d, Linear and Add do
-// not). So a ResNet's ReLU after BatchNorm or after the residual Add, and an MLP's after Linear,
-// write into a buffer the cache still holds instead of a fresh one, as PyTorch's inplace=True
-// ReLU does; the values are the same.
+// In place: a layer that may write its output over its (first) input (Layer::runs_in_place: ReLU,
+// Add) shares that input's buffer where it is the input's only reader and the input's layer does
+// not read its own output in backward (Layer::backward_reads_output: BatchNorm, Conv2d, Linear
+// and Add do not). So a ResNet's residual Add writes over its BatchNorm's output, its ReLUs over
+// their BatchNorm's or Add's, and an MLP's ReLU over its Linear's: into a buffer the cache still
+// holds instead of a fresh one, as PyTorch's inplace=True ReLU and in-place residual add do; the
+// values are the same.
 #pragma once
 
 #include <functional>

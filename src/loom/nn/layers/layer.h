@@ -84,9 +84,9 @@ class Layer {
   // BatchNorm's gradients do not). Only a layer that does not may have its output overwritten
   // by a layer that runs in place after it.
   virtual bool backward_reads_output() const { return true; }
-  // Whether forward may write y over x: an elementwise map whose backward reads neither x nor
-  // anything but y and dy. The model runs it in place where it is its input's only reader and
-  // the input's layer does not read its own output back (Model, "in place").
+  // Whether forward may write y over its (first) input: an elementwise map whose backward reads
+  // no input, only y and dy (ReLU, Add). The model runs it in place where it is that input's
+  // only reader and the input's layer does not read its own output back (Model, "in place").
   virtual bool runs_in_place() const { return false; }
   // The named tensors of the num_state() values, as param_tensors() (default: one "state").
   virtual std::vector<TensorSpec> state_tensors() const {

@@ -32,7 +32,7 @@ void Add::forward_inputs(const Context& ctx, const std::vector<const float*>& xs
                          int64_t batch) {
   Backend& be = *ctx.backend;
   const int64_t n = batch * features_;
-  be.copy(y, xs[0], size_t(n) * sizeof(float));
+  if (y != xs[0]) be.copy(y, xs[0], size_t(n) * sizeof(float));  // else in place (Model)
   for (size_t i = 1; i < xs.size(); ++i) be.axpy(n, 1.0f, xs[i], y);
 }
 

@@ -12,6 +12,7 @@ class Add final : public Layer {
  public:
   std::string kind() const override { return "Add"; }
   bool backward_reads_output() const override { return false; }  // dy alone
+  bool runs_in_place() const override { return true; }  // y = x0 + ..., x0's buffer may be y
   int min_inputs() const override { return 2; }
   int max_inputs() const override { return 64; }
   Shape build(const Shape& input) override;
