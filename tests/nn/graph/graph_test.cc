@@ -12,6 +12,8 @@
 #include "loom/nn/graph/graph_spec.h"
 #include "loom/nn/graph/model.h"
 #include "loom/nn/graph/model_zoo.h"
+#include "loom/nn/layers/activation.h"
+#include "loom/nn/layers/linear.h"
 #include "loom/plan/model_reader.h"
 #include "loom/tensor/backend_registry.h"
 #include "nn/grad_check.h"
@@ -122,56 +124,22 @@ TEST(Graph, ReadyRangesArriveInReverseOrder) {
 // ReLU and the Add in buffers of their own (the model without in-place layers is checked against
 // finite differences by the layers' own tests and DagGradientsMatchFiniteDifferences).
 std::string residual_graph(bool apart) {
-  auto keep = [&](const std::string& name) {
-    return apart ? "[[layer]]\ntype = \"dropout\"\nname = \"" + name + "\"\np = 0.0\n"
-                 : std::string();
+  auto layer = [](const std::string& type, const std::string& name, const std::string& rest) {
+    return "[[layer]]\ntype = \"" + type + "\"\n" +
+           (name.empty() ? "" : "name = \"" + name + "\"\n") + rest;
   };
-  return R"(
-[[layer]]
-type = "conv2d"
-name = "stem"
-out = 4
-kernel = 3
-padding = 1
-[[layer]]
-type = "batchnorm2d"
-name = "stem_bn"
-)" + keep("keep_stem") +
-         R"(
-[[layer]]
-type = "relu"
-name = "stem_relu"
-[[layer]]
-type = "conv2d"
-out = 4
-kernel = 3
-padding = 1
-[[layer]]
-type = "batchnorm2d"
-[[layer]]
-type = "relu"
-[[layer]]
-type = "conv2d"
-out = 4
-kernel = 3
-padding = 1
-[[layer]]
-type = "batchnorm2d"
-name = "bn2"
-)" + keep("keep2") +
-         R"(
-[[layer]]
-type = "add"
-inputs = [")" +
-         (apart ? "keep2" : "bn2") + R"(", "stem_relu"]
-[[layer]]
-type = "relu"
-[[layer]]
-type = "flatten"
-[[layer]]
-type = "linear"
-out = 3
-)";
+  auto conv_bn = [&](const std::string& conv, const std::string& bn) {
+    return layer("conv2d", conv, "out = 4\nkernel = 3\npadding = 1\n") +
+           layer("batchnorm2d", bn, "");
+  };
+  auto keep = [&](const std::string& name) {
+    return apart ? layer("dropout", name, "p = 0.0\n") : std::string();
+  };
+  return conv_bn("stem", "stem_bn") + keep("keep_stem") + layer("relu", "stem_relu", "") +
+         conv_bn("", "") + layer("relu", "", "") + conv_bn("", "bn2") + keep("keep2") +
+         layer("add", "",
+               "inputs = [\"" + std::string(apart ? "keep2" : "bn2") + "\", \"stem_relu\"]\n") +
+         layer("relu", "", "") + layer("flatten", "", "") + layer("linear", "", "out = 3\n");
 }
 
 TEST(Graph, ReluAndAddRunInPlaceWithTheSameValuesAndGradients) {
@@ -225,6 +193,42 @@ TEST(Graph, EveryReluAndAddOfResNet20RunsInPlace) {
   EXPECT_EQ(relus, 19);
   EXPECT_EQ(adds, 9);
   EXPECT_EQ(m->activation_floats_per_sample(), outputs - shared);
+}
+
+// A layer that may run in place and records the buffers it was given.
+class InPlaceProbe final : public Layer {
+ public:
+  explicit InPlaceProbe(const float** x, float** y) : x_(x), y_(y) {}
+  std::string kind() const override { return "InPlaceProbe"; }
+  bool runs_in_place() const override { return true; }
+  Shape build(const Shape& input) override { return input; }
+  void forward(const Context&, const float* x, float* y, int64_t) override { *x_ = x, *y_ = y; }
+  void backward(const Context&, const float*, const float*, const float*, float*,
+                int64_t) override {}
+
+ private:
+  const float** x_;
+  float** y_;
+};
+
+TEST(Graph, AnInPlaceLayerIsGivenItsInputsBufferToWrite) {
+  // After a Linear (whose backward does not read its output) the probe writes over its input;
+  // after a ReLU (whose backward does) it gets a buffer of its own.
+  for (const bool after_relu : {false, true}) {
+    const float* x = nullptr;
+    float* y = nullptr;
+    std::vector<std::unique_ptr<Layer>> layers;
+    layers.push_back(std::make_unique<Flatten>());
+    layers.push_back(std::make_unique<Linear>(4, 3));
+    if (after_relu) layers.push_back(std::make_unique<ReLU>());
+    layers.push_back(std::make_unique<InPlaceProbe>(&x, &y));
+    Model m(cpu_backend(), Shape{2, 2}, 3, std::move(layers));
+    m.init_params(1);
+    const std::vector<float> in = random_vector(2 * 4, 3);
+    m.forward(in.data(), 2, StepInfo{true, 0, 0});
+    ASSERT_NE(x, nullptr);
+    EXPECT_EQ(x == y, !after_relu) << (after_relu ? "after a ReLU" : "after a Linear");
+  }
 }
 
 TEST(Graph, ReluKeepsItsOwnBufferWhereItsInputHasAnotherReader) {

@@ -261,7 +261,7 @@ const float* Model::forward(const float* x, int64_t batch, const StepInfo& step)
   last_input_ = x;
   last_batch_ = batch;
   last_step_ = step;
-  return activation(int(layers_.size()) - 1);
+  return model_output();
 }
 
 LossResult Model::loss(const int32_t* labels, float grad_scale) {
@@ -269,15 +269,15 @@ LossResult Model::loss(const int32_t* labels, float grad_scale) {
   LossResult r;
   const int64_t rows = last_batch_ * output_positions_;
   if (has_ignore_index_) {
-    r.loss_sum = backend_->softmax_xent_ignore(activation(int(layers_.size()) - 1), labels, rows,
-                                               num_classes_, grad_scale,
-                                               slots_[size_t(grad_slot_.back())].data(), &r.correct,
-                                               label_smoothing_, ignore_index_, &r.counted);
+    r.loss_sum =
+        backend_->softmax_xent_ignore(model_output(), labels, rows, num_classes_, grad_scale,
+                                      slots_[size_t(grad_slot_.back())].data(), &r.correct,
+                                      label_smoothing_, ignore_index_, &r.counted);
     return r;
   }
-  r.loss_sum = backend_->softmax_xent(
-      activation(int(layers_.size()) - 1), labels, rows, num_classes_, grad_scale,
-      slots_[size_t(grad_slot_.back())].data(), &r.correct, label_smoothing_);
+  r.loss_sum = backend_->softmax_xent(model_output(), labels, rows, num_classes_, grad_scale,
+                                      slots_[size_t(grad_slot_.back())].data(), &r.correct,
+                                      label_smoothing_);
   r.counted = rows;
   return r;
 }
@@ -306,9 +306,8 @@ LossResult Model::loss(const int32_t* labels, const float* targets, float grad_s
 LossResult Model::mse_loss(const float* targets, float grad_scale) {
   LOOM_CHECK(last_input_ != nullptr, "mse_loss() before forward()");
   LossResult r;
-  r.loss_sum =
-      backend_->mse(activation(int(layers_.size()) - 1), targets, last_batch_ * output_positions_,
-                    num_classes_, grad_scale, slots_[size_t(grad_slot_.back())].data());
+  r.loss_sum = backend_->mse(model_output(), targets, last_batch_ * output_positions_, num_classes_,
+                             grad_scale, slots_[size_t(grad_slot_.back())].data());
   return r;
 }
 

@@ -142,6 +142,7 @@ class Model {
   void plan_gradients();
   void plan_in_place();
   float* activation(int layer) { return activations_[size_t(buffer_of_[size_t(layer)])].data(); }
+  float* model_output() { return activation(int(layers_.size()) - 1); }  // the last layer's output
   Context context(const StepInfo& step) const;
 
   Backend* backend_;
