@@ -108,13 +108,13 @@ TEST(Validation, AFoldsRooflineIsItsOwnFixedPoint) {
 }
 
 // Regression guards at what the model reaches today (docs/perf.md gives the figures and the
-// issue's targets: 12% mean over throughput left out, reached at 12.0%, and no case beyond 25%,
-// not met: four are, the worst at 40.0%).
+// issue's targets: 12% mean over throughput left out, reached at 10.1%, and no case beyond 25%,
+// not met: four are, the worst at 28.0%).
 TEST(Validation, LeaveOneSourceOutErrorsStayWhereTheyAre) {
   EXPECT_LE(run().loo_scaling.mean_abs, 0.08);
-  EXPECT_LE(run().loo_throughput.mean_abs, 0.121);
-  EXPECT_LE(run().loo.mean_abs, 0.11);
-  EXPECT_LE(run().loo.max_abs, 0.41);
+  EXPECT_LE(run().loo_throughput.mean_abs, 0.105);
+  EXPECT_LE(run().loo.mean_abs, 0.10);
+  EXPECT_LE(run().loo.max_abs, 0.30);
 }
 
 TEST(Validation, ABandComesFromItsGenerationAndPrecisionOrIsWidened) {
