@@ -144,7 +144,7 @@ std::string describe(const ComputeFit& f);
 
 // Fitted on the single-GPU cases of data/hardware/validation.toml and the catalog's [[rate]]
 // rows (tests/perf/validation_test.cc refits it and checks these values).
-inline constexpr ComputeFit kComputeFit{0.77, 0.53, 0.72, 0.39, 0.8, 22.5e-6};
+inline constexpr ComputeFit kComputeFit{0.77, 0.53, 0.72, 0.39, 0.8, 22.0e-6};
 
 // The units a product's math runs on, each with its fitted efficiency (ComputeFit).
 enum class MathUnit { kCuda, kCudaShared, kTensor, kTensorVolta };

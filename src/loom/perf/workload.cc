@@ -44,11 +44,13 @@ constexpr const char* kBertPretrainSource =
 // definitions by scripts/workload-traffic (its rules there): bytes per sample at fp32. And the
 // values their convolutions read and write per sample (Workload::conv_io_values).
 constexpr double kResNet50Traffic = 694.0e6, kResNet50Kernels = 407;
+constexpr double kResNet50V1Traffic = 666.6e6;  // the same 407 kernels
 constexpr double kResNet101Traffic = 1042.0e6, kResNet101Kernels = 798;
 constexpr double kInception3Traffic = 565.7e6, kInception3Kernels = 707;
 constexpr double kVgg16Traffic = 369.6e6, kVgg16Kernels = 101;
 constexpr double kAlexNetTraffic = 16.2e6, kAlexNetKernels = 57;
 constexpr double kResNet50ConvIo = 21.78e6;
+constexpr double kResNet50V1ConvIo = 20.72e6;
 constexpr double kResNet101ConvIo = 32.01e6;
 constexpr double kInception3ConvIo = 23.11e6;
 constexpr double kVgg16ConvIo = 22.63e6;
@@ -58,6 +60,10 @@ constexpr double kAlexNetConvIo = 0.82e6;
 std::vector<TensorTraffic> resnet50_by_tensor() {
   return {{0.02509e6, 6.523e6}, {0.05018e6, 28.7e6}, {0.1004e6, 68.66e6},
           {0.2007e6, 171e6},    {0.4014e6, 155.7e6}, {0.8028e6, 263.3e6}};
+}
+std::vector<TensorTraffic> resnet50_v1_by_tensor() {
+  return {{0.02509e6, 7.827e6}, {0.05018e6, 31.31e6}, {0.1004e6, 68.66e6},
+          {0.2007e6, 160.6e6},  {0.4014e6, 134.9e6},  {0.8028e6, 263.3e6}};
 }
 std::vector<TensorTraffic> resnet101_by_tensor() {
   return {{0.02509e6, 6.523e6}, {0.05018e6, 117.4e6}, {0.1004e6, 68.66e6},
@@ -195,6 +201,33 @@ const std::map<std::string, std::function<Workload()>>& registry() {
              C("conv3_x", 1.22 * kM, 1.03 * kG, 0.338),  C("conv4_x", 7.10 * kM, 1.46 * kG, 0.395),
              C("conv5_x", 14.96 * kM, 0.80 * kG, 0.286), L("fc", 2.05 * kM, 0.002 * kG)};
          w.activation_bytes = 100e6;  // estimate: stored feature maps (conv, BN, ReLU)
+         w.input_bytes = kImageNetJpegBytes;
+         w.train_samples = 90 * kImageNetTrainImages;
+         w.train_samples_source = "90 epochs of ImageNet (Goyal et al. 2017)";
+         return w;
+       }},
+      {"resnet50-v1",
+       [] {
+         // ResNet-50 as He et al. 2016 define it and tf_cnn_benchmarks builds its `resnet50`
+         // (models/resnet_model.py, bottleneck_block_v1): a stage's first block strides on its
+         // first 1x1 convolution, so that convolution and its 3x3 run at the lower resolution.
+         // 3.86 GMACs; the stages' MACs and stride-1 3x3 shares computed from the layer shapes
+         // (torchvision's layers with the strides moved, as scripts/workload-traffic builds
+         // them for the traffic).
+         Workload w;
+         w.name = "resnet50-v1";
+         w.elementwise_bytes = kResNet50V1Traffic;
+         w.elementwise_by_tensor = resnet50_v1_by_tensor();
+         w.kernels = kResNet50Kernels;
+         w.conv_io_values = kResNet50V1ConvIo;
+         w.source =
+             "He et al. CVPR 2016 (v1: 25.56M params, 3.86 GMAC); tf_cnn_benchmarks' resnet50";
+         w.layers = {
+             C("conv1", 0.0094 * kM, 0.118 * kG, 0, 1),  C("conv2_x", 0.216 * kM, 0.68 * kG, 0.519),
+             C("conv3_x", 1.22 * kM, 0.95 * kG, 0.486),  C("conv4_x", 7.10 * kM, 1.39 * kG, 0.500),
+             C("conv5_x", 14.96 * kM, 0.73 * kG, 0.474), L("fc", 2.05 * kM, 0.002 * kG)};
+         // Estimate: ResNet-50's, less the three strided blocks' quarter-size maps.
+         w.activation_bytes = 95e6;
          w.input_bytes = kImageNetJpegBytes;
          w.train_samples = 90 * kImageNetTrainImages;
          w.train_samples_source = "90 epochs of ImageNet (Goyal et al. 2017)";
