@@ -103,10 +103,12 @@ TEST(Workload, ReferenceWorkloadsMatchPublishedTotals) {
     double params, gmac;
   };
   // torchvision model docs (params, GMACs); BERT-Large 340M; GPT-2 XL 1558M.
-  // ResNet-50 v1: He et al. 2016, Table 1 (3.8e9 multiply-adds; 3.86 from its layer shapes).
+  // ResNet-50 v1: He et al. 2016, Table 1 (3.8e9 multiply-adds; 3.86 from its layer shapes);
+  // tf_cnn_benchmarks' AlexNet from its layer shapes.
   for (Want w : {Want{"resnet50", 25.557e6, 4.09}, Want{"resnet50-v1", 25.557e6, 3.86},
                  Want{"resnet101", 44.549e6, 7.80}, Want{"vgg16", 138.358e6, 15.47},
-                 Want{"alexnet", 61.1e6, 0.71}, Want{"inception3", 23.8e6, 5.71}}) {
+                 Want{"alexnet", 61.1e6, 0.71}, Want{"alexnet-tf", 61.84e6, 0.84},
+                 Want{"inception3", 23.8e6, 5.71}}) {
     Workload x = reference_workload(w.name);
     EXPECT_NEAR(x.params() / w.params, 1.0, 0.03) << w.name;
     EXPECT_NEAR(x.fwd_flops() / 2e9 / w.gmac, 1.0, 0.03) << w.name;

@@ -49,12 +49,14 @@ constexpr double kResNet101Traffic = 1042.0e6, kResNet101Kernels = 798;
 constexpr double kInception3Traffic = 565.7e6, kInception3Kernels = 707;
 constexpr double kVgg16Traffic = 369.6e6, kVgg16Kernels = 101;
 constexpr double kAlexNetTraffic = 16.2e6, kAlexNetKernels = 57;
+constexpr double kAlexNetTfTraffic = 16.6e6;  // the same 57 kernels
 constexpr double kResNet50ConvIo = 21.78e6;
 constexpr double kResNet50V1ConvIo = 20.72e6;
 constexpr double kResNet101ConvIo = 32.01e6;
 constexpr double kInception3ConvIo = 23.11e6;
 constexpr double kVgg16ConvIo = 22.63e6;
 constexpr double kAlexNetConvIo = 0.82e6;
+constexpr double kAlexNetTfConvIo = 0.87e6;
 // The same traffic by tensor size (values per sample, bytes per sample at fp32), from the same
 // script: what the L2 cache may hold (gpu_roofline.h).
 std::vector<TensorTraffic> resnet50_by_tensor() {
@@ -85,6 +87,10 @@ std::vector<TensorTraffic> vgg16_by_tensor() {
 std::vector<TensorTraffic> alexnet_by_tensor() {
   return {{0.004096e6, 0.2376e6}, {0.009216e6, 0.3133e6}, {0.04326e6, 2.397e6},
           {0.0649e6, 1.298e6},    {0.14e6, 4.998e6},      {0.1936e6, 6.942e6}};
+}
+std::vector<TensorTraffic> alexnet_tf_by_tensor() {
+  return {{0.004096e6, 0.2376e6}, {0.009216e6, 0.3133e6}, {0.04326e6, 1.532e6},
+          {0.0649e6, 2.596e6},    {0.14e6, 4.998e6},      {0.1936e6, 6.942e6}};
 }
 
 // Layer given as (params, multiply-adds, share of them in stride-1 3x3 convolutions);
@@ -315,6 +321,28 @@ const std::map<std::string, std::function<Workload()>>& registry() {
              C("conv1", 0.023 * kM, 0.070 * kG, 0, 1), C("conv2", 0.307 * kM, 0.224 * kG),
              C("conv3", 0.664 * kM, 0.112 * kG, 1),    C("conv4", 0.885 * kM, 0.150 * kG, 1),
              C("conv5", 0.590 * kM, 0.100 * kG, 1),    L("fc6", 37.75 * kM, 0.0378 * kG),
+             L("fc7", 16.78 * kM, 0.0168 * kG),        L("fc8", 4.10 * kM, 0.0041 * kG)};
+         w.activation_bytes = 15e6;  // estimate
+         w.input_bytes = kImageNetJpegBytes;
+         w.default_batch = 128;
+         return w;
+       }},
+      {"alexnet-tf",
+       [] {
+         // AlexNet as tf_cnn_benchmarks builds its `alexnet` (models/alexnet_model.py): 384
+         // filters in conv4, where torchvision's has 256, so conv5 reads 384 channels; 61.84M
+         // params, 0.84 GMAC (layer shapes; traffic by scripts/workload-traffic, alexnet_tf).
+         Workload w;
+         w.name = "alexnet-tf";
+         w.elementwise_bytes = kAlexNetTfTraffic;
+         w.elementwise_by_tensor = alexnet_tf_by_tensor();
+         w.kernels = kAlexNetKernels;
+         w.conv_io_values = kAlexNetTfConvIo;
+         w.source = "tf_cnn_benchmarks' alexnet (61.84M params, 0.84 GMAC)";
+         w.layers = {
+             C("conv1", 0.023 * kM, 0.070 * kG, 0, 1), C("conv2", 0.307 * kM, 0.224 * kG),
+             C("conv3", 0.664 * kM, 0.112 * kG, 1),    C("conv4", 1.328 * kM, 0.224 * kG, 1),
+             C("conv5", 0.885 * kM, 0.150 * kG, 1),    L("fc6", 37.75 * kM, 0.0378 * kG),
              L("fc7", 16.78 * kM, 0.0168 * kG),        L("fc8", 4.10 * kM, 0.0041 * kG)};
          w.activation_bytes = 15e6;  // estimate
          w.input_bytes = kImageNetJpegBytes;

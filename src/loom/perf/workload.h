@@ -88,7 +88,8 @@ struct DecoderShape {
 Workload decoder_workload(const DecoderShape& s);
 
 // Named reference workloads (resnet50, resnet50-v1, resnet101, inception3, vgg16, alexnet,
-// bert-large, gpt2, gpt2-xl, cntk-dnn); InputError with close matches for an unknown name.
+// alexnet-tf, bert-large, gpt2, gpt2-xl, cntk-dnn); InputError with close matches for an unknown
+// name.
 Workload reference_workload(const std::string& name);
 std::vector<std::string> reference_workload_names();
 
