@@ -187,58 +187,73 @@ Workload decoder_workload(const DecoderShape& s) {
 
 namespace {
 
+// AlexNet with `conv4_filters` in its fourth convolution, which the fifth reads: 256 in
+// torchvision's (Krizhevsky 2014, "one weird trick"; torchvision docs: 61.1M params, 0.71 GMAC),
+// 384 in tf_cnn_benchmarks' `alexnet` (models/alexnet_model.py; 61.84M params, 0.84 GMAC).
+// Both on 13x13 maps from 384 channels; traffic by scripts/workload-traffic.
+Workload alexnet(double conv4_filters) {
+  const bool tf = conv4_filters != 256;
+  Workload w;
+  w.name = tf ? "alexnet-tf" : "alexnet";
+  w.elementwise_bytes = tf ? kAlexNetTfTraffic : kAlexNetTraffic;
+  w.elementwise_by_tensor = tf ? alexnet_tf_by_tensor() : alexnet_by_tensor();
+  w.kernels = kAlexNetKernels;
+  w.conv_io_values = tf ? kAlexNetTfConvIo : kAlexNetConvIo;
+  w.source = tf ? "tf_cnn_benchmarks' alexnet (61.84M params, 0.84 GMAC)"
+                : "Krizhevsky et al. NIPS 2012; torchvision docs (61.1M, 0.71 GMAC)";
+  const double positions = 13 * 13;
+  const double conv4_weights = 384 * conv4_filters * 9, conv5_weights = conv4_filters * 256 * 9;
+  // conv3-5 are 3x3 with stride 1; conv1 (11x11, stride 4) and conv2 (5x5) are not.
+  w.layers = {C("conv1", 0.023 * kM, 0.070 * kG, 0, 1),
+              C("conv2", 0.307 * kM, 0.224 * kG),
+              C("conv3", 0.664 * kM, 0.112 * kG, 1),
+              C("conv4", conv4_weights + conv4_filters, conv4_weights * positions, 1),
+              C("conv5", conv5_weights + 256, conv5_weights * positions, 1),
+              L("fc6", 37.75 * kM, 0.0378 * kG),
+              L("fc7", 16.78 * kM, 0.0168 * kG),
+              L("fc8", 4.10 * kM, 0.0041 * kG)};
+  w.activation_bytes = 15e6;  // estimate
+  w.input_bytes = kImageNetJpegBytes;
+  w.default_batch = 128;
+  return w;
+}
+
+// ResNet-50 (He et al. 2016, Table 1: 3.8e9 multiply-adds; 25,557,032 params). v1.5,
+// torchvision's (4.09 GMACs at 224x224): a stage's first block strides on its 3x3. v1, as He et
+// al. define it and tf_cnn_benchmarks builds its `resnet50` (models/resnet_model.py,
+// bottleneck_block_v1): on its first 1x1, so that convolution and its 3x3 run at a quarter of
+// the positions (3.86 GMACs), and every 3x3 has stride 1. Stage split and the share of each
+// stage in stride-1 3x3 convolutions computed from the bottleneck shapes; traffic by
+// scripts/workload-traffic (v1: torchvision's layers with the strides moved).
+Workload resnet50(bool v1) {
+  Workload w;
+  w.name = v1 ? "resnet50-v1" : "resnet50";
+  w.elementwise_bytes = v1 ? kResNet50V1Traffic : kResNet50Traffic;
+  w.elementwise_by_tensor = v1 ? resnet50_v1_by_tensor() : resnet50_by_tensor();
+  w.kernels = kResNet50Kernels;
+  w.conv_io_values = v1 ? kResNet50V1ConvIo : kResNet50ConvIo;
+  w.source = v1 ? "He et al. CVPR 2016 (v1: 25.56M params, 3.86 GMAC); tf_cnn_benchmarks' resnet50"
+                : "He et al. CVPR 2016; torchvision docs (25.56M params, 4.09 GMAC)";
+  w.layers = {
+      C("conv1", 0.0094 * kM, 0.118 * kG, 0, 1),
+      C("conv2_x", 0.216 * kM, 0.68 * kG, 0.519),
+      v1 ? C("conv3_x", 1.22 * kM, 0.95 * kG, 0.486) : C("conv3_x", 1.22 * kM, 1.03 * kG, 0.338),
+      v1 ? C("conv4_x", 7.10 * kM, 1.39 * kG, 0.500) : C("conv4_x", 7.10 * kM, 1.46 * kG, 0.395),
+      v1 ? C("conv5_x", 14.96 * kM, 0.73 * kG, 0.474) : C("conv5_x", 14.96 * kM, 0.80 * kG, 0.286),
+      L("fc", 2.05 * kM, 0.002 * kG)};
+  // Estimate: stored feature maps (conv, BN, ReLU); v1's three strided blocks keep
+  // quarter-size maps.
+  w.activation_bytes = v1 ? 95e6 : 100e6;
+  w.input_bytes = kImageNetJpegBytes;
+  w.train_samples = 90 * kImageNetTrainImages;
+  w.train_samples_source = "90 epochs of ImageNet (Goyal et al. 2017)";
+  return w;
+}
+
 const std::map<std::string, std::function<Workload()>>& registry() {
   static const std::map<std::string, std::function<Workload()>> r = {
-      {"resnet50",
-       [] {
-         // He et al. 2016 (Table 1: 3.8e9 multiply-adds); torchvision model docs: 25,557,032
-         // params, 4.09 GMACs at 224x224. Stage split and the share of each stage in stride-1
-         // 3x3 convolutions computed from the bottleneck shapes (torchvision v1.5: the stride
-         // of a stage's first block is on its 3x3).
-         Workload w;
-         w.name = "resnet50";
-         w.elementwise_bytes = kResNet50Traffic;
-         w.elementwise_by_tensor = resnet50_by_tensor();
-         w.kernels = kResNet50Kernels;
-         w.conv_io_values = kResNet50ConvIo;
-         w.source = "He et al. CVPR 2016; torchvision docs (25.56M params, 4.09 GMAC)";
-         w.layers = {
-             C("conv1", 0.0094 * kM, 0.118 * kG, 0, 1),  C("conv2_x", 0.216 * kM, 0.68 * kG, 0.519),
-             C("conv3_x", 1.22 * kM, 1.03 * kG, 0.338),  C("conv4_x", 7.10 * kM, 1.46 * kG, 0.395),
-             C("conv5_x", 14.96 * kM, 0.80 * kG, 0.286), L("fc", 2.05 * kM, 0.002 * kG)};
-         w.activation_bytes = 100e6;  // estimate: stored feature maps (conv, BN, ReLU)
-         w.input_bytes = kImageNetJpegBytes;
-         w.train_samples = 90 * kImageNetTrainImages;
-         w.train_samples_source = "90 epochs of ImageNet (Goyal et al. 2017)";
-         return w;
-       }},
-      {"resnet50-v1",
-       [] {
-         // ResNet-50 as He et al. 2016 define it and tf_cnn_benchmarks builds its `resnet50`
-         // (models/resnet_model.py, bottleneck_block_v1): a stage's first block strides on its
-         // first 1x1 convolution, so that convolution and its 3x3 run at the lower resolution.
-         // 3.86 GMACs; the stages' MACs and stride-1 3x3 shares computed from the layer shapes
-         // (torchvision's layers with the strides moved, as scripts/workload-traffic builds
-         // them for the traffic).
-         Workload w;
-         w.name = "resnet50-v1";
-         w.elementwise_bytes = kResNet50V1Traffic;
-         w.elementwise_by_tensor = resnet50_v1_by_tensor();
-         w.kernels = kResNet50Kernels;
-         w.conv_io_values = kResNet50V1ConvIo;
-         w.source =
-             "He et al. CVPR 2016 (v1: 25.56M params, 3.86 GMAC); tf_cnn_benchmarks' resnet50";
-         w.layers = {
-             C("conv1", 0.0094 * kM, 0.118 * kG, 0, 1),  C("conv2_x", 0.216 * kM, 0.68 * kG, 0.519),
-             C("conv3_x", 1.22 * kM, 0.95 * kG, 0.486),  C("conv4_x", 7.10 * kM, 1.39 * kG, 0.500),
-             C("conv5_x", 14.96 * kM, 0.73 * kG, 0.474), L("fc", 2.05 * kM, 0.002 * kG)};
-         // Estimate: ResNet-50's, less the three strided blocks' quarter-size maps.
-         w.activation_bytes = 95e6;
-         w.input_bytes = kImageNetJpegBytes;
-         w.train_samples = 90 * kImageNetTrainImages;
-         w.train_samples_source = "90 epochs of ImageNet (Goyal et al. 2017)";
-         return w;
-       }},
+      {"resnet50", [] { return resnet50(false); }},
+      {"resnet50-v1", [] { return resnet50(true); }},
       {"resnet101",
        [] {
          Workload w;
@@ -306,49 +321,8 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          w.input_bytes = kImageNetJpegBytes;
          return w;
        }},
-      {"alexnet",
-       [] {
-         // Krizhevsky et al. NIPS 2012; torchvision docs: 61.1M params, 0.71 GMAC.
-         Workload w;
-         w.name = "alexnet";
-         w.elementwise_bytes = kAlexNetTraffic;
-         w.elementwise_by_tensor = alexnet_by_tensor();
-         w.kernels = kAlexNetKernels;
-         w.conv_io_values = kAlexNetConvIo;
-         w.source = "Krizhevsky et al. NIPS 2012; torchvision docs (61.1M, 0.71 GMAC)";
-         // conv3-5 are 3x3 with stride 1; conv1 (11x11, stride 4) and conv2 (5x5) are not.
-         w.layers = {
-             C("conv1", 0.023 * kM, 0.070 * kG, 0, 1), C("conv2", 0.307 * kM, 0.224 * kG),
-             C("conv3", 0.664 * kM, 0.112 * kG, 1),    C("conv4", 0.885 * kM, 0.150 * kG, 1),
-             C("conv5", 0.590 * kM, 0.100 * kG, 1),    L("fc6", 37.75 * kM, 0.0378 * kG),
-             L("fc7", 16.78 * kM, 0.0168 * kG),        L("fc8", 4.10 * kM, 0.0041 * kG)};
-         w.activation_bytes = 15e6;  // estimate
-         w.input_bytes = kImageNetJpegBytes;
-         w.default_batch = 128;
-         return w;
-       }},
-      {"alexnet-tf",
-       [] {
-         // AlexNet as tf_cnn_benchmarks builds its `alexnet` (models/alexnet_model.py): 384
-         // filters in conv4, where torchvision's has 256, so conv5 reads 384 channels; 61.84M
-         // params, 0.84 GMAC (layer shapes; traffic by scripts/workload-traffic, alexnet_tf).
-         Workload w;
-         w.name = "alexnet-tf";
-         w.elementwise_bytes = kAlexNetTfTraffic;
-         w.elementwise_by_tensor = alexnet_tf_by_tensor();
-         w.kernels = kAlexNetKernels;
-         w.conv_io_values = kAlexNetTfConvIo;
-         w.source = "tf_cnn_benchmarks' alexnet (61.84M params, 0.84 GMAC)";
-         w.layers = {
-             C("conv1", 0.023 * kM, 0.070 * kG, 0, 1), C("conv2", 0.307 * kM, 0.224 * kG),
-             C("conv3", 0.664 * kM, 0.112 * kG, 1),    C("conv4", 1.328 * kM, 0.224 * kG, 1),
-             C("conv5", 0.885 * kM, 0.150 * kG, 1),    L("fc6", 37.75 * kM, 0.0378 * kG),
-             L("fc7", 16.78 * kM, 0.0168 * kG),        L("fc8", 4.10 * kM, 0.0041 * kG)};
-         w.activation_bytes = 15e6;  // estimate
-         w.input_bytes = kImageNetJpegBytes;
-         w.default_batch = 128;
-         return w;
-       }},
+      {"alexnet", [] { return alexnet(256); }},
+      {"alexnet-tf", [] { return alexnet(384); }},
       {"cntk-dnn",
        [] {
          // Seide et al. Interspeech 2014 (1-bit SGD): a 46M-parameter speech DNN. Shape as in
