@@ -136,6 +136,7 @@ struct ComputeFit {
   double tensor_volta = 0.5;  // the same on Volta's first-generation tensor cores
   double memory = 0.8;        // attained fraction of memory bandwidth
   double kernel_s = 5e-6;     // launch and tail per kernel of a step
+  bool operator==(const ComputeFit&) const = default;
 };
 
 // "FP32 cores 45% (41% before Volta), tensor cores 57% (40% on Volta), memory 80%, 6.0 us a

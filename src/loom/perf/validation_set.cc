@@ -24,11 +24,6 @@ const char* kBuiltinValidationName = "data/hardware/validation.toml (built in)";
 
 const std::vector<std::string> kFigures = {"efficiency", "speedup", "samples_per_s", "ratio"};
 
-bool same_fit(const ComputeFit& a, const ComputeFit& b) {
-  return a.cuda == b.cuda && a.cuda_shared == b.cuda_shared && a.tensor == b.tensor &&
-         a.tensor_volta == b.tensor_volta && a.memory == b.memory && a.kernel_s == b.kernel_s;
-}
-
 }  // namespace
 
 double rms(const std::vector<double>& errors) {
@@ -436,7 +431,7 @@ ValidationRun run_validation(bool leave_one_out) {
       for (const auto& c : cases)
         if (c.publication != pub) rest.push_back(curve(cat, c, f));
       cv = fit(rest);
-      if (same_fit(f, before) && cv == cv_before) break;
+      if (f == before && cv == cv_before) break;
     }
     for (size_t i = 0; i < cases.size(); ++i) {
       if (cases[i].publication != pub) continue;

@@ -40,57 +40,108 @@ constexpr double kBertPretrainSequences = 256e6;
 constexpr const char* kBertPretrainSource =
     "BERT pre-training: 1,000,000 steps of 256 sequences (Devlin et al. 2019)";
 
-// Traffic between the products and kernels per step of the reference CNNs, from torchvision's
-// definitions by scripts/workload-traffic (its rules there): bytes per sample at fp32. And the
-// values their convolutions read and write per sample (Workload::conv_io_values).
-constexpr double kResNet50Traffic = 694.0e6, kResNet50Kernels = 407;
-constexpr double kResNet50V1Traffic = 666.6e6;  // the same 407 kernels
-constexpr double kResNet101Traffic = 1042.0e6, kResNet101Kernels = 798;
-constexpr double kInception3Traffic = 565.7e6, kInception3Kernels = 707;
-constexpr double kVgg16Traffic = 369.6e6, kVgg16Kernels = 101;
-constexpr double kAlexNetTraffic = 16.2e6, kAlexNetKernels = 57;
-constexpr double kAlexNetTfTraffic = 16.6e6;  // the same 57 kernels
-constexpr double kResNet50ConvIo = 21.78e6;
-constexpr double kResNet50V1ConvIo = 20.72e6;
-constexpr double kResNet101ConvIo = 32.01e6;
-constexpr double kInception3ConvIo = 23.11e6;
-constexpr double kVgg16ConvIo = 22.63e6;
-constexpr double kAlexNetConvIo = 0.82e6;
-constexpr double kAlexNetTfConvIo = 0.87e6;
-// The same traffic by tensor size (values per sample, bytes per sample at fp32), from the same
-// script: what the L2 cache may hold (gpu_roofline.h).
-std::vector<TensorTraffic> resnet50_by_tensor() {
-  return {{0.02509e6, 6.523e6}, {0.05018e6, 28.7e6}, {0.1004e6, 68.66e6},
-          {0.2007e6, 171e6},    {0.4014e6, 155.7e6}, {0.8028e6, 263.3e6}};
+// Traffic between the products and kernels per step of a reference CNN, from torchvision's
+// definitions by scripts/workload-traffic (its rules there; the TensorFlow variants as that
+// script builds them): bytes per sample at fp32, the same traffic by tensor size (values per
+// sample, bytes per sample: what the L2 cache may hold, gpu_roofline.h), and the values its
+// convolutions read and write per sample (Workload::conv_io_values).
+struct CnnTraffic {
+  double bytes;
+  double kernels;
+  double conv_io;
+  std::vector<TensorTraffic> by_tensor;
+};
+CnnTraffic resnet50_traffic() {
+  return {694.0e6,
+          407,
+          21.78e6,
+          {{0.02509e6, 6.523e6},
+           {0.05018e6, 28.7e6},
+           {0.1004e6, 68.66e6},
+           {0.2007e6, 171e6},
+           {0.4014e6, 155.7e6},
+           {0.8028e6, 263.3e6}}};
 }
-std::vector<TensorTraffic> resnet50_v1_by_tensor() {
-  return {{0.02509e6, 7.827e6}, {0.05018e6, 31.31e6}, {0.1004e6, 68.66e6},
-          {0.2007e6, 160.6e6},  {0.4014e6, 134.9e6},  {0.8028e6, 263.3e6}};
+CnnTraffic resnet50_v1_traffic() {
+  return {666.6e6,
+          407,
+          20.72e6,
+          {{0.02509e6, 7.827e6},
+           {0.05018e6, 31.31e6},
+           {0.1004e6, 68.66e6},
+           {0.2007e6, 160.6e6},
+           {0.4014e6, 134.9e6},
+           {0.8028e6, 263.3e6}}};
 }
-std::vector<TensorTraffic> resnet101_by_tensor() {
-  return {{0.02509e6, 6.523e6}, {0.05018e6, 117.4e6}, {0.1004e6, 68.66e6},
-          {0.2007e6, 430.3e6},  {0.4014e6, 155.7e6},  {0.8028e6, 263.3e6}};
+CnnTraffic resnet101_traffic() {
+  return {1042.0e6,
+          798,
+          32.01e6,
+          {{0.02509e6, 6.523e6},
+           {0.05018e6, 117.4e6},
+           {0.1004e6, 68.66e6},
+           {0.2007e6, 430.3e6},
+           {0.4014e6, 155.7e6},
+           {0.8028e6, 263.3e6}}};
 }
-std::vector<TensorTraffic> inception3_by_tensor() {
-  return {{0.002048e6, 0.03686e6}, {0.01229e6, 1.917e6}, {0.02048e6, 3.195e6}, {0.02458e6, 15.34e6},
-          {0.02774e6, 1.443e6},    {0.02867e6, 2.982e6}, {0.03699e6, 11.54e6}, {0.0392e6, 2.038e6},
-          {0.04624e6, 28.85e6},    {0.05549e6, 75.02e6}, {0.0588e6, 9.173e6},  {0.0784e6, 48.92e6},
-          {0.08192e6, 1.966e6},    {0.111e6, 5.771e6},   {0.1176e6, 42.81e6},  {0.1311e6, 5.259e6},
-          {0.222e6, 26.53e6},      {0.2352e6, 3.763e6},  {0.3136e6, 7.526e6},  {0.3528e6, 16.85e6},
-          {0.4263e6, 22.17e6},     {0.6915e6, 35.96e6},  {0.7104e6, 36.94e6},  {0.9679e6, 65.71e6},
-          {1.383e6, 93.97e6}};
+CnnTraffic inception3_traffic() {
+  return {
+      565.7e6, 707, 23.11e6, {{0.002048e6, 0.03686e6}, {0.01229e6, 1.917e6}, {0.02048e6, 3.195e6},
+                              {0.02458e6, 15.34e6},    {0.02774e6, 1.443e6}, {0.02867e6, 2.982e6},
+                              {0.03699e6, 11.54e6},    {0.0392e6, 2.038e6},  {0.04624e6, 28.85e6},
+                              {0.05549e6, 75.02e6},    {0.0588e6, 9.173e6},  {0.0784e6, 48.92e6},
+                              {0.08192e6, 1.966e6},    {0.111e6, 5.771e6},   {0.1176e6, 42.81e6},
+                              {0.1311e6, 5.259e6},     {0.222e6, 26.53e6},   {0.2352e6, 3.763e6},
+                              {0.3136e6, 7.526e6},     {0.3528e6, 16.85e6},  {0.4263e6, 22.17e6},
+                              {0.6915e6, 35.96e6},     {0.7104e6, 36.94e6},  {0.9679e6, 65.71e6},
+                              {1.383e6, 93.97e6}}};
 }
-std::vector<TensorTraffic> vgg16_by_tensor() {
-  return {{0.004096e6, 0.3113e6}, {0.02509e6, 0.4014e6}, {0.1004e6, 7.627e6}, {0.4014e6, 30.51e6},
-          {0.8028e6, 61.01e6},    {1.606e6, 89.92e6},    {3.211e6, 179.8e6}};
+CnnTraffic vgg16_traffic() {
+  return {369.6e6,
+          101,
+          22.63e6,
+          {{0.004096e6, 0.3113e6},
+           {0.02509e6, 0.4014e6},
+           {0.1004e6, 7.627e6},
+           {0.4014e6, 30.51e6},
+           {0.8028e6, 61.01e6},
+           {1.606e6, 89.92e6},
+           {3.211e6, 179.8e6}}};
 }
-std::vector<TensorTraffic> alexnet_by_tensor() {
-  return {{0.004096e6, 0.2376e6}, {0.009216e6, 0.3133e6}, {0.04326e6, 2.397e6},
-          {0.0649e6, 1.298e6},    {0.14e6, 4.998e6},      {0.1936e6, 6.942e6}};
+CnnTraffic alexnet_traffic() {
+  return {16.2e6,
+          57,
+          0.82e6,
+          {{0.004096e6, 0.2376e6},
+           {0.009216e6, 0.3133e6},
+           {0.04326e6, 2.397e6},
+           {0.0649e6, 1.298e6},
+           {0.14e6, 4.998e6},
+           {0.1936e6, 6.942e6}}};
 }
-std::vector<TensorTraffic> alexnet_tf_by_tensor() {
-  return {{0.004096e6, 0.2376e6}, {0.009216e6, 0.3133e6}, {0.04326e6, 1.532e6},
-          {0.0649e6, 2.596e6},    {0.14e6, 4.998e6},      {0.1936e6, 6.942e6}};
+CnnTraffic alexnet_tf_traffic() {
+  return {16.6e6,
+          57,
+          0.87e6,
+          {{0.004096e6, 0.2376e6},
+           {0.009216e6, 0.3133e6},
+           {0.04326e6, 1.532e6},
+           {0.0649e6, 2.596e6},
+           {0.14e6, 4.998e6},
+           {0.1936e6, 6.942e6}}};
+}
+
+// An ImageNet CNN's workload with its traffic between the products; the caller adds the layers.
+Workload cnn(const std::string& name, const std::string& source, const CnnTraffic& t) {
+  Workload w;
+  w.name = name;
+  w.source = source;
+  w.elementwise_bytes = t.bytes;
+  w.elementwise_by_tensor = t.by_tensor;
+  w.kernels = t.kernels;
+  w.conv_io_values = t.conv_io;
+  w.input_bytes = kImageNetJpegBytes;
+  return w;
 }
 
 // Layer given as (params, multiply-adds, share of them in stride-1 3x3 convolutions);
@@ -187,21 +238,17 @@ Workload decoder_workload(const DecoderShape& s) {
 
 namespace {
 
-// AlexNet with `conv4_filters` in its fourth convolution, which the fifth reads: 256 in
-// torchvision's (Krizhevsky 2014, "one weird trick"; torchvision docs: 61.1M params, 0.71 GMAC),
-// 384 in tf_cnn_benchmarks' `alexnet` (models/alexnet_model.py; 61.84M params, 0.84 GMAC).
-// Both on 13x13 maps from 384 channels; traffic by scripts/workload-traffic.
-Workload alexnet(double conv4_filters) {
-  const bool tf = conv4_filters != 256;
-  Workload w;
-  w.name = tf ? "alexnet-tf" : "alexnet";
-  w.elementwise_bytes = tf ? kAlexNetTfTraffic : kAlexNetTraffic;
-  w.elementwise_by_tensor = tf ? alexnet_tf_by_tensor() : alexnet_by_tensor();
-  w.kernels = kAlexNetKernels;
-  w.conv_io_values = tf ? kAlexNetTfConvIo : kAlexNetConvIo;
-  w.source = tf ? "tf_cnn_benchmarks' alexnet (61.84M params, 0.84 GMAC)"
-                : "Krizhevsky et al. NIPS 2012; torchvision docs (61.1M, 0.71 GMAC)";
-  const double positions = 13 * 13;
+// AlexNet: torchvision's (Krizhevsky 2014, "one weird trick"; torchvision docs: 61.1M params,
+// 0.71 GMAC) has 256 filters in its fourth convolution, which the fifth reads;
+// tf_cnn_benchmarks' `alexnet` (`tf`: models/alexnet_model.py; 61.84M params, 0.84 GMAC) has
+// 384. Both on 13x13 maps from 384 channels.
+Workload alexnet(bool tf) {
+  Workload w =
+      tf ? cnn("alexnet-tf", "tf_cnn_benchmarks' alexnet (61.84M params, 0.84 GMAC)",
+               alexnet_tf_traffic())
+         : cnn("alexnet", "Krizhevsky et al. NIPS 2012; torchvision docs (61.1M, 0.71 GMAC)",
+               alexnet_traffic());
+  const double conv4_filters = tf ? 384 : 256, positions = 13 * 13;
   const double conv4_weights = 384 * conv4_filters * 9, conv5_weights = conv4_filters * 256 * 9;
   // conv3-5 are 3x3 with stride 1; conv1 (11x11, stride 4) and conv2 (5x5) are not.
   w.layers = {C("conv1", 0.023 * kM, 0.070 * kG, 0, 1),
@@ -213,7 +260,6 @@ Workload alexnet(double conv4_filters) {
               L("fc7", 16.78 * kM, 0.0168 * kG),
               L("fc8", 4.10 * kM, 0.0041 * kG)};
   w.activation_bytes = 15e6;  // estimate
-  w.input_bytes = kImageNetJpegBytes;
   w.default_batch = 128;
   return w;
 }
@@ -226,14 +272,12 @@ Workload alexnet(double conv4_filters) {
 // stage in stride-1 3x3 convolutions computed from the bottleneck shapes; traffic by
 // scripts/workload-traffic (v1: torchvision's layers with the strides moved).
 Workload resnet50(bool v1) {
-  Workload w;
-  w.name = v1 ? "resnet50-v1" : "resnet50";
-  w.elementwise_bytes = v1 ? kResNet50V1Traffic : kResNet50Traffic;
-  w.elementwise_by_tensor = v1 ? resnet50_v1_by_tensor() : resnet50_by_tensor();
-  w.kernels = kResNet50Kernels;
-  w.conv_io_values = v1 ? kResNet50V1ConvIo : kResNet50ConvIo;
-  w.source = v1 ? "He et al. CVPR 2016 (v1: 25.56M params, 3.86 GMAC); tf_cnn_benchmarks' resnet50"
-                : "He et al. CVPR 2016; torchvision docs (25.56M params, 4.09 GMAC)";
+  Workload w =
+      v1 ? cnn("resnet50-v1",
+               "He et al. CVPR 2016 (v1: 25.56M params, 3.86 GMAC); tf_cnn_benchmarks' resnet50",
+               resnet50_v1_traffic())
+         : cnn("resnet50", "He et al. CVPR 2016; torchvision docs (25.56M params, 4.09 GMAC)",
+               resnet50_traffic());
   w.layers = {
       C("conv1", 0.0094 * kM, 0.118 * kG, 0, 1),
       C("conv2_x", 0.216 * kM, 0.68 * kG, 0.519),
@@ -244,7 +288,6 @@ Workload resnet50(bool v1) {
   // Estimate: stored feature maps (conv, BN, ReLU); v1's three strided blocks keep
   // quarter-size maps.
   w.activation_bytes = v1 ? 95e6 : 100e6;
-  w.input_bytes = kImageNetJpegBytes;
   w.train_samples = 90 * kImageNetTrainImages;
   w.train_samples_source = "90 epochs of ImageNet (Goyal et al. 2017)";
   return w;
@@ -256,19 +299,14 @@ const std::map<std::string, std::function<Workload()>>& registry() {
       {"resnet50-v1", [] { return resnet50(true); }},
       {"resnet101",
        [] {
-         Workload w;
-         w.name = "resnet101";
-         w.elementwise_bytes = kResNet101Traffic;
-         w.elementwise_by_tensor = resnet101_by_tensor();
-         w.kernels = kResNet101Kernels;
-         w.conv_io_values = kResNet101ConvIo;
-         w.source = "He et al. CVPR 2016; torchvision docs (44.55M params, 7.80 GMAC)";
+         Workload w =
+             cnn("resnet101", "He et al. CVPR 2016; torchvision docs (44.55M params, 7.80 GMAC)",
+                 resnet101_traffic());
          w.layers = {
              C("conv1", 0.0094 * kM, 0.118 * kG, 0, 1),  C("conv2_x", 0.216 * kM, 0.68 * kG, 0.519),
              C("conv3_x", 1.22 * kM, 1.03 * kG, 0.338),  C("conv4_x", 26.09 * kM, 5.17 * kG, 0.491),
              C("conv5_x", 14.96 * kM, 0.80 * kG, 0.286), L("fc", 2.05 * kM, 0.002 * kG)};
          w.activation_bytes = 160e6;  // estimate
-         w.input_bytes = kImageNetJpegBytes;
          return w;
        }},
       {"inception3",
@@ -277,13 +315,8 @@ const std::map<std::string, std::function<Workload()>>& registry() {
          // docs: 5.71 GMAC at 299x299, 27.16M params with the auxiliary head (23.8M without).
          // Stride-1 3x3 shares estimated from the block shapes (stem: its three stride-1 3x3
          // convolutions; mixed6b-e: 1x7/7x1 only).
-         Workload w;
-         w.name = "inception3";
-         w.elementwise_bytes = kInception3Traffic;
-         w.elementwise_by_tensor = inception3_by_tensor();
-         w.kernels = kInception3Kernels;
-         w.conv_io_values = kInception3ConvIo;
-         w.source = "Szegedy et al. CVPR 2016; torchvision docs (5.71 GMAC)";
+         Workload w = cnn("inception3", "Szegedy et al. CVPR 2016; torchvision docs (5.71 GMAC)",
+                          inception3_traffic());
          // The stem's first convolution reads the image: 149 x 149 x 32 outputs x 27 = 19.2M MACs.
          w.layers = {C("stem", 0.17 * kM, 1.74 * kG, 0.74, 0.0110),
                      C("mixed5", 0.83 * kM, 1.00 * kG, 0.50),
@@ -293,20 +326,14 @@ const std::map<std::string, std::function<Workload()>>& registry() {
                      C("mixed7b-c", 11.10 * kM, 0.71 * kG, 0.28),
                      L("fc", 2.05 * kM, 0.002 * kG)};
          w.activation_bytes = 120e6;  // estimate
-         w.input_bytes = kImageNetJpegBytes;
          return w;
        }},
       {"vgg16",
        [] {
          // Simonyan & Zisserman ICLR 2015 (138M params); torchvision docs: 138,357,544 params,
          // 15.47 GMAC. Per-layer figures computed from the layer shapes at 224x224.
-         Workload w;
-         w.name = "vgg16";
-         w.elementwise_bytes = kVgg16Traffic;
-         w.elementwise_by_tensor = vgg16_by_tensor();
-         w.kernels = kVgg16Kernels;
-         w.conv_io_values = kVgg16ConvIo;
-         w.source = "Simonyan & Zisserman ICLR 2015; torchvision docs (15.47 GMAC)";
+         Workload w = cnn("vgg16", "Simonyan & Zisserman ICLR 2015; torchvision docs (15.47 GMAC)",
+                          vgg16_traffic());
          // Every convolution is 3x3 with stride 1; conv1_1 reads the image: 224 x 224 x 64
          // outputs x 27 = 86.7M of the stage's 1.94G MACs.
          w.layers = {C("conv1", 0.0387 * kM, 1.94 * kG, 1, 0.0447),
@@ -318,11 +345,10 @@ const std::map<std::string, std::function<Workload()>>& registry() {
                      L("fc7", 16.78 * kM, 0.0168 * kG),
                      L("fc8", 4.10 * kM, 0.0041 * kG)};
          w.activation_bytes = 110e6;  // estimate: ~27M stored floats
-         w.input_bytes = kImageNetJpegBytes;
          return w;
        }},
-      {"alexnet", [] { return alexnet(256); }},
-      {"alexnet-tf", [] { return alexnet(384); }},
+      {"alexnet", [] { return alexnet(false); }},
+      {"alexnet-tf", [] { return alexnet(true); }},
       {"cntk-dnn",
        [] {
          // Seide et al. Interspeech 2014 (1-bit SGD): a 46M-parameter speech DNN. Shape as in
